@@ -1,0 +1,1 @@
+//! Host implementations and shared helpers for the example programs in `examples/examples/`.

@@ -1,0 +1,1 @@
+//! trybuild cases for `gpu_pipeline!`; see `tests/ui.rs` and `README.md`.
