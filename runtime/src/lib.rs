@@ -1,2 +1,35 @@
 //! gpu-pipeline: safe multi-stream CUDA.
+//!
+//! Three layers, unsafe confined to the lower two: [`sys`] (raw driver types), `driver` (the
+//! function table, loaded once at run time with `libloading`), and the safe API on top
+//! ([`Device`], [`Context`], [`Stream`], [`Event`], ...).
+
 pub use gpu_pipeline_macros::gpu_pipeline;
+
+pub mod sys;
+
+mod context;
+mod device;
+mod driver;
+mod error;
+mod event;
+mod graph;
+#[allow(dead_code)]
+mod host;
+mod memory;
+mod stream;
+
+pub use context::{Backend, Context, StreamPriorityRange};
+pub use device::{Device, DeviceAttribute};
+pub use driver::{
+    DEFAULT_DRIVER_PATHS, DRIVER_PATH_ENV, is_available as driver_is_available,
+    version as driver_version,
+};
+pub use error::{DriverError, Error, LibraryAttempt, Result};
+pub use event::{Event, EventFlags};
+pub use graph::Graph;
+pub use memory::{FlagCell, FlagWord};
+pub use stream::{
+    AccessPolicyWindow, AccessProperty, CaptureMode, CaptureStatus, MemOp, Stream, StreamAttribute,
+    StreamAttributeId, StreamFlags, SyncPolicy, WaitCondition, exchange_thread_capture_mode,
+};

@@ -1,0 +1,210 @@
+//! The crate's one error type. Every variant carries its context (which call, which stage,
+//! which buffer) so callers never assemble messages from strings.
+
+use std::fmt;
+
+use crate::sys::CUresult;
+
+/// A `Result` whose error is [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in gpu-pipeline.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// No CUDA driver library could be opened. Lists every path tried and why it failed.
+    #[error("no CUDA driver library could be loaded; tried {}", LibraryAttempt::list(.tried))]
+    DriverNotFound {
+        /// Each library path tried, in order, with the loader's reason.
+        tried: Vec<LibraryAttempt>,
+    },
+
+    /// The loaded driver lacks an entry point or feature this call needs.
+    #[error("`{symbol}` is not supported by this CUDA driver: {reason}")]
+    Unsupported {
+        /// The driver entry point or feature.
+        symbol: &'static str,
+        /// Why it is unavailable (driver too old, device lacks the feature, ...).
+        reason: String,
+    },
+
+    /// A driver call returned an error code.
+    #[error(transparent)]
+    Driver(#[from] DriverError),
+
+    /// An argument was rejected before anything was enqueued.
+    #[error("{call}: {message}")]
+    InvalidArgument {
+        /// The API that rejected it, e.g. `Stream::with_priority`.
+        call: &'static str,
+        /// What was wrong and what is accepted instead.
+        message: String,
+    },
+
+    /// A host closure enqueued on a stream panicked; the panic was caught at the C boundary.
+    #[error("a host function on stream {stream} panicked: {message}")]
+    HostPanic {
+        /// The stream's id.
+        stream: u64,
+        /// The panic payload, when it was a string.
+        message: String,
+    },
+
+    /// An operation is not available on this context's backend.
+    #[error("`{call}` is not available on the {backend} backend: {reason}")]
+    BackendMismatch {
+        /// The API called.
+        call: &'static str,
+        /// The backend the context runs on (`cuda` or `host`).
+        backend: &'static str,
+        /// What to do instead.
+        reason: String,
+    },
+
+    /// An error from the host backend (a failed or panicking host operation, a race found by
+    /// checked mode, a capture misuse).
+    #[error("host backend: {0}")]
+    Host(String),
+}
+
+impl Error {
+    /// The driver status code, when this error came from a driver call.
+    pub fn code(&self) -> Option<CUresult> {
+        match self {
+            Error::Driver(e) => Some(e.code),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn invalid(call: &'static str, message: impl Into<String>) -> Self {
+        Error::InvalidArgument {
+            call,
+            message: message.into(),
+        }
+    }
+}
+
+/// One library path the loader tried, with the reason it failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LibraryAttempt {
+    /// The path or file name passed to the dynamic loader.
+    pub path: String,
+    /// The loader's message.
+    pub reason: String,
+}
+
+impl LibraryAttempt {
+    fn list(tried: &[LibraryAttempt]) -> String {
+        tried
+            .iter()
+            .map(|a| format!("`{}` ({})", a.path, a.reason))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// A failed driver call: which call, the code, and the driver's own name and text for it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct DriverError {
+    /// The driver entry point that failed, e.g. `cuStreamSynchronize`.
+    pub call: &'static str,
+    /// The raw status code.
+    pub code: CUresult,
+    /// `cuGetErrorName`'s answer, e.g. `CUDA_ERROR_ILLEGAL_ADDRESS`.
+    pub name: String,
+    /// `cuGetErrorString`'s answer, e.g. `an illegal memory access was encountered`.
+    pub description: String,
+}
+
+impl DriverError {
+    /// Builds the error for `code` returned by `call`, asking the driver for its name and text.
+    pub(crate) fn new(call: &'static str, code: CUresult) -> Self {
+        let (name, description) = crate::driver::describe(code);
+        DriverError {
+            call,
+            code,
+            name,
+            description,
+        }
+    }
+
+    /// Whether the context is now unusable: after these codes every later call in the
+    /// process fails too, and the only cure is a new process (CUDA's "sticky" errors).
+    pub fn is_sticky(&self) -> bool {
+        matches!(
+            self.code,
+            CUresult::CUDA_ERROR_ILLEGAL_ADDRESS
+                | CUresult::CUDA_ERROR_LAUNCH_FAILED
+                | CUresult::CUDA_ERROR_ILLEGAL_INSTRUCTION
+                | CUresult::CUDA_ERROR_MISALIGNED_ADDRESS
+                | CUresult::CUDA_ERROR_INVALID_PC
+                | CUresult::CUDA_ERROR_LAUNCH_TIMEOUT
+        )
+    }
+}
+
+impl fmt::Display for DriverError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} failed with {} ({}): {}",
+            self.call, self.name, self.code.0, self.description
+        )
+    }
+}
+
+/// Turns a status into a `Result`, naming the call on failure.
+#[inline]
+pub(crate) fn check(call: &'static str, code: CUresult) -> Result<()> {
+    if code.is_success() {
+        Ok(())
+    } else {
+        Err(DriverError::new(call, code).into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn driver_not_found_lists_every_path() {
+        let e = Error::DriverNotFound {
+            tried: vec![
+                LibraryAttempt {
+                    path: "libcuda.so.1".into(),
+                    reason: "not found".into(),
+                },
+                LibraryAttempt {
+                    path: "libcuda.so".into(),
+                    reason: "no such file".into(),
+                },
+            ],
+        };
+        assert_eq!(
+            e.to_string(),
+            "no CUDA driver library could be loaded; tried `libcuda.so.1` (not found), \
+             `libcuda.so` (no such file)"
+        );
+    }
+
+    #[test]
+    fn driver_error_names_the_call_code_and_text() {
+        let e = DriverError {
+            call: "cuStreamSynchronize",
+            code: CUresult::CUDA_ERROR_ILLEGAL_ADDRESS,
+            name: "CUDA_ERROR_ILLEGAL_ADDRESS".into(),
+            description: "an illegal memory access was encountered".into(),
+        };
+        assert!(e.is_sticky());
+        assert_eq!(
+            Error::from(e.clone()).to_string(),
+            "cuStreamSynchronize failed with CUDA_ERROR_ILLEGAL_ADDRESS (700): an illegal \
+             memory access was encountered"
+        );
+        assert_eq!(
+            Error::from(e).code(),
+            Some(CUresult::CUDA_ERROR_ILLEGAL_ADDRESS)
+        );
+    }
+}

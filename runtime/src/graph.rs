@@ -1,0 +1,85 @@
+//! CUDA graphs: the recorded work of a capture, instantiated once and launched many times.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use crate::context::Context;
+use crate::error::{Result, check};
+use crate::sys;
+
+/// A graph recorded by [`Stream::end_capture`](crate::Stream::end_capture) or
+/// [`Stream::capture`](crate::Stream::capture).
+pub struct Graph {
+    ctx: Context,
+    raw: sys::CUgraph,
+    /// Host closures and other objects the graph's nodes point at.
+    keepalive: Vec<Arc<dyn Any + Send + Sync>>,
+}
+
+// SAFETY: a CUgraph may be used from any thread; we never mutate it concurrently (`&mut`
+// for edits, `&self` for reads, which the driver allows from several threads).
+unsafe impl Send for Graph {}
+// SAFETY: as above.
+unsafe impl Sync for Graph {}
+
+impl Graph {
+    /// Takes ownership of a graph handle.
+    ///
+    /// # Safety
+    /// `raw` must be a live graph of `ctx`'s context that nothing else destroys.
+    pub(crate) unsafe fn from_raw(
+        ctx: &Context,
+        raw: sys::CUgraph,
+        keepalive: Vec<Arc<dyn Any + Send + Sync>>,
+    ) -> Graph {
+        Graph {
+            ctx: ctx.clone(),
+            raw,
+            keepalive,
+        }
+    }
+
+    /// The number of nodes.
+    pub fn node_count(&self) -> Result<usize> {
+        let c = self.ctx.bound_cuda("Graph::node_count")?;
+        let mut count = 0;
+        // SAFETY: a live graph; a null node array asks for the count only.
+        check("cuGraphGetNodes", unsafe {
+            (c.driver.cuGraphGetNodes)(self.raw, std::ptr::null_mut(), &mut count)
+        })?;
+        Ok(count)
+    }
+
+    /// The raw handle, owned by this `Graph`.
+    pub fn handle(&self) -> sys::CUgraph {
+        self.raw
+    }
+
+    /// The context the graph belongs to.
+    pub fn context(&self) -> &Context {
+        &self.ctx
+    }
+
+    pub(crate) fn keepalive(&self) -> &[Arc<dyn Any + Send + Sync>] {
+        &self.keepalive
+    }
+}
+
+impl Drop for Graph {
+    fn drop(&mut self) {
+        let Ok(c) = self.ctx.bound_cuda("Graph::drop") else {
+            return;
+        };
+        // SAFETY: we own the graph; executable graphs instantiated from it are independent.
+        let code = unsafe { (c.driver.cuGraphDestroy)(self.raw) };
+        if !code.is_success() {
+            tracing::warn!(?code, "cuGraphDestroy failed while dropping a graph");
+        }
+    }
+}
+
+impl std::fmt::Debug for Graph {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Graph").field("raw", &self.raw).finish()
+    }
+}

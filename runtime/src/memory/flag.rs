@@ -1,0 +1,143 @@
+//! Flag cells: one 32- or 64-bit word that streams write and wait on with the stream memory
+//! operations, and that the host can read and write while streams wait on it.
+//!
+//! The word lives in page-locked host memory mapped into the device's address space, so the
+//! host reads and writes it with plain atomics (no copy, no stream, no deadlock with a stream
+//! that is waiting on it) and the device reaches it through the same unified address.
+
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use crate::context::Context;
+use crate::error::{Result, check};
+use crate::sys;
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for u32 {}
+    impl Sealed for u64 {}
+}
+
+/// The word types a [`FlagCell`] can hold: `u32` and `u64`.
+pub trait FlagWord: sealed::Sealed + Copy + Send + Sync + std::fmt::Debug + 'static {
+    #[doc(hidden)]
+    fn load(ptr: *const Self) -> Self;
+    #[doc(hidden)]
+    fn store(ptr: *mut Self, value: Self);
+}
+
+impl FlagWord for u32 {
+    fn load(ptr: *const Self) -> Self {
+        // SAFETY: `ptr` is the cell's aligned, live word; the device writes it concurrently,
+        // which is what atomics are for.
+        unsafe { AtomicU32::from_ptr(ptr.cast_mut()) }.load(Ordering::Acquire)
+    }
+    fn store(ptr: *mut Self, value: Self) {
+        // SAFETY: as in `load`.
+        unsafe { AtomicU32::from_ptr(ptr) }.store(value, Ordering::Release)
+    }
+}
+
+impl FlagWord for u64 {
+    fn load(ptr: *const Self) -> Self {
+        // SAFETY: as for u32.
+        unsafe { AtomicU64::from_ptr(ptr.cast_mut()) }.load(Ordering::Acquire)
+    }
+    fn store(ptr: *mut Self, value: Self) {
+        // SAFETY: as for u32.
+        unsafe { AtomicU64::from_ptr(ptr) }.store(value, Ordering::Release)
+    }
+}
+
+/// A word streams signal and wait on ([`Stream::write_value_32`](crate::Stream::write_value_32),
+/// [`Stream::wait_value_32`](crate::Stream::wait_value_32) and the 64-bit forms).
+///
+/// Dropping a cell synchronizes its context first, so no enqueued operation can touch the
+/// word after it is freed. A stream waiting on a value nobody will write blocks that drop,
+/// as it would block any synchronize.
+pub struct FlagCell<W: FlagWord> {
+    ctx: Context,
+    host: *mut W,
+    device: sys::CUdeviceptr,
+    _word: PhantomData<W>,
+}
+
+// SAFETY: the word is accessed only through atomics; the allocation is process-wide.
+unsafe impl<W: FlagWord> Send for FlagCell<W> {}
+// SAFETY: as above.
+unsafe impl<W: FlagWord> Sync for FlagCell<W> {}
+
+impl<W: FlagWord> FlagCell<W> {
+    /// A new cell holding `initial`.
+    pub fn new(ctx: &Context, initial: W) -> Result<FlagCell<W>> {
+        let c = ctx.bound_cuda("FlagCell::new")?;
+        let mut host = std::ptr::null_mut();
+        let bytes = std::mem::size_of::<u64>();
+        let flags = sys::CU_MEMHOSTALLOC_PORTABLE | sys::CU_MEMHOSTALLOC_DEVICEMAP;
+        // SAFETY: a valid out-pointer; freed in Drop.
+        check("cuMemHostAlloc", unsafe {
+            (c.driver.cuMemHostAlloc)(&mut host, bytes, flags)
+        })?;
+        let mut device = 0;
+        // SAFETY: `host` was just allocated with DEVICEMAP; flags must be 0.
+        let code = unsafe { (c.driver.cuMemHostGetDevicePointer)(&mut device, host, 0) };
+        if let Err(e) = check("cuMemHostGetDevicePointer", code) {
+            // SAFETY: allocated above and not yet shared.
+            unsafe { (c.driver.cuMemFreeHost)(host) };
+            return Err(e);
+        }
+        let host = host.cast::<W>();
+        W::store(host, initial);
+        Ok(FlagCell {
+            ctx: ctx.clone(),
+            host,
+            device,
+            _word: PhantomData,
+        })
+    }
+
+    /// The current value, as the host sees it now.
+    pub fn load(&self) -> W {
+        W::load(self.host)
+    }
+
+    /// Writes a value from the host; a stream waiting on the cell sees it.
+    pub fn store(&self, value: W) {
+        W::store(self.host, value)
+    }
+
+    /// The device address of the word, for kernels and interop.
+    pub fn device_address(&self) -> sys::CUdeviceptr {
+        self.device
+    }
+
+    /// The context the cell belongs to.
+    pub fn context(&self) -> &Context {
+        &self.ctx
+    }
+}
+
+impl<W: FlagWord> Drop for FlagCell<W> {
+    fn drop(&mut self) {
+        if let Err(e) = self.ctx.synchronize() {
+            tracing::warn!(error = %e, "synchronizing before freeing a flag cell failed");
+        }
+        let Ok(c) = self.ctx.bound_cuda("FlagCell::drop") else {
+            return;
+        };
+        // SAFETY: allocated by cuMemHostAlloc in `new`; all work that could use it finished.
+        let code = unsafe { (c.driver.cuMemFreeHost)(self.host.cast()) };
+        if !code.is_success() {
+            tracing::warn!(?code, "cuMemFreeHost failed while dropping a flag cell");
+        }
+    }
+}
+
+impl<W: FlagWord> std::fmt::Debug for FlagCell<W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FlagCell")
+            .field("value", &self.load())
+            .field("device", &self.device)
+            .finish()
+    }
+}

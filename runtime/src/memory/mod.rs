@@ -1,0 +1,5 @@
+//! Memory the device works on.
+
+mod flag;
+
+pub use flag::{FlagCell, FlagWord};
