@@ -1,5 +1,7 @@
 //! Events: points in a stream's work that other streams and the host can wait on and time.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use crate::context::Context;
 use crate::error::{Error, Result, check};
 use crate::sys::{self, CUresult};
@@ -41,6 +43,8 @@ pub struct Event {
     ctx: Context,
     raw: sys::CUevent,
     flags: EventFlags,
+    /// The capture id when last recorded on a capturing stream (0: not in a capture).
+    capture: AtomicU64,
 }
 
 // SAFETY: CUDA events may be recorded, queried and destroyed from any thread.
@@ -66,6 +70,7 @@ impl Event {
             ctx: ctx.clone(),
             raw,
             flags,
+            capture: AtomicU64::new(0),
         })
     }
 
@@ -82,6 +87,17 @@ impl Event {
     /// The raw handle, for interop. It stays owned by this `Event`.
     pub fn handle(&self) -> sys::CUevent {
         self.raw
+    }
+
+    pub(crate) fn set_recorded_in_capture(&self, capture: Option<u64>) {
+        self.capture.store(capture.unwrap_or(0), Ordering::Release);
+    }
+
+    pub(crate) fn recorded_in_capture(&self) -> Option<u64> {
+        match self.capture.load(Ordering::Acquire) {
+            0 => None,
+            id => Some(id),
+        }
     }
 
     /// Whether all work before the most recent record has completed (`true` if never

@@ -1,10 +1,8 @@
 //! CUDA graphs: the recorded work of a capture, instantiated once and launched many times.
 
-use std::any::Any;
-use std::sync::Arc;
-
 use crate::context::Context;
 use crate::error::{Result, check};
+use crate::memory::alloc::KeepAlive;
 use crate::sys;
 
 /// A graph recorded by [`Stream::end_capture`](crate::Stream::end_capture) or
@@ -13,7 +11,7 @@ pub struct Graph {
     ctx: Context,
     raw: sys::CUgraph,
     /// Host closures and other objects the graph's nodes point at.
-    keepalive: Vec<Arc<dyn Any + Send + Sync>>,
+    keepalive: Vec<KeepAlive>,
 }
 
 // SAFETY: a CUgraph may be used from any thread; we never mutate it concurrently (`&mut`
@@ -30,7 +28,7 @@ impl Graph {
     pub(crate) unsafe fn from_raw(
         ctx: &Context,
         raw: sys::CUgraph,
-        keepalive: Vec<Arc<dyn Any + Send + Sync>>,
+        keepalive: Vec<KeepAlive>,
     ) -> Graph {
         Graph {
             ctx: ctx.clone(),
@@ -60,7 +58,7 @@ impl Graph {
         &self.ctx
     }
 
-    pub(crate) fn keepalive(&self) -> &[Arc<dyn Any + Send + Sync>] {
+    pub(crate) fn keepalive(&self) -> &[KeepAlive] {
         &self.keepalive
     }
 }

@@ -1,13 +1,14 @@
 //! Stream capture: recording a stream's work into a [`Graph`] instead of running it.
 
-use std::any::Any;
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 
 use super::Stream;
 use crate::error::{Result, check};
 use crate::graph::Graph;
+use crate::memory::alloc::KeepAlive;
 use crate::sys::{self, CUstreamCaptureMode, CUstreamCaptureStatus};
 
 /// How a capture restricts CUDA calls that are unsafe during capture (`CUstreamCaptureMode`).
@@ -48,10 +49,9 @@ pub enum CaptureStatus {
 
 /// Objects a captured graph must keep alive (host closures), by capture id, until
 /// `end_capture` moves them into the `Graph`.
-static CAPTURE_KEEPALIVE: Mutex<Option<HashMap<u64, Vec<Arc<dyn Any + Send + Sync>>>>> =
-    Mutex::new(None);
+static CAPTURE_KEEPALIVE: Mutex<Option<HashMap<u64, Vec<KeepAlive>>>> = Mutex::new(None);
 
-pub(crate) fn register_capture_keepalive(capture_id: u64, object: Arc<dyn Any + Send + Sync>) {
+pub(crate) fn register_capture_keepalive(capture_id: u64, object: KeepAlive) {
     let mut map = CAPTURE_KEEPALIVE.lock().unwrap_or_else(|p| p.into_inner());
     map.get_or_insert_with(HashMap::new)
         .entry(capture_id)
@@ -59,7 +59,32 @@ pub(crate) fn register_capture_keepalive(capture_id: u64, object: Arc<dyn Any + 
         .push(object);
 }
 
-fn take_capture_keepalive(capture_id: u64) -> Vec<Arc<dyn Any + Send + Sync>> {
+/// The capture-state cells of streams that joined a capture by waiting on one of its events,
+/// so `end_capture` can mark them as out of the capture again.
+static CAPTURE_JOINED: Mutex<Option<HashMap<u64, Vec<Weak<AtomicU64>>>>> = Mutex::new(None);
+
+pub(crate) fn track_join(capture_id: u64, stream_state: &Arc<AtomicU64>) {
+    stream_state.store(capture_id, Ordering::Release);
+    let mut map = CAPTURE_JOINED.lock().unwrap_or_else(|p| p.into_inner());
+    map.get_or_insert_with(HashMap::new)
+        .entry(capture_id)
+        .or_default()
+        .push(Arc::downgrade(stream_state));
+}
+
+fn leave_capture(capture_id: u64) {
+    let joined = {
+        let mut map = CAPTURE_JOINED.lock().unwrap_or_else(|p| p.into_inner());
+        map.as_mut()
+            .and_then(|m| m.remove(&capture_id))
+            .unwrap_or_default()
+    };
+    for state in joined.iter().filter_map(Weak::upgrade) {
+        let _ = state.compare_exchange(capture_id, 0, Ordering::AcqRel, Ordering::Acquire);
+    }
+}
+
+fn take_capture_keepalive(capture_id: u64) -> Vec<KeepAlive> {
     let mut map = CAPTURE_KEEPALIVE.lock().unwrap_or_else(|p| p.into_inner());
     map.as_mut()
         .and_then(|m| m.remove(&capture_id))
@@ -85,6 +110,11 @@ impl Stream {
         let mut graph = std::ptr::null_mut();
         // SAFETY: a live stream and a valid out-pointer.
         let code = unsafe { (c.driver.cuStreamEndCapture)(raw, &mut graph) };
+        // Success or not, every stream of this capture has left it now.
+        self.capture.store(0, Ordering::Release);
+        if let Some(id) = id {
+            leave_capture(id);
+        }
         let keepalive = id.map(take_capture_keepalive).unwrap_or_default();
         check("cuStreamEndCapture", code)?;
         // SAFETY: the driver returned a new graph that we now own.

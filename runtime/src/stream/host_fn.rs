@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use super::Stream;
 use super::capture::register_capture_keepalive;
 use crate::error::{Error, Result, check};
+use crate::memory::alloc::KeepAlive;
 use crate::sys::{self, CUresult};
 
 type PanicLog = Arc<Mutex<Vec<String>>>;
@@ -150,7 +151,7 @@ impl Stream {
                 let code =
                     unsafe { (c.driver.cuLaunchHostFunc)(raw, Some(run_repeat_captured), data) };
                 check("cuLaunchHostFunc", code)?;
-                register_capture_keepalive(id, call);
+                register_capture_keepalive(id, KeepAlive::Object(call));
                 Ok(())
             }
         }

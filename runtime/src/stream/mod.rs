@@ -16,12 +16,14 @@ mod capture;
 mod host_fn;
 mod memop;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::context::{Context, CudaContext};
 use crate::device::Device;
 use crate::error::{Error, Result, check};
 use crate::event::{Event, EventFlags};
+use crate::memory::alloc::KeepAlive;
 use crate::sys::{self, CUresult};
 
 pub use attribute::{
@@ -63,6 +65,12 @@ pub struct Stream {
     raw: sys::CUstream,
     /// `false` for a foreign stream borrowed through [`Stream::from_handle`].
     owned: bool,
+    /// The driver's process-unique id (`cuStreamGetId`), read once at creation.
+    id: u64,
+    /// The id of the capture this stream takes part in (0: none), kept by our own
+    /// begin/end/wait calls so that hot paths need no driver query. Captures that foreign
+    /// code starts on a borrowed handle are not seen here.
+    pub(crate) capture: Arc<AtomicU64>,
     /// Panics caught in host functions, reported at the next `synchronize`.
     pub(crate) panics: Arc<Mutex<Vec<String>>>,
     /// A reusable event for [`Stream::wait`]: re-recording is fine, since a wait captures
@@ -95,7 +103,7 @@ impl Stream {
         check("cuStreamCreate", unsafe {
             (c.driver.cuStreamCreate)(&mut raw, flags.raw())
         })?;
-        Ok(Stream::owned(ctx, raw))
+        Stream::wrap(ctx, raw, true)
     }
 
     /// A stream with a priority. Lower numbers are more urgent; values outside
@@ -108,7 +116,7 @@ impl Stream {
         check("cuStreamCreateWithPriority", unsafe {
             (c.driver.cuStreamCreateWithPriority)(&mut raw, flags.raw(), priority)
         })?;
-        Ok(Stream::owned(ctx, raw))
+        Stream::wrap(ctx, raw, true)
     }
 
     /// Borrows a stream created by another library. It is not destroyed on drop.
@@ -117,22 +125,29 @@ impl Stream {
     /// `raw` must be a valid stream of `ctx`'s context (or the NULL/legacy stream) and stay
     /// valid for as long as the returned `Stream` (and anything enqueued through it that
     /// refers to it) is alive.
-    pub unsafe fn from_handle(ctx: &Context, raw: sys::CUstream) -> Stream {
+    pub unsafe fn from_handle(ctx: &Context, raw: sys::CUstream) -> Result<Stream> {
         Stream::wrap(ctx, raw, false)
     }
 
-    fn owned(ctx: &Context, raw: sys::CUstream) -> Stream {
-        Stream::wrap(ctx, raw, true)
-    }
-
-    fn wrap(ctx: &Context, raw: sys::CUstream, owned: bool) -> Stream {
-        Stream {
+    fn wrap(ctx: &Context, raw: sys::CUstream, owned: bool) -> Result<Stream> {
+        let mut stream = Stream {
             ctx: ctx.clone(),
             raw,
             owned,
+            id: 0,
+            capture: Arc::new(AtomicU64::new(0)),
             panics: Arc::new(Mutex::new(Vec::new())),
             join_event: OnceLock::new(),
-        }
+        };
+        // On failure `stream` drops and destroys an owned handle, so nothing leaks.
+        let (c, raw) = stream.cuda("Stream::id")?;
+        let mut id = 0;
+        // SAFETY: a valid out-pointer; `raw` is live (ours, or vouched for by the caller).
+        check("cuStreamGetId", unsafe {
+            (c.driver.cuStreamGetId)(raw, &mut id)
+        })?;
+        stream.id = id;
+        Ok(stream)
     }
 
     /// The bound CUDA context and this stream's handle, for the methods below.
@@ -183,15 +198,30 @@ impl Stream {
         Ok(priority)
     }
 
-    /// The driver's unique id for this stream (`cuStreamGetId`).
-    pub fn id(&self) -> Result<u64> {
-        let (c, raw) = self.cuda("Stream::id")?;
-        let mut id = 0;
-        // SAFETY: a valid out-pointer and live stream.
-        check("cuStreamGetId", unsafe {
-            (c.driver.cuStreamGetId)(raw, &mut id)
-        })?;
-        Ok(id)
+    /// The driver's process-unique id for this stream (`cuStreamGetId`), never reused.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    pub(crate) fn unique_id(&self) -> u64 {
+        self.id
+    }
+
+    /// The capture this stream takes part in, as our own calls tracked it (no driver call).
+    #[inline]
+    pub(crate) fn tracked_capture(&self) -> Option<u64> {
+        match self.capture.load(Ordering::Acquire) {
+            0 => None,
+            id => Some(id),
+        }
+    }
+
+    /// Keeps `object` alive for as long as the graph being captured on this stream, if any:
+    /// every enqueue that bakes a pointer into a graph node calls this.
+    pub(crate) fn keep_alive_in_capture(&self, object: impl FnOnce() -> KeepAlive) {
+        if let Some(id) = self.tracked_capture() {
+            capture::register_capture_keepalive(id, object());
+        }
     }
 
     /// The device the stream runs on. Uses `cuStreamGetDevice` (CUDA 12.8) when the driver
@@ -243,7 +273,12 @@ impl Stream {
         // SAFETY: a live stream and live event of the same context.
         check("cuStreamWaitEvent", unsafe {
             (c.driver.cuStreamWaitEvent)(raw, event.handle(), sys::CU_EVENT_WAIT_DEFAULT)
-        })
+        })?;
+        // Waiting on an event recorded inside a capture joins this stream to it.
+        if let Some(id) = event.recorded_in_capture() {
+            capture::track_join(id, &self.capture);
+        }
+        Ok(())
     }
 
     /// Makes later work on this stream wait for all work enqueued on `other` so far.
@@ -273,7 +308,9 @@ impl Stream {
         // SAFETY: a live stream and live event of the same context.
         check("cuEventRecord", unsafe {
             (c.driver.cuEventRecord)(event.handle(), raw)
-        })
+        })?;
+        event.set_recorded_in_capture(self.tracked_capture());
+        Ok(())
     }
 
     /// Copies the attributes (access policy window, synchronization policy, ...) of `src`.
@@ -314,7 +351,7 @@ impl Stream {
         let message = panics.drain(..).collect::<Vec<_>>().join("; ");
         drop(panics);
         Err(Error::HostPanic {
-            stream: self.id().unwrap_or(0),
+            stream: self.id,
             message,
         })
     }
