@@ -303,6 +303,12 @@ pub struct CUlaunchAttributeValue {
     pub pad: [u8; 64],
 }
 
+impl std::fmt::Debug for CUlaunchAttributeValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CUlaunchAttributeValue").finish_non_exhaustive()
+    }
+}
+
 /// `CUstreamMemOpWaitValueParams_st` and `...WriteValueParams_st` share this layout.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
@@ -629,6 +635,19 @@ pub type PFN_cuGraphExecUpdate = unsafe extern "C" fn(
 ) -> CUresult;
 pub type PFN_cuGraphDebugDotPrint =
     unsafe extern "C" fn(graph: CUgraph, path: *const c_char, flags: c_uint) -> CUresult;
+pub type PFN_cuGraphAddDependencies = unsafe extern "C" fn(
+    graph: CUgraph,
+    from: *const CUgraphNode,
+    to: *const CUgraphNode,
+    num_dependencies: usize,
+) -> CUresult;
+/// `cuFuncGetParamInfo` (CUDA 12.4): a kernel parameter's offset and size.
+pub type PFN_cuFuncGetParamInfo = unsafe extern "C" fn(
+    f: CUfunction,
+    index: usize,
+    offset: *mut usize,
+    size: *mut usize,
+) -> CUresult;
 
 #[cfg(test)]
 mod tests {

@@ -1,0 +1,118 @@
+//! The host backend: CUDA stream semantics on CPU threads, with an optional race detector.
+//!
+//! This module is the engine behind the public `Context`, `Stream`, `Event`, buffer and graph
+//! types when no CUDA driver is used. It is crate-private; its faults ([`HostFault`]) are
+//! wrapped into the crate's `Error`.
+//!
+//! # API
+//!
+//! - [`HostContext`] (`Clone`, an `Arc` inside): `new(HostContextOptions { checked })`,
+//!   `is_checked()`, `priority_range() -> (least, greatest)`,
+//!   `create_stream(StreamOptions { name, priority, non_blocking }) -> Result<HostStream>`,
+//!   `create_event(EventOptions { name, timing }) -> HostEvent`,
+//!   `register_buffer(name) -> BufferId`, `release_buffer(BufferId)`,
+//!   `host_access(label, &[(BufferId, Access)]) -> Result<()>`, `synchronize() -> Result<()>`,
+//!   `races() -> Vec<RaceReport>`, `dropped_races() -> usize`.
+//! - [`HostStream`]: `enqueue(HostOp)`, `record(&HostEvent)`, `wait(&HostEvent)`,
+//!   `wait_stream(&HostStream)`, `begin_capture()` (all `-> Result<()>`),
+//!   `end_capture() -> Result<HostGraph>`, `synchronize() -> Result<()>`, `query() -> bool`,
+//!   `is_capturing() -> bool`, `id()`, `name()`, `priority()`, `is_non_blocking()`.
+//! - [`HostEvent`]: `query() -> bool`, `synchronize() -> Result<()>`,
+//!   `HostEvent::elapsed_time(&start, &end) -> Result<f32>` (milliseconds), `name()`,
+//!   `has_timing()`.
+//! - [`HostOp`]: `replayable(label, Fn() -> Result<(), String>)`,
+//!   `kernel(label, KernelFn, Vec<KernelArgValue>)`, `once(label, FnOnce() -> Result<(), String>)`,
+//!   then `.reads(id)`, `.writes(id)`, `.access(id, Access)`; kernel buffer arguments declare
+//!   their own accesses. [`KernelArgValue`] is `Scalar(bytes)` (`scalar(v)`, `as_scalar::<T>()`)
+//!   or `Buffer(BufferArg { address, byte_len, elem_size, writable, buffer })`.
+//! - [`HostGraph`]: `node_count()`, `nodes() -> &[GraphNode]` (topological order; each
+//!   [`GraphNode`] has `label()`, `captured_on()`, `dependencies()`, `accesses()`,
+//!   `is_kernel()`, `kernel_args()`), `instantiate() -> HostGraphExec`, `to_dot()`.
+//! - [`HostGraphExec`]: `launch(&HostStream) -> Result<()>`, `node_count()`,
+//!   `kernel_args(i)`, `set_kernel_args(i, args) -> Result<()>`, `update(&HostGraph) -> Result<()>`.
+//!
+//! # Semantics
+//!
+//! Each stream is an in-order queue run by its own worker thread. Operations that fail or
+//! panic are caught; the first fault since the last synchronize is returned by the stream's
+//! next `synchronize`, and later operations still run (so events recorded after a failure
+//! still complete and nothing waits forever). Waiting on a never-recorded event is a no-op.
+//! Dropping a stream finishes its queued work and waits for it; dropping the context is fine
+//! at any time (streams and events keep it alive). Blocking calls from inside an operation
+//! (synchronizes) return [`HostFault::BlockingCallInsideOp`] instead of deadlocking.
+//!
+//! Capture follows CUDA: `begin_capture` on an origin stream; an event recorded there and
+//! waited on by another stream makes that stream join the capture (fork), and the origin must
+//! wait on an event recorded on every forked stream after its last work (join) before
+//! `end_capture`, which otherwise fails with [`HostFault::CaptureUnjoined`]. One-shot ops,
+//! synchronizes and waits on outside events invalidate the capture. A graph launch enqueues
+//! one queue item that replays the nodes serially in capture (topological) order; on a
+//! capturing stream the launch is captured instead. `set_kernel_args` and `update` build a new
+//! snapshot, so launches already queued keep their arguments.
+//!
+//! # Race detector (checked mode)
+//!
+//! Vector clocks are computed at enqueue time, so reports depend on the program, not on
+//! thread timing: an op ticks its stream's clock after joining the host's clock; `record`
+//! snapshots the stream clock into the event; `wait` joins it into the waiting stream;
+//! stream/event synchronizes, and queries that return complete, join into the host clock.
+//! Each buffer remembers, per timeline, the accesses the host has not synchronized past;
+//! every conflicting pair (at least one write) where neither happens before the other is
+//! reported, naming the buffer, both operations, both streams and the hazard. Races are faults
+//! at the next synchronize of the later op's stream and are kept in `HostContext::races`; host
+//! accesses return theirs at once. A graph launch checks every node's accesses with the clock
+//! of the launch (the replay is ordered in the launching stream), and reports once per
+//! executable snapshot the node pairs of the graph itself that conflict with no path between
+//! them.
+//!
+//! # Performance structure
+//!
+//! One OS thread per stream; a queue is a `Mutex<VecDeque>` plus a condvar, so an enqueue is
+//! one uncontended lock, a push and a notify. Waits on events already reached are elided at
+//! enqueue; a whole graph replay is one queue item and snapshots share nodes through `Arc`s.
+//! Unchecked mode never touches the detector; checked mode takes one context-wide lock per
+//! enqueue and, per access, scans only the accesses its clock has not seen (none in a correct
+//! program), with history pruned at synchronizes and bounded per stream and buffer.
+
+mod capture;
+mod clock;
+mod context;
+mod error;
+mod event;
+mod graph;
+mod op;
+mod race;
+mod stream;
+
+#[cfg(test)]
+mod tests;
+
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+
+#[allow(
+    unused_imports,
+    reason = "the crate's public types use these once the host backend is wired in"
+)]
+mod api {
+    pub(crate) use super::context::{HostContext, HostContextOptions};
+    pub(crate) use super::error::{Hazard, HostFault, OpSite, RaceReport};
+    pub(crate) use super::event::{EventOptions, HostEvent};
+    pub(crate) use super::graph::{GraphNode, HostGraph, HostGraphExec};
+    pub(crate) use super::op::{
+        Access, BufferArg, BufferId, HostOp, HostWork, KernelArgValue, KernelFn, OnceWork,
+    };
+    pub(crate) use super::stream::{HostStream, StreamOptions};
+}
+#[allow(unused_imports, reason = "see `api`")]
+pub(crate) use api::*;
+
+/// Locks `mutex`, ignoring poisoning: user code never runs under these locks, so a poisoned
+/// lock only means another thread panicked between our own consistent updates.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Waits on `cond`, ignoring poisoning as [`lock`] does.
+fn wait<'a, T>(cond: &Condvar, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
+    cond.wait(guard).unwrap_or_else(PoisonError::into_inner)
+}
