@@ -1,12 +1,134 @@
 //! The `gpu_pipeline!` procedural macro. Users depend on the `gpu-pipeline` crate, which
-//! re-exports it; see that crate's documentation for the language.
+//! re-exports it.
+//!
+//! A pipeline declares the stages of one step of a multi-stream GPU program: which stream each
+//! stage runs on and what it reads and writes. The macro derives the ordering from those
+//! accesses, emits exactly the events that ordering needs, and rejects at compile time what
+//! would be a race, an aliasing bug or an operation a CUDA graph cannot capture.
+//!
+//! # Example
+//!
+//! ```text
+//! gpu_pipeline! {
+//!     /// One explicit Euler step of 2-D heat diffusion, with a snapshot streamed back.
+//!     pub pipeline HeatStep {
+//!         streams { compute(priority = high), copy(non_blocking) }
+//!         kernels heat = ptx(include_str!("../kernels/heat.ptx")) {
+//!             fn stencil(nx: u32, ny: u32, alpha: f32, src: &[f32], dst: &mut [f32])
+//!                 host = crate::heat_host::stencil;
+//!         }
+//!         params {
+//!             nx: u32, ny: u32, alpha: f32,
+//!             field: &mut DeviceBuffer<f32>,
+//!             next: &mut DeviceBuffer<f32>,
+//!             snapshot: &mut PinnedBuffer<f32>,
+//!             done: &mut FlagCell,
+//!         }
+//!         scratch { tmp: DeviceBuffer<f32> = (nx * ny) as usize }
+//!         stage step on compute {
+//!             launch heat::stencil(nx, ny, alpha, field, next)
+//!                 grid (nx * ny).div_ceil(256) block 256;
+//!         }
+//!         stage save on copy { copy next -> snapshot; }   // reads `next`: waits for `step`
+//!         stage clear on compute { fill tmp = 0; }       // shares nothing with `save`
+//!         stage publish on copy after clear { write done = 1; }
+//!         concurrent(save, clear);                       // verified, not assumed
+//!     }
+//! }
+//! ```
+//!
+//! Here `save` waits on an event `step` records (read after write of `next`); `publish` waits
+//! on one `clear` records (`after`); the origin stream `compute` waits at the end of the step
+//! for `publish`, the last stage of `copy`. `copy` needs no fork: its first stage already
+//! waits for `step`.
+//!
+//! # Grammar
+//!
+//! ```text
+//! INPUT     := ATTR* VIS pipeline NAME { ITEM* }            one pipeline per invocation
+//! ITEM      := streams { STREAM,* }                          exactly one block, >= 1 stream
+//!            | kernels MODULE = FORMAT(EXPR) { KERNEL* }    one module per block
+//!            | params { NAME: TYPE,* }                       at most one block
+//!            | scratch { NAME: TYPE [= LEN],* }              at most one block
+//!            | stage NAME on STREAM [after STAGE,+] { STATEMENT* }
+//!            | concurrent(STAGE, STAGE,+);
+//! STREAM    := NAME [( STREAM_OPT,* )]
+//! STREAM_OPT:= priority = (high | low | default | [-]INT) | non_blocking
+//! FORMAT    := ptx | cubin | fatbin | cuda_c                 cuda_c is compiled with NVRTC
+//! KERNEL    := fn NAME(NAME: KTYPE,*) [host = PATH];         KTYPE: scalar, &[T] or &mut [T]
+//! STATEMENT := launch MODULE::KERNEL(ARG,*) grid DIM block DIM [shared EXPR];
+//!            | copy SRC -> DST;
+//!            | fill DST = EXPR;
+//!            | wait FLAG (== | >= | &) EXPR;                  `&`: until any bit is set
+//!            | write FLAG = EXPR;
+//!            | host CLOSURE [reads(NAME,*)] [writes(NAME,*)];
+//!            | call PATH(EXPR,*) [reads(NAME,*)] [writes(NAME,*)];
+//! DIM       := EXPR                                          x, (x, y) or (x, y, z)
+//! ```
+//!
+//! Items may come in any order; the first declared stream is the *origin*. Only doc comments
+//! may annotate items inside the pipeline. Options and clauses (`priority`, `non_blocking`,
+//! `host =`, `grid`, `block`, `shared`, `reads`, `writes`) come in any order, each once.
+//!
+//! Params are scalars (any type by value) or borrowed memory: `&`/`&mut DeviceBuffer<T>`,
+//! `&`/`&mut PinnedBuffer<T>`, `&`/`&mut FlagCell`. A reference to any other type (a library
+//! handle) may appear only in `call`/`host` accesses. `Vec<T>` and `[T]` are pageable host
+//! memory, which no kernel, copy or fill accepts. Scratch buffers are owned by the pipeline:
+//! `DeviceBuffer<T> = LEN` or `PinnedBuffer<T> = LEN` (LEN an expression over the params) or
+//! `FlagCell`. Only `&mut` params and scratch may be written.
+//!
+//! A `launch` argument for a slice parameter is the bare name of a device or pinned buffer of
+//! the same element type; for a scalar it is any expression. A `call` passes the stage's typed
+//! stream to the function in addition to the listed arguments, and must list every buffer it
+//! touches. A `host` closure runs on the CPU in stream order and may touch only host memory.
+//! A stage without statements is allowed only with `after`: a barrier for its stream.
+//! `synchronize`, `sync`, `copy_blocking`, `copy_sync`, `wait_event`, `record_event`, `alloc`,
+//! `malloc` and `free` are recognised and rejected with the reason and the alternative.
+//!
+//! # Ordering
+//!
+//! Stages are in program order. A launch reads buffers passed as `&[T]` and writes those passed
+//! as `&mut [T]`; `copy` reads its source and writes its destination; `fill` and `write` write;
+//! `wait` reads; `call` and `host` access what they declare. For stages `i < j` on different
+//! streams that touch one buffer where either writes, `j` waits for `i`; `after` adds such
+//! pairs (and may name a later stage if that closes no cycle). Stages on one stream are ordered
+//! for free. The macro emits the transitive reduction of these waits given stream order, one
+//! event per stage some other stream waits for, and a minimal fork from and join to the origin
+//! so that each step is a closed fork–join region (what graph capture requires, and what orders
+//! consecutive eager steps). `concurrent(a, b, ...)` claims that no two of the stages are
+//! ordered; a contradicted claim is an error that names the ordering.
+//!
+//! # Phases
+//!
+//! `ast` parses, `check` validates (every error on the user's tokens, all reported together),
+//! `lower` builds the syn-free stage graph, `expand` generates code (phase 2).
 #![forbid(unsafe_code)]
 
-use proc_macro::TokenStream;
+// The syntax tree keeps every span and expression phase 2 (`expand`) will need, and lowering
+// renders the DOT text phase 2 will embed; until phase 2 exists, only tests read some of them.
+#[allow(dead_code, reason = "read by phase 2 code generation")]
+mod ast;
+mod check;
+mod ctxt;
+mod expand;
+#[cfg_attr(
+    not(test),
+    allow(dead_code, reason = "read by phase 2 code generation")
+)]
+mod lower;
+mod scope;
+mod symbol;
 
-/// Declares a multi-stream GPU pipeline. See the `gpu-pipeline` crate for the language.
+#[cfg(test)]
+mod tests;
+
+use proc_macro::TokenStream;
+use syn::parse_macro_input;
+
+/// Declares a multi-stream GPU pipeline; see the crate documentation for the language.
 #[proc_macro]
 pub fn gpu_pipeline(input: TokenStream) -> TokenStream {
-    let _ = input;
-    TokenStream::new()
+    let input = parse_macro_input!(input as ast::Pipeline);
+    let output = check::check(&input).map(|pipeline| expand::expand(&input, &pipeline));
+    output.unwrap_or_else(syn::Error::into_compile_error).into()
 }

@@ -1,0 +1,496 @@
+//! Rules on the statements of each stage: names resolve to the right kind of memory, launches
+//! match their kernel's signature, writes go to memory the pipeline may write, and nothing
+//! appears that a captured CUDA graph cannot replay.
+
+use syn::{Expr, Ident};
+
+use super::hint::{suggestion, unknown};
+use crate::ast::{self, KernelParamType, Statement, bare_ident, type_string, ungroup_expr};
+use crate::ctxt::Ctxt;
+use crate::lower::Memory;
+use crate::scope::{BufferDecl, Scope, Value};
+use crate::symbol::{self, PRIMITIVE_SCALARS};
+
+/// Runs every statement rule over every stage.
+pub fn check(cx: &Ctxt, scope: &Scope<'_>) {
+    for stage in &scope.stages {
+        for statement in &stage.statements {
+            match statement {
+                Statement::Launch(launch) => launch_statement(cx, scope, launch),
+                Statement::Copy(copy) => copy_statement(cx, scope, copy),
+                Statement::Fill(fill) => fill_statement(cx, scope, fill),
+                Statement::Wait(wait) => flag_statement(cx, scope, &wait.flag, "wait"),
+                Statement::Write(write) => flag_statement(cx, scope, &write.flag, "write"),
+                Statement::Host(host) => host_statement(cx, scope, host),
+                Statement::Call(call) => call_statement(cx, scope, call),
+                Statement::NotCapturable(statement) => not_capturable(cx, statement),
+            }
+        }
+    }
+}
+
+/// Resolves a name that must be a buffer. Reports unknown names and scalars (`role` says what
+/// the statement takes instead); stays silent about buffers whose declaration is already
+/// reported, so one mistake gives one error.
+fn resolve<'s>(
+    cx: &Ctxt,
+    scope: &'s Scope<'_>,
+    name: &Ident,
+    role: &str,
+) -> Option<&'s BufferDecl<'s>> {
+    match scope.value(name) {
+        None => {
+            let hint = "declare it in `params { ... }` or `scratch { ... }`";
+            cx.error_spanned_by(name, unknown("buffer", name, &scope.buffer_names(), hint));
+            None
+        }
+        Some(Value::Scalar(_)) => {
+            cx.error_spanned_by(name, format!("`{name}` is a scalar param; {role}"));
+            None
+        }
+        Some(Value::Buffer(id)) => scope
+            .buffers
+            .get(id)
+            .filter(|buffer| buffer.problem.is_none()),
+    }
+}
+
+/// "`v` is pageable host memory (`&mut Vec<f32>`)" and the like, for messages.
+fn what(buffer: &BufferDecl<'_>) -> String {
+    let name = buffer.name;
+    let ty = type_string(buffer.ty);
+    match buffer.memory {
+        Memory::Device => format!("`{name}` is a `DeviceBuffer` (`{ty}`)"),
+        Memory::Pinned => format!("`{name}` is a `PinnedBuffer` (`{ty}`)"),
+        Memory::Flag => format!("`{name}` is a flag cell (`{ty}`)"),
+        Memory::Pageable => format!("`{name}` is pageable host memory (`{ty}`)"),
+        Memory::Opaque => format!("`{name}` is not a buffer (`{ty}`)"),
+    }
+}
+
+/// A statement writes only memory declared `&mut` (or owned scratch): a `&` param is shared
+/// with the caller, who may read it while the step runs.
+fn writable(cx: &Ctxt, buffer: &BufferDecl<'_>, at: &Ident, action: &str) {
+    if !buffer.mutable {
+        let name = buffer.name;
+        let referent = type_string(buffer.referent);
+        cx.error_spanned_by(
+            at,
+            format!("`{name}` is declared `&` but {action}; declare it `&mut {referent}`"),
+        );
+    }
+}
+
+fn launch_statement(cx: &Ctxt, scope: &Scope<'_>, launch: &ast::Launch) {
+    launch_dimensions(cx, launch);
+    let Some(kernel) = launch_kernel(cx, scope, launch) else {
+        return;
+    };
+    if !launch_arity(cx, launch, kernel) {
+        return;
+    }
+    let uses: Vec<Use<'_>> = kernel
+        .params
+        .iter()
+        .zip(&launch.args)
+        .filter_map(|(param, arg)| launch_argument(cx, scope, kernel, param, arg))
+        .collect();
+    launch_aliasing(cx, kernel, &uses);
+}
+
+/// A buffer argument of a launch, for the aliasing rule.
+struct Use<'a> {
+    buffer: usize,
+    writes: bool,
+    param: &'a Ident,
+    arg: &'a Ident,
+}
+
+/// A launch says how many blocks and threads it runs: `grid` and `block` are required.
+fn launch_dimensions(cx: &Ctxt, launch: &ast::Launch) {
+    let message = match (&launch.grid, &launch.block) {
+        (Some(_), Some(_)) => return,
+        (None, None) => "`launch` needs `grid` and `block`, e.g. `grid n.div_ceil(256) block 256`",
+        (None, Some(_)) => "`launch` needs `grid`, e.g. `grid n.div_ceil(256)`",
+        (Some(_), None) => "`launch` needs `block`, e.g. `block 256`",
+    };
+    cx.error_at(launch.keyword.span, message);
+}
+
+/// A launch names a declared kernel as `module::kernel`.
+fn launch_kernel<'s>(
+    cx: &Ctxt,
+    scope: &'s Scope<'_>,
+    launch: &ast::Launch,
+) -> Option<&'s ast::Kernel> {
+    let Some((module, kernel)) = launch.target() else {
+        // A bare kernel name that exactly one module declares gets its full path as the hint.
+        let owners: Vec<String> = match launch.path.get_ident() {
+            Some(name) => scope
+                .kernels
+                .iter()
+                .filter(|kernel| kernel.decl.name == *name)
+                .map(|kernel| format!("{}::{name}", scope.modules[kernel.module].name))
+                .collect(),
+            None => Vec::new(),
+        };
+        let hint = match owners.as_slice() {
+            [path] => format!("write `{path}`"),
+            _ => "e.g. `heat::stencil`".to_owned(),
+        };
+        cx.error_spanned_by(
+            &launch.path,
+            format!("`launch` names its kernel as `module::kernel`; {hint}"),
+        );
+        return None;
+    };
+    let Some(module_id) = scope.module(module) else {
+        let names: Vec<String> = scope.modules.iter().map(|m| m.name.to_string()).collect();
+        let hint = "declare it with `kernels NAME = ptx(IMAGE) { ... }`";
+        cx.error_spanned_by(module, unknown("kernel module", module, &names, hint));
+        return None;
+    };
+    let Some(kernel_id) = scope.kernel(module_id, kernel) else {
+        let names: Vec<String> = scope.modules[module_id]
+            .kernels
+            .iter()
+            .map(|k| k.name.to_string())
+            .collect();
+        let hint = suggestion(kernel, &names, "declare it with `fn NAME(...);`");
+        cx.error_spanned_by(
+            kernel,
+            format!("module `{module}` has no kernel `{kernel}`; {hint}"),
+        );
+        return None;
+    };
+    Some(scope.kernels[kernel_id].decl)
+}
+
+/// A launch passes exactly one argument per kernel parameter. The error covers the whole call
+/// and quotes the signature.
+fn launch_arity(cx: &Ctxt, launch: &ast::Launch, kernel: &ast::Kernel) -> bool {
+    let (expected, given) = (kernel.params.len(), launch.args.len());
+    if expected == given {
+        return true;
+    }
+    let plural = |n: usize| if n == 1 { "argument" } else { "arguments" };
+    let first = launch
+        .path
+        .segments
+        .first()
+        .map_or(launch.keyword.span, |s| s.ident.span());
+    cx.error_between(
+        first,
+        launch.paren.span.close(),
+        format!(
+            "`{}` takes {expected} {} but {given} {} given; its signature is `{}`",
+            ast::tokens_string(&launch.path),
+            plural(expected),
+            if given == 1 { "was" } else { "were" },
+            kernel.signature(),
+        ),
+    );
+    false
+}
+
+/// Each argument fits its parameter: a slice parameter takes the bare name of a device or
+/// pinned buffer with the same element type, declared `&mut` if the kernel writes it; a scalar
+/// parameter takes no buffer, and a bare scalar param of a different primitive type is an error
+/// here (other types may be aliases; phase 2 asserts them at the argument's span).
+fn launch_argument<'a>(
+    cx: &Ctxt,
+    scope: &Scope<'_>,
+    kernel: &ast::Kernel,
+    param: &'a ast::KernelParam,
+    arg: &'a Expr,
+) -> Option<Use<'a>> {
+    let k = &kernel.name;
+    let p = &param.name;
+    let wanted = format!("{p}: {}", type_string(&param.ty));
+    match param.kind() {
+        KernelParamType::Slice { mutable, elem } => {
+            let Some(ident) = bare_ident(arg) else {
+                cx.error_spanned_by(
+                    arg,
+                    format!("`{k}` takes a buffer for `{wanted}`; pass the name of a buffer param or scratch buffer"),
+                );
+                return None;
+            };
+            let role = format!("`{k}` takes a buffer for `{wanted}`");
+            let buffer_id = scope.buffer(ident);
+            let buffer = resolve(cx, scope, ident, &role)?;
+            match buffer.memory {
+                Memory::Device | Memory::Pinned => {}
+                Memory::Pageable => {
+                    cx.error_spanned_by(
+                        ident,
+                        format!("{}, which kernels cannot access; pass a `DeviceBuffer` or `PinnedBuffer`", what(buffer)),
+                    );
+                    return None;
+                }
+                Memory::Flag | Memory::Opaque => {
+                    cx.error_spanned_by(
+                        ident,
+                        format!(
+                            "{}; `{k}` takes a `DeviceBuffer` or `PinnedBuffer` for `{wanted}`",
+                            what(buffer)
+                        ),
+                    );
+                    return None;
+                }
+            }
+            if let Some(held) = buffer.elem.map(type_string)
+                && held != type_string(elem)
+            {
+                cx.error_spanned_by(
+                    ident,
+                    format!("`{ident}` holds `{held}` but `{k}` takes `{wanted}`"),
+                );
+            }
+            if mutable {
+                writable(cx, buffer, ident, &format!("`{k}` writes its `{p}`"));
+            }
+            Some(Use {
+                buffer: buffer_id?,
+                writes: mutable,
+                param: p,
+                arg: ident,
+            })
+        }
+        KernelParamType::Scalar(ty) => {
+            let ident = bare_ident(arg)?;
+            match scope.value(ident)? {
+                Value::Buffer(_) => cx.error_spanned_by(
+                    ident,
+                    format!("`{ident}` is a buffer but `{k}` takes a scalar for `{wanted}`"),
+                ),
+                Value::Scalar(id) => {
+                    let declared = type_string(&scope.scalars[id].ty);
+                    let ty = type_string(ty);
+                    let primitive = |t: &str| PRIMITIVE_SCALARS.contains(&t);
+                    if declared != ty && primitive(&declared) && primitive(&ty) {
+                        cx.error_spanned_by(
+                            ident,
+                            format!("`{ident}` is declared `{declared}` but `{k}` takes `{wanted}`; declare `{ident}: {ty}` or pass `{ident} as {ty}`"),
+                        );
+                    }
+                }
+            }
+            None
+        }
+        // Reported with the kernel's declaration.
+        KernelParamType::Unsupported => None,
+    }
+}
+
+/// One buffer is not passed twice to one launch where either use writes: kernels assume their
+/// pointer parameters do not alias (`__restrict__`), so that would be a data race on the GPU.
+fn launch_aliasing(cx: &Ctxt, kernel: &ast::Kernel, uses: &[Use<'_>]) {
+    for (j, second) in uses.iter().enumerate() {
+        let first = uses[..j]
+            .iter()
+            .find(|first| first.buffer == second.buffer && (first.writes || second.writes));
+        if let Some(first) = first {
+            let written = if second.writes {
+                second.param
+            } else {
+                first.param
+            };
+            cx.error_spanned_by(
+                second.arg,
+                format!(
+                    "`{}` is passed to `{}` as both `{}` and `{}`, and `{written}` is written; pass a separate buffer, since a written parameter must not alias another",
+                    second.arg, kernel.name, first.param, second.param,
+                ),
+            );
+        }
+    }
+}
+
+/// A copy goes between two different device or pinned buffers of one element type, into one
+/// the pipeline may write. Pageable memory cannot be copied asynchronously or captured.
+fn copy_statement(cx: &Ctxt, scope: &Scope<'_>, copy: &ast::Copy) {
+    let role = "`copy` takes buffers";
+    let src = resolve(cx, scope, &copy.src, role);
+    let dst = resolve(cx, scope, &copy.dst, role);
+    let (Some(src), Some(dst)) = (src, dst) else {
+        return;
+    };
+    if copy.src == copy.dst {
+        let name = &copy.dst;
+        cx.error_spanned_by(
+            name,
+            format!(
+                "`copy {name} -> {name}` copies a buffer onto itself; name two different buffers"
+            ),
+        );
+        return;
+    }
+    let mut both_memory = true;
+    for (buffer, ident) in [(src, &copy.src), (dst, &copy.dst)] {
+        let hint = match buffer.memory {
+            Memory::Device | Memory::Pinned => continue,
+            Memory::Pageable => {
+                let reference = if buffer.mutable { "&mut " } else { "&" };
+                let elem = buffer.elem.map_or("T".to_owned(), type_string);
+                format!(
+                    "only `PinnedBuffer` copies asynchronously or can be captured: declare it `{reference}PinnedBuffer<{elem}>`"
+                )
+            }
+            Memory::Flag => {
+                "`copy` does not take flag cells; use `write` and `wait` on them".to_owned()
+            }
+            Memory::Opaque => "`copy` takes `DeviceBuffer` and `PinnedBuffer` buffers".to_owned(),
+        };
+        cx.error_spanned_by(ident, format!("{}; {hint}", what(buffer)));
+        both_memory = false;
+    }
+    if !both_memory {
+        return;
+    }
+    writable(cx, dst, &copy.dst, "`copy` writes it");
+    if let (Some(from), Some(to)) = (src.elem.map(type_string), dst.elem.map(type_string))
+        && from != to
+    {
+        cx.error_between(
+            copy.src.span(),
+            copy.dst.span(),
+            format!("`copy {} -> {}` copies `{from}` into `{to}`; both buffers must hold the same element type", copy.src, copy.dst),
+        );
+    }
+}
+
+/// A fill writes a device or pinned buffer the pipeline may write.
+fn fill_statement(cx: &Ctxt, scope: &Scope<'_>, fill: &ast::Fill) {
+    let Some(dst) = resolve(cx, scope, &fill.dst, "`fill` takes a buffer") else {
+        return;
+    };
+    let name = &fill.dst;
+    let hint = match dst.memory {
+        Memory::Device | Memory::Pinned => {
+            writable(cx, dst, name, "`fill` writes it");
+            return;
+        }
+        Memory::Pageable => {
+            "it cannot be filled in stream order; use a `DeviceBuffer` or `PinnedBuffer`".to_owned()
+        }
+        Memory::Flag => format!("set it with `write {name} = VALUE`"),
+        Memory::Opaque => "`fill` takes a `DeviceBuffer` or `PinnedBuffer`".to_owned(),
+    };
+    cx.error_spanned_by(name, format!("{}; {hint}", what(dst)));
+}
+
+/// `wait` and `write` operate on flag cells; `write` needs one the pipeline may write.
+fn flag_statement(cx: &Ctxt, scope: &Scope<'_>, flag: &Ident, keyword: &str) {
+    let role = format!("`{keyword}` takes a `FlagCell`");
+    let Some(buffer) = resolve(cx, scope, flag, &role) else {
+        return;
+    };
+    if buffer.memory != Memory::Flag {
+        let hint = match (keyword, buffer.memory) {
+            ("write", Memory::Device | Memory::Pinned) => {
+                format!("; use `fill {flag} = VALUE` for buffers")
+            }
+            _ => String::new(),
+        };
+        cx.error_spanned_by(
+            flag,
+            format!("{}, but `{keyword}` takes a `FlagCell`{hint}", what(buffer)),
+        );
+    } else if keyword == "write" {
+        writable(cx, buffer, flag, "`write` sets it");
+    }
+}
+
+/// A host closure runs on the CPU in stream order: it may touch host memory only, and it
+/// writes only what the pipeline may write.
+fn host_statement(cx: &Ctxt, scope: &Scope<'_>, host: &ast::Host) {
+    let role = "`reads(...)` and `writes(...)` list buffers; the closure captures scalars by value";
+    let accesses = host.accesses.reads().map(|name| (name, false));
+    for (name, writes) in accesses.chain(host.accesses.writes().map(|name| (name, true))) {
+        let Some(buffer) = resolve(cx, scope, name, role) else {
+            continue;
+        };
+        match buffer.memory {
+            Memory::Device | Memory::Flag => cx.error_spanned_by(
+                name,
+                format!("{}, which a host closure cannot touch: it runs on the CPU; copy it into a `PinnedBuffer` first and list that", what(buffer)),
+            ),
+            Memory::Pinned | Memory::Pageable | Memory::Opaque => {
+                if writes {
+                    writable(cx, buffer, name, "the host closure writes it");
+                }
+            }
+        }
+    }
+}
+
+/// A called function declares every buffer it touches: each one it writes must be writable,
+/// and each buffer passed to it by name (`x`, `&x`, `&mut x`) must be listed in `reads(...)`
+/// or `writes(...)`, or the macro would not order it against other stages.
+fn call_statement(cx: &Ctxt, scope: &Scope<'_>, call: &ast::Call) {
+    let function = match ungroup_expr(&call.call.func) {
+        Expr::Path(path) => path.path.segments.last().map(|s| s.ident.to_string()),
+        _ => None,
+    }
+    .unwrap_or_else(|| "the function".to_owned());
+    let role = "`reads(...)` and `writes(...)` list buffers; pass scalars as arguments";
+    for name in call.accesses.reads() {
+        resolve(cx, scope, name, role);
+    }
+    for name in call.accesses.writes() {
+        if let Some(buffer) = resolve(cx, scope, name, role) {
+            writable(cx, buffer, name, &format!("`{function}` writes it"));
+        }
+    }
+    let declared: Vec<&Ident> = call
+        .accesses
+        .reads()
+        .chain(call.accesses.writes())
+        .collect();
+    for arg in &call.call.args {
+        let named = match ungroup_expr(arg) {
+            Expr::Reference(reference) => bare_ident(&reference.expr),
+            arg => bare_ident(arg),
+        };
+        let Some(name) = named else { continue };
+        if scope.buffer(name).is_some() && !declared.contains(&name) {
+            cx.error_spanned_by(
+                name,
+                format!("`{name}` is passed to `{function}` but not declared; add it to `reads(...)` or `writes(...)`"),
+            );
+        }
+    }
+}
+
+/// A step is captured once into a CUDA graph and replayed, so nothing in it may block the
+/// host, wait on the world outside the pipeline, or allocate.
+fn not_capturable(cx: &Ctxt, statement: &ast::NotCapturable) {
+    let word = &statement.word;
+    let message = if *word == symbol::SYNCHRONIZE || *word == symbol::SYNC {
+        format!(
+            "`{word}` blocks the host and cannot be captured in a CUDA graph; stages are ordered by their accesses and `after`, and the host waits for a whole step outside the pipeline"
+        )
+    } else if *word == symbol::COPY_BLOCKING || *word == symbol::COPY_SYNC {
+        format!(
+            "`{word}` blocks the host and cannot be captured in a CUDA graph; write `copy src -> dst` with a `PinnedBuffer` on the host side"
+        )
+    } else if *word == symbol::WAIT_EVENT {
+        format!(
+            "`{word}` waits on an event from outside the pipeline, which a captured graph cannot do; order stages with `after`, or wait on a `FlagCell` param with `wait flag == VALUE`"
+        )
+    } else if *word == symbol::RECORD_EVENT {
+        format!(
+            "`{word}` wires an event by hand; the macro derives every event from the stages' accesses, and `after` adds an ordering no access implies"
+        )
+    } else if *word == symbol::ALLOC || *word == symbol::MALLOC {
+        format!(
+            "`{word}` cannot appear in a stage: a step is captured once and replayed, so memory is allocated with the pipeline; declare the buffer in `scratch {{ ... }}`"
+        )
+    } else {
+        format!(
+            "`{word}` cannot appear in a stage: a replayed graph would free memory it still uses; scratch buffers are freed with the pipeline and params by their owner"
+        )
+    };
+    cx.error_spanned_by(word, message);
+}

@@ -1,0 +1,340 @@
+//! Name resolution shared by `check` and `lower`: every declaration of the pipeline indexed by
+//! name, and every param and scratch type classified as a scalar or as memory.
+//!
+//! Where a name is declared twice the first declaration wins; `check` reports the second.
+
+use std::collections::HashMap;
+
+use syn::{Ident, Type};
+
+use crate::ast::{self, ungroup_type};
+use crate::lower::Memory;
+use crate::symbol::{DEVICE_BUFFER, FLAG_CELL, PINNED_BUFFER, VEC};
+
+/// The declarations of one pipeline, by name.
+#[derive(Debug)]
+pub struct Scope<'a> {
+    /// The whole input.
+    pub input: &'a ast::Pipeline,
+    /// Streams in declaration order; the index is the stream id.
+    pub streams: Vec<&'a ast::Stream>,
+    /// Kernel modules in declaration order.
+    pub modules: Vec<&'a ast::Module>,
+    /// Kernels over all modules, in declaration order.
+    pub kernels: Vec<KernelDecl<'a>>,
+    /// Scalar params in declaration order.
+    pub scalars: Vec<&'a ast::Param>,
+    /// Buffer params, then scratch buffers, in declaration order.
+    pub buffers: Vec<BufferDecl<'a>>,
+    /// Stages in program order; the index is the stage id.
+    pub stages: Vec<&'a ast::Stage>,
+    stream_ids: HashMap<String, usize>,
+    module_ids: HashMap<String, usize>,
+    kernel_ids: HashMap<(usize, String), usize>,
+    values: HashMap<String, Value>,
+    stage_ids: HashMap<String, usize>,
+}
+
+/// A kernel and the module that exports it.
+#[derive(Debug)]
+pub struct KernelDecl<'a> {
+    /// Index into [`Scope::modules`].
+    pub module: usize,
+    /// The declaration.
+    pub decl: &'a ast::Kernel,
+}
+
+/// What a param or scratch name refers to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Value {
+    /// Index into [`Scope::scalars`].
+    Scalar(usize),
+    /// Index into [`Scope::buffers`].
+    Buffer(usize),
+}
+
+/// A param or scratch declaration that names memory.
+#[derive(Debug)]
+pub struct BufferDecl<'a> {
+    /// Its name.
+    pub name: &'a Ident,
+    /// The declared type, as written.
+    pub ty: &'a Type,
+    /// The type behind the reference (`DeviceBuffer<f32>` for `&mut DeviceBuffer<f32>`).
+    pub referent: &'a Type,
+    /// Which memory it is.
+    pub memory: Memory,
+    /// Whether the pipeline may write it: `&mut` params and every scratch buffer.
+    pub mutable: bool,
+    /// The element type, when the type names one.
+    pub elem: Option<&'a Type>,
+    /// Whether it is pipeline-owned scratch rather than a param.
+    pub scratch: bool,
+    /// What is wrong with the declaration, if anything. Statements that use a buffer with a
+    /// problem are not checked further, so one mistake gives one error.
+    pub problem: Option<DeclProblem>,
+}
+
+/// A declaration `check` rejects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeclProblem {
+    /// A param of an owned memory type (`DeviceBuffer<f32>` without `&`).
+    OwnedParam,
+    /// `DeviceBuffer`, `PinnedBuffer` or `Vec` without its element type.
+    MissingElem,
+    /// A scratch buffer behind a reference.
+    BorrowedScratch,
+    /// A scratch entry that is not a buffer or flag cell.
+    ScratchNotMemory,
+    /// A scratch buffer without `= LEN`.
+    MissingLen,
+    /// A scratch flag cell with `= LEN`.
+    FlagLen,
+}
+
+/// A type taken apart: its reference, if any, and the memory kind behind it.
+#[derive(Debug, Clone, Copy)]
+pub struct TypeShape<'a> {
+    /// `None` for an owned type, `Some(mutable)` for `&`/`&mut`.
+    pub reference: Option<bool>,
+    /// The type behind the reference.
+    pub referent: &'a Type,
+    /// The memory kind, if the referent names one.
+    pub memory: Option<Memory>,
+    /// The element type, when the referent has one.
+    pub elem: Option<&'a Type>,
+}
+
+/// Takes a param or scratch type apart. Types are recognised by their last path segment, so
+/// `gpu_pipeline::DeviceBuffer<f32>` and `DeviceBuffer<f32>` mean the same.
+pub fn shape(ty: &Type) -> TypeShape<'_> {
+    let (reference, referent) = match ungroup_type(ty) {
+        Type::Reference(reference) => (
+            Some(reference.mutability.is_some()),
+            ungroup_type(&reference.elem),
+        ),
+        ty => (None, ty),
+    };
+    let (memory, elem) = match referent {
+        Type::Slice(slice) => (Some(Memory::Pageable), Some(ungroup_type(&slice.elem))),
+        Type::Path(path) if path.qself.is_none() => match path.path.segments.last() {
+            Some(last) => {
+                let elem = first_type_argument(&last.arguments);
+                let memory = if last.ident == DEVICE_BUFFER {
+                    Some(Memory::Device)
+                } else if last.ident == PINNED_BUFFER {
+                    Some(Memory::Pinned)
+                } else if last.ident == FLAG_CELL {
+                    Some(Memory::Flag)
+                } else if last.ident == VEC {
+                    Some(Memory::Pageable)
+                } else {
+                    None
+                };
+                (memory, elem)
+            }
+            None => (None, None),
+        },
+        _ => (None, None),
+    };
+    TypeShape {
+        reference,
+        referent,
+        memory,
+        elem: memory.and(elem),
+    }
+}
+
+fn first_type_argument(arguments: &syn::PathArguments) -> Option<&Type> {
+    match arguments {
+        syn::PathArguments::AngleBracketed(generic) => {
+            generic.args.iter().find_map(|arg| match arg {
+                syn::GenericArgument::Type(ty) => Some(ungroup_type(ty)),
+                _ => None,
+            })
+        }
+        _ => None,
+    }
+}
+
+impl<'a> Scope<'a> {
+    /// Indexes every declaration of `input`.
+    pub fn new(input: &'a ast::Pipeline) -> Self {
+        let mut scope = Scope {
+            input,
+            streams: Vec::new(),
+            modules: Vec::new(),
+            kernels: Vec::new(),
+            scalars: Vec::new(),
+            buffers: Vec::new(),
+            stages: Vec::new(),
+            stream_ids: HashMap::new(),
+            module_ids: HashMap::new(),
+            kernel_ids: HashMap::new(),
+            values: HashMap::new(),
+            stage_ids: HashMap::new(),
+        };
+        for stream in input.streams() {
+            scope
+                .stream_ids
+                .entry(stream.name.to_string())
+                .or_insert(scope.streams.len());
+            scope.streams.push(stream);
+        }
+        for module in input.modules() {
+            let module_id = scope.modules.len();
+            scope
+                .module_ids
+                .entry(module.name.to_string())
+                .or_insert(module_id);
+            scope.modules.push(module);
+            for kernel in &module.kernels {
+                let key = (module_id, kernel.name.to_string());
+                scope.kernel_ids.entry(key).or_insert(scope.kernels.len());
+                scope.kernels.push(KernelDecl {
+                    module: module_id,
+                    decl: kernel,
+                });
+            }
+        }
+        for param in input.params() {
+            let value = match param_buffer(param) {
+                Some(buffer) => {
+                    scope.buffers.push(buffer);
+                    Value::Buffer(scope.buffers.len() - 1)
+                }
+                None => {
+                    scope.scalars.push(param);
+                    Value::Scalar(scope.scalars.len() - 1)
+                }
+            };
+            scope.values.entry(param.name.to_string()).or_insert(value);
+        }
+        for scratch in input.scratch() {
+            scope.buffers.push(scratch_buffer(scratch));
+            let value = Value::Buffer(scope.buffers.len() - 1);
+            scope
+                .values
+                .entry(scratch.name.to_string())
+                .or_insert(value);
+        }
+        for stage in input.stages() {
+            scope
+                .stage_ids
+                .entry(stage.name.to_string())
+                .or_insert(scope.stages.len());
+            scope.stages.push(stage);
+        }
+        scope
+    }
+
+    /// The id of the stream called `name`.
+    pub fn stream(&self, name: &Ident) -> Option<usize> {
+        self.stream_ids.get(&name.to_string()).copied()
+    }
+
+    /// The id of the module called `name`.
+    pub fn module(&self, name: &Ident) -> Option<usize> {
+        self.module_ids.get(&name.to_string()).copied()
+    }
+
+    /// The id of kernel `name` in module `module`.
+    pub fn kernel(&self, module: usize, name: &Ident) -> Option<usize> {
+        self.kernel_ids.get(&(module, name.to_string())).copied()
+    }
+
+    /// What the param or scratch name `name` refers to.
+    pub fn value(&self, name: &Ident) -> Option<Value> {
+        self.values.get(&name.to_string()).copied()
+    }
+
+    /// The buffer called `name`, if `name` is one.
+    pub fn buffer(&self, name: &Ident) -> Option<usize> {
+        match self.value(name)? {
+            Value::Buffer(id) => Some(id),
+            Value::Scalar(_) => None,
+        }
+    }
+
+    /// The id of the stage called `name`.
+    pub fn stage(&self, name: &Ident) -> Option<usize> {
+        self.stage_ids.get(&name.to_string()).copied()
+    }
+
+    /// Names of the declared streams, for "declared streams are ..." hints.
+    pub fn stream_names(&self) -> Vec<String> {
+        self.streams
+            .iter()
+            .map(|stream| stream.name.to_string())
+            .collect()
+    }
+
+    /// Names of the declared stages.
+    pub fn stage_names(&self) -> Vec<String> {
+        self.stages
+            .iter()
+            .map(|stage| stage.name.to_string())
+            .collect()
+    }
+
+    /// Names of every buffer.
+    pub fn buffer_names(&self) -> Vec<String> {
+        self.buffers
+            .iter()
+            .map(|buffer| buffer.name.to_string())
+            .collect()
+    }
+}
+
+/// A param that names memory, or `None` for a scalar. A reference to a type the macro does not
+/// know (a library handle, say) is opaque host memory: it can be declared in `call` and `host`
+/// accesses, but passed to no kernel or copy.
+fn param_buffer(param: &ast::Param) -> Option<BufferDecl<'_>> {
+    let shape = shape(&param.ty);
+    let (memory, mutable, problem) = match (shape.reference, shape.memory) {
+        (None, None) => return None,
+        (None, Some(memory)) => (memory, false, Some(DeclProblem::OwnedParam)),
+        (Some(mutable), None) => (Memory::Opaque, mutable, None),
+        (Some(mutable), Some(memory)) => {
+            let problem = (memory != Memory::Flag && shape.elem.is_none())
+                .then_some(DeclProblem::MissingElem);
+            (memory, mutable, problem)
+        }
+    };
+    Some(BufferDecl {
+        name: &param.name,
+        ty: &param.ty,
+        referent: shape.referent,
+        memory,
+        mutable,
+        elem: shape.elem,
+        scratch: false,
+        problem,
+    })
+}
+
+fn scratch_buffer(scratch: &ast::Scratch) -> BufferDecl<'_> {
+    let shape = shape(&scratch.ty);
+    let problem = match (shape.reference, shape.memory) {
+        (Some(_), _) => Some(DeclProblem::BorrowedScratch),
+        (None, None | Some(Memory::Pageable | Memory::Opaque)) => {
+            Some(DeclProblem::ScratchNotMemory)
+        }
+        (None, Some(Memory::Flag)) => scratch.len.is_some().then_some(DeclProblem::FlagLen),
+        (None, Some(Memory::Device | Memory::Pinned)) => match (shape.elem, &scratch.len) {
+            (None, _) => Some(DeclProblem::MissingElem),
+            (Some(_), None) => Some(DeclProblem::MissingLen),
+            (Some(_), Some(_)) => None,
+        },
+    };
+    BufferDecl {
+        name: &scratch.name,
+        ty: &scratch.ty,
+        referent: shape.referent,
+        memory: shape.memory.unwrap_or(Memory::Opaque),
+        mutable: true,
+        elem: shape.elem,
+        scratch: true,
+        problem,
+    }
+}

@@ -1,0 +1,127 @@
+//! The words of the pipeline language, named once.
+//!
+//! Keywords are `syn::custom_keyword!`s so that `peek` and `lookahead1` name them in "expected
+//! one of ..." errors. Type names and the statements we recognise only to reject them are
+//! [`Symbol`] constants compared against the user's idents.
+
+use std::fmt;
+
+use proc_macro2::Ident;
+
+/// Custom keywords, one per word of the grammar in the crate documentation.
+pub mod kw {
+    // Pipeline items.
+    syn::custom_keyword!(pipeline);
+    syn::custom_keyword!(streams);
+    syn::custom_keyword!(kernels);
+    syn::custom_keyword!(params);
+    syn::custom_keyword!(scratch);
+    syn::custom_keyword!(stage);
+    syn::custom_keyword!(concurrent);
+
+    // Stream options.
+    syn::custom_keyword!(priority);
+    syn::custom_keyword!(high);
+    syn::custom_keyword!(low);
+    syn::custom_keyword!(default);
+    syn::custom_keyword!(non_blocking);
+
+    // Kernel image formats and the kernel option.
+    syn::custom_keyword!(ptx);
+    syn::custom_keyword!(cubin);
+    syn::custom_keyword!(fatbin);
+    syn::custom_keyword!(cuda_c);
+    syn::custom_keyword!(host);
+
+    // Stage header.
+    syn::custom_keyword!(on);
+    syn::custom_keyword!(after);
+
+    // Statements and their clauses.
+    syn::custom_keyword!(launch);
+    syn::custom_keyword!(grid);
+    syn::custom_keyword!(block);
+    syn::custom_keyword!(shared);
+    syn::custom_keyword!(copy);
+    syn::custom_keyword!(fill);
+    syn::custom_keyword!(wait);
+    syn::custom_keyword!(write);
+    syn::custom_keyword!(call);
+    syn::custom_keyword!(reads);
+    syn::custom_keyword!(writes);
+}
+
+/// A word of the language that is not a keyword: a runtime type name or a statement we
+/// recognise in order to reject it with a better message than "expected one of ...".
+#[derive(Copy, Clone, Debug)]
+pub struct Symbol(&'static str);
+
+impl Symbol {
+    /// The word as the user writes it.
+    pub fn as_str(self) -> &'static str {
+        self.0
+    }
+}
+
+impl PartialEq<Symbol> for Ident {
+    fn eq(&self, word: &Symbol) -> bool {
+        self == word.0
+    }
+}
+
+impl fmt::Display for Symbol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+/// Device memory owned by the runtime: `DeviceBuffer<T>`.
+pub const DEVICE_BUFFER: Symbol = Symbol("DeviceBuffer");
+/// Page-locked host memory, the only host memory that copies asynchronously: `PinnedBuffer<T>`.
+pub const PINNED_BUFFER: Symbol = Symbol("PinnedBuffer");
+/// A device word for stream wait/write value operations: `FlagCell` or `FlagCell<T>`.
+pub const FLAG_CELL: Symbol = Symbol("FlagCell");
+/// Pageable host memory, recognised so that copies of it are rejected by name.
+pub const VEC: Symbol = Symbol("Vec");
+
+// Statements that have no place inside a captured step. Each has its own message in
+// `check::statements::not_capturable`.
+/// `synchronize`: blocks the host.
+pub const SYNCHRONIZE: Symbol = Symbol("synchronize");
+/// `sync`: a short spelling of `synchronize`.
+pub const SYNC: Symbol = Symbol("sync");
+/// `copy_blocking`: a copy that returns only when done.
+pub const COPY_BLOCKING: Symbol = Symbol("copy_blocking");
+/// `copy_sync`: another spelling of a blocking copy.
+pub const COPY_SYNC: Symbol = Symbol("copy_sync");
+/// `wait_event`: a wait on an event recorded outside the pipeline.
+pub const WAIT_EVENT: Symbol = Symbol("wait_event");
+/// `record_event`: a hand-wired event.
+pub const RECORD_EVENT: Symbol = Symbol("record_event");
+/// `alloc`: an allocation inside the step.
+pub const ALLOC: Symbol = Symbol("alloc");
+/// `malloc`: another spelling of `alloc`.
+pub const MALLOC: Symbol = Symbol("malloc");
+/// `free`: a deallocation inside the step.
+pub const FREE: Symbol = Symbol("free");
+
+/// Every statement word that is parsed only to be rejected.
+pub const NOT_CAPTURABLE: &[Symbol] = &[
+    SYNCHRONIZE,
+    SYNC,
+    COPY_BLOCKING,
+    COPY_SYNC,
+    WAIT_EVENT,
+    RECORD_EVENT,
+    ALLOC,
+    MALLOC,
+    FREE,
+];
+
+/// The primitive scalar types. Two different ones can never be the same type, so a mismatch
+/// between them is reported at once; any other pair might be aliases of each other and is left
+/// to a type assertion in the generated code.
+pub const PRIMITIVE_SCALARS: &[&str] = &[
+    "bool", "char", "i8", "i16", "i32", "i64", "i128", "isize", "u8", "u16", "u32", "u64", "u128",
+    "usize", "f32", "f64",
+];

@@ -1,0 +1,603 @@
+//! Every check, with the exact message a user reads and the token it points at.
+
+use super::*;
+
+/// `(items appended to the common test pipeline, message, offending token)`.
+type Case<'a> = (&'a str, &'a str, &'a str);
+
+#[track_caller]
+fn assert_cases(cases: &[Case<'_>]) {
+    for &(items, message, token) in cases {
+        assert_error(&with(items), message, token);
+    }
+}
+
+#[test]
+fn the_examples_compile() {
+    lower_ok(HEAT);
+    lower_ok(&with(
+        "stage x on s1 { launch k::sum(a, a, b) grid 1 block 1; }
+         stage y on s2 after x { }",
+    ));
+}
+
+#[test]
+fn a_pipeline_declares_streams_and_stages_once() {
+    let source =
+        "pipeline P { params { a: &mut DeviceBuffer<f32> } stage s on main { fill a = 0; } }";
+    assert_eq!(
+        errors(source),
+        [
+            "pipeline `P` declares no streams; add `streams { main }`",
+            "unknown stream `main`; declare it in `streams { ... }`",
+        ]
+    );
+    assert_error(
+        "pipeline P { streams { s } }",
+        "pipeline `P` has no stages; add one, e.g. `stage first on s { ... }`",
+        "P",
+    );
+    assert_cases(&[(
+        "params { z: u32 } stage s on s1 { fill a = 0; }",
+        "second `params` block; declare all of them in one",
+        "params",
+    )]);
+}
+
+#[test]
+fn only_doc_comments_annotate_items() {
+    assert_cases(&[(
+        "/// Fine.\n#[cfg(feature = \"x\")] stage s on s1 { fill a = 0; }",
+        "unsupported attribute `#[cfg]`; only doc comments are allowed inside a pipeline",
+        "#[cfg(feature = \"x\")]",
+    )]);
+}
+
+#[test]
+fn names_are_declared_once() {
+    assert_error(
+        "pipeline P { streams { s, s } stage x on s { call f(); } }",
+        "duplicate stream `s`",
+        "s",
+    );
+    assert_cases(&[
+        (
+            "stage s on s1 { call f(); } stage s on s2 { call g(); }",
+            "duplicate stage `s`",
+            "s",
+        ),
+        (
+            "scratch { a: DeviceBuffer<f32> = 4 } stage s on s1 { fill a = 0; }",
+            "scratch buffer `a` has the name of a param; rename one of them",
+            "a",
+        ),
+        (
+            "scratch { t: DeviceBuffer<f32> = 4, t: DeviceBuffer<f32> = 8 } stage s on s1 { fill t = 0; }",
+            "duplicate scratch buffer `t`",
+            "t",
+        ),
+        (
+            r#"kernels k = ptx("") { fn f(); } stage s on s1 { call f(); }"#,
+            "duplicate kernel module `k`",
+            "k",
+        ),
+    ]);
+    let source = r#"pipeline P {
+        streams { s }
+        kernels m = cubin(IMAGE) { fn f(x: u32, x: u32); fn f(); }
+        params { n: u32, n: u64 }
+        stage one on s { call tick(); }
+    }"#;
+    assert_eq!(
+        errors(source),
+        [
+            "duplicate kernel `f` in module `m`",
+            "duplicate parameter `x` in kernel `f`",
+            "duplicate param `n`",
+        ]
+    );
+}
+
+#[test]
+fn stream_marker_types_do_not_collide() {
+    assert_error(
+        "pipeline P { streams { copy_in, copyIn } stage x on copy_in { call f(); } }",
+        "streams `copy_in` and `copyIn` would both get the marker type `PCopyIn`; rename one",
+        "copyIn",
+    );
+}
+
+#[test]
+fn kernel_parameters_are_scalars_or_slices() {
+    let source = r#"pipeline P {
+        streams { s }
+        kernels q = ptx("") { fn f(x: &u32, p: *mut f32, ok: &mut [u8]); }
+        stage one on s { call tick(); }
+    }"#;
+    let message = |ty: &str| {
+        format!(
+            "unsupported kernel parameter type `{ty}`; write a scalar by value, `&[T]` for a buffer the kernel reads or `&mut [T]` for one it writes"
+        )
+    };
+    assert_eq!(errors(source), [message("&u32"), message("*mut f32")]);
+}
+
+#[test]
+fn params_borrow_and_scratch_owns() {
+    let source = r#"pipeline P {
+        streams { s }
+        params {
+            owned: DeviceBuffer<f32>,
+            host: Vec<f32>,
+            untyped: &mut DeviceBuffer,
+        }
+        scratch {
+            borrowed: &mut DeviceBuffer<f32> = 4,
+            value: u32 = 4,
+            unsized_: PinnedBuffer<f32>,
+            flag: FlagCell = 1,
+            ok: FlagCell,
+        }
+        stage one on s { call tick(); }
+    }"#;
+    assert_eq!(
+        errors(source),
+        [
+            "param `owned` takes `DeviceBuffer<f32>` by value; declare `owned: &mut DeviceBuffer<f32>`, or move it to `scratch { ... }` for a buffer the pipeline owns",
+            "param `host` takes `Vec<f32>` by value; host memory for the GPU must be pinned: declare `host: &mut PinnedBuffer<f32>`",
+            "`DeviceBuffer` needs its element type, e.g. `DeviceBuffer<f32>`",
+            "scratch buffer `borrowed` is owned by the pipeline; write `borrowed: DeviceBuffer<f32>` without the reference",
+            "scratch buffer `value` must be a `DeviceBuffer<T>`, `PinnedBuffer<T>` or `FlagCell`, not `u32`; values belong in `params { ... }`",
+            "scratch buffer `unsized_` needs a length: write `unsized_: PinnedBuffer<f32> = LEN`",
+            "flag cell `flag` holds one value and takes no length; write `flag: FlagCell`",
+        ]
+    );
+}
+
+#[test]
+fn a_buffer_with_a_bad_declaration_gives_one_error() {
+    let source = r#"pipeline P {
+        streams { s }
+        params { owned: DeviceBuffer<f32> }
+        stage one on s { fill owned = 0; copy owned -> owned; }
+    }"#;
+    assert_eq!(errors(source).len(), 1);
+}
+
+#[test]
+fn stages_name_declared_streams_and_stages() {
+    assert_cases(&[
+        (
+            "stage s on s3 { call f(); }",
+            "unknown stream `s3`; did you mean `s1`?",
+            "s3",
+        ),
+        (
+            "stage s on s1 after t { call f(); }",
+            "unknown stage `t`; did you mean `s`?",
+            "t",
+        ),
+        (
+            "stage s on s1 after s { call f(); }",
+            "stage `s` cannot run after itself",
+            "s",
+        ),
+        (
+            "stage x on s1 { call f(); } stage s on s2 after x, x { call f(); }",
+            "`x` is named twice in `after`",
+            "x",
+        ),
+        (
+            "stage s on s1 { }",
+            "stage `s` is empty; add a statement, or `after ...` to make it a barrier",
+            "s",
+        ),
+    ]);
+}
+
+#[test]
+fn concurrent_names_two_or_more_declared_stages() {
+    assert_cases(&[
+        (
+            "stage x on s1 { call f(); } concurrent(x);",
+            "`concurrent` needs at least two stages, e.g. `concurrent(a, b)`",
+            "concurrent",
+        ),
+        (
+            "stage x on s1 { call f(); } concurrent(x, why);",
+            "unknown stage `why`; expected one of `x`",
+            "why",
+        ),
+        (
+            "stage x on s1 { call f(); } stage y on s2 { call g(); } concurrent(x, y, x);",
+            "`x` is named twice in `concurrent`",
+            "x",
+        ),
+    ]);
+}
+
+#[test]
+fn launches_name_a_declared_kernel_with_grid_and_block() {
+    assert_cases(&[
+        (
+            "stage s on s1 { launch touch(a) grid 1 block 1; }",
+            "`launch` names its kernel as `module::kernel`; write `k::touch`",
+            "touch",
+        ),
+        (
+            "stage s on s1 { launch q::touch(a) grid 1 block 1; }",
+            "unknown kernel module `q`; did you mean `k`?",
+            "q",
+        ),
+        (
+            "stage s on s1 { launch k::toch(a) grid 1 block 1; }",
+            "module `k` has no kernel `toch`; did you mean `touch`?",
+            "toch",
+        ),
+        (
+            "stage s on s1 { launch k::touch(a); }",
+            "`launch` needs `grid` and `block`, e.g. `grid n.div_ceil(256) block 256`",
+            "launch",
+        ),
+        (
+            "stage s on s1 { launch k::touch(a) grid 1; }",
+            "`launch` needs `block`, e.g. `block 256`",
+            "launch",
+        ),
+        (
+            "stage s on s1 { launch k::touch(a) block 1; }",
+            "`launch` needs `grid`, e.g. `grid n.div_ceil(256)`",
+            "launch",
+        ),
+    ]);
+}
+
+#[test]
+fn launch_arguments_match_the_kernel_signature() {
+    assert_cases(&[
+        (
+            "stage s on s1 { launch k::scale(n, alpha, a) grid 1 block 1; }",
+            "`k::scale` takes 4 arguments but 3 were given; its signature is `fn scale(n: u32, alpha: f32, src: &[f32], dst: &mut [f32])`",
+            "k::scale(n, alpha, a)",
+        ),
+        (
+            "stage s on s1 { launch k::touch(a, b) grid 1 block 1; }",
+            "`k::touch` takes 1 argument but 2 were given; its signature is `fn touch(buf: &mut [f32])`",
+            "k::touch(a, b)",
+        ),
+        (
+            "stage s on s1 { launch k::scale(big, alpha, a, b) grid 1 block 1; }",
+            "`big` is declared `u64` but `scale` takes `n: u32`; declare `big: u32` or pass `big as u32`",
+            "big",
+        ),
+        (
+            "stage s on s1 { launch k::scale(a, alpha, a, b) grid 1 block 1; }",
+            "`a` is a buffer but `scale` takes a scalar for `n: u32`",
+            "a",
+        ),
+        (
+            "stage s on s1 { launch k::scale(n, alpha, n, b) grid 1 block 1; }",
+            "`n` is a scalar param; `scale` takes a buffer for `src: &[f32]`",
+            "n",
+        ),
+        (
+            "stage s on s1 { launch k::touch(&mut a) grid 1 block 1; }",
+            "`touch` takes a buffer for `buf: &mut [f32]`; pass the name of a buffer param or scratch buffer",
+            "&mut a",
+        ),
+        (
+            "stage s on s1 { launch k::touch(aa) grid 1 block 1; }",
+            "unknown buffer `aa`; did you mean `a`?",
+            "aa",
+        ),
+        (
+            "stage s on s1 { launch k::scale(n, alpha, d, b) grid 1 block 1; }",
+            "`d` holds `f64` but `scale` takes `src: &[f32]`",
+            "d",
+        ),
+        (
+            "stage s on s1 { launch k::touch(c) grid 1 block 1; }",
+            "`c` is declared `&` but `touch` writes its `buf`; declare it `&mut DeviceBuffer<f32>`",
+            "c",
+        ),
+        (
+            "stage s on s1 { launch k::touch(v) grid 1 block 1; }",
+            "`v` is pageable host memory (`&mut Vec<f32>`), which kernels cannot access; pass a `DeviceBuffer` or `PinnedBuffer`",
+            "v",
+        ),
+        (
+            "stage s on s1 { launch k::touch(flag) grid 1 block 1; }",
+            "`flag` is a flag cell (`&mut FlagCell`); `touch` takes a `DeviceBuffer` or `PinnedBuffer` for `buf: &mut [f32]`",
+            "flag",
+        ),
+        (
+            "stage s on s1 { launch k::touch(handle) grid 1 block 1; }",
+            "`handle` is not a buffer (`&mut BlasHandle`); `touch` takes a `DeviceBuffer` or `PinnedBuffer` for `buf: &mut [f32]`",
+            "handle",
+        ),
+    ]);
+}
+
+#[test]
+fn scalar_expressions_and_aliased_types_are_left_to_type_assertions() {
+    use crate::lower::{Arg, StatementKind};
+    let source = r#"pipeline P {
+        streams { s }
+        kernels k = ptx("") { fn f(n: u32, x: Real, y: f32); }
+        params { n: u32, x: Real, m: usize }
+        stage one on s { launch k::f(n, x, (m * 2) as f32) grid 1 block 1; }
+    }"#;
+    let pipeline = lower_ok(source);
+    let StatementKind::Launch { args, .. } = &pipeline.stages[0].statements[0].kind else {
+        panic!("launch")
+    };
+    let asserted: Vec<bool> = args
+        .iter()
+        .map(|arg| match arg {
+            Arg::Scalar { assert_type, .. } => *assert_type,
+            Arg::Buffer { .. } => panic!("scalar"),
+        })
+        .collect();
+    assert_eq!(asserted, [false, false, true]);
+}
+
+#[test]
+fn a_written_buffer_is_not_passed_twice_to_one_launch() {
+    assert_cases(&[(
+        "stage s on s1 { launch k::scale(n, alpha, a, a) grid 1 block 1; }",
+        "`a` is passed to `scale` as both `src` and `dst`, and `dst` is written; pass a separate buffer, since a written parameter must not alias another",
+        "a",
+    )]);
+    lower_ok(&with(
+        "stage s on s1 { launch k::sum(a, a, b) grid 1 block 1; }",
+    ));
+}
+
+#[test]
+fn copies_go_between_pinned_or_device_buffers() {
+    assert_cases(&[
+        (
+            "stage s on s1 { copy a -> a; }",
+            "`copy a -> a` copies a buffer onto itself; name two different buffers",
+            "a",
+        ),
+        (
+            "stage s on s1 { copy a -> v; }",
+            "`v` is pageable host memory (`&mut Vec<f32>`); only `PinnedBuffer` copies asynchronously or can be captured: declare it `&mut PinnedBuffer<f32>`",
+            "v",
+        ),
+        (
+            "stage s on s1 { copy sl -> a; }",
+            "`sl` is pageable host memory (`&[f32]`); only `PinnedBuffer` copies asynchronously or can be captured: declare it `&PinnedBuffer<f32>`",
+            "sl",
+        ),
+        (
+            "stage s on s1 { copy a -> hc; }",
+            "`hc` is declared `&` but `copy` writes it; declare it `&mut PinnedBuffer<f32>`",
+            "hc",
+        ),
+        (
+            "stage s on s1 { copy d -> a; }",
+            "`copy d -> a` copies `f64` into `f32`; both buffers must hold the same element type",
+            "d -> a",
+        ),
+        (
+            "stage s on s1 { copy flag -> a; }",
+            "`flag` is a flag cell (`&mut FlagCell`); `copy` does not take flag cells; use `write` and `wait` on them",
+            "flag",
+        ),
+        (
+            "stage s on s1 { copy n -> a; }",
+            "`n` is a scalar param; `copy` takes buffers",
+            "n",
+        ),
+    ]);
+}
+
+#[test]
+fn fills_write_writable_buffers() {
+    assert_cases(&[
+        (
+            "stage s on s1 { fill c = 0.0; }",
+            "`c` is declared `&` but `fill` writes it; declare it `&mut DeviceBuffer<f32>`",
+            "c",
+        ),
+        (
+            "stage s on s1 { fill flag = 0; }",
+            "`flag` is a flag cell (`&mut FlagCell`); set it with `write flag = VALUE`",
+            "flag",
+        ),
+        (
+            "stage s on s1 { fill v = 0.0; }",
+            "`v` is pageable host memory (`&mut Vec<f32>`); it cannot be filled in stream order; use a `DeviceBuffer` or `PinnedBuffer`",
+            "v",
+        ),
+    ]);
+}
+
+#[test]
+fn waits_and_writes_take_flag_cells() {
+    assert_cases(&[
+        (
+            "stage s on s1 { write shared_flag = 1; }",
+            "`shared_flag` is declared `&` but `write` sets it; declare it `&mut FlagCell`",
+            "shared_flag",
+        ),
+        (
+            "stage s on s1 { wait a == 1; }",
+            "`a` is a `DeviceBuffer` (`&mut DeviceBuffer<f32>`), but `wait` takes a `FlagCell`",
+            "a",
+        ),
+        (
+            "stage s on s1 { write a = 1; }",
+            "`a` is a `DeviceBuffer` (`&mut DeviceBuffer<f32>`), but `write` takes a `FlagCell`; use `fill a = VALUE` for buffers",
+            "a",
+        ),
+        (
+            "stage s on s1 { wait event == 1; }",
+            "unknown buffer `event`; declare it in `params { ... }` or `scratch { ... }`",
+            "event",
+        ),
+    ]);
+    lower_ok(&with(
+        "stage s on s1 { wait shared_flag == 1; wait flag >= 2; write flag = 3; }",
+    ));
+}
+
+#[test]
+fn host_closures_touch_host_memory_they_declare() {
+    assert_cases(&[
+        (
+            "stage s on s1 { host || {} reads(a); }",
+            "`a` is a `DeviceBuffer` (`&mut DeviceBuffer<f32>`), which a host closure cannot touch: it runs on the CPU; copy it into a `PinnedBuffer` first and list that",
+            "a",
+        ),
+        (
+            "stage s on s1 { host || {} writes(hc); }",
+            "`hc` is declared `&` but the host closure writes it; declare it `&mut PinnedBuffer<f32>`",
+            "hc",
+        ),
+        (
+            "stage s on s1 { host || {} reads(n); }",
+            "`n` is a scalar param; `reads(...)` and `writes(...)` list buffers; the closure captures scalars by value",
+            "n",
+        ),
+    ]);
+}
+
+#[test]
+fn calls_declare_what_they_touch() {
+    assert_cases(&[
+        (
+            "stage s on s1 { call f() writes(c); }",
+            "`c` is declared `&` but `f` writes it; declare it `&mut DeviceBuffer<f32>`",
+            "c",
+        ),
+        (
+            "stage s on s1 { call blas::gemv(handle, a, &b) reads(a) writes(handle); }",
+            "`b` is passed to `gemv` but not declared; add it to `reads(...)` or `writes(...)`",
+            "b",
+        ),
+    ]);
+    lower_ok(&with(
+        "stage s on s1 { call blas::gemv(handle, alpha, a, &mut b) reads(a) writes(b, handle); }",
+    ));
+}
+
+#[test]
+fn statements_that_cannot_be_captured_are_rejected_by_name() {
+    let cases = [
+        (
+            "synchronize;",
+            "`synchronize` blocks the host and cannot be captured in a CUDA graph; stages are ordered by their accesses and `after`, and the host waits for a whole step outside the pipeline",
+        ),
+        (
+            "sync;",
+            "`sync` blocks the host and cannot be captured in a CUDA graph; stages are ordered by their accesses and `after`, and the host waits for a whole step outside the pipeline",
+        ),
+        (
+            "copy_blocking a -> h;",
+            "`copy_blocking` blocks the host and cannot be captured in a CUDA graph; write `copy src -> dst` with a `PinnedBuffer` on the host side",
+        ),
+        (
+            "wait_event upload_done;",
+            "`wait_event` waits on an event from outside the pipeline, which a captured graph cannot do; order stages with `after`, or wait on a `FlagCell` param with `wait flag == VALUE`",
+        ),
+        (
+            "record_event(ev);",
+            "`record_event` wires an event by hand; the macro derives every event from the stages' accesses, and `after` adds an ordering no access implies",
+        ),
+        (
+            "alloc tmp = 1024;",
+            "`alloc` cannot appear in a stage: a step is captured once and replayed, so memory is allocated with the pipeline; declare the buffer in `scratch { ... }`",
+        ),
+        (
+            "free a;",
+            "`free` cannot appear in a stage: a replayed graph would free memory it still uses; scratch buffers are freed with the pipeline and params by their owner",
+        ),
+    ];
+    for (statement, message) in cases {
+        let word = statement.split([' ', ';', '(']).next().unwrap_or_default();
+        assert_error(
+            &with(&format!("stage s on s1 {{ {statement} }}")),
+            message,
+            word,
+        );
+    }
+}
+
+#[test]
+fn an_after_cycle_reports_its_path() {
+    assert_cases(&[
+        (
+            "stage x on s1 after y { call f() writes(a); } stage y on s2 { call g() reads(a); }",
+            "stage `x` cannot run after `y`, which already runs after it: `y` reads `a` after `x` writes it; remove `y` from `after`",
+            "y",
+        ),
+        (
+            "stage x on s1 after z { call f(); }
+             stage y on s1 { call f() writes(a); }
+             stage z on s2 { call g() reads(a); }",
+            "stage `x` cannot run after `z`, which already runs after it: `y` follows `x` on stream `s1`, and `z` reads `a` after `y` writes it; remove `z` from `after`",
+            "z",
+        ),
+        (
+            "stage x on s1 after y { call f(); } stage y on s1 { call f(); }",
+            "stage `x` cannot run after `y`, which already runs after it: `y` follows `x` on stream `s1`; remove `y` from `after`",
+            "y",
+        ),
+    ]);
+    // A later stage is fine when no cycle results: `x` then waits for `y`.
+    let pipeline = lower_ok(&with(
+        "stage x on s1 after y { call f() writes(a); } stage y on s2 { call g() writes(b); }",
+    ));
+    assert_eq!(pipeline.order, [stage(1), stage(0)]);
+}
+
+#[test]
+fn concurrent_claims_are_verified() {
+    assert_cases(&[
+        (
+            "stage x on s1 { call f() writes(a); } stage y on s2 { call g() reads(a); } concurrent(x, y);",
+            "`x` and `y` cannot run concurrently: `y` reads `a` after `x` writes it; drop the claim, or remove that ordering",
+            "x, y",
+        ),
+        (
+            "stage x on s1 { call f(); } stage y on s1 { call g(); } concurrent(x, y);",
+            "`x` and `y` both run on stream `s1`, which runs them one after the other; put one on another stream, or drop the claim",
+            "x, y",
+        ),
+        (
+            "stage x on s1 { call f() writes(a); }
+             stage m on s2 { call g() writes(b); }
+             stage y on s2 after x { call g() reads(b); }
+             concurrent(y, x);",
+            "`y` and `x` cannot run concurrently: `y` is declared `after x`; drop the claim, or remove that ordering",
+            "y, x",
+        ),
+    ]);
+    lower_ok(&with(
+        "stage x on s1 { call f() writes(a); } stage y on s2 { call g() reads(b); } concurrent(x, y);",
+    ));
+}
+
+#[test]
+fn every_error_is_reported_at_once() {
+    let all = errors(&with(
+        "stage s on s3 { copy a -> a; fill c = 0; launch k::touch(v) grid 1 block 1; synchronize; }
+         stage s on s1 { call f(); }",
+    ));
+    assert_eq!(all.len(), 6, "{all:#?}");
+}
+
+#[test]
+fn nothing_is_lowered_while_a_declaration_is_wrong() {
+    // The cycle is only found by lowering, which does not run while a stream is unknown.
+    let all = errors(&with(
+        "stage x on s1 after y { call f() writes(a); } stage y on nowhere { call g() reads(a); }",
+    ));
+    assert_eq!(
+        all,
+        ["unknown stream `nowhere`; expected one of `s1`, `s2`"]
+    );
+}

@@ -1,0 +1,134 @@
+//! Unit tests of every phase, on pipelines given as source text.
+//!
+//! Inputs are parsed with `syn::parse_str` rather than `quote!` so their spans carry source
+//! positions: with proc-macro2's `span-locations` feature enabled (not on by default here),
+//! `Span::source_text` returns the offending token and [`assert_error`] checks it too; without
+//! it, the tests check messages only.
+
+mod checks;
+mod dot;
+mod lowering;
+mod parse;
+mod properties;
+
+use crate::lower::{BufferId, Pipeline, StageId, StreamId};
+use crate::{ast, check};
+
+/// The heat-diffusion example of the crate documentation.
+pub const HEAT: &str = r#"
+    /// One explicit Euler step of 2-D heat diffusion, with a snapshot streamed back.
+    pub pipeline HeatStep {
+        streams { compute(priority = high), copy(non_blocking) }
+        kernels heat = ptx(include_str!("../kernels/heat.ptx")) {
+            /// One stencil application.
+            fn stencil(nx: u32, ny: u32, alpha: f32, src: &[f32], dst: &mut [f32])
+                host = crate::heat_host::stencil;
+        }
+        params {
+            nx: u32, ny: u32, alpha: f32,
+            field: &mut DeviceBuffer<f32>,
+            next: &mut DeviceBuffer<f32>,
+            snapshot: &mut PinnedBuffer<f32>,
+            done: &mut FlagCell,
+        }
+        scratch { tmp: DeviceBuffer<f32> = (nx * ny) as usize }
+        stage step on compute {
+            launch heat::stencil(nx, ny, alpha, field, next) grid (nx * ny).div_ceil(256) block 256;
+        }
+        stage save on copy { copy next -> snapshot; }
+        stage clear on compute { fill tmp = 0; }
+        stage publish on copy after clear { write done = 1; }
+        concurrent(save, clear);
+    }
+"#;
+
+/// A small pipeline with two streams, a generic kernel and one buffer of each kind, with
+/// `items` appended to its body.
+pub fn with(items: &str) -> String {
+    format!(
+        r#"pipeline P {{
+            streams {{ s1, s2 }}
+            kernels k = ptx("k.ptx") {{
+                fn scale(n: u32, alpha: f32, src: &[f32], dst: &mut [f32]);
+                fn touch(buf: &mut [f32]);
+                fn wide(x: f64, src: &[f64]);
+                fn sum(x: &[f32], y: &[f32], out: &mut [f32]);
+            }}
+            params {{
+                n: u32, alpha: f32, big: u64,
+                a: &mut DeviceBuffer<f32>, b: &mut DeviceBuffer<f32>, c: &DeviceBuffer<f32>,
+                d: &mut DeviceBuffer<f64>,
+                h: &mut PinnedBuffer<f32>, hc: &PinnedBuffer<f32>,
+                v: &mut Vec<f32>, sl: &[f32],
+                flag: &mut FlagCell, shared_flag: &FlagCell,
+                handle: &mut BlasHandle,
+            }}
+            {items}
+        }}"#
+    )
+}
+
+/// Parses a pipeline.
+pub fn parse(source: &str) -> syn::Result<ast::Pipeline> {
+    syn::parse_str(source)
+}
+
+/// Parses, checks and lowers a pipeline.
+pub fn compile(source: &str) -> syn::Result<Pipeline> {
+    check::check(&parse(source)?)
+}
+
+/// Lowers a pipeline that must be valid.
+pub fn lower_ok(source: &str) -> Pipeline {
+    match compile(source) {
+        Ok(pipeline) => pipeline,
+        Err(error) => panic!("unexpected errors: {:#?}", messages(&error)),
+    }
+}
+
+/// Every message of a combined error.
+pub fn messages(error: &syn::Error) -> Vec<String> {
+    error
+        .clone()
+        .into_iter()
+        .map(|error| error.to_string())
+        .collect()
+}
+
+/// Every error of compiling `source`, which must fail.
+pub fn errors(source: &str) -> Vec<String> {
+    match compile(source) {
+        Ok(_) => panic!("expected errors, but the pipeline compiled"),
+        Err(error) => messages(&error),
+    }
+}
+
+/// Compiling `source` fails with exactly one error, `message`, on the token `token` (checked
+/// when spans carry source text).
+#[track_caller]
+pub fn assert_error(source: &str, message: &str, token: &str) {
+    let error = match compile(source) {
+        Ok(_) => panic!("expected `{message}`, but the pipeline compiled"),
+        Err(error) => error,
+    };
+    let all = messages(&error);
+    assert_eq!(all, [message], "messages");
+    if let Some(text) = error.span().source_text() {
+        assert_eq!(text, token, "span of `{message}`");
+    }
+}
+
+/// A stage id, for short expectations.
+pub fn stage(id: usize) -> StageId {
+    StageId(id)
+}
+
+/// A stream id.
+pub fn stream(id: usize) -> StreamId {
+    StreamId(id)
+}
+
+/// A buffer id.
+pub fn buffer(id: usize) -> BufferId {
+    BufferId(id)
+}
