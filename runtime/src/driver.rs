@@ -340,6 +340,12 @@ macro_rules! paste_pfn {
     (cuGraphDebugDotPrint) => {
         sys::PFN_cuGraphDebugDotPrint
     };
+    (cuGraphAddDependencies) => {
+        sys::PFN_cuGraphAddDependencies
+    };
+    (cuFuncGetParamInfo) => {
+        sys::PFN_cuFuncGetParamInfo
+    };
 }
 
 driver_table! {
@@ -431,10 +437,13 @@ driver_table! {
         cuGraphExecKernelNodeSetParams @ ABI_VERSION,
         cuGraphExecUpdate @ ABI_VERSION,
         cuGraphDebugDotPrint @ ABI_VERSION,
+        cuGraphAddDependencies @ ABI_VERSION,
     }
     optional {
         // CUDA 12.8.
         cuStreamGetDevice @ 12080,
+        // CUDA 12.4.
+        cuFuncGetParamInfo @ 12040,
     }
 }
 

@@ -61,10 +61,31 @@ pub enum Error {
         reason: String,
     },
 
-    /// An error from the host backend (a failed or panicking host operation, a race found by
-    /// checked mode, a capture misuse).
+        /// A statement of a pipeline stage could not be enqueued.
+    #[error("pipeline `{pipeline}`, stage `{stage}`: {source}")]
+    Stage {
+        /// The pipeline's name.
+        pipeline: &'static str,
+        /// The stage's name.
+        stage: &'static str,
+        /// What failed.
+        source: Box<Error>,
+    },
+
+    /// A pipeline step failed after it was enqueued: an asynchronous fault (or a host
+    /// backend fault, which names the stage in its operation label) surfaced at a wait.
+    #[error("pipeline `{pipeline}`: a step failed: {source}")]
+    Step {
+        /// The pipeline's name.
+        pipeline: &'static str,
+        /// What failed.
+        source: Box<Error>,
+    },
+
+    /// An error from the host backend: a failed or panicking host operation, a race found by
+    /// checked mode, a capture misuse.
     #[error("host backend: {0}")]
-    Host(String),
+    Host(#[from] crate::host::HostFault),
 }
 
 impl Error {

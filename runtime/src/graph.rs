@@ -1,74 +1,65 @@
-//! CUDA graphs: the recorded work of a capture, instantiated once and launched many times.
+//! CUDA graphs: work recorded once (by stream capture, or node by node) and replayed many
+//! times through an executable graph.
+//!
+//! Lifetimes: a [`Graph`] holds everything its nodes point at (device and pinned memory,
+//! modules, host closures), and a [`GraphExec`] holds a copy of that list plus the graph
+//! itself, so nothing a launch can touch is freed while the executable graph lives. Each
+//! launch fences the pinned memory the graph copies from or to, so the host waits for the
+//! launch before it reads or writes that memory. Dropping a launched `GraphExec` waits for
+//! the context's work first.
+
+use std::collections::HashSet;
+use std::ffi::CString;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use crate::context::Context;
-use crate::error::{Result, check};
-use crate::memory::alloc::KeepAlive;
-use crate::sys;
+use crate::error::{DriverError, Error, Result, check};
+use crate::host::HostGraph;
+use crate::launch::{KernelArgsFor, LaunchConfig, Retained, Signature, TypedKernel};
+use crate::memory::alloc::{KeepAlive, PinnedAlloc};
+use crate::stream::Stream;
+use crate::sys::{self, CUresult};
 
-/// A graph recorded by [`Stream::end_capture`](crate::Stream::end_capture) or
-/// [`Stream::capture`](crate::Stream::capture).
-pub struct Graph {
+/// The verdict of a whole-graph update (`CUgraphExecUpdateResult`).
+pub use crate::sys::CUgraphExecUpdateResult as GraphUpdateResult;
+/// A node's kind (`CUgraphNodeType`).
+pub use crate::sys::CUgraphNodeType as GraphNodeType;
+
+/// Process-unique graph ids, so a node handle is never mistaken for one of another graph
+/// (raw `CUgraph` addresses are reused after a graph is destroyed).
+static NEXT_GRAPH_ID: AtomicU64 = AtomicU64::new(1);
+
+/// The owned `CUgraph`, shared by the [`Graph`] and every [`GraphExec`] made from it (the
+/// driver matches an executable graph's nodes to the source graph's node handles, so the
+/// source must outlive it).
+struct GraphHandle {
     ctx: Context,
     raw: sys::CUgraph,
-    /// Host closures and other objects the graph's nodes point at.
-    keepalive: Vec<KeepAlive>,
+    id: u64,
+    /// CUDA graphs are not internally synchronized: every driver call on `raw` holds this.
+    lock: Mutex<()>,
 }
 
-// SAFETY: a CUgraph may be used from any thread; we never mutate it concurrently (`&mut`
-// for edits, `&self` for reads, which the driver allows from several threads).
-unsafe impl Send for Graph {}
+// SAFETY: a CUgraph may be used from any thread; every call on it is serialized by `lock`.
+unsafe impl Send for GraphHandle {}
 // SAFETY: as above.
-unsafe impl Sync for Graph {}
+unsafe impl Sync for GraphHandle {}
 
-impl Graph {
-    /// Takes ownership of a graph handle.
-    ///
-    /// # Safety
-    /// `raw` must be a live graph of `ctx`'s context that nothing else destroys.
-    pub(crate) unsafe fn from_raw(
-        ctx: &Context,
-        raw: sys::CUgraph,
-        keepalive: Vec<KeepAlive>,
-    ) -> Graph {
-        Graph {
-            ctx: ctx.clone(),
-            raw,
-            keepalive,
-        }
-    }
-
-    /// The number of nodes.
-    pub fn node_count(&self) -> Result<usize> {
-        let c = self.ctx.bound_cuda("Graph::node_count")?;
-        let mut count = 0;
-        // SAFETY: a live graph; a null node array asks for the count only.
-        check("cuGraphGetNodes", unsafe {
-            (c.driver.cuGraphGetNodes)(self.raw, std::ptr::null_mut(), &mut count)
-        })?;
-        Ok(count)
-    }
-
-    /// The raw handle, owned by this `Graph`.
-    pub fn handle(&self) -> sys::CUgraph {
-        self.raw
-    }
-
-    /// The context the graph belongs to.
-    pub fn context(&self) -> &Context {
-        &self.ctx
-    }
-
-    pub(crate) fn keepalive(&self) -> &[KeepAlive] {
-        &self.keepalive
+impl GraphHandle {
+    fn lock(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.lock.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
-impl Drop for Graph {
+impl Drop for GraphHandle {
     fn drop(&mut self) {
         let Ok(c) = self.ctx.bound_cuda("Graph::drop") else {
             return;
         };
-        // SAFETY: we own the graph; executable graphs instantiated from it are independent.
+        // SAFETY: we own the graph and the last holder is going; executable graphs
+        // instantiated from it hold this handle, so none is left.
         let code = unsafe { (c.driver.cuGraphDestroy)(self.raw) };
         if !code.is_success() {
             tracing::warn!(?code, "cuGraphDestroy failed while dropping a graph");
@@ -76,8 +67,734 @@ impl Drop for Graph {
     }
 }
 
+/// A graph recorded by [`Stream::end_capture`](crate::Stream::end_capture) or
+/// [`Stream::capture`](crate::Stream::capture), or built node by node from [`Graph::new`].
+pub struct Graph {
+    handle: Arc<GraphHandle>,
+    /// Memory, modules and host closures the graph's nodes point at.
+    keepalive: Vec<KeepAlive>,
+    /// The recorded operations on the host backend (`handle.raw` is then null).
+    host: Option<HostGraph>,
+}
+
+/// One node of a [`Graph`]. A plain handle: it does not keep the graph alive, and calls that
+/// take it check that it belongs to the graph they act on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct GraphNode {
+    raw: sys::CUgraphNode,
+    graph: u64,
+    kind: GraphNodeType,
+}
+
+// SAFETY: a node handle is an identifier; it is only dereferenced by the driver, under the
+// owning graph's lock, after checking that it belongs to that (live) graph.
+unsafe impl Send for GraphNode {}
+// SAFETY: as above.
+unsafe impl Sync for GraphNode {}
+
+impl GraphNode {
+    /// The node's kind.
+    pub fn kind(&self) -> GraphNodeType {
+        self.kind
+    }
+
+    /// The raw handle, valid while its graph lives.
+    pub fn handle(&self) -> sys::CUgraphNode {
+        self.raw
+    }
+}
+
+/// A kernel node: which function it launches and how.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct KernelNode {
+    node: GraphNode,
+    function: sys::CUfunction,
+    config: LaunchConfig,
+}
+
+// SAFETY: plain handles (see GraphNode); the function handle is only compared, never called.
+unsafe impl Send for KernelNode {}
+// SAFETY: as above.
+unsafe impl Sync for KernelNode {}
+
+impl KernelNode {
+    /// The node.
+    pub fn node(&self) -> GraphNode {
+        self.node
+    }
+
+    /// The kernel's function handle: compare with [`Kernel::handle`](crate::Kernel::handle).
+    pub fn function(&self) -> sys::CUfunction {
+        self.function
+    }
+
+    /// The grid, block and shared memory the node was recorded with.
+    pub fn config(&self) -> LaunchConfig {
+        self.config
+    }
+
+    /// Whether the node launches `kernel`.
+    pub fn launches<Sig>(&self, kernel: &TypedKernel<Sig>) -> bool {
+        self.function == kernel.kernel().handle()
+    }
+}
+
+impl Graph {
+    /// An empty graph, to build node by node.
+    pub fn new(ctx: &Context) -> Result<Graph> {
+        let c = ctx.bound_cuda("Graph::new")?;
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer; flags must be 0.
+        check("cuGraphCreate", unsafe {
+            (c.driver.cuGraphCreate)(&mut raw, 0)
+        })?;
+        // SAFETY: a new graph of this context that we own.
+        Ok(unsafe { Graph::from_raw(ctx, raw, Vec::new()) })
+    }
+
+    /// Takes ownership of a graph handle.
+    ///
+    /// # Safety
+    /// `raw` must be a live graph of `ctx`'s context that nothing else destroys, and
+    /// `keepalive` must hold everything its nodes point at.
+    pub(crate) unsafe fn from_raw(
+        ctx: &Context,
+        raw: sys::CUgraph,
+        keepalive: Vec<KeepAlive>,
+    ) -> Graph {
+        Graph {
+            handle: Arc::new(GraphHandle {
+                ctx: ctx.clone(),
+                raw,
+                id: NEXT_GRAPH_ID.fetch_add(1, Ordering::Relaxed),
+                lock: Mutex::new(()),
+            }),
+            keepalive: dedup_keepalive(keepalive),
+            host: None,
+        }
+    }
+
+    /// Wraps a graph the host backend recorded. CUDA-only calls on it (node handles,
+    /// editing, instantiating through the driver) fail with `BackendMismatch`, since its
+    /// context is a host context.
+    #[allow(dead_code)] // called by stream capture on the host backend
+    pub(crate) fn from_host(ctx: &Context, graph: HostGraph) -> Graph {
+        // SAFETY: a null graph is never passed to the driver: every driver call binds the
+        // context first, which fails for a host context.
+        let mut wrapped = unsafe { Graph::from_raw(ctx, std::ptr::null_mut(), Vec::new()) };
+        wrapped.host = Some(graph);
+        wrapped
+    }
+
+    /// The host backend's recording, when this graph has one.
+    #[allow(dead_code)] // used by the host backend's instantiate and launch
+    pub(crate) fn host(&self) -> Option<&HostGraph> {
+        self.host.as_ref()
+    }
+
+    /// The raw handle, owned by this `Graph`.
+    pub fn handle(&self) -> sys::CUgraph {
+        self.handle.raw
+    }
+
+    /// The context the graph belongs to.
+    pub fn context(&self) -> &Context {
+        &self.handle.ctx
+    }
+
+    /// How many distinct allocations, modules and closures the graph keeps alive for its
+    /// nodes.
+    pub fn retained_count(&self) -> usize {
+        self.keepalive.len()
+    }
+
+    #[allow(dead_code)] // for the code that embeds graphs as child nodes
+    pub(crate) fn keepalive(&self) -> &[KeepAlive] {
+        &self.keepalive
+    }
+
+    /// The number of nodes.
+    pub fn node_count(&self) -> Result<usize> {
+        if let Some(h) = &self.host {
+            return Ok(h.node_count());
+        }
+        let c = self.handle.ctx.bound_cuda("Graph::node_count")?;
+        let mut count = 0;
+        let _guard = self.handle.lock();
+        // SAFETY: a live graph; a null node array asks for the count only.
+        check("cuGraphGetNodes", unsafe {
+            (c.driver.cuGraphGetNodes)(self.handle.raw, std::ptr::null_mut(), &mut count)
+        })?;
+        Ok(count)
+    }
+
+    /// Every node, in the driver's order (creation order for captured graphs).
+    pub fn nodes(&self) -> Result<Vec<GraphNode>> {
+        let c = self.handle.ctx.bound_cuda("Graph::nodes")?;
+        let _guard = self.handle.lock();
+        let mut count = 0;
+        // SAFETY: as in node_count.
+        check("cuGraphGetNodes", unsafe {
+            (c.driver.cuGraphGetNodes)(self.handle.raw, std::ptr::null_mut(), &mut count)
+        })?;
+        let mut raw = vec![std::ptr::null_mut(); count];
+        // SAFETY: `raw` has room for `count` handles; the driver writes at most that many
+        // and stores the number written in `count`.
+        check("cuGraphGetNodes", unsafe {
+            (c.driver.cuGraphGetNodes)(self.handle.raw, raw.as_mut_ptr(), &mut count)
+        })?;
+        raw.truncate(count);
+        raw.into_iter()
+            .map(|node| {
+                let mut kind = GraphNodeType::EMPTY;
+                // SAFETY: a node of this live graph and a valid out-pointer.
+                check("cuGraphNodeGetType", unsafe {
+                    (c.driver.cuGraphNodeGetType)(node, &mut kind)
+                })?;
+                Ok(GraphNode {
+                    raw: node,
+                    graph: self.handle.id,
+                    kind,
+                })
+            })
+            .collect()
+    }
+
+    /// The kernel nodes, in the driver's order, with the function and geometry of each.
+    pub fn kernel_nodes(&self) -> Result<Vec<KernelNode>> {
+        let nodes = self.nodes()?;
+        let c = self.handle.ctx.bound_cuda("Graph::kernel_nodes")?;
+        let _guard = self.handle.lock();
+        nodes
+            .into_iter()
+            .filter(|n| n.kind == GraphNodeType::KERNEL)
+            .map(|node| {
+                // SAFETY: the all-zero pattern is valid for this C struct of integers and
+                // pointers.
+                let mut p: sys::CUDA_KERNEL_NODE_PARAMS = unsafe { std::mem::zeroed() };
+                // SAFETY: a kernel node of this live graph and a valid out-pointer.
+                check("cuGraphKernelNodeGetParams", unsafe {
+                    (c.driver.cuGraphKernelNodeGetParams)(node.raw, &mut p)
+                })?;
+                Ok(KernelNode {
+                    node,
+                    function: p.func,
+                    config: LaunchConfig {
+                        grid: (p.gridDimX, p.gridDimY, p.gridDimZ).into(),
+                        block: (p.blockDimX, p.blockDimY, p.blockDimZ).into(),
+                        shared_mem_bytes: p.sharedMemBytes,
+                    },
+                })
+            })
+            .collect()
+    }
+
+    fn check_own(&self, call: &'static str, nodes: &[GraphNode]) -> Result<Vec<sys::CUgraphNode>> {
+        nodes
+            .iter()
+            .map(|n| {
+                if n.graph == self.handle.id {
+                    Ok(n.raw)
+                } else {
+                    Err(Error::invalid(
+                        call,
+                        "a dependency is a node of another graph",
+                    ))
+                }
+            })
+            .collect()
+    }
+
+    /// Adds a node that does nothing, after `dependencies`: a join point.
+    pub fn add_empty_node(&mut self, dependencies: &[GraphNode]) -> Result<GraphNode> {
+        let deps = self.check_own("Graph::add_empty_node", dependencies)?;
+        let c = self.handle.ctx.bound_cuda("Graph::add_empty_node")?;
+        let _guard = self.handle.lock();
+        let mut node = std::ptr::null_mut();
+        // SAFETY: a live graph, nodes of it, and a valid out-pointer.
+        check("cuGraphAddEmptyNode", unsafe {
+            (c.driver.cuGraphAddEmptyNode)(&mut node, self.handle.raw, deps.as_ptr(), deps.len())
+        })?;
+        Ok(GraphNode {
+            raw: node,
+            graph: self.handle.id,
+            kind: GraphNodeType::EMPTY,
+        })
+    }
+
+    /// Adds a launch of `kernel` with `args`, after `dependencies`. The graph keeps the
+    /// buffers in `args` and the kernel's module alive.
+    pub fn add_kernel_node<Sig: Signature, A: KernelArgsFor<Sig>>(
+        &mut self,
+        dependencies: &[GraphNode],
+        kernel: &TypedKernel<Sig>,
+        config: LaunchConfig,
+        args: A,
+    ) -> Result<KernelNode> {
+        const CALL: &str = "Graph::add_kernel_node";
+        let deps = self.check_own(CALL, dependencies)?;
+        let k = kernel.kernel();
+        let c = self.handle.ctx.bound_cuda(CALL)?;
+        if c.raw != k.context_raw() {
+            return Err(Error::invalid(
+                CALL,
+                format!(
+                    "`{}` is loaded in another context than the graph's",
+                    k.name()
+                ),
+            ));
+        }
+        let mut retained = Retained::default();
+        k.retain(&args, &mut retained);
+        let handle = &self.handle;
+        let node = k.with_node_params(CALL, &config, args, |params| {
+            let _guard = handle.lock();
+            let mut node = std::ptr::null_mut();
+            // SAFETY: a live graph, nodes of it, and parameters whose argument pointers are
+            // valid for this call (the driver copies the values).
+            check("cuGraphAddKernelNode", unsafe {
+                (c.driver.cuGraphAddKernelNode)(
+                    &mut node,
+                    handle.raw,
+                    deps.as_ptr(),
+                    deps.len(),
+                    params,
+                )
+            })?;
+            Ok(node)
+        })?;
+        extend_keepalive(&mut self.keepalive, retained.items);
+        Ok(KernelNode {
+            node: GraphNode {
+                raw: node,
+                graph: self.handle.id,
+                kind: GraphNodeType::KERNEL,
+            },
+            function: k.handle(),
+            config,
+        })
+    }
+
+    /// Makes `to` run after `from`.
+    pub fn add_dependency(&mut self, from: &GraphNode, to: &GraphNode) -> Result<()> {
+        let ends = self.check_own("Graph::add_dependency", &[*from, *to])?;
+        let c = self.handle.ctx.bound_cuda("Graph::add_dependency")?;
+        let _guard = self.handle.lock();
+        // SAFETY: a live graph and two of its nodes, one edge.
+        check("cuGraphAddDependencies", unsafe {
+            (c.driver.cuGraphAddDependencies)(self.handle.raw, &ends[0], &ends[1], 1)
+        })
+    }
+
+    /// The graph in Graphviz DOT form, as the driver writes it (`cuGraphDebugDotPrint`,
+    /// verbose: kernel nodes show their function names and parameters).
+    pub fn to_dot(&self) -> Result<String> {
+        const CALL: &str = "Graph::to_dot";
+        if let Some(h) = &self.host {
+            return Ok(h.to_dot());
+        }
+        let path = dot_temp_path(&std::env::temp_dir(), std::process::id(), next_dot_serial());
+        let cpath = CString::new(path.to_string_lossy().into_owned())
+            .map_err(|_| Error::invalid(CALL, "the temporary directory's path contains a NUL"))?;
+        let c = self.handle.ctx.bound_cuda(CALL)?;
+        let code = {
+            let _guard = self.handle.lock();
+            // SAFETY: a live graph and a NUL-terminated path.
+            unsafe {
+                (c.driver.cuGraphDebugDotPrint)(
+                    self.handle.raw,
+                    cpath.as_ptr(),
+                    sys::CU_GRAPH_DEBUG_DOT_FLAGS_VERBOSE,
+                )
+            }
+        };
+        let text = std::fs::read_to_string(&path);
+        let _ = std::fs::remove_file(&path);
+        check("cuGraphDebugDotPrint", code)?;
+        text.map_err(|e| {
+            Error::invalid(
+                CALL,
+                format!("reading back the DOT file `{}` failed: {e}", path.display()),
+            )
+        })
+    }
+
+    /// Instantiates the graph into an executable graph. The executable graph is a snapshot:
+    /// later edits of this graph do not change it (see [`GraphExec::update`]).
+    pub fn instantiate(&self) -> Result<GraphExec> {
+        let c = self.handle.ctx.bound_cuda("Graph::instantiate")?;
+        let mut raw = std::ptr::null_mut();
+        {
+            let _guard = self.handle.lock();
+            // SAFETY: a live graph and a valid out-pointer; no flags.
+            check("cuGraphInstantiateWithFlags", unsafe {
+                (c.driver.cuGraphInstantiateWithFlags)(&mut raw, self.handle.raw, 0)
+            })?;
+        }
+        let mut exec = GraphExec {
+            ctx: self.handle.ctx.clone(),
+            raw,
+            source: self.handle.clone(),
+            keepalive: Vec::new(),
+            pinned: Vec::new(),
+            launched: AtomicBool::new(false),
+            lock: Mutex::new(()),
+        };
+        exec.retain(&self.keepalive);
+        Ok(exec)
+    }
+}
+
 impl std::fmt::Debug for Graph {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Graph").field("raw", &self.raw).finish()
+        f.debug_struct("Graph")
+            .field("raw", &self.handle.raw)
+            .field("retained", &self.keepalive.len())
+            .finish()
+    }
+}
+
+/// An executable graph: launch it on any stream of its context, as often as needed.
+pub struct GraphExec {
+    ctx: Context,
+    raw: sys::CUgraphExec,
+    /// The graph it was instantiated from: its node handles address this graph's nodes.
+    source: Arc<GraphHandle>,
+    keepalive: Vec<KeepAlive>,
+    /// The pinned allocations among `keepalive`, fenced after each launch.
+    pinned: Vec<Arc<PinnedAlloc>>,
+    /// Whether any launch was enqueued, so Drop must wait for the context.
+    launched: AtomicBool,
+    /// Serializes launches and uploads: executable graphs are not internally synchronized.
+    lock: Mutex<()>,
+}
+
+// SAFETY: a CUgraphExec may be used from any thread; `&self` calls are serialized by `lock`
+// and edits take `&mut self`.
+unsafe impl Send for GraphExec {}
+// SAFETY: as above.
+unsafe impl Sync for GraphExec {}
+
+/// The outcome of [`GraphExec::try_update`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GraphUpdate {
+    /// The driver's verdict: `SUCCESS`, or why the update was refused.
+    pub result: GraphUpdateResult,
+    /// The node of the new graph the refusal is about, if the driver named one.
+    pub error_node: Option<GraphNode>,
+    /// For a changed edge, the node it starts from.
+    pub error_from_node: Option<GraphNode>,
+}
+
+impl GraphUpdate {
+    /// Whether the executable graph now runs the new graph's parameters.
+    pub fn is_success(&self) -> bool {
+        self.result == GraphUpdateResult::SUCCESS
+    }
+}
+
+impl GraphExec {
+    /// The raw handle, owned by this `GraphExec`.
+    pub fn handle(&self) -> sys::CUgraphExec {
+        self.raw
+    }
+
+    /// The context it belongs to.
+    pub fn context(&self) -> &Context {
+        &self.ctx
+    }
+
+    /// How many distinct allocations, modules and closures it keeps alive.
+    pub fn retained_count(&self) -> usize {
+        self.keepalive.len()
+    }
+
+    fn retain(&mut self, items: &[KeepAlive]) {
+        extend_keepalive(&mut self.keepalive, items.iter().cloned());
+        self.pinned = self
+            .keepalive
+            .iter()
+            .filter_map(|k| match k {
+                KeepAlive::Pinned(p) => Some(p.clone()),
+                _ => None,
+            })
+            .collect();
+    }
+
+    fn stream_check(&self, call: &'static str, stream: &Stream) -> Result<()> {
+        if stream.context().handle() == self.ctx.handle() {
+            Ok(())
+        } else {
+            Err(Error::invalid(
+                call,
+                "the stream belongs to another context than the graph",
+            ))
+        }
+    }
+
+    /// Enqueues one run of the whole graph on `stream`. The host may touch pinned memory
+    /// the graph copies only after this launch completes (the buffers wait on their own).
+    pub fn launch(&self, stream: &Stream) -> Result<()> {
+        self.stream_check("GraphExec::launch", stream)?;
+        for pinned in &self.pinned {
+            pinned.prepare_fence(stream)?;
+        }
+        let (c, raw) = stream.cuda("GraphExec::launch")?;
+        if stream.tracked_capture().is_some() {
+            // Launched into another capture: that graph must keep this one's memory too.
+            for item in &self.keepalive {
+                stream.keep_alive_in_capture(|| item.clone());
+            }
+        }
+        let code = {
+            let _guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+            self.launched.store(true, Ordering::Release);
+            // SAFETY: a live executable graph and a live stream of its context; everything
+            // its nodes touch is kept alive by `keepalive`.
+            unsafe { (c.driver.cuGraphLaunch)(self.raw, raw) }
+        };
+        check("cuGraphLaunch", code)?;
+        for pinned in &self.pinned {
+            pinned.fence_after_enqueue(stream);
+        }
+        Ok(())
+    }
+
+    /// Uploads the graph's work to the device ahead of its first launch (`cuGraphUpload`),
+    /// in `stream`'s order, so that launch starts faster.
+    pub fn upload(&self, stream: &Stream) -> Result<()> {
+        self.stream_check("GraphExec::upload", stream)?;
+        let (c, raw) = stream.cuda("GraphExec::upload")?;
+        let _guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        self.launched.store(true, Ordering::Release);
+        // SAFETY: a live executable graph and a live stream of its context.
+        check("cuGraphUpload", unsafe {
+            (c.driver.cuGraphUpload)(self.raw, raw)
+        })
+    }
+
+    /// Changes the arguments (and geometry) of one kernel node in place, for the next
+    /// launches: the way to update scalars between replays without re-instantiating.
+    /// `node` must come from the graph this was instantiated from ([`Graph::kernel_nodes`])
+    /// and launch `kernel`.
+    pub fn set_kernel_params<Sig: Signature, A: KernelArgsFor<Sig>>(
+        &mut self,
+        node: &KernelNode,
+        kernel: &TypedKernel<Sig>,
+        config: LaunchConfig,
+        args: A,
+    ) -> Result<()> {
+        const CALL: &str = "GraphExec::set_kernel_params";
+        if node.node.graph != self.source.id {
+            return Err(Error::invalid(
+                CALL,
+                "the node belongs to another graph than the one this was instantiated from",
+            ));
+        }
+        let k = kernel.kernel();
+        if !node.launches(kernel) {
+            return Err(Error::invalid(
+                CALL,
+                format!("the node does not launch `{}`", k.name()),
+            ));
+        }
+        // New buffers must outlive every later launch: retain them before the driver sees them.
+        let mut retained = Retained::default();
+        k.retain(&args, &mut retained);
+        self.retain(&retained.items);
+        let c = self.ctx.bound_cuda(CALL)?;
+        let raw = self.raw;
+        k.with_node_params(CALL, &config, args, |params| {
+            // SAFETY: a live executable graph, a kernel node of its source graph that runs
+            // this function, and parameters valid for the call (the driver copies them).
+            check("cuGraphExecKernelNodeSetParams", unsafe {
+                (c.driver.cuGraphExecKernelNodeSetParams)(raw, node.node.raw, params)
+            })
+        })
+    }
+
+    /// Updates the whole executable graph to `graph`'s parameters: `graph` must have the
+    /// same topology (same nodes and edges, kernels of the same functions), typically a
+    /// fresh capture of the same code with other arguments. A refusal is a
+    /// `CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE` driver error whose description gives the
+    /// driver's reason; [`GraphExec::try_update`] returns it as data instead.
+    ///
+    /// Node handles for [`GraphExec::set_kernel_params`] stay those of the original graph.
+    pub fn update(&mut self, graph: &Graph) -> Result<()> {
+        let outcome = self.try_update(graph)?;
+        if outcome.is_success() {
+            return Ok(());
+        }
+        let mut e = DriverError::new(
+            "cuGraphExecUpdate",
+            CUresult::CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE,
+        );
+        e.description = format!(
+            "{}: {:?}{}",
+            e.description,
+            outcome.result,
+            match outcome.error_node {
+                Some(node) => format!(" at a {:?} node", node.kind),
+                None => String::new(),
+            }
+        );
+        Err(e.into())
+    }
+
+    /// [`GraphExec::update`], returning the driver's verdict and the node it names instead
+    /// of an error when the update is refused.
+    pub fn try_update(&mut self, graph: &Graph) -> Result<GraphUpdate> {
+        const CALL: &str = "GraphExec::update";
+        if graph.context().handle() != self.ctx.handle() {
+            return Err(Error::invalid(CALL, "the graph belongs to another context"));
+        }
+        // Retained before the call: whatever the driver takes from `graph` must outlive us.
+        self.retain(&graph.keepalive);
+        let c = self.ctx.bound_cuda(CALL)?;
+        let mut info = sys::CUgraphExecUpdateResultInfo {
+            result: GraphUpdateResult::SUCCESS,
+            errorNode: std::ptr::null_mut(),
+            errorFromNode: std::ptr::null_mut(),
+        };
+        let code = {
+            let _exec = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+            let _graph = graph.handle.lock();
+            // SAFETY: a live executable graph and graph of one context, and a valid
+            // out-pointer.
+            unsafe { (c.driver.cuGraphExecUpdate)(self.raw, graph.handle.raw, &mut info) }
+        };
+        if code != CUresult::CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE {
+            check("cuGraphExecUpdate", code)?;
+        }
+        let node = |raw: sys::CUgraphNode| -> Option<GraphNode> {
+            if raw.is_null() {
+                return None;
+            }
+            let mut kind = GraphNodeType::EMPTY;
+            let _graph = graph.handle.lock();
+            // SAFETY: a node the driver reported for `graph`, which is alive.
+            let code = unsafe { (c.driver.cuGraphNodeGetType)(raw, &mut kind) };
+            code.is_success().then_some(GraphNode {
+                raw,
+                graph: graph.handle.id,
+                kind,
+            })
+        };
+        let result = if code.is_success() {
+            GraphUpdateResult::SUCCESS
+        } else if info.result == GraphUpdateResult::SUCCESS {
+            GraphUpdateResult::ERROR
+        } else {
+            info.result
+        };
+        Ok(GraphUpdate {
+            result,
+            error_node: node(info.errorNode),
+            error_from_node: node(info.errorFromNode),
+        })
+    }
+}
+
+impl Drop for GraphExec {
+    fn drop(&mut self) {
+        // A launch may still run: its nodes use the modules and closures we are about to
+        // release, so wait for the context first.
+        if self.launched.load(Ordering::Acquire)
+            && let Err(e) = self.ctx.synchronize()
+        {
+            tracing::warn!(error = %e, "synchronizing before destroying a graph exec failed; leaking what it holds");
+            // Whatever the nodes point at may still be in use: never free it.
+            std::mem::forget(std::mem::take(&mut self.keepalive));
+            std::mem::forget(std::mem::take(&mut self.pinned));
+            return;
+        }
+        let Ok(c) = self.ctx.bound_cuda("GraphExec::drop") else {
+            return;
+        };
+        // SAFETY: we own the executable graph and no launch of it is pending.
+        let code = unsafe { (c.driver.cuGraphExecDestroy)(self.raw) };
+        if !code.is_success() {
+            tracing::warn!(
+                ?code,
+                "cuGraphExecDestroy failed while dropping a graph exec"
+            );
+        }
+    }
+}
+
+impl std::fmt::Debug for GraphExec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GraphExec")
+            .field("raw", &self.raw)
+            .field("retained", &self.keepalive.len())
+            .finish()
+    }
+}
+
+/// The address identifying a kept-alive object, for de-duplication.
+fn keepalive_key(k: &KeepAlive) -> usize {
+    match k {
+        KeepAlive::Device(a) => Arc::as_ptr(a) as *const () as usize,
+        KeepAlive::Pinned(a) => Arc::as_ptr(a) as *const () as usize,
+        KeepAlive::Object(a) => Arc::as_ptr(a) as *const () as usize,
+    }
+}
+
+/// Drops repeated entries (a buffer passed to 100 captured launches is kept once).
+pub(crate) fn dedup_keepalive(items: Vec<KeepAlive>) -> Vec<KeepAlive> {
+    let mut out = Vec::with_capacity(items.len());
+    extend_keepalive(&mut out, items);
+    out
+}
+
+fn extend_keepalive(list: &mut Vec<KeepAlive>, items: impl IntoIterator<Item = KeepAlive>) {
+    let mut seen: HashSet<usize> = list.iter().map(keepalive_key).collect();
+    for item in items {
+        if seen.insert(keepalive_key(&item)) {
+            list.push(item);
+        }
+    }
+}
+
+static DOT_SERIAL: AtomicU64 = AtomicU64::new(0);
+
+fn next_dot_serial() -> u64 {
+    DOT_SERIAL.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Where `to_dot` has the driver write: unique per process and call.
+pub(crate) fn dot_temp_path(dir: &Path, pid: u32, serial: u64) -> PathBuf {
+    dir.join(format!("gpu-pipeline-graph-{pid}-{serial}.dot"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keepalive_lists_hold_each_object_once() {
+        let a: Arc<dyn std::any::Any + Send + Sync> = Arc::new(1u32);
+        let b: Arc<dyn std::any::Any + Send + Sync> = Arc::new(2u32);
+        let list = dedup_keepalive(vec![
+            KeepAlive::Object(a.clone()),
+            KeepAlive::Object(b.clone()),
+            KeepAlive::Object(a.clone()),
+        ]);
+        assert_eq!(list.len(), 2);
+        let mut list = list;
+        extend_keepalive(&mut list, [KeepAlive::Object(b.clone())]);
+        assert_eq!(list.len(), 2);
+        assert_eq!(Arc::strong_count(&a), 2);
+    }
+
+    #[test]
+    fn dot_paths_are_unique_per_process_and_call() {
+        let dir = Path::new("/tmp");
+        assert_eq!(
+            dot_temp_path(dir, 42, 7),
+            Path::new("/tmp/gpu-pipeline-graph-42-7.dot")
+        );
+        assert_ne!(dot_temp_path(dir, 42, 7), dot_temp_path(dir, 42, 8));
+        assert_ne!(next_dot_serial(), next_dot_serial());
     }
 }

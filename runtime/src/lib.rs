@@ -16,7 +16,11 @@ mod event;
 mod graph;
 #[allow(dead_code)]
 mod host;
+mod launch;
 mod memory;
+mod module;
+#[cfg(feature = "nvrtc")]
+pub mod nvrtc;
 mod stream;
 
 pub use context::{Backend, Context, StreamPriorityRange};
@@ -27,8 +31,16 @@ pub use driver::{
 };
 pub use error::{DriverError, Error, LibraryAttempt, Result};
 pub use event::{Event, EventFlags};
-pub use graph::Graph;
-pub use memory::{FlagCell, FlagWord};
+pub use graph::{
+    Graph, GraphExec, GraphNode, GraphNodeType, GraphUpdate, GraphUpdateResult, KernelNode,
+};
+pub use launch::{
+    DEFAULT_DYNAMIC_SHARED_LIMIT, DeviceRepr, Dim3, KernelArg, KernelArgs, KernelArgsFor,
+    KernelParam, LaunchConfig, LaunchConfigError, LaunchLimits, ParamLayout, PassedAs, Signature,
+    TypedKernel, check_param_sizes,
+};
+pub use memory::*;
+pub use module::{FunctionAttribute, Kernel, KernelAttributes, Module};
 pub use stream::{
     AccessPolicyWindow, AccessProperty, CaptureMode, CaptureStatus, MemOp, Stream, StreamAttribute,
     StreamAttributeId, StreamFlags, SyncPolicy, WaitCondition, exchange_thread_capture_mode,

@@ -95,7 +95,7 @@ use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 )]
 mod api {
     pub(crate) use super::context::{HostContext, HostContextOptions};
-    pub(crate) use super::error::{Hazard, HostFault, OpSite, RaceReport};
+    pub use super::error::{Hazard, HostFault, OpSite, RaceReport};
     pub(crate) use super::event::{EventOptions, HostEvent};
     pub(crate) use super::graph::{GraphNode, HostGraph, HostGraphExec};
     pub(crate) use super::op::{

@@ -11,8 +11,10 @@
 //! | capture | [`Stream::begin_capture`], [`Stream::end_capture`], [`Stream::capture`], [`Stream::is_capturing`], [`Stream::capture_status`] |
 //! | teardown | [`Stream::close`], `Drop` |
 
+mod attach;
 mod attribute;
 mod capture;
+mod copy;
 mod host_fn;
 mod memop;
 

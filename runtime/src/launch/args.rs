@@ -1,0 +1,465 @@
+//! Kernel arguments and kernel signatures.
+//!
+//! The driver cannot check what a kernel expects: `cuLaunchKernel` copies as many bytes from
+//! each argument pointer as the kernel's parameter is wide. So the types are checked here,
+//! in two halves that meet in a trait bound:
+//!
+//! - a *signature* is a tuple of [`KernelParam`] types written in the kernel's own words:
+//!   `(u32, f32, &[f32], &mut [f32])` for
+//!   `saxpy(unsigned n, float a, const float* x, float* y)`. Declaring one is the single
+//!   `unsafe` step ([`Kernel::typed`](crate::Kernel::typed));
+//! - the *arguments* of a launch are a tuple of [`KernelArg`] values, and
+//!   [`KernelArgsFor<Sig>`] holds only when each one may be passed for its parameter
+//!   ([`PassedAs`]): the same scalar type, a `&DeviceBuffer<T>` for `&[T]`, a
+//!   `&mut DeviceBuffer<T>` for `&mut [T]` (or for `&[T]`).
+//!
+//! Packing builds the `void*[]` the driver wants on the stack: no allocation per launch.
+
+use std::ffi::c_void;
+use std::fmt;
+
+use bytemuck::Pod;
+
+use crate::memory::alloc::KeepAlive;
+use crate::memory::view::sealed::DeviceMemory;
+use crate::memory::{DeviceBuffer, DeviceView, DeviceViewMut, ManagedBuffer};
+use crate::stream::Stream;
+
+/// A plain value a kernel can take by value: its bytes are its meaning, with no pointers,
+/// padding or invalid bit patterns, laid out as C lays out the kernel's parameter type.
+///
+/// Implemented for the numeric primitives and arrays of them. For a `#[repr(C)]` struct
+/// that derives [`bytemuck::Pod`]:
+///
+/// ```
+/// # use gpu_pipeline::DeviceRepr;
+/// #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+/// #[repr(C)]
+/// struct Params { nx: u32, ny: u32, alpha: f32 }
+/// // SAFETY: `#[repr(C)]`, matching `struct Params { unsigned nx, ny; float alpha; }`.
+/// unsafe impl DeviceRepr for Params {}
+/// ```
+///
+/// # Safety
+/// The type's layout must be the C layout of the matching CUDA type (`#[repr(C)]` or
+/// `#[repr(transparent)]` over such a type).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be passed to a kernel by value",
+    label = "not a `DeviceRepr` type",
+    note = "kernel scalars are the numeric primitives, arrays of them, or `#[repr(C)]` structs \
+            that derive `bytemuck::Pod` and `unsafe impl DeviceRepr`"
+)]
+pub unsafe trait DeviceRepr: bytemuck::Pod + Send + Sync {}
+
+macro_rules! device_repr {
+    ($($t:ty),*) => {$(
+        // SAFETY: a primitive with the same size, alignment and meaning as its C type.
+        unsafe impl DeviceRepr for $t {}
+    )*};
+}
+device_repr!(u8, u16, u32, u64, i8, i16, i32, i64, usize, isize, f32, f64);
+
+// SAFETY: a C array of a `DeviceRepr` type has the same layout as the Rust array.
+unsafe impl<T: DeviceRepr, const N: usize> DeviceRepr for [T; N] where [T; N]: bytemuck::Pod {}
+
+/// The size and alignment of one parameter as the kernel receives it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ParamLayout {
+    /// Bytes.
+    pub size: usize,
+    /// Alignment in bytes.
+    pub align: usize,
+}
+
+impl ParamLayout {
+    /// The layout of `T`.
+    pub const fn of<T>() -> ParamLayout {
+        ParamLayout {
+            size: std::mem::size_of::<T>(),
+            align: std::mem::align_of::<T>(),
+        }
+    }
+}
+
+/// Private supertraits: only this crate implements the launch traits, so no impl outside it
+/// can pair an argument with a parameter it does not match.
+pub(crate) mod sealed {
+    pub trait Param {}
+    pub trait Arg {}
+    pub trait Tuple {}
+    pub trait PassedAs<P> {}
+    pub trait ArgsFor<S> {}
+}
+
+/// A type a kernel signature may name for one parameter: a [`DeviceRepr`] scalar, `&[T]`
+/// for device memory the kernel only reads, or `&mut [T]` for device memory it writes.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a kernel parameter type",
+    label = "not allowed in a kernel signature",
+    note = "a kernel parameter is a `DeviceRepr` scalar, `&[T]` for device memory the kernel \
+            reads, or `&mut [T]` for device memory it writes"
+)]
+pub trait KernelParam: sealed::Param {
+    /// How the kernel receives it.
+    const LAYOUT: ParamLayout;
+    /// Whether the kernel may write through it (`&mut [T]`).
+    const WRITES: bool;
+}
+
+impl<T: DeviceRepr> sealed::Param for T {}
+impl<T: DeviceRepr> KernelParam for T {
+    const LAYOUT: ParamLayout = ParamLayout::of::<T>();
+    const WRITES: bool = false;
+}
+
+impl<T: Pod> sealed::Param for &[T] {}
+impl<T: Pod> KernelParam for &[T] {
+    const LAYOUT: ParamLayout = ParamLayout::of::<u64>();
+    const WRITES: bool = false;
+}
+
+impl<T: Pod> sealed::Param for &mut [T] {}
+impl<T: Pod> KernelParam for &mut [T] {
+    const LAYOUT: ParamLayout = ParamLayout::of::<u64>();
+    const WRITES: bool = true;
+}
+
+/// What launches collect from their arguments while a stream captures: the allocations
+/// the recorded kernel node will touch, kept alive by the graph.
+#[doc(hidden)]
+#[derive(Default)]
+pub struct Retained {
+    pub(crate) items: Vec<KeepAlive>,
+}
+
+impl Retained {
+    pub(crate) fn push(&mut self, item: KeepAlive) {
+        self.items.push(item);
+    }
+}
+
+impl fmt::Debug for Retained {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Retained")
+            .field("items", &self.items.len())
+            .finish()
+    }
+}
+
+/// A value passed to a kernel: a [`DeviceRepr`] scalar, or a device buffer (`&DeviceBuffer<T>`
+/// or `&mut DeviceBuffer<T>`, and their views), passed as its device address.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be passed to a kernel",
+    label = "not a kernel argument",
+    note = "pass a `DeviceRepr` scalar (a numeric primitive, or a `#[repr(C)]` `bytemuck::Pod` \
+            struct with `unsafe impl DeviceRepr`), `&DeviceBuffer<T>` or `&mut DeviceBuffer<T>`"
+)]
+pub trait KernelArg: sealed::Arg {
+    /// The bytes the kernel receives: the value itself, or a device address.
+    type Packed: Copy;
+    /// The packed value.
+    #[doc(hidden)]
+    fn pack(&self) -> Self::Packed;
+    /// Adds what the kernel touches through this argument to `out`.
+    #[doc(hidden)]
+    fn retain(&self, out: &mut Retained) {
+        let _ = out;
+    }
+    /// Notes that work using this argument is being enqueued on `stream` (and keeps its
+    /// memory alive in the graph `stream` captures, if any).
+    #[doc(hidden)]
+    #[inline(always)]
+    fn enqueued_on(&self, stream: &Stream) {
+        let _ = stream;
+    }
+}
+
+impl<T: DeviceRepr> sealed::Arg for T {}
+impl<T: DeviceRepr> KernelArg for T {
+    type Packed = T;
+    #[inline(always)]
+    fn pack(&self) -> T {
+        *self
+    }
+}
+
+/// `Self` may be passed for a kernel parameter declared as `P`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be passed for a kernel parameter declared `{P}`",
+    label = "expected an argument for `{P}`",
+    note = "a scalar parameter takes a value of exactly its type; `&[T]` takes `&DeviceBuffer<T>` \
+            or `&mut DeviceBuffer<T>`; `&mut [T]` takes `&mut DeviceBuffer<T>`"
+)]
+pub trait PassedAs<P: KernelParam>: KernelArg + sealed::PassedAs<P> {}
+
+impl<T: DeviceRepr> sealed::PassedAs<T> for T {}
+impl<T: DeviceRepr> PassedAs<T> for T {}
+
+/// Device memory arguments: passed as the device address of their first element.
+macro_rules! device_args {
+    ($([$($lt:lifetime),*] $ty:ty $(=> $writes:ident)?;)*) => {$(
+        impl<$($lt,)* T: Pod> sealed::Arg for $ty {}
+        impl<$($lt,)* T: Pod> KernelArg for $ty {
+            type Packed = u64;
+            #[inline(always)]
+            fn pack(&self) -> u64 {
+                self.device_region().ptr()
+            }
+            fn retain(&self, out: &mut Retained) {
+                out.push(KeepAlive::Device(self.device_region().alloc.clone()));
+            }
+            #[inline(always)]
+            fn enqueued_on(&self, stream: &Stream) {
+                self.device_region().enqueued_on(stream);
+            }
+        }
+        impl<'p, $($lt,)* T: Pod> sealed::PassedAs<&'p [T]> for $ty {}
+        impl<'p, $($lt,)* T: Pod> PassedAs<&'p [T]> for $ty {}
+        device_args!(@$($writes)? [$($lt),*] $ty);
+    )*};
+    (@writes [$($lt:lifetime),*] $ty:ty) => {
+        impl<'p, $($lt,)* T: Pod> sealed::PassedAs<&'p mut [T]> for $ty {}
+        impl<'p, $($lt,)* T: Pod> PassedAs<&'p mut [T]> for $ty {}
+    };
+    (@ [$($lt:lifetime),*] $ty:ty) => {};
+}
+
+device_args! {
+    ['r] &'r DeviceBuffer<T>;
+    ['r] &'r mut DeviceBuffer<T> => writes;
+    ['r] &'r ManagedBuffer<T>;
+    ['r] &'r mut ManagedBuffer<T> => writes;
+    ['r] DeviceView<'r, T>;
+    ['r, 'v] &'r DeviceView<'v, T>;
+    ['r] DeviceViewMut<'r, T> => writes;
+    ['r, 'v] &'r DeviceViewMut<'v, T>;
+    ['r, 'v] &'r mut DeviceViewMut<'v, T> => writes;
+}
+
+/// A kernel signature: a tuple (up to 12) of [`KernelParam`] types.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a kernel signature",
+    note = "a signature is a tuple of up to 12 kernel parameter types, e.g. \
+            `(u32, f32, &[f32], &mut [f32])`; a kernel without parameters is `()`"
+)]
+pub trait Signature: sealed::Tuple {
+    /// Each parameter's layout, in order.
+    const PARAM_LAYOUTS: &'static [ParamLayout];
+    /// Whether each parameter is written by the kernel, in order.
+    const WRITES: &'static [bool];
+}
+
+/// The arguments of one launch: a tuple (up to 12) of [`KernelArg`] values.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a tuple of kernel arguments",
+    note = "pass the arguments as a tuple: `(n, a, &x, &mut y)`; one argument is `(x,)`, none \
+            is `()`"
+)]
+pub trait KernelArgs: sealed::Tuple {
+    /// Each argument's packed layout, in order.
+    const ARG_LAYOUTS: &'static [ParamLayout];
+
+    /// Packs the arguments on the stack and calls `f` with the `void*[]` the driver reads,
+    /// one pointer per argument. The pointers are valid only during `f`.
+    fn with_params<R>(&self, f: impl FnOnce(&mut [*mut c_void]) -> R) -> R;
+
+    /// Adds what the kernel touches through the arguments to `out`.
+    #[doc(hidden)]
+    fn retain(&self, out: &mut Retained);
+
+    /// [`KernelArg::enqueued_on`] for each argument.
+    #[doc(hidden)]
+    fn enqueued_on(&self, stream: &Stream);
+}
+
+/// Arguments that match the signature `Sig` one by one.
+#[diagnostic::on_unimplemented(
+    message = "these arguments do not match the kernel signature `{Sig}`",
+    label = "arguments `{Self}`",
+    note = "pass one argument per parameter, in order: a scalar of the parameter's exact type, \
+            `&DeviceBuffer<T>` for `&[T]`, `&mut DeviceBuffer<T>` for `&mut [T]`"
+)]
+pub trait KernelArgsFor<Sig: Signature>: KernelArgs + sealed::ArgsFor<Sig> {}
+
+impl sealed::Tuple for () {}
+impl Signature for () {
+    const PARAM_LAYOUTS: &'static [ParamLayout] = &[];
+    const WRITES: &'static [bool] = &[];
+}
+impl KernelArgs for () {
+    const ARG_LAYOUTS: &'static [ParamLayout] = &[];
+    #[inline(always)]
+    fn with_params<R>(&self, f: impl FnOnce(&mut [*mut c_void]) -> R) -> R {
+        f(&mut [])
+    }
+    fn retain(&self, _out: &mut Retained) {}
+    #[inline(always)]
+    fn enqueued_on(&self, _stream: &Stream) {}
+}
+impl sealed::ArgsFor<()> for () {}
+impl KernelArgsFor<()> for () {}
+
+macro_rules! tuples {
+    ($( ($($i:tt $P:ident $A:ident),+) )*) => {$(
+        impl<$($P),+> sealed::Tuple for ($($P,)+) {}
+
+        impl<$($P: KernelParam),+> Signature for ($($P,)+) {
+            const PARAM_LAYOUTS: &'static [ParamLayout] = &[$($P::LAYOUT),+];
+            const WRITES: &'static [bool] = &[$($P::WRITES),+];
+        }
+
+        impl<$($A: KernelArg),+> KernelArgs for ($($A,)+) {
+            const ARG_LAYOUTS: &'static [ParamLayout] = &[$(ParamLayout::of::<$A::Packed>()),+];
+
+            #[inline(always)]
+            fn with_params<R>(&self, f: impl FnOnce(&mut [*mut c_void]) -> R) -> R {
+                let packed = ($(self.$i.pack(),)+);
+                // The driver only reads through these pointers; `*mut` is the C signature.
+                let mut params = [$(&packed.$i as *const $A::Packed as *mut c_void),+];
+                f(&mut params)
+            }
+
+            fn retain(&self, out: &mut Retained) {
+                $(self.$i.retain(out);)+
+            }
+
+            #[inline(always)]
+            fn enqueued_on(&self, stream: &Stream) {
+                $(self.$i.enqueued_on(stream);)+
+            }
+        }
+
+        impl<$($P: KernelParam,)+ $($A: PassedAs<$P>),+> sealed::ArgsFor<($($P,)+)> for ($($A,)+) {}
+        impl<$($P: KernelParam,)+ $($A: PassedAs<$P>),+> KernelArgsFor<($($P,)+)> for ($($A,)+) {}
+    )*};
+}
+
+tuples! {
+    (0 P0 A0)
+    (0 P0 A0, 1 P1 A1)
+    (0 P0 A0, 1 P1 A1, 2 P2 A2)
+    (0 P0 A0, 1 P1 A1, 2 P2 A2, 3 P3 A3)
+    (0 P0 A0, 1 P1 A1, 2 P2 A2, 3 P3 A3, 4 P4 A4)
+    (0 P0 A0, 1 P1 A1, 2 P2 A2, 3 P3 A3, 4 P4 A4, 5 P5 A5)
+    (0 P0 A0, 1 P1 A1, 2 P2 A2, 3 P3 A3, 4 P4 A4, 5 P5 A5, 6 P6 A6)
+    (0 P0 A0, 1 P1 A1, 2 P2 A2, 3 P3 A3, 4 P4 A4, 5 P5 A5, 6 P6 A6, 7 P7 A7)
+    (0 P0 A0, 1 P1 A1, 2 P2 A2, 3 P3 A3, 4 P4 A4, 5 P5 A5, 6 P6 A6, 7 P7 A7, 8 P8 A8)
+    (0 P0 A0, 1 P1 A1, 2 P2 A2, 3 P3 A3, 4 P4 A4, 5 P5 A5, 6 P6 A6, 7 P7 A7, 8 P8 A8, 9 P9 A9)
+    (0 P0 A0, 1 P1 A1, 2 P2 A2, 3 P3 A3, 4 P4 A4, 5 P5 A5, 6 P6 A6, 7 P7 A7, 8 P8 A8, 9 P9 A9,
+     10 P10 A10)
+    (0 P0 A0, 1 P1 A1, 2 P2 A2, 3 P3 A3, 4 P4 A4, 5 P5 A5, 6 P6 A6, 7 P7 A7, 8 P8 A8, 9 P9 A9,
+     10 P10 A10, 11 P11 A11)
+}
+
+/// Compares a signature's layouts with the parameter sizes the driver reports for a kernel
+/// (`cuFuncGetParamInfo`), so a declaration that cannot match fails before any launch.
+/// Pure; `Err` says which parameter differs.
+pub fn check_param_sizes(declared: &[ParamLayout], kernel: &[usize]) -> Result<(), String> {
+    if declared.len() != kernel.len() {
+        return Err(format!(
+            "the signature declares {} parameter{} but the kernel takes {}",
+            declared.len(),
+            if declared.len() == 1 { "" } else { "s" },
+            kernel.len()
+        ));
+    }
+    for (i, (d, &k)) in declared.iter().zip(kernel).enumerate() {
+        if d.size != k {
+            return Err(format!(
+                "parameter {i} is declared {} bytes wide but the kernel's is {k} bytes",
+                d.size
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read<T: Copy>(p: *mut c_void) -> T {
+        // SAFETY: the tests pass pointers to packed values of type `T`.
+        unsafe { p.cast::<T>().read() }
+    }
+
+    #[test]
+    fn scalars_pack_in_place_with_their_own_layout() {
+        (7u8, -2i64, 1.5f32, [1u16, 2, 3]).with_params(|params| {
+            assert_eq!(params.len(), 4);
+            assert_eq!(read::<u8>(params[0]), 7);
+            assert_eq!(read::<i64>(params[1]), -2);
+            assert_eq!(read::<f32>(params[2]), 1.5);
+            assert_eq!(read::<[u16; 3]>(params[3]), [1, 2, 3]);
+            for (p, layout) in params
+                .iter()
+                .zip(<(u8, i64, f32, [u16; 3]) as KernelArgs>::ARG_LAYOUTS)
+            {
+                assert_eq!(*p as usize % layout.align, 0);
+            }
+        });
+        assert_eq!(
+            <(u8, i64) as KernelArgs>::ARG_LAYOUTS,
+            &[
+                ParamLayout { size: 1, align: 1 },
+                ParamLayout { size: 8, align: 8 }
+            ]
+        );
+        ().with_params(|params| assert!(params.is_empty()));
+    }
+
+    #[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+    #[repr(C)]
+    struct Params {
+        nx: u32,
+        ny: u32,
+        alpha: f32,
+        _pad: u32,
+        origin: [f64; 2],
+    }
+
+    // SAFETY: `#[repr(C)]` of C-compatible fields.
+    unsafe impl DeviceRepr for Params {}
+
+    #[test]
+    fn pod_structs_pass_by_value_with_their_c_layout() {
+        let p = Params {
+            nx: 3,
+            ny: 4,
+            alpha: 0.5,
+            _pad: 0,
+            origin: [1.0, -1.0],
+        };
+        (p, 9u8).with_params(|params| {
+            assert_eq!(read::<Params>(params[0]), p);
+            assert_eq!(params[0] as usize % 8, 0);
+        });
+        assert_eq!(
+            <(Params,) as Signature>::PARAM_LAYOUTS,
+            &[ParamLayout { size: 32, align: 8 }]
+        );
+        fn accepts<Sig: Signature, A: KernelArgsFor<Sig>>(_: &A) {}
+        accepts::<(Params, u8), _>(&(p, 9u8));
+    }
+
+    #[test]
+    fn signatures_know_what_the_kernel_writes() {
+        type Saxpy<'a> = (u32, f32, &'a [f32], &'a mut [f32]);
+        assert_eq!(Saxpy::WRITES, &[false, false, false, true]);
+        assert_eq!(Saxpy::PARAM_LAYOUTS[2], ParamLayout { size: 8, align: 8 });
+    }
+
+    #[test]
+    fn param_size_mismatches_name_the_parameter() {
+        let declared = <(u32, f64) as Signature>::PARAM_LAYOUTS;
+        assert_eq!(check_param_sizes(declared, &[4, 8]), Ok(()));
+        assert_eq!(
+            check_param_sizes(declared, &[4, 4]).unwrap_err(),
+            "parameter 1 is declared 8 bytes wide but the kernel's is 4 bytes"
+        );
+        assert_eq!(
+            check_param_sizes(declared, &[4]).unwrap_err(),
+            "the signature declares 2 parameters but the kernel takes 1"
+        );
+    }
+}

@@ -1,0 +1,357 @@
+//! Views (sub-ranges) of buffers, and the traits through which copies, memsets and kernel
+//! launches accept whole buffers and views alike.
+//!
+//! A view borrows its buffer: [`DeviceView`] / [`PinnedView`] like `&[T]`, [`DeviceViewMut`] /
+//! [`PinnedViewMut`] like `&mut [T]`. Work that writes takes `&mut` of a destination for the
+//! length of the enqueue call, so the borrow checker keeps host slices of pinned memory and
+//! device writes apart; the fences in the allocation cover the time after the call.
+//!
+//! The traits are sealed: their one method hands out the region (allocation, offset, length)
+//! the work will touch, and a foreign implementation could lie about it.
+
+use std::marker::PhantomData;
+use std::ops::RangeBounds;
+use std::sync::Arc;
+
+use bytemuck::Pod;
+
+use super::alloc::{DeviceAlloc, PinnedAlloc};
+use super::check;
+use crate::error::Result;
+use crate::stream::Stream;
+use crate::sys;
+
+pub(crate) mod sealed {
+    /// Gives the device memory a buffer or view covers. Sealed: see the module docs.
+    pub trait DeviceMemory {
+        /// The region, for the crate's copies and launches.
+        fn device_region(&self) -> super::DeviceRegion<'_>;
+    }
+
+    /// Gives the pinned host memory a buffer or view covers. Sealed: see the module docs.
+    pub trait PinnedMemory {
+        /// The region, for the crate's copies.
+        fn pinned_region(&self) -> super::PinnedRegion<'_>;
+    }
+}
+
+/// Device memory that work may read: a [`DeviceBuffer`](crate::DeviceBuffer),
+/// [`ManagedBuffer`](crate::ManagedBuffer), [`DeviceView`] or [`DeviceViewMut`] of `T`.
+pub trait DeviceSource<T: Pod>: sealed::DeviceMemory {}
+
+/// Device memory that work may write: a [`DeviceBuffer`](crate::DeviceBuffer),
+/// [`ManagedBuffer`](crate::ManagedBuffer) or [`DeviceViewMut`] of `T`, taken by `&mut`.
+pub trait DeviceDest<T: Pod>: DeviceSource<T> {}
+
+/// Pinned host memory a copy may read: a [`PinnedBuffer`](crate::PinnedBuffer),
+/// [`PinnedView`] or [`PinnedViewMut`] of `T`.
+pub trait PinnedSource<T: Pod>: sealed::PinnedMemory {}
+
+/// Pinned host memory a copy may write: a [`PinnedBuffer`](crate::PinnedBuffer) or
+/// [`PinnedViewMut`] of `T`, taken by `&mut`.
+pub trait PinnedDest<T: Pod>: PinnedSource<T> {}
+
+/// The device memory one buffer or view covers: the allocation, the byte offset into it, and
+/// the length. What copies and kernel launches bake into work.
+#[derive(Clone, Copy, Debug)]
+pub struct DeviceRegion<'a> {
+    /// The allocation (to note uses and keep it alive in a capture).
+    pub(crate) alloc: &'a Arc<DeviceAlloc>,
+    /// Bytes from the start of the allocation.
+    pub(crate) offset: usize,
+    /// Bytes covered.
+    pub(crate) bytes: usize,
+    /// Elements covered.
+    pub(crate) len: usize,
+}
+
+impl DeviceRegion<'_> {
+    /// The device address of the first element.
+    pub(crate) fn ptr(&self) -> sys::CUdeviceptr {
+        self.alloc.ptr + self.offset as u64
+    }
+
+    /// Notes the use on `stream` and keeps the allocation alive in its capture, if any:
+    /// call it before enqueueing work that touches this region.
+    pub(crate) fn enqueued_on(&self, stream: &Stream) {
+        self.alloc.enqueued_on(stream);
+    }
+}
+
+/// The pinned host memory one buffer or view covers.
+#[derive(Clone, Copy, Debug)]
+pub struct PinnedRegion<'a> {
+    /// The allocation (to fence it, and keep it alive in a capture).
+    pub(crate) alloc: &'a Arc<PinnedAlloc>,
+    /// Bytes from the start of the allocation.
+    pub(crate) offset: usize,
+    /// Bytes covered.
+    pub(crate) bytes: usize,
+    /// Elements covered.
+    pub(crate) len: usize,
+}
+
+impl PinnedRegion<'_> {
+    /// The host address of the first element.
+    pub(crate) fn ptr(&self) -> *mut u8 {
+        // In bounds: offset + bytes never exceeds the allocation (checked when viewing).
+        self.alloc.ptr.wrapping_add(self.offset)
+    }
+}
+
+/// Builds the region of `len` elements of `T` starting `start` elements into `alloc`.
+/// Byte counts cannot overflow: they lie within an allocation whose size was checked.
+fn device_region<T>(alloc: &Arc<DeviceAlloc>, start: usize, len: usize) -> DeviceRegion<'_> {
+    let size = std::mem::size_of::<T>();
+    DeviceRegion {
+        alloc,
+        offset: start * size,
+        bytes: len * size,
+        len,
+    }
+}
+
+fn pinned_region<T>(alloc: &Arc<PinnedAlloc>, start: usize, len: usize) -> PinnedRegion<'_> {
+    let size = std::mem::size_of::<T>();
+    PinnedRegion {
+        alloc,
+        offset: start * size,
+        bytes: len * size,
+        len,
+    }
+}
+
+/// Declares a view type over an allocation type, with its shared methods.
+macro_rules! view {
+    ($(#[$meta:meta])* $name:ident, $alloc:ty, $marker:ty) => {
+        $(#[$meta])*
+        pub struct $name<'a, T> {
+            alloc: &'a Arc<$alloc>,
+            /// Elements from the start of the allocation.
+            start: usize,
+            len: usize,
+            _elem: PhantomData<$marker>,
+        }
+
+        impl<'a, T: Pod> $name<'a, T> {
+            pub(crate) fn new(alloc: &'a Arc<$alloc>, start: usize, len: usize) -> Self {
+                $name {
+                    alloc,
+                    start,
+                    len,
+                    _elem: PhantomData,
+                }
+            }
+
+            /// The number of elements.
+            pub fn len(&self) -> usize {
+                self.len
+            }
+
+            /// Whether the view has no elements.
+            pub fn is_empty(&self) -> bool {
+                self.len == 0
+            }
+
+            /// The size in bytes.
+            pub fn size_bytes(&self) -> usize {
+                self.len * std::mem::size_of::<T>()
+            }
+
+            /// The offset of the first element from the start of the buffer, in elements.
+            pub fn offset(&self) -> usize {
+                self.start
+            }
+
+            /// The allocation behind the view (for kernel launches: note uses, keep alive).
+            #[allow(dead_code)]
+            pub(crate) fn alloc_handle(&self) -> &'a Arc<$alloc> {
+                self.alloc
+            }
+        }
+
+        impl<T> std::fmt::Debug for $name<'_, T> {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($name))
+                    .field("start", &self.start)
+                    .field("len", &self.len)
+                    .finish()
+            }
+        }
+    };
+}
+
+view! {
+    /// A shared view of part of a device (or managed) buffer, like `&[T]`: a copy source.
+    /// Take one with [`DeviceBuffer::slice`](crate::DeviceBuffer::slice).
+    DeviceView, DeviceAlloc, &'a [T]
+}
+
+view! {
+    /// An exclusive view of part of a device (or managed) buffer, like `&mut [T]`: a copy or
+    /// memset destination, and a source. Take one with
+    /// [`DeviceBuffer::slice_mut`](crate::DeviceBuffer::slice_mut) or split a buffer with
+    /// [`DeviceBuffer::split_at_mut`](crate::DeviceBuffer::split_at_mut) to hand halves to
+    /// two streams.
+    DeviceViewMut, DeviceAlloc, &'a mut [T]
+}
+
+view! {
+    /// A shared view of part of a pinned host buffer: a copy source.
+    /// Take one with [`PinnedBuffer::slice`](crate::PinnedBuffer::slice).
+    PinnedView, PinnedAlloc, &'a [T]
+}
+
+view! {
+    /// An exclusive view of part of a pinned host buffer: a copy destination, and a source.
+    /// Take one with [`PinnedBuffer::slice_mut`](crate::PinnedBuffer::slice_mut).
+    PinnedViewMut, PinnedAlloc, &'a mut [T]
+}
+
+impl<T> Clone for DeviceView<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for DeviceView<'_, T> {}
+
+impl<T> Clone for PinnedView<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for PinnedView<'_, T> {}
+
+/// Resolves `range` within a view of `len` elements starting at `start`; returns the new
+/// absolute start and length.
+fn sub(
+    call: &'static str,
+    start: usize,
+    len: usize,
+    range: impl RangeBounds<usize>,
+) -> Result<(usize, usize)> {
+    let (offset, count) = check::resolve_range(call, &range, len)?;
+    Ok((start + offset, count))
+}
+
+impl<'a, T: Pod> DeviceView<'a, T> {
+    /// The device address of the first element, for interop (e.g. passing it to a CUDA
+    /// library). Work enqueued through it is not tracked: see the crate's soundness rule.
+    pub fn device_ptr(&self) -> sys::CUdeviceptr {
+        device_region::<T>(self.alloc, self.start, self.len).ptr()
+    }
+
+    /// A narrower view; `range` is relative to this view. Out of bounds is an error.
+    pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<DeviceView<'a, T>> {
+        let (start, len) = sub("DeviceView::slice", self.start, self.len, range)?;
+        Ok(DeviceView::new(self.alloc, start, len))
+    }
+}
+
+impl<'a, T: Pod> DeviceViewMut<'a, T> {
+    /// The device address of the first element, for interop.
+    pub fn device_ptr(&self) -> sys::CUdeviceptr {
+        device_region::<T>(self.alloc, self.start, self.len).ptr()
+    }
+
+    /// A shared view of the same elements.
+    pub fn as_view(&self) -> DeviceView<'_, T> {
+        DeviceView::new(self.alloc, self.start, self.len)
+    }
+
+    /// A narrower shared view; `range` is relative to this view.
+    pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<DeviceView<'_, T>> {
+        let (start, len) = sub("DeviceViewMut::slice", self.start, self.len, range)?;
+        Ok(DeviceView::new(self.alloc, start, len))
+    }
+
+    /// A narrower exclusive view; `range` is relative to this view.
+    pub fn slice_mut(&mut self, range: impl RangeBounds<usize>) -> Result<DeviceViewMut<'_, T>> {
+        let (start, len) = sub("DeviceViewMut::slice_mut", self.start, self.len, range)?;
+        Ok(DeviceViewMut::new(self.alloc, start, len))
+    }
+
+    /// Splits into `[0, mid)` and `[mid, len)`; `mid > len` is an error.
+    pub fn split_at_mut(self, mid: usize) -> Result<(DeviceViewMut<'a, T>, DeviceViewMut<'a, T>)> {
+        check::split_point("DeviceViewMut::split_at_mut", mid, self.len)?;
+        Ok((
+            DeviceViewMut::new(self.alloc, self.start, mid),
+            DeviceViewMut::new(self.alloc, self.start + mid, self.len - mid),
+        ))
+    }
+}
+
+impl<'a, T: Pod> PinnedView<'a, T> {
+    /// A narrower view; `range` is relative to this view.
+    pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<PinnedView<'a, T>> {
+        let (start, len) = sub("PinnedView::slice", self.start, self.len, range)?;
+        Ok(PinnedView::new(self.alloc, start, len))
+    }
+}
+
+impl<'a, T: Pod> PinnedViewMut<'a, T> {
+    /// A shared view of the same elements.
+    pub fn as_view(&self) -> PinnedView<'_, T> {
+        PinnedView::new(self.alloc, self.start, self.len)
+    }
+
+    /// A narrower shared view; `range` is relative to this view.
+    pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<PinnedView<'_, T>> {
+        let (start, len) = sub("PinnedViewMut::slice", self.start, self.len, range)?;
+        Ok(PinnedView::new(self.alloc, start, len))
+    }
+
+    /// A narrower exclusive view; `range` is relative to this view.
+    pub fn slice_mut(&mut self, range: impl RangeBounds<usize>) -> Result<PinnedViewMut<'_, T>> {
+        let (start, len) = sub("PinnedViewMut::slice_mut", self.start, self.len, range)?;
+        Ok(PinnedViewMut::new(self.alloc, start, len))
+    }
+
+    /// Splits into `[0, mid)` and `[mid, len)`; `mid > len` is an error.
+    pub fn split_at_mut(self, mid: usize) -> Result<(PinnedViewMut<'a, T>, PinnedViewMut<'a, T>)> {
+        check::split_point("PinnedViewMut::split_at_mut", mid, self.len)?;
+        Ok((
+            PinnedViewMut::new(self.alloc, self.start, mid),
+            PinnedViewMut::new(self.alloc, self.start + mid, self.len - mid),
+        ))
+    }
+}
+
+impl<T: Pod> sealed::DeviceMemory for DeviceView<'_, T> {
+    fn device_region(&self) -> DeviceRegion<'_> {
+        device_region::<T>(self.alloc, self.start, self.len)
+    }
+}
+impl<T: Pod> DeviceSource<T> for DeviceView<'_, T> {}
+
+impl<T: Pod> sealed::DeviceMemory for DeviceViewMut<'_, T> {
+    fn device_region(&self) -> DeviceRegion<'_> {
+        device_region::<T>(self.alloc, self.start, self.len)
+    }
+}
+impl<T: Pod> DeviceSource<T> for DeviceViewMut<'_, T> {}
+impl<T: Pod> DeviceDest<T> for DeviceViewMut<'_, T> {}
+
+impl<T: Pod> sealed::PinnedMemory for PinnedView<'_, T> {
+    fn pinned_region(&self) -> PinnedRegion<'_> {
+        pinned_region::<T>(self.alloc, self.start, self.len)
+    }
+}
+impl<T: Pod> PinnedSource<T> for PinnedView<'_, T> {}
+
+impl<T: Pod> sealed::PinnedMemory for PinnedViewMut<'_, T> {
+    fn pinned_region(&self) -> PinnedRegion<'_> {
+        pinned_region::<T>(self.alloc, self.start, self.len)
+    }
+}
+impl<T: Pod> PinnedSource<T> for PinnedViewMut<'_, T> {}
+impl<T: Pod> PinnedDest<T> for PinnedViewMut<'_, T> {}
+
+/// For the whole-buffer types: region helpers over `(alloc, len)`.
+pub(crate) fn whole_device<T>(alloc: &Arc<DeviceAlloc>, len: usize) -> DeviceRegion<'_> {
+    device_region::<T>(alloc, 0, len)
+}
+
+pub(crate) fn whole_pinned<T>(alloc: &Arc<PinnedAlloc>, len: usize) -> PinnedRegion<'_> {
+    pinned_region::<T>(alloc, 0, len)
+}

@@ -1,0 +1,361 @@
+//! CUDA graphs on a real device: capture (one stream, and forked over two), instantiate,
+//! replay, in-place kernel parameter updates, whole-graph updates, hand-built graphs, DOT.
+//!
+//! Captures use `CaptureMode::ThreadLocal` and the tests of this binary take one lock, so a
+//! capture never meets another test's allocation or synchronize.
+
+use std::sync::{Mutex, MutexGuard};
+
+use gpu_pipeline::sys::CUresult;
+use gpu_pipeline::{
+    CaptureMode, Context, DeviceBuffer, Error, Graph, GraphNodeType, GraphUpdateResult,
+    LaunchConfig, Module, PinnedBuffer, Stream, TypedKernel,
+};
+
+const PTX: &str = include_str!("../../runtime/kernels/test_kernels.ptx");
+
+type AddScalar = (u32, f32, &'static mut [f32]);
+type Saxpy = (u32, f32, &'static [f32], &'static mut [f32]);
+
+static GPU: Mutex<()> = Mutex::new(());
+
+struct Fixture {
+    _lock: MutexGuard<'static, ()>,
+    ctx: Context,
+    stream: Stream,
+    add_scalar: TypedKernel<AddScalar>,
+    saxpy: TypedKernel<Saxpy>,
+    empty: TypedKernel<()>,
+}
+
+fn fixture() -> Fixture {
+    let lock = GPU.lock().unwrap_or_else(|p| p.into_inner());
+    let ctx = Context::cuda(0).expect("a CUDA device");
+    let stream = Stream::non_blocking(&ctx).unwrap();
+    let module = Module::load_ptx(&ctx, PTX).unwrap().named("test_kernels");
+    // SAFETY: the signatures of test_kernels.cu: add_scalar(unsigned, float, float*),
+    // saxpy(unsigned, float, const float*, float*), empty().
+    let (add_scalar, saxpy, empty) = unsafe {
+        (
+            module.function("add_scalar").unwrap().typed().unwrap(),
+            module.function("saxpy").unwrap().typed().unwrap(),
+            module.function("empty").unwrap().typed().unwrap(),
+        )
+    };
+    Fixture {
+        _lock: lock,
+        ctx,
+        stream,
+        add_scalar,
+        saxpy,
+        empty,
+    }
+}
+
+const N: u32 = 4096;
+
+fn config() -> LaunchConfig {
+    LaunchConfig::for_elements(N, 256)
+}
+
+fn filled(stream: &Stream, value: f32) -> DeviceBuffer<f32> {
+    DeviceBuffer::from_slice(stream, &vec![value; N as usize]).unwrap()
+}
+
+fn assert_all(stream: &Stream, buffer: &DeviceBuffer<f32>, expected: f32) {
+    let values = buffer.to_vec(stream).unwrap();
+    if let Some((i, v)) = values.iter().enumerate().find(|(_, v)| **v != expected) {
+        panic!("element {i} is {v}, expected {expected}");
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_chain_of_100_kernels_is_captured_and_replayed_1000_times() {
+    let f = fixture();
+    let mut data = filled(&f.stream, 0.0);
+    let graph = f
+        .stream
+        .capture(CaptureMode::ThreadLocal, |s| {
+            for _ in 0..100 {
+                f.add_scalar.launch(s, config(), (N, 1.0f32, &mut data))?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    // Captured, not run.
+    assert_all(&f.stream, &data, 0.0);
+    assert_eq!(graph.node_count().unwrap(), 100);
+    let kernel_nodes = graph.kernel_nodes().unwrap();
+    assert_eq!(kernel_nodes.len(), 100);
+    assert!(kernel_nodes.iter().all(|k| k.launches(&f.add_scalar)));
+    assert_eq!(kernel_nodes[0].config(), config());
+
+    let exec = graph.instantiate().unwrap();
+    exec.upload(&f.stream).unwrap();
+    for _ in 0..1000 {
+        exec.launch(&f.stream).unwrap();
+    }
+    f.stream.synchronize().unwrap();
+    assert_all(&f.stream, &data, 100_000.0);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn captured_graphs_keep_their_buffers_and_module_alive() {
+    let f = fixture();
+    let mut data = filled(&f.stream, 0.0);
+    let graph = f
+        .stream
+        .capture(CaptureMode::ThreadLocal, |s| {
+            f.add_scalar.launch(s, config(), (N, 1.0f32, &mut data))?;
+            f.add_scalar.launch(s, config(), (N, 1.0f32, &mut data))
+        })
+        .unwrap();
+    // The buffer's allocation and the module, each once.
+    assert_eq!(graph.retained_count(), 2, "{graph:?}");
+    let exec = graph.instantiate().unwrap();
+    assert_eq!(exec.retained_count(), 2);
+    // The graph and its buffer may go: the executable graph holds what it needs.
+    drop(graph);
+    drop(data);
+    exec.launch(&f.stream).unwrap();
+    f.stream.synchronize().unwrap();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_capture_forked_over_two_streams_and_joined() {
+    let f = fixture();
+    let side = Stream::non_blocking(&f.ctx).unwrap();
+    let mut a = filled(&f.stream, 0.0);
+    let mut b = filled(&f.stream, 0.0);
+    f.stream.synchronize().unwrap();
+
+    f.stream.begin_capture(CaptureMode::ThreadLocal).unwrap();
+    let fork = f.stream.record().unwrap();
+    side.wait_event(&fork).unwrap();
+    f.add_scalar
+        .launch(&f.stream, config(), (N, 1.0f32, &mut a))
+        .unwrap();
+    f.add_scalar
+        .launch(&side, config(), (N, 2.0f32, &mut b))
+        .unwrap();
+    f.stream.wait(&side).unwrap(); // join
+    let graph = f.stream.end_capture().unwrap();
+
+    let kernels = graph.kernel_nodes().unwrap();
+    assert_eq!(kernels.len(), 2);
+    assert!(graph.node_count().unwrap() >= 2);
+    let exec = graph.instantiate().unwrap();
+    for _ in 0..3 {
+        exec.launch(&f.stream).unwrap();
+    }
+    f.stream.synchronize().unwrap();
+    assert_all(&f.stream, &a, 3.0);
+    assert_all(&f.stream, &b, 6.0);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn an_unjoined_fork_fails_end_capture() {
+    let f = fixture();
+    let side = Stream::non_blocking(&f.ctx).unwrap();
+    f.stream.begin_capture(CaptureMode::ThreadLocal).unwrap();
+    let fork = f.stream.record().unwrap();
+    side.wait_event(&fork).unwrap();
+    f.empty.launch(&side, LaunchConfig::new(1, 1), ()).unwrap();
+    // `side` never joins back.
+    let err = f.stream.end_capture().unwrap_err();
+    assert_eq!(
+        err.code(),
+        Some(CUresult::CUDA_ERROR_STREAM_CAPTURE_UNJOINED),
+        "{err}"
+    );
+    assert!(err.to_string().contains("cuStreamEndCapture"), "{err}");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_kernel_parameter_is_updated_in_place_between_replays() {
+    let f = fixture();
+    let mut data = filled(&f.stream, 0.0);
+    let mut other = filled(&f.stream, 0.0);
+    let graph = f
+        .stream
+        .capture(CaptureMode::ThreadLocal, |s| {
+            f.add_scalar.launch(s, config(), (N, 1.0f32, &mut data))
+        })
+        .unwrap();
+    let node = graph.kernel_nodes().unwrap()[0];
+    let mut exec = graph.instantiate().unwrap();
+
+    exec.launch(&f.stream).unwrap();
+    f.stream.synchronize().unwrap();
+    assert_all(&f.stream, &data, 1.0);
+
+    // A new scalar.
+    exec.set_kernel_params(&node, &f.add_scalar, config(), (N, 5.0f32, &mut data))
+        .unwrap();
+    exec.launch(&f.stream).unwrap();
+    f.stream.synchronize().unwrap();
+    assert_all(&f.stream, &data, 6.0);
+
+    // A new buffer: the executable graph now keeps it alive too.
+    let before = exec.retained_count();
+    exec.set_kernel_params(&node, &f.add_scalar, config(), (N, 2.0f32, &mut other))
+        .unwrap();
+    assert_eq!(exec.retained_count(), before + 1);
+    exec.launch(&f.stream).unwrap();
+    f.stream.synchronize().unwrap();
+    assert_all(&f.stream, &other, 2.0);
+    assert_all(&f.stream, &data, 6.0);
+
+    // A node of another kernel is refused.
+    let x = filled(&f.stream, 1.0);
+    let err = exec
+        .set_kernel_params(&node, &f.saxpy, config(), (N, 1.0f32, &x, &mut other))
+        .unwrap_err();
+    assert!(err.to_string().contains("does not launch `saxpy`"), "{err}");
+    // So is a bad configuration.
+    let err = exec
+        .set_kernel_params(
+            &node,
+            &f.add_scalar,
+            LaunchConfig::new(0, 1),
+            (N, 1.0f32, &mut other),
+        )
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument { .. }), "{err:?}");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_whole_graph_update_swaps_parameters_or_reports_why_not() {
+    let f = fixture();
+    let mut a = filled(&f.stream, 0.0);
+    let mut b = filled(&f.stream, 0.0);
+    let capture_one = |buffer: &mut DeviceBuffer<f32>, value: f32| -> Graph {
+        f.stream
+            .capture(CaptureMode::ThreadLocal, |s| {
+                f.add_scalar.launch(s, config(), (N, value, buffer))
+            })
+            .unwrap()
+    };
+    let first = capture_one(&mut a, 1.0);
+    let mut exec = first.instantiate().unwrap();
+    exec.launch(&f.stream).unwrap();
+    f.stream.synchronize().unwrap();
+    assert_all(&f.stream, &a, 1.0);
+
+    // Same topology, other buffer and scalar.
+    let second = capture_one(&mut b, 10.0);
+    exec.update(&second).unwrap();
+    exec.launch(&f.stream).unwrap();
+    f.stream.synchronize().unwrap();
+    assert_all(&f.stream, &b, 10.0);
+    assert_all(&f.stream, &a, 1.0);
+
+    // Another topology (two nodes) is refused, with the driver's reason.
+    let third = f
+        .stream
+        .capture(CaptureMode::ThreadLocal, |s| {
+            f.add_scalar.launch(s, config(), (N, 1.0f32, &mut a))?;
+            f.add_scalar.launch(s, config(), (N, 1.0f32, &mut a))
+        })
+        .unwrap();
+    let outcome = exec.try_update(&third).unwrap();
+    assert!(!outcome.is_success());
+    assert_ne!(outcome.result, GraphUpdateResult::SUCCESS);
+    let err = exec.update(&third).unwrap_err();
+    assert_eq!(
+        err.code(),
+        Some(CUresult::CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE),
+        "{err}"
+    );
+    assert!(err.to_string().contains("ERROR"), "{err}");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_dot_text_names_the_kernels() {
+    let f = fixture();
+    let x = filled(&f.stream, 1.0);
+    let mut y = filled(&f.stream, 0.0);
+    let graph = f
+        .stream
+        .capture(CaptureMode::ThreadLocal, |s| {
+            f.saxpy.launch(s, config(), (N, 2.0f32, &x, &mut y))?;
+            f.add_scalar.launch(s, config(), (N, 1.0f32, &mut y))
+        })
+        .unwrap();
+    let dot = graph.to_dot().unwrap();
+    assert!(dot.contains("digraph"), "{dot}");
+    assert!(dot.contains("saxpy"), "{dot}");
+    assert!(dot.contains("add_scalar"), "{dot}");
+    let kinds: Vec<GraphNodeType> = graph.nodes().unwrap().iter().map(|n| n.kind()).collect();
+    assert_eq!(kinds, [GraphNodeType::KERNEL, GraphNodeType::KERNEL]);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_graph_built_node_by_node_runs_in_dependency_order() {
+    let f = fixture();
+    let mut data = filled(&f.stream, 1.0);
+    f.stream.synchronize().unwrap();
+    let mut graph = Graph::new(&f.ctx).unwrap();
+    // data = (data + 1) * ... : add 1, then (after a join node) add 2, then a saxpy that
+    // doubles it into itself would race, so the last step adds again.
+    let first = graph
+        .add_kernel_node(&[], &f.add_scalar, config(), (N, 1.0f32, &mut data))
+        .unwrap();
+    let join = graph.add_empty_node(&[first.node()]).unwrap();
+    let second = graph
+        .add_kernel_node(&[join], &f.add_scalar, config(), (N, 2.0f32, &mut data))
+        .unwrap();
+    let third = graph
+        .add_kernel_node(&[], &f.add_scalar, config(), (N, 4.0f32, &mut data))
+        .unwrap();
+    graph.add_dependency(&second.node(), &third.node()).unwrap();
+    assert_eq!(graph.node_count().unwrap(), 4);
+    assert_eq!(graph.kernel_nodes().unwrap().len(), 3);
+    assert_eq!(graph.retained_count(), 2);
+
+    // Nodes of another graph are refused as dependencies.
+    let mut other = Graph::new(&f.ctx).unwrap();
+    let err = other.add_empty_node(&[join]).unwrap_err();
+    assert!(err.to_string().contains("another graph"), "{err}");
+
+    let exec = graph.instantiate().unwrap();
+    exec.launch(&f.stream).unwrap();
+    exec.launch(&f.stream).unwrap();
+    f.stream.synchronize().unwrap();
+    assert_all(&f.stream, &data, 1.0 + 2.0 * 7.0);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn graph_launches_fence_the_pinned_memory_they_copy_into() {
+    let f = fixture();
+    let mut data = filled(&f.stream, 0.0);
+    let mut host = PinnedBuffer::<f32>::zeros(&f.ctx, N as usize).unwrap();
+    f.stream.synchronize().unwrap();
+    let graph = f
+        .stream
+        .capture(CaptureMode::ThreadLocal, |s| {
+            f.add_scalar.launch(s, config(), (N, 1.0f32, &mut data))?;
+            s.copy_dtoh(&data, &mut host)
+        })
+        .unwrap();
+    let exec = graph.instantiate().unwrap();
+    for round in 1..=5 {
+        exec.launch(&f.stream).unwrap();
+        // No synchronize: reading the pinned buffer waits for the launch on its own.
+        let values = host.as_slice().unwrap();
+        assert!(
+            values.iter().all(|&v| v == round as f32),
+            "round {round}: {:?}",
+            &values[..4]
+        );
+    }
+}
