@@ -61,10 +61,10 @@ pub enum Error {
         reason: String,
     },
 
-    /// An error from the host backend (a failed or panicking host operation, a race found by
-    /// checked mode, a capture misuse).
+    /// An error from the host backend: a failed or panicking host operation, a race found by
+    /// checked mode, a capture misuse.
     #[error("host backend: {0}")]
-    Host(String),
+    Host(#[from] crate::host::HostFault),
 }
 
 impl Error {

@@ -2,6 +2,7 @@
 
 use crate::context::Context;
 use crate::error::{Result, check};
+use crate::host::HostGraph;
 use crate::memory::alloc::KeepAlive;
 use crate::sys;
 
@@ -12,6 +13,8 @@ pub struct Graph {
     raw: sys::CUgraph,
     /// Host closures and other objects the graph's nodes point at.
     keepalive: Vec<KeepAlive>,
+    /// The recorded operations on the host backend (`raw` is then null).
+    host: Option<HostGraph>,
 }
 
 // SAFETY: a CUgraph may be used from any thread; we never mutate it concurrently (`&mut`
@@ -34,11 +37,26 @@ impl Graph {
             ctx: ctx.clone(),
             raw,
             keepalive,
+            host: None,
+        }
+    }
+
+    /// Wraps a graph the host backend recorded.
+    pub(crate) fn from_host(ctx: &Context, graph: HostGraph) -> Graph {
+        Graph {
+            ctx: ctx.clone(),
+            raw: std::ptr::null_mut(),
+            keepalive: Vec::new(),
+            host: Some(graph),
         }
     }
 
     /// The number of nodes.
     pub fn node_count(&self) -> Result<usize> {
+        if let Some(h) = &self.host {
+            return Ok(h.node_count());
+        }
+
         let c = self.ctx.bound_cuda("Graph::node_count")?;
         let mut count = 0;
         // SAFETY: a live graph; a null node array asks for the count only.
@@ -65,6 +83,9 @@ impl Graph {
 
 impl Drop for Graph {
     fn drop(&mut self) {
+        if self.host.is_some() {
+            return;
+        }
         let Ok(c) = self.ctx.bound_cuda("Graph::drop") else {
             return;
         };

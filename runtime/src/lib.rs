@@ -14,12 +14,11 @@ mod driver;
 mod error;
 mod event;
 mod graph;
-#[allow(dead_code)]
 mod host;
 mod memory;
 mod stream;
 
-pub use context::{Backend, Context, StreamPriorityRange};
+pub use context::{BACKEND_ENV, Backend, Context, StreamPriorityRange};
 pub use device::{Device, DeviceAttribute};
 pub use driver::{
     DEFAULT_DRIVER_PATHS, DRIVER_PATH_ENV, is_available as driver_is_available,
@@ -28,6 +27,7 @@ pub use driver::{
 pub use error::{DriverError, Error, LibraryAttempt, Result};
 pub use event::{Event, EventFlags};
 pub use graph::Graph;
+pub use host::{Hazard, HostFault, OpSite, RaceReport};
 pub use memory::{FlagCell, FlagWord};
 pub use stream::{
     AccessPolicyWindow, AccessProperty, CaptureMode, CaptureStatus, MemOp, Stream, StreamAttribute,

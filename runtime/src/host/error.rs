@@ -7,7 +7,7 @@ use super::op::{Access, BufferId, OpFailure};
 
 /// The kind of conflict between two unordered accesses to one buffer, named from the later one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(crate) enum Hazard {
+pub enum Hazard {
     /// The later access reads what the earlier one wrote.
     ReadAfterWrite,
     /// The later access overwrites what the earlier one read.
@@ -40,26 +40,26 @@ impl fmt::Display for Hazard {
 
 /// One side of a race: an operation and the stream it ran on (`host` for host accesses).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct OpSite {
+pub struct OpSite {
     /// The operation's label.
-    pub(crate) op: Arc<str>,
+    pub op: Arc<str>,
     /// The stream's name.
-    pub(crate) stream: Arc<str>,
+    pub stream: Arc<str>,
 }
 
 /// Two conflicting accesses to one buffer that no stream order, event or synchronize orders.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct RaceReport {
+pub struct RaceReport {
     /// The buffer both operations touch.
     pub(crate) buffer: BufferId,
     /// Its registered name.
-    pub(crate) buffer_name: Arc<str>,
+    pub buffer_name: Arc<str>,
     /// What kind of conflict it is.
-    pub(crate) hazard: Hazard,
+    pub hazard: Hazard,
     /// The operation enqueued (or captured) first.
-    pub(crate) earlier: OpSite,
+    pub earlier: OpSite,
     /// The operation enqueued (or captured) later.
-    pub(crate) later: OpSite,
+    pub later: OpSite,
 }
 
 impl fmt::Display for RaceReport {
@@ -88,7 +88,12 @@ impl fmt::Display for RaceReport {
 
 /// Everything the host backend can report. The crate's `Error` wraps it.
 #[derive(Clone, Debug, thiserror::Error)]
-pub(crate) enum HostFault {
+#[non_exhaustive]
+#[allow(
+    missing_docs,
+    reason = "the variants' fields are named for what they hold"
+)]
+pub enum HostFault {
     /// An operation's work returned an error.
     #[error("`{op}` on stream `{stream}` failed: {message}")]
     OpFailed {

@@ -95,7 +95,7 @@ use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 )]
 mod api {
     pub(crate) use super::context::{HostContext, HostContextOptions};
-    pub(crate) use super::error::{Hazard, HostFault, OpSite, RaceReport};
+    pub use super::error::{Hazard, HostFault, OpSite, RaceReport};
     pub(crate) use super::event::{EventOptions, HostEvent};
     pub(crate) use super::graph::{GraphNode, HostGraph, HostGraphExec};
     pub(crate) use super::op::{
@@ -105,6 +105,7 @@ mod api {
 }
 #[allow(unused_imports, reason = "see `api`")]
 pub(crate) use api::*;
+pub use error::{Hazard, HostFault, OpSite, RaceReport};
 
 /// Locks `mutex`, ignoring poisoning: user code never runs under these locks, so a poisoned
 /// lock only means another thread panicked between our own consistent updates.

@@ -1,6 +1,6 @@
 //! Memory the device works on.
 
 pub(crate) mod alloc;
-mod flag;
+pub(crate) mod flag;
 
 pub use flag::{FlagCell, FlagWord};
