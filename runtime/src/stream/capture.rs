@@ -105,9 +105,14 @@ impl Stream {
 
         let (c, raw) = self.cuda("Stream::begin_capture")?;
         // SAFETY: a live stream and a valid mode.
-        check("cuStreamBeginCapture", unsafe {
+                check("cuStreamBeginCapture", unsafe {
             (c.driver.cuStreamBeginCapture)(raw, mode.raw())
-        })
+        })?;
+        // Hot paths (launches, copies) read this instead of asking the driver.
+        if let CaptureStatus::Active { id } = self.capture_status()? {
+            self.capture.store(id, Ordering::Release);
+        }
+        Ok(())
     }
 
     /// Ends the capture begun on this stream and returns the recorded graph.
