@@ -8,7 +8,12 @@ use std::sync::Arc;
 use crate::device::Device;
 use crate::driver::{Driver, driver};
 use crate::error::{Error, Result, check};
+use crate::host::{HostContext, HostContextOptions, RaceReport};
 use crate::sys;
+
+/// The environment variable that forces a backend in [`Context::auto`]: `cuda`, `host`, or
+/// `host-checked` (the host backend with the race detector on).
+pub const BACKEND_ENV: &str = "GPU_PIPELINE_BACKEND";
 
 /// Which backend a [`Context`] executes on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -41,6 +46,7 @@ pub(crate) struct ContextInner {
 
 pub(crate) enum BackendContext {
     Cuda(CudaContext),
+    Host(HostContext),
 }
 
 pub(crate) struct CudaContext {
@@ -104,10 +110,80 @@ impl Context {
         Context::new(&Device::get(ordinal)?)
     }
 
+    /// A host-backend context: streams are in-order queues on CPU threads, device memory is
+    /// host memory, and kernels run their host implementations.
+    pub fn host() -> Context {
+        Context::host_with(HostContextOptions { checked: false })
+    }
+
+    /// A host-backend context in checked mode: every buffer access of every operation is
+    /// recorded with vector clocks, and two conflicting accesses that no stream order, event
+    /// or synchronize orders are reported as [`Error::Host`] races at the next synchronize
+    /// (and listed by [`Context::races`]).
+    pub fn host_checked() -> Context {
+        Context::host_with(HostContextOptions { checked: true })
+    }
+
+    fn host_with(options: HostContextOptions) -> Context {
+        let host = HostContext::new(options);
+        Context {
+            inner: Arc::new(ContextInner {
+                backend: BackendContext::Host(host),
+            }),
+        }
+    }
+
+    /// The default context: CUDA device 0 when a driver loads and sees a device, the host
+    /// backend otherwise. [`BACKEND_ENV`] forces one (`cuda`, `host`, `host-checked`). The
+    /// choice is logged as a `tracing` event and readable through [`Context::backend`].
+    pub fn auto() -> Result<Context> {
+        let forced = std::env::var(BACKEND_ENV).ok();
+        let (ctx, why) = match forced.as_deref().map(str::trim) {
+            Some("cuda") => (Context::cuda(0)?, format!("{BACKEND_ENV}=cuda")),
+            Some("host") => (Context::host(), format!("{BACKEND_ENV}=host")),
+            Some("host-checked") => (
+                Context::host_checked(),
+                format!("{BACKEND_ENV}=host-checked"),
+            ),
+            Some("" | "auto") | None => match Device::count() {
+                Ok(n) if n > 0 => (
+                    Context::cuda(0)?,
+                    "a CUDA driver and device were found".to_owned(),
+                ),
+                Ok(_) => (Context::host(), "the CUDA driver sees no device".to_owned()),
+                Err(e) => (Context::host(), format!("no CUDA driver: {e}")),
+            },
+            Some(other) => {
+                return Err(Error::invalid(
+                    "Context::auto",
+                    format!(
+                        "{BACKEND_ENV}={other:?} is not a backend; use `cuda`, `host` or `host-checked`"
+                    ),
+                ));
+            }
+        };
+        tracing::info!(backend = ctx.backend().name(), reason = %why, "gpu-pipeline backend chosen");
+        Ok(ctx)
+    }
+
     /// Which backend this context runs on.
     pub fn backend(&self) -> Backend {
         match &self.inner.backend {
             BackendContext::Cuda(_) => Backend::Cuda,
+            BackendContext::Host(_) => Backend::Host,
+        }
+    }
+
+    /// Whether the race detector is on (host backend in checked mode).
+    pub fn is_checked(&self) -> bool {
+        matches!(&self.inner.backend, BackendContext::Host(h) if h.is_checked())
+    }
+
+    /// Every race the checked host backend found so far (empty elsewhere).
+    pub fn races(&self) -> Vec<RaceReport> {
+        match &self.inner.backend {
+            BackendContext::Host(h) => h.races(),
+            BackendContext::Cuda(_) => Vec::new(),
         }
     }
 
@@ -115,6 +191,7 @@ impl Context {
     pub fn device(&self) -> Option<Device> {
         match &self.inner.backend {
             BackendContext::Cuda(c) => Some(c.device),
+            BackendContext::Host(_) => None,
         }
     }
 
@@ -122,6 +199,15 @@ impl Context {
     pub fn handle(&self) -> Option<sys::CUcontext> {
         match &self.inner.backend {
             BackendContext::Cuda(c) => Some(c.raw),
+            BackendContext::Host(_) => None,
+        }
+    }
+
+    /// The host side of this context, on the host backend.
+    pub(crate) fn host_context(&self) -> Option<&HostContext> {
+        match &self.inner.backend {
+            BackendContext::Host(h) => Some(h),
+            BackendContext::Cuda(_) => None,
         }
     }
 
@@ -137,6 +223,10 @@ impl Context {
                 })?;
                 Ok(StreamPriorityRange { least, greatest })
             }
+            BackendContext::Host(h) => {
+                let (least, greatest) = h.priority_range();
+                Ok(StreamPriorityRange { least, greatest })
+            }
         }
     }
 
@@ -148,6 +238,7 @@ impl Context {
                 // SAFETY: no arguments; the context is current.
                 check("cuCtxSynchronize", unsafe { (c.driver.cuCtxSynchronize)() })
             }
+            BackendContext::Host(h) => Ok(h.synchronize()?),
         }
     }
 
@@ -158,8 +249,7 @@ impl Context {
                 c.bind()?;
                 Ok(c)
             }
-            #[allow(unreachable_patterns)]
-            _ => Err(Error::BackendMismatch {
+            BackendContext::Host(_) => Err(Error::BackendMismatch {
                 call,
                 backend: self.backend().name(),
                 reason: "it needs a CUDA context".to_owned(),

@@ -61,7 +61,7 @@ pub enum Error {
         reason: String,
     },
 
-        /// A statement of a pipeline stage could not be enqueued.
+    /// A statement of a pipeline stage could not be enqueued.
     #[error("pipeline `{pipeline}`, stage `{stage}`: {source}")]
     Stage {
         /// The pipeline's name.

@@ -4,6 +4,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::context::Context;
 use crate::error::{Error, Result, check};
+use crate::host::{EventOptions, HostEvent};
 use crate::sys::{self, CUresult};
 
 /// How an event is created. The default records timing and spins when synchronized.
@@ -45,6 +46,8 @@ pub struct Event {
     flags: EventFlags,
     /// The capture id when last recorded on a capturing stream (0: not in a capture).
     capture: AtomicU64,
+    /// The event on the host backend (`raw` is then null).
+    host: Option<HostEvent>,
 }
 
 // SAFETY: CUDA events may be recorded, queried and destroyed from any thread.
@@ -60,6 +63,21 @@ impl Event {
 
     /// A new event with these flags.
     pub fn with_flags(ctx: &Context, flags: EventFlags) -> Result<Event> {
+        if let Some(host) = ctx.host_context() {
+            // `blocking_sync` changes how a CUDA thread waits; host waits always block.
+            let event = host.create_event(EventOptions {
+                name: None,
+                timing: !flags.disable_timing,
+            });
+            return Ok(Event {
+                ctx: ctx.clone(),
+                raw: std::ptr::null_mut(),
+                flags,
+                capture: AtomicU64::new(0),
+                host: Some(event),
+            });
+        }
+
         let c = ctx.bound_cuda("Event::new")?;
         let mut raw = std::ptr::null_mut();
         // SAFETY: a valid out-pointer; the context is current.
@@ -71,6 +89,7 @@ impl Event {
             raw,
             flags,
             capture: AtomicU64::new(0),
+            host: None,
         })
     }
 
@@ -84,7 +103,17 @@ impl Event {
         &self.ctx
     }
 
-    /// The raw handle, for interop. It stays owned by this `Event`.
+    /// The host backend's event, or an error on CUDA.
+    pub(crate) fn host_event(&self) -> Result<&HostEvent> {
+        self.host.as_ref().ok_or_else(|| {
+            Error::invalid(
+                "Event",
+                "a CUDA event cannot be used with a host-backend stream",
+            )
+        })
+    }
+
+    /// The raw handle, for interop. It stays owned by this `Event`; null on the host backend.
     pub fn handle(&self) -> sys::CUevent {
         self.raw
     }
@@ -103,6 +132,10 @@ impl Event {
     /// Whether all work before the most recent record has completed (`true` if never
     /// recorded, as in CUDA).
     pub fn query(&self) -> Result<bool> {
+        if let Some(h) = &self.host {
+            return Ok(h.query());
+        }
+
         let c = self.ctx.bound_cuda("Event::query")?;
         // SAFETY: `raw` is a live event of this context.
         match unsafe { (c.driver.cuEventQuery)(self.raw) } {
@@ -114,6 +147,10 @@ impl Event {
 
     /// Blocks until the work before the most recent record has completed.
     pub fn synchronize(&self) -> Result<()> {
+        if let Some(h) = &self.host {
+            return Ok(h.synchronize()?);
+        }
+
         let c = self.ctx.bound_cuda("Event::synchronize")?;
         // SAFETY: `raw` is a live event of this context.
         check("cuEventSynchronize", unsafe {
@@ -130,6 +167,9 @@ impl Event {
                     "an event was created with `disable_timing`; create both with timing on",
                 ));
             }
+        }
+        if let (Some(s), Some(e)) = (&start.host, &end.host) {
+            return Ok(HostEvent::elapsed_time(s, e)?);
         }
         let c = start.ctx.bound_cuda("Event::elapsed_time")?;
         let mut ms = 0.0;
@@ -148,6 +188,9 @@ impl Event {
 
 impl Drop for Event {
     fn drop(&mut self) {
+        if self.host.is_some() {
+            return;
+        }
         let Ok(c) = self.ctx.bound_cuda("Event::drop") else {
             return;
         };

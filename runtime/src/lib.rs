@@ -14,7 +14,6 @@ mod driver;
 mod error;
 mod event;
 mod graph;
-#[allow(dead_code)]
 mod host;
 mod launch;
 mod memory;
@@ -23,7 +22,7 @@ mod module;
 pub mod nvrtc;
 mod stream;
 
-pub use context::{Backend, Context, StreamPriorityRange};
+pub use context::{BACKEND_ENV, Backend, Context, StreamPriorityRange};
 pub use device::{Device, DeviceAttribute};
 pub use driver::{
     DEFAULT_DRIVER_PATHS, DRIVER_PATH_ENV, is_available as driver_is_available,
@@ -41,6 +40,7 @@ pub use launch::{
 };
 pub use memory::*;
 pub use module::{FunctionAttribute, Kernel, KernelAttributes, Module};
+pub use host::{Hazard, HostFault, OpSite, RaceReport};
 pub use stream::{
     AccessPolicyWindow, AccessProperty, CaptureMode, CaptureStatus, MemOp, Stream, StreamAttribute,
     StreamAttributeId, StreamFlags, SyncPolicy, WaitCondition, exchange_thread_capture_mode,

@@ -305,7 +305,8 @@ pub struct CUlaunchAttributeValue {
 
 impl std::fmt::Debug for CUlaunchAttributeValue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CUlaunchAttributeValue").finish_non_exhaustive()
+        f.debug_struct("CUlaunchAttributeValue")
+            .finish_non_exhaustive()
     }
 }
 

@@ -105,6 +105,7 @@ mod api {
 }
 #[allow(unused_imports, reason = "see `api`")]
 pub(crate) use api::*;
+pub use error::{Hazard, HostFault, OpSite, RaceReport};
 
 /// Locks `mutex`, ignoring poisoning: user code never runs under these locks, so a poisoned
 /// lock only means another thread panicked between our own consistent updates.

@@ -6,6 +6,7 @@
 //! that is waiting on it) and the device reaches it through the same unified address.
 
 use std::marker::PhantomData;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::context::Context;
@@ -52,31 +53,43 @@ impl FlagWord for u64 {
 /// A word streams signal and wait on ([`Stream::write_value_32`](crate::Stream::write_value_32),
 /// [`Stream::wait_value_32`](crate::Stream::wait_value_32) and the 64-bit forms).
 ///
-/// Dropping a cell synchronizes its context first, so no enqueued operation can touch the
-/// word after it is freed. A stream waiting on a value nobody will write blocks that drop,
-/// as it would block any synchronize.
+/// The word is shared: a captured graph that writes or waits on it keeps it alive. When the
+/// last holder drops, the context is synchronized first, so no enqueued operation can touch
+/// the word after it is freed. A stream waiting on a value nobody will write blocks that
+/// drop, as it would block any synchronize.
 pub struct FlagCell<W: FlagWord> {
-    ctx: Context,
-    host: *mut W,
-    device: sys::CUdeviceptr,
+    word: Arc<FlagWordAlloc>,
     _word: PhantomData<W>,
 }
 
-// SAFETY: the word is accessed only through atomics; the allocation is process-wide.
-unsafe impl<W: FlagWord> Send for FlagCell<W> {}
-// SAFETY: as above.
-unsafe impl<W: FlagWord> Sync for FlagCell<W> {}
+/// The 8 bytes behind a flag cell: pinned and device-mapped on CUDA, heap memory on the host.
+pub(crate) struct FlagWordAlloc {
+    ctx: Context,
+    host: *mut u64,
+    device: sys::CUdeviceptr,
+}
 
-impl<W: FlagWord> FlagCell<W> {
-    /// A new cell holding `initial`.
-    pub fn new(ctx: &Context, initial: W) -> Result<FlagCell<W>> {
+// SAFETY: the word is accessed only through atomics; the allocation is process-wide.
+unsafe impl Send for FlagWordAlloc {}
+// SAFETY: as above.
+unsafe impl Sync for FlagWordAlloc {}
+
+impl FlagWordAlloc {
+    fn new(ctx: &Context) -> Result<FlagWordAlloc> {
+        if ctx.host_context().is_some() {
+            let word = Box::into_raw(Box::new(0_u64));
+            return Ok(FlagWordAlloc {
+                ctx: ctx.clone(),
+                host: word,
+                device: word as sys::CUdeviceptr,
+            });
+        }
         let c = ctx.bound_cuda("FlagCell::new")?;
         let mut host = std::ptr::null_mut();
-        let bytes = std::mem::size_of::<u64>();
         let flags = sys::CU_MEMHOSTALLOC_PORTABLE | sys::CU_MEMHOSTALLOC_DEVICEMAP;
         // SAFETY: a valid out-pointer; freed in Drop.
         check("cuMemHostAlloc", unsafe {
-            (c.driver.cuMemHostAlloc)(&mut host, bytes, flags)
+            (c.driver.cuMemHostAlloc)(&mut host, 8, flags)
         })?;
         let mut device = 0;
         // SAFETY: `host` was just allocated with DEVICEMAP; flags must be 0.
@@ -86,41 +99,31 @@ impl<W: FlagWord> FlagCell<W> {
             unsafe { (c.driver.cuMemFreeHost)(host) };
             return Err(e);
         }
-        let host = host.cast::<W>();
-        W::store(host, initial);
-        Ok(FlagCell {
+        Ok(FlagWordAlloc {
             ctx: ctx.clone(),
-            host,
+            host: host.cast(),
             device,
-            _word: PhantomData,
         })
     }
 
-    /// The current value, as the host sees it now.
-    pub fn load(&self) -> W {
-        W::load(self.host)
+    pub(crate) fn load<W: FlagWord>(&self) -> W {
+        W::load(self.host.cast())
     }
 
-    /// Writes a value from the host; a stream waiting on the cell sees it.
-    pub fn store(&self, value: W) {
-        W::store(self.host, value)
-    }
-
-    /// The device address of the word, for kernels and interop.
-    pub fn device_address(&self) -> sys::CUdeviceptr {
-        self.device
-    }
-
-    /// The context the cell belongs to.
-    pub fn context(&self) -> &Context {
-        &self.ctx
+    pub(crate) fn store<W: FlagWord>(&self, value: W) {
+        W::store(self.host.cast(), value)
     }
 }
 
-impl<W: FlagWord> Drop for FlagCell<W> {
+impl Drop for FlagWordAlloc {
     fn drop(&mut self) {
         if let Err(e) = self.ctx.synchronize() {
             tracing::warn!(error = %e, "synchronizing before freeing a flag cell failed");
+        }
+        if self.ctx.host_context().is_some() {
+            // SAFETY: allocated by Box in `new`; every queued op holding the word has run.
+            drop(unsafe { Box::from_raw(self.host) });
+            return;
         }
         let Ok(c) = self.ctx.bound_cuda("FlagCell::drop") else {
             return;
@@ -133,11 +136,49 @@ impl<W: FlagWord> Drop for FlagCell<W> {
     }
 }
 
+impl<W: FlagWord> FlagCell<W> {
+    /// A new cell holding `initial`.
+    pub fn new(ctx: &Context, initial: W) -> Result<FlagCell<W>> {
+        let word = FlagWordAlloc::new(ctx)?;
+        word.store(initial);
+        Ok(FlagCell {
+            word: Arc::new(word),
+            _word: PhantomData,
+        })
+    }
+
+    /// The current value, as the host sees it now.
+    pub fn load(&self) -> W {
+        self.word.load()
+    }
+
+    /// Writes a value from the host; a stream waiting on the cell sees it.
+    pub fn store(&self, value: W) {
+        self.word.store(value)
+    }
+
+    /// The device address of the word, for kernels and interop (a host address on the host
+    /// backend).
+    pub fn device_address(&self) -> sys::CUdeviceptr {
+        self.word.device
+    }
+
+    /// The context the cell belongs to.
+    pub fn context(&self) -> &Context {
+        &self.word.ctx
+    }
+
+    /// The shared word, for operations that must keep it alive.
+    pub(crate) fn shared(&self) -> &Arc<FlagWordAlloc> {
+        &self.word
+    }
+}
+
 impl<W: FlagWord> std::fmt::Debug for FlagCell<W> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FlagCell")
             .field("value", &self.load())
-            .field("device", &self.device)
+            .field("device", &self.device_address())
             .finish()
     }
 }

@@ -17,7 +17,7 @@
 pub(crate) mod alloc;
 pub(crate) mod check;
 mod device;
-mod flag;
+pub(crate) mod flag;
 mod managed;
 mod pinned;
 mod pool;

@@ -96,15 +96,31 @@ impl Stream {
     /// the capture by waiting on an event recorded here, and must be joined back (this stream
     /// waits on them) before [`Stream::end_capture`].
     pub fn begin_capture(&self, mode: CaptureMode) -> Result<()> {
+        if let Some(h) = &self.host {
+            // The host backend has no other threads' CUDA calls to restrict: every mode is
+            // the same there.
+            let _ = mode;
+            return Ok(h.begin_capture()?);
+        }
+
         let (c, raw) = self.cuda("Stream::begin_capture")?;
         // SAFETY: a live stream and a valid mode.
-        check("cuStreamBeginCapture", unsafe {
+                check("cuStreamBeginCapture", unsafe {
             (c.driver.cuStreamBeginCapture)(raw, mode.raw())
-        })
+        })?;
+        // Hot paths (launches, copies) read this instead of asking the driver.
+        if let CaptureStatus::Active { id } = self.capture_status()? {
+            self.capture.store(id, Ordering::Release);
+        }
+        Ok(())
     }
 
     /// Ends the capture begun on this stream and returns the recorded graph.
     pub fn end_capture(&self) -> Result<Graph> {
+        if let Some(h) = &self.host {
+            return Ok(Graph::from_host(self.context(), h.end_capture()?));
+        }
+
         let id = self.capture_id()?;
         let (c, raw) = self.cuda("Stream::end_capture")?;
         let mut graph = std::ptr::null_mut();
@@ -145,6 +161,15 @@ impl Stream {
 
     /// The capture state, with the capture id while active.
     pub fn capture_status(&self) -> Result<CaptureStatus> {
+        if let Some(h) = &self.host {
+            // Host captures have no driver id; 0 stands for "this stream's capture".
+            return Ok(if h.is_capturing() {
+                CaptureStatus::Active { id: 0 }
+            } else {
+                CaptureStatus::None
+            });
+        }
+
         let (c, raw) = self.cuda("Stream::capture_status")?;
         let mut status = CUstreamCaptureStatus::NONE;
         let mut id = 0;

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use super::Stream;
 use super::capture::register_capture_keepalive;
 use crate::error::{Error, Result, check};
+use crate::host::HostOp;
 use crate::memory::alloc::KeepAlive;
 use crate::sys::{self, CUresult};
 
@@ -100,12 +101,23 @@ impl Stream {
     where
         F: FnOnce() + Send + 'static,
     {
+        // Refused before anything is enqueued, so the capture stays valid on both backends.
         if self.is_capturing()? {
             return Err(Error::invalid(
                 "Stream::launch_host_func",
                 "the stream is capturing and a `FnOnce` cannot be replayed; use `launch_host_fn` \
                  with an `Arc<dyn Fn() + Send + Sync>`",
             ));
+        }
+        if let Some(h) = &self.host {
+            let panics = self.panics.clone();
+            let op = HostOp::once("host function", move || {
+                if let Err(payload) = catch_unwind(AssertUnwindSafe(f)) {
+                    record_panic(&panics, payload);
+                }
+                Ok(())
+            });
+            return Ok(h.enqueue(op)?);
         }
         let (c, raw) = self.cuda("Stream::launch_host_func")?;
         let data = Box::into_raw(Box::new(OnceCall {
@@ -129,6 +141,15 @@ impl Stream {
             f,
             panics: self.panics.clone(),
         };
+        if let Some(h) = &self.host {
+            let op = HostOp::replayable("host function", move || {
+                if let Err(payload) = catch_unwind(AssertUnwindSafe(|| (call.f)())) {
+                    record_panic(&call.panics, payload);
+                }
+                Ok(())
+            });
+            return Ok(h.enqueue(op)?);
+        }
         let capture_id = self.capture_id()?;
         let (c, raw) = self.cuda("Stream::launch_host_fn")?;
         match capture_id {
@@ -164,6 +185,11 @@ impl Stream {
     where
         F: FnOnce(Result<()>) + Send + 'static,
     {
+        if self.host.is_some() {
+            // The host queue keeps running after a failed op, as CUDA's callbacks do; the
+            // failure itself is reported by the next synchronize.
+            return self.launch_host_func(move || f(Ok(())));
+        }
         let (c, raw) = self.cuda("Stream::add_callback")?;
         let data = Box::into_raw(Box::new(StatusCall {
             f: Box::new(f),

@@ -25,6 +25,7 @@ use crate::context::{Context, CudaContext};
 use crate::device::Device;
 use crate::error::{Error, Result, check};
 use crate::event::{Event, EventFlags};
+use crate::host::{HostContext, HostStream, StreamOptions};
 use crate::memory::alloc::KeepAlive;
 use crate::sys::{self, CUresult};
 
@@ -78,6 +79,8 @@ pub struct Stream {
     /// A reusable event for [`Stream::wait`]: re-recording is fine, since a wait captures
     /// the event's state at the time it is enqueued.
     join_event: OnceLock<Event>,
+    /// The CPU queue on the host backend (`raw` is then null and never used).
+    pub(crate) host: Option<HostStream>,
 }
 
 // SAFETY: a CUstream may be used from any thread of the process once its context is current,
@@ -99,6 +102,9 @@ impl Stream {
 
     /// A stream with these flags.
     pub fn with_flags(ctx: &Context, flags: StreamFlags) -> Result<Stream> {
+        if let Some(host) = ctx.host_context() {
+            return Stream::host(ctx, host, flags, host.priority_range().0);
+        }
         let c = ctx.bound_cuda("Stream::with_flags")?;
         let mut raw = std::ptr::null_mut();
         // SAFETY: a valid out-pointer; the context is current.
@@ -112,6 +118,9 @@ impl Stream {
     /// [`Context::stream_priority_range`] are clamped by the driver, and [`Stream::priority`]
     /// reads back the clamped value.
     pub fn with_priority(ctx: &Context, flags: StreamFlags, priority: i32) -> Result<Stream> {
+        if let Some(host) = ctx.host_context() {
+            return Stream::host(ctx, host, flags, priority);
+        }
         let c = ctx.bound_cuda("Stream::with_priority")?;
         let mut raw = std::ptr::null_mut();
         // SAFETY: a valid out-pointer; the context is current; the driver clamps the priority.
@@ -131,8 +140,28 @@ impl Stream {
         Stream::wrap(ctx, raw, false)
     }
 
-    fn wrap(ctx: &Context, raw: sys::CUstream, owned: bool) -> Result<Stream> {
-        let mut stream = Stream {
+    /// A host-backend stream: an in-order queue on its own worker thread. Priorities are
+    /// clamped and readable, and scheduling by them is best effort.
+    fn host(
+        ctx: &Context,
+        host: &HostContext,
+        flags: StreamFlags,
+        priority: i32,
+    ) -> Result<Stream> {
+        let options = StreamOptions {
+            name: None,
+            priority,
+            non_blocking: flags.non_blocking,
+        };
+        let queue = host.create_stream(options)?;
+        let mut stream = Stream::empty(ctx, std::ptr::null_mut(), true);
+        stream.id = queue.id();
+        stream.host = Some(queue);
+        Ok(stream)
+    }
+
+    fn empty(ctx: &Context, raw: sys::CUstream, owned: bool) -> Stream {
+        Stream {
             ctx: ctx.clone(),
             raw,
             owned,
@@ -140,7 +169,12 @@ impl Stream {
             capture: Arc::new(AtomicU64::new(0)),
             panics: Arc::new(Mutex::new(Vec::new())),
             join_event: OnceLock::new(),
-        };
+            host: None,
+        }
+    }
+
+    fn wrap(ctx: &Context, raw: sys::CUstream, owned: bool) -> Result<Stream> {
+        let mut stream = Stream::empty(ctx, raw, owned);
         // On failure `stream` drops and destroys an owned handle, so nothing leaks.
         let (c, raw) = stream.cuda("Stream::id")?;
         let mut id = 0;
@@ -159,6 +193,7 @@ impl Stream {
     }
 
     /// The raw handle, for interop with other CUDA libraries. It stays owned by this `Stream`.
+    /// Null on the host backend.
     pub fn handle(&self) -> sys::CUstream {
         self.raw
     }
@@ -175,6 +210,11 @@ impl Stream {
 
     /// The creation flags, as the driver reports them.
     pub fn flags(&self) -> Result<StreamFlags> {
+        if let Some(h) = &self.host {
+            return Ok(StreamFlags {
+                non_blocking: h.is_non_blocking(),
+            });
+        }
         let (c, raw) = self.cuda("Stream::flags")?;
         let mut flags = 0;
         // SAFETY: a valid out-pointer and live stream.
@@ -191,6 +231,9 @@ impl Stream {
 
     /// The priority, after the driver's clamping.
     pub fn priority(&self) -> Result<i32> {
+        if let Some(h) = &self.host {
+            return Ok(h.priority());
+        }
         let (c, raw) = self.cuda("Stream::priority")?;
         let mut priority = 0;
         // SAFETY: a valid out-pointer and live stream.
@@ -246,6 +289,9 @@ impl Stream {
 
     /// Whether all work enqueued so far has completed (`cuStreamQuery`).
     pub fn is_complete(&self) -> Result<bool> {
+        if let Some(h) = &self.host {
+            return Ok(h.query());
+        }
         let (c, raw) = self.cuda("Stream::is_complete")?;
         // SAFETY: a live stream.
         match unsafe { (c.driver.cuStreamQuery)(raw) } {
@@ -259,6 +305,10 @@ impl Stream {
     /// (including an asynchronous fault of earlier work), then a panic caught in a host
     /// function enqueued on this stream since the last synchronize.
     pub fn synchronize(&self) -> Result<()> {
+        if let Some(h) = &self.host {
+            h.synchronize()?;
+            return self.take_host_panic();
+        }
         let (c, raw) = self.cuda("Stream::synchronize")?;
         // SAFETY: a live stream.
         check("cuStreamSynchronize", unsafe {
@@ -271,6 +321,9 @@ impl Stream {
     /// Waiting on an event that was never recorded is a no-op, as in CUDA.
     pub fn wait_event(&self, event: &Event) -> Result<()> {
         self.same_context("Stream::wait_event", event.context())?;
+        if let Some(h) = &self.host {
+            return Ok(h.wait(event.host_event()?)?);
+        }
         let (c, raw) = self.cuda("Stream::wait_event")?;
         // SAFETY: a live stream and live event of the same context.
         check("cuStreamWaitEvent", unsafe {
@@ -285,6 +338,10 @@ impl Stream {
 
     /// Makes later work on this stream wait for all work enqueued on `other` so far.
     pub fn wait(&self, other: &Stream) -> Result<()> {
+        if let (Some(h), Some(other_host)) = (&self.host, &other.host) {
+            self.same_context("Stream::wait", other.context())?;
+            return Ok(h.wait_stream(other_host)?);
+        }
         let event = match other.join_event.get() {
             Some(event) => event,
             None => {
@@ -306,6 +363,9 @@ impl Stream {
     /// Records `event` at the current end of this stream (re-recording moves it).
     pub fn record_into(&self, event: &Event) -> Result<()> {
         self.same_context("Stream::record_into", event.context())?;
+        if let Some(h) = &self.host {
+            return Ok(h.record(event.host_event()?)?);
+        }
         let (c, raw) = self.cuda("Stream::record_into")?;
         // SAFETY: a live stream and live event of the same context.
         check("cuEventRecord", unsafe {
@@ -336,6 +396,11 @@ impl Stream {
     fn destroy(&mut self) -> Result<()> {
         if !self.owned {
             return Ok(());
+        }
+        if let Some(h) = self.host.take() {
+            // Dropping the queue runs what is queued and joins its worker.
+            drop(h);
+            return self.take_host_panic();
         }
         let (c, raw) = self.cuda("Stream::close")?;
         // SAFETY: we own the stream; the driver finishes enqueued work before releasing it.

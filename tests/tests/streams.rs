@@ -1,6 +1,10 @@
-//! The stream and event surface on a real device. Ordering is proven with flag cells the
-//! host releases: work behind a `wait_value_32` cannot run until the host writes the flag,
-//! so anything observed before that proves what waits on what.
+//! The stream and event surface. Ordering is proven with flag cells the host releases: work
+//! behind a `wait_value_32` cannot run until the host writes the flag, so anything observed
+//! before that proves what waits on what.
+//!
+//! Each shared scenario runs twice: on the host backend in checked mode (in CI) and on CUDA
+//! device 0 (ignored without a GPU). CUDA-only surface (attributes, raw handles, devices)
+//! has CUDA-only tests.
 
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -15,6 +19,46 @@ use gpu_pipeline::{
 fn ctx() -> Context {
     Context::cuda(0).expect("a CUDA device")
 }
+
+/// Runs each scenario `fn name(ctx: &Context)` on both backends.
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod host {
+            $(
+                #[test]
+                fn $name() {
+                    let ctx = gpu_pipeline::Context::host_checked();
+                    super::$name(&ctx);
+                    assert!(ctx.races().is_empty(), "{:?}", ctx.races());
+                }
+            )*
+        }
+        mod cuda {
+            $(
+                #[test]
+                #[ignore = "needs a CUDA GPU"]
+                fn $name() {
+                    super::$name(&super::ctx());
+                }
+            )*
+        }
+    };
+}
+
+on_both_backends!(
+    creation_flags_priorities_and_queries,
+    is_complete_and_synchronize_follow_a_gated_stream,
+    wait_event_orders_one_stream_after_another,
+    wait_on_another_stream_and_reused_events,
+    waiting_on_an_event_of_a_destroyed_stream_works,
+    host_functions_run_in_stream_order_and_panics_are_reported,
+    legacy_callbacks_receive_the_status,
+    stream_memory_operations_write_and_wait,
+    capture_records_instead_of_running_and_always_ends,
+    a_second_stream_joins_a_capture_through_an_event,
+    events_time_work_and_refuse_without_timing,
+    streams_and_events_are_send_and_sync,
+);
 
 /// Polls `cond` for up to two seconds.
 fn eventually(mut cond: impl FnMut() -> bool) -> bool {
@@ -66,10 +110,8 @@ fn device_and_context_properties() {
     );
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn creation_flags_priorities_and_queries() {
-    let ctx = ctx();
+fn creation_flags_priorities_and_queries(ctx: &Context) {
+    let ctx = ctx.clone();
     let default = Stream::new(&ctx).unwrap();
     let non_blocking = Stream::non_blocking(&ctx).unwrap();
     assert!(!default.is_nonblocking().unwrap());
@@ -82,9 +124,7 @@ fn creation_flags_priorities_and_queries() {
         StreamFlags { non_blocking: true }
     );
     assert_ne!(default.id(), non_blocking.id());
-    assert!(!default.handle().is_null());
     assert_eq!(default.context().device(), ctx.device());
-    assert_eq!(default.device().unwrap(), Device::get(0).unwrap());
 
     let range = ctx.stream_priority_range().unwrap();
     let high = Stream::with_priority(&ctx, StreamFlags::default(), range.greatest).unwrap();
@@ -102,10 +142,8 @@ fn creation_flags_priorities_and_queries() {
     clamped.close().unwrap();
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn is_complete_and_synchronize_follow_a_gated_stream() {
-    let ctx = ctx();
+fn is_complete_and_synchronize_follow_a_gated_stream(ctx: &Context) {
+    let ctx = ctx.clone();
     let stream = Stream::non_blocking(&ctx).unwrap();
     let flag = gate(&ctx, &stream);
     assert!(!stream.is_complete().unwrap());
@@ -114,10 +152,8 @@ fn is_complete_and_synchronize_follow_a_gated_stream() {
     assert!(stream.is_complete().unwrap());
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn wait_event_orders_one_stream_after_another() {
-    let ctx = ctx();
+fn wait_event_orders_one_stream_after_another(ctx: &Context) {
+    let ctx = ctx.clone();
     let a = Stream::non_blocking(&ctx).unwrap();
     let b = Stream::non_blocking(&ctx).unwrap();
     let flag = gate(&ctx, &a);
@@ -135,10 +171,8 @@ fn wait_event_orders_one_stream_after_another() {
     assert!(event.query().unwrap());
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn wait_on_another_stream_and_reused_events() {
-    let ctx = ctx();
+fn wait_on_another_stream_and_reused_events(ctx: &Context) {
+    let ctx = ctx.clone();
     let a = Stream::non_blocking(&ctx).unwrap();
     let b = Stream::non_blocking(&ctx).unwrap();
     let done = FlagCell::<u32>::new(&ctx, 0).unwrap();
@@ -160,10 +194,8 @@ fn wait_on_another_stream_and_reused_events() {
     assert!(event.query().unwrap());
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn waiting_on_an_event_of_a_destroyed_stream_works() {
-    let ctx = ctx();
+fn waiting_on_an_event_of_a_destroyed_stream_works(ctx: &Context) {
+    let ctx = ctx.clone();
     let event = {
         let short_lived = Stream::non_blocking(&ctx).unwrap();
         short_lived.record().unwrap()
@@ -174,10 +206,8 @@ fn waiting_on_an_event_of_a_destroyed_stream_works() {
     assert!(event.query().unwrap());
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn host_functions_run_in_stream_order_and_panics_are_reported() {
-    let ctx = ctx();
+fn host_functions_run_in_stream_order_and_panics_are_reported(ctx: &Context) {
+    let ctx = ctx.clone();
     let stream = Stream::non_blocking(&ctx).unwrap();
     let log = Arc::new(Mutex::new(Vec::new()));
     let flag = gate(&ctx, &stream);
@@ -219,10 +249,8 @@ fn host_functions_run_in_stream_order_and_panics_are_reported() {
     assert_eq!(log.lock().unwrap().last(), Some(&99));
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn legacy_callbacks_receive_the_status() {
-    let ctx = ctx();
+fn legacy_callbacks_receive_the_status(ctx: &Context) {
+    let ctx = ctx.clone();
     let stream = Stream::new(&ctx).unwrap();
     let seen = Arc::new(Mutex::new(None));
     let seen2 = seen.clone();
@@ -277,10 +305,8 @@ fn attributes_read_back_and_copy() {
     );
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn stream_memory_operations_write_and_wait() {
-    let ctx = ctx();
+fn stream_memory_operations_write_and_wait(ctx: &Context) {
+    let ctx = ctx.clone();
     let stream = Stream::non_blocking(&ctx).unwrap();
     let c32 = FlagCell::<u32>::new(&ctx, 0).unwrap();
     let c64 = FlagCell::<u64>::new(&ctx, 0).unwrap();
@@ -331,10 +357,8 @@ fn stream_memory_operations_write_and_wait() {
     stream.synchronize().unwrap();
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn capture_records_instead_of_running_and_always_ends() {
-    let ctx = ctx();
+fn capture_records_instead_of_running_and_always_ends(ctx: &Context) {
+    let ctx = ctx.clone();
     let stream = Stream::non_blocking(&ctx).unwrap();
     let cell = FlagCell::<u32>::new(&ctx, 0).unwrap();
     assert!(!stream.is_capturing().unwrap());
@@ -354,7 +378,11 @@ fn capture_records_instead_of_running_and_always_ends() {
     assert!(refused.to_string().contains("launch_host_fn"), "{refused}");
     let graph = stream.end_capture().unwrap();
     assert!(!stream.is_capturing().unwrap());
-    assert_eq!(graph.node_count().unwrap(), 2);
+    assert_eq!(
+        graph.node_count().unwrap(),
+        2,
+        "one memory operation and one host node"
+    );
     stream.synchronize().unwrap();
     assert_eq!(cell.load(), 0, "captured work must not run");
     assert_eq!(*ran.lock().unwrap(), 0);
@@ -363,7 +391,10 @@ fn capture_records_instead_of_running_and_always_ends() {
     let err = stream
         .capture(CaptureMode::ThreadLocal, |s| {
             s.write_value_32(&cell, 1)?;
-            Err(Error::Host("body failed".into()))
+            Err(Error::InvalidArgument {
+                call: "test body",
+                message: "body failed".into(),
+            })
         })
         .unwrap_err();
     assert!(err.to_string().contains("body failed"));
@@ -380,10 +411,8 @@ fn capture_records_instead_of_running_and_always_ends() {
     assert_eq!(graph.node_count().unwrap(), 1);
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn a_second_stream_joins_a_capture_through_an_event() {
-    let ctx = ctx();
+fn a_second_stream_joins_a_capture_through_an_event(ctx: &Context) {
+    let ctx = ctx.clone();
     let origin = Stream::non_blocking(&ctx).unwrap();
     let side = Stream::non_blocking(&ctx).unwrap();
     let cell = FlagCell::<u32>::new(&ctx, 0).unwrap();
@@ -397,6 +426,47 @@ fn a_second_stream_joins_a_capture_through_an_event() {
     assert!(!side.is_capturing().unwrap());
     assert!(graph.node_count().unwrap() >= 1);
     assert_eq!(cell.load(), 0);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn raw_handles_and_devices() {
+    let ctx = ctx();
+    let stream = Stream::non_blocking(&ctx).unwrap();
+    assert!(!stream.handle().is_null());
+    assert_eq!(stream.device().unwrap(), Device::get(0).unwrap());
+    assert!(!stream.record().unwrap().handle().is_null());
+}
+
+#[test]
+fn cuda_only_calls_say_so_on_the_host_backend() {
+    let ctx = Context::host();
+    let stream = Stream::non_blocking(&ctx).unwrap();
+    assert!(stream.handle().is_null());
+    for err in [
+        stream.device().map(|_| ()).unwrap_err(),
+        stream
+            .get_attribute(StreamAttributeId::Priority)
+            .map(|_| ())
+            .unwrap_err(),
+        // SAFETY: never dereferenced: the host backend refuses raw handles up front.
+        unsafe { Stream::from_handle(&ctx, std::ptr::null_mut()) }
+            .map(|_| ())
+            .unwrap_err(),
+    ] {
+        assert!(
+            matches!(
+                err,
+                Error::BackendMismatch {
+                    backend: "host",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+    }
+    assert_eq!(ctx.backend(), Backend::Host);
+    assert_eq!(ctx.device(), None);
 }
 
 #[test]
@@ -419,10 +489,8 @@ fn borrowed_streams_are_not_destroyed() {
     owner.close().unwrap();
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn events_time_work_and_refuse_without_timing() {
-    let ctx = ctx();
+fn events_time_work_and_refuse_without_timing(ctx: &Context) {
+    let ctx = ctx.clone();
     let stream = Stream::non_blocking(&ctx).unwrap();
     let start = stream.record().unwrap();
     stream
@@ -452,16 +520,14 @@ fn events_time_work_and_refuse_without_timing() {
     assert!(blocking.query().unwrap());
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn streams_and_events_are_send_and_sync() {
+fn streams_and_events_are_send_and_sync(ctx: &Context) {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<Stream>();
     assert_send_sync::<Event>();
     assert_send_sync::<Context>();
     assert_send_sync::<FlagCell<u32>>();
     // Enqueue onto one stream from several threads.
-    let ctx = ctx();
+    let ctx = ctx.clone();
     let stream = Arc::new(Stream::non_blocking(&ctx).unwrap());
     let count = Arc::new(Mutex::new(0));
     let threads: Vec<_> = (0..4)

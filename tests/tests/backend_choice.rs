@@ -1,0 +1,45 @@
+//! `Context::auto` picks CUDA device 0 when a driver loads and sees a device, the host
+//! backend otherwise, and `GPU_PIPELINE_BACKEND` forces either. One test function: the
+//! environment is process-wide, and the driver is loaded once per process.
+
+use gpu_pipeline::{BACKEND_ENV, Backend, Context, DRIVER_PATH_ENV, Error};
+
+#[test]
+fn auto_follows_the_environment_then_falls_back_to_the_host() {
+    // SAFETY (each set_var/remove_var below): the only test in this binary, so no other
+    // thread reads the environment concurrently.
+    unsafe { std::env::set_var(BACKEND_ENV, "host") };
+    let ctx = Context::auto().unwrap();
+    assert_eq!(ctx.backend(), Backend::Host);
+    assert!(!ctx.is_checked());
+
+    unsafe { std::env::set_var(BACKEND_ENV, "host-checked") };
+    assert!(Context::auto().unwrap().is_checked());
+
+    unsafe { std::env::set_var(BACKEND_ENV, "gpu-please") };
+    let err = Context::auto().unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::InvalidArgument {
+                call: "Context::auto",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string()
+            .contains("use `cuda`, `host` or `host-checked`"),
+        "{err}"
+    );
+
+    // No variable and no driver: the host backend, not an error.
+    unsafe { std::env::remove_var(BACKEND_ENV) };
+    unsafe { std::env::set_var(DRIVER_PATH_ENV, "/nonexistent/libcuda.so.1") };
+    assert_eq!(Context::auto().unwrap().backend(), Backend::Host);
+
+    // Forcing CUDA without a driver is the driver's error.
+    unsafe { std::env::set_var(BACKEND_ENV, "cuda") };
+    assert!(matches!(Context::auto(), Err(Error::DriverNotFound { .. })));
+}
