@@ -86,6 +86,9 @@ pub struct PriorityOption {
 /// `kernels heat = ptx(include_str!("heat.ptx")) { fn ...; }`.
 #[derive(Debug)]
 pub struct Module {
+    /// `unsafe`: the user vouches that the signatures below match the image's kernels, as
+    /// `unsafe extern` does for foreign functions.
+    pub unsafe_token: Option<Token![unsafe]>,
     /// Doc comments.
     pub attrs: Vec<Attribute>,
     /// The `kernels` keyword.
@@ -513,7 +516,10 @@ impl Parse for Item {
                 streams,
             }))
         } else if lookahead.peek(kw::kernels) {
-            parse_module(input, attrs).map(Item::Kernels)
+            parse_module(input, attrs, None).map(Item::Kernels)
+        } else if input.peek(Token![unsafe]) && input.peek2(kw::kernels) {
+            let unsafe_token = input.parse()?;
+            parse_module(input, attrs, Some(unsafe_token)).map(Item::Kernels)
         } else if lookahead.peek(kw::params) {
             let keyword = input.parse()?;
             let params = braced_list(input)?;
@@ -622,7 +628,11 @@ fn parse_priority(input: ParseStream<'_>) -> syn::Result<PriorityOption> {
     Ok(PriorityOption { level, span })
 }
 
-fn parse_module(input: ParseStream<'_>, attrs: Vec<Attribute>) -> syn::Result<Module> {
+fn parse_module(
+    input: ParseStream<'_>,
+    attrs: Vec<Attribute>,
+    unsafe_token: Option<Token![unsafe]>,
+) -> syn::Result<Module> {
     let keyword = input.parse()?;
     let name = input.parse()?;
     input.parse::<Token![=]>()?;
@@ -653,6 +663,7 @@ fn parse_module(input: ParseStream<'_>, attrs: Vec<Attribute>) -> syn::Result<Mo
         kernels.push(content.parse()?);
     }
     Ok(Module {
+        unsafe_token,
         attrs,
         keyword,
         name,

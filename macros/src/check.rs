@@ -29,6 +29,7 @@ pub fn check(input: &ast::Pipeline) -> syn::Result<lower::Pipeline> {
     attributes(&cx, input);
     unique_names(&cx, &scope);
     stream_markers(&cx, &scope);
+    unsafe_kernels(&cx, input);
     kernel_signatures(&cx, &scope);
     declarations(&cx, &scope);
     stage_streams(&cx, &scope);
@@ -76,6 +77,26 @@ fn sections(cx: &Ctxt, input: &ast::Pipeline) {
             name,
             format!(
                 "pipeline `{name}` has no stages; add one, e.g. `stage first on {stream} {{ ... }}`"
+            ),
+        );
+    }
+}
+
+/// A kernel block declares the C signatures of code the compiler cannot see: a wrong element
+/// type or a `&[T]` for a parameter the kernel writes is undefined behaviour on the device.
+/// Like Rust 2024's `unsafe extern`, the declaration says so with `unsafe`.
+fn unsafe_kernels(cx: &Ctxt, input: &ast::Pipeline) {
+    for module in input.items.iter().filter_map(|item| match item {
+        ast::Item::Kernels(module) if module.unsafe_token.is_none() => Some(module),
+        _ => None,
+    }) {
+        let name = &module.name;
+        cx.error_spanned_by(
+            module.keyword,
+            format!(
+                "kernel signatures are a promise the compiler cannot check; write `unsafe kernels \
+                 {name} = ...` to vouch that they match the image, as `unsafe extern` does for \
+                 foreign functions"
             ),
         );
     }

@@ -1,18 +1,308 @@
 //! Code generation: the only phase that uses `quote!` or names runtime paths.
 //!
-//! PHASE 2 PLACEHOLDER, NOT DONE: this will emit, per pipeline, the struct owning its typed
-//! streams (one marker type per [`lower::Stream::marker`]), events and modules; the params
-//! struct; eager `run`, graph `capture` and replay; typed setters for scalar params; `dot()`;
-//! `quote_spanned!` type assertions for the [`lower::Arg::Scalar`] arguments marked
-//! `assert_type`; and, on error, stubs with the same public names. It waits for the runtime API
-//! it targets. Until then a checked pipeline expands to nothing.
+//! For a pipeline `P` it emits:
+//! - one zero-sized marker type per stream ([`lower::Stream::marker`]), so a stream of one
+//!   pipeline cannot fill another's typed slot;
+//! - `P`, owning its typed streams, events, loaded kernels and scratch buffers, with `new`,
+//!   `run` (one eager step, returning a guard to wait on), `capture` (one step recorded as a
+//!   graph that borrows the params for its whole life) and the constants `NAME`, `STAGES`
+//!   and `DOT`;
+//! - `PParams<'a>`, the scalars and borrowed buffers of one step;
+//! - `PRun<'a>`, the guard of an eager step;
+//! - `PGraph<'a>`, the captured step, with `launch` and one `set_<scalar>` per scalar param
+//!   that a kernel launch uses, which updates the instantiated graph's kernel nodes in place.
+//!
+//! Generated code reaches the runtime only through `::gpu_pipeline::__private`.
+
+mod graph;
+mod names;
+mod step;
+mod stub;
 
 use proc_macro2::TokenStream;
+use quote::{format_ident, quote};
 
-use crate::{ast, lower};
+use crate::lower::{self, ImageFormat, Priority};
+use crate::scope::Scope;
+use crate::{ast, lower::Memory};
 
-/// Generates the items of a checked, lowered pipeline. Phase 2 fills this in.
+pub use stub::stub;
+
+use names::Names;
+
+/// The path generated code uses for everything from the runtime.
+fn rt() -> TokenStream {
+    quote!(::gpu_pipeline::__private)
+}
+
+/// Generates the items of a checked, lowered pipeline.
 pub fn expand(input: &ast::Pipeline, pipeline: &lower::Pipeline) -> TokenStream {
-    let _ = (input, pipeline);
-    TokenStream::new()
+    let scope = Scope::new(input);
+    let names = Names::new(input, &scope);
+    let markers = markers(input, pipeline);
+    let params = names.params_struct(input, &scope);
+    let kernels = kernels_struct(&names, &scope);
+    let main = pipeline_struct(input, pipeline, &scope, &names);
+    let run = step::run_guard(pipeline, &scope, &names);
+    let graph = graph::graph_struct(input, pipeline, &scope, &names);
+    quote! {
+        #markers
+        #params
+        #kernels
+        #main
+        #run
+        #graph
+    }
+}
+
+/// One marker type per stream.
+fn markers(input: &ast::Pipeline, pipeline: &lower::Pipeline) -> TokenStream {
+    let vis = &input.vis;
+    let name = &input.name;
+    pipeline
+        .streams
+        .iter()
+        .map(|stream| {
+            let marker = format_ident!("{}", stream.marker, span = input.name.span());
+            let doc = format!(
+                "Marker type of stream `{}` of pipeline [`{name}`]: a `TypedStream<{}>` can \
+                 only be this pipeline's `{}` stream.",
+                stream.name, stream.marker, stream.name
+            );
+            quote! {
+                #[doc = #doc]
+                #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+                #vis struct #marker;
+            }
+        })
+        .collect()
+}
+
+/// The struct holding one `TypedKernel` per declared kernel.
+fn kernels_struct(names: &Names, scope: &Scope<'_>) -> TokenStream {
+    let rt = rt();
+    let ty = &names.kernels;
+    let fields = scope.kernels.iter().enumerate().map(|(k, decl)| {
+        let field = names.kernel_field(k);
+        let sig = names.kernel_signature(decl.decl);
+        quote!(#field: #rt::TypedKernel<#sig>)
+    });
+    quote! {
+        #[doc(hidden)]
+        #[allow(non_camel_case_types)]
+        struct #ty { #(#fields,)* }
+    }
+}
+
+/// The pipeline struct, its constructor and its constants.
+fn pipeline_struct(
+    input: &ast::Pipeline,
+    pipeline: &lower::Pipeline,
+    scope: &Scope<'_>,
+    names: &Names,
+) -> TokenStream {
+    let rt = rt();
+    let vis = &input.vis;
+    let name = &input.name;
+    let attrs = &input.attrs;
+    let kernels_ty = &names.kernels;
+    let doc = struct_doc(pipeline);
+    let name_str = name.to_string();
+    let dot = pipeline.dot();
+    let stage_names = pipeline.stages.iter().map(|s| s.name.as_str());
+    let event_count = pipeline.events.len();
+
+    let stream_fields = pipeline.streams.iter().enumerate().map(|(i, stream)| {
+        let field = names.stream_field(i);
+        let marker = format_ident!("{}", stream.marker, span = name.span());
+        quote!(#field: #rt::TypedStream<#marker>)
+    });
+    let stream_inits = pipeline.streams.iter().enumerate().map(|(i, stream)| {
+        let field = names.stream_field(i);
+        let priority = match stream.priority {
+            Priority::High => quote!(#rt::StreamPriority::High),
+            Priority::Low => quote!(#rt::StreamPriority::Low),
+            Priority::Default => quote!(#rt::StreamPriority::Default),
+            Priority::Value(v) => quote!(#rt::StreamPriority::Value(#v)),
+        };
+        let non_blocking = stream.non_blocking;
+        let label = format!("{name_str}.{}", stream.name);
+        quote!(#field: #rt::TypedStream::new(ctx, #priority, #non_blocking, #label)?)
+    });
+    let stream_accessors = pipeline.streams.iter().enumerate().map(|(i, stream)| {
+        let field = names.stream_field(i);
+        let accessor = format_ident!("{}_stream", stream.name, span = name.span());
+        let marker = format_ident!("{}", stream.marker, span = name.span());
+        let doc = format!("The `{}` stream.", stream.name);
+        quote! {
+            #[doc = #doc]
+            pub fn #accessor(&self) -> &#rt::TypedStream<#marker> {
+                &self.#field
+            }
+        }
+    });
+
+    let module_loads = scope.modules.iter().enumerate().map(|(m, module)| {
+        let var = format_ident!("__module_{}", m);
+        let image = &module.image;
+        let label = module.name.to_string();
+        let load = match pipeline.modules[m].format {
+            ImageFormat::Ptx => quote!(#rt::load_ptx(ctx, #image, #label)),
+            ImageFormat::Cubin => quote!(#rt::load_cubin(ctx, #image, #label)),
+            ImageFormat::Fatbin => quote!(#rt::load_fatbin(ctx, #image, #label)),
+            ImageFormat::CudaC => quote!(#rt::compile_cuda_c(ctx, #image, #label)),
+        };
+        quote!(let #var = #load?;)
+    });
+    let kernel_inits = scope.kernels.iter().enumerate().map(|(k, decl)| {
+        let field = names.kernel_field(k);
+        let module = format_ident!("__module_{}", decl.module);
+        let kernel_name = decl.decl.name.to_string();
+        let sig = names.kernel_signature(decl.decl);
+        let unsafe_token = scope.modules[decl.module].unsafe_token;
+        // The user wrote `unsafe kernels`: the signature is their promise about the image.
+        let declared =
+            quote!(#unsafe_token { #rt::declare_kernel::<#sig>(&#module, #kernel_name)? });
+        match &decl.decl.host {
+            Some(host) => {
+                let path = &host.path;
+                quote!(#field: #rt::with_host::<#sig, _>(#declared, #path))
+            }
+            None => quote!(#field: #declared),
+        }
+    });
+    let scratch_fields = scope.buffers.iter().filter(|b| b.scratch).map(|b| {
+        let field = names.scratch_field(b.name);
+        let referent = b.referent;
+        quote!(#field: ::core::option::Option<#referent>)
+    });
+    let scratch_inits = scope.buffers.iter().filter(|b| b.scratch).map(|b| {
+        let field = names.scratch_field(b.name);
+        if b.memory == Memory::Flag {
+            let referent = b.referent;
+            quote!(#field: ::core::option::Option::Some(<#referent>::new(ctx, 0)?))
+        } else {
+            quote!(#field: ::core::option::Option::None)
+        }
+    });
+    let prepare = step::prepare_fn(pipeline, scope, names);
+    let enqueue = step::enqueue_fn(pipeline, scope, names);
+    let params_ty = names.params_ty(quote!('a));
+    let run_ty = &names.run;
+    let graph_ty = &names.graph;
+    let capture_doc = format!(
+        "Records one step as a CUDA graph (on the host backend, a host graph) and \
+         instantiates it. The graph borrows the params for its whole life; launch it with \
+         [`{graph_ty}::launch`] as often as you like."
+    );
+
+    quote! {
+    #(#attrs)*
+    #doc
+    #vis struct #name {
+        __ctx: #rt::Context,
+        #(#stream_fields,)*
+        __fork: #rt::Event,
+        __events: [#rt::Event; #event_count],
+        __kernels: #kernels_ty,
+        #(#scratch_fields,)*
+    }
+
+    impl #name {
+        /// The pipeline's name.
+        pub const NAME: &'static str = #name_str;
+        /// The stages, in program order.
+        pub const STAGES: &'static [&'static str] = &[#(#stage_names),*];
+        /// The stage graph in Graphviz DOT: one cluster per stream, solid arrows for
+        /// stream order, bold arrows for the events the generated code waits on.
+        pub const DOT: &'static str = #dot;
+
+        /// Creates the pipeline's streams and events in `ctx` and loads its kernels.
+        pub fn new(ctx: &#rt::Context) -> #rt::Result<Self> {
+            #(#module_loads)*
+            ::core::result::Result::Ok(Self {
+                __ctx: ctx.clone(),
+                #(#stream_inits,)*
+                __fork: #rt::Event::with_flags(ctx, #rt::EventFlags::ORDERING)?,
+                __events: #rt::events::<#event_count>(ctx)?,
+                __kernels: #kernels_ty { #(#kernel_inits,)* },
+                #(#scratch_inits,)*
+            })
+        }
+
+        /// The context the pipeline runs in.
+        pub fn context(&self) -> &#rt::Context {
+            &self.__ctx
+        }
+
+        #(#stream_accessors)*
+
+        /// Enqueues one step and returns a guard to wait on. The step's buffers stay
+        /// borrowed until the guard is waited on or dropped (which waits).
+        pub fn run<'a>(&'a mut self, params: #params_ty) -> #rt::Result<#run_ty<'a>> {
+            let mut params = params;
+            self.__prepare(&params)?;
+            self.__enqueue(&mut params)?;
+            ::core::result::Result::Ok(#run_ty { pipeline: self, params, waited: false })
+        }
+
+                    #[doc = #capture_doc]
+        pub fn capture<'a>(&'a mut self, params: #params_ty) -> #rt::Result<#graph_ty<'a>> {
+            let mut params = params;
+            self.__prepare(&params)?;
+            self.__origin().begin_capture(#rt::CaptureMode::ThreadLocal)?;
+            let enqueued = self.__enqueue(&mut params);
+            // The capture always ends, also when enqueueing failed.
+            let graph = self.__origin().end_capture();
+            enqueued?;
+            let graph = graph?;
+            let exec = graph.instantiate()?;
+            let nodes = #rt::kernel_nodes_in_launch_order(&graph)?;
+            ::core::result::Result::Ok(#graph_ty { pipeline: self, params, exec, nodes, _graph: graph })
+        }
+
+        fn __origin(&self) -> &#rt::Stream {
+            &self.__stream_0
+        }
+
+        #prepare
+        #enqueue
+    }
+
+    impl ::core::fmt::Debug for #name {
+        fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+            f.debug_struct(#name_str).field("context", &self.__ctx).finish_non_exhaustive()
+        }
+    }
+    }
+}
+
+/// The doc comment listing stages, streams and the waits between them.
+fn struct_doc(pipeline: &lower::Pipeline) -> TokenStream {
+    let mut doc =
+        String::from("\n\n# Stages\n\n| stage | stream | waits for |\n| --- | --- | --- |\n");
+    for &stage_id in &pipeline.order {
+        let stage = &pipeline.stages[stage_id.0];
+        let waits: Vec<String> = pipeline
+            .edges
+            .iter()
+            .filter(|e| e.to == stage_id)
+            .map(|e| format!("`{}`", pipeline.stages[e.from.0].name))
+            .collect();
+        let waits = if waits.is_empty() {
+            "—".to_owned()
+        } else {
+            waits.join(", ")
+        };
+        doc.push_str(&format!(
+            "| `{}` | `{}` | {} |\n",
+            stage.name, pipeline.streams[stage.stream.0].name, waits
+        ));
+    }
+    doc.push_str(&format!(
+        "\nOne step records {} event(s) besides the fork; the origin stream is `{}`.",
+        pipeline.events.len(),
+        pipeline.streams[0].name
+    ));
+    quote!(#[doc = #doc])
 }

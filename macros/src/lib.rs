@@ -13,7 +13,7 @@
 //!     /// One explicit Euler step of 2-D heat diffusion, with a snapshot streamed back.
 //!     pub pipeline HeatStep {
 //!         streams { compute(priority = high), copy(non_blocking) }
-//!         kernels heat = ptx(include_str!("../kernels/heat.ptx")) {
+//!         unsafe kernels heat = ptx(include_str!("../kernels/heat.ptx")) {
 //!             fn stencil(nx: u32, ny: u32, alpha: f32, src: &[f32], dst: &mut [f32])
 //!                 host = crate::heat_host::stencil;
 //!         }
@@ -47,7 +47,7 @@
 //! ```text
 //! INPUT     := ATTR* VIS pipeline NAME { ITEM* }            one pipeline per invocation
 //! ITEM      := streams { STREAM,* }                          exactly one block, >= 1 stream
-//!            | kernels MODULE = FORMAT(EXPR) { KERNEL* }    one module per block
+//!            | unsafe kernels MODULE = FORMAT(EXPR) { KERNEL* }    one module per block
 //!            | params { NAME: TYPE,* }                       at most one block
 //!            | scratch { NAME: TYPE [= LEN],* }              at most one block
 //!            | stage NAME on STREAM [after STAGE,+] { STATEMENT* }
@@ -106,15 +106,14 @@
 
 // The syntax tree keeps every span and expression phase 2 (`expand`) will need, and lowering
 // renders the DOT text phase 2 will embed; until phase 2 exists, only tests read some of them.
-#[allow(dead_code, reason = "read by phase 2 code generation")]
+#[allow(
+    dead_code,
+    reason = "the syntax tree keeps every token of the input for spans, whether read or not"
+)]
 mod ast;
 mod check;
 mod ctxt;
 mod expand;
-#[cfg_attr(
-    not(test),
-    allow(dead_code, reason = "read by phase 2 code generation")
-)]
 mod lower;
 mod scope;
 mod symbol;
@@ -129,6 +128,8 @@ use syn::parse_macro_input;
 #[proc_macro]
 pub fn gpu_pipeline(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as ast::Pipeline);
-    let output = check::check(&input).map(|pipeline| expand::expand(&input, &pipeline));
-    output.unwrap_or_else(syn::Error::into_compile_error).into()
+    match check::check(&input) {
+        Ok(pipeline) => expand::expand(&input, &pipeline).into(),
+        Err(errors) => expand::stub(&input, errors).into(),
+    }
 }

@@ -18,8 +18,15 @@ mod host;
 mod launch;
 mod memory;
 mod module;
+mod pipeline;
+#[doc(hidden)]
+pub mod __private {
+    //! Hidden: what `gpu_pipeline!` expansions name. Not a public API.
+    pub use crate::private::*;
+}
 #[cfg(feature = "nvrtc")]
 pub mod nvrtc;
+mod private;
 mod stream;
 
 pub use context::{BACKEND_ENV, Backend, Context, StreamPriorityRange};
@@ -33,6 +40,7 @@ pub use event::{Event, EventFlags};
 pub use graph::{
     Graph, GraphExec, GraphNode, GraphNodeType, GraphUpdate, GraphUpdateResult, KernelNode,
 };
+pub use host::{Hazard, HostFault, OpSite, RaceReport};
 pub use launch::{
     DEFAULT_DYNAMIC_SHARED_LIMIT, DeviceRepr, Dim3, KernelArg, KernelArgs, KernelArgsFor,
     KernelParam, LaunchConfig, LaunchConfigError, LaunchLimits, ParamLayout, PassedAs, Signature,
@@ -40,7 +48,7 @@ pub use launch::{
 };
 pub use memory::*;
 pub use module::{FunctionAttribute, Kernel, KernelAttributes, Module};
-pub use host::{Hazard, HostFault, OpSite, RaceReport};
+pub use pipeline::{StreamPriority, TypedStream};
 pub use stream::{
     AccessPolicyWindow, AccessProperty, CaptureMode, CaptureStatus, MemOp, Stream, StreamAttribute,
     StreamAttributeId, StreamFlags, SyncPolicy, WaitCondition, exchange_thread_capture_mode,

@@ -77,14 +77,14 @@ fn names_are_declared_once() {
             "t",
         ),
         (
-            r#"kernels k = ptx("") { fn f(); } stage s on s1 { call f(); }"#,
+            r#"unsafe kernels k = ptx("") { fn f(); } stage s on s1 { call f(); }"#,
             "duplicate kernel module `k`",
             "k",
         ),
     ]);
     let source = r#"pipeline P {
         streams { s }
-        kernels m = cubin(IMAGE) { fn f(x: u32, x: u32); fn f(); }
+        unsafe kernels m = cubin(IMAGE) { fn f(x: u32, x: u32); fn f(); }
         params { n: u32, n: u64 }
         stage one on s { call tick(); }
     }"#;
@@ -111,7 +111,7 @@ fn stream_marker_types_do_not_collide() {
 fn kernel_parameters_are_scalars_or_slices() {
     let source = r#"pipeline P {
         streams { s }
-        kernels q = ptx("") { fn f(x: &u32, p: *mut f32, ok: &mut [u8]); }
+        unsafe kernels q = ptx("") { fn f(x: &u32, p: *mut f32, ok: &mut [u8]); }
         stage one on s { call tick(); }
     }"#;
     let message = |ty: &str| {
@@ -323,7 +323,7 @@ fn scalar_expressions_and_aliased_types_are_left_to_type_assertions() {
     use crate::lower::{Arg, StatementKind};
     let source = r#"pipeline P {
         streams { s }
-        kernels k = ptx("") { fn f(n: u32, x: Real, y: f32); }
+        unsafe kernels k = ptx("") { fn f(n: u32, x: Real, y: f32); }
         params { n: u32, x: Real, m: usize }
         stage one on s { launch k::f(n, x, (m * 2) as f32) grid 1 block 1; }
     }"#;

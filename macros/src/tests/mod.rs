@@ -19,7 +19,7 @@ pub const HEAT: &str = r#"
     /// One explicit Euler step of 2-D heat diffusion, with a snapshot streamed back.
     pub pipeline HeatStep {
         streams { compute(priority = high), copy(non_blocking) }
-        kernels heat = ptx(include_str!("../kernels/heat.ptx")) {
+        unsafe kernels heat = ptx(include_str!("../kernels/heat.ptx")) {
             /// One stencil application.
             fn stencil(nx: u32, ny: u32, alpha: f32, src: &[f32], dst: &mut [f32])
                 host = crate::heat_host::stencil;
@@ -48,7 +48,7 @@ pub fn with(items: &str) -> String {
     format!(
         r#"pipeline P {{
             streams {{ s1, s2 }}
-            kernels k = ptx("k.ptx") {{
+            unsafe kernels k = ptx("k.ptx") {{
                 fn scale(n: u32, alpha: f32, src: &[f32], dst: &mut [f32]);
                 fn touch(buf: &mut [f32]);
                 fn wide(x: f64, src: &[f64]);

@@ -200,7 +200,7 @@ fn a_repeated_option_is_an_error_at_the_second() {
         "`non_blocking` set twice on stream `s`; keep one"
     );
     assert_eq!(
-        parse_error(r#"pipeline P { kernels k = ptx("") { fn f() host = a host = b; } }"#),
+        parse_error(r#"pipeline P { unsafe kernels k = ptx("") { fn f() host = a host = b; } }"#),
         "`host` set twice on kernel `f`; keep one"
     );
     assert_eq!(
@@ -230,7 +230,7 @@ fn unexpected_words_list_what_was_expected() {
         "expected one of: `streams`, `kernels`, `params`, `scratch`, `stage`, `concurrent`"
     );
     assert_eq!(
-        parse_error(r#"pipeline P { kernels k = spirv("") {} }"#),
+        parse_error(r#"pipeline P { unsafe kernels k = spirv("") {} }"#),
         "expected one of: `ptx`, `cubin`, `fatbin`, `cuda_c`"
     );
     assert_eq!(parse_error("struct P {}"), "expected `pipeline`");
@@ -289,7 +289,7 @@ fn types_and_expressions_from_macro_rules_are_looked_through() {
     let tokens = quote! {
         pipeline P {
             streams { s }
-            kernels k = ptx("") { fn touch(buf: &mut [#elem]); }
+            unsafe kernels k = ptx("") { fn touch(buf: &mut [#elem]); }
             params { field: #ty }
             stage one on s { launch k::touch(#arg) grid 1 block 1; }
         }

@@ -290,7 +290,7 @@ proptest! {
 const SEED: &str = r#"
 pipeline P {
     streams { s1 ( priority = high ) , s2 ( non_blocking ) , s3 }
-    kernels k = ptx ( "k" ) {
+    unsafe kernels k = ptx ( "k" ) {
         fn scale ( n : u32 , src : & [ f32 ] , dst : & mut [ f32 ] ) host = crate :: h ;
     }
     params { n : u32 , a : & mut DeviceBuffer < f32 > , b : & mut DeviceBuffer < f32 > ,

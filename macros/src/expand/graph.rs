@@ -1,0 +1,198 @@
+//! The captured step: an instantiated graph that borrows the step's params for its whole
+//! life, replays with `launch`, and updates scalar params in place with typed setters.
+
+use std::collections::BTreeSet;
+
+use proc_macro2::{TokenStream, TokenTree};
+use quote::{format_ident, quote};
+use syn::Ident;
+
+use super::names::Names;
+use super::rt;
+use super::step::{bindings, launch_parts};
+use crate::ast;
+use crate::lower::{self, StatementKind};
+use crate::scope::Scope;
+
+/// One launch statement, in enqueue order, with what the setters need.
+struct LaunchSite<'a> {
+    /// Its index among the step's launches: the kernel node it became.
+    index: usize,
+    kernel: usize,
+    ast: &'a ast::Launch,
+    args: &'a [lower::Arg],
+    /// Every identifier its arguments and dimensions mention.
+    mentions: BTreeSet<String>,
+}
+
+fn launch_sites<'a>(pipeline: &'a lower::Pipeline, scope: &Scope<'a>) -> Vec<LaunchSite<'a>> {
+    let mut sites = Vec::new();
+    for &stage_id in &pipeline.order {
+        let stage = &pipeline.stages[stage_id.0];
+        for statement in &stage.statements {
+            let (StatementKind::Launch { kernel, args }, ast::Statement::Launch(launch)) = (
+                &statement.kind,
+                &scope.stages[stage_id.0].statements[statement.index],
+            ) else {
+                continue;
+            };
+            let mut mentions = BTreeSet::new();
+            let mut tokens = TokenStream::new();
+            for arg in &launch.args {
+                tokens.extend(quote!(#arg));
+            }
+            for option in [&launch.grid, &launch.block, &launch.shared]
+                .into_iter()
+                .flatten()
+            {
+                let value = &option.value;
+                tokens.extend(quote!(#value));
+            }
+            collect_idents(tokens, &mut mentions);
+            sites.push(LaunchSite {
+                index: sites.len(),
+                kernel: kernel.0,
+                ast: launch,
+                args,
+                mentions,
+            });
+        }
+    }
+    sites
+}
+
+fn collect_idents(tokens: TokenStream, out: &mut BTreeSet<String>) {
+    for token in tokens {
+        match token {
+            TokenTree::Ident(ident) => {
+                out.insert(ident.to_string());
+            }
+            TokenTree::Group(group) => collect_idents(group.stream(), out),
+            _ => {}
+        }
+    }
+}
+
+/// `PGraph<'a>` and its methods.
+pub fn graph_struct(
+    input: &ast::Pipeline,
+    pipeline: &lower::Pipeline,
+    scope: &Scope<'_>,
+    names: &Names,
+) -> TokenStream {
+    let rt = rt();
+    let vis = &input.vis;
+    let name = &input.name;
+    let graph = &names.graph;
+    let params_ty = names.params_ty(quote!('a));
+    let name_str = pipeline.name.as_str();
+    let sites = launch_sites(pipeline, scope);
+    let scratch_fields: Vec<Ident> = scope
+        .buffers
+        .iter()
+        .filter(|b| b.scratch)
+        .map(|b| names.scratch_field(b.name))
+        .collect();
+
+    let setters = scope.scalars.iter().filter_map(|param| {
+        let scalar = param.name.to_string();
+        let affected: Vec<&LaunchSite<'_>> = sites
+            .iter()
+            .filter(|s| s.mentions.contains(&scalar))
+            .collect();
+        if affected.is_empty() {
+            return None;
+        }
+        let field = &param.name;
+        let ty = &param.ty;
+        let setter = format_ident!("set_{}", param.name, span = param.name.span());
+        let bind = bindings(scope, names, &quote!(__p));
+        let updates = affected.iter().map(|site| {
+            let (config, args) = launch_parts(site.ast, site.args, scope);
+            let kernel = format_ident!("k{}", site.kernel);
+            let index = site.index;
+            quote! {
+                __exec.set_kernel_params(&__nodes[#index], &__kernels.#kernel, #config, #args)
+                    .map_err(|e| #rt::step_error(#name_str, e))?;
+            }
+        });
+        let doc = format!(
+            "Sets `{scalar}` for the following launches, updating the {} kernel node(s) that use \
+             it in place (no re-capture, no re-instantiation).",
+            affected.len()
+        );
+        Some(quote! {
+            #[doc = #doc]
+            #[allow(unused_variables, clippy::all)]
+            pub fn #setter(&mut self, #field: #ty) -> #rt::Result<()> {
+                self.params.#field = #field;
+                let Self { pipeline, params: __p, exec: __exec, nodes: __nodes, .. } = self;
+                let #name { __kernels, #(#scratch_fields,)* .. } = &mut **pipeline;
+                #bind
+                #(#updates)*
+                ::core::result::Result::Ok(())
+            }
+        })
+    });
+    let setters: Vec<TokenStream> = setters.collect();
+    let doc = format!(
+        "One step of [`{name}`] captured as a graph and instantiated: [`{graph}::launch`] replays \
+         it. It borrows the step's params for its whole life; dropping it waits for the launches \
+         in flight. Scalar params that kernels use have `set_<name>` setters."
+    );
+
+    quote! {
+        #[doc = #doc]
+        #vis struct #graph<'a> {
+            pipeline: &'a mut #name,
+            params: #params_ty,
+            exec: #rt::GraphExec,
+            nodes: ::std::vec::Vec<#rt::KernelNode>,
+            _graph: #rt::Graph,
+        }
+
+        impl<'a> #graph<'a> {
+            /// Enqueues one replay of the step on the pipeline's origin stream.
+            pub fn launch(&mut self) -> #rt::Result<()> {
+                self.exec.launch(self.pipeline.__origin()).map_err(|e| #rt::step_error(#name_str, e))
+            }
+
+            /// Blocks until every launch so far has finished.
+            pub fn synchronize(&self) -> #rt::Result<()> {
+                self.pipeline.__wait()
+            }
+
+            /// The params the graph was captured with (scalars as last set).
+            pub fn params(&self) -> &#params_ty {
+                &self.params
+            }
+
+            /// The instantiated graph.
+            pub fn exec(&self) -> &#rt::GraphExec {
+                &self.exec
+            }
+
+            /// The number of nodes in the captured graph.
+            pub fn node_count(&self) -> #rt::Result<usize> {
+                self._graph.node_count()
+            }
+
+            #(#setters)*
+        }
+
+        impl ::core::ops::Drop for #graph<'_> {
+            fn drop(&mut self) {
+                // The params' borrow ends here: no replay may still be using them.
+                if let ::core::result::Result::Err(e) = self.pipeline.__wait() {
+                    #rt::log_unobserved_error(#name_str, &e);
+                }
+            }
+        }
+
+        impl ::core::fmt::Debug for #graph<'_> {
+            fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                f.debug_struct(::core::stringify!(#graph)).field("exec", &self.exec).finish_non_exhaustive()
+            }
+        }
+    }
+}

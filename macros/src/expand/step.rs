@@ -1,0 +1,356 @@
+//! One step: binding the params, enqueueing each stage's statements in the lowered order
+//! with exactly the lowered waits and records, and the guard of an eager run.
+
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote, quote_spanned};
+use syn::spanned::Spanned;
+use syn::{Expr, Ident};
+
+use super::names::Names;
+use super::rt;
+use crate::ast::{self, bare_ident};
+use crate::lower::{self, Arg, Mode, StageId, StatementKind, WaitCondition};
+use crate::scope::Scope;
+
+/// `let` bindings that give every param and scratch buffer its declared name inside
+/// generated code: scalars by value, buffers reborrowed (`&mut *` for `&mut`).
+pub fn bindings(scope: &Scope<'_>, names: &Names, params: &TokenStream) -> TokenStream {
+    let rt = rt();
+    let scalars = scope.scalars.iter().map(|param| {
+        let name = &param.name;
+        quote!(let #name = #params.#name;)
+    });
+    let buffers = scope.buffers.iter().map(|b| {
+        let name = b.name;
+        if b.scratch {
+            // `field` is the destructured `&mut Option<buffer>` of the pipeline.
+            let field = names.scratch_field(name);
+            let label = name.to_string();
+            quote!(let #name = #rt::scratch(#field.as_mut(), #label)?;)
+        } else if b.mutable {
+            quote!(let #name = &mut *#params.#name;)
+        } else {
+            quote!(let #name = &*#params.#name;)
+        }
+    });
+    quote!(#(#scalars)* #(#buffers)*)
+}
+
+/// The reborrow of buffer `name` for one use.
+fn reborrow(name: &Ident, mode: Mode) -> TokenStream {
+    match mode {
+        Mode::Read => quote!(&*#name),
+        Mode::Write => quote!(&mut *#name),
+    }
+}
+
+/// `fn __prepare(&mut self, params)`: allocates scratch buffers whose size changed. It runs
+/// before a capture begins, since allocation cannot be captured.
+pub fn prepare_fn(pipeline: &lower::Pipeline, scope: &Scope<'_>, names: &Names) -> TokenStream {
+    let rt = rt();
+    let params_ty = names.params_ty(quote!('_));
+    let scalars = scope.scalars.iter().map(|param| {
+        let name = &param.name;
+        quote!(let #name = __p.#name;)
+    });
+    let params = scope.buffers.iter().filter(|b| !b.scratch).map(|b| {
+        let name = b.name;
+        quote!(let #name = &*__p.#name;)
+    });
+    let sized = scope.input.scratch().filter_map(|scratch| {
+        let len = scratch.len.as_ref()?;
+        let field = names.scratch_field(&scratch.name);
+        let decl = scope
+            .buffers
+            .iter()
+            .find(|b| b.scratch && b.name == &scratch.name)?;
+        let referent = decl.referent;
+        Some(quote! {
+            let __len: usize = #len;
+            #rt::ensure_scratch::<#referent>(&mut self.#field, &self.__ctx, __len)?;
+        })
+    });
+    let _ = pipeline;
+    quote! {
+        #[allow(unused_variables, clippy::all)]
+        fn __prepare(&mut self, __p: &#params_ty) -> #rt::Result<()> {
+            #(#scalars)*
+            #(#params)*
+            #(#sized)*
+            ::core::result::Result::Ok(())
+        }
+    }
+}
+
+/// `fn __enqueue(&mut self, params)`: the whole step.
+pub fn enqueue_fn(pipeline: &lower::Pipeline, scope: &Scope<'_>, names: &Names) -> TokenStream {
+    let rt = rt();
+    let params_ty = names.params_ty(quote!('_));
+    let name = pipeline.name.as_str();
+    let stream_fields: Vec<Ident> = (0..pipeline.streams.len())
+        .map(|i| names.stream_field(i))
+        .collect();
+    let scratch_fields: Vec<Ident> = scope
+        .buffers
+        .iter()
+        .filter(|b| b.scratch)
+        .map(|b| names.scratch_field(b.name))
+        .collect();
+    let bind = bindings(scope, names, &quote!(__p));
+    let event_of = |stage: StageId| pipeline.events.iter().position(|&s| s == stage);
+
+    // The first stage of each forked stream waits on the fork event.
+    let mut fork_pending: Vec<bool> = (0..pipeline.streams.len())
+        .map(|i| pipeline.fork.iter().any(|s| s.0 == i))
+        .collect();
+    let fork_record = if pipeline.fork.is_empty() {
+        quote!()
+    } else {
+        quote!(#rt::Stream::record_into(__stream_0, __fork)?;)
+    };
+
+    let mut launch_index = 0;
+    let stages = pipeline.order.iter().map(|&stage_id| {
+        let stage = &pipeline.stages[stage_id.0];
+        let ast_stage = scope.stages[stage_id.0];
+        let stream = &stream_fields[stage.stream.0];
+        let stage_name = stage.name.as_str();
+        let mut waits = Vec::new();
+        if std::mem::take(&mut fork_pending[stage.stream.0]) {
+            waits.push(quote!(#rt::Stream::wait_event(__stream, __fork)));
+        }
+        for edge in pipeline.edges.iter().filter(|e| e.to == stage_id) {
+            if let Some(k) = event_of(edge.from) {
+                waits.push(quote!(#rt::Stream::wait_event(__stream, &__events[#k])));
+            }
+        }
+        let statements = stage.statements.iter().map(|statement| {
+            statement_tokens(
+                &statement.kind,
+                &ast_stage.statements[statement.index],
+                stream,
+                scope,
+                &mut launch_index,
+            )
+        });
+        let statements: Vec<TokenStream> = statements.collect();
+        let record =
+            event_of(stage_id).map(|k| quote!(#rt::Stream::record_into(__stream, &__events[#k])?;));
+        quote! {
+            {
+                let __stream: &#rt::Stream = #stream;
+                let __result: #rt::Result<()> = (|| {
+                    #(#waits?;)*
+                    #(#statements)*
+                    ::core::result::Result::Ok(())
+                })();
+                __result.map_err(|e| #rt::stage_error(#name, #stage_name, e))?;
+                #record
+            }
+        }
+    });
+    let stages: Vec<TokenStream> = stages.collect();
+
+    let joins = pipeline.join.iter().filter_map(|stream| {
+        let last = pipeline
+            .order
+            .iter()
+            .rev()
+            .find(|&&s| pipeline.stages[s.0].stream == *stream)?;
+        let k = event_of(*last)?;
+        Some(quote!(#rt::Stream::wait_event(__stream_0, &__events[#k])?;))
+    });
+
+    quote! {
+        #[allow(unused_variables, unused_mut, unused_braces, clippy::all)]
+        fn __enqueue(&mut self, __p: &mut #params_ty) -> #rt::Result<()> {
+            let Self { __fork, __events, __kernels, #(#stream_fields,)* #(#scratch_fields,)* .. } = self;
+            #bind
+            #fork_record
+            #(#stages)*
+            #(#joins)*
+            ::core::result::Result::Ok(())
+        }
+    }
+}
+
+/// The tokens of one statement, inside a stage's closure where `__stream` is its stream.
+fn statement_tokens(
+    kind: &StatementKind,
+    statement: &ast::Statement,
+    stream_field: &Ident,
+    scope: &Scope<'_>,
+    launch_index: &mut usize,
+) -> TokenStream {
+    let rt = rt();
+    match (kind, statement) {
+        (StatementKind::Launch { kernel, args }, ast::Statement::Launch(launch)) => {
+            *launch_index += 1;
+            let field = format_ident!("k{}", kernel.0);
+            let (config, args) = launch_parts(launch, args, scope);
+            quote!(__kernels.#field.launch(__stream, #config, #args)?;)
+        }
+        (StatementKind::Copy { src, dst }, ast::Statement::Copy(_)) => {
+            let src = scope.buffers[src.0].name;
+            let dst = scope.buffers[dst.0].name;
+            quote!(#rt::copy(__stream, &*#src, &mut *#dst)?;)
+        }
+        (StatementKind::Fill { dst }, ast::Statement::Fill(fill)) => {
+            let dst = scope.buffers[dst.0].name;
+            let value = &fill.value;
+            quote!(#rt::fill(__stream, &mut *#dst, #value)?;)
+        }
+        (StatementKind::Wait { flag, condition }, ast::Statement::Wait(wait)) => {
+            let flag = scope.buffers[flag.0].name;
+            let value = &wait.value;
+            let condition = match condition {
+                WaitCondition::Equal => quote!(#rt::WaitCondition::Equal),
+                WaitCondition::AtLeast => quote!(#rt::WaitCondition::GreaterOrEqual),
+                WaitCondition::AnyBit => quote!(#rt::WaitCondition::And),
+            };
+            quote!(#rt::wait_flag(__stream, &*#flag, #condition, #value)?;)
+        }
+        (StatementKind::Write { flag }, ast::Statement::Write(write)) => {
+            let flag = scope.buffers[flag.0].name;
+            let value = &write.value;
+            quote!(#rt::write_flag(__stream, &*#flag, #value)?;)
+        }
+        (StatementKind::Host { .. }, ast::Statement::Host(host)) => {
+            let closure = &host.closure;
+            quote_spanned!(closure.span()=> #rt::host_closure(__stream, #closure)?;)
+        }
+        (StatementKind::Call { reads, writes }, ast::Statement::Call(call)) => {
+            let func = &call.call.func;
+            let args = call.call.args.iter().map(|arg| {
+                let buffer = bare_ident(arg).and_then(|ident| {
+                    let id = scope.buffer(ident)?;
+                    let mode = if writes.iter().any(|w| w.0 == id) {
+                        Mode::Write
+                    } else if reads.iter().any(|r| r.0 == id) {
+                        Mode::Read
+                    } else {
+                        return None;
+                    };
+                    Some(reborrow(ident, mode))
+                });
+                buffer.unwrap_or_else(|| quote!(#arg))
+            });
+            quote!(#func(#stream_field, #(#args),*)?;)
+        }
+        // `check` guarantees lowered and ast statements correspond.
+        _ => quote!(),
+    }
+}
+
+/// The launch configuration and argument tuple of a launch statement, over the bindings.
+pub fn launch_parts(
+    launch: &ast::Launch,
+    args: &[Arg],
+    scope: &Scope<'_>,
+) -> (TokenStream, TokenStream) {
+    let rt = rt();
+    let dim = |option: &Option<ast::LaunchOption>| match option {
+        Some(option) => {
+            let value = &option.value;
+            quote!(#value)
+        }
+        None => quote!(1u32),
+    };
+    let grid = dim(&launch.grid);
+    let block = dim(&launch.block);
+    let shared = launch.shared.as_ref().map(|s| {
+        let value = &s.value;
+        quote!(.with_shared_mem(#value))
+    });
+    let config = quote!(#rt::LaunchConfig::new(#grid, #block) #shared);
+    let args = args
+        .iter()
+        .zip(&launch.args)
+        .map(|(arg, expr)| arg_tokens(arg, expr, scope));
+    (config, quote!((#(#args,)*)))
+}
+
+fn arg_tokens(arg: &Arg, expr: &Expr, scope: &Scope<'_>) -> TokenStream {
+    match arg {
+        Arg::Buffer { buffer, mode } => reborrow(scope.buffers[buffer.0].name, *mode),
+        Arg::Scalar {
+            ty,
+            assert_type: true,
+            ..
+        } => {
+            let ty: syn::Type = syn::parse_str(ty).unwrap_or_else(|_| syn::parse_quote!(_));
+            // The type error, if any, lands on the user's argument.
+            quote_spanned!(expr.span()=> { let __arg: #ty = #expr; __arg })
+        }
+        Arg::Scalar { .. } => quote!(#expr),
+    }
+}
+
+/// The eager run's guard.
+pub fn run_guard(pipeline: &lower::Pipeline, scope: &Scope<'_>, names: &Names) -> TokenStream {
+    let rt = rt();
+    let input = scope.input;
+    let vis = &input.vis;
+    let name = &input.name;
+    let run = &names.run;
+    let params_ty = names.params_ty(quote!('a));
+    let name_str = pipeline.name.as_str();
+    let stream_fields: Vec<Ident> = (0..pipeline.streams.len())
+        .map(|i| names.stream_field(i))
+        .collect();
+    let doc = format!(
+        "One enqueued step of [`{name}`]. Wait on it with [`{run}::wait`]; dropping it waits too \
+         (and logs an error it cannot return). The step's buffers stay borrowed until then."
+    );
+    quote! {
+        #[doc = #doc]
+        #[must_use = "a step runs asynchronously: wait on it to see its errors"]
+        #vis struct #run<'a> {
+            pipeline: &'a #name,
+            params: #params_ty,
+            waited: bool,
+        }
+
+        impl<'a> #run<'a> {
+            /// Blocks until the step has finished. An asynchronous fault names the pipeline.
+            pub fn wait(mut self) -> #rt::Result<()> {
+                self.waited = true;
+                self.pipeline.__wait()
+            }
+
+            /// Whether the step has finished, without blocking.
+            pub fn is_complete(&self) -> #rt::Result<bool> {
+                self.pipeline.__origin().is_complete()
+            }
+
+            /// The step's params.
+            pub fn params(&self) -> &#params_ty {
+                &self.params
+            }
+        }
+
+        impl ::core::ops::Drop for #run<'_> {
+            fn drop(&mut self) {
+                if !self.waited {
+                    if let ::core::result::Result::Err(e) = self.pipeline.__wait() {
+                        #rt::log_unobserved_error(#name_str, &e);
+                    }
+                }
+            }
+        }
+
+        impl ::core::fmt::Debug for #run<'_> {
+            fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                f.debug_struct(::core::stringify!(#run)).field("waited", &self.waited).finish_non_exhaustive()
+            }
+        }
+
+        impl #name {
+            /// Waits for every stream, origin first (it joins the others at the end of a step).
+            fn __wait(&self) -> #rt::Result<()> {
+                #( #rt::Stream::synchronize(&self.#stream_fields).map_err(|e| #rt::step_error(#name_str, e))?; )*
+                ::core::result::Result::Ok(())
+            }
+        }
+    }
+}

@@ -1,0 +1,251 @@
+//! The operations generated stages call: copies between any pair of buffer kinds, fills,
+//! flag waits and writes, host closures, scratch buffers, and error context.
+
+use std::sync::Arc;
+
+use bytemuck::Pod;
+
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::event::{Event, EventFlags};
+use crate::memory::{DeviceBuffer, FlagCell, PinnedBuffer};
+use crate::stream::{Stream, WaitCondition};
+
+/// A copy from `Self` into `D`, asynchronous on a stream: device→pinned, pinned→device and
+/// device→device. Pinned→pinned is plain host memory: copy it on the host instead.
+#[diagnostic::on_unimplemented(
+    message = "a pipeline cannot `copy` a `{Self}` into a `{D}`",
+    note = "copies go device -> pinned, pinned -> device or device -> device, with the same \
+            element type on both sides"
+)]
+pub trait CopyInto<D> {
+    /// Enqueues the copy.
+    fn copy_into(&self, stream: &Stream, dst: &mut D) -> Result<()>;
+}
+
+impl<T: Pod> CopyInto<PinnedBuffer<T>> for DeviceBuffer<T> {
+    fn copy_into(&self, stream: &Stream, dst: &mut PinnedBuffer<T>) -> Result<()> {
+        stream.copy_dtoh(self, dst)
+    }
+}
+
+impl<T: Pod> CopyInto<DeviceBuffer<T>> for DeviceBuffer<T> {
+    fn copy_into(&self, stream: &Stream, dst: &mut DeviceBuffer<T>) -> Result<()> {
+        stream.copy_dtod(self, dst)
+    }
+}
+
+impl<T: Pod> CopyInto<DeviceBuffer<T>> for PinnedBuffer<T> {
+    fn copy_into(&self, stream: &Stream, dst: &mut DeviceBuffer<T>) -> Result<()> {
+        stream.copy_htod(self, dst)
+    }
+}
+
+/// `copy src -> dst;`.
+pub fn copy<S: CopyInto<D> + ?Sized, D>(stream: &Stream, src: &S, dst: &mut D) -> Result<()> {
+    src.copy_into(stream, dst)
+}
+
+/// The bytes of `value` when they are all equal, so a byte memset writes it.
+fn repeated_byte<T: Pod>(value: &T) -> Option<u8> {
+    let bytes = bytemuck::bytes_of(value);
+    let first = *bytes.first()?;
+    bytes.iter().all(|&b| b == first).then_some(first)
+}
+
+/// `fill dst = value;`: every element set to `value`, with a 1- or 4-byte memset. An element
+/// of another size works when all the bytes of `value` are equal (zero, or `-1` as bits);
+/// anything else is an error that says so.
+pub fn fill<T: Pod>(stream: &Stream, dst: &mut DeviceBuffer<T>, value: T) -> Result<()> {
+    match std::mem::size_of::<T>() {
+        4 => stream.memset_u32(
+            dst,
+            bytemuck::cast_slice::<T, u32>(std::slice::from_ref(&value))[0],
+        ),
+        _ => match repeated_byte(&value) {
+            Some(byte) => stream.memset_u8(dst, byte),
+            None => Err(Error::invalid(
+                "fill",
+                format!(
+                    "a {}-byte element whose bytes differ cannot be set with a memset; fill with \
+                     a value whose bytes are all equal (such as zero), or launch a kernel",
+                    std::mem::size_of::<T>()
+                ),
+            )),
+        },
+    }
+}
+
+/// The flag words a pipeline can wait on and write.
+pub trait PipelineFlagWord: crate::memory::FlagWord {
+    /// `wait flag <cond> value;`.
+    fn wait(
+        stream: &Stream,
+        flag: &FlagCell<Self>,
+        condition: WaitCondition,
+        value: Self,
+    ) -> Result<()>;
+    /// `write flag = value;`.
+    fn write(stream: &Stream, flag: &FlagCell<Self>, value: Self) -> Result<()>;
+}
+
+impl PipelineFlagWord for u32 {
+    fn wait(
+        stream: &Stream,
+        flag: &FlagCell<u32>,
+        condition: WaitCondition,
+        value: u32,
+    ) -> Result<()> {
+        stream.wait_value_32(flag, condition, value)
+    }
+    fn write(stream: &Stream, flag: &FlagCell<u32>, value: u32) -> Result<()> {
+        stream.write_value_32(flag, value)
+    }
+}
+
+impl PipelineFlagWord for u64 {
+    fn wait(
+        stream: &Stream,
+        flag: &FlagCell<u64>,
+        condition: WaitCondition,
+        value: u64,
+    ) -> Result<()> {
+        stream.wait_value_64(flag, condition, value)
+    }
+    fn write(stream: &Stream, flag: &FlagCell<u64>, value: u64) -> Result<()> {
+        stream.write_value_64(flag, value)
+    }
+}
+
+/// `wait flag <cond> value;`.
+pub fn wait_flag<W: PipelineFlagWord>(
+    stream: &Stream,
+    flag: &FlagCell<W>,
+    condition: WaitCondition,
+    value: W,
+) -> Result<()> {
+    W::wait(stream, flag, condition, value)
+}
+
+/// `write flag = value;`.
+pub fn write_flag<W: PipelineFlagWord>(
+    stream: &Stream,
+    flag: &FlagCell<W>,
+    value: W,
+) -> Result<()> {
+    W::write(stream, flag, value)
+}
+
+/// `host closure;`: runs in stream order at every eager step and every graph launch.
+pub fn host_closure<F: Fn() + Send + Sync + 'static>(stream: &Stream, f: F) -> Result<()> {
+    stream.launch_host_fn(Arc::new(f))
+}
+
+/// A pipeline-owned buffer, allocated before the first step and again when its size changes.
+pub trait ScratchBuffer: Sized {
+    /// Its length in elements.
+    fn scratch_len(&self) -> usize;
+    /// A new one of `len` elements (contents unspecified).
+    fn scratch_alloc(ctx: &Context, len: usize) -> Result<Self>;
+}
+
+impl<T: Pod> ScratchBuffer for DeviceBuffer<T> {
+    fn scratch_len(&self) -> usize {
+        self.len()
+    }
+    fn scratch_alloc(ctx: &Context, len: usize) -> Result<Self> {
+        DeviceBuffer::alloc(ctx, len)
+    }
+}
+
+impl<T: Pod> ScratchBuffer for PinnedBuffer<T> {
+    fn scratch_len(&self) -> usize {
+        self.len()
+    }
+    fn scratch_alloc(ctx: &Context, len: usize) -> Result<Self> {
+        PinnedBuffer::zeros(ctx, len)
+    }
+}
+
+/// Makes `slot` hold a buffer of `len` elements.
+pub fn ensure_scratch<B: ScratchBuffer>(
+    slot: &mut Option<B>,
+    ctx: &Context,
+    len: usize,
+) -> Result<()> {
+    if slot.as_ref().map(ScratchBuffer::scratch_len) != Some(len) {
+        // The old buffer (if any) is dropped first, which waits for work that uses it.
+        *slot = None;
+        *slot = Some(B::scratch_alloc(ctx, len)?);
+    }
+    Ok(())
+}
+
+/// The scratch buffer `name`, allocated by `ensure_scratch` before the step.
+pub fn scratch<'a, B>(slot: Option<&'a mut B>, name: &'static str) -> Result<&'a mut B> {
+    slot.ok_or_else(|| {
+        Error::invalid(
+            "pipeline step",
+            format!("scratch buffer `{name}` is not allocated"),
+        )
+    })
+}
+
+/// `N` ordering events (no timing).
+pub fn events<const N: usize>(ctx: &Context) -> Result<[Event; N]> {
+    let events = (0..N)
+        .map(|_| Event::with_flags(ctx, EventFlags::ORDERING))
+        .collect::<Result<Vec<_>>>()?;
+    events
+        .try_into()
+        .map_err(|_| Error::invalid("pipeline", "event count mismatch"))
+}
+
+/// Gives an enqueue error its stage.
+pub fn stage_error(pipeline: &'static str, stage: &'static str, error: Error) -> Error {
+    Error::Stage {
+        pipeline,
+        stage,
+        source: Box::new(error),
+    }
+}
+
+/// Gives a failure at a wait (an asynchronous fault) its pipeline.
+pub fn step_error(pipeline: &'static str, error: Error) -> Error {
+    match error {
+        already @ (Error::Step { .. } | Error::Stage { .. }) => already,
+        error => Error::Step {
+            pipeline,
+            source: Box::new(error),
+        },
+    }
+}
+
+/// Logs an error a `Drop` could not return.
+pub fn log_unobserved_error(pipeline: &'static str, error: &Error) {
+    tracing::error!(pipeline, %error, "a pipeline step failed and nobody waited on it");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_patterns_that_a_memset_can_write() {
+        assert_eq!(repeated_byte(&0_u64), Some(0));
+        assert_eq!(repeated_byte(&-1_i16), Some(0xff));
+        assert_eq!(repeated_byte(&1.0_f64), None);
+        assert_eq!(repeated_byte(&0x0101_u16), Some(1));
+    }
+
+    #[test]
+    fn step_errors_wrap_once() {
+        let inner = Error::invalid("x", "y");
+        let once = step_error("P", inner);
+        let twice = step_error("P", once);
+        assert!(
+            matches!(&twice, Error::Step { source, .. } if matches!(**source, Error::InvalidArgument { .. }))
+        );
+        assert_eq!(twice.to_string(), "pipeline `P`: a step failed: x: y");
+    }
+}
