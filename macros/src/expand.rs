@@ -26,7 +26,7 @@ use crate::lower::{self, ImageFormat, Priority};
 use crate::scope::Scope;
 use crate::{ast, lower::Memory};
 
-pub use stub::stub;
+pub use stub::{after_parse_error, stub};
 
 use names::Names;
 
@@ -185,6 +185,12 @@ fn pipeline_struct(
             quote!(#field: ::core::option::Option::None)
         }
     });
+    let stream_count = pipeline.streams.len();
+    let stage_sites = pipeline.order.iter().enumerate().map(|(position, stage)| {
+        let stage = &pipeline.stages[stage.0];
+        let (name, stream, position) = (stage.name.as_str(), stage.stream.0, position as u32 + 1);
+        quote!((#name, #stream, #position))
+    });
     let prepare = step::prepare_fn(pipeline, scope, names);
     let enqueue = step::enqueue_fn(pipeline, scope, names);
     let params_ty = names.params_ty(quote!('a));
@@ -202,7 +208,9 @@ fn pipeline_struct(
     #vis struct #name {
         __ctx: #rt::Context,
         #(#stream_fields,)*
-        __fork: #rt::Event,
+                __fork: #rt::Event,
+        __progress: #rt::Progress,
+
         __events: [#rt::Event; #event_count],
         __kernels: #kernels_ty,
         #(#scratch_fields,)*
@@ -223,7 +231,8 @@ fn pipeline_struct(
             ::core::result::Result::Ok(Self {
                 __ctx: ctx.clone(),
                 #(#stream_inits,)*
-                __fork: #rt::Event::with_flags(ctx, #rt::EventFlags::ORDERING)?,
+                                __fork: #rt::Event::with_flags(ctx, #rt::EventFlags::ORDERING)?,
+                __progress: #rt::Progress::new(ctx, #stream_count)?,
                 __events: #rt::events::<#event_count>(ctx)?,
                 __kernels: #kernels_ty { #(#kernel_inits,)* },
                 #(#scratch_inits,)*
@@ -246,8 +255,20 @@ fn pipeline_struct(
             ::core::result::Result::Ok(#run_ty { pipeline: self, params, waited: false })
         }
 
-                    #[doc = #capture_doc]
-        pub fn capture<'a>(&'a mut self, params: #params_ty) -> #rt::Result<#graph_ty<'a>> {
+                                /// Enqueues `steps` consecutive steps with the same params (consecutive steps are
+            /// ordered: each ends with the origin stream joining the others) and returns one
+            /// guard for all of them.
+            pub fn run_steps<'a>(&'a mut self, params: #params_ty, steps: usize) -> #rt::Result<#run_ty<'a>> {
+                let mut params = params;
+                self.__prepare(&params)?;
+                for _ in 0..steps {
+                    self.__enqueue(&mut params)?;
+                }
+                ::core::result::Result::Ok(#run_ty { pipeline: self, params, waited: false })
+            }
+
+            #[doc = #capture_doc]
+            pub fn capture<'a>(&'a mut self, params: #params_ty) -> #rt::Result<#graph_ty<'a>> {
             let mut params = params;
             self.__prepare(&params)?;
             self.__origin().begin_capture(#rt::CaptureMode::ThreadLocal)?;
@@ -258,10 +279,21 @@ fn pipeline_struct(
             let graph = graph?;
             let exec = graph.instantiate()?;
             let nodes = #rt::kernel_nodes_in_launch_order(&graph)?;
-            ::core::result::Result::Ok(#graph_ty { pipeline: self, params, exec, nodes, _graph: graph })
+                                            ::core::result::Result::Ok(#graph_ty { pipeline: self, params, exec, nodes, _graph: graph })
         }
 
-        fn __origin(&self) -> &#rt::Stream {
+                    /// Fault tracking, on by default: each stage marks its completion with one stream
+            /// memory operation, and each step (or replay) starts with one more that resets
+            /// the marks, so a fault names the first stage that did not complete. Turn it off
+            /// to save those operations; it applies to steps enqueued or captured afterwards.
+            pub fn set_fault_tracking(&mut self, on: bool) {
+                self.__progress.set_enabled(on);
+            }
+
+            /// Stage name, stream index and 1-based position, in enqueue order.
+            const __STAGE_SITES: &'static [(&'static str, usize, u32)] = &[#(#stage_sites),*];
+
+            fn __origin(&self) -> &#rt::Stream {
             &self.__stream_0
         }
 

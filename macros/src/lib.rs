@@ -77,8 +77,9 @@
 //! `DeviceBuffer<T> = LEN` or `PinnedBuffer<T> = LEN` (LEN an expression over the params) or
 //! `FlagCell`. Only `&mut` params and scratch may be written.
 //!
-//! A `launch` argument for a slice parameter is the bare name of a device or pinned buffer of
-//! the same element type; for a scalar it is any expression. A `call` passes the stage's typed
+//! A `launch` argument for a slice parameter is the bare name of a device buffer of the same
+//! element type; for a scalar it is any expression. `copy` goes device→pinned, pinned→device
+//! or device→device, and `fill` sets a `DeviceBuffer`. A `call` passes the stage's typed
 //! stream to the function in addition to the listed arguments, and must list every buffer it
 //! touches. A `host` closure runs on the CPU in stream order and may touch only host memory.
 //! A stage without statements is allowed only with `after`: a barrier for its stream.
@@ -122,12 +123,15 @@ mod symbol;
 mod tests;
 
 use proc_macro::TokenStream;
-use syn::parse_macro_input;
 
 /// Declares a multi-stream GPU pipeline; see the crate documentation for the language.
 #[proc_macro]
 pub fn gpu_pipeline(input: TokenStream) -> TokenStream {
-    let input = parse_macro_input!(input as ast::Pipeline);
+    let tokens = proc_macro2::TokenStream::from(input);
+    let input = match syn::parse2::<ast::Pipeline>(tokens.clone()) {
+        Ok(input) => input,
+        Err(error) => return expand::after_parse_error(tokens, error).into(),
+    };
     match check::check(&input) {
         Ok(pipeline) => expand::expand(&input, &pipeline).into(),
         Err(errors) => expand::stub(&input, errors).into(),

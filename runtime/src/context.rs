@@ -230,6 +230,22 @@ impl Context {
         }
     }
 
+    /// `(free, total)` device memory in bytes; `None` on the host backend.
+    pub fn memory_info(&self) -> Result<Option<(usize, usize)>> {
+        match &self.inner.backend {
+            BackendContext::Cuda(c) => {
+                c.bind()?;
+                let (mut free, mut total) = (0, 0);
+                // SAFETY: valid out-pointers; the context is current.
+                check("cuMemGetInfo", unsafe {
+                    (c.driver.cuMemGetInfo)(&mut free, &mut total)
+                })?;
+                Ok(Some((free, total)))
+            }
+            BackendContext::Host(_) => Ok(None),
+        }
+    }
+
     /// Blocks until all work in the context has finished.
     pub fn synchronize(&self) -> Result<()> {
         match &self.inner.backend {

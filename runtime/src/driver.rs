@@ -363,7 +363,6 @@ driver_table! {
         cuDevicePrimaryCtxRetain @ ABI_VERSION,
         cuDevicePrimaryCtxRelease @ ABI_VERSION,
         cuCtxSetCurrent @ ABI_VERSION,
-        cuCtxGetCurrent @ ABI_VERSION,
         cuCtxSynchronize @ ABI_VERSION,
         cuCtxGetStreamPriorityRange @ ABI_VERSION,
         cuStreamCreate @ ABI_VERSION,
@@ -375,7 +374,6 @@ driver_table! {
         cuStreamGetFlags @ ABI_VERSION,
         cuStreamGetPriority @ ABI_VERSION,
         cuStreamGetId @ ABI_VERSION,
-        cuStreamGetCtx @ ABI_VERSION,
         cuLaunchHostFunc @ ABI_VERSION,
         cuStreamAddCallback @ ABI_VERSION,
         cuStreamCopyAttributes @ ABI_VERSION,
@@ -389,7 +387,6 @@ driver_table! {
         cuStreamBatchMemOp @ ABI_VERSION,
         cuStreamBeginCapture @ ABI_VERSION,
         cuStreamEndCapture @ ABI_VERSION,
-        cuStreamIsCapturing @ ABI_VERSION,
         cuStreamGetCaptureInfo @ ABI_VERSION,
         cuThreadExchangeStreamCaptureMode @ ABI_VERSION,
         cuEventCreate @ ABI_VERSION,
@@ -416,7 +413,6 @@ driver_table! {
         cuMemPoolSetAttribute @ ABI_VERSION,
         cuMemPoolGetAttribute @ ABI_VERSION,
         cuMemPoolTrimTo @ ABI_VERSION,
-        cuModuleLoadData @ ABI_VERSION,
         cuModuleLoadDataEx @ ABI_VERSION,
         cuModuleUnload @ ABI_VERSION,
         cuModuleGetFunction @ ABI_VERSION,
@@ -482,9 +478,8 @@ enum Resolver {
 impl Resolver {
     fn find(library: &Library) -> Result<Resolver> {
         // SAFETY: the symbol, when present, has the declared cuGetProcAddress_v2 signature.
-        if let Ok(f) =
-            unsafe { library.get::<sys::PFN_cuGetProcAddress_v2>(b"cuGetProcAddress_v2\0") }
-        {
+        let v2 = unsafe { library.get::<sys::PFN_cuGetProcAddress_v2>(b"cuGetProcAddress_v2\0") };
+        if let Ok(f) = v2 {
             return Ok(Resolver::V2(*f));
         }
         // SAFETY: the unversioned export is the CUDA 11.3 four-argument form.
@@ -645,8 +640,8 @@ fn describe_with(d: &Driver, code: CUresult) -> (String, String) {
         let mut text: *const c_char = std::ptr::null();
         // SAFETY: a valid out-pointer; on success the driver returns a static C string.
         let ok = unsafe { f(code, &mut text) }.is_success() && !text.is_null();
-        // SAFETY: checked non-null above; the driver's strings are NUL-terminated and static.
         ok.then(|| {
+            // SAFETY: checked non-null above; the driver's strings are NUL-terminated and static.
             unsafe { CStr::from_ptr(text) }
                 .to_string_lossy()
                 .into_owned()

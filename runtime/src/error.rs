@@ -73,11 +73,16 @@ pub enum Error {
     },
 
     /// A pipeline step failed after it was enqueued: an asynchronous fault (or a host
-    /// backend fault, which names the stage in its operation label) surfaced at a wait.
-    #[error("pipeline `{pipeline}`: a step failed: {source}")]
+    /// backend fault) surfaced at a wait.
+    #[error(
+        "pipeline `{pipeline}`: a step failed{}: {source}",
+        .stage.map(|s| format!(" before stage `{s}` completed")).unwrap_or_default()
+    )]
     Step {
         /// The pipeline's name.
         pipeline: &'static str,
+        /// The first stage, in enqueue order, that did not complete (when fault tracking is on).
+        stage: Option<&'static str>,
         /// What failed.
         source: Box<Error>,
     },

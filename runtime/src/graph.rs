@@ -7,20 +7,32 @@
 //! launch fences the pinned memory the graph copies from or to, so the host waits for the
 //! launch before it reads or writes that memory. Dropping a launched `GraphExec` waits for
 //! the context's work first.
+//!
+//! A launch borrows nothing, so it also checks that no host slice of pinned or managed
+//! memory it touches is alive ([`HostSlice`](crate::HostSlice)), under the allocations'
+//! gates, and records its fences before releasing them.
+//!
+//! On the host backend a graph is the engine's recording ([`HostGraph`]): nodes are numbered
+//! in capture order, kernel nodes are identified by the kernel they launch, an executable
+//! graph replays the nodes in that order on the launching stream's worker, and kernel
+//! arguments are replaced in place as on CUDA. Building graphs node by node is CUDA-only.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use crate::context::Context;
 use crate::error::{DriverError, Error, Result, check};
-use crate::host::HostGraph;
+use crate::host::{self, HostFault, HostGraph, HostGraphExec};
+use crate::launch::host::host_arg_values;
 use crate::launch::{KernelArgsFor, LaunchConfig, Retained, Signature, TypedKernel};
-use crate::memory::alloc::{KeepAlive, PinnedAlloc};
+use crate::memory::alloc::{
+    AllocKind, DeviceAlloc, KeepAlive, PinnedAlloc, borrowed_error, same_memory_space,
+};
 use crate::stream::Stream;
-use crate::sys::{self, CUresult};
+use crate::sys::{self, CUresult, CUstreamCaptureStatus};
 
 /// The verdict of a whole-graph update (`CUgraphExecUpdateResult`).
 pub use crate::sys::CUgraphExecUpdateResult as GraphUpdateResult;
@@ -84,6 +96,21 @@ pub struct GraphNode {
     raw: sys::CUgraphNode,
     graph: u64,
     kind: GraphNodeType,
+    /// The node's position in capture order on the host backend (`raw` is then null).
+    index: usize,
+}
+
+/// What kind of node a host operation becomes, for [`Graph::nodes`] (retained by the op).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct HostNodeKind(pub(crate) GraphNodeType);
+
+/// Which kernel a host kernel operation launches, and how (retained by the op).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct HostKernelTag {
+    /// `KernelInner::id`.
+    pub(crate) kernel: u64,
+    /// The launch's geometry.
+    pub(crate) config: LaunchConfig,
 }
 
 // SAFETY: a node handle is an identifier; it is only dereferenced by the driver, under the
@@ -98,9 +125,14 @@ impl GraphNode {
         self.kind
     }
 
-    /// The raw handle, valid while its graph lives.
+    /// The raw handle, valid while its graph lives. Null on the host backend.
     pub fn handle(&self) -> sys::CUgraphNode {
         self.raw
+    }
+
+    /// The node's position in capture order, on the host backend (`None` on CUDA).
+    pub fn host_index(&self) -> Option<usize> {
+        self.raw.is_null().then_some(self.index)
     }
 }
 
@@ -110,6 +142,8 @@ pub struct KernelNode {
     node: GraphNode,
     function: sys::CUfunction,
     config: LaunchConfig,
+    /// The kernel's id on the host backend (0 on CUDA, where `function` identifies it).
+    host_kernel: u64,
 }
 
 // SAFETY: plain handles (see GraphNode); the function handle is only compared, never called.
@@ -124,6 +158,7 @@ impl KernelNode {
     }
 
     /// The kernel's function handle: compare with [`Kernel::handle`](crate::Kernel::handle).
+    /// Null on the host backend (use [`KernelNode::launches`]).
     pub fn function(&self) -> sys::CUfunction {
         self.function
     }
@@ -135,7 +170,10 @@ impl KernelNode {
 
     /// Whether the node launches `kernel`.
     pub fn launches<Sig>(&self, kernel: &TypedKernel<Sig>) -> bool {
-        self.function == kernel.kernel().handle()
+        if self.host_kernel != 0 {
+            return self.host_kernel == kernel.kernel().inner.id;
+        }
+        !self.function.is_null() && self.function == kernel.kernel().handle()
     }
 }
 
@@ -177,17 +215,23 @@ impl Graph {
     /// Wraps a graph the host backend recorded. CUDA-only calls on it (node handles,
     /// editing, instantiating through the driver) fail with `BackendMismatch`, since its
     /// context is a host context.
-    #[allow(dead_code)] // called by stream capture on the host backend
+    /// Its keep-alive list is what the captured operations retained (buffers, modules).
     pub(crate) fn from_host(ctx: &Context, graph: HostGraph) -> Graph {
+        let keepalive = graph
+            .nodes()
+            .iter()
+            .flat_map(|node| node.retained())
+            .filter_map(|item| item.downcast_ref::<KeepAlive>().cloned())
+            .collect();
         // SAFETY: a null graph is never passed to the driver: every driver call binds the
         // context first, which fails for a host context.
-        let mut wrapped = unsafe { Graph::from_raw(ctx, std::ptr::null_mut(), Vec::new()) };
+        let mut wrapped = unsafe { Graph::from_raw(ctx, std::ptr::null_mut(), keepalive) };
         wrapped.host = Some(graph);
         wrapped
     }
 
     /// The host backend's recording, when this graph has one.
-    #[allow(dead_code)] // used by the host backend's instantiate and launch
+    #[allow(dead_code)] // for code that inspects host recordings
     pub(crate) fn host(&self) -> Option<&HostGraph> {
         self.host.as_ref()
     }
@@ -205,7 +249,7 @@ impl Graph {
     /// How many distinct allocations, modules and closures the graph keeps alive for its
     /// nodes.
     pub fn retained_count(&self) -> usize {
-        self.keepalive.len()
+        self.keepalive.iter().filter(|k| counts(k)).count()
     }
 
     #[allow(dead_code)] // for the code that embeds graphs as child nodes
@@ -228,8 +272,20 @@ impl Graph {
         Ok(count)
     }
 
-    /// Every node, in the driver's order (creation order for captured graphs).
+    /// Every node, in the driver's order (creation order for captured graphs; capture order
+    /// on the host backend).
     pub fn nodes(&self) -> Result<Vec<GraphNode>> {
+        if let Some(h) = &self.host {
+            let nodes = h.nodes().iter().enumerate();
+            return Ok(nodes
+                .map(|(index, node)| GraphNode {
+                    raw: std::ptr::null_mut(),
+                    graph: self.handle.id,
+                    kind: host_node_kind(node),
+                    index,
+                })
+                .collect());
+        }
         let c = self.handle.ctx.bound_cuda("Graph::nodes")?;
         let _guard = self.handle.lock();
         let mut count = 0;
@@ -255,13 +311,30 @@ impl Graph {
                     raw: node,
                     graph: self.handle.id,
                     kind,
+                    index: usize::MAX,
                 })
             })
             .collect()
     }
 
-    /// The kernel nodes, in the driver's order, with the function and geometry of each.
+    /// The kernel nodes, in the driver's order, with the function and geometry of each (on
+    /// the host backend, in capture order).
     pub fn kernel_nodes(&self) -> Result<Vec<KernelNode>> {
+        if let Some(h) = &self.host {
+            let nodes = self.nodes()?.into_iter().zip(h.nodes());
+            return Ok(nodes
+                .filter(|(_, host)| host.is_kernel())
+                .map(|(node, host)| {
+                    let tag = host_kernel_tag(host);
+                    KernelNode {
+                        node,
+                        function: std::ptr::null_mut(),
+                        config: tag.map_or(LaunchConfig::new(1, 1), |t| t.config),
+                        host_kernel: tag.map_or(0, |t| t.kernel),
+                    }
+                })
+                .collect());
+        }
         let nodes = self.nodes()?;
         let c = self.handle.ctx.bound_cuda("Graph::kernel_nodes")?;
         let _guard = self.handle.lock();
@@ -284,7 +357,53 @@ impl Graph {
                         block: (p.blockDimX, p.blockDimY, p.blockDimZ).into(),
                         shared_mem_bytes: p.sharedMemBytes,
                     },
+                    host_kernel: 0,
                 })
+            })
+            .collect()
+    }
+
+    /// The kernel nodes of a captured graph in the order their launches were enqueued
+    /// during the capture: what code that captured a known sequence of launches uses to
+    /// find the node of each (e.g. to [set its parameters](GraphExec::set_kernel_params)).
+    ///
+    /// On CUDA each typed or untyped launch on a capturing stream records the node it added
+    /// (`cuStreamGetCaptureInfo`'s dependencies right after it); a graph built node by node,
+    /// or captured without our launches, falls back to [`Graph::kernel_nodes`]. It is an
+    /// error when some launch's node could not be identified. On the host backend nodes are
+    /// numbered in capture order already.
+    pub fn kernel_nodes_in_launch_order(&self) -> Result<Vec<KernelNode>> {
+        const CALL: &str = "Graph::kernel_nodes_in_launch_order";
+        let all = self.kernel_nodes()?;
+        if self.host.is_some() {
+            return Ok(all);
+        }
+        let Some(recorded) = self.keepalive.iter().find_map(captured_kernels) else {
+            return Ok(all);
+        };
+        let unidentified = || {
+            Error::invalid(
+                CALL,
+                "the capture's kernel launches could not all be matched with the graph's                  kernel nodes (a launch whose node the driver did not report, or kernel                  nodes added by other code)",
+            )
+        };
+        if !recorded.complete.load(Ordering::Acquire) {
+            return Err(unidentified());
+        }
+        let order = recorded
+            .nodes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if order.len() != all.len() {
+            return Err(unidentified());
+        }
+        order
+            .iter()
+            .map(|raw| {
+                all.iter()
+                    .find(|k| k.node.raw == *raw)
+                    .copied()
+                    .ok_or_else(unidentified)
             })
             .collect()
     }
@@ -319,6 +438,7 @@ impl Graph {
             raw: node,
             graph: self.handle.id,
             kind: GraphNodeType::EMPTY,
+            index: usize::MAX,
         })
     }
 
@@ -369,9 +489,11 @@ impl Graph {
                 raw: node,
                 graph: self.handle.id,
                 kind: GraphNodeType::KERNEL,
+                index: usize::MAX,
             },
             function: k.handle(),
             config,
+            host_kernel: 0,
         })
     }
 
@@ -422,6 +544,13 @@ impl Graph {
     /// Instantiates the graph into an executable graph. The executable graph is a snapshot:
     /// later edits of this graph do not change it (see [`GraphExec::update`]).
     pub fn instantiate(&self) -> Result<GraphExec> {
+        if let Some(h) = &self.host {
+            let mut exec = GraphExec::empty(&self.handle, std::ptr::null_mut());
+            exec.host = Some(h.instantiate());
+            exec.source_nodes = h.nodes().iter().map(host_kernel_tag).collect();
+            exec.retain(&self.keepalive);
+            return Ok(exec);
+        }
         let c = self.handle.ctx.bound_cuda("Graph::instantiate")?;
         let mut raw = std::ptr::null_mut();
         {
@@ -431,18 +560,29 @@ impl Graph {
                 (c.driver.cuGraphInstantiateWithFlags)(&mut raw, self.handle.raw, 0)
             })?;
         }
-        let mut exec = GraphExec {
-            ctx: self.handle.ctx.clone(),
-            raw,
-            source: self.handle.clone(),
-            keepalive: Vec::new(),
-            pinned: Vec::new(),
-            launched: AtomicBool::new(false),
-            lock: Mutex::new(()),
-        };
+        let mut exec = GraphExec::empty(&self.handle, raw);
         exec.retain(&self.keepalive);
         Ok(exec)
     }
+}
+
+/// A host node's kind: kernel, the kind its operation declared (copies, memsets), or host
+/// work.
+fn host_node_kind(node: &host::GraphNode) -> GraphNodeType {
+    if node.is_kernel() {
+        return GraphNodeType::KERNEL;
+    }
+    node.retained()
+        .iter()
+        .find_map(|r| r.downcast_ref::<HostNodeKind>())
+        .map_or(GraphNodeType::HOST, |k| k.0)
+}
+
+fn host_kernel_tag(node: &host::GraphNode) -> Option<HostKernelTag> {
+    node.retained()
+        .iter()
+        .find_map(|r| r.downcast_ref::<HostKernelTag>())
+        .copied()
 }
 
 impl std::fmt::Debug for Graph {
@@ -461,8 +601,16 @@ pub struct GraphExec {
     /// The graph it was instantiated from: its node handles address this graph's nodes.
     source: Arc<GraphHandle>,
     keepalive: Vec<KeepAlive>,
-    /// The pinned allocations among `keepalive`, fenced after each launch.
+    /// The pinned allocations among `keepalive`, fenced after each launch; sorted by
+    /// address, the order launches take their gates in.
     pinned: Vec<Arc<PinnedAlloc>>,
+    /// The managed allocations among `keepalive`, whose host slices block launches; sorted
+    /// by address.
+    managed: Vec<Arc<DeviceAlloc>>,
+    /// The executable recording on the host backend (`raw` is then null).
+    host: Option<HostGraphExec>,
+    /// On the host backend, the kernel each node launches (for updates).
+    source_nodes: Vec<Option<HostKernelTag>>,
     /// Whether any launch was enqueued, so Drop must wait for the context.
     launched: AtomicBool,
     /// Serializes launches and uploads: executable graphs are not internally synchronized.
@@ -494,6 +642,21 @@ impl GraphUpdate {
 }
 
 impl GraphExec {
+    fn empty(source: &Arc<GraphHandle>, raw: sys::CUgraphExec) -> GraphExec {
+        GraphExec {
+            ctx: source.ctx.clone(),
+            raw,
+            source: source.clone(),
+            keepalive: Vec::new(),
+            pinned: Vec::new(),
+            managed: Vec::new(),
+            host: None,
+            source_nodes: Vec::new(),
+            launched: AtomicBool::new(false),
+            lock: Mutex::new(()),
+        }
+    }
+
     /// The raw handle, owned by this `GraphExec`.
     pub fn handle(&self) -> sys::CUgraphExec {
         self.raw
@@ -506,7 +669,7 @@ impl GraphExec {
 
     /// How many distinct allocations, modules and closures it keeps alive.
     pub fn retained_count(&self) -> usize {
-        self.keepalive.len()
+        self.keepalive.iter().filter(|k| counts(k)).count()
     }
 
     fn retain(&mut self, items: &[KeepAlive]) {
@@ -519,10 +682,20 @@ impl GraphExec {
                 _ => None,
             })
             .collect();
+        self.pinned.sort_by_key(|p| Arc::as_ptr(p) as usize);
+        self.managed = self
+            .keepalive
+            .iter()
+            .filter_map(|k| match k {
+                KeepAlive::Device(d) if d.kind == AllocKind::Managed => Some(d.clone()),
+                _ => None,
+            })
+            .collect();
+        self.managed.sort_by_key(|d| Arc::as_ptr(d) as usize);
     }
 
     fn stream_check(&self, call: &'static str, stream: &Stream) -> Result<()> {
-        if stream.context().handle() == self.ctx.handle() {
+        if same_memory_space(stream.context(), &self.ctx) {
             Ok(())
         } else {
             Err(Error::invalid(
@@ -534,12 +707,41 @@ impl GraphExec {
 
     /// Enqueues one run of the whole graph on `stream`. The host may touch pinned memory
     /// the graph copies only after this launch completes (the buffers wait on their own).
+    ///
+    /// A launch borrows none of the memory the graph touches, so it fails while a host slice
+    /// ([`HostSlice`](crate::HostSlice), from `as_slice` / `as_mut_slice`) of pinned or
+    /// managed memory the graph touches is alive: drop the slice before launching.
     pub fn launch(&self, stream: &Stream) -> Result<()> {
-        self.stream_check("GraphExec::launch", stream)?;
-        for pinned in &self.pinned {
-            pinned.prepare_fence(stream)?;
+        const CALL: &str = "GraphExec::launch";
+        self.stream_check(CALL, stream)?;
+        // While the gates are held no host slice can be taken; a slice taken after waits for
+        // the fences recorded before they are released.
+        let managed_gates: Vec<_> = self.managed.iter().map(|m| m.gate()).collect();
+        if self.managed.iter().any(|m| m.borrows.is_borrowed()) {
+            return Err(borrowed_error(CALL, "managed"));
         }
-        let (c, raw) = stream.cuda("GraphExec::launch")?;
+        let mut gates: Vec<_> = self.pinned.iter().map(|p| p.gate()).collect();
+        if gates.iter().any(|g| g.is_borrowed()) {
+            return Err(borrowed_error(CALL, "pinned"));
+        }
+        for gate in &mut gates {
+            gate.prepare_fence(stream)?;
+        }
+        if let Some(exec) = &self.host {
+            let h = stream.host.as_ref().ok_or_else(|| {
+                Error::invalid(CALL, "a host-backend graph needs a host-backend stream")
+            })?;
+            self.launched.store(true, Ordering::Release);
+            // Captured into another graph: that graph's nodes retain what these retain.
+            if !exec.launch_tracked(h)? {
+                for gate in &mut gates {
+                    gate.fence_after_enqueue(stream);
+                }
+            }
+            drop(managed_gates);
+            return Ok(());
+        }
+        let (c, raw) = stream.cuda(CALL)?;
         if stream.tracked_capture().is_some() {
             // Launched into another capture: that graph must keep this one's memory too.
             for item in &self.keepalive {
@@ -554,16 +756,21 @@ impl GraphExec {
             unsafe { (c.driver.cuGraphLaunch)(self.raw, raw) }
         };
         check("cuGraphLaunch", code)?;
-        for pinned in &self.pinned {
-            pinned.fence_after_enqueue(stream);
+        for gate in &mut gates {
+            gate.fence_after_enqueue(stream);
         }
+        drop(managed_gates);
         Ok(())
     }
 
     /// Uploads the graph's work to the device ahead of its first launch (`cuGraphUpload`),
     /// in `stream`'s order, so that launch starts faster.
+    /// A no-op on the host backend.
     pub fn upload(&self, stream: &Stream) -> Result<()> {
         self.stream_check("GraphExec::upload", stream)?;
+        if self.host.is_some() {
+            return Ok(());
+        }
         let (c, raw) = stream.cuda("GraphExec::upload")?;
         let _guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
         self.launched.store(true, Ordering::Release);
@@ -598,6 +805,19 @@ impl GraphExec {
                 format!("the node does not launch `{}`", k.name()),
             ));
         }
+        if self.host.is_some() {
+            config
+                .validate(k.limits())
+                .map_err(|e| k.config_error(CALL, e))?;
+            let (values, keep) = host_arg_values::<Sig, A>(CALL, &self.ctx, &args)?;
+            // New buffers must outlive every later launch: retained before the swap.
+            self.retain(&keep);
+            let index = node.node.index;
+            if let Some(exec) = &mut self.host {
+                exec.set_kernel_args(index, values)?;
+            }
+            return Ok(());
+        }
         // New buffers must outlive every later launch: retain them before the driver sees them.
         let mut retained = Retained::default();
         k.retain(&args, &mut retained);
@@ -621,6 +841,15 @@ impl GraphExec {
     ///
     /// Node handles for [`GraphExec::set_kernel_params`] stay those of the original graph.
     pub fn update(&mut self, graph: &Graph) -> Result<()> {
+        if self.host.is_some() {
+            return self.host_update(graph).and_then(|outcome| match outcome {
+                Ok(()) => Ok(()),
+                Err((result, reason)) => Err(HostFault::GraphTopologyMismatch {
+                    reason: format!("{result:?}: {reason}"),
+                }
+                .into()),
+            });
+        }
         let outcome = self.try_update(graph)?;
         if outcome.is_success() {
             return Ok(());
@@ -645,8 +874,18 @@ impl GraphExec {
     /// of an error when the update is refused.
     pub fn try_update(&mut self, graph: &Graph) -> Result<GraphUpdate> {
         const CALL: &str = "GraphExec::update";
-        if graph.context().handle() != self.ctx.handle() {
+        if !same_memory_space(graph.context(), &self.ctx) {
             return Err(Error::invalid(CALL, "the graph belongs to another context"));
+        }
+        if self.host.is_some() {
+            return Ok(GraphUpdate {
+                result: match self.host_update(graph)? {
+                    Ok(()) => GraphUpdateResult::SUCCESS,
+                    Err((result, _)) => result,
+                },
+                error_node: None,
+                error_from_node: None,
+            });
         }
         // Retained before the call: whatever the driver takes from `graph` must outlive us.
         self.retain(&graph.keepalive);
@@ -678,6 +917,7 @@ impl GraphExec {
                 raw,
                 graph: graph.handle.id,
                 kind,
+                index: usize::MAX,
             })
         };
         let result = if code.is_success() {
@@ -695,8 +935,67 @@ impl GraphExec {
     }
 }
 
+impl GraphExec {
+    /// [`GraphExec::try_update`] on the host backend: `Ok(Err((verdict, reason)))` when the
+    /// new graph's shape or kernels differ, as the driver would refuse it.
+    fn host_update(
+        &mut self,
+        graph: &Graph,
+    ) -> Result<std::result::Result<(), (GraphUpdateResult, String)>> {
+        const CALL: &str = "GraphExec::update";
+        if !same_memory_space(graph.context(), &self.ctx) {
+            return Err(Error::invalid(CALL, "the graph belongs to another context"));
+        }
+        let (Some(exec), Some(new)) = (&mut self.host, &graph.host) else {
+            return Err(Error::invalid(
+                CALL,
+                "the graph was not recorded on the host backend",
+            ));
+        };
+        let (old_count, new_count) = (exec.node_count(), new.node_count());
+        if old_count != new_count {
+            return Ok(Err((
+                GraphUpdateResult::ERROR_TOPOLOGY_CHANGED,
+                format!("it has {old_count} nodes and the new graph has {new_count}"),
+            )));
+        }
+        // Kernel nodes must launch the same kernels (CUDA: the same functions).
+        for (index, (old, new)) in self.source_nodes.iter().zip(new.nodes()).enumerate() {
+            let (a, b) = (old.as_ref(), host_kernel_tag(new));
+            if let (Some(a), Some(b)) = (a, b)
+                && a.kernel != b.kernel
+            {
+                return Ok(Err((
+                    GraphUpdateResult::ERROR_FUNCTION_CHANGED,
+                    format!(
+                        "kernel node {index} (`{}`) launches another kernel",
+                        new.label()
+                    ),
+                )));
+            }
+        }
+        match exec.update(new) {
+            Ok(()) => {}
+            Err(HostFault::GraphTopologyMismatch { reason }) => {
+                return Ok(Err((GraphUpdateResult::ERROR_TOPOLOGY_CHANGED, reason)));
+            }
+            Err(other) => return Err(other.into()),
+        }
+        self.source_nodes = new.nodes().iter().map(host_kernel_tag).collect();
+        self.retain(&graph.keepalive);
+        Ok(Ok(()))
+    }
+}
+
 impl Drop for GraphExec {
     fn drop(&mut self) {
+        if let Some(host) = self.ctx.host_context() {
+            // Host operations hold their memory; waiting keeps CUDA's blocking behaviour.
+            if self.launched.load(Ordering::Acquire) {
+                host.wait_idle();
+            }
+            return;
+        }
         // A launch may still run: its nodes use the modules and closures we are about to
         // release, so wait for the context first.
         if self.launched.load(Ordering::Acquire)
@@ -729,6 +1028,100 @@ impl std::fmt::Debug for GraphExec {
             .field("retained", &self.keepalive.len())
             .finish()
     }
+}
+
+/// Whether a kept-alive object counts in `retained_count` (bookkeeping objects do not).
+fn counts(k: &KeepAlive) -> bool {
+    captured_kernels(k).is_none()
+}
+
+/// The kernel nodes one CUDA capture added, in launch order: recorded by the launch path
+/// (see [`note_captured_kernel`]) and moved into the [`Graph`] with the capture's keep-alive
+/// list, where [`Graph::kernel_nodes_in_launch_order`] finds it.
+struct CapturedKernels {
+    nodes: Mutex<Vec<sys::CUgraphNode>>,
+    /// Cleared when a launch's node could not be identified.
+    complete: AtomicBool,
+}
+
+// SAFETY: node handles are identifiers only compared here, never dereferenced.
+unsafe impl Send for CapturedKernels {}
+// SAFETY: as above; the list is behind a mutex.
+unsafe impl Sync for CapturedKernels {}
+
+/// The order list of each capture in progress (weak: the graph owns it once captured).
+static CAPTURED_KERNELS: Mutex<Option<HashMap<u64, Weak<CapturedKernels>>>> = Mutex::new(None);
+
+fn captured_kernels(k: &KeepAlive) -> Option<&CapturedKernels> {
+    match k {
+        KeepAlive::Object(object) => object.downcast_ref::<CapturedKernels>(),
+        _ => None,
+    }
+}
+
+/// Records the kernel node a launch just added to the capture `capture_id` on `stream`: the
+/// stream's capture dependencies right after a kernel launch are exactly that node.
+pub(crate) fn note_captured_kernel(stream: &Stream, capture_id: u64) {
+    let node = captured_leaf(stream, capture_id);
+    let order = {
+        let mut map = CAPTURED_KERNELS
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let map = map.get_or_insert_with(HashMap::new);
+        match map.get(&capture_id).and_then(Weak::upgrade) {
+            Some(order) => order,
+            None => {
+                map.retain(|_, order| order.strong_count() > 0);
+                let order = Arc::new(CapturedKernels {
+                    nodes: Mutex::new(Vec::new()),
+                    complete: AtomicBool::new(true),
+                });
+                map.insert(capture_id, Arc::downgrade(&order));
+                stream.keep_alive_in_capture_id(capture_id, KeepAlive::Object(order.clone()));
+                order
+            }
+        }
+    };
+    match node {
+        Some(node) => order
+            .nodes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(node),
+        None => order.complete.store(false, Ordering::Release),
+    }
+}
+
+/// The one node the capture on `stream` would make the next work depend on, if the driver
+/// reports exactly one for the capture `capture_id`.
+fn captured_leaf(stream: &Stream, capture_id: u64) -> Option<sys::CUgraphNode> {
+    let (c, raw) = stream.cuda("Graph::kernel_nodes_in_launch_order").ok()?;
+    let mut status = CUstreamCaptureStatus::NONE;
+    let mut id = 0;
+    let mut deps: *const sys::CUgraphNode = std::ptr::null();
+    let mut count = 0;
+    // SAFETY: a live stream and valid out-pointers; the graph output is not wanted (null).
+    let code = unsafe {
+        (c.driver.cuStreamGetCaptureInfo)(
+            raw,
+            &mut status,
+            &mut id,
+            std::ptr::null_mut(),
+            &mut deps,
+            &mut count,
+        )
+    };
+    if !code.is_success()
+        || status != CUstreamCaptureStatus::ACTIVE
+        || id != capture_id
+        || count != 1
+        || deps.is_null()
+    {
+        return None;
+    }
+    // SAFETY: the driver reports `count == 1` node at `deps`, valid until the next capture
+    // call on the stream; it is copied out at once.
+    Some(unsafe { *deps })
 }
 
 /// The address identifying a kept-alive object, for de-duplication.

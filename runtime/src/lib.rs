@@ -46,6 +46,7 @@ pub use launch::{
     KernelParam, LaunchConfig, LaunchConfigError, LaunchLimits, ParamLayout, PassedAs, Signature,
     TypedKernel, check_param_sizes,
 };
+pub use launch::{HostKernel, HostKernelFn, HostParam};
 pub use memory::*;
 pub use module::{FunctionAttribute, Kernel, KernelAttributes, Module};
 pub use pipeline::{StreamPriority, TypedStream};

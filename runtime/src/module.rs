@@ -4,9 +4,14 @@
 //! A [`Kernel`] holds its module (an `Arc`), so a module is unloaded only after its last
 //! kernel is gone; the unload first waits for the context's work, so no enqueued launch can
 //! outlive its code. Launching is in [`crate::launch`].
+//!
+//! On the host backend nothing is compiled: a module records the kernel names its image
+//! defines (PTX `.entry` names; a cubin or fatbin accepts any name), so that asking for a
+//! kernel the PTX lacks is the same error as on CUDA. Kernels run there through a host
+//! implementation attached with [`TypedKernel::with_host`](crate::TypedKernel::with_host).
 
 use std::ffi::{CStr, CString, c_void};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::context::Context;
@@ -36,6 +41,9 @@ pub(crate) struct ModuleInner {
     entries: Vec<String>,
     /// The device's launch limits, read once at load.
     device_limits: DeviceLimits,
+    /// On the host backend: whether any kernel name is accepted (cubin and fatbin images,
+    /// whose kernels are not read there).
+    any_name: bool,
 }
 
 // SAFETY: a CUmodule is a context-wide handle usable from any thread once the context is
@@ -60,6 +68,15 @@ enum ImageKind {
     Cubin,
     Fatbin,
 }
+
+/// Limits on the host backend: a host implementation runs once per launch, whatever the
+/// geometry, so only zero extents are rejected.
+const HOST_DEVICE_LIMITS: DeviceLimits = DeviceLimits {
+    max_threads_per_block: u32::MAX,
+    max_block: Dim3::new(u32::MAX, u32::MAX, u32::MAX),
+    max_grid: Dim3::new(u32::MAX, u32::MAX, u32::MAX),
+    max_shared_per_block_opt_in: u32::MAX,
+};
 
 impl ImageKind {
     fn default_name(self) -> &'static str {
@@ -146,6 +163,9 @@ impl Module {
     /// A missing name is an [`Error::InvalidArgument`] naming the kernel and the module and
     /// listing the kernels it has.
     pub fn function(&self, name: &str) -> Result<Kernel> {
+        if self.inner.ctx.host_context().is_some() {
+            return self.host_function(name);
+        }
         let c = self.inner.ctx.bound_cuda("Module::function")?;
         let cname = CString::new(name).map_err(|_| {
             Error::invalid(
@@ -192,6 +212,38 @@ impl Module {
                 },
                 dynamic_shared_limit: AtomicU32::new(dynamic_shared),
                 raise_lock: Mutex::new(()),
+                id: next_kernel_id(),
+            }),
+        })
+    }
+
+    /// [`Module::function`] on the host backend: a kernel without code, checked against the
+    /// names the image defines.
+    fn host_function(&self, name: &str) -> Result<Kernel> {
+        if !self.inner.any_name && !self.inner.entries.iter().any(|e| e == name) {
+            return Err(Error::invalid(
+                "Module::function",
+                missing_kernel_message(name, &self.name, &self.inner.entries),
+            ));
+        }
+        let d = self.inner.device_limits;
+        Ok(Kernel {
+            inner: Arc::new(KernelInner {
+                module: self.inner.clone(),
+                module_name: self.name.clone(),
+                name: Arc::from(name),
+                raw: std::ptr::null_mut(),
+                ctx_raw: std::ptr::null_mut(),
+                limits: LaunchLimits {
+                    max_threads_per_block: d.max_threads_per_block,
+                    max_block: d.max_block,
+                    max_grid: d.max_grid,
+                    max_shared_per_block_opt_in: d.max_shared_per_block_opt_in,
+                    static_shared_bytes: 0,
+                },
+                dynamic_shared_limit: AtomicU32::new(u32::MAX),
+                raise_lock: Mutex::new(()),
+                id: next_kernel_id(),
             }),
         })
     }
@@ -206,6 +258,18 @@ impl Module {
         kind: ImageKind,
         entries: Vec<String>,
     ) -> Result<Module> {
+        if ctx.host_context().is_some() {
+            return Ok(Module {
+                inner: Arc::new(ModuleInner {
+                    ctx: ctx.clone(),
+                    raw: std::ptr::null_mut(),
+                    entries,
+                    device_limits: HOST_DEVICE_LIMITS,
+                    any_name: kind != ImageKind::Ptx,
+                }),
+                name: Arc::from(kind.default_name()),
+            });
+        }
         let device_limits = read_device_limits(ctx)?;
         let c = ctx.bound_cuda("Module::load")?;
         let mut info_log = vec![0u8; JIT_LOG_BYTES];
@@ -254,6 +318,7 @@ impl Module {
                 raw,
                 entries,
                 device_limits,
+                any_name: false,
             }),
             name: Arc::from(kind.default_name()),
         })
@@ -286,6 +351,10 @@ fn read_device_limits(ctx: &Context) -> Result<DeviceLimits> {
 
 impl Drop for ModuleInner {
     fn drop(&mut self) {
+        if self.ctx.host_context().is_some() {
+            // Nothing to unload: host launches hold their implementation themselves.
+            return;
+        }
         // A launch enqueued on any stream may still run this module's code: wait for it.
         if let Err(e) = self.ctx.synchronize() {
             tracing::warn!(error = %e, "synchronizing before unloading a module failed");
@@ -332,6 +401,13 @@ pub(crate) struct KernelInner {
     /// The kernel's current `MAX_DYNAMIC_SHARED_SIZE_BYTES`: launches above it raise it.
     pub(crate) dynamic_shared_limit: AtomicU32,
     raise_lock: Mutex<()>,
+    /// A process-unique id: how host-backend graph nodes name the kernel they launch.
+    pub(crate) id: u64,
+}
+
+fn next_kernel_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 // SAFETY: a CUfunction is a handle into a module usable from any thread of the process; the
@@ -372,7 +448,7 @@ impl Kernel {
         &self.inner.module_name
     }
 
-    /// The raw handle, valid while this kernel (or a clone) lives.
+    /// The raw handle, valid while this kernel (or a clone) lives. Null on the host backend.
     pub fn handle(&self) -> sys::CUfunction {
         self.inner.raw
     }
@@ -382,7 +458,8 @@ impl Kernel {
         &self.inner.module.ctx
     }
 
-    /// The limits launches are checked against.
+    /// The limits launches are checked against (on the host backend, only zero extents are
+    /// rejected).
     pub fn limits(&self) -> &LaunchLimits {
         &self.inner.limits
     }

@@ -6,14 +6,15 @@ pub use crate::error::{Error, Result};
 pub use crate::event::{Event, EventFlags};
 pub use crate::graph::{Graph, GraphExec, KernelNode};
 pub use crate::launch::Signature;
-pub use crate::launch::{LaunchConfig, TypedKernel};
+pub use crate::launch::{HostKernel, HostKernelFn, LaunchConfig, TypedKernel};
 pub use crate::memory::{DeviceBuffer, FlagCell, PinnedBuffer};
 pub use crate::module::Module;
+pub use crate::pipeline::ops::step_error_at;
 pub use crate::pipeline::ops::{
     copy, ensure_scratch, events, fill, host_closure, log_unobserved_error, scratch, stage_error,
     step_error, wait_flag, write_flag,
 };
-pub use crate::pipeline::{StreamPriority, TypedStream};
+pub use crate::pipeline::{Progress, StreamPriority, TypedStream};
 pub use crate::stream::{CaptureMode, Stream, WaitCondition};
 
 /// `unsafe kernels NAME = ptx(IMAGE)`: loads PTX text.
@@ -66,13 +67,14 @@ pub unsafe fn declare_kernel<Sig: Signature>(
 
 /// The kernel nodes of a captured step, one per launch statement, in enqueue order.
 pub fn kernel_nodes_in_launch_order(graph: &Graph) -> Result<Vec<KernelNode>> {
-    graph.kernel_nodes()
+    graph.kernel_nodes_in_launch_order()
 }
 
 /// `fn k(...) host = path;`: attaches the kernel's host implementation (used on the host
 /// backend, kept and ignored on CUDA).
-pub fn with_host<Sig: Signature, F>(kernel: TypedKernel<Sig>, host: F) -> TypedKernel<Sig> {
-    // Wired once the host backend's kernel adapter lands.
-    let _ = host;
-    kernel
+pub fn with_host<Sig: Signature, F: HostKernelFn<Sig>>(
+    kernel: TypedKernel<Sig>,
+    host: F,
+) -> TypedKernel<Sig> {
+    kernel.with_host(HostKernel::new(host))
 }

@@ -1,5 +1,8 @@
-//! CUDA graphs on a real device: capture (one stream, and forked over two), instantiate,
-//! replay, in-place kernel parameter updates, whole-graph updates, hand-built graphs, DOT.
+//! Graphs: capture (one stream, and forked over two), instantiate, replay, in-place kernel
+//! parameter updates, whole-graph updates, hand-built graphs (CUDA-only), DOT.
+//!
+//! Each shared scenario runs on the host backend in checked mode (in CI, with the kernels'
+//! host implementations below) and on CUDA device 0 (ignored without a GPU).
 //!
 //! Captures use `CaptureMode::ThreadLocal` and the tests of this binary take one lock, so a
 //! capture never meets another test's allocation or synchronize.
@@ -8,8 +11,8 @@ use std::sync::{Mutex, MutexGuard};
 
 use gpu_pipeline::sys::CUresult;
 use gpu_pipeline::{
-    CaptureMode, Context, DeviceBuffer, Error, Graph, GraphNodeType, GraphUpdateResult,
-    LaunchConfig, Module, PinnedBuffer, Stream, TypedKernel,
+    Backend, CaptureMode, Context, DeviceBuffer, Error, Graph, GraphNodeType, GraphUpdateResult,
+    HostKernel, LaunchConfig, Module, PinnedBuffer, Stream, TypedKernel,
 };
 
 const PTX: &str = include_str!("../../runtime/kernels/test_kernels.ptx");
@@ -28,14 +31,34 @@ struct Fixture {
     empty: TypedKernel<()>,
 }
 
+/// The host implementations of `test_kernels.cu`: what one whole launch computes.
+mod host_impl {
+    pub fn saxpy(n: u32, a: f32, x: &[f32], y: &mut [f32]) {
+        let n = n as usize;
+        for (y, x) in y[..n].iter_mut().zip(&x[..n]) {
+            *y = a.mul_add(*x, *y);
+        }
+    }
+
+    pub fn add_scalar(n: u32, value: f32, data: &mut [f32]) {
+        data[..n as usize].iter_mut().for_each(|x| *x += value);
+    }
+
+    pub fn empty() {}
+}
+
 fn fixture() -> Fixture {
+    fixture_on(&Context::cuda(0).expect("a CUDA device"))
+}
+
+fn fixture_on(ctx: &Context) -> Fixture {
     let lock = GPU.lock().unwrap_or_else(|p| p.into_inner());
-    let ctx = Context::cuda(0).expect("a CUDA device");
+    let ctx = ctx.clone();
     let stream = Stream::non_blocking(&ctx).unwrap();
     let module = Module::load_ptx(&ctx, PTX).unwrap().named("test_kernels");
     // SAFETY: the signatures of test_kernels.cu: add_scalar(unsigned, float, float*),
     // saxpy(unsigned, float, const float*, float*), empty().
-    let (add_scalar, saxpy, empty) = unsafe {
+    let (add_scalar, saxpy, empty): (TypedKernel<AddScalar>, TypedKernel<Saxpy>, TypedKernel<()>) = unsafe {
         (
             module.function("add_scalar").unwrap().typed().unwrap(),
             module.function("saxpy").unwrap().typed().unwrap(),
@@ -46,11 +69,50 @@ fn fixture() -> Fixture {
         _lock: lock,
         ctx,
         stream,
-        add_scalar,
-        saxpy,
-        empty,
+        add_scalar: add_scalar.with_host(HostKernel::new(host_impl::add_scalar)),
+        saxpy: saxpy.with_host(HostKernel::new(host_impl::saxpy)),
+        empty: empty.with_host(HostKernel::new(host_impl::empty)),
     }
 }
+
+/// Runs each scenario `fn name(ctx: &Context)` on both backends: the host in checked mode
+/// (asserting the race detector found nothing) and CUDA.
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod host {
+            $(
+                #[test]
+                fn $name() {
+                    let ctx = gpu_pipeline::Context::host_checked();
+                    super::$name(&ctx);
+                    assert!(ctx.races().is_empty(), "{:#?}", ctx.races());
+                }
+            )*
+        }
+        mod cuda {
+            $(
+                #[test]
+                #[ignore = "needs a CUDA GPU"]
+                fn $name() {
+                    super::$name(&gpu_pipeline::Context::cuda(0).unwrap());
+                }
+            )*
+        }
+    };
+}
+
+on_both_backends!(
+    a_chain_of_100_kernels_is_captured_and_replayed_1000_times,
+    captured_graphs_keep_their_buffers_and_module_alive,
+    a_capture_forked_over_two_streams_and_joined,
+    an_unjoined_fork_fails_end_capture,
+    a_kernel_parameter_is_updated_in_place_between_replays,
+    a_whole_graph_update_swaps_parameters_or_reports_why_not,
+    the_dot_text_names_the_kernels,
+    graph_launches_fence_the_pinned_memory_they_copy_into,
+    a_launch_is_refused_while_a_host_slice_of_its_memory_is_alive,
+    kernel_nodes_come_back_in_launch_order,
+);
 
 const N: u32 = 4096;
 
@@ -69,10 +131,8 @@ fn assert_all(stream: &Stream, buffer: &DeviceBuffer<f32>, expected: f32) {
     }
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn a_chain_of_100_kernels_is_captured_and_replayed_1000_times() {
-    let f = fixture();
+fn a_chain_of_100_kernels_is_captured_and_replayed_1000_times(ctx: &Context) {
+    let f = fixture_on(ctx);
     let mut data = filled(&f.stream, 0.0);
     let graph = f
         .stream
@@ -100,10 +160,8 @@ fn a_chain_of_100_kernels_is_captured_and_replayed_1000_times() {
     assert_all(&f.stream, &data, 100_000.0);
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn captured_graphs_keep_their_buffers_and_module_alive() {
-    let f = fixture();
+fn captured_graphs_keep_their_buffers_and_module_alive(ctx: &Context) {
+    let f = fixture_on(ctx);
     let mut data = filled(&f.stream, 0.0);
     let graph = f
         .stream
@@ -123,10 +181,8 @@ fn captured_graphs_keep_their_buffers_and_module_alive() {
     f.stream.synchronize().unwrap();
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn a_capture_forked_over_two_streams_and_joined() {
-    let f = fixture();
+fn a_capture_forked_over_two_streams_and_joined(ctx: &Context) {
+    let f = fixture_on(ctx);
     let side = Stream::non_blocking(&f.ctx).unwrap();
     let mut a = filled(&f.stream, 0.0);
     let mut b = filled(&f.stream, 0.0);
@@ -156,10 +212,8 @@ fn a_capture_forked_over_two_streams_and_joined() {
     assert_all(&f.stream, &b, 6.0);
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn an_unjoined_fork_fails_end_capture() {
-    let f = fixture();
+fn an_unjoined_fork_fails_end_capture(ctx: &Context) {
+    let f = fixture_on(ctx);
     let side = Stream::non_blocking(&f.ctx).unwrap();
     f.stream.begin_capture(CaptureMode::ThreadLocal).unwrap();
     let fork = f.stream.record().unwrap();
@@ -167,18 +221,25 @@ fn an_unjoined_fork_fails_end_capture() {
     f.empty.launch(&side, LaunchConfig::new(1, 1), ()).unwrap();
     // `side` never joins back.
     let err = f.stream.end_capture().unwrap_err();
-    assert_eq!(
-        err.code(),
-        Some(CUresult::CUDA_ERROR_STREAM_CAPTURE_UNJOINED),
-        "{err}"
-    );
-    assert!(err.to_string().contains("cuStreamEndCapture"), "{err}");
+    match ctx.backend() {
+        Backend::Cuda => {
+            assert_eq!(
+                err.code(),
+                Some(CUresult::CUDA_ERROR_STREAM_CAPTURE_UNJOINED),
+                "{err}"
+            );
+            assert!(err.to_string().contains("cuStreamEndCapture"), "{err}");
+        }
+        Backend::Host => {
+            assert!(matches!(err, Error::Host(_)), "{err:?}");
+            assert!(err.to_string().contains("join"), "{err}");
+        }
+    }
+    assert!(!side.is_capturing().unwrap());
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn a_kernel_parameter_is_updated_in_place_between_replays() {
-    let f = fixture();
+fn a_kernel_parameter_is_updated_in_place_between_replays(ctx: &Context) {
+    let f = fixture_on(ctx);
     let mut data = filled(&f.stream, 0.0);
     let mut other = filled(&f.stream, 0.0);
     let graph = f
@@ -229,10 +290,8 @@ fn a_kernel_parameter_is_updated_in_place_between_replays() {
     assert!(matches!(err, Error::InvalidArgument { .. }), "{err:?}");
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn a_whole_graph_update_swaps_parameters_or_reports_why_not() {
-    let f = fixture();
+fn a_whole_graph_update_swaps_parameters_or_reports_why_not(ctx: &Context) {
+    let f = fixture_on(ctx);
     let mut a = filled(&f.stream, 0.0);
     let mut b = filled(&f.stream, 0.0);
     let capture_one = |buffer: &mut DeviceBuffer<f32>, value: f32| -> Graph {
@@ -268,18 +327,25 @@ fn a_whole_graph_update_swaps_parameters_or_reports_why_not() {
     assert!(!outcome.is_success());
     assert_ne!(outcome.result, GraphUpdateResult::SUCCESS);
     let err = exec.update(&third).unwrap_err();
-    assert_eq!(
-        err.code(),
-        Some(CUresult::CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE),
-        "{err}"
-    );
+    if ctx.backend() == Backend::Cuda {
+        assert_eq!(
+            err.code(),
+            Some(CUresult::CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE),
+            "{err}"
+        );
+    }
     assert!(err.to_string().contains("ERROR"), "{err}");
+    if ctx.backend() == Backend::Host {
+        // The refused updates changed nothing: the executable graph still runs `second`.
+        exec.launch(&f.stream).unwrap();
+        f.stream.synchronize().unwrap();
+        assert_all(&f.stream, &b, 20.0);
+        assert_all(&f.stream, &a, 1.0);
+    }
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn the_dot_text_names_the_kernels() {
-    let f = fixture();
+fn the_dot_text_names_the_kernels(ctx: &Context) {
+    let f = fixture_on(ctx);
     let x = filled(&f.stream, 1.0);
     let mut y = filled(&f.stream, 0.0);
     let graph = f
@@ -333,10 +399,8 @@ fn a_graph_built_node_by_node_runs_in_dependency_order() {
     assert_all(&f.stream, &data, 1.0 + 2.0 * 7.0);
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn graph_launches_fence_the_pinned_memory_they_copy_into() {
-    let f = fixture();
+fn graph_launches_fence_the_pinned_memory_they_copy_into(ctx: &Context) {
+    let f = fixture_on(ctx);
     let mut data = filled(&f.stream, 0.0);
     let mut host = PinnedBuffer::<f32>::zeros(&f.ctx, N as usize).unwrap();
     f.stream.synchronize().unwrap();
@@ -358,4 +422,84 @@ fn graph_launches_fence_the_pinned_memory_they_copy_into() {
             &values[..4]
         );
     }
+}
+
+fn a_launch_is_refused_while_a_host_slice_of_its_memory_is_alive(ctx: &Context) {
+    let f = fixture_on(ctx);
+    let mut data = filled(&f.stream, 0.0);
+    let mut host = PinnedBuffer::<f32>::zeros(&f.ctx, N as usize).unwrap();
+    f.stream.synchronize().unwrap();
+    let graph = f
+        .stream
+        .capture(CaptureMode::ThreadLocal, |s| {
+            f.add_scalar.launch(s, config(), (N, 1.0f32, &mut data))?;
+            s.copy_dtoh(&data, &mut host)
+        })
+        .unwrap();
+    let exec = graph.instantiate().unwrap();
+    exec.launch(&f.stream).unwrap();
+    {
+        // The launch borrows nothing, so only the guard keeps it from writing under `seen`.
+        let seen = host.as_slice().unwrap();
+        assert!(seen.iter().all(|&v| v == 1.0));
+        let err = exec.launch(&f.stream).unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument { .. }), "{err:?}");
+        assert!(err.to_string().contains("drop the slice"), "{err}");
+        assert!(seen.iter().all(|&v| v == 1.0));
+    }
+    // Dropped: launches run again.
+    exec.launch(&f.stream).unwrap();
+    assert!(host.as_slice().unwrap().iter().all(|&v| v == 2.0));
+    // A forgotten guard only keeps later launches failing.
+    std::mem::forget(host.as_mut_slice().unwrap());
+    assert!(exec.launch(&f.stream).is_err());
+    f.stream.synchronize().unwrap();
+}
+
+fn kernel_nodes_come_back_in_launch_order(ctx: &Context) {
+    let f = fixture_on(ctx);
+    let side = Stream::non_blocking(&f.ctx).unwrap();
+    let x = filled(&f.stream, 1.0);
+    let mut a = filled(&f.stream, 0.0);
+    let mut b = filled(&f.stream, 0.0);
+    f.stream.synchronize().unwrap();
+    f.stream.begin_capture(CaptureMode::ThreadLocal).unwrap();
+    let fork = f.stream.record().unwrap();
+    side.wait_event(&fork).unwrap();
+    // Launch order: add_scalar(a) on the origin, saxpy(b) on the side, add_scalar(a) again.
+    f.add_scalar
+        .launch(&f.stream, config(), (N, 1.0f32, &mut a))
+        .unwrap();
+    f.saxpy
+        .launch(&side, config(), (N, 2.0f32, &x, &mut b))
+        .unwrap();
+    f.add_scalar
+        .launch(
+            &f.stream,
+            LaunchConfig::new(N / 64, 64),
+            (N, 3.0f32, &mut a),
+        )
+        .unwrap();
+    f.stream.wait(&side).unwrap();
+    let graph = f.stream.end_capture().unwrap();
+    let order = graph.kernel_nodes_in_launch_order().unwrap();
+    assert_eq!(order.len(), 3);
+    assert!(order[0].launches(&f.add_scalar) && order[0].config() == config());
+    assert!(order[1].launches(&f.saxpy) && !order[1].launches(&f.add_scalar));
+    assert!(order[2].launches(&f.add_scalar));
+    assert_eq!(order[2].config(), LaunchConfig::new(N / 64, 64));
+
+    // The third launch's scalar, set through the node found by launch order.
+    let mut exec = graph.instantiate().unwrap();
+    exec.set_kernel_params(
+        &order[2],
+        &f.add_scalar,
+        LaunchConfig::new(N / 64, 64),
+        (N, 10.0f32, &mut a),
+    )
+    .unwrap();
+    exec.launch(&f.stream).unwrap();
+    f.stream.synchronize().unwrap();
+    assert_all(&f.stream, &a, 11.0);
+    assert_all(&f.stream, &b, 2.0);
 }

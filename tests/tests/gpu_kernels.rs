@@ -1,6 +1,10 @@
-//! Modules, kernels and typed launches on a real device, checked against CPU references on
-//! fresh pseudo-random inputs. The kernels are `runtime/kernels/test_kernels.cu`, embedded as
-//! PTX (and, for sm_90 devices, as a cubin).
+//! Modules, kernels and typed launches, checked against CPU references on fresh
+//! pseudo-random inputs. The kernels are `runtime/kernels/test_kernels.cu`, embedded as PTX
+//! (and, for sm_90 devices, as a cubin), with host implementations written below in Rust.
+//!
+//! Each shared scenario runs on the host backend in checked mode (in CI) and on CUDA device 0
+//! (ignored without a GPU); device-specific ones (attributes, limits, JIT logs, cubins) are
+//! CUDA-only.
 //!
 //! The tests of this binary take one lock: they share the process's context, and a few of
 //! them read its state (attributes raised by another launch).
@@ -9,7 +13,8 @@ use std::sync::{Mutex, MutexGuard};
 
 use gpu_pipeline::sys::CUresult;
 use gpu_pipeline::{
-    Context, DeviceBuffer, Dim3, Error, Kernel, LaunchConfig, Module, Stream, TypedKernel,
+    Context, DeviceBuffer, Dim3, Error, HostKernel, Kernel, LaunchConfig, Module, Stream,
+    TypedKernel,
 };
 
 const PTX: &str = include_str!("../../runtime/kernels/test_kernels.ptx");
@@ -29,8 +34,12 @@ struct Fixture {
 }
 
 fn fixture() -> Fixture {
+    fixture_on(&Context::cuda(0).expect("a CUDA device"))
+}
+
+fn fixture_on(ctx: &Context) -> Fixture {
     let lock = GPU.lock().unwrap_or_else(|p| p.into_inner());
-    let ctx = Context::cuda(0).expect("a CUDA device");
+    let ctx = ctx.clone();
     let stream = Stream::non_blocking(&ctx).unwrap();
     let module = Module::load_ptx(&ctx, PTX).unwrap().named("test_kernels");
     Fixture {
@@ -41,9 +50,29 @@ fn fixture() -> Fixture {
     }
 }
 
+/// The host implementations of `test_kernels.cu`: what one whole launch computes.
+mod host_impl {
+    pub fn saxpy(n: u32, a: f32, x: &[f32], y: &mut [f32]) {
+        let n = n as usize;
+        for (y, x) in y[..n].iter_mut().zip(&x[..n]) {
+            *y = a.mul_add(*x, *y);
+        }
+    }
+
+    pub fn reduce_sum(n: u32, input: &[f32], out: &mut [f32]) {
+        let sum: f64 = input[..n as usize].iter().map(|&v| f64::from(v)).sum();
+        out[0] += sum as f32;
+    }
+
+    pub fn add_scalar(n: u32, value: f32, data: &mut [f32]) {
+        data[..n as usize].iter_mut().for_each(|x| *x += value);
+    }
+}
+
 fn saxpy(module: &Module) -> TypedKernel<Saxpy> {
     // SAFETY: saxpy(unsigned n, float a, const float* x, float* y), writing only y.
     unsafe { module.function("saxpy").unwrap().typed::<Saxpy>().unwrap() }
+        .with_host(HostKernel::new(host_impl::saxpy))
 }
 
 fn add_scalar(module: &Module) -> TypedKernel<AddScalar> {
@@ -55,7 +84,56 @@ fn add_scalar(module: &Module) -> TypedKernel<AddScalar> {
             .typed::<AddScalar>()
             .unwrap()
     }
+    .with_host(HostKernel::new(host_impl::add_scalar))
 }
+
+fn reduce_sum(module: &Module) -> TypedKernel<ReduceSum> {
+    // SAFETY: reduce_sum(unsigned n, const float* in, float* out), writing only out[0].
+    unsafe {
+        module
+            .function("reduce_sum")
+            .unwrap()
+            .typed::<ReduceSum>()
+            .unwrap()
+    }
+    .with_host(HostKernel::new(host_impl::reduce_sum))
+}
+
+/// Runs each scenario `fn name(ctx: &Context)` on both backends: the host in checked mode
+/// (asserting the race detector found nothing) and CUDA.
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod host {
+            $(
+                #[test]
+                fn $name() {
+                    let ctx = gpu_pipeline::Context::host_checked();
+                    super::$name(&ctx);
+                    assert!(ctx.races().is_empty(), "{:#?}", ctx.races());
+                }
+            )*
+        }
+        mod cuda {
+            $(
+                #[test]
+                #[ignore = "needs a CUDA GPU"]
+                fn $name() {
+                    super::$name(&gpu_pipeline::Context::cuda(0).unwrap());
+                }
+            )*
+        }
+    };
+}
+
+on_both_backends!(
+    saxpy_matches_the_cpu_reference,
+    reduce_sum_matches_the_cpu_reference,
+    views_launch_on_their_sub_range_only,
+    kernels_keep_their_module_loaded,
+    a_missing_kernel_names_the_kernel_and_the_module,
+    zero_extents_are_rejected_on_every_backend,
+    saxpy_on_two_streams_with_an_event_between,
+);
 
 /// xorshift64*: a fresh, seeded stream of pseudo-random numbers per test.
 struct Rng(u64);
@@ -89,10 +167,8 @@ impl Rng {
     }
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn saxpy_matches_the_cpu_reference() {
-    let f = fixture();
+fn saxpy_matches_the_cpu_reference(ctx: &Context) {
+    let f = fixture_on(ctx);
     let mut rng = Rng::seeded();
     let n = 1_000_003usize; // not a multiple of the block
     let a = rng.signed() * 4.0;
@@ -126,10 +202,8 @@ fn saxpy_matches_the_cpu_reference() {
     assert!(out[n..].iter().all(|v| v.is_nan()), "saxpy wrote past n");
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn reduce_sum_matches_the_cpu_reference() {
-    let f = fixture();
+fn reduce_sum_matches_the_cpu_reference(ctx: &Context) {
+    let f = fixture_on(ctx);
     let mut rng = Rng::seeded();
     let n = (1usize << 20) + 17;
     let input: Vec<f32> = (0..n).map(|_| rng.unit()).collect();
@@ -137,14 +211,7 @@ fn reduce_sum_matches_the_cpu_reference() {
 
     let in_dev = DeviceBuffer::from_slice(&f.stream, &input).unwrap();
     let mut out = DeviceBuffer::<f32>::zeros(&f.stream, 1).unwrap();
-    // SAFETY: reduce_sum(unsigned n, const float* in, float* out), writing only out[0].
-    let kernel = unsafe {
-        f.module
-            .function("reduce_sum")
-            .unwrap()
-            .typed::<ReduceSum>()
-            .unwrap()
-    };
+    let kernel = reduce_sum(&f.module);
     let block = 256u32;
     let config = LaunchConfig::for_elements(n as u32, block).with_shared_mem(block * 4);
     kernel
@@ -187,10 +254,8 @@ fn dynamic_shared_memory_above_48_kib_is_raised_automatically() {
     );
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn views_launch_on_their_sub_range_only() {
-    let f = fixture();
+fn views_launch_on_their_sub_range_only(ctx: &Context) {
+    let f = fixture_on(ctx);
     let mut data = DeviceBuffer::from_slice(&f.stream, &[0.0f32; 32]).unwrap();
     let kernel = add_scalar(&f.module);
     {
@@ -236,10 +301,8 @@ fn the_untyped_launch_takes_any_arguments() {
     assert_eq!(data.to_vec(&f.stream).unwrap(), vec![1.5f32; 100]);
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn kernels_keep_their_module_loaded() {
-    let f = fixture();
+fn kernels_keep_their_module_loaded(ctx: &Context) {
+    let f = fixture_on(ctx);
     let kernel = add_scalar(&f.module);
     drop(f.module);
     let mut data = DeviceBuffer::from_slice(&f.stream, &[2.0f32; 8]).unwrap();
@@ -318,16 +381,33 @@ fn a_ptx_that_does_not_load_reports_the_jit_log() {
     assert!(matches!(err, Error::InvalidArgument { .. }), "{err:?}");
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn a_missing_kernel_names_the_kernel_and_the_module() {
-    let f = fixture();
+fn a_missing_kernel_names_the_kernel_and_the_module(ctx: &Context) {
+    let f = fixture_on(ctx);
     let err = f.module.function("no_such_kernel").unwrap_err();
     let text = err.to_string();
     assert!(matches!(err, Error::InvalidArgument { .. }), "{err:?}");
     assert!(text.contains("`no_such_kernel`"), "{text}");
     assert!(text.contains("`test_kernels`"), "{text}");
     assert!(text.contains("`saxpy`"), "{text}");
+}
+
+fn zero_extents_are_rejected_on_every_backend(ctx: &Context) {
+    let f = fixture_on(ctx);
+    let kernel = add_scalar(&f.module);
+    let mut data = DeviceBuffer::<f32>::zeros(&f.stream, 16).unwrap();
+    for config in [LaunchConfig::new(0, 32), LaunchConfig::new(1, (32, 0, 1))] {
+        let err = kernel
+            .launch(&f.stream, config, (16u32, 1.0f32, &mut data))
+            .unwrap_err();
+        let text = err.to_string();
+        assert!(matches!(err, Error::InvalidArgument { .. }), "{err:?}");
+        assert!(text.contains("zero extent"), "{text}");
+        assert!(
+            text.contains("`add_scalar` of module `test_kernels`"),
+            "{text}"
+        );
+    }
+    assert_eq!(data.to_vec(&f.stream).unwrap(), vec![0.0f32; 16]);
 }
 
 #[test]
@@ -411,10 +491,8 @@ fn a_cubin_loads_and_runs_on_sm_90() {
     assert_eq!(data.to_vec(&f.stream).unwrap(), vec![42.0f32; 64]);
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn saxpy_on_two_streams_with_an_event_between() {
-    let f = fixture();
+fn saxpy_on_two_streams_with_an_event_between(ctx: &Context) {
+    let f = fixture_on(ctx);
     let other = Stream::non_blocking(&f.ctx).unwrap();
     let kernel = saxpy(&f.module);
     let n = 4096u32;

@@ -193,8 +193,8 @@ fn launch_arity(cx: &Ctxt, launch: &ast::Launch, kernel: &ast::Kernel) -> bool {
     false
 }
 
-/// Each argument fits its parameter: a slice parameter takes the bare name of a device or
-/// pinned buffer with the same element type, declared `&mut` if the kernel writes it; a scalar
+/// Each argument fits its parameter: a slice parameter takes the bare name of a device
+/// buffer with the same element type, declared `&mut` if the kernel writes it; a scalar
 /// parameter takes no buffer, and a bare scalar param of a different primitive type is an error
 /// here (other types may be aliases; phase 2 asserts them at the argument's span).
 fn launch_argument<'a>(
@@ -219,12 +219,23 @@ fn launch_argument<'a>(
             let role = format!("`{k}` takes a buffer for `{wanted}`");
             let buffer_id = scope.buffer(ident);
             let buffer = resolve(cx, scope, ident, &role)?;
+            // Kernels take device memory: the runtime passes no host buffer to a kernel.
             match buffer.memory {
-                Memory::Device | Memory::Pinned => {}
+                Memory::Device => {}
+                Memory::Pinned => {
+                    cx.error_spanned_by(
+                        ident,
+                        format!("{}, which kernels do not take; `copy` it into a `DeviceBuffer` and pass that for `{wanted}`", what(buffer)),
+                    );
+                    return None;
+                }
                 Memory::Pageable => {
                     cx.error_spanned_by(
                         ident,
-                        format!("{}, which kernels cannot access; pass a `DeviceBuffer` or `PinnedBuffer`", what(buffer)),
+                        format!(
+                            "{}, which kernels cannot access; pass a `DeviceBuffer`",
+                            what(buffer)
+                        ),
                     );
                     return None;
                 }
@@ -232,7 +243,7 @@ fn launch_argument<'a>(
                     cx.error_spanned_by(
                         ident,
                         format!(
-                            "{}; `{k}` takes a `DeviceBuffer` or `PinnedBuffer` for `{wanted}`",
+                            "{}; `{k}` takes a `DeviceBuffer` for `{wanted}`",
                             what(buffer)
                         ),
                     );
@@ -307,8 +318,9 @@ fn launch_aliasing(cx: &Ctxt, kernel: &ast::Kernel, uses: &[Use<'_>]) {
     }
 }
 
-/// A copy goes between two different device or pinned buffers of one element type, into one
-/// the pipeline may write. Pageable memory cannot be copied asynchronously or captured.
+/// A copy goes between two different device or pinned buffers of one element type, not both
+/// pinned (a stream copies to, from or between device buffers), into one the pipeline may
+/// write. Pageable memory cannot be copied asynchronously or captured.
 fn copy_statement(cx: &Ctxt, scope: &Scope<'_>, copy: &ast::Copy) {
     let role = "`copy` takes buffers";
     let src = resolve(cx, scope, &copy.src, role);
@@ -348,6 +360,17 @@ fn copy_statement(cx: &Ctxt, scope: &Scope<'_>, copy: &ast::Copy) {
     if !both_memory {
         return;
     }
+    if src.memory == Memory::Pinned && dst.memory == Memory::Pinned {
+        cx.error_between(
+            copy.src.span(),
+            copy.dst.span(),
+            format!(
+                "`copy {} -> {}` copies host memory to host memory (both are `PinnedBuffer`s), which a stream does not do; copy through a `DeviceBuffer`, or copy on the host outside the step",
+                copy.src, copy.dst
+            ),
+        );
+        return;
+    }
     writable(cx, dst, &copy.dst, "`copy` writes it");
     if let (Some(from), Some(to)) = (src.elem.map(type_string), dst.elem.map(type_string))
         && from != to
@@ -360,22 +383,24 @@ fn copy_statement(cx: &Ctxt, scope: &Scope<'_>, copy: &ast::Copy) {
     }
 }
 
-/// A fill writes a device or pinned buffer the pipeline may write.
+/// A fill is a memset in stream order: it writes a device buffer the pipeline may write.
+/// Pinned memory is host memory, set on the host before or after the step.
 fn fill_statement(cx: &Ctxt, scope: &Scope<'_>, fill: &ast::Fill) {
     let Some(dst) = resolve(cx, scope, &fill.dst, "`fill` takes a buffer") else {
         return;
     };
     let name = &fill.dst;
     let hint = match dst.memory {
-        Memory::Device | Memory::Pinned => {
+        Memory::Device => {
             writable(cx, dst, name, "`fill` writes it");
             return;
         }
+        Memory::Pinned => "`fill` sets device memory; fill a `DeviceBuffer` and `copy` it here, or set the pinned buffer on the host outside the step".to_owned(),
         Memory::Pageable => {
-            "it cannot be filled in stream order; use a `DeviceBuffer` or `PinnedBuffer`".to_owned()
+            "it cannot be filled in stream order; use a `DeviceBuffer`".to_owned()
         }
         Memory::Flag => format!("set it with `write {name} = VALUE`"),
-        Memory::Opaque => "`fill` takes a `DeviceBuffer` or `PinnedBuffer`".to_owned(),
+        Memory::Opaque => "`fill` takes a `DeviceBuffer`".to_owned(),
     };
     cx.error_spanned_by(name, format!("{}; {hint}", what(dst)));
 }

@@ -147,13 +147,14 @@ pub fn graph_struct(
             pipeline: &'a mut #name,
             params: #params_ty,
             exec: #rt::GraphExec,
-            nodes: ::std::vec::Vec<#rt::KernelNode>,
+                                    nodes: ::std::vec::Vec<#rt::KernelNode>,
             _graph: #rt::Graph,
         }
 
         impl<'a> #graph<'a> {
             /// Enqueues one replay of the step on the pipeline's origin stream.
             pub fn launch(&mut self) -> #rt::Result<()> {
+                                                // The captured step begins by resetting the progress marks itself.
                 self.exec.launch(self.pipeline.__origin()).map_err(|e| #rt::step_error(#name_str, e))
             }
 

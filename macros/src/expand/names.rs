@@ -5,8 +5,9 @@ use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
 use syn::{Ident, Lifetime, Type};
 
-use crate::ast::{self, KernelParamType, ungroup_type};
-use crate::scope::Scope;
+use crate::ast::{self, KernelParamType, type_string, ungroup_type};
+use crate::scope::{Scope, Value};
+use crate::symbol::PRIMITIVE_SCALARS;
 
 /// Generated identifiers for one pipeline.
 pub struct Names {
@@ -93,15 +94,35 @@ impl Names {
             let doc = format!("`{}` of one step.", param.name);
             quote!(#[doc = #doc] pub #field: #field_ty)
         });
-        let _ = scope;
+        // `Debug` by hand: primitive scalars show their value, everything else its declared
+        // type. A derive would need `Debug` of every param type (a library handle need not
+        // have it) and would repeat, on the whole macro call, any error in a buffer type.
+        let debug_fields = input.params().map(|param| {
+            let name = &param.name;
+            let label = name.to_string();
+            let ty = type_string(&param.ty);
+            let scalar = matches!(scope.value(name), Some(Value::Scalar(_)));
+            if scalar && PRIMITIVE_SCALARS.contains(&ty.as_str()) {
+                quote!(.field(#label, &self.#name))
+            } else {
+                quote!(.field(#label, &::core::format_args!("{}", #ty)))
+            }
+        });
+        let name_str = self.params.to_string();
+        let anonymous = self.params_ty(quote!('_));
         let doc = format!(
             "The scalars and buffers of one step of [`{name}`]. Scalars are copied into each \
              step; buffers stay borrowed while the step (or the captured graph) may use them."
         );
         quote! {
             #[doc = #doc]
-            #[derive(Debug)]
             #vis struct #ty { #(#fields,)* }
+
+            impl ::core::fmt::Debug for #anonymous {
+                fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                    f.debug_struct(#name_str) #(#debug_fields)* .finish()
+                }
+            }
         }
     }
 }

@@ -8,7 +8,7 @@ use syn::{Expr, Ident};
 
 use super::names::Names;
 use super::rt;
-use crate::ast::{self, bare_ident};
+use crate::ast::{self, KernelParamType, bare_ident};
 use crate::lower::{self, Arg, Mode, StageId, StatementKind, WaitCondition};
 use crate::scope::Scope;
 
@@ -128,7 +128,9 @@ pub fn enqueue_fn(pipeline: &lower::Pipeline, scope: &Scope<'_>, names: &Names) 
             statement_tokens(
                 &statement.kind,
                 &ast_stage.statements[statement.index],
-                stream,
+                // Spanned on the stage's `on STREAM`, so a `call` to a function typed for
+                // another stream reports it there.
+                &Ident::new(&stream.to_string(), ast_stage.stream.span()),
                 scope,
                 &mut launch_index,
             )
@@ -136,6 +138,14 @@ pub fn enqueue_fn(pipeline: &lower::Pipeline, scope: &Scope<'_>, names: &Names) 
         let statements: Vec<TokenStream> = statements.collect();
         let record =
             event_of(stage_id).map(|k| quote!(#rt::Stream::record_into(__stream, &__events[#k])?;));
+        let stream_index = stage.stream.0;
+        let position = pipeline
+            .order
+            .iter()
+            .position(|&s| s == stage_id)
+            .unwrap_or(0) as u32
+            + 1;
+        let mark = quote!(__progress.mark(__stream, #stream_index, #position)?;);
         quote! {
             {
                 let __stream: &#rt::Stream = #stream;
@@ -144,7 +154,8 @@ pub fn enqueue_fn(pipeline: &lower::Pipeline, scope: &Scope<'_>, names: &Names) 
                     #(#statements)*
                     ::core::result::Result::Ok(())
                 })();
-                __result.map_err(|e| #rt::stage_error(#name, #stage_name, e))?;
+                                __result.map_err(|e| #rt::stage_error(#name, #stage_name, e))?;
+                #mark
                 #record
             }
         }
@@ -164,7 +175,8 @@ pub fn enqueue_fn(pipeline: &lower::Pipeline, scope: &Scope<'_>, names: &Names) 
     quote! {
         #[allow(unused_variables, unused_mut, unused_braces, clippy::all)]
         fn __enqueue(&mut self, __p: &mut #params_ty) -> #rt::Result<()> {
-            let Self { __fork, __events, __kernels, #(#stream_fields,)* #(#scratch_fields,)* .. } = self;
+                        let Self { __fork, __events, __kernels, __progress, #(#stream_fields,)* #(#scratch_fields,)* .. } = self;
+            __progress.reset(__stream_0)?;
             #bind
             #fork_record
             #(#stages)*
@@ -198,7 +210,9 @@ fn statement_tokens(
         (StatementKind::Fill { dst }, ast::Statement::Fill(fill)) => {
             let dst = scope.buffers[dst.0].name;
             let value = &fill.value;
-            quote!(#rt::fill(__stream, &mut *#dst, #value)?;)
+            // A value of the wrong type is reported on it, with the call on `fill`.
+            let fill = rt_fn(fill.keyword.span, "fill");
+            quote!(#fill(__stream, &mut *#dst, #value)?;)
         }
         (StatementKind::Wait { flag, condition }, ast::Statement::Wait(wait)) => {
             let flag = scope.buffers[flag.0].name;
@@ -208,12 +222,14 @@ fn statement_tokens(
                 WaitCondition::AtLeast => quote!(#rt::WaitCondition::GreaterOrEqual),
                 WaitCondition::AnyBit => quote!(#rt::WaitCondition::And),
             };
-            quote!(#rt::wait_flag(__stream, &*#flag, #condition, #value)?;)
+            let wait_flag = rt_fn(wait.keyword.span, "wait_flag");
+            quote!(#wait_flag(__stream, &*#flag, #condition, #value)?;)
         }
         (StatementKind::Write { flag }, ast::Statement::Write(write)) => {
             let flag = scope.buffers[flag.0].name;
             let value = &write.value;
-            quote!(#rt::write_flag(__stream, &*#flag, #value)?;)
+            let write_flag = rt_fn(write.keyword.span, "write_flag");
+            quote!(#write_flag(__stream, &*#flag, #value)?;)
         }
         (StatementKind::Host { .. }, ast::Statement::Host(host)) => {
             let closure = &host.closure;
@@ -235,11 +251,19 @@ fn statement_tokens(
                 });
                 buffer.unwrap_or_else(|| quote!(#arg))
             });
-            quote!(#func(#stream_field, #(#args),*)?;)
+            let stream = quote_spanned!(stream_field.span()=> &*#stream_field);
+            quote!(#func(#stream, #(#args),*)?;)
         }
         // `check` guarantees lowered and ast statements correspond.
         _ => quote!(),
     }
+}
+
+/// The path of runtime function `name`, spanned on a statement's keyword so that rustc's
+/// "arguments to this function are incorrect" points there rather than at the whole macro.
+fn rt_fn(span: proc_macro2::Span, name: &str) -> TokenStream {
+    let name = Ident::new(name, span);
+    quote_spanned!(span=> ::gpu_pipeline::__private::#name)
 }
 
 /// The launch configuration and argument tuple of a launch statement, over the bindings.
@@ -263,14 +287,26 @@ pub fn launch_parts(
         quote!(.with_shared_mem(#value))
     });
     let config = quote!(#rt::LaunchConfig::new(#grid, #block) #shared);
+    // The kernel's declared parameters, so a type assertion quotes the user's own type.
+    let declared: Vec<&ast::KernelParam> = launch
+        .target()
+        .and_then(|(module, kernel)| scope.kernel(scope.module(module)?, kernel))
+        .map(|k| scope.kernels[k].decl.params.iter().collect())
+        .unwrap_or_default();
     let args = args
         .iter()
         .zip(&launch.args)
-        .map(|(arg, expr)| arg_tokens(arg, expr, scope));
+        .enumerate()
+        .map(|(i, (arg, expr))| arg_tokens(arg, expr, declared.get(i).copied(), scope));
     (config, quote!((#(#args,)*)))
 }
 
-fn arg_tokens(arg: &Arg, expr: &Expr, scope: &Scope<'_>) -> TokenStream {
+fn arg_tokens(
+    arg: &Arg,
+    expr: &Expr,
+    declared: Option<&ast::KernelParam>,
+    scope: &Scope<'_>,
+) -> TokenStream {
     match arg {
         Arg::Buffer { buffer, mode } => reborrow(scope.buffers[buffer.0].name, *mode),
         Arg::Scalar {
@@ -278,7 +314,12 @@ fn arg_tokens(arg: &Arg, expr: &Expr, scope: &Scope<'_>) -> TokenStream {
             assert_type: true,
             ..
         } => {
-            let ty: syn::Type = syn::parse_str(ty).unwrap_or_else(|_| syn::parse_quote!(_));
+            // The declared type keeps its span, so rustc's "expected due to this" points at
+            // the kernel's signature rather than at the whole macro call.
+            let ty: syn::Type = match declared.map(ast::KernelParam::kind) {
+                Some(KernelParamType::Scalar(declared)) => declared.clone(),
+                _ => syn::parse_str(ty).unwrap_or_else(|_| syn::parse_quote!(_)),
+            };
             // The type error, if any, lands on the user's argument.
             quote_spanned!(expr.span()=> { let __arg: #ty = #expr; __arg })
         }
@@ -348,7 +389,8 @@ pub fn run_guard(pipeline: &lower::Pipeline, scope: &Scope<'_>, names: &Names) -
         impl #name {
             /// Waits for every stream, origin first (it joins the others at the end of a step).
             fn __wait(&self) -> #rt::Result<()> {
-                #( #rt::Stream::synchronize(&self.#stream_fields).map_err(|e| #rt::step_error(#name_str, e))?; )*
+                                #( #rt::Stream::synchronize(&self.#stream_fields)
+                    .map_err(|e| #rt::step_error_at(#name_str, &self.__progress, Self::__STAGE_SITES, e))?; )*
                 ::core::result::Result::Ok(())
             }
         }

@@ -1,12 +1,22 @@
 //! What a pipeline with errors expands to: the `compile_error!`s plus items with the same
 //! public names, so code that uses the pipeline reports nothing more (one mistake, one error).
+//!
+//! The stub is built from whatever parsed: after a check error, the whole input; after a
+//! syntax error, an outline of it ([`after_parse_error`]).
 
-use proc_macro2::TokenStream;
+use std::collections::HashSet;
+
+use proc_macro2::{TokenStream, TokenTree};
 use quote::{format_ident, quote};
+use syn::parse::{ParseStream, Parser};
+use syn::punctuated::Punctuated;
+use syn::{Attribute, Token, braced, token};
 
 use super::names::with_lifetime;
 use super::rt;
-use crate::ast;
+use crate::lower::Memory;
+use crate::symbol::kw;
+use crate::{ast, lower, scope};
 
 /// The errors and the stub items.
 pub fn stub(input: &ast::Pipeline, errors: syn::Error) -> TokenStream {
@@ -18,40 +28,191 @@ pub fn stub(input: &ast::Pipeline, errors: syn::Error) -> TokenStream {
     let run = format_ident!("{}Run", name);
     let graph = format_ident!("{}Graph", name);
     let lt = syn::Lifetime::new("'a", proc_macro2::Span::call_site());
-    let borrows = input
+    // One field per param name (a duplicate is already reported). A type rustc would reject
+    // too (`&mut DeviceBuffer` without its element type) becomes a type parameter, so that
+    // neither the stub nor the code that fills it in reports it again.
+    let mut seen = HashSet::new();
+    let fields: Vec<(&syn::Ident, Option<&syn::Type>)> = input
         .params()
-        .any(|p| matches!(ast::ungroup_type(&p.ty), syn::Type::Reference(_)));
-    let params_ty = if borrows {
-        quote!(#params<'a>)
-    } else {
-        quote!(#params)
+        .filter(|p| seen.insert(p.name.to_string()))
+        .map(|p| (&p.name, (!lacks_element_type(&p.ty)).then_some(&p.ty)))
+        .collect();
+    let generics: Vec<syn::Ident> = fields
+        .iter()
+        .filter(|(_, ty)| ty.is_none())
+        .map(|(name, _)| format_ident!("__{}", name.to_string().to_uppercase()))
+        .collect();
+    let borrows = fields.iter().any(|(_, ty)| {
+        ty.is_some_and(|ty| matches!(ast::ungroup_type(ty), syn::Type::Reference(_)))
+    });
+    let params_ty = match (borrows, generics.is_empty()) {
+        (true, _) => quote!(#params<'a, #(#generics),*>),
+        (false, false) => quote!(#params<#(#generics),*>),
+        (false, true) => quote!(#params),
     };
-    let fields = input.params().map(|p| {
-        let field = &p.name;
-        let ty = with_lifetime(&p.ty, &lt);
-        quote!(pub #field: #ty)
+    let mut generic = generics.iter();
+    let fields = fields.iter().map(|(field, ty)| match ty {
+        Some(ty) => {
+            let ty = with_lifetime(ty, &lt);
+            quote!(pub #field: #ty)
+        }
+        None => {
+            let ty = generic.next();
+            quote!(pub #field: #ty)
+        }
     });
     let unreachable = quote!(::core::unreachable!("this pipeline failed to compile"));
+
+    // One marker type and one accessor per stream name, as the real expansion has, so that
+    // `call` functions typed `&TypedStream<PMain>` resolve.
+    let mut seen = HashSet::new();
+    let streams: Vec<(syn::Ident, syn::Ident)> = input
+        .streams()
+        .filter(|stream| seen.insert(stream.name.to_string()))
+        .map(|stream| {
+            let marker = format_ident!("{}", lower::marker(name, &stream.name));
+            let accessor = format_ident!("{}_stream", stream.name);
+            (marker, accessor)
+        })
+        .collect();
+    let mut seen = HashSet::new();
+    let markers: Vec<&syn::Ident> = streams
+        .iter()
+        .map(|(marker, _)| marker)
+        .filter(|marker| seen.insert(marker.to_string()))
+        .collect();
+    let accessors = streams.iter().map(|(marker, accessor)| {
+        quote!(pub fn #accessor(&self) -> &#rt::TypedStream<#marker> { #unreachable })
+    });
+    // A setter for every by-value param: the real expansion has them only for scalars that a
+    // launch uses, but more is harmless in a stub.
+    let mut seen = HashSet::new();
+    let setters = input
+        .params()
+        .filter(|p| !matches!(ast::ungroup_type(&p.ty), syn::Type::Reference(_)))
+        .filter(|p| !lacks_element_type(&p.ty))
+        .filter(|p| seen.insert(p.name.to_string()))
+        .map(|p| {
+            let field = &p.name;
+            let ty = &p.ty;
+            let setter = format_ident!("set_{}", p.name);
+            quote!(pub fn #setter(&mut self, #field: #ty) -> #rt::Result<()> { #unreachable })
+        });
     quote! {
         #errors
+        #(
+            #[allow(dead_code)]
+            #vis struct #markers;
+        )*
+        #[allow(dead_code)]
         #vis struct #name;
+        #[allow(dead_code)]
         #vis struct #params_ty { #(#fields,)* }
+        #[allow(dead_code)]
         #vis struct #run<'a>(::core::marker::PhantomData<&'a ()>);
+        #[allow(dead_code)]
         #vis struct #graph<'a>(::core::marker::PhantomData<&'a ()>);
-        #[allow(unused_variables, clippy::all)]
+        #[allow(dead_code, unused_variables, clippy::all)]
         impl #name {
+            pub const NAME: &'static str = "";
+            pub const STAGES: &'static [&'static str] = &[];
+            pub const DOT: &'static str = "";
             pub fn new(ctx: &#rt::Context) -> #rt::Result<Self> { #unreachable }
-            pub fn run<'a>(&'a mut self, params: #params_ty) -> #rt::Result<#run<'a>> { #unreachable }
-            pub fn capture<'a>(&'a mut self, params: #params_ty) -> #rt::Result<#graph<'a>> { #unreachable }
+            pub fn context(&self) -> &#rt::Context { #unreachable }
+            #(#accessors)*
+            pub fn run<'a, #(#generics),*>(&'a mut self, params: #params_ty) -> #rt::Result<#run<'a>> { #unreachable }
+            pub fn run_steps<'a, #(#generics),*>(&'a mut self, params: #params_ty, steps: usize) -> #rt::Result<#run<'a>> { #unreachable }
+            pub fn capture<'a, #(#generics),*>(&'a mut self, params: #params_ty) -> #rt::Result<#graph<'a>> { #unreachable }
+            pub fn set_fault_tracking(&mut self, on: bool) { #unreachable }
         }
-        #[allow(clippy::all)]
-        impl #run<'_> {
+        #[allow(dead_code, unused_variables, clippy::all)]
+        impl<'a> #run<'a> {
             pub fn wait(self) -> #rt::Result<()> { #unreachable }
+            pub fn is_complete(&self) -> #rt::Result<bool> { #unreachable }
+            pub fn params<#(#generics),*>(&self) -> &#params_ty { #unreachable }
         }
-        #[allow(clippy::all)]
-        impl #graph<'_> {
+        #[allow(dead_code, unused_variables, clippy::all)]
+        impl<'a> #graph<'a> {
             pub fn launch(&mut self) -> #rt::Result<()> { #unreachable }
             pub fn synchronize(&self) -> #rt::Result<()> { #unreachable }
+            pub fn params<#(#generics),*>(&self) -> &#params_ty { #unreachable }
+            pub fn exec(&self) -> &#rt::GraphExec { #unreachable }
+            pub fn node_count(&self) -> #rt::Result<usize> { #unreachable }
+            #(#setters)*
         }
     }
+}
+
+/// `DeviceBuffer`, `PinnedBuffer` or `Vec` without its element type, behind a reference or
+/// not: `check` reports it, and rustc would too (a missing generic argument).
+fn lacks_element_type(ty: &syn::Type) -> bool {
+    let shape = scope::shape(ty);
+    matches!(
+        shape.memory,
+        Some(Memory::Device | Memory::Pinned | Memory::Pageable)
+    ) && shape.elem.is_none()
+        && matches!(shape.referent, syn::Type::Path(_))
+}
+
+/// What an input with a syntax error expands to: the error, plus the stub when at least
+/// `[attrs] [vis] pipeline NAME { ... }` parses, with the streams and params of the blocks
+/// that parse on their own. Without that, code using the pipeline would report an unknown
+/// type for every mention of it.
+pub fn after_parse_error(tokens: TokenStream, error: syn::Error) -> TokenStream {
+    match outline.parse2(tokens) {
+        Ok(input) => stub(&input, error),
+        Err(_) => error.into_compile_error(),
+    }
+}
+
+/// The header of a pipeline and its `streams` and `params` blocks, skipping everything else.
+fn outline(input: ParseStream<'_>) -> syn::Result<ast::Pipeline> {
+    let attrs = input.call(Attribute::parse_outer)?;
+    let vis = input.parse()?;
+    let pipeline_token = input.parse()?;
+    let name = input.parse()?;
+    let content;
+    braced!(content in input);
+    let mut items = Vec::new();
+    while !content.is_empty() {
+        if content.peek(kw::streams) && content.peek2(token::Brace) {
+            let keyword = content.parse()?;
+            if let Some(streams) = block(&content)? {
+                items.push(ast::Item::Streams(ast::Streams {
+                    attrs: Vec::new(),
+                    keyword,
+                    streams,
+                }));
+            }
+        } else if content.peek(kw::params) && content.peek2(token::Brace) {
+            let keyword = content.parse()?;
+            if let Some(params) = block(&content)? {
+                items.push(ast::Item::Params(ast::Params {
+                    attrs: Vec::new(),
+                    keyword,
+                    params,
+                }));
+            }
+        } else {
+            content.parse::<TokenTree>()?;
+        }
+    }
+    Ok(ast::Pipeline {
+        attrs,
+        vis,
+        pipeline_token,
+        name,
+        items,
+    })
+}
+
+/// `{ a, b, c }`, or `None` when its contents do not parse (the block is consumed either way).
+fn block<T: syn::parse::Parse>(input: ParseStream<'_>) -> syn::Result<Option<Vec<T>>> {
+    let content;
+    braced!(content in input);
+    let tokens: TokenStream = content.parse()?;
+    Ok(Punctuated::<T, Token![,]>::parse_terminated
+        .parse2(tokens)
+        .ok()
+        .map(|list| list.into_iter().collect()))
 }

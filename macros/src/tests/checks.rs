@@ -302,17 +302,22 @@ fn launch_arguments_match_the_kernel_signature() {
         ),
         (
             "stage s on s1 { launch k::touch(v) grid 1 block 1; }",
-            "`v` is pageable host memory (`&mut Vec<f32>`), which kernels cannot access; pass a `DeviceBuffer` or `PinnedBuffer`",
+            "`v` is pageable host memory (`&mut Vec<f32>`), which kernels cannot access; pass a `DeviceBuffer`",
             "v",
         ),
         (
+            "stage s on s1 { launch k::touch(h) grid 1 block 1; }",
+            "`h` is a `PinnedBuffer` (`&mut PinnedBuffer<f32>`), which kernels do not take; `copy` it into a `DeviceBuffer` and pass that for `buf: &mut [f32]`",
+            "h",
+        ),
+        (
             "stage s on s1 { launch k::touch(flag) grid 1 block 1; }",
-            "`flag` is a flag cell (`&mut FlagCell`); `touch` takes a `DeviceBuffer` or `PinnedBuffer` for `buf: &mut [f32]`",
+            "`flag` is a flag cell (`&mut FlagCell`); `touch` takes a `DeviceBuffer` for `buf: &mut [f32]`",
             "flag",
         ),
         (
             "stage s on s1 { launch k::touch(handle) grid 1 block 1; }",
-            "`handle` is not a buffer (`&mut BlasHandle`); `touch` takes a `DeviceBuffer` or `PinnedBuffer` for `buf: &mut [f32]`",
+            "`handle` is not a buffer (`&mut BlasHandle`); `touch` takes a `DeviceBuffer` for `buf: &mut [f32]`",
             "handle",
         ),
     ]);
@@ -391,6 +396,11 @@ fn copies_go_between_pinned_or_device_buffers() {
             "`n` is a scalar param; `copy` takes buffers",
             "n",
         ),
+        (
+            "stage s on s1 { copy hc -> h; }",
+            "`copy hc -> h` copies host memory to host memory (both are `PinnedBuffer`s), which a stream does not do; copy through a `DeviceBuffer`, or copy on the host outside the step",
+            "hc -> h",
+        ),
     ]);
 }
 
@@ -409,8 +419,13 @@ fn fills_write_writable_buffers() {
         ),
         (
             "stage s on s1 { fill v = 0.0; }",
-            "`v` is pageable host memory (`&mut Vec<f32>`); it cannot be filled in stream order; use a `DeviceBuffer` or `PinnedBuffer`",
+            "`v` is pageable host memory (`&mut Vec<f32>`); it cannot be filled in stream order; use a `DeviceBuffer`",
             "v",
+        ),
+        (
+            "stage s on s1 { fill h = 0.0; }",
+            "`h` is a `PinnedBuffer` (`&mut PinnedBuffer<f32>`); `fill` sets device memory; fill a `DeviceBuffer` and `copy` it here, or set the pinned buffer on the host outside the step",
+            "h",
         ),
     ]);
 }

@@ -90,6 +90,12 @@ impl HostContext {
         id
     }
 
+    /// Renames a registered buffer in later race reports.
+    pub(crate) fn name_buffer(&self, buffer: BufferId, name: impl Into<Cow<'static, str>>) {
+        let name: Arc<str> = Arc::from(name.into().as_ref());
+        self.shared.detector().register_buffer(buffer, name);
+    }
+
     /// Forgets a freed buffer (its name and access history).
     pub(crate) fn release_buffer(&self, buffer: BufferId) {
         self.shared.detector().release_buffer(buffer);
@@ -130,6 +136,23 @@ impl HostContext {
             }
         }
         first
+    }
+
+    /// Waits for the work queued on every live stream so far, leaving faults for the next
+    /// synchronize to report: what freeing memory waits for. Returns `false` without waiting
+    /// when called from inside an operation (a stream worker cannot wait for itself).
+    pub(crate) fn wait_idle(&self) -> bool {
+        if super::stream::on_worker_thread() {
+            return false;
+        }
+        let streams: Vec<Arc<StreamShared>> = lock(&self.shared.streams)
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        for stream in streams {
+            stream.drain();
+        }
+        true
     }
 
     /// Every race found so far (in checked mode), oldest first.

@@ -89,7 +89,10 @@ impl fmt::Display for RaceReport {
 /// Everything the host backend can report. The crate's `Error` wraps it.
 #[derive(Clone, Debug, thiserror::Error)]
 #[non_exhaustive]
-#[allow(missing_docs, reason = "the variants' fields are named for what they hold")]
+#[allow(
+    missing_docs,
+    reason = "the variants' fields are named for what they hold"
+)]
 pub enum HostFault {
     /// An operation's work returned an error.
     #[error("`{op}` on stream `{stream}` failed: {message}")]

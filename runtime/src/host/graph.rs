@@ -12,7 +12,7 @@ use std::sync::{Arc, OnceLock};
 
 use super::error::{Hazard, HostFault};
 use super::op::{
-    Access, BufferId, HostOp, HostWork, KernelArgValue, KernelFn, OpFailure, OpWork,
+    Access, BufferId, HostOp, HostWork, KernelArgValue, KernelFn, OpFailure, OpWork, Retained,
     effective_accesses, run_guarded,
 };
 use super::stream::HostStream;
@@ -36,6 +36,8 @@ pub(crate) struct GraphNode {
     pub(super) dependencies: Vec<usize>,
     pub(super) declared: Vec<(BufferId, Access)>,
     pub(super) work: NodeWork,
+    /// What the captured operation kept alive ([`HostOp::retain`]).
+    pub(super) retained: Arc<[Retained]>,
 }
 
 impl GraphNode {
@@ -55,6 +57,7 @@ impl GraphNode {
             dependencies: Vec::new(),
             declared: op.accesses,
             work,
+            retained: op.retained.into_iter().chain(op.graph_only).collect(),
         })
     }
 
@@ -84,6 +87,11 @@ impl GraphNode {
             NodeWork::Kernel { args, .. } => Some(args),
             NodeWork::Host(_) => None,
         }
+    }
+
+    /// What the captured operation keeps alive ([`HostOp::retain`]), in the order retained.
+    pub(crate) fn retained(&self) -> &[Retained] {
+        &self.retained
     }
 
     /// The buffers the node touches: declared ones plus kernel buffer arguments.
@@ -267,6 +275,12 @@ impl HostGraphExec {
     /// Enqueues one replay of every node on `stream`: after the work already enqueued there,
     /// before the work enqueued later. On a capturing stream the nodes are captured instead.
     pub(crate) fn launch(&self, stream: &HostStream) -> Result<(), HostFault> {
+        stream.shared.launch(&self.plan).map(drop)
+    }
+
+    /// [`HostGraphExec::launch`], saying whether the launch was captured (`true`) or queued
+    /// to run (`false`), decided atomically with the enqueue.
+    pub(crate) fn launch_tracked(&self, stream: &HostStream) -> Result<bool, HostFault> {
         stream.shared.launch(&self.plan)
     }
 

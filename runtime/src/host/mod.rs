@@ -10,25 +10,34 @@
 //!   `is_checked()`, `priority_range() -> (least, greatest)`,
 //!   `create_stream(StreamOptions { name, priority, non_blocking }) -> Result<HostStream>`,
 //!   `create_event(EventOptions { name, timing }) -> HostEvent`,
-//!   `register_buffer(name) -> BufferId`, `release_buffer(BufferId)`,
+//!   `register_buffer(name) -> BufferId`, `name_buffer(BufferId, name)`,
+//!   `release_buffer(BufferId)`,
 //!   `host_access(label, &[(BufferId, Access)]) -> Result<()>`, `synchronize() -> Result<()>`,
+//!   `wait_idle() -> bool` (waits without taking faults; `false` inside an op),
 //!   `races() -> Vec<RaceReport>`, `dropped_races() -> usize`.
-//! - [`HostStream`]: `enqueue(HostOp)`, `record(&HostEvent)`, `wait(&HostEvent)`,
+//! - [`HostStream`]: `enqueue(HostOp)`, `enqueue_tracked(HostOp) -> Result<bool>` (whether
+//!   it was captured), `record(&HostEvent)`, `wait(&HostEvent)`,
 //!   `wait_stream(&HostStream)`, `begin_capture()` (all `-> Result<()>`),
 //!   `end_capture() -> Result<HostGraph>`, `synchronize() -> Result<()>`, `query() -> bool`,
 //!   `is_capturing() -> bool`, `id()`, `name()`, `priority()`, `is_non_blocking()`.
+//! - `on_worker_thread()`: whether the caller runs inside a stream's operation (where
+//!   blocking calls fail).
 //! - [`HostEvent`]: `query() -> bool`, `synchronize() -> Result<()>`,
 //!   `HostEvent::elapsed_time(&start, &end) -> Result<f32>` (milliseconds), `name()`,
 //!   `has_timing()`.
 //! - [`HostOp`]: `replayable(label, Fn() -> Result<(), String>)`,
 //!   `kernel(label, KernelFn, Vec<KernelArgValue>)`, `once(label, FnOnce() -> Result<(), String>)`,
-//!   then `.reads(id)`, `.writes(id)`, `.access(id, Access)`; kernel buffer arguments declare
+//!   then `.reads(id)`, `.writes(id)`, `.access(id, Access)`, `.retain(Arc<dyn Any>)` (kept
+//!   alive with the op or its graph node), `.retain_in_graph(Arc<dyn Any>)` (kept only by
+//!   its graph node); kernel buffer arguments declare
 //!   their own accesses. [`KernelArgValue`] is `Scalar(bytes)` (`scalar(v)`, `as_scalar::<T>()`)
 //!   or `Buffer(BufferArg { address, byte_len, elem_size, writable, buffer })`.
 //! - [`HostGraph`]: `node_count()`, `nodes() -> &[GraphNode]` (topological order; each
 //!   [`GraphNode`] has `label()`, `captured_on()`, `dependencies()`, `accesses()`,
-//!   `is_kernel()`, `kernel_args()`), `instantiate() -> HostGraphExec`, `to_dot()`.
-//! - [`HostGraphExec`]: `launch(&HostStream) -> Result<()>`, `node_count()`,
+//!   `is_kernel()`, `kernel_args()`, `retained()`), `instantiate() -> HostGraphExec`,
+//!   `to_dot()`.
+//! - [`HostGraphExec`]: `launch(&HostStream) -> Result<()>`, `launch_tracked` (whether it was
+//!   captured), `node_count()`,
 //!   `kernel_args(i)`, `set_kernel_args(i, args) -> Result<()>`, `update(&HostGraph) -> Result<()>`.
 //!
 //! # Semantics
@@ -99,9 +108,9 @@ mod api {
     pub(crate) use super::event::{EventOptions, HostEvent};
     pub(crate) use super::graph::{GraphNode, HostGraph, HostGraphExec};
     pub(crate) use super::op::{
-        Access, BufferArg, BufferId, HostOp, HostWork, KernelArgValue, KernelFn, OnceWork,
+        Access, BufferArg, BufferId, HostOp, HostWork, KernelArgValue, KernelFn, OnceWork, Retained,
     };
-    pub(crate) use super::stream::{HostStream, StreamOptions};
+    pub(crate) use super::stream::{HostStream, StreamOptions, on_worker_thread};
 }
 #[allow(unused_imports, reason = "see `api`")]
 pub(crate) use api::*;

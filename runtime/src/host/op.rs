@@ -108,6 +108,9 @@ pub(crate) type HostWork = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
 pub(crate) type KernelFn = Arc<dyn Fn(&[KernelArgValue]) -> Result<(), String> + Send + Sync>;
 /// One-shot host work (a host function); it cannot be captured.
 pub(crate) type OnceWork = Box<dyn FnOnce() -> Result<(), String> + Send>;
+/// Something an operation keeps alive (and a graph node captured from it, for the graph's
+/// whole life): the buffers it touches, its kernel's module, tags the layers above read back.
+pub(crate) type Retained = Arc<dyn Any + Send + Sync>;
 
 /// What an operation does when it runs.
 pub(super) enum OpWork {
@@ -131,6 +134,10 @@ pub(crate) struct HostOp {
     pub(super) label: Cow<'static, str>,
     pub(super) accesses: Vec<(BufferId, Access)>,
     pub(super) work: OpWork,
+    pub(super) retained: Vec<Retained>,
+    /// Kept only if the op is captured (then by its graph node); dropped at enqueue
+    /// otherwise, outside the stream's lock.
+    pub(super) graph_only: Vec<Retained>,
 }
 
 impl HostOp {
@@ -166,6 +173,8 @@ impl HostOp {
             label: label.into(),
             accesses: Vec::new(),
             work,
+            retained: Vec::new(),
+            graph_only: Vec::new(),
         }
     }
 
@@ -182,6 +191,23 @@ impl HostOp {
     /// Declares an access to `buffer`.
     pub(crate) fn access(mut self, buffer: BufferId, access: Access) -> Self {
         self.accesses.push((buffer, access));
+        self
+    }
+
+    /// Keeps `object` alive as long as the operation (until it has run), or as long as the
+    /// graph node it is captured into; [`GraphNode::retained`](super::GraphNode::retained)
+    /// hands it back.
+    pub(crate) fn retain(mut self, object: Retained) -> Self {
+        self.retained.push(object);
+        self
+    }
+
+    /// Keeps `object` alive only if the op is captured, for as long as its graph node (e.g. a
+    /// buffer handle, whose last drop should wait for eager work rather than be deferred to
+    /// it); [`GraphNode::retained`](super::GraphNode::retained) hands it back after those
+    /// kept by [`HostOp::retain`].
+    pub(crate) fn retain_in_graph(mut self, object: Retained) -> Self {
+        self.graph_only.push(object);
         self
     }
 
@@ -206,14 +232,21 @@ impl HostOp {
 
     /// Runs the work, catching panics; on failure hands back the label for the report.
     pub(super) fn run(self) -> Result<(), (Cow<'static, str>, OpFailure)> {
-        let HostOp { label, work, .. } = self;
+        let HostOp {
+            label,
+            work,
+            retained,
+            ..
+        } = self;
         // The work is moved into the guard so that its drop (user captures) is guarded too.
-        run_guarded(move || match work {
+        let result = run_guarded(move || match work {
             OpWork::Replayable(f) => f(),
             OpWork::Kernel { func, args } => func(&args),
             OpWork::Once(f) => f(),
-        })
-        .map_err(|failure| (label, failure))
+        });
+        // Released only once the work is done with what they keep alive.
+        drop(retained);
+        result.map_err(|failure| (label, failure))
     }
 }
 

@@ -29,7 +29,7 @@ thread_local! {
 }
 
 /// Whether the current thread is a stream worker (running some stream's operations).
-pub(super) fn on_worker_thread() -> bool {
+pub(crate) fn on_worker_thread() -> bool {
     ON_WORKER.with(Cell::get)
 }
 
@@ -195,6 +195,12 @@ impl HostStream {
     /// Queues `op` after everything already queued (or captures it). Errors are immediate
     /// misuse only; the op's own failure surfaces at the next [`HostStream::synchronize`].
     pub(crate) fn enqueue(&self, op: HostOp) -> Result<(), HostFault> {
+        self.shared.enqueue(op).map(drop)
+    }
+
+    /// [`HostStream::enqueue`], saying whether the op was captured (`true`) or queued to run
+    /// (`false`), decided atomically with the enqueue: what code that fences eager work needs.
+    pub(crate) fn enqueue_tracked(&self, op: HostOp) -> Result<bool, HostFault> {
         self.shared.enqueue(op)
     }
 
@@ -289,10 +295,14 @@ impl HostStream {
 }
 
 impl StreamShared {
-    fn enqueue(&self, op: HostOp) -> Result<(), HostFault> {
+    /// Queues or captures `op`; `Ok(true)` when captured.
+    fn enqueue(&self, mut op: HostOp) -> Result<bool, HostFault> {
+        // Dropped after the lock is released unless captured: a drop may wait on streams.
+        let graph_only = std::mem::take(&mut op.graph_only);
         let mut state = lock(&self.state);
         if let Some(session) = state.active_capture() {
-            return session.add_op(self.timeline, op);
+            op.graph_only = graph_only;
+            return session.add_op(self.timeline, op).map(|()| true);
         }
         if self.ctx.checked {
             let label: Arc<str> = Arc::from(op.label());
@@ -308,14 +318,17 @@ impl StreamShared {
         }
         let wake = state.push(Item::Op(op));
         self.wake(wake);
-        Ok(())
+        drop(state);
+        drop(graph_only);
+        Ok(false)
     }
 
-    pub(super) fn launch(&self, plan: &Arc<ExecPlan>) -> Result<(), HostFault> {
+    /// Queues (or captures) one replay of `plan`; `Ok(true)` when captured.
+    pub(super) fn launch(&self, plan: &Arc<ExecPlan>) -> Result<bool, HostFault> {
         let mut state = lock(&self.state);
         if let Some(session) = state.active_capture() {
             let nodes: Vec<_> = plan.nodes.iter().map(|n| n.node.clone()).collect();
-            return session.add_graph(self.timeline, &nodes);
+            return session.add_graph(self.timeline, &nodes).map(|()| true);
         }
         if self.ctx.checked {
             let mut detector = self.ctx.detector();
@@ -342,7 +355,7 @@ impl StreamShared {
         }
         let wake = state.push(Item::Replay(plan.clone()));
         self.wake(wake);
-        Ok(())
+        Ok(false)
     }
 
     fn record(self: &Arc<Self>, event: &HostEvent) -> Result<(), HostFault> {
@@ -466,6 +479,19 @@ impl StreamShared {
             self.ctx.detector().host_join(&clock);
         }
         fault.map_or(Ok(()), Err)
+    }
+
+    /// Blocks until everything queued so far has run, without taking the fault a later
+    /// synchronize reports, and without touching a capture (its captured work never runs
+    /// here; the eager work queued before it is waited for).
+    pub(super) fn drain(&self) {
+        let mut state = lock(&self.state);
+        let target = state.submitted;
+        state.progress_waiters += 1;
+        while state.completed < target {
+            state = wait(&self.progress, state);
+        }
+        state.progress_waiters -= 1;
     }
 
     fn query(&self) -> bool {

@@ -20,6 +20,7 @@ use std::fmt;
 
 use bytemuck::Pod;
 
+use super::host::HostArg;
 use crate::memory::alloc::KeepAlive;
 use crate::memory::view::sealed::DeviceMemory;
 use crate::memory::{DeviceBuffer, DeviceView, DeviceViewMut, ManagedBuffer};
@@ -172,6 +173,9 @@ pub trait KernelArg: sealed::Arg {
     fn enqueued_on(&self, stream: &Stream) {
         let _ = stream;
     }
+    /// The argument as a host-backend launch passes it.
+    #[doc(hidden)]
+    fn host_arg(&self) -> HostArg;
 }
 
 impl<T: DeviceRepr> sealed::Arg for T {}
@@ -180,6 +184,9 @@ impl<T: DeviceRepr> KernelArg for T {
     #[inline(always)]
     fn pack(&self) -> T {
         *self
+    }
+    fn host_arg(&self) -> HostArg {
+        HostArg::scalar(bytemuck::bytes_of(self))
     }
 }
 
@@ -211,6 +218,9 @@ macro_rules! device_args {
             #[inline(always)]
             fn enqueued_on(&self, stream: &Stream) {
                 self.device_region().enqueued_on(stream);
+            }
+            fn host_arg(&self) -> HostArg {
+                HostArg::buffer(&self.device_region(), std::mem::size_of::<T>())
             }
         }
         impl<'p, $($lt,)* T: Pod> sealed::PassedAs<&'p [T]> for $ty {}
@@ -270,6 +280,10 @@ pub trait KernelArgs: sealed::Tuple {
     /// [`KernelArg::enqueued_on`] for each argument.
     #[doc(hidden)]
     fn enqueued_on(&self, stream: &Stream);
+
+    /// [`KernelArg::host_arg`] for each argument, in order.
+    #[doc(hidden)]
+    fn host_args(&self) -> Vec<HostArg>;
 }
 
 /// Arguments that match the signature `Sig` one by one.
@@ -295,6 +309,9 @@ impl KernelArgs for () {
     fn retain(&self, _out: &mut Retained) {}
     #[inline(always)]
     fn enqueued_on(&self, _stream: &Stream) {}
+    fn host_args(&self) -> Vec<HostArg> {
+        Vec::new()
+    }
 }
 impl sealed::ArgsFor<()> for () {}
 impl KernelArgsFor<()> for () {}
@@ -326,6 +343,10 @@ macro_rules! tuples {
             #[inline(always)]
             fn enqueued_on(&self, stream: &Stream) {
                 $(self.$i.enqueued_on(stream);)+
+            }
+
+            fn host_args(&self) -> Vec<HostArg> {
+                vec![$(self.$i.host_arg()),+]
             }
         }
 

@@ -11,9 +11,13 @@
 //! kernel's dynamic shared memory limit when a launch asks for more than 48 KiB, and, while
 //! the stream captures, hand the buffers and the module to the graph being recorded so
 //! they outlive it. The arguments are packed on the stack: no allocation per launch.
+//!
+//! On the host backend a typed launch runs the kernel's host implementation
+//! ([`TypedKernel::with_host`], see [`host`](self::host)) as one stream operation.
 
 mod args;
 mod config;
+pub(crate) mod host;
 
 use std::marker::PhantomData;
 
@@ -24,6 +28,7 @@ pub use args::{
 pub use config::{
     DEFAULT_DYNAMIC_SHARED_LIMIT, Dim3, LaunchConfig, LaunchConfigError, LaunchLimits,
 };
+pub use host::{HostKernel, HostKernelFn, HostParam};
 
 use crate::error::{Error, Result, check};
 use crate::memory::alloc::KeepAlive;
@@ -41,7 +46,7 @@ impl Kernel {
     }
 
     #[cold]
-    fn config_error(&self, call: &'static str, e: LaunchConfigError) -> Error {
+    pub(crate) fn config_error(&self, call: &'static str, e: LaunchConfigError) -> Error {
         Error::invalid(
             call,
             format!(
@@ -63,6 +68,10 @@ impl Kernel {
         config: LaunchConfig,
         args: A,
     ) -> Result<()> {
+        if stream.host.is_some() {
+            // The host backend runs only typed kernels with a host implementation.
+            return Err(host::missing_host_impl("Kernel::launch", self));
+        }
         self.launch_args(stream, &config, args)
     }
 
@@ -105,6 +114,7 @@ impl Kernel {
         }
         Ok(TypedKernel {
             kernel: self.clone(),
+            host: None,
             _sig: PhantomData,
         })
     }
@@ -181,9 +191,14 @@ impl Kernel {
             }
         });
         check("cuLaunchKernel", code)?;
-        if stream.tracked_capture() != capture {
+        let now = stream.tracked_capture();
+        if now != capture {
             // A capture began on another thread during the launch, which may be in it.
             self.retain_late(stream, &args);
+        }
+        if let Some(id) = now {
+            // The node just added, in launch order (see `Graph::kernel_nodes_in_launch_order`).
+            crate::graph::note_captured_kernel(stream, id);
         }
         Ok(())
     }
@@ -259,12 +274,17 @@ impl Kernel {
 /// saxpy.launch(stream, LaunchConfig::for_elements(n, 256), (n, 2.0f32, x, y))?;
 /// # Ok(()) }
 /// ```
+///
+/// On the host backend a launch runs the kernel's host implementation, attached with
+/// [`TypedKernel::with_host`]; without one it fails with [`Error::BackendMismatch`] naming
+/// the kernel.
 pub struct TypedKernel<Sig> {
     kernel: Kernel,
+    host: Option<HostKernel<Sig>>,
     _sig: PhantomData<fn() -> Sig>,
 }
 
-impl<Sig: Signature> TypedKernel<Sig> {
+impl<Sig: Signature + 'static> TypedKernel<Sig> {
     /// Enqueues the kernel on `stream`.
     #[inline]
     pub fn launch<A: KernelArgsFor<Sig>>(
@@ -273,6 +293,9 @@ impl<Sig: Signature> TypedKernel<Sig> {
         config: LaunchConfig,
         args: A,
     ) -> Result<()> {
+        if let Some(h) = &stream.host {
+            return host::launch(&self.kernel, self.host.as_ref(), stream, h, &config, &args);
+        }
         self.kernel.launch_args(stream, &config, args)
     }
 }
@@ -282,12 +305,42 @@ impl<Sig> TypedKernel<Sig> {
     pub fn kernel(&self) -> &Kernel {
         &self.kernel
     }
+
+    /// Attaches the kernel's host implementation: what launches on the host backend run,
+    /// once per launch (see [`HostKernelFn`] for its shape). Kept and ignored on CUDA, so one
+    /// declaration serves both backends.
+    ///
+    /// ```no_run
+    /// # use gpu_pipeline::*;
+    /// # fn main() -> Result<()> {
+    /// fn add_scalar(n: u32, value: f32, data: &mut [f32]) {
+    ///     data[..n as usize].iter_mut().for_each(|x| *x += value);
+    /// }
+    /// let ctx = Context::auto()?;
+    /// let module = Module::load_ptx(&ctx, include_str!("../../kernels/test_kernels.ptx"))?;
+    /// // SAFETY: add_scalar(unsigned n, float value, float* data), writing only `data`.
+    /// let kernel = unsafe { module.function("add_scalar")?.typed::<(u32, f32, &mut [f32])>()? }
+    ///     .with_host(HostKernel::new(add_scalar));
+    /// # Ok(()) }
+    /// ```
+    pub fn with_host(self, host: HostKernel<Sig>) -> TypedKernel<Sig> {
+        TypedKernel {
+            host: Some(host),
+            ..self
+        }
+    }
+
+    /// Whether a host implementation is attached.
+    pub fn has_host(&self) -> bool {
+        self.host.is_some()
+    }
 }
 
 impl<Sig> Clone for TypedKernel<Sig> {
     fn clone(&self) -> Self {
         TypedKernel {
             kernel: self.kernel.clone(),
+            host: self.host.clone(),
             _sig: PhantomData,
         }
     }
@@ -298,6 +351,7 @@ impl<Sig> std::fmt::Debug for TypedKernel<Sig> {
         f.debug_struct("TypedKernel")
             .field("kernel", &self.kernel)
             .field("signature", &std::any::type_name::<Sig>())
+            .field("host", &self.host.is_some())
             .finish()
     }
 }

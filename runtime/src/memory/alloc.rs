@@ -14,14 +14,27 @@
 //!   one atomic word for this ([`StreamUse`]).
 //! - when the wait before a free fails, work may still use the memory: it is leaked, never
 //!   freed.
+//! - host slices of pinned and managed memory are guards ([`HostSlice`](super::HostSlice))
+//!   counted in the allocation ([`BorrowCount`]); a graph launch, which borrows nothing,
+//!   refuses to run while any is alive. The count is raised under the same mutex that a
+//!   launch holds while it checks the count, enqueues and records its fences, so a slice is
+//!   either taken after the launch's fence (and waits for it) or seen by the launch. A
+//!   forgotten guard only makes later launches fail.
+//!
+//! On the host backend the memory is a [`HostMem`]: every host operation holds an `Arc` of
+//! the memory it touches and locks it while it runs (see `host_mem.rs`), so a free there is
+//! never early, whatever thread drops the last handle. Drops still wait for the context's
+//! queued work first, as on CUDA.
 
 use std::any::Any;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use super::host_mem::HostMem;
 use crate::context::Context;
 use crate::error::{Error, Result, check};
 use crate::event::{Event, EventFlags};
+use crate::host::Access;
 use crate::stream::Stream;
 use crate::sys;
 
@@ -135,8 +148,67 @@ pub(crate) fn same_memory_space(a: &Context, b: &Context) -> bool {
     a.same_as(b) || (a.handle().is_some() && a.handle() == b.handle())
 }
 
+/// How many host slices of an allocation are alive (see the module docs). Raised only under
+/// the allocation's gate mutex; lowered by the slice's drop.
+#[derive(Debug, Default)]
+pub(crate) struct BorrowCount(AtomicUsize);
+
+impl BorrowCount {
+    /// One more slice; call it under the allocation's gate.
+    pub(crate) fn acquire(&self) {
+        self.0.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// A slice was dropped.
+    pub(crate) fn release(&self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Whether any slice is alive; meaningful under the allocation's gate.
+    pub(crate) fn is_borrowed(&self) -> bool {
+        self.0.load(Ordering::Acquire) != 0
+    }
+}
+
+/// The error of a graph launch that finds a host slice of its memory alive.
+pub(crate) fn borrowed_error(call: &'static str, what: &str) -> Error {
+    Error::invalid(
+        call,
+        format!(
+            "a host slice of {what} memory this graph touches is alive (from `as_slice` or \
+             `as_mut_slice`); drop the slice before launching"
+        ),
+    )
+}
+
+/// Reports a host access to the race detector of a checked host context.
+fn report_host_access(mem: Option<&Arc<HostMem>>, access: Access) -> Result<()> {
+    let Some(mem) = mem else {
+        return Ok(());
+    };
+    let verb = if access.is_write() { "write" } else { "read" };
+    let label = format!("host {verb} of {}", mem.name());
+    Ok(mem
+        .host_context()
+        .host_access(label, &[(mem.id(), access)])?)
+}
+
+/// Waits for the work queued in `ctx` before memory is freed. CUDA: a context synchronize,
+/// whose failure means work may still use the memory. Host: every queued operation has run
+/// (faults stay for the next synchronize); inside an operation nothing can be waited for,
+/// which is fine there since operations hold the memory they touch.
+fn wait_before_free(ctx: &Context) -> Result<()> {
+    match ctx.host_context() {
+        Some(host) => {
+            host.wait_idle();
+            Ok(())
+        }
+        None => ctx.synchronize(),
+    }
+}
+
 /// Device memory: from `cuMemAlloc`, the stream-ordered allocator or `cuMemAllocManaged`
-/// (see `kind`).
+/// (see `kind`), or a heap allocation on the host backend (`host`).
 ///
 /// Hooks for code that enqueues work on it (copies, kernel launches, graph nodes): call
 /// [`DeviceAlloc::note_use`] with the stream before every enqueue that bakes its address into
@@ -150,11 +222,18 @@ pub(crate) struct DeviceAlloc {
     uses: StreamUse,
     /// Set once `cuMemFreeAsync` took the memory, so Drop frees nothing.
     freed: bool,
+    /// The memory on the host backend (`ptr` is then its address).
+    pub(crate) host: Option<Arc<HostMem>>,
+    /// Orders host access to managed memory with graph launches (see `BorrowCount`).
+    gate: Mutex<()>,
+    /// Host slices of managed memory alive now.
+    pub(crate) borrows: BorrowCount,
 }
 
-// SAFETY: a device address is a plain integer usable from any thread; the driver frees it once.
+// SAFETY: a device address is a plain integer usable from any thread; the driver frees it
+// once. Host memory is a `HostMem`, itself Send + Sync.
 unsafe impl Send for DeviceAlloc {}
-// SAFETY: as above; the only interior mutability is an atomic.
+// SAFETY: as above; the interior mutability is atomics and mutexes.
 unsafe impl Sync for DeviceAlloc {}
 
 impl DeviceAlloc {
@@ -172,12 +251,43 @@ impl DeviceAlloc {
             kind,
             uses: StreamUse::new(uses),
             freed: false,
+            host: None,
+            gate: Mutex::new(()),
+            borrows: BorrowCount::default(),
         }
+    }
+
+    /// A host-backend allocation of `bytes` (zeroed), named `<what> #n` in race reports.
+    fn new_host(
+        call: &'static str,
+        ctx: &Context,
+        bytes: usize,
+        kind: AllocKind,
+        uses: u64,
+    ) -> Result<Option<DeviceAlloc>> {
+        let Some(host) = ctx.host_context() else {
+            return Ok(None);
+        };
+        let what = if kind == AllocKind::Managed {
+            "managed buffer"
+        } else {
+            "device buffer"
+        };
+        let mem = HostMem::new(call, host, bytes, what)?;
+        let mut alloc = DeviceAlloc::wrap(ctx, mem.address(), bytes, kind, uses);
+        alloc.host = Some(mem);
+        Ok(Some(alloc))
     }
 
     /// `bytes` of device memory (at least one byte is requested, so the address is unique).
     pub(crate) fn new(ctx: &Context, bytes: usize) -> Result<DeviceAlloc> {
-        let c = ctx.bound_cuda("DeviceBuffer::alloc")?;
+        const CALL: &str = "DeviceBuffer::alloc";
+        if let Some(alloc) =
+            DeviceAlloc::new_host(CALL, ctx, bytes, AllocKind::Plain, StreamUse::UNUSED)?
+        {
+            return Ok(alloc);
+        }
+        let c = ctx.bound_cuda(CALL)?;
         let mut ptr = 0;
         // SAFETY: a valid out-pointer; freed in Drop.
         check("cuMemAlloc", unsafe {
@@ -199,6 +309,17 @@ impl DeviceAlloc {
         bytes: usize,
         pool: Option<sys::CUmemoryPool>,
     ) -> Result<DeviceAlloc> {
+        // The host's heap needs no stream order: the memory is valid at once.
+        let uses = StreamUse::tag_of(stream);
+        if let Some(alloc) = DeviceAlloc::new_host(
+            "Stream::alloc_async",
+            stream.context(),
+            bytes,
+            AllocKind::StreamOrdered,
+            uses,
+        )? {
+            return Ok(alloc);
+        }
         let (c, raw) = stream.cuda("Stream::alloc_async")?;
         let mut ptr = 0;
         let code = match pool {
@@ -216,7 +337,6 @@ impl DeviceAlloc {
             "cuMemAllocAsync"
         };
         check(call, code)?;
-        let uses = StreamUse::tag_of(stream);
         Ok(DeviceAlloc::wrap(
             stream.context(),
             ptr,
@@ -228,7 +348,13 @@ impl DeviceAlloc {
 
     /// `bytes` of managed memory, attached globally (any stream, and the host, may use it).
     pub(crate) fn new_managed(ctx: &Context, bytes: usize) -> Result<DeviceAlloc> {
-        let c = ctx.bound_cuda("ManagedBuffer::new")?;
+        const CALL: &str = "ManagedBuffer::new";
+        if let Some(alloc) =
+            DeviceAlloc::new_host(CALL, ctx, bytes, AllocKind::Managed, StreamUse::UNUSED)?
+        {
+            return Ok(alloc);
+        }
+        let c = ctx.bound_cuda(CALL)?;
         let mut ptr = 0;
         // SAFETY: a valid out-pointer and a documented flag; freed in Drop.
         check("cuMemAllocManaged", unsafe {
@@ -278,6 +404,12 @@ impl DeviceAlloc {
             StreamUse::tag(stream.unique_id()),
             capture.is_some(),
         );
+        if alloc.host.is_some() && mode != FreeMode::Synchronized {
+            // Host operations hold the memory they touch: dropping our reference frees it
+            // once the last one (all enqueued on this stream, or none) has run.
+            alloc.release_host();
+            return Ok(mode);
+        }
         match mode {
             FreeMode::Deferred => {
                 // The graph being captured frees it when dropped. (A capture that foreign code
@@ -307,6 +439,11 @@ impl DeviceAlloc {
         if self.freed {
             return Ok(());
         }
+        if self.host.is_some() {
+            let waited = wait_before_free(&self.ctx);
+            self.release_host();
+            return waited;
+        }
         // Work enqueued on any stream may still read or write this memory: wait for it all.
         if let Err(e) = self.ctx.synchronize() {
             self.freed = true; // leaked: never free what may be in use
@@ -318,6 +455,29 @@ impl DeviceAlloc {
         // takes all three); nothing can use it any more (see above), and `freed` stops a
         // second free.
         check("cuMemFree", unsafe { (c.driver.cuMemFree)(self.ptr) })
+    }
+}
+
+impl DeviceAlloc {
+    /// Drops this handle's reference to host memory (freed when no operation holds it).
+    fn release_host(&mut self) {
+        self.freed = true;
+        self.host = None;
+    }
+
+    /// Starts a host access to managed memory: synchronizes the context and counts a slice,
+    /// under the gate a graph launch holds (see `BorrowCount`).
+    pub(crate) fn begin_host_access(&self, access: Access) -> Result<()> {
+        let _gate = self.gate.lock().unwrap_or_else(PoisonError::into_inner);
+        self.ctx.synchronize()?;
+        report_host_access(self.host.as_ref(), access)?;
+        self.borrows.acquire();
+        Ok(())
+    }
+
+    /// The gate a graph launch holds while it checks for host slices and enqueues.
+    pub(crate) fn gate(&self) -> MutexGuard<'_, ()> {
+        self.gate.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -351,6 +511,10 @@ pub(crate) struct PinnedAlloc {
     /// Set when work touching this memory was enqueued but could be neither fenced nor
     /// waited for: the host may never see the memory again, and it is leaked, not freed.
     lost: AtomicBool,
+    /// The memory on the host backend (`ptr` is then its first byte).
+    pub(crate) host: Option<Arc<HostMem>>,
+    /// Host slices alive now; raised under the `fences` mutex, which is the gate.
+    pub(crate) borrows: BorrowCount,
 }
 
 // SAFETY: the memory is plain host memory; host access goes through `&`/`&mut` of the buffer
@@ -359,10 +523,47 @@ unsafe impl Send for PinnedAlloc {}
 // SAFETY: as above; the fence list is behind a Mutex.
 unsafe impl Sync for PinnedAlloc {}
 
+/// A pinned allocation's gate, held by a graph launch: while it is held no host slice can be
+/// taken, and fences can be prepared and recorded.
+pub(crate) struct PinnedGate<'a> {
+    alloc: &'a PinnedAlloc,
+    fences: MutexGuard<'a, Vec<(u64, Event)>>,
+}
+
+impl PinnedGate<'_> {
+    /// Whether a host slice of the memory is alive.
+    pub(crate) fn is_borrowed(&self) -> bool {
+        self.alloc.borrows.is_borrowed()
+    }
+
+    /// See [`PinnedAlloc::prepare_fence`].
+    pub(crate) fn prepare_fence(&mut self, stream: &Stream) -> Result<()> {
+        self.alloc.prepare_in(&mut self.fences, stream)
+    }
+
+    /// See [`PinnedAlloc::fence_after_enqueue`].
+    pub(crate) fn fence_after_enqueue(&mut self, stream: &Stream) {
+        self.alloc.fence_after_enqueue_in(&mut self.fences, stream)
+    }
+}
+
 impl PinnedAlloc {
     /// `bytes` of page-locked, portable host memory.
     pub(crate) fn new(ctx: &Context, bytes: usize) -> Result<PinnedAlloc> {
-        let c = ctx.bound_cuda("PinnedBuffer::alloc")?;
+        const CALL: &str = "PinnedBuffer::alloc";
+        if let Some(host) = ctx.host_context() {
+            let mem = HostMem::new(CALL, host, bytes, "pinned buffer")?;
+            return Ok(PinnedAlloc {
+                ctx: ctx.clone(),
+                ptr: mem.ptr().as_ptr(),
+                bytes,
+                fences: Mutex::new(Vec::new()),
+                lost: AtomicBool::new(false),
+                host: Some(mem),
+                borrows: BorrowCount::default(),
+            });
+        }
+        let c = ctx.bound_cuda(CALL)?;
         let mut ptr = std::ptr::null_mut();
         // SAFETY: a valid out-pointer; freed in Drop.
         check("cuMemHostAlloc", unsafe {
@@ -374,13 +575,24 @@ impl PinnedAlloc {
             bytes,
             fences: Mutex::new(Vec::new()),
             lost: AtomicBool::new(false),
+            host: None,
+            borrows: BorrowCount::default(),
         })
     }
 
-    /// Records a fence on `stream` after the work just enqueued there that touches this
-    /// memory. Call it after every enqueue (or graph launch) that reads or writes it.
-    pub(crate) fn fence_after(&self, stream: &Stream) -> Result<()> {
-        let mut fences = self.fences.lock().unwrap_or_else(|p| p.into_inner());
+    fn lock_fences(&self) -> MutexGuard<'_, Vec<(u64, Event)>> {
+        self.fences.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The gate a graph launch holds (see [`PinnedGate`]).
+    pub(crate) fn gate(&self) -> PinnedGate<'_> {
+        PinnedGate {
+            alloc: self,
+            fences: self.lock_fences(),
+        }
+    }
+
+    fn fence_in(&self, fences: &mut Vec<(u64, Event)>, stream: &Stream) -> Result<()> {
         if let Some((_, event)) = fences.iter().find(|(id, _)| *id == stream.unique_id()) {
             return stream.record_into(event);
         }
@@ -390,11 +602,7 @@ impl PinnedAlloc {
         Ok(())
     }
 
-    /// Makes sure `stream` has a fence event, so that the [`fence_after`](Self::fence_after)
-    /// following an enqueue only records it. Call it before the enqueue: creating an event
-    /// can fail, and it must not fail once work is in flight.
-    pub(crate) fn prepare_fence(&self, stream: &Stream) -> Result<()> {
-        let mut fences = self.fences.lock().unwrap_or_else(|p| p.into_inner());
+    fn prepare_in(&self, fences: &mut Vec<(u64, Event)>, stream: &Stream) -> Result<()> {
         if !fences.iter().any(|(id, _)| *id == stream.unique_id()) {
             let event = Event::with_flags(&self.ctx, EventFlags::ORDERING)?;
             fences.push((stream.unique_id(), event));
@@ -402,14 +610,33 @@ impl PinnedAlloc {
         Ok(())
     }
 
-    /// [`fence_after`](Self::fence_after) for work that is already enqueued, so it cannot
-    /// fail: when recording the fence fails, blocks until `stream` has drained instead, and
+    /// Makes sure `stream` has a fence event, so that the
+    /// [`fence_after_enqueue`](Self::fence_after_enqueue) following an enqueue only records it. Call it before the enqueue: creating an event
+    /// can fail, and it must not fail once work is in flight.
+    pub(crate) fn prepare_fence(&self, stream: &Stream) -> Result<()> {
+        self.prepare_in(&mut self.lock_fences(), stream)
+    }
+
+    /// Records a fence on `stream` after the work just enqueued there that touches this
+    /// memory (call it after every enqueue or graph launch that reads or writes it). It
+    /// cannot fail, since the work is already enqueued: when recording the fence fails, blocks until `stream` has drained instead, and
     /// when even that fails, marks the memory lost (host access errors, Drop leaks it).
     pub(crate) fn fence_after_enqueue(&self, stream: &Stream) {
-        let Err(e) = self.fence_after(stream) else {
+        self.fence_after_enqueue_in(&mut self.lock_fences(), stream)
+    }
+
+    fn fence_after_enqueue_in(&self, fences: &mut Vec<(u64, Event)>, stream: &Stream) {
+        let Err(e) = self.fence_in(fences, stream) else {
             return;
         };
         tracing::warn!(error = %e, "fencing pinned memory failed; waiting for the stream instead");
+        if stream.host.is_some() {
+            // A host record fails only on misuse; without a fence the host may never see
+            // the memory again.
+            tracing::warn!("pinned memory is lost: its host-backend work could not be fenced");
+            self.lost.store(true, Ordering::Release);
+            return;
+        }
         let drained = stream.cuda("PinnedBuffer::fence").and_then(|(c, raw)| {
             // SAFETY: a live stream of a bound context.
             check("cuStreamSynchronize", unsafe {
@@ -425,6 +652,10 @@ impl PinnedAlloc {
     /// Blocks until no enqueued work touches this memory any more. Errors from the device
     /// (an asynchronous fault) are returned.
     pub(crate) fn wait_for_device(&self) -> Result<()> {
+        self.wait_in(&self.lock_fences())
+    }
+
+    fn wait_in(&self, fences: &[(u64, Event)]) -> Result<()> {
         if self.lost.load(Ordering::Acquire) {
             return Err(Error::invalid(
                 "PinnedBuffer",
@@ -432,7 +663,6 @@ impl PinnedAlloc {
                  may not access it any more",
             ));
         }
-        let fences = self.fences.lock().unwrap_or_else(|p| p.into_inner());
         let mut first_error = None;
         // The events stay for reuse: a completed event is cheap to wait on again.
         for (_, fence) in fences.iter() {
@@ -443,12 +673,22 @@ impl PinnedAlloc {
         first_error.map_or(Ok(()), Err)
     }
 
+    /// Starts a host access: waits for every fence and counts a slice, under the gate a
+    /// graph launch holds (see `BorrowCount`).
+    pub(crate) fn begin_host_access(&self, access: Access) -> Result<()> {
+        let fences = self.lock_fences();
+        self.wait_in(&fences)?;
+        report_host_access(self.host.as_ref(), access)?;
+        self.borrows.acquire();
+        Ok(())
+    }
+
     /// Whether any fence is still pending (without blocking).
     pub(crate) fn is_busy(&self) -> Result<bool> {
         if self.lost.load(Ordering::Acquire) {
             return Ok(true);
         }
-        let fences = self.fences.lock().unwrap_or_else(|p| p.into_inner());
+        let fences = self.lock_fences();
         for (_, fence) in fences.iter() {
             if !fence.query()? {
                 return Ok(true);
@@ -469,6 +709,15 @@ impl std::fmt::Debug for PinnedAlloc {
 
 impl Drop for PinnedAlloc {
     fn drop(&mut self) {
+        if let Some(mem) = self.host.take() {
+            // Host operations hold the memory they touch, so freeing is never early; the wait
+            // keeps CUDA's blocking behaviour (and fails harmlessly inside an operation).
+            if let Err(e) = self.wait_for_device() {
+                tracing::debug!(error = %e, "pinned host-backend memory dropped without waiting");
+            }
+            drop(mem);
+            return;
+        }
         if let Err(e) = self.wait_for_device() {
             // The device may still read or write it: leak rather than free under it.
             tracing::warn!(error = %e, bytes = self.bytes, "waiting for device work before freeing pinned memory failed; leaking it");

@@ -31,6 +31,9 @@ use crate::sys;
 /// (waits for all work of every stream in it) and then frees; to free stream-ordered memory
 /// without waiting, hand it to [`Stream::free_async`].
 ///
+/// On the host backend the memory is a 256-byte aligned heap allocation, registered with the
+/// race detector (see [`named`](Self::named)); the device address is its host address.
+///
 /// ```no_run
 /// # fn main() -> gpu_pipeline::Result<()> {
 /// use gpu_pipeline::{Context, DeviceBuffer, Stream};
@@ -104,6 +107,24 @@ impl<T: Pod> DeviceBuffer<T> {
         let mut staging = PinnedBuffer::zeros(stream.context(), self.len)?;
         stream.copy_dtoh(self, &mut staging)?;
         Ok(staging.as_slice()?.to_vec())
+    }
+
+    /// Names the buffer in the host backend's race reports and operation labels (e.g. after
+    /// the variable or pipeline parameter it is); no effect on CUDA.
+    ///
+    /// ```
+    /// # fn main() -> gpu_pipeline::Result<()> {
+    /// use gpu_pipeline::{Context, DeviceBuffer};
+    /// let ctx = Context::host_checked();
+    /// let field = DeviceBuffer::<f32>::alloc(&ctx, 1024)?.named("field");
+    /// # let _ = field;
+    /// # Ok(()) }
+    /// ```
+    pub fn named(self, name: &str) -> Self {
+        if let Some(mem) = &self.alloc.host {
+            mem.set_name(name);
+        }
+        self
     }
 
     /// The number of elements.

@@ -21,30 +21,38 @@ mod sealed {
 
 /// The word types a [`FlagCell`] can hold: `u32` and `u64`.
 pub trait FlagWord: sealed::Sealed + Copy + Send + Sync + std::fmt::Debug + 'static {
+    /// Reads the word atomically.
+    ///
+    /// # Safety
+    /// `ptr` must point to a live word aligned for `Self` that is only accessed atomically.
     #[doc(hidden)]
-    fn load(ptr: *const Self) -> Self;
+    unsafe fn load(ptr: *const Self) -> Self;
+    /// Writes the word atomically.
+    ///
+    /// # Safety
+    /// As for [`FlagWord::load`].
     #[doc(hidden)]
-    fn store(ptr: *mut Self, value: Self);
+    unsafe fn store(ptr: *mut Self, value: Self);
 }
 
 impl FlagWord for u32 {
-    fn load(ptr: *const Self) -> Self {
-        // SAFETY: `ptr` is the cell's aligned, live word; the device writes it concurrently,
-        // which is what atomics are for.
+    unsafe fn load(ptr: *const Self) -> Self {
+        // SAFETY: the caller's contract; the device writes the word concurrently, which is
+        // what atomics are for.
         unsafe { AtomicU32::from_ptr(ptr.cast_mut()) }.load(Ordering::Acquire)
     }
-    fn store(ptr: *mut Self, value: Self) {
+    unsafe fn store(ptr: *mut Self, value: Self) {
         // SAFETY: as in `load`.
         unsafe { AtomicU32::from_ptr(ptr) }.store(value, Ordering::Release)
     }
 }
 
 impl FlagWord for u64 {
-    fn load(ptr: *const Self) -> Self {
+    unsafe fn load(ptr: *const Self) -> Self {
         // SAFETY: as for u32.
         unsafe { AtomicU64::from_ptr(ptr.cast_mut()) }.load(Ordering::Acquire)
     }
-    fn store(ptr: *mut Self, value: Self) {
+    unsafe fn store(ptr: *mut Self, value: Self) {
         // SAFETY: as for u32.
         unsafe { AtomicU64::from_ptr(ptr) }.store(value, Ordering::Release)
     }
@@ -57,7 +65,7 @@ impl FlagWord for u64 {
 /// last holder drops, the context is synchronized first, so no enqueued operation can touch
 /// the word after it is freed. A stream waiting on a value nobody will write blocks that
 /// drop, as it would block any synchronize.
-pub struct FlagCell<W: FlagWord> {
+pub struct FlagCell<W: FlagWord = u32> {
     word: Arc<FlagWordAlloc>,
     _word: PhantomData<W>,
 }
@@ -107,11 +115,14 @@ impl FlagWordAlloc {
     }
 
     pub(crate) fn load<W: FlagWord>(&self) -> W {
-        W::load(self.host.cast())
+        // SAFETY: `host` is this allocation's 8-byte-aligned word, live until Drop, and only
+        // ever accessed through these atomics (host) or stream memory operations (device).
+        unsafe { W::load(self.host.cast()) }
     }
 
     pub(crate) fn store<W: FlagWord>(&self, value: W) {
-        W::store(self.host.cast(), value)
+        // SAFETY: as in `load`.
+        unsafe { W::store(self.host.cast(), value) }
     }
 }
 

@@ -9,12 +9,14 @@ use bytemuck::Pod;
 
 use super::alloc::DeviceAlloc;
 use super::check;
+use super::slice::{HostSlice, HostSliceMut};
 use super::view::{
     self, DeviceDest, DeviceRegion, DeviceSource, DeviceView, DeviceViewMut, sealed,
 };
 use crate::context::Context;
 use crate::device::DeviceAttribute;
 use crate::error::{Error, Result};
+use crate::host::Access;
 use crate::sys;
 
 /// Which work may touch a managed allocation (`cuStreamAttachMemAsync`'s flags), for
@@ -56,6 +58,11 @@ impl AttachScope {
 /// memory while *any* kernel runs faults, which no borrow can prevent. On such devices the
 /// host-side methods return [`Error::Unsupported`].
 ///
+/// The host slices are guards ([`HostSlice`], [`HostSliceMut`]): a graph launch, which
+/// borrows nothing, refuses to run while one of memory it touches is alive.
+///
+/// On the host backend the memory is an ordinary heap allocation, and the same rules hold.
+///
 /// Dropping the buffer synchronizes the context and frees.
 pub struct ManagedBuffer<T: Pod> {
     alloc: Arc<DeviceAlloc>,
@@ -66,6 +73,9 @@ pub struct ManagedBuffer<T: Pod> {
 impl<T: Pod> ManagedBuffer<T> {
     /// Checks the device supports host access alongside running work.
     fn host_access(ctx: &Context, call: &'static str) -> Result<()> {
+        if ctx.host_context().is_some() {
+            return Ok(());
+        }
         let device = ctx.device().ok_or_else(|| Error::BackendMismatch {
             call,
             backend: ctx.backend().name(),
@@ -91,7 +101,10 @@ impl<T: Pod> ManagedBuffer<T> {
         Self::host_access(ctx, call)?;
         let bytes = check::byte_len(call, len, std::mem::size_of::<T>())?;
         let alloc = DeviceAlloc::new_managed(ctx, bytes)?;
-        let host = std::ptr::with_exposed_provenance_mut::<u8>(alloc.ptr as usize);
+        let host = match &alloc.host {
+            Some(mem) => mem.ptr().as_ptr(),
+            None => std::ptr::with_exposed_provenance_mut::<u8>(alloc.ptr as usize),
+        };
         check::host_alignment(call, host as usize, std::mem::align_of::<T>())?;
         init(host, bytes);
         Ok(ManagedBuffer {
@@ -152,27 +165,46 @@ impl<T: Pod> ManagedBuffer<T> {
     }
 
     /// The unified address as a host pointer (the driver hands out managed memory as an
-    /// integer address, so its provenance is the exposed one).
+    /// integer address, so its provenance is the exposed one; host-backend memory has its
+    /// own pointer).
     fn host_ptr(&self) -> *mut T {
-        std::ptr::with_exposed_provenance_mut(self.alloc.ptr as usize)
+        match &self.alloc.host {
+            Some(mem) => mem.ptr().as_ptr().cast(),
+            None => std::ptr::with_exposed_provenance_mut(self.alloc.ptr as usize),
+        }
     }
 
-    /// The elements, after synchronizing the context (all work on every stream of it).
-    pub fn as_slice(&self) -> Result<&[T]> {
-        self.alloc.ctx.synchronize()?;
+    /// Names the buffer in the host backend's race reports and operation labels; no effect
+    /// on CUDA.
+    pub fn named(self, name: &str) -> Self {
+        if let Some(mem) = &self.alloc.host {
+            mem.set_name(name);
+        }
+        self
+    }
+
+    /// The elements, after synchronizing the context (all work on every stream of it). While
+    /// the guard lives, launching a graph that touches this buffer fails.
+    pub fn as_slice(&self) -> Result<HostSlice<'_, T>> {
+        self.alloc.begin_host_access(Access::Read)?;
         // SAFETY: `len * size_of::<T>()` initialised bytes (written at creation, later only
         // by device work writing `T`s), aligned for `T` and host-accessible (both checked at
-        // creation). No work runs in the context now, and none that writes the buffer can be
-        // enqueued while this borrow lives (that takes `&mut self`).
-        Ok(unsafe { std::slice::from_raw_parts(self.host_ptr().cast_const(), self.len) })
+        // creation). No work runs in the context now, none that writes the buffer can be
+        // enqueued while this borrow lives (that takes `&mut self`), and a graph launch
+        // checks the borrow counted above under the gate that ordered it with the
+        // synchronize.
+        let slice = unsafe { std::slice::from_raw_parts(self.host_ptr().cast_const(), self.len) };
+        Ok(HostSlice::new(slice, &self.alloc.borrows))
     }
 
-    /// The elements, mutably, after synchronizing the context.
-    pub fn as_mut_slice(&mut self) -> Result<&mut [T]> {
-        self.alloc.ctx.synchronize()?;
+    /// The elements, mutably, after synchronizing the context. While the guard lives,
+    /// launching a graph that touches this buffer fails.
+    pub fn as_mut_slice(&mut self) -> Result<HostSliceMut<'_, T>> {
+        self.alloc.begin_host_access(Access::Write)?;
         // SAFETY: as in `as_slice`; `&mut self` keeps any work from being enqueued on the
         // buffer while the slice lives.
-        Ok(unsafe { std::slice::from_raw_parts_mut(self.host_ptr(), self.len) })
+        let slice = unsafe { std::slice::from_raw_parts_mut(self.host_ptr(), self.len) };
+        Ok(HostSliceMut::new(slice, &self.alloc.borrows))
     }
 
     /// The elements copied into a `Vec` (synchronizes like [`as_slice`](Self::as_slice)).

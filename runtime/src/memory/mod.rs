@@ -4,8 +4,8 @@
 //! | type | memory | host access |
 //! | --- | --- | --- |
 //! | [`DeviceBuffer`] | device (`cuMemAlloc`, or stream-ordered from a [`MemoryPool`]) | none; copy through a [`PinnedBuffer`] |
-//! | [`PinnedBuffer`] | page-locked host | [`PinnedBuffer::as_slice`] after its fences |
-//! | [`ManagedBuffer`] | managed (unified) | [`ManagedBuffer::as_slice`] after a context synchronize |
+//! | [`PinnedBuffer`] | page-locked host | [`PinnedBuffer::as_slice`] ([`HostSlice`]) after its fences |
+//! | [`ManagedBuffer`] | managed (unified) | [`ManagedBuffer::as_slice`] ([`HostSlice`]) after a context synchronize |
 //! | [`FlagCell`] | one mapped host word | atomics, any time |
 //!
 //! Copies and memsets are [`Stream`](crate::Stream) methods (`copy_htod`, `copy_dtoh`,
@@ -13,14 +13,20 @@
 //! [`DeviceSource`] / [`DeviceDest`] / [`PinnedSource`] / [`PinnedDest`]. The soundness rule
 //! (no safe code lets the host touch memory that pending device work uses, or frees memory
 //! under it) lives in `alloc.rs`.
+//!
+//! On the host backend every buffer is a heap allocation (`host_mem.rs`), registered with the
+//! race detector and locked by the host operations that touch it, so that operations no
+//! event orders stay memory-safe while the detector reports them.
 
 pub(crate) mod alloc;
 pub(crate) mod check;
 mod device;
 pub(crate) mod flag;
+pub(crate) mod host_mem;
 mod managed;
 mod pinned;
 mod pool;
+mod slice;
 pub(crate) mod view;
 
 pub use alloc::FreeMode;
@@ -29,6 +35,7 @@ pub use flag::{FlagCell, FlagWord};
 pub use managed::{AttachScope, ManagedBuffer};
 pub use pinned::PinnedBuffer;
 pub use pool::MemoryPool;
+pub use slice::{HostSlice, HostSliceMut};
 pub use view::{
     DeviceDest, DeviceSource, DeviceView, DeviceViewMut, PinnedDest, PinnedSource, PinnedView,
     PinnedViewMut,

@@ -8,11 +8,13 @@ use bytemuck::Pod;
 
 use super::alloc::PinnedAlloc;
 use super::check;
+use super::slice::{HostSlice, HostSliceMut};
 use super::view::{
     self, PinnedDest, PinnedRegion, PinnedSource, PinnedView, PinnedViewMut, sealed,
 };
 use crate::context::Context;
 use crate::error::Result;
+use crate::host::Access;
 
 /// `len` elements of `T` in page-locked host memory, which the device copies from and to
 /// asynchronously ([`Stream::copy_htod`](crate::Stream::copy_htod),
@@ -22,7 +24,11 @@ use crate::error::Result;
 /// stream). The host reaches the elements only through [`as_slice`](Self::as_slice) and
 /// [`as_mut_slice`](Self::as_mut_slice), which first wait for every fence, and device work
 /// that writes the buffer needs `&mut` of it for the enqueue, so no host slice is alive
-/// then. Dropping the buffer waits for the fences before freeing.
+/// then. The slices are guards ([`HostSlice`], [`HostSliceMut`]): a graph launch, which
+/// borrows nothing, refuses to run while one of memory it touches is alive. Dropping the
+/// buffer waits for the fences before freeing.
+///
+/// On the host backend the memory is an ordinary heap allocation, and the same rules hold.
 ///
 /// ```no_run
 /// # fn main() -> gpu_pipeline::Result<()> {
@@ -32,7 +38,7 @@ use crate::error::Result;
 /// let field = DeviceBuffer::<f32>::zeros(&stream, 1024)?;
 /// let mut snapshot = PinnedBuffer::<f32>::zeros(&ctx, 1024)?;
 /// stream.copy_dtoh(&field, &mut snapshot)?; // returns at once
-/// let host: &[f32] = snapshot.as_slice()?; // waits for the copy
+/// let host = snapshot.as_slice()?; // waits for the copy
 /// assert!(host.iter().all(|&x| x == 0.0));
 /// # Ok(()) }
 /// ```
@@ -80,6 +86,15 @@ impl<T: Pod> PinnedBuffer<T> {
         })
     }
 
+    /// Names the buffer in the host backend's race reports and operation labels (e.g. after
+    /// the variable or pipeline parameter it is); no effect on CUDA.
+    pub fn named(self, name: &str) -> Self {
+        if let Some(mem) = &self.alloc.host {
+            mem.set_name(name);
+        }
+        self
+    }
+
     /// The number of elements.
     pub fn len(&self) -> usize {
         self.len
@@ -112,26 +127,30 @@ impl<T: Pod> PinnedBuffer<T> {
     }
 
     /// The elements, after waiting for every pending piece of work that touches them
-    /// (see [`synchronize`](Self::synchronize)).
-    pub fn as_slice(&self) -> Result<&[T]> {
-        self.alloc.wait_for_device()?;
+    /// (see [`synchronize`](Self::synchronize)). While the guard lives, launching a graph
+    /// that copies to or from this buffer fails.
+    pub fn as_slice(&self) -> Result<HostSlice<'_, T>> {
+        self.alloc.begin_host_access(Access::Read)?;
         // SAFETY: the allocation holds `len * size_of::<T>()` initialised bytes (zeroed or
-        // copied at creation; later written only by device copies of `T`s), aligned for `T`
-        // (checked at creation). No device work writes it now (every fence has completed)
-        // or can start to while this borrow lives (enqueueing a write takes `&mut self`).
-        Ok(
-            unsafe {
-                std::slice::from_raw_parts(self.alloc.ptr.cast::<T>().cast_const(), self.len)
-            },
-        )
+        // copied at creation; later written only by copies of `T`s), aligned for `T`
+        // (checked at creation). No enqueued work writes it now (every fence has completed)
+        // or can start to while this borrow lives: enqueueing a write takes `&mut self`, and
+        // a graph launch checks the borrow counted above under the same gate that orders it
+        // with the fence wait.
+        let slice = unsafe {
+            std::slice::from_raw_parts(self.alloc.ptr.cast::<T>().cast_const(), self.len)
+        };
+        Ok(HostSlice::new(slice, &self.alloc.borrows))
     }
 
-    /// The elements, mutably, after waiting for every pending piece of work that touches them.
-    pub fn as_mut_slice(&mut self) -> Result<&mut [T]> {
-        self.alloc.wait_for_device()?;
-        // SAFETY: as in `as_slice`; in addition no device work reads the memory now, and
+    /// The elements, mutably, after waiting for every pending piece of work that touches
+    /// them. While the guard lives, launching a graph that touches this buffer fails.
+    pub fn as_mut_slice(&mut self) -> Result<HostSliceMut<'_, T>> {
+        self.alloc.begin_host_access(Access::Write)?;
+        // SAFETY: as in `as_slice`; in addition no enqueued work reads the memory now, and
         // `&mut self` keeps anything from enqueueing work on it while the slice lives.
-        Ok(unsafe { std::slice::from_raw_parts_mut(self.alloc.ptr.cast::<T>(), self.len) })
+        let slice = unsafe { std::slice::from_raw_parts_mut(self.alloc.ptr.cast::<T>(), self.len) };
+        Ok(HostSliceMut::new(slice, &self.alloc.borrows))
     }
 
     /// The elements copied into a `Vec` (waits like [`as_slice`](Self::as_slice)).

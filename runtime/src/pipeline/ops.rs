@@ -9,6 +9,7 @@ use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::event::{Event, EventFlags};
 use crate::memory::{DeviceBuffer, FlagCell, PinnedBuffer};
+use crate::pipeline::{Progress, StageSite};
 use crate::stream::{Stream, WaitCondition};
 
 /// A copy from `Self` into `D`, asynchronous on a stream: device→pinned, pinned→device and
@@ -216,6 +217,24 @@ pub fn step_error(pipeline: &'static str, error: Error) -> Error {
         already @ (Error::Step { .. } | Error::Stage { .. }) => already,
         error => Error::Step {
             pipeline,
+            stage: None,
+            source: Box::new(error),
+        },
+    }
+}
+
+/// Gives a failure at a wait its pipeline and the first stage that did not complete.
+pub fn step_error_at(
+    pipeline: &'static str,
+    progress: &Progress,
+    stages: &[StageSite],
+    error: Error,
+) -> Error {
+    match error {
+        already @ (Error::Step { .. } | Error::Stage { .. }) => already,
+        error => Error::Step {
+            pipeline,
+            stage: progress.first_incomplete(stages),
             source: Box::new(error),
         },
     }

@@ -15,7 +15,8 @@ impl Stream {
     /// with every stream again. The whole allocation is attached.
     ///
     /// Host access through [`ManagedBuffer::as_slice`] synchronizes the context whatever the
-    /// scope, so attaching never weakens what the host may see.
+    /// scope, so attaching never weakens what the host may see. On the host backend there is
+    /// nothing to migrate or restrict, and attaching does nothing.
     pub fn attach_mem_async<T: Pod>(
         &self,
         buffer: &ManagedBuffer<T>,
@@ -28,6 +29,9 @@ impl Stream {
                 call,
                 "the buffer belongs to another context than the stream",
             ));
+        }
+        if self.host.is_some() {
+            return Ok(());
         }
         region.enqueued_on(self);
         let (c, raw) = self.cuda(call)?;

@@ -105,7 +105,7 @@ impl Stream {
 
         let (c, raw) = self.cuda("Stream::begin_capture")?;
         // SAFETY: a live stream and a valid mode.
-                check("cuStreamBeginCapture", unsafe {
+        check("cuStreamBeginCapture", unsafe {
             (c.driver.cuStreamBeginCapture)(raw, mode.raw())
         })?;
         // Hot paths (launches, copies) read this instead of asking the driver.

@@ -9,6 +9,12 @@
 //! - pinned allocations get a fence recorded after the enqueue, which the host waits on
 //!   before touching them; inside a capture nothing runs yet, so they are kept alive by the
 //!   graph instead (whose launches fence them).
+//!
+//! On the host backend each copy or memset is one replayable host operation, labelled with
+//! what it does and the buffers' names (`copy_dtoh next -> snapshot`), declaring what it reads
+//! and writes for the race detector, holding the allocations it touches (`Arc`s) and locking
+//! them while it runs (see `memory/host_mem.rs`). Pinned fences work as on CUDA; whether the
+//! operation was captured or queued is decided by the engine atomically with the enqueue.
 
 use std::sync::Arc;
 
@@ -18,10 +24,89 @@ use super::Stream;
 use super::capture::register_capture_keepalive;
 use crate::context::Context;
 use crate::error::{Error, Result, check};
+use crate::graph::HostNodeKind;
+use crate::host::{Access, HostOp, HostStream};
 use crate::memory::alloc::{KeepAlive, PinnedAlloc, same_memory_space};
 use crate::memory::check as args;
+use crate::memory::host_mem::{HostAccessSet, HostMem, declare};
 use crate::memory::view::{DeviceRegion, PinnedRegion};
 use crate::memory::{DeviceDest, DeviceSource, PinnedDest, PinnedSource};
+use crate::sys::CUgraphNodeType;
+
+/// One region of host-backend memory an operation touches.
+struct HostPart {
+    mem: Arc<HostMem>,
+    offset: usize,
+    bytes: usize,
+    keep: KeepAlive,
+}
+
+impl HostPart {
+    fn device(call: &'static str, region: &DeviceRegion<'_>) -> Result<HostPart> {
+        let mem = region.alloc.host.clone().ok_or_else(|| not_host(call))?;
+        Ok(HostPart {
+            mem,
+            offset: region.offset,
+            bytes: region.bytes,
+            keep: KeepAlive::Device(Arc::clone(region.alloc)),
+        })
+    }
+
+    fn pinned(call: &'static str, region: &PinnedRegion<'_>) -> Result<HostPart> {
+        let mem = region.alloc.host.clone().ok_or_else(|| not_host(call))?;
+        Ok(HostPart {
+            mem,
+            offset: region.offset,
+            bytes: region.bytes,
+            keep: KeepAlive::Pinned(Arc::clone(region.alloc)),
+        })
+    }
+
+    /// How labels name the region: the buffer's name, with the element range of a view.
+    fn describe(&self, elem_size: usize) -> String {
+        let name = self.mem.name();
+        if self.offset == 0 && self.bytes == self.mem.bytes() || elem_size == 0 {
+            return name.to_string();
+        }
+        let start = self.offset / elem_size;
+        format!("{name}[{start}..{}]", start + self.bytes / elem_size)
+    }
+}
+
+#[cold]
+fn not_host(call: &'static str) -> Error {
+    Error::invalid(
+        call,
+        "the buffer is CUDA memory and the stream runs on the host backend",
+    )
+}
+
+/// A host-backend copy of `bytes` bytes from `src` to `dst`: a replayable op that locks both
+/// (`src` read, `dst` written) while it copies.
+fn host_copy_op(label: String, src: HostPart, dst: HostPart) -> HostOp {
+    let set = HostAccessSet::new(vec![
+        (src.mem.clone(), Access::Read),
+        (dst.mem.clone(), Access::Write),
+    ]);
+    let (bytes, ids) = (src.bytes, set.ids());
+    let (from, to) = (src.mem.clone(), dst.mem.clone());
+    let (from_offset, to_offset) = (src.offset, dst.offset);
+    let op = HostOp::replayable(label, move || {
+        let _locks = set.lock();
+        // SAFETY: both regions lie within their allocations (checked when the buffers and
+        // views were made), which this closure keeps alive; the locks exclude every other
+        // host operation writing `to` or touching `from`'s bytes being written, and host
+        // slices are excluded by the fences and borrow rules of the buffer types. `copy`
+        // (memmove) also covers two regions of one allocation.
+        unsafe { std::ptr::copy(from.at(from_offset), to.at(to_offset), bytes) };
+        Ok(())
+    });
+    // The closure holds the memory; a graph node also holds the buffers, as on CUDA.
+    declare(op, &ids)
+        .retain_in_graph(Arc::new(src.keep))
+        .retain_in_graph(Arc::new(dst.keep))
+        .retain_in_graph(Arc::new(HostNodeKind(CUgraphNodeType::MEMCPY)))
+}
 
 /// The bookkeeping around one enqueue: which capture (as tracked) the stream was in before,
 /// so that a capture that began or ended on another thread during the enqueue is handled
@@ -90,6 +175,30 @@ impl Stream {
         register_capture_keepalive(capture_id, object);
     }
 
+    /// Enqueues a host-backend op; pinned memory it touches is fenced when the op was queued
+    /// to run (not captured), exactly as on CUDA.
+    fn host_submit(
+        &self,
+        h: &HostStream,
+        op: HostOp,
+        pinned: Option<&Arc<PinnedAlloc>>,
+        device: &[&DeviceRegion<'_>],
+    ) -> Result<()> {
+        if let Some(alloc) = pinned {
+            alloc.prepare_fence(self)?;
+        }
+        for region in device {
+            region.alloc.note_use(self);
+        }
+        let captured = h.enqueue_tracked(op)?;
+        if let Some(alloc) = pinned
+            && !captured
+        {
+            alloc.fence_after_enqueue(self);
+        }
+        Ok(())
+    }
+
     fn owns(&self, call: &'static str, ctx: &Context) -> Result<()> {
         if same_memory_space(&self.ctx, ctx) {
             Ok(())
@@ -128,6 +237,12 @@ impl Stream {
         if s.bytes == 0 {
             return Ok(());
         }
+        if let Some(h) = &self.host {
+            let (src, dst) = (HostPart::pinned(call, &s)?, HostPart::device(call, &d)?);
+            let size = std::mem::size_of::<T>();
+            let label = format!("copy_htod {} -> {}", src.describe(size), dst.describe(size));
+            return self.host_submit(h, host_copy_op(label, src, dst), Some(s.alloc), &[&d]);
+        }
         let enqueue = Enqueue::begin(self, [Some(d), None], Some(s))?;
         let (c, raw) = self.cuda(call)?;
         // SAFETY: `s` and `d` are in-bounds regions of `s.bytes` bytes of live allocations of
@@ -157,6 +272,12 @@ impl Stream {
         if s.bytes == 0 {
             return Ok(());
         }
+        if let Some(h) = &self.host {
+            let (src, dst) = (HostPart::device(call, &s)?, HostPart::pinned(call, &d)?);
+            let size = std::mem::size_of::<T>();
+            let label = format!("copy_dtoh {} -> {}", src.describe(size), dst.describe(size));
+            return self.host_submit(h, host_copy_op(label, src, dst), Some(d.alloc), &[&s]);
+        }
         let enqueue = Enqueue::begin(self, [Some(s), None], Some(d))?;
         let (c, raw) = self.cuda(call)?;
         // SAFETY: as in `copy_htod`, with the device writing the pinned memory: no host slice
@@ -184,6 +305,12 @@ impl Stream {
         if s.bytes == 0 {
             return Ok(());
         }
+        if let Some(h) = &self.host {
+            let (src, dst) = (HostPart::device(call, &s)?, HostPart::device(call, &d)?);
+            let size = std::mem::size_of::<T>();
+            let label = format!("copy_dtod {} -> {}", src.describe(size), dst.describe(size));
+            return self.host_submit(h, host_copy_op(label, src, dst), None, &[&s, &d]);
+        }
         let enqueue = Enqueue::begin(self, [Some(s), Some(d)], None)?;
         let (c, raw) = self.cuda(call)?;
         // SAFETY: in-bounds regions of `s.bytes` bytes of live device allocations of this
@@ -202,6 +329,15 @@ impl Stream {
         self.owns(call, &d.alloc.ctx)?;
         if d.bytes == 0 {
             return Ok(());
+        }
+        if let Some(h) = &self.host {
+            let dst = HostPart::device(call, &d)?;
+            let label = format!("memset_u8 {}", dst.describe(std::mem::size_of::<T>()));
+            let op = host_memset_op(label, dst, move |ptr, bytes| {
+                // SAFETY: see `host_memset_op`.
+                unsafe { std::ptr::write_bytes(ptr, value, bytes) }
+            });
+            return self.host_submit(h, op, None, &[&d]);
         }
         let enqueue = Enqueue::begin(self, [Some(d), None], None)?;
         let (c, raw) = self.cuda(call)?;
@@ -225,6 +361,16 @@ impl Stream {
         if words == 0 {
             return Ok(());
         }
+        if let Some(h) = &self.host {
+            let dst = HostPart::device(call, &d)?;
+            let label = format!("memset_u32 {}", dst.describe(std::mem::size_of::<T>()));
+            let op = host_memset_op(label, dst, move |ptr, bytes| {
+                // SAFETY: see `host_memset_op`; the region is 4-byte aligned and `bytes` a
+                // multiple of 4 (both checked by `memset_u32_words`).
+                unsafe { std::slice::from_raw_parts_mut(ptr.cast::<u32>(), bytes / 4) }.fill(value);
+            });
+            return self.host_submit(h, op, None, &[&d]);
+        }
         let enqueue = Enqueue::begin(self, [Some(d), None], None)?;
         let (c, raw) = self.cuda(call)?;
         // SAFETY: an in-bounds, 4-byte aligned region of `words * 4` bytes of a live device
@@ -235,4 +381,28 @@ impl Stream {
         enqueue.finish();
         Ok(())
     }
+}
+
+/// A host-backend memset: a replayable op that write-locks `dst` and calls `fill` with the
+/// region's first byte and length. `fill` may write exactly those bytes: they lie within the
+/// allocation (kept alive by the op), and the write lock excludes every other host operation.
+fn host_memset_op(
+    label: String,
+    dst: HostPart,
+    fill: impl Fn(*mut u8, usize) + Send + Sync + 'static,
+) -> HostOp {
+    let set = HostAccessSet::new(vec![(dst.mem.clone(), Access::Write)]);
+    let (bytes, id) = (dst.bytes, dst.mem.id());
+    let HostPart {
+        mem, offset, keep, ..
+    } = dst;
+    // Only the memory is captured: the buffer handle (`keep`) goes to a graph node alone.
+    let op = HostOp::replayable(label, move || {
+        let _locks = set.lock();
+        fill(mem.at(offset), bytes);
+        Ok(())
+    });
+    op.writes(id)
+        .retain_in_graph(Arc::new(keep))
+        .retain_in_graph(Arc::new(HostNodeKind(CUgraphNodeType::MEMSET)))
 }

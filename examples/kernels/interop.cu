@@ -1,0 +1,16 @@
+// Kernel of the `interop` example.
+//
+// Build the PTX beside this file with `examples/kernels/build.sh` (nvcc -ptx -arch=compute_75).
+// The host implementation is in examples/src/interop.rs.
+
+extern "C" {
+
+// data[i] = data[i] * factor + offset for i < n (no FMA contraction, as on the host).
+__global__ void scale_offset(unsigned int n, float factor, float offset, float* data) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        data[i] = __fadd_rn(__fmul_rn(data[i], factor), offset);
+    }
+}
+
+}

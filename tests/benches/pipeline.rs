@@ -1,0 +1,636 @@
+//! A generated pipeline against the same work written by hand against the runtime and as raw
+//! driver calls, measured in one run on one GPU.
+//!
+//! | case | work per iteration |
+//! | --- | --- |
+//! | `eager 1 kernel` | one empty-kernel step, 10 000 steps enqueued, then one synchronize |
+//! | `eager cross-stream` | kernel on A, record, B waits, kernel on B, record, A waits; 10 000 steps |
+//! | `capture 100 kernels` | begin capture, 100 launches, end, instantiate |
+//! | `replay 100 kernels` | one launch of the instantiated 100-kernel graph, 1 000 replays |
+//! | `set scalar` | update the scalar of all 100 kernel nodes in place |
+//!
+//! Each case runs once to warm up, then `REPS` times with the three variants interleaved; the
+//! table shows medians of host-clock times around enqueue + synchronize, per step, node or
+//! update, and the ratios generated/runtime and runtime/raw. Without a GPU it says so and exits
+//! successfully. `cargo bench -p tests --bench pipeline`; on the GPU machine
+//! `bash .gpu/run bench pipeline`. Results also go to `target/bench/pipeline.json`.
+
+use std::ffi::c_void;
+use std::time::{Duration, Instant};
+
+use gpu_pipeline::sys::{self, CUresult};
+use gpu_pipeline::{
+    CaptureMode, Context, DeviceBuffer, Event, EventFlags, LaunchConfig, Module, Stream,
+    TypedKernel, gpu_pipeline,
+};
+use libloading::Library;
+
+const STEPS: usize = 10_000;
+const REPLAYS: usize = 1_000;
+const CHAIN: usize = 100;
+const REPS: usize = 7;
+
+type BoxResult<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+type AddScalar = (u32, f32, &'static mut [f32]);
+type Saxpy = (u32, f32, &'static [f32], &'static mut [f32]);
+
+gpu_pipeline! {
+    /// One empty kernel per step.
+    pipeline Empty {
+        streams { main }
+        unsafe kernels k = ptx(include_str!("../../runtime/kernels/test_kernels.ptx")) {
+            fn empty();
+        }
+        stage only on main { launch k::empty() grid 1u32 block 1u32; }
+    }
+}
+
+gpu_pipeline! {
+    /// A kernel on `a` writes `x`; a kernel on `b` reads it: one event each way per step.
+    pipeline CrossStream {
+        streams { a, b }
+        unsafe kernels k = ptx(include_str!("../../runtime/kernels/test_kernels.ptx")) {
+            fn add_scalar(n: u32, value: f32, data: &mut [f32]);
+            fn saxpy(n: u32, a: f32, x: &[f32], y: &mut [f32]);
+        }
+        params { n: u32, x: &mut DeviceBuffer<f32>, y: &mut DeviceBuffer<f32> }
+        stage first on a { launch k::add_scalar(n, 1.0f32, x) grid 1u32 block 32u32; }
+        stage second on b { launch k::saxpy(n, 1.0f32, x, y) grid 1u32 block 32u32; }
+    }
+}
+
+/// A stage of `CHAIN` launches of `add_scalar` on one buffer.
+macro_rules! chain_pipeline {
+    ($($i:literal)*) => {
+        gpu_pipeline! {
+            /// 100 dependent kernels on one stream: the step a graph replays.
+            pipeline Chain {
+                streams { main }
+                unsafe kernels k = ptx(include_str!("../../runtime/kernels/test_kernels.ptx")) {
+                    fn add_scalar(n: u32, value: f32, data: &mut [f32]);
+                }
+                params { n: u32, value: f32, data: &mut DeviceBuffer<f32> }
+                // `$i` only makes each repetition distinct; the grid is always one block.
+                stage chain on main { $( launch k::add_scalar(n, value, data) grid 1u32 + 0 * $i block 32u32; )* }
+            }
+        }
+    };
+}
+
+chain_pipeline!(
+    0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33
+    34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63
+    64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93
+    94 95 96 97 98 99
+);
+
+/// Driver entry points for the raw baseline, straight from the library.
+struct Raw {
+    launch_kernel: sys::PFN_cuLaunchKernel,
+    event_record: sys::PFN_cuEventRecord,
+    wait_event: sys::PFN_cuStreamWaitEvent,
+    synchronize: sys::PFN_cuStreamSynchronize,
+    begin_capture: sys::PFN_cuStreamBeginCapture,
+    end_capture: sys::PFN_cuStreamEndCapture,
+    instantiate: sys::PFN_cuGraphInstantiateWithFlags,
+    graph_launch: sys::PFN_cuGraphLaunch,
+    exec_destroy: sys::PFN_cuGraphExecDestroy,
+    graph_destroy: sys::PFN_cuGraphDestroy,
+    get_nodes: sys::PFN_cuGraphGetNodes,
+    set_params: sys::PFN_cuGraphExecKernelNodeSetParams,
+    _library: Library,
+}
+
+impl Raw {
+    fn open() -> BoxResult<Raw> {
+        let path = std::env::var(gpu_pipeline::DRIVER_PATH_ENV)
+            .ok()
+            .filter(|p| !p.is_empty())
+            .unwrap_or_else(|| "libcuda.so.1".to_owned());
+        // SAFETY: the CUDA driver library, already loaded by the runtime in this process.
+        let library = unsafe { Library::new(&path)? };
+        // SAFETY: each exported symbol has the signature `sys` declares for the named
+        // variant (the `_v2` exports are the CUDA 12 ABI the runtime uses too).
+        unsafe {
+            Ok(Raw {
+                launch_kernel: *library.get(b"cuLaunchKernel\0")?,
+                event_record: *library.get(b"cuEventRecord\0")?,
+                wait_event: *library.get(b"cuStreamWaitEvent\0")?,
+                synchronize: *library.get(b"cuStreamSynchronize\0")?,
+                begin_capture: *library.get(b"cuStreamBeginCapture_v2\0")?,
+                end_capture: *library.get(b"cuStreamEndCapture\0")?,
+                instantiate: *library.get(b"cuGraphInstantiateWithFlags\0")?,
+                graph_launch: *library.get(b"cuGraphLaunch\0")?,
+                exec_destroy: *library.get(b"cuGraphExecDestroy\0")?,
+                graph_destroy: *library.get(b"cuGraphDestroy\0")?,
+                get_nodes: *library.get(b"cuGraphGetNodes\0")?,
+                set_params: *library.get(b"cuGraphExecKernelNodeSetParams_v2\0")?,
+                _library: library,
+            })
+        }
+    }
+}
+
+fn ok(code: CUresult, call: &str) -> BoxResult<()> {
+    if code.is_success() {
+        Ok(())
+    } else {
+        Err(format!("{call} failed with {code:?}").into())
+    }
+}
+
+/// Times `f` once.
+fn time(f: &mut dyn FnMut() -> BoxResult<()>) -> BoxResult<Duration> {
+    let start = Instant::now();
+    f()?;
+    Ok(start.elapsed())
+}
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+/// One row: the three variants' median time per `unit`.
+struct Row {
+    case: &'static str,
+    unit: &'static str,
+    generated: f64,
+    runtime: f64,
+    raw: f64,
+}
+
+/// Warms each variant up, then runs them `REPS` times interleaved; returns µs per unit.
+fn measure(per: usize, variants: [&mut dyn FnMut() -> BoxResult<()>; 3]) -> BoxResult<[f64; 3]> {
+    let [g, r, w] = variants;
+    let mut fs: [&mut dyn FnMut() -> BoxResult<()>; 3] = [g, r, w];
+    for f in fs.iter_mut() {
+        f()?;
+    }
+    let mut samples: [Vec<Duration>; 3] = Default::default();
+    for _ in 0..REPS {
+        for (f, s) in fs.iter_mut().zip(samples.iter_mut()) {
+            s.push(time(*f)?);
+        }
+    }
+    let us = |s: Vec<Duration>| median(s).as_secs_f64() * 1e6 / per as f64;
+    let [a, b, c] = samples;
+    Ok([us(a), us(b), us(c)])
+}
+
+fn run(ctx: &Context) -> BoxResult<Vec<Row>> {
+    let raw = Raw::open()?;
+    let module = Module::load_ptx(ctx, include_str!("../../runtime/kernels/test_kernels.ptx"))?;
+    // SAFETY: the test kernels' real signatures (runtime/kernels/test_kernels.cu).
+    let empty: TypedKernel<()> = unsafe { module.function("empty")?.typed()? };
+    // SAFETY: as above.
+    let add: TypedKernel<AddScalar> = unsafe { module.function("add_scalar")?.typed()? };
+    // SAFETY: as above.
+    let saxpy: TypedKernel<Saxpy> = unsafe { module.function("saxpy")?.typed()? };
+    let mut rows = Vec::new();
+
+    // 1. One empty kernel per step.
+    {
+        let mut pipeline = Empty::new(ctx)?;
+        let stream = Stream::non_blocking(ctx)?;
+        let one = LaunchConfig::new(1u32, 1u32);
+        let function = empty.kernel().handle();
+        let raw_stream = stream.handle();
+        let [g, r, w] = measure(
+            STEPS,
+            [
+                &mut || Ok(pipeline.run_steps(EmptyParams {}, STEPS)?.wait()?),
+                &mut || {
+                    for _ in 0..STEPS {
+                        empty.launch(&stream, one, ())?;
+                    }
+                    Ok(stream.synchronize()?)
+                },
+                &mut || {
+                    for _ in 0..STEPS {
+                        // SAFETY: a live function and stream; no parameters.
+                        let code = unsafe {
+                            (raw.launch_kernel)(
+                                function,
+                                1,
+                                1,
+                                1,
+                                1,
+                                1,
+                                1,
+                                0,
+                                raw_stream,
+                                std::ptr::null_mut(),
+                                std::ptr::null_mut(),
+                            )
+                        };
+                        ok(code, "cuLaunchKernel")?;
+                    }
+                    // SAFETY: a live stream.
+                    ok(
+                        unsafe { (raw.synchronize)(raw_stream) },
+                        "cuStreamSynchronize",
+                    )
+                },
+            ],
+        )?;
+        rows.push(Row {
+            case: "eager 1 kernel",
+            unit: "µs/step",
+            generated: g,
+            runtime: r,
+            raw: w,
+        });
+    }
+
+    // 2. The cross-stream step.
+    {
+        let mut pipeline = CrossStream::new(ctx)?;
+        let (a, b) = (Stream::non_blocking(ctx)?, Stream::non_blocking(ctx)?);
+        let (ea, eb) = (
+            Event::with_flags(ctx, EventFlags::ORDERING)?,
+            Event::with_flags(ctx, EventFlags::ORDERING)?,
+        );
+        let mut x = DeviceBuffer::<f32>::zeros(&a, 32)?;
+        let mut y = DeviceBuffer::<f32>::zeros(&a, 32)?;
+        a.synchronize()?;
+        let cfg = LaunchConfig::new(1u32, 32u32);
+        let (fa, fb) = (add.kernel().handle(), saxpy.kernel().handle());
+        let (ra, rb, rea, reb) = (a.handle(), b.handle(), ea.handle(), eb.handle());
+        let (mut n, mut one) = (32_u32, 1.0_f32);
+        let (mut px, mut py) = (x.device_ptr(), y.device_ptr());
+        let [g, r, w] = measure(
+            STEPS,
+            [
+                &mut || {
+                    Ok(pipeline
+                        .run_steps(
+                            CrossStreamParams {
+                                n: 32,
+                                x: &mut x,
+                                y: &mut y,
+                            },
+                            STEPS,
+                        )?
+                        .wait()?)
+                },
+                &mut || {
+                    for _ in 0..STEPS {
+                        add.launch(&a, cfg, (32u32, 1.0f32, &mut x))?;
+                        a.record_into(&ea)?;
+                        b.wait_event(&ea)?;
+                        saxpy.launch(&b, cfg, (32u32, 1.0f32, &x, &mut y))?;
+                        b.record_into(&eb)?;
+                        a.wait_event(&eb)?;
+                    }
+                    Ok(a.synchronize()?)
+                },
+                &mut || {
+                    let mut pa: [*mut c_void; 3] = [
+                        (&raw mut n).cast(),
+                        (&raw mut one).cast(),
+                        (&raw mut px).cast(),
+                    ];
+                    let mut pb: [*mut c_void; 4] = [
+                        (&raw mut n).cast(),
+                        (&raw mut one).cast(),
+                        (&raw mut px).cast(),
+                        (&raw mut py).cast(),
+                    ];
+                    for _ in 0..STEPS {
+                        // SAFETY: live handles of one context; the parameter arrays match the
+                        // kernels' signatures and outlive each call.
+                        unsafe {
+                            ok(
+                                (raw.launch_kernel)(
+                                    fa,
+                                    1,
+                                    1,
+                                    1,
+                                    32,
+                                    1,
+                                    1,
+                                    0,
+                                    ra,
+                                    pa.as_mut_ptr(),
+                                    std::ptr::null_mut(),
+                                ),
+                                "cuLaunchKernel",
+                            )?;
+                            ok((raw.event_record)(rea, ra), "cuEventRecord")?;
+                            ok((raw.wait_event)(rb, rea, 0), "cuStreamWaitEvent")?;
+                            ok(
+                                (raw.launch_kernel)(
+                                    fb,
+                                    1,
+                                    1,
+                                    1,
+                                    32,
+                                    1,
+                                    1,
+                                    0,
+                                    rb,
+                                    pb.as_mut_ptr(),
+                                    std::ptr::null_mut(),
+                                ),
+                                "cuLaunchKernel",
+                            )?;
+                            ok((raw.event_record)(reb, rb), "cuEventRecord")?;
+                            ok((raw.wait_event)(ra, reb, 0), "cuStreamWaitEvent")?;
+                        }
+                    }
+                    // SAFETY: a live stream.
+                    ok(unsafe { (raw.synchronize)(ra) }, "cuStreamSynchronize")
+                },
+            ],
+        )?;
+        rows.push(Row {
+            case: "eager cross-stream",
+            unit: "µs/step",
+            generated: g,
+            runtime: r,
+            raw: w,
+        });
+    }
+
+    // 3-5. A 100-kernel step: capture to runnable, replay, scalar update.
+    {
+        let mut pipeline = Chain::new(ctx)?;
+        let stream = Stream::non_blocking(ctx)?;
+        let mut data = DeviceBuffer::<f32>::zeros(&stream, 32)?;
+        stream.synchronize()?;
+        let cfg = LaunchConfig::new(1u32, 32u32);
+        let function = add.kernel().handle();
+        let raw_stream = stream.handle();
+        let (mut n, mut value, mut ptr) = (32_u32, 1.0_f32, data.device_ptr());
+
+        let raw_capture = |raw: &Raw,
+                           n: &mut u32,
+                           value: &mut f32,
+                           ptr: &mut u64|
+         -> BoxResult<(sys::CUgraph, sys::CUgraphExec)> {
+            let mut p: [*mut c_void; 3] = [
+                (n as *mut u32).cast(),
+                (value as *mut f32).cast(),
+                (ptr as *mut u64).cast(),
+            ];
+            let (mut graph, mut exec) = (std::ptr::null_mut(), std::ptr::null_mut());
+            // SAFETY: a live stream and function; `p` matches add_scalar and outlives the
+            // calls; the graph and exec are destroyed by the caller.
+            unsafe {
+                ok(
+                    (raw.begin_capture)(raw_stream, sys::CUstreamCaptureMode::THREAD_LOCAL),
+                    "cuStreamBeginCapture",
+                )?;
+                for _ in 0..CHAIN {
+                    ok(
+                        (raw.launch_kernel)(
+                            function,
+                            1,
+                            1,
+                            1,
+                            32,
+                            1,
+                            1,
+                            0,
+                            raw_stream,
+                            p.as_mut_ptr(),
+                            std::ptr::null_mut(),
+                        ),
+                        "cuLaunchKernel",
+                    )?;
+                }
+                ok(
+                    (raw.end_capture)(raw_stream, &mut graph),
+                    "cuStreamEndCapture",
+                )?;
+                ok(
+                    (raw.instantiate)(&mut exec, graph, 0),
+                    "cuGraphInstantiateWithFlags",
+                )?;
+            }
+            Ok((graph, exec))
+        };
+        let raw_destroy = |raw: &Raw, graph: sys::CUgraph, exec: sys::CUgraphExec| {
+            // SAFETY: owned handles, no launch in flight (callers synchronize first).
+            unsafe {
+                (raw.exec_destroy)(exec);
+                (raw.graph_destroy)(graph);
+            }
+        };
+
+        let [g, r, w] = measure(
+            1,
+            [
+                &mut || {
+                    drop(pipeline.capture(ChainParams {
+                        n: 32,
+                        value: 1.0,
+                        data: &mut data,
+                    })?);
+                    Ok(())
+                },
+                &mut || {
+                    let graph = stream.capture(CaptureMode::ThreadLocal, |s| {
+                        for _ in 0..CHAIN {
+                            add.launch(s, cfg, (32u32, 1.0f32, &mut data))?;
+                        }
+                        Ok(())
+                    })?;
+                    drop(graph.instantiate()?);
+                    Ok(())
+                },
+                &mut || {
+                    let (graph, exec) = raw_capture(&raw, &mut n, &mut value, &mut ptr)?;
+                    raw_destroy(&raw, graph, exec);
+                    Ok(())
+                },
+            ],
+        )?;
+        rows.push(Row {
+            case: "capture 100 kernels",
+            unit: "µs/graph",
+            generated: g,
+            runtime: r,
+            raw: w,
+        });
+
+        // Replay: the same three graphs, each launched REPLAYS times.
+        let mut generated = pipeline.capture(ChainParams {
+            n: 32,
+            value: 1.0,
+            data: &mut data,
+        })?;
+        let hand = {
+            // The hand-written graph uses its own buffer: `data` is borrowed by `generated`.
+            let mut other = DeviceBuffer::<f32>::zeros(&stream, 32)?;
+            let graph = stream.capture(CaptureMode::ThreadLocal, |s| {
+                for _ in 0..CHAIN {
+                    add.launch(s, cfg, (32u32, 1.0f32, &mut other))?;
+                }
+                Ok(())
+            })?;
+            (graph.instantiate()?, graph, other)
+        };
+        let (raw_graph, raw_exec) = raw_capture(&raw, &mut n, &mut value, &mut ptr)?;
+        let [g, r, w] = measure(
+            REPLAYS * CHAIN,
+            [
+                &mut || {
+                    for _ in 0..REPLAYS {
+                        generated.launch()?;
+                    }
+                    Ok(generated.synchronize()?)
+                },
+                &mut || {
+                    for _ in 0..REPLAYS {
+                        hand.0.launch(&stream)?;
+                    }
+                    Ok(stream.synchronize()?)
+                },
+                &mut || {
+                    for _ in 0..REPLAYS {
+                        // SAFETY: a live executable graph and stream.
+                        ok(
+                            unsafe { (raw.graph_launch)(raw_exec, raw_stream) },
+                            "cuGraphLaunch",
+                        )?;
+                    }
+                    // SAFETY: a live stream.
+                    ok(
+                        unsafe { (raw.synchronize)(raw_stream) },
+                        "cuStreamSynchronize",
+                    )
+                },
+            ],
+        )?;
+        rows.push(Row {
+            case: "replay 100 kernels",
+            unit: "µs/node",
+            generated: g,
+            runtime: r,
+            raw: w,
+        });
+
+        // Scalar update of all 100 kernel nodes.
+        let mut hand_exec = hand.0;
+        let hand_nodes = hand.1.kernel_nodes()?;
+        let mut hand_data = hand.2;
+        let mut raw_nodes = vec![std::ptr::null_mut(); CHAIN + 1];
+        let mut count = raw_nodes.len();
+        // SAFETY: a live graph and an array of `count` slots.
+        ok(
+            unsafe { (raw.get_nodes)(raw_graph, raw_nodes.as_mut_ptr(), &mut count) },
+            "cuGraphGetNodes",
+        )?;
+        raw_nodes.truncate(count);
+        let mut v = 1.0_f32;
+        let [g, r, w] = measure(
+            CHAIN,
+            [
+                &mut || {
+                    v += 1.0;
+                    Ok(generated.set_value(v)?)
+                },
+                &mut || {
+                    v += 1.0;
+                    for node in &hand_nodes {
+                        hand_exec.set_kernel_params(node, &add, cfg, (32u32, v, &mut hand_data))?;
+                    }
+                    Ok(())
+                },
+                &mut || {
+                    value += 1.0;
+                    let mut p: [*mut c_void; 3] = [
+                        (&raw mut n).cast(),
+                        (&raw mut value).cast(),
+                        (&raw mut ptr).cast(),
+                    ];
+                    let params = sys::CUDA_KERNEL_NODE_PARAMS {
+                        func: function,
+                        gridDimX: 1,
+                        gridDimY: 1,
+                        gridDimZ: 1,
+                        blockDimX: 32,
+                        blockDimY: 1,
+                        blockDimZ: 1,
+                        sharedMemBytes: 0,
+                        kernelParams: p.as_mut_ptr(),
+                        extra: std::ptr::null_mut(),
+                        kern: std::ptr::null_mut(),
+                        ctx: std::ptr::null_mut(),
+                    };
+                    for &node in &raw_nodes {
+                        // SAFETY: a live executable graph, a kernel node of its source graph
+                        // running `function`, and parameters the driver copies.
+                        ok(
+                            unsafe { (raw.set_params)(raw_exec, node, &params) },
+                            "cuGraphExecKernelNodeSetParams",
+                        )?;
+                    }
+                    Ok(())
+                },
+            ],
+        )?;
+        rows.push(Row {
+            case: "set scalar",
+            unit: "µs/node",
+            generated: g,
+            runtime: r,
+            raw: w,
+        });
+        drop(generated);
+        stream.synchronize()?;
+        raw_destroy(&raw, raw_graph, raw_exec);
+    }
+    Ok(rows)
+}
+
+fn main() {
+    let ctx = match Context::cuda(0) {
+        Ok(ctx) => ctx,
+        Err(e) => {
+            println!("pipeline bench skipped: no CUDA device ({e})");
+            return;
+        }
+    };
+    let device = ctx.device().and_then(|d| d.name().ok()).unwrap_or_default();
+    let rows = match run(&ctx) {
+        Ok(rows) => rows,
+        Err(e) => {
+            eprintln!("pipeline bench failed: {e}");
+            std::process::exit(1);
+        }
+    };
+    println!("\n{device}: medians of {REPS} runs after warm-up");
+    println!("| case | unit | generated | runtime | raw | generated/runtime | runtime/raw |");
+    println!("| --- | --- | ---: | ---: | ---: | ---: | ---: |");
+    let mut json = Vec::new();
+    for row in &rows {
+        println!(
+            "| {} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} |",
+            row.case,
+            row.unit,
+            row.generated,
+            row.runtime,
+            row.raw,
+            row.generated / row.runtime,
+            row.runtime / row.raw
+        );
+        json.push(format!(
+            "{{\"case\":\"{}\",\"unit\":\"{}\",\"generated\":{:.4},\"runtime\":{:.4},\"raw\":{:.4}}}",
+            row.case, row.unit, row.generated, row.runtime, row.raw
+        ));
+    }
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench");
+    let json = format!(
+        "{{\"device\":\"{device}\",\"rows\":[{}]}}\n",
+        json.join(",")
+    );
+    if std::fs::create_dir_all(&dir)
+        .and_then(|()| std::fs::write(dir.join("pipeline.json"), json))
+        .is_err()
+    {
+        eprintln!("could not write target/bench/pipeline.json");
+    }
+}
