@@ -384,7 +384,9 @@ impl Graph {
         let unidentified = || {
             Error::invalid(
                 CALL,
-                "the capture's kernel launches could not all be matched with the graph's                  kernel nodes (a launch whose node the driver did not report, or kernel                  nodes added by other code)",
+                "the capture's kernel launches could not all be matched with the graph's \
+                 kernel nodes (a launch whose node the driver did not report, or kernel \
+                 nodes added by other code)",
             )
         };
         if !recorded.complete.load(Ordering::Acquire) {

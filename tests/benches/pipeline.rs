@@ -139,13 +139,6 @@ fn ok(code: CUresult, call: &str) -> BoxResult<()> {
     }
 }
 
-/// Times `f` once.
-fn time(f: &mut dyn FnMut() -> BoxResult<()>) -> BoxResult<Duration> {
-    let start = Instant::now();
-    f()?;
-    Ok(start.elapsed())
-}
-
 fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
     samples[samples.len() / 2]
@@ -160,17 +153,18 @@ struct Row {
     raw: f64,
 }
 
-/// Warms each variant up, then runs them `REPS` times interleaved; returns µs per unit.
-fn measure(per: usize, variants: [&mut dyn FnMut() -> BoxResult<()>; 3]) -> BoxResult<[f64; 3]> {
-    let [g, r, w] = variants;
-    let mut fs: [&mut dyn FnMut() -> BoxResult<()>; 3] = [g, r, w];
-    for f in fs.iter_mut() {
-        f()?;
+/// Warms each variant (0 generated, 1 runtime, 2 raw) up, then runs them `REPS` times
+/// interleaved; returns µs per unit. One closure, since the variants share buffers.
+fn measure(per: usize, f: &mut dyn FnMut(usize) -> BoxResult<()>) -> BoxResult<[f64; 3]> {
+    for variant in 0..3 {
+        f(variant)?;
     }
     let mut samples: [Vec<Duration>; 3] = Default::default();
     for _ in 0..REPS {
-        for (f, s) in fs.iter_mut().zip(samples.iter_mut()) {
-            s.push(time(*f)?);
+        for (variant, s) in samples.iter_mut().enumerate() {
+            let start = Instant::now();
+            f(variant)?;
+            s.push(start.elapsed());
         }
     }
     let us = |s: Vec<Duration>| median(s).as_secs_f64() * 1e6 / per as f64;
@@ -192,48 +186,48 @@ fn run(ctx: &Context) -> BoxResult<Vec<Row>> {
     // 1. One empty kernel per step.
     {
         let mut pipeline = Empty::new(ctx)?;
+        // Like for like: the hand-written variants do not track faults either.
+        pipeline.set_fault_tracking(false);
+        let mut tracked = Empty::new(ctx)?;
         let stream = Stream::non_blocking(ctx)?;
         let one = LaunchConfig::new(1u32, 1u32);
         let function = empty.kernel().handle();
         let raw_stream = stream.handle();
-        let [g, r, w] = measure(
-            STEPS,
-            [
-                &mut || Ok(pipeline.run_steps(EmptyParams {}, STEPS)?.wait()?),
-                &mut || {
-                    for _ in 0..STEPS {
-                        empty.launch(&stream, one, ())?;
-                    }
-                    Ok(stream.synchronize()?)
-                },
-                &mut || {
-                    for _ in 0..STEPS {
-                        // SAFETY: a live function and stream; no parameters.
-                        let code = unsafe {
-                            (raw.launch_kernel)(
-                                function,
-                                1,
-                                1,
-                                1,
-                                1,
-                                1,
-                                1,
-                                0,
-                                raw_stream,
-                                std::ptr::null_mut(),
-                                std::ptr::null_mut(),
-                            )
-                        };
-                        ok(code, "cuLaunchKernel")?;
-                    }
-                    // SAFETY: a live stream.
-                    ok(
-                        unsafe { (raw.synchronize)(raw_stream) },
-                        "cuStreamSynchronize",
-                    )
-                },
-            ],
-        )?;
+        let [g, r, w] = measure(STEPS, &mut |variant| match variant {
+            0 => Ok(pipeline.run_steps(EmptyParams {}, STEPS)?.wait()?),
+            1 => {
+                for _ in 0..STEPS {
+                    empty.launch(&stream, one, ())?;
+                }
+                Ok(stream.synchronize()?)
+            }
+            _ => {
+                for _ in 0..STEPS {
+                    // SAFETY: a live function and stream; no parameters.
+                    let code = unsafe {
+                        (raw.launch_kernel)(
+                            function,
+                            1,
+                            1,
+                            1,
+                            1,
+                            1,
+                            1,
+                            0,
+                            raw_stream,
+                            std::ptr::null_mut(),
+                            std::ptr::null_mut(),
+                        )
+                    };
+                    ok(code, "cuLaunchKernel")?;
+                }
+                // SAFETY: a live stream.
+                ok(
+                    unsafe { (raw.synchronize)(raw_stream) },
+                    "cuStreamSynchronize",
+                )
+            }
+        })?;
         rows.push(Row {
             case: "eager 1 kernel",
             unit: "µs/step",
@@ -241,11 +235,26 @@ fn run(ctx: &Context) -> BoxResult<Vec<Row>> {
             runtime: r,
             raw: w,
         });
+        // The same step with fault tracking on (one more memory operation per stage and per
+        // step), against the untracked pipeline; the raw column is unused here.
+        let [g, r, _] = measure(STEPS, &mut |variant| match variant {
+            0 => Ok(tracked.run_steps(EmptyParams {}, STEPS)?.wait()?),
+            1 => Ok(pipeline.run_steps(EmptyParams {}, STEPS)?.wait()?),
+            _ => Ok(()),
+        })?;
+        rows.push(Row {
+            case: "eager 1 kernel: tracked vs untracked",
+            unit: "µs/step",
+            generated: g,
+            runtime: r,
+            raw: r,
+        });
     }
 
     // 2. The cross-stream step.
     {
         let mut pipeline = CrossStream::new(ctx)?;
+        pipeline.set_fault_tracking(false);
         let (a, b) = (Stream::non_blocking(ctx)?, Stream::non_blocking(ctx)?);
         let (ea, eb) = (
             Event::with_flags(ctx, EventFlags::ORDERING)?,
@@ -259,91 +268,86 @@ fn run(ctx: &Context) -> BoxResult<Vec<Row>> {
         let (ra, rb, rea, reb) = (a.handle(), b.handle(), ea.handle(), eb.handle());
         let (mut n, mut one) = (32_u32, 1.0_f32);
         let (mut px, mut py) = (x.device_ptr(), y.device_ptr());
-        let [g, r, w] = measure(
-            STEPS,
-            [
-                &mut || {
-                    Ok(pipeline
-                        .run_steps(
-                            CrossStreamParams {
-                                n: 32,
-                                x: &mut x,
-                                y: &mut y,
-                            },
-                            STEPS,
-                        )?
-                        .wait()?)
-                },
-                &mut || {
-                    for _ in 0..STEPS {
-                        add.launch(&a, cfg, (32u32, 1.0f32, &mut x))?;
-                        a.record_into(&ea)?;
-                        b.wait_event(&ea)?;
-                        saxpy.launch(&b, cfg, (32u32, 1.0f32, &x, &mut y))?;
-                        b.record_into(&eb)?;
-                        a.wait_event(&eb)?;
+        let [g, r, w] = measure(STEPS, &mut |variant| match variant {
+            0 => Ok(pipeline
+                .run_steps(
+                    CrossStreamParams {
+                        n: 32,
+                        x: &mut x,
+                        y: &mut y,
+                    },
+                    STEPS,
+                )?
+                .wait()?),
+            1 => {
+                for _ in 0..STEPS {
+                    add.launch(&a, cfg, (32u32, 1.0f32, &mut x))?;
+                    a.record_into(&ea)?;
+                    b.wait_event(&ea)?;
+                    saxpy.launch(&b, cfg, (32u32, 1.0f32, &x, &mut y))?;
+                    b.record_into(&eb)?;
+                    a.wait_event(&eb)?;
+                }
+                Ok(a.synchronize()?)
+            }
+            _ => {
+                let mut pa: [*mut c_void; 3] = [
+                    (&raw mut n).cast(),
+                    (&raw mut one).cast(),
+                    (&raw mut px).cast(),
+                ];
+                let mut pb: [*mut c_void; 4] = [
+                    (&raw mut n).cast(),
+                    (&raw mut one).cast(),
+                    (&raw mut px).cast(),
+                    (&raw mut py).cast(),
+                ];
+                for _ in 0..STEPS {
+                    // SAFETY: live handles of one context; the parameter arrays match the
+                    // kernels' signatures and outlive each call.
+                    unsafe {
+                        ok(
+                            (raw.launch_kernel)(
+                                fa,
+                                1,
+                                1,
+                                1,
+                                32,
+                                1,
+                                1,
+                                0,
+                                ra,
+                                pa.as_mut_ptr(),
+                                std::ptr::null_mut(),
+                            ),
+                            "cuLaunchKernel",
+                        )?;
+                        ok((raw.event_record)(rea, ra), "cuEventRecord")?;
+                        ok((raw.wait_event)(rb, rea, 0), "cuStreamWaitEvent")?;
+                        ok(
+                            (raw.launch_kernel)(
+                                fb,
+                                1,
+                                1,
+                                1,
+                                32,
+                                1,
+                                1,
+                                0,
+                                rb,
+                                pb.as_mut_ptr(),
+                                std::ptr::null_mut(),
+                            ),
+                            "cuLaunchKernel",
+                        )?;
+                        ok((raw.event_record)(reb, rb), "cuEventRecord")?;
+                        ok((raw.wait_event)(ra, reb, 0), "cuStreamWaitEvent")?;
                     }
-                    Ok(a.synchronize()?)
-                },
-                &mut || {
-                    let mut pa: [*mut c_void; 3] = [
-                        (&raw mut n).cast(),
-                        (&raw mut one).cast(),
-                        (&raw mut px).cast(),
-                    ];
-                    let mut pb: [*mut c_void; 4] = [
-                        (&raw mut n).cast(),
-                        (&raw mut one).cast(),
-                        (&raw mut px).cast(),
-                        (&raw mut py).cast(),
-                    ];
-                    for _ in 0..STEPS {
-                        // SAFETY: live handles of one context; the parameter arrays match the
-                        // kernels' signatures and outlive each call.
-                        unsafe {
-                            ok(
-                                (raw.launch_kernel)(
-                                    fa,
-                                    1,
-                                    1,
-                                    1,
-                                    32,
-                                    1,
-                                    1,
-                                    0,
-                                    ra,
-                                    pa.as_mut_ptr(),
-                                    std::ptr::null_mut(),
-                                ),
-                                "cuLaunchKernel",
-                            )?;
-                            ok((raw.event_record)(rea, ra), "cuEventRecord")?;
-                            ok((raw.wait_event)(rb, rea, 0), "cuStreamWaitEvent")?;
-                            ok(
-                                (raw.launch_kernel)(
-                                    fb,
-                                    1,
-                                    1,
-                                    1,
-                                    32,
-                                    1,
-                                    1,
-                                    0,
-                                    rb,
-                                    pb.as_mut_ptr(),
-                                    std::ptr::null_mut(),
-                                ),
-                                "cuLaunchKernel",
-                            )?;
-                            ok((raw.event_record)(reb, rb), "cuEventRecord")?;
-                            ok((raw.wait_event)(ra, reb, 0), "cuStreamWaitEvent")?;
-                        }
-                    }
-                    // SAFETY: a live stream.
-                    ok(unsafe { (raw.synchronize)(ra) }, "cuStreamSynchronize")
-                },
-            ],
-        )?;
+                }
+                // SAFETY: a live stream.
+                ok(unsafe { (raw.synchronize)(ra) }, "cuStreamSynchronize")
+            }
+        })?;
         rows.push(Row {
             case: "eager cross-stream",
             unit: "µs/step",
@@ -356,6 +360,7 @@ fn run(ctx: &Context) -> BoxResult<Vec<Row>> {
     // 3-5. A 100-kernel step: capture to runnable, replay, scalar update.
     {
         let mut pipeline = Chain::new(ctx)?;
+        pipeline.set_fault_tracking(false);
         let stream = Stream::non_blocking(ctx)?;
         let mut data = DeviceBuffer::<f32>::zeros(&stream, 32)?;
         stream.synchronize()?;
@@ -419,34 +424,31 @@ fn run(ctx: &Context) -> BoxResult<Vec<Row>> {
             }
         };
 
-        let [g, r, w] = measure(
-            1,
-            [
-                &mut || {
-                    drop(pipeline.capture(ChainParams {
-                        n: 32,
-                        value: 1.0,
-                        data: &mut data,
-                    })?);
+        let [g, r, w] = measure(1, &mut |variant| match variant {
+            0 => {
+                drop(pipeline.capture(ChainParams {
+                    n: 32,
+                    value: 1.0,
+                    data: &mut data,
+                })?);
+                Ok(())
+            }
+            1 => {
+                let graph = stream.capture(CaptureMode::ThreadLocal, |s| {
+                    for _ in 0..CHAIN {
+                        add.launch(s, cfg, (32u32, 1.0f32, &mut data))?;
+                    }
                     Ok(())
-                },
-                &mut || {
-                    let graph = stream.capture(CaptureMode::ThreadLocal, |s| {
-                        for _ in 0..CHAIN {
-                            add.launch(s, cfg, (32u32, 1.0f32, &mut data))?;
-                        }
-                        Ok(())
-                    })?;
-                    drop(graph.instantiate()?);
-                    Ok(())
-                },
-                &mut || {
-                    let (graph, exec) = raw_capture(&raw, &mut n, &mut value, &mut ptr)?;
-                    raw_destroy(&raw, graph, exec);
-                    Ok(())
-                },
-            ],
-        )?;
+                })?;
+                drop(graph.instantiate()?);
+                Ok(())
+            }
+            _ => {
+                let (graph, exec) = raw_capture(&raw, &mut n, &mut value, &mut ptr)?;
+                raw_destroy(&raw, graph, exec);
+                Ok(())
+            }
+        })?;
         rows.push(Row {
             case: "capture 100 kernels",
             unit: "µs/graph",
@@ -473,37 +475,34 @@ fn run(ctx: &Context) -> BoxResult<Vec<Row>> {
             (graph.instantiate()?, graph, other)
         };
         let (raw_graph, raw_exec) = raw_capture(&raw, &mut n, &mut value, &mut ptr)?;
-        let [g, r, w] = measure(
-            REPLAYS * CHAIN,
-            [
-                &mut || {
-                    for _ in 0..REPLAYS {
-                        generated.launch()?;
-                    }
-                    Ok(generated.synchronize()?)
-                },
-                &mut || {
-                    for _ in 0..REPLAYS {
-                        hand.0.launch(&stream)?;
-                    }
-                    Ok(stream.synchronize()?)
-                },
-                &mut || {
-                    for _ in 0..REPLAYS {
-                        // SAFETY: a live executable graph and stream.
-                        ok(
-                            unsafe { (raw.graph_launch)(raw_exec, raw_stream) },
-                            "cuGraphLaunch",
-                        )?;
-                    }
-                    // SAFETY: a live stream.
+        let [g, r, w] = measure(REPLAYS * CHAIN, &mut |variant| match variant {
+            0 => {
+                for _ in 0..REPLAYS {
+                    generated.launch()?;
+                }
+                Ok(generated.synchronize()?)
+            }
+            1 => {
+                for _ in 0..REPLAYS {
+                    hand.0.launch(&stream)?;
+                }
+                Ok(stream.synchronize()?)
+            }
+            _ => {
+                for _ in 0..REPLAYS {
+                    // SAFETY: a live executable graph and stream.
                     ok(
-                        unsafe { (raw.synchronize)(raw_stream) },
-                        "cuStreamSynchronize",
-                    )
-                },
-            ],
-        )?;
+                        unsafe { (raw.graph_launch)(raw_exec, raw_stream) },
+                        "cuGraphLaunch",
+                    )?;
+                }
+                // SAFETY: a live stream.
+                ok(
+                    unsafe { (raw.synchronize)(raw_stream) },
+                    "cuStreamSynchronize",
+                )
+            }
+        })?;
         rows.push(Row {
             case: "replay 100 kernels",
             unit: "µs/node",
@@ -525,53 +524,50 @@ fn run(ctx: &Context) -> BoxResult<Vec<Row>> {
         )?;
         raw_nodes.truncate(count);
         let mut v = 1.0_f32;
-        let [g, r, w] = measure(
-            CHAIN,
-            [
-                &mut || {
-                    v += 1.0;
-                    Ok(generated.set_value(v)?)
-                },
-                &mut || {
-                    v += 1.0;
-                    for node in &hand_nodes {
-                        hand_exec.set_kernel_params(node, &add, cfg, (32u32, v, &mut hand_data))?;
-                    }
-                    Ok(())
-                },
-                &mut || {
-                    value += 1.0;
-                    let mut p: [*mut c_void; 3] = [
-                        (&raw mut n).cast(),
-                        (&raw mut value).cast(),
-                        (&raw mut ptr).cast(),
-                    ];
-                    let params = sys::CUDA_KERNEL_NODE_PARAMS {
-                        func: function,
-                        gridDimX: 1,
-                        gridDimY: 1,
-                        gridDimZ: 1,
-                        blockDimX: 32,
-                        blockDimY: 1,
-                        blockDimZ: 1,
-                        sharedMemBytes: 0,
-                        kernelParams: p.as_mut_ptr(),
-                        extra: std::ptr::null_mut(),
-                        kern: std::ptr::null_mut(),
-                        ctx: std::ptr::null_mut(),
-                    };
-                    for &node in &raw_nodes {
-                        // SAFETY: a live executable graph, a kernel node of its source graph
-                        // running `function`, and parameters the driver copies.
-                        ok(
-                            unsafe { (raw.set_params)(raw_exec, node, &params) },
-                            "cuGraphExecKernelNodeSetParams",
-                        )?;
-                    }
-                    Ok(())
-                },
-            ],
-        )?;
+        let [g, r, w] = measure(CHAIN, &mut |variant| match variant {
+            0 => {
+                v += 1.0;
+                Ok(generated.set_value(v)?)
+            }
+            1 => {
+                v += 1.0;
+                for node in &hand_nodes {
+                    hand_exec.set_kernel_params(node, &add, cfg, (32u32, v, &mut hand_data))?;
+                }
+                Ok(())
+            }
+            _ => {
+                value += 1.0;
+                let mut p: [*mut c_void; 3] = [
+                    (&raw mut n).cast(),
+                    (&raw mut value).cast(),
+                    (&raw mut ptr).cast(),
+                ];
+                let params = sys::CUDA_KERNEL_NODE_PARAMS {
+                    func: function,
+                    gridDimX: 1,
+                    gridDimY: 1,
+                    gridDimZ: 1,
+                    blockDimX: 32,
+                    blockDimY: 1,
+                    blockDimZ: 1,
+                    sharedMemBytes: 0,
+                    kernelParams: p.as_mut_ptr(),
+                    extra: std::ptr::null_mut(),
+                    kern: std::ptr::null_mut(),
+                    ctx: std::ptr::null_mut(),
+                };
+                for &node in &raw_nodes {
+                    // SAFETY: a live executable graph, a kernel node of its source graph
+                    // running `function`, and parameters the driver copies.
+                    ok(
+                        unsafe { (raw.set_params)(raw_exec, node, &params) },
+                        "cuGraphExecKernelNodeSetParams",
+                    )?;
+                }
+                Ok(())
+            }
+        })?;
         rows.push(Row {
             case: "set scalar",
             unit: "µs/node",

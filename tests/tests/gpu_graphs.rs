@@ -56,9 +56,10 @@ fn fixture_on(ctx: &Context) -> Fixture {
     let ctx = ctx.clone();
     let stream = Stream::non_blocking(&ctx).unwrap();
     let module = Module::load_ptx(&ctx, PTX).unwrap().named("test_kernels");
+    type Kernels = (TypedKernel<AddScalar>, TypedKernel<Saxpy>, TypedKernel<()>);
     // SAFETY: the signatures of test_kernels.cu: add_scalar(unsigned, float, float*),
     // saxpy(unsigned, float, const float*, float*), empty().
-    let (add_scalar, saxpy, empty): (TypedKernel<AddScalar>, TypedKernel<Saxpy>, TypedKernel<()>) = unsafe {
+    let (add_scalar, saxpy, empty): Kernels = unsafe {
         (
             module.function("add_scalar").unwrap().typed().unwrap(),
             module.function("saxpy").unwrap().typed().unwrap(),

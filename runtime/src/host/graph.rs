@@ -274,6 +274,7 @@ impl HostGraphExec {
 
     /// Enqueues one replay of every node on `stream`: after the work already enqueued there,
     /// before the work enqueued later. On a capturing stream the nodes are captured instead.
+    #[allow(dead_code, reason = "the crate launches through `launch_tracked`")]
     pub(crate) fn launch(&self, stream: &HostStream) -> Result<(), HostFault> {
         stream.shared.launch(&self.plan).map(drop)
     }

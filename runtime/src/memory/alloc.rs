@@ -611,16 +611,18 @@ impl PinnedAlloc {
     }
 
     /// Makes sure `stream` has a fence event, so that the
-    /// [`fence_after_enqueue`](Self::fence_after_enqueue) following an enqueue only records it. Call it before the enqueue: creating an event
-    /// can fail, and it must not fail once work is in flight.
+    /// [`fence_after_enqueue`](Self::fence_after_enqueue) following an enqueue only records
+    /// it. Call it before the enqueue: creating an event can fail, and it must not fail once
+    /// work is in flight.
     pub(crate) fn prepare_fence(&self, stream: &Stream) -> Result<()> {
         self.prepare_in(&mut self.lock_fences(), stream)
     }
 
     /// Records a fence on `stream` after the work just enqueued there that touches this
     /// memory (call it after every enqueue or graph launch that reads or writes it). It
-    /// cannot fail, since the work is already enqueued: when recording the fence fails, blocks until `stream` has drained instead, and
-    /// when even that fails, marks the memory lost (host access errors, Drop leaks it).
+    /// cannot fail, since the work is already enqueued: when recording the fence fails, it
+    /// blocks until `stream` has drained instead, and when even that fails, marks the memory
+    /// lost (host access errors, Drop leaks it).
     pub(crate) fn fence_after_enqueue(&self, stream: &Stream) {
         self.fence_after_enqueue_in(&mut self.lock_fences(), stream)
     }

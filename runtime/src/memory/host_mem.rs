@@ -77,7 +77,8 @@ impl HostMem {
                 format!("out of host memory: {bytes} bytes could not be allocated"),
             )
         })?;
-        let name: Arc<str> = Arc::from(format!("{kind} #{}", NEXT.fetch_add(1, Ordering::Relaxed)));
+        let serial = NEXT.fetch_add(1, Ordering::Relaxed);
+        let name: Arc<str> = Arc::from(format!("{kind} #{serial}"));
         let id = ctx.register_buffer(name.to_string());
         let mem = Arc::new(HostMem {
             ctx: ctx.clone(),
@@ -216,7 +217,10 @@ pub(crate) fn merge_accesses<M: std::ops::Deref<Target = HostMem>>(
 pub(crate) fn declare(op: HostOp, accesses: &[(BufferId, Access)]) -> HostOp {
     accesses
         .iter()
-        .fold(op, |op, &(buffer, access)| op.access(buffer, access))
+        .fold(op, |op, &(buffer, access)| match access {
+            Access::Read => op.reads(buffer),
+            Access::Write => op.writes(buffer),
+        })
 }
 
 /// The allocations one operation touches and how, in lock order; what a copy or memset
