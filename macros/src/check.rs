@@ -328,7 +328,10 @@ fn stage_after(cx: &Ctxt, scope: &Scope<'_>) {
         let mut seen = HashMap::new();
         for name in &stage.after {
             if *name == stage.name {
-                cx.error_spanned_by(name, format!("stage `{name}` cannot run after itself"));
+                cx.error_spanned_by(
+                    name,
+                    format!("stage `{name}` cannot run after itself; remove `{name}` from `after`"),
+                );
             } else if scope.stage(name).is_none() {
                 cx.error_spanned_by(
                     name,
@@ -340,7 +343,10 @@ fn stage_after(cx: &Ctxt, scope: &Scope<'_>) {
                     ),
                 );
             } else if seen.insert(name.to_string(), ()).is_some() {
-                cx.error_spanned_by(name, format!("`{name}` is named twice in `after`"));
+                cx.error_spanned_by(
+                    name,
+                    format!("`{name}` is named twice in `after`; keep one"),
+                );
             }
         }
     }
@@ -386,7 +392,10 @@ fn claim_names(cx: &Ctxt, scope: &Scope<'_>) {
                     ),
                 );
             } else if seen.insert(name.to_string(), ()).is_some() {
-                cx.error_spanned_by(name, format!("`{name}` is named twice in `concurrent`"));
+                cx.error_spanned_by(
+                    name,
+                    format!("`{name}` is named twice in `concurrent`; keep one"),
+                );
             }
         }
     }

@@ -179,12 +179,12 @@ fn stages_name_declared_streams_and_stages() {
         ),
         (
             "stage s on s1 after s { call f(); }",
-            "stage `s` cannot run after itself",
+            "stage `s` cannot run after itself; remove `s` from `after`",
             "s",
         ),
         (
             "stage x on s1 { call f(); } stage s on s2 after x, x { call f(); }",
-            "`x` is named twice in `after`",
+            "`x` is named twice in `after`; keep one",
             "x",
         ),
         (
@@ -210,7 +210,7 @@ fn concurrent_names_two_or_more_declared_stages() {
         ),
         (
             "stage x on s1 { call f(); } stage y on s2 { call g(); } concurrent(x, y, x);",
-            "`x` is named twice in `concurrent`",
+            "`x` is named twice in `concurrent`; keep one",
             "x",
         ),
     ]);

@@ -10,6 +10,7 @@ mod dot;
 mod lowering;
 mod parse;
 mod properties;
+mod stub;
 
 use crate::lower::{BufferId, Pipeline, StageId, StreamId};
 use crate::{ast, check};

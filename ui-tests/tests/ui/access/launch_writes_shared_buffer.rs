@@ -1,0 +1,19 @@
+//! `saxpy` writes its `y`, but the buffer passed for it is declared `&`: the caller may be
+//! reading it while the step runs. Declare it `&mut`.
+
+use gpu_pipeline::{DeviceBuffer, gpu_pipeline};
+
+gpu_pipeline! {
+    pub pipeline Axpy {
+        streams { main }
+        unsafe kernels k = ptx(include_str!("../../../../runtime/kernels/test_kernels.ptx")) {
+            fn saxpy(n: u32, a: f32, x: &[f32], y: &mut [f32]);
+        }
+        params { n: u32, a: f32, x: &DeviceBuffer<f32>, y: &DeviceBuffer<f32> }
+        stage axpy on main {
+            launch k::saxpy(n, a, x, y) grid n.div_ceil(256) block 256;
+        }
+    }
+}
+
+fn main() {}

@@ -1,0 +1,18 @@
+//! A buffer passed where the kernel takes a scalar: `add_scalar` takes `value: f32`.
+
+use gpu_pipeline::{DeviceBuffer, gpu_pipeline};
+
+gpu_pipeline! {
+    pub pipeline Scale {
+        streams { main }
+        unsafe kernels k = ptx(include_str!("../../../../runtime/kernels/test_kernels.ptx")) {
+            fn add_scalar(n: u32, value: f32, data: &mut [f32]);
+        }
+        params { n: u32, x: &DeviceBuffer<f32>, y: &mut DeviceBuffer<f32> }
+        stage scale on main {
+            launch k::add_scalar(n, x, y) grid n.div_ceil(256) block 256;
+        }
+    }
+}
+
+fn main() {}

@@ -1,0 +1,19 @@
+//! Kernels take device memory: a `PinnedBuffer` is host memory. Copy it into a
+//! `DeviceBuffer` (in an earlier stage) and pass that.
+
+use gpu_pipeline::{DeviceBuffer, PinnedBuffer, gpu_pipeline};
+
+gpu_pipeline! {
+    pub pipeline Axpy {
+        streams { main }
+        unsafe kernels k = ptx(include_str!("../../../../runtime/kernels/test_kernels.ptx")) {
+            fn saxpy(n: u32, a: f32, x: &[f32], y: &mut [f32]);
+        }
+        params { n: u32, a: f32, x: &PinnedBuffer<f32>, y: &mut DeviceBuffer<f32> }
+        stage axpy on main {
+            launch k::saxpy(n, a, x, y) grid n.div_ceil(256) block 256;
+        }
+    }
+}
+
+fn main() {}

@@ -1,0 +1,19 @@
+//! A launch passes one argument per kernel parameter: `saxpy` takes four, so a call with
+//! three is rejected, and the message quotes the signature.
+
+use gpu_pipeline::{DeviceBuffer, gpu_pipeline};
+
+gpu_pipeline! {
+    pub pipeline Axpy {
+        streams { main }
+        unsafe kernels k = ptx(include_str!("../../../../runtime/kernels/test_kernels.ptx")) {
+            fn saxpy(n: u32, a: f32, x: &[f32], y: &mut [f32]);
+        }
+        params { n: u32, x: &DeviceBuffer<f32>, y: &mut DeviceBuffer<f32> }
+        stage axpy on main {
+            launch k::saxpy(n, x, y) grid n.div_ceil(256) block 256;
+        }
+    }
+}
+
+fn main() {}
