@@ -161,8 +161,12 @@ fn pipeline_struct(
         let sig = names.kernel_signature(decl.decl);
         let unsafe_token = scope.modules[decl.module].unsafe_token;
         // The user wrote `unsafe kernels`: the signature is their promise about the image.
-        let declared =
-            quote!(#unsafe_token { #rt::declare_kernel::<#sig>(&#module, #kernel_name)? });
+        // A token stream cannot carry a `// SAFETY:` comment; the user's `unsafe kernels` is it.
+        let declared = quote!({
+            #[allow(clippy::undocumented_unsafe_blocks)]
+            let kernel = #unsafe_token { #rt::declare_kernel::<#sig>(&#module, #kernel_name)? };
+            kernel
+        });
         match &decl.decl.host {
             Some(host) => {
                 let path = &host.path;

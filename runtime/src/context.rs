@@ -187,6 +187,15 @@ impl Context {
         }
     }
 
+    /// How many races the checked host backend found beyond the ones it keeps (it keeps at
+    /// most 10 000 reports); 0 elsewhere.
+    pub fn races_dropped(&self) -> usize {
+        match &self.inner.backend {
+            BackendContext::Host(h) => h.dropped_races(),
+            BackendContext::Cuda(_) => 0,
+        }
+    }
+
     /// The CUDA device, or `None` on the host backend.
     pub fn device(&self) -> Option<Device> {
         match &self.inner.backend {

@@ -603,6 +603,9 @@ pub struct GraphExec {
     /// The graph it was instantiated from: its node handles address this graph's nodes.
     source: Arc<GraphHandle>,
     keepalive: Vec<KeepAlive>,
+    /// The identities of `keepalive`'s entries, so an in-place update that passes the same
+    /// buffers again (the usual case) retains nothing new in O(arguments).
+    keepalive_keys: HashSet<usize>,
     /// The pinned allocations among `keepalive`, fenced after each launch; sorted by
     /// address, the order launches take their gates in.
     pinned: Vec<Arc<PinnedAlloc>>,
@@ -650,6 +653,7 @@ impl GraphExec {
             raw,
             source: source.clone(),
             keepalive: Vec::new(),
+            keepalive_keys: HashSet::new(),
             pinned: Vec::new(),
             managed: Vec::new(),
             host: None,
@@ -675,7 +679,21 @@ impl GraphExec {
     }
 
     fn retain(&mut self, items: &[KeepAlive]) {
-        extend_keepalive(&mut self.keepalive, items.iter().cloned());
+        let mut host_visible_added = false;
+        for item in items {
+            if self.keepalive_keys.insert(keepalive_key(item)) {
+                host_visible_added |= matches!(item, KeepAlive::Pinned(_))
+                    || matches!(item, KeepAlive::Device(d) if d.kind == AllocKind::Managed);
+                self.keepalive.push(item.clone());
+            }
+        }
+        if host_visible_added {
+            self.rebuild_gated();
+        }
+    }
+
+    /// The pinned and managed allocations among `keepalive`, in gate order.
+    fn rebuild_gated(&mut self) {
         self.pinned = self
             .keepalive
             .iter()

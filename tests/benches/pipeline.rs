@@ -222,10 +222,8 @@ fn run(ctx: &Context) -> BoxResult<Vec<Row>> {
                     ok(code, "cuLaunchKernel")?;
                 }
                 // SAFETY: a live stream.
-                ok(
-                    unsafe { (raw.synchronize)(raw_stream) },
-                    "cuStreamSynchronize",
-                )
+                let code = unsafe { (raw.synchronize)(raw_stream) };
+                ok(code, "cuStreamSynchronize")
             }
         })?;
         rows.push(Row {
@@ -491,16 +489,12 @@ fn run(ctx: &Context) -> BoxResult<Vec<Row>> {
             _ => {
                 for _ in 0..REPLAYS {
                     // SAFETY: a live executable graph and stream.
-                    ok(
-                        unsafe { (raw.graph_launch)(raw_exec, raw_stream) },
-                        "cuGraphLaunch",
-                    )?;
+                    let code = unsafe { (raw.graph_launch)(raw_exec, raw_stream) };
+                    ok(code, "cuGraphLaunch")?;
                 }
                 // SAFETY: a live stream.
-                ok(
-                    unsafe { (raw.synchronize)(raw_stream) },
-                    "cuStreamSynchronize",
-                )
+                let code = unsafe { (raw.synchronize)(raw_stream) };
+                ok(code, "cuStreamSynchronize")
             }
         })?;
         rows.push(Row {
@@ -518,10 +512,8 @@ fn run(ctx: &Context) -> BoxResult<Vec<Row>> {
         let mut raw_nodes = vec![std::ptr::null_mut(); CHAIN + 1];
         let mut count = raw_nodes.len();
         // SAFETY: a live graph and an array of `count` slots.
-        ok(
-            unsafe { (raw.get_nodes)(raw_graph, raw_nodes.as_mut_ptr(), &mut count) },
-            "cuGraphGetNodes",
-        )?;
+        let code = unsafe { (raw.get_nodes)(raw_graph, raw_nodes.as_mut_ptr(), &mut count) };
+        ok(code, "cuGraphGetNodes")?;
         raw_nodes.truncate(count);
         let mut v = 1.0_f32;
         let [g, r, w] = measure(CHAIN, &mut |variant| match variant {
@@ -560,10 +552,8 @@ fn run(ctx: &Context) -> BoxResult<Vec<Row>> {
                 for &node in &raw_nodes {
                     // SAFETY: a live executable graph, a kernel node of its source graph
                     // running `function`, and parameters the driver copies.
-                    ok(
-                        unsafe { (raw.set_params)(raw_exec, node, &params) },
-                        "cuGraphExecKernelNodeSetParams",
-                    )?;
+                    let code = unsafe { (raw.set_params)(raw_exec, node, &params) };
+                    ok(code, "cuGraphExecKernelNodeSetParams")?;
                 }
                 Ok(())
             }

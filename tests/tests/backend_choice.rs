@@ -6,15 +6,18 @@ use gpu_pipeline::{BACKEND_ENV, Backend, Context, DRIVER_PATH_ENV, Error};
 
 #[test]
 fn auto_follows_the_environment_then_falls_back_to_the_host() {
-    // SAFETY (each set_var/remove_var below): the only test in this binary, so no other
-    // thread reads the environment concurrently.
+    // SAFETY: the only test in this binary: no other thread reads the environment.
     unsafe { std::env::set_var(BACKEND_ENV, "host") };
     let ctx = Context::auto().unwrap();
     assert_eq!(ctx.backend(), Backend::Host);
     assert!(!ctx.is_checked());
 
+    // SAFETY: the only test in this binary: no other thread reads the environment.
+
     unsafe { std::env::set_var(BACKEND_ENV, "host-checked") };
     assert!(Context::auto().unwrap().is_checked());
+
+    // SAFETY: the only test in this binary: no other thread reads the environment.
 
     unsafe { std::env::set_var(BACKEND_ENV, "gpu-please") };
     let err = Context::auto().unwrap_err();
@@ -35,11 +38,14 @@ fn auto_follows_the_environment_then_falls_back_to_the_host() {
     );
 
     // No variable and no driver: the host backend, not an error.
+    // SAFETY: the only test in this binary: no other thread reads the environment.
     unsafe { std::env::remove_var(BACKEND_ENV) };
+    // SAFETY: the only test in this binary: no other thread reads the environment.
     unsafe { std::env::set_var(DRIVER_PATH_ENV, "/nonexistent/libcuda.so.1") };
     assert_eq!(Context::auto().unwrap().backend(), Backend::Host);
 
     // Forcing CUDA without a driver is the driver's error.
+    // SAFETY: the only test in this binary: no other thread reads the environment.
     unsafe { std::env::set_var(BACKEND_ENV, "cuda") };
     assert!(matches!(Context::auto(), Err(Error::DriverNotFound { .. })));
 }

@@ -50,9 +50,12 @@ impl VectorClock {
             *mine = (*mine).max(*theirs);
         }
     }
+}
 
+#[cfg(test)]
+impl VectorClock {
     /// Whether the operation at `epoch` happened before the owner of this clock.
-    pub(super) fn has_seen(&self, epoch: Epoch) -> bool {
+    fn has_seen(&self, epoch: Epoch) -> bool {
         epoch.tick <= self.get(epoch.timeline)
     }
 }

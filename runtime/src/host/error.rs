@@ -220,7 +220,7 @@ impl HostFault {
     }
 
     /// The race report, when this fault is one.
-    pub(crate) fn as_race(&self) -> Option<&RaceReport> {
+    pub fn as_race(&self) -> Option<&RaceReport> {
         match self {
             HostFault::Race(report) => Some(report),
             _ => None,

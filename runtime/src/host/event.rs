@@ -125,16 +125,6 @@ impl HostEvent {
         }
     }
 
-    /// The event's name.
-    pub(crate) fn name(&self) -> &str {
-        &self.shared.name
-    }
-
-    /// Whether timing is enabled.
-    pub(crate) fn has_timing(&self) -> bool {
-        self.shared.timing
-    }
-
     fn latest(&self) -> LatestRecord {
         lock(&self.shared.latest).clone()
     }

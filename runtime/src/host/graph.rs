@@ -67,11 +67,13 @@ impl GraphNode {
     }
 
     /// The stream the operation was captured on.
+    #[cfg(test)]
     pub(crate) fn captured_on(&self) -> &str {
         &self.captured_on
     }
 
     /// Indices of the nodes this one depends on.
+    #[cfg(test)]
     pub(crate) fn dependencies(&self) -> &[usize] {
         &self.dependencies
     }
@@ -286,6 +288,7 @@ impl HostGraphExec {
     }
 
     /// A kernel node's arguments as later launches will use them.
+    #[cfg(test)]
     pub(crate) fn kernel_args(&self, index: usize) -> Option<&[KernelArgValue]> {
         self.plan.nodes.get(index)?.node.kernel_args()
     }

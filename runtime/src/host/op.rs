@@ -70,11 +70,13 @@ pub(crate) enum KernelArgValue {
 
 impl KernelArgValue {
     /// A scalar argument holding `value`'s bytes.
+    #[cfg(test)]
     pub(crate) fn scalar<T: bytemuck::Pod>(value: T) -> Self {
         KernelArgValue::Scalar(bytemuck::bytes_of(&value).into())
     }
 
     /// The scalar as a `T`, or `None` for a buffer or a scalar of another size.
+    #[cfg(test)]
     pub(crate) fn as_scalar<T: bytemuck::Pod>(&self) -> Option<T> {
         match self {
             KernelArgValue::Scalar(bytes) => bytemuck::try_pod_read_unaligned(bytes).ok(),
