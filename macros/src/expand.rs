@@ -190,11 +190,23 @@ fn pipeline_struct(
         }
     });
     let stream_count = pipeline.streams.len();
+    let records = pipeline.events.len() + usize::from(!pipeline.fork.is_empty());
+    let waits = pipeline.edges.len() + pipeline.fork.len() + pipeline.join.len();
+    let accesses: usize = pipeline.stages.iter().map(|s| s.accesses.len()).sum();
     let stage_sites = pipeline.order.iter().enumerate().map(|(position, stage)| {
         let stage = &pipeline.stages[stage.0];
         let (name, stream, position) = (stage.name.as_str(), stage.stream.0, position as u32 + 1);
         quote!((#name, #stream, #position))
     });
+    let profile_sites = pipeline.order.iter().map(|stage| {
+        let stage = &pipeline.stages[stage.0];
+        let (name, stream) = (
+            stage.name.as_str(),
+            pipeline.streams[stage.stream.0].name.as_str(),
+        );
+        quote!((#name, #stream))
+    });
+    let params_ty_any = names.params_ty(quote!('_));
     let prepare = step::prepare_fn(pipeline, scope, names);
     let enqueue = step::enqueue_fn(pipeline, scope, names);
     let params_ty = names.params_ty(quote!('a));
@@ -255,7 +267,7 @@ fn pipeline_struct(
         pub fn run<'a>(&'a mut self, params: #params_ty) -> #rt::Result<#run_ty<'a>> {
             let mut params = params;
             self.__prepare(&params)?;
-            self.__enqueue(&mut params)?;
+            self.__enqueue(&mut params, ::core::option::Option::None)?;
             ::core::result::Result::Ok(#run_ty { pipeline: self, params, waited: false })
         }
 
@@ -266,17 +278,34 @@ fn pipeline_struct(
                 let mut params = params;
                 self.__prepare(&params)?;
                 for _ in 0..steps {
-                    self.__enqueue(&mut params)?;
+                    self.__enqueue(&mut params, ::core::option::Option::None)?;
                 }
                 ::core::result::Result::Ok(#run_ty { pipeline: self, params, waited: false })
             }
+
+                        /// Runs one step with a timing event before and after each stage, waits for it,
+            /// and returns when each stage started and ended on its stream. Export the result
+            /// with [`StepProfile::to_chrome_trace`](::gpu_pipeline::StepProfile::to_chrome_trace)
+            /// to see the streams overlap in Perfetto. The events add a little work to the
+            /// step; use `run` or `capture` for production steps.
+            pub fn profile(&mut self, params: #params_ty_any) -> #rt::Result<#rt::StepProfile> {
+                let mut params = params;
+                self.__prepare(&params)?;
+                let profiler = #rt::Profiler::new(&self.__ctx, Self::__STAGE_SITES.len())?;
+                self.__enqueue(&mut params, ::core::option::Option::Some(&profiler))?;
+                self.__wait()?;
+                profiler.finish(#name_str, Self::__PROFILE_SITES)
+            }
+
+            /// Stage and stream names, in enqueue order.
+            const __PROFILE_SITES: &'static [(&'static str, &'static str)] = &[#(#profile_sites),*];
 
             #[doc = #capture_doc]
             pub fn capture<'a>(&'a mut self, params: #params_ty) -> #rt::Result<#graph_ty<'a>> {
             let mut params = params;
             self.__prepare(&params)?;
             self.__origin().begin_capture(#rt::CaptureMode::ThreadLocal)?;
-            let enqueued = self.__enqueue(&mut params);
+            let enqueued = self.__enqueue(&mut params, ::core::option::Option::None);
             // The capture always ends, also when enqueueing failed.
             let graph = self.__origin().end_capture();
             enqueued?;
@@ -293,6 +322,16 @@ fn pipeline_struct(
             pub fn set_fault_tracking(&mut self, on: bool) {
                 self.__progress.set_enabled(on);
             }
+
+                        /// Events one step records: one per stage another stream waits on, plus the fork
+            /// event when the origin forks other streams. Compare with a per-buffer tracker,
+            /// which records an event after every access of every buffer.
+            pub const EVENT_RECORDS_PER_STEP: usize = #records;
+            /// Stream waits one step enqueues: one per lowered edge, fork and join.
+            pub const EVENT_WAITS_PER_STEP: usize = #waits;
+            /// Buffer accesses one step makes, summed over stages (what a per-buffer run-time
+            /// tracker would put an event on).
+            pub const BUFFER_ACCESSES_PER_STEP: usize = #accesses;
 
             /// Stage name, stream index and 1-based position, in enqueue order.
             const __STAGE_SITES: &'static [(&'static str, usize, u32)] = &[#(#stage_sites),*];

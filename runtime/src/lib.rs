@@ -49,7 +49,7 @@ pub use launch::{
 pub use launch::{HostKernel, HostKernelFn, HostParam};
 pub use memory::*;
 pub use module::{FunctionAttribute, Kernel, KernelAttributes, Module};
-pub use pipeline::{StreamPriority, TypedStream};
+pub use pipeline::{StageTiming, StepProfile, StreamPriority, TypedStream};
 pub use stream::{
     AccessPolicyWindow, AccessProperty, CaptureMode, CaptureStatus, MemOp, Stream, StreamAttribute,
     StreamAttributeId, StreamFlags, SyncPolicy, WaitCondition, exchange_thread_capture_mode,

@@ -14,7 +14,7 @@ pub use crate::pipeline::ops::{
     copy, ensure_scratch, events, fill, host_closure, log_unobserved_error, scratch, stage_error,
     step_error, wait_flag, write_flag,
 };
-pub use crate::pipeline::{Progress, StreamPriority, TypedStream};
+pub use crate::pipeline::{Profiler, Progress, StepProfile, StreamPriority, TypedStream};
 pub use crate::stream::{CaptureMode, Stream, WaitCondition};
 
 /// `unsafe kernels NAME = ptx(IMAGE)`: loads PTX text.

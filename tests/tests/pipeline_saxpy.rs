@@ -137,6 +137,58 @@ fn eager_and_captured_runs_match_the_reference(ctx: &Context) {
     assert_close(&out.to_vec().unwrap(), &want);
 }
 
+/// A profiled step reports every stage, in enqueue order, with sane times, and exports a
+/// Chrome trace with one thread per stream.
+fn a_profiled_step_times_each_stage(ctx: &Context) {
+    let n = 4096_u32;
+    let stream = Stream::non_blocking(ctx).unwrap();
+    let xs = random_floats(seed(), n as usize);
+    let x = DeviceBuffer::from_slice(&stream, &xs).unwrap();
+    let mut y = DeviceBuffer::from_slice(&stream, &vec![0.0; n as usize]).unwrap();
+    let mut out = PinnedBuffer::zeros(ctx, n as usize).unwrap();
+    let mut pipeline = Saxpy::new(ctx).unwrap();
+    let profile = pipeline
+        .profile(SaxpyParams {
+            n,
+            a: 1.0,
+            bias: 0.0,
+            x: &x,
+            y: &mut y,
+            out: &mut out,
+        })
+        .unwrap();
+    let names: Vec<_> = profile.stages.iter().map(|s| (s.stage, s.stream)).collect();
+    assert_eq!(names, [("axpy", "compute"), ("download", "copy")]);
+    for s in &profile.stages {
+        assert!(s.start_ms >= 0.0 && s.end_ms >= s.start_ms, "{profile}");
+    }
+    // `download` waits for `axpy`.
+    assert!(
+        profile.stages[1].start_ms >= profile.stages[0].end_ms - 1e-3,
+        "{profile}"
+    );
+    let trace = profile.to_chrome_trace();
+    assert!(
+        trace.contains(r#""name":"axpy""#) && trace.contains(r#""args":{"name":"stream copy"}"#),
+        "{trace}"
+    );
+    // The profiled step computed `y = 0 + 1 * x + 0` and copied it out.
+    assert_close(&out.to_vec().unwrap(), &xs);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn cuda_a_profiled_step_times_each_stage() {
+    a_profiled_step_times_each_stage(&Context::cuda(0).unwrap());
+}
+
+#[test]
+fn host_a_profiled_step_times_each_stage() {
+    let ctx = Context::host_checked();
+    a_profiled_step_times_each_stage(&ctx);
+    assert!(ctx.races().is_empty(), "{:?}", ctx.races());
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn cuda_eager_and_captured_runs_match_the_reference() {

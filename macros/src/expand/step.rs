@@ -146,12 +146,25 @@ pub fn enqueue_fn(pipeline: &lower::Pipeline, scope: &Scope<'_>, names: &Names) 
             .unwrap_or(0) as u32
             + 1;
         let mark = quote!(__progress.mark(__stream, #stream_index, #position)?;);
+        let index = position as usize - 1;
+        let profile_start = quote! {
+            if let ::core::option::Option::Some(profiler) = __profile {
+                profiler.stage_start(__stream, #index)?;
+            }
+        };
+        let profile_end = quote! {
+            if let ::core::option::Option::Some(profiler) = __profile {
+                profiler.stage_end(__stream, #index)?;
+            }
+        };
         quote! {
             {
                 let __stream: &#rt::Stream = #stream;
                 let __result: #rt::Result<()> = (|| {
-                    #(#waits?;)*
+                                        #(#waits?;)*
+                    #profile_start
                     #(#statements)*
+                    #profile_end
                     ::core::result::Result::Ok(())
                 })();
                                 __result.map_err(|e| #rt::stage_error(#name, #stage_name, e))?;
@@ -174,9 +187,12 @@ pub fn enqueue_fn(pipeline: &lower::Pipeline, scope: &Scope<'_>, names: &Names) 
 
     quote! {
         #[allow(unused_variables, unused_mut, unused_braces, clippy::all)]
-        fn __enqueue(&mut self, __p: &mut #params_ty) -> #rt::Result<()> {
+                fn __enqueue(&mut self, __p: &mut #params_ty, __profile: ::core::option::Option<&#rt::Profiler>) -> #rt::Result<()> {
                         let Self { __fork, __events, __kernels, __progress, #(#stream_fields,)* #(#scratch_fields,)* .. } = self;
-            __progress.reset(__stream_0)?;
+                        __progress.reset(__stream_0)?;
+            if let ::core::option::Option::Some(profiler) = __profile {
+                profiler.step_start(__stream_0)?;
+            }
             #bind
             #fork_record
             #(#stages)*

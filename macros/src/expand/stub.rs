@@ -121,7 +121,8 @@ pub fn stub(input: &ast::Pipeline, errors: syn::Error) -> TokenStream {
             pub fn context(&self) -> &#rt::Context { #unreachable }
             #(#accessors)*
             pub fn run<'a, #(#generics),*>(&'a mut self, params: #params_ty) -> #rt::Result<#run<'a>> { #unreachable }
-            pub fn run_steps<'a, #(#generics),*>(&'a mut self, params: #params_ty, steps: usize) -> #rt::Result<#run<'a>> { #unreachable }
+                        pub fn run_steps<'a, #(#generics),*>(&'a mut self, params: #params_ty, steps: usize) -> #rt::Result<#run<'a>> { #unreachable }
+            pub fn profile<'a, #(#generics),*>(&'a mut self, params: #params_ty) -> #rt::Result<#rt::StepProfile> { #unreachable }
             pub fn capture<'a, #(#generics),*>(&'a mut self, params: #params_ty) -> #rt::Result<#graph<'a>> { #unreachable }
             pub fn set_fault_tracking(&mut self, on: bool) { #unreachable }
         }

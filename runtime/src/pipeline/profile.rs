@@ -1,0 +1,218 @@
+//! Per-stage timings of one pipeline step: a timing event recorded before and after each
+//! stage on its own stream, read back after the step, and exportable as a Chrome trace
+//! (open it in Perfetto or chrome://tracing) to see the streams overlap without nsys.
+
+use std::fmt;
+
+use crate::context::Context;
+use crate::error::Result;
+use crate::event::Event;
+use crate::stream::Stream;
+
+/// The timing events of one profiled step: a start on the origin, then a pair per stage.
+#[derive(Debug)]
+pub struct Profiler {
+    start: Event,
+    stages: Vec<(Event, Event)>,
+}
+
+impl Profiler {
+    /// Events for `stages` stages (timing on).
+    pub fn new(ctx: &Context, stages: usize) -> Result<Profiler> {
+        let pairs = (0..stages)
+            .map(|_| Ok((Event::new(ctx)?, Event::new(ctx)?)))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Profiler {
+            start: Event::new(ctx)?,
+            stages: pairs,
+        })
+    }
+
+    /// Marks the step's start on the origin stream.
+    pub fn step_start(&self, origin: &Stream) -> Result<()> {
+        origin.record_into(&self.start)
+    }
+
+    /// Marks the start of the stage at `index` (in enqueue order) on its stream.
+    pub fn stage_start(&self, stream: &Stream, index: usize) -> Result<()> {
+        match self.stages.get(index) {
+            Some((start, _)) => stream.record_into(start),
+            None => Ok(()),
+        }
+    }
+
+    /// Marks the end of the stage at `index` on its stream.
+    pub fn stage_end(&self, stream: &Stream, index: usize) -> Result<()> {
+        match self.stages.get(index) {
+            Some((_, end)) => stream.record_into(end),
+            None => Ok(()),
+        }
+    }
+
+    /// Reads the timings once the step has finished; `sites` names each stage in enqueue
+    /// order with its stream's name.
+    pub fn finish(
+        &self,
+        pipeline: &'static str,
+        sites: &[(&'static str, &'static str)],
+    ) -> Result<StepProfile> {
+        let mut stages = Vec::with_capacity(self.stages.len());
+        for (&(stage, stream), (start, end)) in sites.iter().zip(&self.stages) {
+            stages.push(StageTiming {
+                stage,
+                stream,
+                start_ms: Event::elapsed_time(&self.start, start)?,
+                end_ms: Event::elapsed_time(&self.start, end)?,
+            });
+        }
+        Ok(StepProfile { pipeline, stages })
+    }
+}
+
+/// When one stage ran, in milliseconds from the start of its step.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StageTiming {
+    /// The stage's name.
+    pub stage: &'static str,
+    /// Its stream's name.
+    pub stream: &'static str,
+    /// Milliseconds from the step's start to the stage's start (after its waits).
+    pub start_ms: f32,
+    /// Milliseconds from the step's start to the stage's end.
+    pub end_ms: f32,
+}
+
+impl StageTiming {
+    /// How long the stage ran.
+    pub fn duration_ms(&self) -> f32 {
+        self.end_ms - self.start_ms
+    }
+}
+
+/// The timings of one profiled step, from a generated pipeline's `profile`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StepProfile {
+    /// The pipeline's name.
+    pub pipeline: &'static str,
+    /// One entry per stage, in enqueue order.
+    pub stages: Vec<StageTiming>,
+}
+
+impl StepProfile {
+    /// The step's span: from its start to the last stage's end.
+    pub fn total_ms(&self) -> f32 {
+        self.stages.iter().map(|s| s.end_ms).fold(0.0, f32::max)
+    }
+
+    /// The timings as Chrome trace JSON ("complete" events, one thread per stream), which
+    /// Perfetto (ui.perfetto.dev) and chrome://tracing open.
+    pub fn to_chrome_trace(&self) -> String {
+        let mut streams: Vec<&str> = Vec::new();
+        for s in &self.stages {
+            if !streams.contains(&s.stream) {
+                streams.push(s.stream);
+            }
+        }
+        let mut events = Vec::new();
+        for (tid, stream) in streams.iter().enumerate() {
+            events.push(format!(
+                r#"{{"name":"thread_name","ph":"M","pid":1,"tid":{tid},"args":{{"name":"stream {}"}}}}"#,
+                json_escape(stream)
+            ));
+        }
+        events.push(format!(
+            r#"{{"name":"process_name","ph":"M","pid":1,"tid":0,"args":{{"name":"pipeline {}"}}}}"#,
+            json_escape(self.pipeline)
+        ));
+        for s in &self.stages {
+            let tid = streams.iter().position(|&t| t == s.stream).unwrap_or(0);
+            events.push(format!(
+                r#"{{"name":"{}","cat":"stage","ph":"X","pid":1,"tid":{tid},"ts":{:.3},"dur":{:.3}}}"#,
+                json_escape(s.stage),
+                f64::from(s.start_ms) * 1000.0,
+                f64::from(s.duration_ms().max(0.0)) * 1000.0
+            ));
+        }
+        format!("{{\"traceEvents\":[\n{}\n]}}\n", events.join(",\n"))
+    }
+}
+
+impl fmt::Display for StepProfile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "| stage | stream | start (ms) | end (ms) | duration (ms) |"
+        )?;
+        writeln!(f, "| --- | --- | ---: | ---: | ---: |")?;
+        for s in &self.stages {
+            writeln!(
+                f,
+                "| {} | {} | {:.3} | {:.3} | {:.3} |",
+                s.stage,
+                s.stream,
+                s.start_ms,
+                s.end_ms,
+                s.duration_ms()
+            )?;
+        }
+        Ok(())
+    }
+}
+
+fn json_escape(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| match c {
+            '"' => vec!['\\', '"'],
+            '\\' => vec!['\\', '\\'],
+            c if (c as u32) < 0x20 => format!("\\u{:04x}", c as u32).chars().collect(),
+            c => vec![c],
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chrome_traces_have_one_thread_per_stream_and_microsecond_spans() {
+        let profile = StepProfile {
+            pipeline: "Heat",
+            stages: vec![
+                StageTiming {
+                    stage: "step",
+                    stream: "compute",
+                    start_ms: 0.0,
+                    end_ms: 1.5,
+                },
+                StageTiming {
+                    stage: "save",
+                    stream: "copy",
+                    start_ms: 1.5,
+                    end_ms: 2.0,
+                },
+            ],
+        };
+        let trace = profile.to_chrome_trace();
+        assert!(
+            trace.contains(
+                r#""name":"step","cat":"stage","ph":"X","pid":1,"tid":0,"ts":0.000,"dur":1500.000"#
+            ),
+            "{trace}"
+        );
+        assert!(trace.contains(r#""name":"save","cat":"stage","ph":"X","pid":1,"tid":1,"ts":1500.000,"dur":500.000"#), "{trace}");
+        assert!(trace.contains(r#""args":{"name":"stream copy"}"#));
+        assert_eq!(profile.total_ms(), 2.0);
+        assert!(
+            profile
+                .to_string()
+                .contains("| save | copy | 1.500 | 2.000 | 0.500 |")
+        );
+    }
+
+    #[test]
+    fn names_are_escaped_for_json() {
+        assert_eq!(json_escape(r#"a"b\c"#), r#"a\"b\\c"#);
+        assert_eq!(json_escape("t\tab"), r"t\u0009ab");
+    }
+}
