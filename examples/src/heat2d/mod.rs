@@ -91,6 +91,10 @@ pub struct Heat2dArgs {
     /// Print the stage graph of one step (`HeatStep::DOT`) in Graphviz DOT and exit.
     #[arg(long)]
     pub dot: bool,
+    /// After the run, profile one more step and write its per-stage timings as a Chrome
+    /// trace (open it in ui.perfetto.dev to see the two streams overlap).
+    #[arg(long, value_name = "PATH")]
+    pub trace: Option<PathBuf>,
     /// No progress bar.
     #[arg(long, short)]
     pub quiet: bool,
@@ -317,6 +321,28 @@ pub fn run(ctx: &Context, args: &Heat2dArgs) -> Result<Heat2dOutcome, BoxError> 
         1e-4,
     ));
     report.checks.push(Check::no_races(ctx));
+
+    if let Some(path) = &args.trace {
+        // After every check: the profiled step advances the field, which nothing reads now.
+        let profile = pipeline.profile(HeatStepParams {
+            nx,
+            ny,
+            alpha: phases[last].alpha,
+            field: &mut field,
+            next: &mut next,
+            snapshot: &mut snapshot,
+        })?;
+        std::fs::write(path, profile.to_chrome_trace())?;
+        println!(
+            "one profiled step ({:.3} ms):\n{profile}",
+            profile.total_ms()
+        );
+        report.timings.add(
+            "trace",
+            std::time::Duration::ZERO,
+            path.display().to_string(),
+        );
+    }
 
     if !args.no_png {
         let start = Instant::now();
