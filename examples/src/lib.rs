@@ -18,3 +18,14 @@ pub mod heat2d;
 pub mod interop;
 pub mod nbody;
 pub mod overlap;
+
+#[cfg(test)]
+mod tests {
+    /// The examples' default context (CUDA device 0 when there is one, else the host
+    /// backend) works where the tests run.
+    #[test]
+    fn the_default_backend_is_usable() {
+        let ctx = gpu_pipeline::Context::auto().unwrap();
+        ctx.synchronize().unwrap();
+    }
+}

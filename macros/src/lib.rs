@@ -105,35 +105,10 @@
 //! `lower` builds the syn-free stage graph, `expand` generates code (phase 2).
 #![forbid(unsafe_code)]
 
-// The syntax tree keeps every span and expression phase 2 (`expand`) will need, and lowering
-// renders the DOT text phase 2 will embed; until phase 2 exists, only tests read some of them.
-#[allow(
-    dead_code,
-    reason = "the syntax tree keeps every token of the input for spans, whether read or not"
-)]
-mod ast;
-mod check;
-mod ctxt;
-mod expand;
-mod lower;
-mod scope;
-mod symbol;
-
-#[cfg(test)]
-mod tests;
-
 use proc_macro::TokenStream;
 
 /// Declares a multi-stream GPU pipeline; see the crate documentation for the language.
 #[proc_macro]
 pub fn gpu_pipeline(input: TokenStream) -> TokenStream {
-    let tokens = proc_macro2::TokenStream::from(input);
-    let input = match syn::parse2::<ast::Pipeline>(tokens.clone()) {
-        Ok(input) => input,
-        Err(error) => return expand::after_parse_error(tokens, error).into(),
-    };
-    match check::check(&input) {
-        Ok(pipeline) => expand::expand(&input, &pipeline).into(),
-        Err(errors) => expand::stub(&input, errors).into(),
-    }
+    gpu_pipeline_macros_core::gpu_pipeline(input.into()).into()
 }

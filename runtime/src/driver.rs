@@ -717,6 +717,16 @@ mod tests {
     }
 
     #[test]
+    fn the_process_driver_loads_or_says_why() {
+        match driver() {
+            Ok(d) => assert!(d.version >= 12000, "CUDA {}", version_text(d.version)),
+            Err(Error::DriverNotFound { tried }) => assert!(!tried.is_empty()),
+            // A driver without a device, say: an error with the driver's own words.
+            Err(e) => assert!(!e.to_string().is_empty()),
+        }
+    }
+
+    #[test]
     fn versions_print_as_major_minor() {
         assert_eq!(version_text(12080), "12.8");
         assert_eq!(version_text(13000), "13.0");

@@ -1,1 +1,56 @@
 //! Integration tests for gpu-pipeline live in `tests/tests/`; shared helpers go here.
+//!
+//! The GPU bundle runs every test binary under NVIDIA's compute-sanitizer too
+//! (`bash .gpu/run sanitize`), which counts every driver error as a failure and also fails a
+//! binary that never calls CUDA. [`under_compute_sanitizer`] lets a test that provokes a
+//! driver error on purpose (a bad PTX image, an out-of-memory request, an illegal address)
+//! skip itself there — it ran and passed in the normal run — and
+//! [`touch_cuda_for_compute_sanitizer`] gives a binary that tests only the host backend one
+//! instrumented driver call there.
+
+use std::ffi::c_uint;
+
+/// Whether this process runs under compute-sanitizer (it injects its collector library).
+pub fn under_compute_sanitizer() -> bool {
+    std::env::var_os("NVTX_INJECTION64_PATH")
+        .is_some_and(|path| path.to_string_lossy().contains("sanitizer"))
+}
+
+/// Skips the calling test under compute-sanitizer, printing why. Returns `true` when the
+/// caller should return early.
+pub fn skip_under_compute_sanitizer(why: &str) -> bool {
+    let skip = under_compute_sanitizer();
+    if skip {
+        println!("skipped under compute-sanitizer: {why}");
+    }
+    skip
+}
+
+/// Under compute-sanitizer, calls `cuInit` once through the driver library directly, so a
+/// test binary that exercises only the host backend has an instrumented API call. Does
+/// nothing elsewhere (CI has no driver).
+pub fn touch_cuda_for_compute_sanitizer() {
+    if !under_compute_sanitizer() {
+        return;
+    }
+    type CuInit = unsafe extern "C" fn(c_uint) -> i32;
+    // SAFETY: loading the CUDA driver library runs its initialisers, which have no
+    // preconditions.
+    let Ok(library) = (unsafe { libloading::Library::new("libcuda.so.1") }) else {
+        return;
+    };
+    // SAFETY: `cuInit` has this signature in every CUDA driver.
+    if let Ok(cu_init) = unsafe { library.get::<CuInit>(b"cuInit\0") } {
+        // SAFETY: cuInit takes flags that must be 0.
+        let code = unsafe { cu_init(0) };
+        assert_eq!(code, 0, "cuInit failed under compute-sanitizer");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn instrumented_under_compute_sanitizer() {
+        super::touch_cuda_for_compute_sanitizer();
+    }
+}

@@ -10,6 +10,10 @@ const PTX: &str = include_str!("../../runtime/kernels/test_kernels.ptx");
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn an_illegal_address_surfaces_at_the_next_synchronize_as_a_sticky_error() {
+    if tests::skip_under_compute_sanitizer("a kernel writes an illegal address on purpose") {
+        return;
+    }
+
     let ctx = Context::cuda(0).expect("a CUDA device");
     let stream = Stream::non_blocking(&ctx).unwrap();
     let module = Module::load_ptx(&ctx, PTX).unwrap().named("test_kernels");

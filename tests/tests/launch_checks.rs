@@ -252,3 +252,9 @@ fn buffers_are_accepted_where_the_signature_allows() {
     accepts::<(&'static mut [u32],), (&mut DeviceViewMut<'static, u32>,)>(never);
     accepts::<(), ()>(never);
 }
+
+/// compute-sanitizer fails a binary that never calls CUDA; this gives it one call there.
+#[test]
+fn instrumented_under_compute_sanitizer() {
+    tests::touch_cuda_for_compute_sanitizer();
+}

@@ -68,3 +68,9 @@ fn copies_take_buffers_and_views(
     let _: FreeMode = s.free_async(buffer)?;
     Ok(())
 }
+
+/// compute-sanitizer fails a binary that never calls CUDA; this gives it one call there.
+#[test]
+fn instrumented_under_compute_sanitizer() {
+    tests::touch_cuda_for_compute_sanitizer();
+}

@@ -102,6 +102,9 @@ fn device_and_context_properties() {
     let range = ctx.stream_priority_range().unwrap();
     assert!(range.greatest < range.least, "{range:?}");
     // An ordinal past the last device is the driver's invalid-device error, not a panic.
+    if tests::skip_under_compute_sanitizer("asks for a device that does not exist") {
+        return;
+    }
     let err = Device::get(10_000).unwrap_err();
     assert_eq!(
         err.code(),

@@ -95,6 +95,10 @@ pub struct Heat2dArgs {
     /// trace (open it in ui.perfetto.dev to see the two streams overlap).
     #[arg(long, value_name = "PATH")]
     pub trace: Option<PathBuf>,
+    /// Turn the pipeline's fault tracking off: two fewer stream memory operations per step;
+    /// an asynchronous fault then names the pipeline but not the stage.
+    #[arg(long)]
+    pub no_fault_tracking: bool,
     /// No progress bar.
     #[arg(long, short)]
     pub quiet: bool,
@@ -217,6 +221,7 @@ pub fn run(ctx: &Context, args: &Heat2dArgs) -> Result<Heat2dOutcome, BoxError> 
     let mut next = DeviceBuffer::from_slice(&setup, &init)?;
     let mut snapshot = PinnedBuffer::<f32>::zeros(ctx, cells)?;
     let mut pipeline = HeatStep::new(ctx)?;
+    pipeline.set_fault_tracking(!args.no_fault_tracking);
     report
         .timings
         .add("setup", start.elapsed(), "alloc, upload, load kernels");

@@ -100,7 +100,10 @@ impl Kernel {
     pub unsafe fn typed<Sig: Signature>(&self) -> Result<TypedKernel<Sig>> {
         // The check is a safety net on top of the caller's promise: where the driver cannot
         // answer, the declaration stands on that promise alone.
-        match self.param_sizes() {
+        // Only the declared parameters are asked for: probing past the last one is a driver
+        // error (INVALID_VALUE), which tools such as compute-sanitizer report. A kernel with
+        // more parameters than declared is therefore not caught here.
+        match self.param_sizes_up_to(Sig::PARAM_LAYOUTS.len()) {
             Ok(sizes) => check_param_sizes(Sig::PARAM_LAYOUTS, &sizes).map_err(|m| {
                 Error::invalid(
                     "Kernel::typed",
@@ -121,14 +124,22 @@ impl Kernel {
 
     /// The size of each parameter in bytes, as compiled (`cuFuncGetParamInfo`, CUDA 12.4;
     /// [`Error::Unsupported`] on older drivers).
+    ///
+    /// It asks for parameters until the driver answers that there are no more, which is a
+    /// driver error that compute-sanitizer reports; `typed` asks only for the declared ones.
     pub fn param_sizes(&self) -> Result<Vec<usize>> {
+        // CUDA caps a kernel's parameters at 32 KiB, so far fewer than 32768 of them.
+        self.param_sizes_up_to(32768)
+    }
+
+    /// The sizes of the first `count` parameters, fewer if the kernel has fewer.
+    fn param_sizes_up_to(&self, count: usize) -> Result<Vec<usize>> {
         let c = self.context().bound_cuda("Kernel::param_sizes")?;
         let get_info = c
             .driver
             .optional(c.driver.cuFuncGetParamInfo, "cuFuncGetParamInfo")?;
         let mut sizes = Vec::new();
-        // CUDA caps a kernel's parameters at 32 KiB, so far fewer than 32768 of them.
-        for index in 0..32768 {
+        for index in 0..count {
             let (mut offset, mut size) = (0, 0);
             // SAFETY: a live function and valid out-pointers; an index past the last
             // parameter is CUDA_ERROR_INVALID_VALUE.
