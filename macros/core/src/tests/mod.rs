@@ -133,3 +133,28 @@ pub fn stream(id: usize) -> StreamId {
 pub fn buffer(id: usize) -> BufferId {
     BufferId(id)
 }
+
+/// The GPU bundle also runs every test binary under compute-sanitizer, which fails a binary
+/// that never calls CUDA: there (only), this one calls `cuInit` through the driver library.
+#[test]
+#[allow(
+    unsafe_code,
+    reason = "dlopen and cuInit, only under compute-sanitizer"
+)]
+fn instrumented_under_compute_sanitizer() {
+    let under_sanitizer = std::env::var_os("NVTX_INJECTION64_PATH")
+        .is_some_and(|path| path.to_string_lossy().contains("sanitizer"));
+    if !under_sanitizer {
+        return;
+    }
+    // SAFETY: loading the CUDA driver library runs its initialisers, which have no
+    // preconditions.
+    let Ok(library) = (unsafe { libloading::Library::new("libcuda.so.1") }) else {
+        return;
+    };
+    // SAFETY: `cuInit` has this signature in every CUDA driver.
+    if let Ok(cu_init) = unsafe { library.get::<unsafe extern "C" fn(u32) -> i32>(b"cuInit\0") } {
+        // SAFETY: cuInit takes flags that must be 0.
+        assert_eq!(unsafe { cu_init(0) }, 0);
+    }
+}
