@@ -109,8 +109,7 @@ pub fn enqueue_fn(pipeline: &lower::Pipeline, scope: &Scope<'_>, names: &Names) 
         quote!(#rt::Stream::record_into(__stream_0, __fork)?;)
     };
 
-    let mut launch_index = 0;
-    let stages = pipeline.order.iter().map(|&stage_id| {
+    let stages = pipeline.order.iter().enumerate().map(|(index, &stage_id)| {
         let stage = &pipeline.stages[stage_id.0];
         let ast_stage = scope.stages[stage_id.0];
         let stream = &stream_fields[stage.stream.0];
@@ -132,21 +131,15 @@ pub fn enqueue_fn(pipeline: &lower::Pipeline, scope: &Scope<'_>, names: &Names) 
                 // another stream reports it there.
                 &Ident::new(&stream.to_string(), ast_stage.stream.span()),
                 scope,
-                &mut launch_index,
             )
         });
         let statements: Vec<TokenStream> = statements.collect();
         let record =
             event_of(stage_id).map(|k| quote!(#rt::Stream::record_into(__stream, &__events[#k])?;));
         let stream_index = stage.stream.0;
-        let position = pipeline
-            .order
-            .iter()
-            .position(|&s| s == stage_id)
-            .unwrap_or(0) as u32
-            + 1;
+        // The stage's 1-based place in the step, as `__STAGE_SITES` lists it.
+        let position = index as u32 + 1;
         let mark = quote!(__progress.mark(__stream, #stream_index, #position)?;);
-        let index = position as usize - 1;
         let profile_start = quote! {
             if let ::core::option::Option::Some(profiler) = __profile {
                 profiler.stage_start(__stream, #index)?;
@@ -208,12 +201,10 @@ fn statement_tokens(
     statement: &ast::Statement,
     stream_field: &Ident,
     scope: &Scope<'_>,
-    launch_index: &mut usize,
 ) -> TokenStream {
     let rt = rt();
     match (kind, statement) {
         (StatementKind::Launch { kernel, args }, ast::Statement::Launch(launch)) => {
-            *launch_index += 1;
             let field = format_ident!("k{}", kernel.0);
             let (config, args) = launch_parts(launch, args, scope);
             quote!(__kernels.#field.launch(__stream, #config, #args)?;)
