@@ -19,9 +19,10 @@ mod launch;
 mod memory;
 mod module;
 mod pipeline;
+/// Hidden: what `gpu_pipeline!` expansions name. Not a public API. The version in its name
+/// changes whenever what it holds does, so a mismatched macro crate fails to resolve it.
 #[doc(hidden)]
-pub mod __private {
-    //! Hidden: what `gpu_pipeline!` expansions name. Not a public API.
+pub mod __private_0_1 {
     pub use crate::private::*;
 }
 #[cfg(feature = "nvrtc")]

@@ -12,7 +12,8 @@
 //! - `PGraph<'a>`, the captured step, with `launch` and one `set_<scalar>` per scalar param
 //!   that a kernel launch uses, which updates the instantiated graph's kernel nodes in place.
 //!
-//! Generated code reaches the runtime only through `::gpu_pipeline::__private`.
+//! Generated code reaches the runtime only through `::gpu_pipeline::__private_0_1`
+//! ([`PRIVATE_MODULE`]).
 
 mod graph;
 mod names;
@@ -20,6 +21,7 @@ mod step;
 mod stub;
 
 use proc_macro2::TokenStream;
+use proc_macro2::Ident;
 use quote::{format_ident, quote};
 
 use crate::lower::{self, ImageFormat, Priority};
@@ -30,9 +32,15 @@ pub use stub::{after_parse_error, stub};
 
 use names::Names;
 
+/// The hidden runtime module generated code names, versioned like thiserror's `__private17`:
+/// a macro crate and a runtime crate that disagree on what it holds fail to resolve the path
+/// instead of compiling against the wrong items.
+pub(crate) const PRIVATE_MODULE: &str = "__private_0_1";
+
 /// The path generated code uses for everything from the runtime.
 fn rt() -> TokenStream {
-    quote!(::gpu_pipeline::__private)
+    let module = Ident::new(PRIVATE_MODULE, proc_macro2::Span::call_site());
+    quote!(::gpu_pipeline::#module)
 }
 
 /// Generates the items of a checked, lowered pipeline.

@@ -270,7 +270,8 @@ fn statement_tokens(
 /// "arguments to this function are incorrect" points there rather than at the whole macro.
 fn rt_fn(span: proc_macro2::Span, name: &str) -> TokenStream {
     let name = Ident::new(name, span);
-    quote_spanned!(span=> ::gpu_pipeline::__private::#name)
+    let module = Ident::new(super::PRIVATE_MODULE, span);
+    quote_spanned!(span=> ::gpu_pipeline::#module::#name)
 }
 
 /// The launch configuration and argument tuple of a launch statement, over the bindings.
