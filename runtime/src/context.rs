@@ -6,8 +6,9 @@
 use std::sync::Arc;
 
 use crate::device::Device;
+use crate::driver::check;
 use crate::driver::{Driver, driver};
-use crate::error::{Error, Result, check};
+use crate::error::{Error, Result};
 use crate::host::{HostContext, HostContextOptions, RaceReport};
 use crate::sys;
 

@@ -2,8 +2,9 @@
 
 use std::ffi::{CStr, c_char};
 
+use crate::driver::check;
 use crate::driver::driver;
-use crate::error::{Result, check};
+use crate::error::Result;
 use crate::sys;
 
 /// A device attribute id (`CUdevice_attribute`). The associated constants name the common

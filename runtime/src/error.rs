@@ -143,17 +143,6 @@ pub struct DriverError {
 }
 
 impl DriverError {
-    /// Builds the error for `code` returned by `call`, asking the driver for its name and text.
-    pub(crate) fn new(call: &'static str, code: CUresult) -> Self {
-        let (name, description) = crate::driver::describe(code);
-        DriverError {
-            call,
-            code,
-            name,
-            description,
-        }
-    }
-
     /// Whether the context is now unusable: after these codes every later call in the
     /// process fails too, and the only cure is a new process (CUDA's "sticky" errors).
     pub fn is_sticky(&self) -> bool {
@@ -176,16 +165,6 @@ impl fmt::Display for DriverError {
             "{} failed with {} ({}): {}",
             self.call, self.name, self.code.0, self.description
         )
-    }
-}
-
-/// Turns a status into a `Result`, naming the call on failure.
-#[inline]
-pub(crate) fn check(call: &'static str, code: CUresult) -> Result<()> {
-    if code.is_success() {
-        Ok(())
-    } else {
-        Err(DriverError::new(call, code).into())
     }
 }
 

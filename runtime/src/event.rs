@@ -3,7 +3,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::context::Context;
-use crate::error::{Error, Result, check};
+use crate::driver::check;
+use crate::error::{Error, Result};
 use crate::host::{EventOptions, HostEvent};
 use crate::sys::{self, CUresult};
 

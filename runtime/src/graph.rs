@@ -24,7 +24,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use crate::context::Context;
-use crate::error::{DriverError, Error, Result, check};
+use crate::driver::check;
+use crate::error::{Error, Result};
 use crate::host::{self, HostFault, HostGraph, HostGraphExec};
 use crate::launch::host::host_arg_values;
 use crate::launch::{KernelArgsFor, LaunchConfig, Retained, Signature, TypedKernel};
@@ -874,7 +875,7 @@ impl GraphExec {
         if outcome.is_success() {
             return Ok(());
         }
-        let mut e = DriverError::new(
+        let mut e = crate::driver::driver_error(
             "cuGraphExecUpdate",
             CUresult::CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE,
         );

@@ -15,7 +15,8 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::context::Context;
-use crate::error::{DriverError, Error, Result, check};
+use crate::driver::check;
+use crate::error::{Error, Result};
 use crate::launch::{Dim3, LaunchLimits};
 use crate::sys::{self, CUfunction_attribute, CUjit_option, CUresult};
 
@@ -302,7 +303,7 @@ impl Module {
         let info = log_text(&info_log, values[1] as usize);
         let error = log_text(&error_log, values[3] as usize);
         if !code.is_success() {
-            let mut e = DriverError::new("cuModuleLoadDataEx", code);
+            let mut e = crate::driver::driver_error("cuModuleLoadDataEx", code);
             let log = if error.is_empty() { info } else { error };
             if !log.is_empty() {
                 e.description = format!("{}; JIT log:\n{log}", e.description);

@@ -30,7 +30,8 @@ pub use config::{
 };
 pub use host::{HostKernel, HostKernelFn, HostParam};
 
-use crate::error::{Error, Result, check};
+use crate::driver::check;
+use crate::error::{Error, Result};
 use crate::memory::alloc::KeepAlive;
 use crate::module::Kernel;
 use crate::stream::Stream;

@@ -32,7 +32,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::host_mem::HostMem;
 use crate::context::Context;
-use crate::error::{Error, Result, check};
+use crate::driver::check;
+use crate::error::{Error, Result};
 use crate::event::{Event, EventFlags};
 use crate::host::Access;
 use crate::stream::Stream;

@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::context::Context;
-use crate::error::{Result, check};
+use crate::driver::check;
+use crate::error::Result;
 use crate::sys;
 
 mod sealed {

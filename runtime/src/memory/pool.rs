@@ -17,7 +17,8 @@ use super::alloc::{DeviceAlloc, FreeMode, same_memory_space};
 use super::check;
 use super::device::DeviceBuffer;
 use crate::context::Context;
-use crate::error::{Error, Result, check};
+use crate::driver::check;
+use crate::error::{Error, Result};
 use crate::stream::Stream;
 use crate::sys::{self, CUmemPool_attribute};
 

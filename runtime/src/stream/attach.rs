@@ -3,7 +3,8 @@
 use bytemuck::Pod;
 
 use super::Stream;
-use crate::error::{Error, Result, check};
+use crate::driver::check;
+use crate::error::{Error, Result};
 use crate::memory::alloc::same_memory_space;
 use crate::memory::view::sealed::DeviceMemory;
 use crate::memory::{AttachScope, ManagedBuffer};

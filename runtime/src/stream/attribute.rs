@@ -1,7 +1,8 @@
 //! Typed stream attributes (`cuStreamGetAttribute` / `cuStreamSetAttribute`).
 
 use super::Stream;
-use crate::error::{Error, Result, check};
+use crate::driver::check;
+use crate::error::{Error, Result};
 use crate::sys::{self, CUlaunchAttributeID, CUlaunchAttributeValue};
 
 /// Which attribute to read.

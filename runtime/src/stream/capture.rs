@@ -6,7 +6,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use super::Stream;
-use crate::error::{Result, check};
+use crate::driver::check;
+use crate::error::Result;
 use crate::graph::Graph;
 use crate::memory::alloc::KeepAlive;
 use crate::sys::{self, CUstreamCaptureMode, CUstreamCaptureStatus};

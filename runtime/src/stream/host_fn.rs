@@ -10,7 +10,8 @@ use std::sync::{Arc, Mutex};
 
 use super::Stream;
 use super::capture::register_capture_keepalive;
-use crate::error::{Error, Result, check};
+use crate::driver::check;
+use crate::error::{Error, Result};
 use crate::host::HostOp;
 use crate::memory::alloc::KeepAlive;
 use crate::sys::{self, CUresult};

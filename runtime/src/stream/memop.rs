@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use super::Stream;
-use crate::error::{Result, check};
+use crate::driver::check;
+use crate::error::Result;
 use crate::host::HostOp;
 use crate::memory::FlagCell;
 use crate::memory::alloc::KeepAlive;

@@ -23,7 +23,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::context::{Context, CudaContext};
 use crate::device::Device;
-use crate::error::{Error, Result, check};
+use crate::driver::check;
+use crate::error::{Error, Result};
 use crate::event::{Event, EventFlags};
 use crate::host::{HostContext, HostStream, StreamOptions};
 use crate::memory::alloc::KeepAlive;
