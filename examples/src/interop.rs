@@ -63,8 +63,9 @@ pub mod vendor {
             })
         }
 
-        /// The raw `CUstream`, valid while the library lives.
-        pub fn raw_stream(&self) -> sys::CUstream {
+        /// The raw `CUstream`, valid while the library lives (`None` on the CPU backend,
+        /// where the library is never created).
+        pub fn raw_stream(&self) -> Option<sys::CUstream> {
             self.stream.handle()
         }
     }
@@ -161,11 +162,11 @@ pub fn run(ctx: &Context, args: &InteropArgs) -> Result<InteropOutcome, BoxError
             None
         }
     };
-    let producer = match &foreign {
+    let producer = match foreign.as_ref().and_then(|library| library.raw_stream()) {
         // SAFETY: `raw_stream` is a live stream of `ctx`'s context owned by `foreign`, which
         // outlives `producer` (declared after it, so dropped first), and nothing enqueued
         // through `producer` outlives it: the pipeline step below waits for everything.
-        Some(library) => unsafe { Stream::from_handle(ctx, library.raw_stream()) }?,
+        Some(raw) => unsafe { Stream::from_handle(ctx, raw) }?,
         None => Stream::non_blocking(ctx)?,
     };
 

@@ -102,7 +102,8 @@ impl Raw {
     fn replays(&self, exec: &GraphExec, stream: sys::CUstream, count: u32) -> Result<()> {
         for _ in 0..count {
             // SAFETY: a live executable graph and stream of the current context.
-            let code = unsafe { (self.graph_launch)(exec.handle(), stream) };
+            let code =
+                unsafe { (self.graph_launch)(exec.handle().ok_or("a CUDA context")?, stream) };
             Raw::check(code, "cuGraphLaunch")?;
         }
         // SAFETY: a live stream.
@@ -157,7 +158,14 @@ fn run(ctx: &Context) -> Result<Vec<Row>> {
             }
             Ok(stream.synchronize()?)
         },
-        || raw.launches(empty.kernel().handle(), stream.handle(), &mut [], LAUNCHES),
+        || {
+            raw.launches(
+                empty.kernel().handle().ok_or("a CUDA context")?,
+                stream.handle().ok_or("a CUDA context")?,
+                &mut [],
+                LAUNCHES,
+            )
+        },
     )?;
     rows.push(Row {
         case: "empty kernel, per launch",
@@ -168,7 +176,7 @@ fn run(ctx: &Context) -> Result<Vec<Row>> {
 
     let mut buffer = DeviceBuffer::<f32>::zeros(&stream, 32)?;
     stream.synchronize()?;
-    let ptr = buffer.device_ptr();
+    let ptr = buffer.device_ptr().ok_or("a CUDA context")?;
     let (ours, theirs) = measure(
         || {
             for _ in 0..LAUNCHES {
@@ -184,8 +192,8 @@ fn run(ctx: &Context) -> Result<Vec<Row>> {
                 (&raw mut data).cast::<c_void>(),
             ];
             raw.launches(
-                add_scalar.kernel().handle(),
-                stream.handle(),
+                add_scalar.kernel().handle().ok_or("a CUDA context")?,
+                stream.handle().ok_or("a CUDA context")?,
                 &mut params,
                 LAUNCHES,
             )
@@ -213,7 +221,7 @@ fn run(ctx: &Context) -> Result<Vec<Row>> {
             }
             Ok(stream.synchronize()?)
         },
-        || raw.replays(&exec, stream.handle(), REPLAYS),
+        || raw.replays(&exec, stream.handle().ok_or("a CUDA context")?, REPLAYS),
     )?;
     rows.push(Row {
         case: "graph replay (100-kernel chain), per node",

@@ -5,15 +5,13 @@
 
 use std::sync::Arc;
 
-use crate::device::Device;
-use crate::driver::check;
-use crate::driver::{Driver, driver};
+use crate::cpu::{self, RaceReport};
+use crate::cuda::{self, Device};
 use crate::error::{Error, Result};
-use crate::host::{HostContext, HostContextOptions, RaceReport};
-use crate::sys;
 
-/// The environment variable that forces a backend in [`Context::auto`]: `cuda`, `host`, or
-/// `host-checked` (the host backend with the race detector on).
+/// The environment variable that forces a backend in [`Context::auto`]: `cuda`, `cpu`, or
+/// `cpu-checked` (the CPU backend with the race detector on). `host` and `host-checked`,
+/// the names of earlier versions, are accepted too.
 pub const BACKEND_ENV: &str = "GPU_PIPELINE_BACKEND";
 
 /// Which backend a [`Context`] executes on.
@@ -21,46 +19,54 @@ pub const BACKEND_ENV: &str = "GPU_PIPELINE_BACKEND";
 pub enum Backend {
     /// A CUDA device through the driver API.
     Cuda,
-    /// CPU threads standing in for a device (see the crate docs).
-    Host,
+    /// The CPU backend: CPU threads standing in for a device (see the crate docs).
+    Cpu,
 }
 
 impl Backend {
-    /// `"cuda"` or `"host"`.
+    /// The CPU backend's name in earlier versions.
+    #[doc(hidden)]
+    #[allow(non_upper_case_globals)]
+    pub const Host: Backend = Backend::Cpu;
+
+    /// `"cuda"` or `"cpu"`.
     pub fn name(self) -> &'static str {
         match self {
             Backend::Cuda => "cuda",
-            Backend::Host => "host",
+            Backend::Cpu => "cpu",
         }
     }
 }
 
-/// A handle to the execution context every object is created in. Cloning is cheap.
+/// A handle to the execution context every object is created in: a CUDA device's primary
+/// context, or the CPU backend. Cloning is cheap, and every object holds a clone, so the
+/// context outlives all of them.
+///
+/// ```
+/// # fn main() -> gpu_pipeline::Result<()> {
+/// use gpu_pipeline::{Backend, Context};
+/// // CUDA device 0 where a driver and a device are found, the CPU backend otherwise.
+/// let ctx = Context::auto()?;
+/// println!("running on {}", ctx.backend().name());
+/// // The CPU backend with its race detector, whatever the machine.
+/// let checked = Context::cpu_checked();
+/// assert_eq!(checked.backend(), Backend::Cpu);
+/// assert!(checked.is_checked());
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct Context {
-    pub(crate) inner: Arc<ContextInner>,
+    backend: ContextBackend,
 }
 
-pub(crate) struct ContextInner {
-    pub(crate) backend: BackendContext,
+/// The one backend value a [`Context`] holds.
+#[derive(Clone)]
+pub(crate) enum ContextBackend {
+    /// A retained CUDA primary context.
+    Cuda(Arc<cuda::Context>),
+    /// A CPU-backend context.
+    Cpu(cpu::Context),
 }
-
-pub(crate) enum BackendContext {
-    Cuda(CudaContext),
-    Host(HostContext),
-}
-
-pub(crate) struct CudaContext {
-    pub(crate) device: Device,
-    pub(crate) raw: sys::CUcontext,
-    pub(crate) driver: &'static Driver,
-}
-
-// SAFETY: a CUcontext is a process-wide handle the driver lets any thread make current;
-// the primary context is reference-counted by the driver and released once, in Drop.
-unsafe impl Send for CudaContext {}
-// SAFETY: as above; we never mutate through the handle from Rust.
-unsafe impl Sync for CudaContext {}
 
 /// The range of stream priorities a context accepts. CUDA counts priorities downwards:
 /// `greatest` is the most urgent and numerically the smallest (e.g. `-5`), `least` the
@@ -88,21 +94,8 @@ impl StreamPriorityRange {
 impl Context {
     /// The primary context of `device`.
     pub fn new(device: &Device) -> Result<Context> {
-        let d = driver()?;
-        let mut raw = std::ptr::null_mut();
-        // SAFETY: a valid out-pointer and device handle; released in CudaContext::drop.
-        check("cuDevicePrimaryCtxRetain", unsafe {
-            (d.cuDevicePrimaryCtxRetain)(&mut raw, device.handle())
-        })?;
-        let cuda = CudaContext {
-            device: *device,
-            raw,
-            driver: d,
-        };
         Ok(Context {
-            inner: Arc::new(ContextInner {
-                backend: BackendContext::Cuda(cuda),
-            }),
+            backend: ContextBackend::Cuda(Arc::new(cuda::Context::retain(device)?)),
         })
     }
 
@@ -111,54 +104,62 @@ impl Context {
         Context::new(&Device::get(ordinal)?)
     }
 
-    /// A host-backend context: streams are in-order queues on CPU threads, device memory is
-    /// host memory, and kernels run their host implementations.
-    pub fn host() -> Context {
-        Context::host_with(HostContextOptions { checked: false })
+    /// A CPU-backend context: streams are in-order queues on CPU threads, device memory is
+    /// host memory, and kernels run their CPU implementations.
+    pub fn cpu() -> Context {
+        Context::cpu_with(cpu::ContextOptions { checked: false })
     }
 
-    /// A host-backend context in checked mode: every buffer access of every operation is
+    /// A CPU-backend context in checked mode: every buffer access of every operation is
     /// recorded with vector clocks, and two conflicting accesses that no stream order, event
-    /// or synchronize orders are reported as [`Error::Host`] races at the next synchronize
+    /// or synchronize orders are reported as [`Error::Cpu`] races at the next synchronize
     /// (and listed by [`Context::races`]).
-    pub fn host_checked() -> Context {
-        Context::host_with(HostContextOptions { checked: true })
+    pub fn cpu_checked() -> Context {
+        Context::cpu_with(cpu::ContextOptions { checked: true })
     }
 
-    fn host_with(options: HostContextOptions) -> Context {
-        let host = HostContext::new(options);
+    /// [`Context::cpu`] under the name of earlier versions.
+    #[doc(hidden)]
+    pub fn host() -> Context {
+        Context::cpu()
+    }
+
+    /// [`Context::cpu_checked`] under the name of earlier versions.
+    #[doc(hidden)]
+    pub fn host_checked() -> Context {
+        Context::cpu_checked()
+    }
+
+    fn cpu_with(options: cpu::ContextOptions) -> Context {
         Context {
-            inner: Arc::new(ContextInner {
-                backend: BackendContext::Host(host),
-            }),
+            backend: ContextBackend::Cpu(cpu::Context::new(options)),
         }
     }
 
-    /// The default context: CUDA device 0 when a driver loads and sees a device, the host
-    /// backend otherwise. [`BACKEND_ENV`] forces one (`cuda`, `host`, `host-checked`). The
+    /// The default context: CUDA device 0 when a driver loads and sees a device, the CPU
+    /// backend otherwise. [`BACKEND_ENV`] forces one (`cuda`, `cpu`, `cpu-checked`). The
     /// choice is logged as a `tracing` event and readable through [`Context::backend`].
     pub fn auto() -> Result<Context> {
         let forced = std::env::var(BACKEND_ENV).ok();
         let (ctx, why) = match forced.as_deref().map(str::trim) {
             Some("cuda") => (Context::cuda(0)?, format!("{BACKEND_ENV}=cuda")),
-            Some("host") => (Context::host(), format!("{BACKEND_ENV}=host")),
-            Some("host-checked") => (
-                Context::host_checked(),
-                format!("{BACKEND_ENV}=host-checked"),
-            ),
+            Some(name @ ("cpu" | "host")) => (Context::cpu(), format!("{BACKEND_ENV}={name}")),
+            Some(name @ ("cpu-checked" | "host-checked")) => {
+                (Context::cpu_checked(), format!("{BACKEND_ENV}={name}"))
+            }
             Some("" | "auto") | None => match Device::count() {
                 Ok(n) if n > 0 => (
                     Context::cuda(0)?,
                     "a CUDA driver and device were found".to_owned(),
                 ),
-                Ok(_) => (Context::host(), "the CUDA driver sees no device".to_owned()),
-                Err(e) => (Context::host(), format!("no CUDA driver: {e}")),
+                Ok(_) => (Context::cpu(), "the CUDA driver sees no device".to_owned()),
+                Err(e) => (Context::cpu(), format!("no CUDA driver: {e}")),
             },
             Some(other) => {
                 return Err(Error::invalid(
                     "Context::auto",
                     format!(
-                        "{BACKEND_ENV}={other:?} is not a backend; use `cuda`, `host` or `host-checked`"
+                        "{BACKEND_ENV}={other:?} is not a backend; use `cuda`, `cpu` or `cpu-checked`"
                     ),
                 ));
             }
@@ -169,146 +170,105 @@ impl Context {
 
     /// Which backend this context runs on.
     pub fn backend(&self) -> Backend {
-        match &self.inner.backend {
-            BackendContext::Cuda(_) => Backend::Cuda,
-            BackendContext::Host(_) => Backend::Host,
+        match &self.backend {
+            ContextBackend::Cuda(_) => Backend::Cuda,
+            ContextBackend::Cpu(_) => Backend::Cpu,
         }
     }
 
-    /// Whether the race detector is on (host backend in checked mode).
+    /// The backend value, for the crate's dispatch.
+    pub(crate) fn kind(&self) -> &ContextBackend {
+        &self.backend
+    }
+
+    /// The CUDA context, or the error every CUDA-only operation returns on the CPU backend.
+    pub(crate) fn cuda_only(&self, call: &'static str) -> Result<&Arc<cuda::Context>> {
+        match &self.backend {
+            ContextBackend::Cuda(c) => Ok(c),
+            ContextBackend::Cpu(_) => Err(Error::cuda_only(call)),
+        }
+    }
+
+    /// Whether the race detector is on (CPU backend in checked mode).
     pub fn is_checked(&self) -> bool {
-        matches!(&self.inner.backend, BackendContext::Host(h) if h.is_checked())
+        matches!(&self.backend, ContextBackend::Cpu(c) if c.is_checked())
     }
 
-    /// Every race the checked host backend found so far (empty elsewhere).
+    /// Every race the checked CPU backend found so far (empty elsewhere).
     pub fn races(&self) -> Vec<RaceReport> {
-        match &self.inner.backend {
-            BackendContext::Host(h) => h.races(),
-            BackendContext::Cuda(_) => Vec::new(),
+        match &self.backend {
+            ContextBackend::Cpu(c) => c.races(),
+            ContextBackend::Cuda(_) => Vec::new(),
         }
     }
 
-    /// How many races the checked host backend found beyond the ones it keeps (it keeps at
+    /// How many races the checked CPU backend found beyond the ones it keeps (it keeps at
     /// most 10 000 reports); 0 elsewhere.
     pub fn races_dropped(&self) -> usize {
-        match &self.inner.backend {
-            BackendContext::Host(h) => h.dropped_races(),
-            BackendContext::Cuda(_) => 0,
+        match &self.backend {
+            ContextBackend::Cpu(c) => c.dropped_races(),
+            ContextBackend::Cuda(_) => 0,
         }
     }
 
-    /// The CUDA device, or `None` on the host backend.
+    /// The CUDA device, or `None` on the CPU backend.
     pub fn device(&self) -> Option<Device> {
-        match &self.inner.backend {
-            BackendContext::Cuda(c) => Some(c.device),
-            BackendContext::Host(_) => None,
+        match &self.backend {
+            ContextBackend::Cuda(c) => Some(c.device()),
+            ContextBackend::Cpu(_) => None,
         }
     }
 
-    /// The raw `CUcontext`, for interop; `None` on the host backend.
-    pub fn handle(&self) -> Option<sys::CUcontext> {
-        match &self.inner.backend {
-            BackendContext::Cuda(c) => Some(c.raw),
-            BackendContext::Host(_) => None,
-        }
-    }
-
-    /// The host side of this context, on the host backend.
-    pub(crate) fn host_context(&self) -> Option<&HostContext> {
-        match &self.inner.backend {
-            BackendContext::Host(h) => Some(h),
-            BackendContext::Cuda(_) => None,
+    /// The raw `CUcontext`, for interop; `None` on the CPU backend.
+    pub fn handle(&self) -> Option<crate::sys::CUcontext> {
+        match &self.backend {
+            ContextBackend::Cuda(c) => Some(c.raw()),
+            ContextBackend::Cpu(_) => None,
         }
     }
 
     /// The stream priorities this context accepts.
     pub fn stream_priority_range(&self) -> Result<StreamPriorityRange> {
-        match &self.inner.backend {
-            BackendContext::Cuda(c) => {
-                c.bind()?;
-                let (mut least, mut greatest) = (0, 0);
-                // SAFETY: valid out-pointers; the context is current.
-                check("cuCtxGetStreamPriorityRange", unsafe {
-                    (c.driver.cuCtxGetStreamPriorityRange)(&mut least, &mut greatest)
-                })?;
-                Ok(StreamPriorityRange { least, greatest })
-            }
-            BackendContext::Host(h) => {
-                let (least, greatest) = h.priority_range();
-                Ok(StreamPriorityRange { least, greatest })
-            }
-        }
+        let (least, greatest) = match &self.backend {
+            ContextBackend::Cuda(c) => c.priority_range()?,
+            ContextBackend::Cpu(c) => c.priority_range(),
+        };
+        Ok(StreamPriorityRange { least, greatest })
     }
 
-    /// `(free, total)` device memory in bytes; `None` on the host backend.
+    /// `(free, total)` device memory in bytes; `None` on the CPU backend.
     pub fn memory_info(&self) -> Result<Option<(usize, usize)>> {
-        match &self.inner.backend {
-            BackendContext::Cuda(c) => {
-                c.bind()?;
-                let (mut free, mut total) = (0, 0);
-                // SAFETY: valid out-pointers; the context is current.
-                check("cuMemGetInfo", unsafe {
-                    (c.driver.cuMemGetInfo)(&mut free, &mut total)
-                })?;
-                Ok(Some((free, total)))
-            }
-            BackendContext::Host(_) => Ok(None),
+        match &self.backend {
+            ContextBackend::Cuda(c) => Ok(Some(c.memory_info()?)),
+            ContextBackend::Cpu(_) => Ok(None),
         }
     }
 
     /// Blocks until all work in the context has finished.
     pub fn synchronize(&self) -> Result<()> {
-        match &self.inner.backend {
-            BackendContext::Cuda(c) => {
-                c.bind()?;
-                // SAFETY: no arguments; the context is current.
-                check("cuCtxSynchronize", unsafe { (c.driver.cuCtxSynchronize)() })
-            }
-            BackendContext::Host(h) => Ok(h.synchronize()?),
+        match &self.backend {
+            ContextBackend::Cuda(c) => c.synchronize(),
+            ContextBackend::Cpu(c) => Ok(c.synchronize()?),
         }
     }
 
-    /// The CUDA side of this context, made current on the calling thread.
-    pub(crate) fn bound_cuda(&self, call: &'static str) -> Result<&CudaContext> {
-        match &self.inner.backend {
-            BackendContext::Cuda(c) => {
-                c.bind()?;
-                Ok(c)
-            }
-            BackendContext::Host(_) => Err(Error::BackendMismatch {
-                call,
-                backend: self.backend().name(),
-                reason: "it needs a CUDA context".to_owned(),
-            }),
-        }
-    }
-
+    /// Whether `other` is a handle to this very context (clones of one `Context`).
     pub(crate) fn same_as(&self, other: &Context) -> bool {
-        Arc::ptr_eq(&self.inner, &other.inner)
+        match (&self.backend, &other.backend) {
+            (ContextBackend::Cuda(a), ContextBackend::Cuda(b)) => Arc::ptr_eq(a, b),
+            (ContextBackend::Cpu(a), ContextBackend::Cpu(b)) => a.same_as(b),
+            _ => false,
+        }
     }
-}
 
-impl CudaContext {
-    /// Makes this context current on the calling thread. Cheap: the driver keeps a
-    /// per-thread current pointer.
-    #[inline]
-    pub(crate) fn bind(&self) -> Result<()> {
-        // SAFETY: `raw` is a retained primary context, valid until Drop.
-        check("cuCtxSetCurrent", unsafe {
-            (self.driver.cuCtxSetCurrent)(self.raw)
-        })
-    }
-}
-
-impl Drop for CudaContext {
-    fn drop(&mut self) {
-        // SAFETY: balances the retain in Context::new; the device handle is valid.
-        let code = unsafe { (self.driver.cuDevicePrimaryCtxRelease)(self.device.handle()) };
-        if !code.is_success() {
-            tracing::warn!(
-                ?code,
-                "cuDevicePrimaryCtxRelease failed while dropping a context"
-            );
+    /// Whether memory of this context may be used by work of `other`: the same context, or
+    /// two handles to the same driver context (`Context::cuda(0)` twice gives the one
+    /// primary context).
+    pub(crate) fn shares_memory_with(&self, other: &Context) -> bool {
+        match (&self.backend, &other.backend) {
+            (ContextBackend::Cuda(a), ContextBackend::Cuda(b)) => a.raw() == b.raw(),
+            (ContextBackend::Cpu(a), ContextBackend::Cpu(b)) => a.same_as(b),
+            _ => false,
         }
     }
 }

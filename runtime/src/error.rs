@@ -55,7 +55,7 @@ pub enum Error {
     BackendMismatch {
         /// The API called.
         call: &'static str,
-        /// The backend the context runs on (`cuda` or `host`).
+        /// The backend the context runs on (`cuda` or `cpu`).
         backend: &'static str,
         /// What to do instead.
         reason: String,
@@ -87,10 +87,36 @@ pub enum Error {
         source: Box<Error>,
     },
 
-    /// An error from the host backend: a failed or panicking host operation, a race found by
+    /// Two objects that one operation pairs (a stream and an event, a kernel and a buffer, a
+    /// graph and a stream, ...) belong to different contexts, or to different backends.
+    #[error("`{call}`: {what}; create both from one `Context`")]
+    ContextMismatch {
+        /// The API called.
+        call: &'static str,
+        /// Which objects disagree, and how.
+        what: String,
+    },
+
+    /// An error from the CPU backend: a failed or panicking operation, a race found by
     /// checked mode, a capture misuse.
-    #[error("host backend: {0}")]
-    Host(#[from] crate::host::HostFault),
+    #[error("CPU backend: {0}")]
+    Cpu(crate::cpu::CpuFault),
+}
+
+impl From<crate::cpu::CpuFault> for Error {
+    /// A panicking host function is reported as one on both backends; every other fault of
+    /// the CPU backend as [`Error::Cpu`].
+    fn from(fault: crate::cpu::CpuFault) -> Self {
+        match fault {
+            crate::cpu::CpuFault::HostFunctionPanicked {
+                stream_id, message, ..
+            } => Error::HostPanic {
+                stream: stream_id,
+                message,
+            },
+            other => Error::Cpu(other),
+        }
+    }
 }
 
 impl Error {
@@ -99,6 +125,25 @@ impl Error {
         match self {
             Error::Driver(e) => Some(e.code),
             _ => None,
+        }
+    }
+
+    /// The error of a CUDA-only operation called on the CPU backend.
+    #[cold]
+    pub(crate) fn cuda_only(call: &'static str) -> Self {
+        Error::BackendMismatch {
+            call,
+            backend: "cpu",
+            reason: "it needs a CUDA context".to_owned(),
+        }
+    }
+
+    /// The error of an operation pairing objects of two contexts or backends.
+    #[cold]
+    pub(crate) fn mismatch(call: &'static str, what: impl Into<String>) -> Self {
+        Error::ContextMismatch {
+            call,
+            what: what.into(),
         }
     }
 

@@ -1,12 +1,10 @@
 //! Events: points in a stream's work that other streams and the host can wait on and time.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
-use crate::context::Context;
-use crate::driver::check;
+use crate::context::{Context, ContextBackend};
+use crate::cpu;
+use crate::cuda;
 use crate::error::{Error, Result};
-use crate::host::{EventOptions, HostEvent};
-use crate::sys::{self, CUresult};
+use crate::sys;
 
 /// How an event is created. The default records timing and spins when synchronized.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -36,25 +34,41 @@ impl EventFlags {
     }
 }
 
-/// A CUDA event. Record it on a stream with [`Stream::record_into`](crate::Stream::record_into)
-/// or get a fresh one from [`Stream::record`](crate::Stream::record).
+/// An event: a point in a stream's work that other streams wait on, the host waits on or
+/// queries, and timings are measured between. Record it on a stream with
+/// [`Stream::record_into`](crate::Stream::record_into) or get a fresh one from
+/// [`Stream::record`](crate::Stream::record).
 ///
 /// Dropping an event that is recorded but not complete is fine: CUDA defers the release
 /// until the event completes, and no memory of ours is behind it.
+///
+/// ```
+/// # fn main() -> gpu_pipeline::Result<()> {
+/// use gpu_pipeline::{Context, Event, Stream};
+/// let ctx = Context::cpu();
+/// let (producer, consumer) = (Stream::non_blocking(&ctx)?, Stream::non_blocking(&ctx)?);
+/// let start = producer.record()?;
+/// // ... enqueue work on `producer` ...
+/// let done = producer.record()?;
+/// consumer.wait_event(&done)?; // later work on `consumer` runs after it
+/// done.synchronize()?; // the host waits too
+/// let ms = Event::elapsed_time(&start, &done)?;
+/// assert!(ms >= 0.0);
+/// # Ok(()) }
+/// ```
 pub struct Event {
     ctx: Context,
-    raw: sys::CUevent,
     flags: EventFlags,
-    /// The capture id when last recorded on a capturing stream (0: not in a capture).
-    capture: AtomicU64,
-    /// The event on the host backend (`raw` is then null).
-    host: Option<HostEvent>,
+    backend: EventBackend,
 }
 
-// SAFETY: CUDA events may be recorded, queried and destroyed from any thread.
-unsafe impl Send for Event {}
-// SAFETY: every method takes `&self` and maps to a thread-safe driver call.
-unsafe impl Sync for Event {}
+/// The one backend value an [`Event`] holds.
+pub(crate) enum EventBackend {
+    /// A CUDA event.
+    Cuda(cuda::Event),
+    /// A CPU-backend event.
+    Cpu(cpu::Event),
+}
 
 impl Event {
     /// A new event with default flags (timing on).
@@ -64,33 +78,18 @@ impl Event {
 
     /// A new event with these flags.
     pub fn with_flags(ctx: &Context, flags: EventFlags) -> Result<Event> {
-        if let Some(host) = ctx.host_context() {
-            // `blocking_sync` changes how a CUDA thread waits; host waits always block.
-            let event = host.create_event(EventOptions {
+        let backend = match ctx.kind() {
+            ContextBackend::Cuda(c) => EventBackend::Cuda(cuda::Event::new(c, flags.raw())?),
+            // `blocking_sync` changes how a CUDA thread waits; CPU-backend waits always block.
+            ContextBackend::Cpu(c) => EventBackend::Cpu(c.create_event(cpu::EventOptions {
                 name: None,
                 timing: !flags.disable_timing,
-            });
-            return Ok(Event {
-                ctx: ctx.clone(),
-                raw: std::ptr::null_mut(),
-                flags,
-                capture: AtomicU64::new(0),
-                host: Some(event),
-            });
-        }
-
-        let c = ctx.bound_cuda("Event::new")?;
-        let mut raw = std::ptr::null_mut();
-        // SAFETY: a valid out-pointer; the context is current.
-        check("cuEventCreate", unsafe {
-            (c.driver.cuEventCreate)(&mut raw, flags.raw())
-        })?;
+            })),
+        };
         Ok(Event {
             ctx: ctx.clone(),
-            raw,
             flags,
-            capture: AtomicU64::new(0),
-            host: None,
+            backend,
         })
     }
 
@@ -104,81 +103,63 @@ impl Event {
         &self.ctx
     }
 
-    /// The host backend's event, or an error on CUDA.
-    pub(crate) fn host_event(&self) -> Result<&HostEvent> {
-        self.host.as_ref().ok_or_else(|| {
-            Error::invalid(
-                "Event",
-                "a CUDA event cannot be used with a host-backend stream",
-            )
-        })
+    /// The backend value, for the crate's dispatch.
+    pub(crate) fn kind(&self) -> &EventBackend {
+        &self.backend
     }
 
-    /// The raw handle, for interop. It stays owned by this `Event`; null on the host backend.
-    pub fn handle(&self) -> sys::CUevent {
-        self.raw
-    }
-
-    pub(crate) fn set_recorded_in_capture(&self, capture: Option<u64>) {
-        self.capture.store(capture.unwrap_or(0), Ordering::Release);
-    }
-
-    pub(crate) fn recorded_in_capture(&self) -> Option<u64> {
-        match self.capture.load(Ordering::Acquire) {
-            0 => None,
-            id => Some(id),
+    /// The raw handle, for interop; `None` on the CPU backend. It stays owned by this
+    /// `Event`.
+    pub fn handle(&self) -> Option<sys::CUevent> {
+        match &self.backend {
+            EventBackend::Cuda(e) => Some(e.raw()),
+            EventBackend::Cpu(_) => None,
         }
     }
 
     /// Whether all work before the most recent record has completed (`true` if never
     /// recorded, as in CUDA).
     pub fn query(&self) -> Result<bool> {
-        if let Some(h) = &self.host {
-            return Ok(h.query());
-        }
-
-        let c = self.ctx.bound_cuda("Event::query")?;
-        // SAFETY: `raw` is a live event of this context.
-        match unsafe { (c.driver.cuEventQuery)(self.raw) } {
-            CUresult::CUDA_SUCCESS => Ok(true),
-            CUresult::CUDA_ERROR_NOT_READY => Ok(false),
-            code => check("cuEventQuery", code).map(|()| false),
+        match &self.backend {
+            EventBackend::Cuda(e) => e.query(),
+            EventBackend::Cpu(e) => Ok(e.query()),
         }
     }
 
     /// Blocks until the work before the most recent record has completed.
     pub fn synchronize(&self) -> Result<()> {
-        if let Some(h) = &self.host {
-            return Ok(h.synchronize()?);
+        match &self.backend {
+            EventBackend::Cuda(e) => e.synchronize(),
+            EventBackend::Cpu(e) => Ok(e.synchronize()?),
         }
-
-        let c = self.ctx.bound_cuda("Event::synchronize")?;
-        // SAFETY: `raw` is a live event of this context.
-        check("cuEventSynchronize", unsafe {
-            (c.driver.cuEventSynchronize)(self.raw)
-        })
     }
 
-    /// Milliseconds between `start` and `end`, both recorded and complete, both with timing.
+    /// Milliseconds between `start` and `end`: both recorded and complete, both with timing,
+    /// both of one context.
     pub fn elapsed_time(start: &Event, end: &Event) -> Result<f32> {
+        const CALL: &str = "Event::elapsed_time";
         for e in [start, end] {
             if e.flags.disable_timing {
                 return Err(Error::invalid(
-                    "Event::elapsed_time",
+                    CALL,
                     "an event was created with `disable_timing`; create both with timing on",
                 ));
             }
         }
-        if let (Some(s), Some(e)) = (&start.host, &end.host) {
-            return Ok(HostEvent::elapsed_time(s, e)?);
+        if !start.ctx.same_as(&end.ctx) && !start.ctx.shares_memory_with(&end.ctx) {
+            return Err(Error::mismatch(
+                CALL,
+                "the start and end events belong to different contexts",
+            ));
         }
-        let c = start.ctx.bound_cuda("Event::elapsed_time")?;
-        let mut ms = 0.0;
-        // SAFETY: a valid out-pointer and two live events.
-        check("cuEventElapsedTime", unsafe {
-            (c.driver.cuEventElapsedTime)(&mut ms, start.raw, end.raw)
-        })?;
-        Ok(ms)
+        match (&start.backend, &end.backend) {
+            (EventBackend::Cuda(s), EventBackend::Cuda(e)) => cuda::Event::elapsed(s, e),
+            (EventBackend::Cpu(s), EventBackend::Cpu(e)) => Ok(cpu::Event::elapsed_time(s, e)?),
+            _ => Err(Error::mismatch(
+                CALL,
+                "one event is a CUDA event and the other a CPU-backend event",
+            )),
+        }
     }
 
     /// Milliseconds from `self` to `end`.
@@ -187,26 +168,11 @@ impl Event {
     }
 }
 
-impl Drop for Event {
-    fn drop(&mut self) {
-        if self.host.is_some() {
-            return;
-        }
-        let Ok(c) = self.ctx.bound_cuda("Event::drop") else {
-            return;
-        };
-        // SAFETY: we own the event; CUDA defers destruction until pending records complete.
-        let code = unsafe { (c.driver.cuEventDestroy)(self.raw) };
-        if !code.is_success() {
-            tracing::warn!(?code, "cuEventDestroy failed while dropping an event");
-        }
-    }
-}
-
 impl std::fmt::Debug for Event {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Event")
-            .field("raw", &self.raw)
+            .field("backend", &self.ctx.backend())
+            .field("raw", &self.handle())
             .field("flags", &self.flags)
             .finish()
     }

@@ -1,23 +1,28 @@
 //! gpu-pipeline: safe multi-stream CUDA.
 //!
-//! Three layers, unsafe confined to the lower two: [`sys`] (raw driver types), `driver` (the
-//! function table, loaded once at run time with `libloading`), and the safe API on top
-//! ([`Device`], [`Context`], [`Stream`], [`Event`], ...).
+//! The layers, with `unsafe` confined to the lowest three: [`sys`] (raw driver types),
+//! `driver` (the function table, loaded once at run time with `libloading`), and `cuda` (every
+//! driver call and raw handle, each type stating its invariant). Beside `cuda`, `cpu` is the
+//! CPU backend, in safe Rust. The public types ([`Context`], [`Stream`], [`Event`], the
+//! buffers, [`Module`], [`Graph`], ...) each hold one backend's value and dispatch once per
+//! method; objects of two backends or two contexts never mix (an [`Error::ContextMismatch`]).
 
 pub use gpu_pipeline_macros::gpu_pipeline;
 
 pub mod sys;
 
 mod context;
-mod device;
+mod cpu;
+mod cuda;
 mod driver;
 mod error;
 mod event;
+mod free_rule;
 mod graph;
-mod host;
 mod launch;
 mod memory;
 mod module;
+mod panic_log;
 mod pipeline;
 /// Hidden: what `gpu_pipeline!` expansions name. Not a public API. The version in its name
 /// changes whenever what it holds does, so a mismatched macro crate fails to resolve it.
@@ -26,32 +31,44 @@ pub mod __private_0_1 {
     pub use crate::private::*;
 }
 #[cfg(feature = "nvrtc")]
-pub mod nvrtc;
+pub use cuda::nvrtc;
 mod private;
 mod stream;
 
 pub use context::{BACKEND_ENV, Backend, Context, StreamPriorityRange};
-pub use device::{Device, DeviceAttribute};
+/// [`CpuFault`] under the name of earlier versions.
+#[doc(hidden)]
+pub use cpu::CpuFault as HostFault;
+/// [`CpuKernel`] under the name of earlier versions.
+#[doc(hidden)]
+pub use cpu::CpuKernel as HostKernel;
+/// [`CpuKernelFn`] under the name of earlier versions.
+#[doc(hidden)]
+pub use cpu::CpuKernelFn as HostKernelFn;
+/// [`CpuParam`] under the name of earlier versions.
+#[doc(hidden)]
+pub use cpu::CpuParam as HostParam;
+pub use cpu::{CpuFault, CpuKernel, CpuKernelFn, CpuParam, Hazard, OpSite, RaceReport};
+pub use cuda::{Device, DeviceAttribute};
 pub use driver::{
     DEFAULT_DRIVER_PATHS, DRIVER_PATH_ENV, is_available as driver_is_available,
     version as driver_version,
 };
 pub use error::{DriverError, Error, LibraryAttempt, Result};
 pub use event::{Event, EventFlags};
+pub use graph::{CaptureMode, CaptureStatus, exchange_thread_capture_mode};
 pub use graph::{
     Graph, GraphExec, GraphNode, GraphNodeType, GraphUpdate, GraphUpdateResult, KernelNode,
 };
-pub use host::{Hazard, HostFault, OpSite, RaceReport};
 pub use launch::{
-    DEFAULT_DYNAMIC_SHARED_LIMIT, DeviceRepr, Dim3, KernelArg, KernelArgs, KernelArgsFor,
+    ArgRef, DEFAULT_DYNAMIC_SHARED_LIMIT, DeviceRepr, Dim3, KernelArg, KernelArgs, KernelArgsFor,
     KernelParam, LaunchConfig, LaunchConfigError, LaunchLimits, ParamLayout, PassedAs, Signature,
     TypedKernel, check_param_sizes,
 };
-pub use launch::{HostKernel, HostKernelFn, HostParam};
 pub use memory::*;
 pub use module::{FunctionAttribute, Kernel, KernelAttributes, Module};
 pub use pipeline::{StageTiming, StepProfile, StreamPriority, TypedStream};
 pub use stream::{
-    AccessPolicyWindow, AccessProperty, CaptureMode, CaptureStatus, MemOp, Stream, StreamAttribute,
-    StreamAttributeId, StreamFlags, SyncPolicy, WaitCondition, exchange_thread_capture_mode,
+    AccessPolicyWindow, AccessProperty, MemOp, Stream, StreamAttribute, StreamAttributeId,
+    StreamFlags, SyncPolicy, WaitCondition,
 };

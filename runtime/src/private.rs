@@ -2,11 +2,14 @@
 //! expansion never depends on the crate's layout. Not a public API; it changes with the macro.
 
 pub use crate::context::Context;
+pub use crate::cpu::{CpuKernel, CpuKernelFn};
+pub use crate::cuda::declare_kernel;
 pub use crate::error::{Error, Result};
 pub use crate::event::{Event, EventFlags};
+pub use crate::graph::CaptureMode;
 pub use crate::graph::{Graph, GraphExec, KernelNode};
 pub use crate::launch::Signature;
-pub use crate::launch::{HostKernel, HostKernelFn, LaunchConfig, TypedKernel};
+pub use crate::launch::{LaunchConfig, TypedKernel};
 pub use crate::memory::{DeviceBuffer, FlagCell, PinnedBuffer};
 pub use crate::module::Module;
 pub use crate::pipeline::ops::step_error_at;
@@ -15,7 +18,7 @@ pub use crate::pipeline::ops::{
     step_error, wait_flag, write_flag,
 };
 pub use crate::pipeline::{Profiler, Progress, StepProfile, StreamPriority, TypedStream};
-pub use crate::stream::{CaptureMode, Stream, WaitCondition};
+pub use crate::stream::{Stream, WaitCondition};
 
 /// `unsafe kernels NAME = ptx(IMAGE)`: loads PTX text.
 pub fn load_ptx(ctx: &Context, ptx: &str, name: &str) -> Result<Module> {
@@ -51,30 +54,24 @@ pub fn compile_cuda_c(ctx: &Context, source: &str, name: &str) -> Result<Module>
     })
 }
 
-/// One declared kernel of a module.
-///
-/// # Safety
-/// `Sig` must be the kernel's real parameter list (see [`Kernel::typed`](crate::Kernel::typed)):
-/// the user vouched for it by writing `unsafe kernels`.
-pub unsafe fn declare_kernel<Sig: Signature>(
-    module: &Module,
-    name: &str,
-) -> Result<TypedKernel<Sig>> {
-    let kernel = module.function(name)?;
-    // SAFETY: the caller's contract, as documented above.
-    unsafe { kernel.typed::<Sig>() }
-}
-
 /// The kernel nodes of a captured step, one per launch statement, in enqueue order.
 pub fn kernel_nodes_in_launch_order(graph: &Graph) -> Result<Vec<KernelNode>> {
     graph.kernel_nodes_in_launch_order()
 }
 
-/// `fn k(...) host = path;`: attaches the kernel's host implementation (used on the host
+/// `fn k(...) cpu = path;`: attaches the kernel's CPU implementation (used on the CPU
 /// backend, kept and ignored on CUDA).
-pub fn with_host<Sig: Signature, F: HostKernelFn<Sig>>(
+pub fn with_cpu<Sig: Signature, F: CpuKernelFn<Sig>>(
     kernel: TypedKernel<Sig>,
-    host: F,
+    cpu: F,
 ) -> TypedKernel<Sig> {
-    kernel.with_host(HostKernel::new(host))
+    kernel.with_cpu(CpuKernel::new(cpu))
+}
+
+/// The name of [`with_cpu`] the expansions of earlier macro versions use.
+pub fn with_host<Sig: Signature, F: CpuKernelFn<Sig>>(
+    kernel: TypedKernel<Sig>,
+    cpu: F,
+) -> TypedKernel<Sig> {
+    with_cpu(kernel, cpu)
 }

@@ -540,6 +540,8 @@ pub type PFN_cuMemcpyDtoDAsync = unsafe extern "C" fn(
     bytes: usize,
     stream: CUstream,
 ) -> CUresult;
+pub type PFN_cuMemsetD8 =
+    unsafe extern "C" fn(dst: CUdeviceptr, value: u8, count: usize) -> CUresult;
 pub type PFN_cuMemsetD8Async =
     unsafe extern "C" fn(dst: CUdeviceptr, value: u8, count: usize, stream: CUstream) -> CUresult;
 pub type PFN_cuMemsetD32Async =

@@ -191,8 +191,8 @@ fn run(ctx: &Context) -> BoxResult<Vec<Row>> {
         let mut tracked = Empty::new(ctx)?;
         let stream = Stream::non_blocking(ctx)?;
         let one = LaunchConfig::new(1u32, 1u32);
-        let function = empty.kernel().handle();
-        let raw_stream = stream.handle();
+        let function = empty.kernel().handle().ok_or("a CUDA context")?;
+        let raw_stream = stream.handle().ok_or("a CUDA context")?;
         let [g, r, w] = measure(STEPS, &mut |variant| match variant {
             0 => Ok(pipeline.run_steps(EmptyParams {}, STEPS)?.wait()?),
             1 => {
@@ -262,10 +262,21 @@ fn run(ctx: &Context) -> BoxResult<Vec<Row>> {
         let mut y = DeviceBuffer::<f32>::zeros(&a, 32)?;
         a.synchronize()?;
         let cfg = LaunchConfig::new(1u32, 32u32);
-        let (fa, fb) = (add.kernel().handle(), saxpy.kernel().handle());
-        let (ra, rb, rea, reb) = (a.handle(), b.handle(), ea.handle(), eb.handle());
+        let (fa, fb) = (
+            add.kernel().handle().ok_or("a CUDA context")?,
+            saxpy.kernel().handle().ok_or("a CUDA context")?,
+        );
+        let (ra, rb, rea, reb) = (
+            a.handle().ok_or("a CUDA context")?,
+            b.handle().ok_or("a CUDA context")?,
+            ea.handle().ok_or("a CUDA context")?,
+            eb.handle().ok_or("a CUDA context")?,
+        );
         let (mut n, mut one) = (32_u32, 1.0_f32);
-        let (mut px, mut py) = (x.device_ptr(), y.device_ptr());
+        let (mut px, mut py) = (
+            x.device_ptr().ok_or("a CUDA context")?,
+            y.device_ptr().ok_or("a CUDA context")?,
+        );
         let [g, r, w] = measure(STEPS, &mut |variant| match variant {
             0 => Ok(pipeline
                 .run_steps(
@@ -363,9 +374,10 @@ fn run(ctx: &Context) -> BoxResult<Vec<Row>> {
         let mut data = DeviceBuffer::<f32>::zeros(&stream, 32)?;
         stream.synchronize()?;
         let cfg = LaunchConfig::new(1u32, 32u32);
-        let function = add.kernel().handle();
-        let raw_stream = stream.handle();
-        let (mut n, mut value, mut ptr) = (32_u32, 1.0_f32, data.device_ptr());
+        let function = add.kernel().handle().ok_or("a CUDA context")?;
+        let raw_stream = stream.handle().ok_or("a CUDA context")?;
+        let (mut n, mut value, mut ptr) =
+            (32_u32, 1.0_f32, data.device_ptr().ok_or("a CUDA context")?);
 
         let raw_capture = |raw: &Raw,
                            n: &mut u32,

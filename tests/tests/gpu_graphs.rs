@@ -238,7 +238,7 @@ fn an_unjoined_fork_fails_end_capture(ctx: &Context) {
             assert!(err.to_string().contains("cuStreamEndCapture"), "{err}");
         }
         Backend::Host => {
-            assert!(matches!(err, Error::Host(_)), "{err:?}");
+            assert!(matches!(err, Error::Cpu(_)), "{err:?}");
             assert!(err.to_string().contains("join"), "{err}");
         }
     }

@@ -116,22 +116,16 @@ fn a_kernel_without_a_host_implementation_fails_naming_it() {
         .launch(&stream, LaunchConfig::new(1, 8), (8u32, 1.0f32, &mut data))
         .unwrap_err();
     assert!(
-        matches!(
-            err,
-            Error::BackendMismatch {
-                backend: "host",
-                ..
-            }
-        ),
+        matches!(err, Error::BackendMismatch { backend: "cpu", .. }),
         "{err:?}"
     );
     let text = err.to_string();
     for part in [
         "`add_scalar`",
         "`test_kernels`",
-        "no host implementation",
-        "`host = path::to::fn`",
-        "`TypedKernel::with_host`",
+        "no CPU implementation",
+        "`cpu = path::to::fn`",
+        "`TypedKernel::with_cpu`",
     ] {
         assert!(text.contains(part), "{part} missing from: {text}");
     }
@@ -140,7 +134,7 @@ fn a_kernel_without_a_host_implementation_fails_naming_it() {
     // SAFETY: refused before anything is enqueued.
     let err = unsafe { raw.launch(&stream, LaunchConfig::new(1, 8), (8u32, 1.0f32, &mut data)) }
         .unwrap_err();
-    assert!(err.to_string().contains("no host implementation"), "{err}");
+    assert!(err.to_string().contains("no CPU implementation"), "{err}");
     // Nothing ran.
     assert_eq!(data.to_vec(&stream).unwrap(), vec![0.0; 8]);
 }
@@ -169,7 +163,7 @@ fn modules_know_their_kernels_on_the_host() {
         kernel.attributes(),
         Err(Error::BackendMismatch { .. })
     ));
-    assert!(kernel.handle().is_null());
+    assert!(kernel.handle().is_none());
 }
 
 #[test]

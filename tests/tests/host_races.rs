@@ -61,7 +61,7 @@ fn a_missing_event_between_a_kernel_and_a_copy_is_reported() {
     // The copy's stream reports the race at its synchronize.
     let err = outcome.unwrap_err();
     let text = err.to_string();
-    assert!(matches!(err, Error::Host(_)), "{err:?}");
+    assert!(matches!(err, Error::Cpu(_)), "{err:?}");
     for part in [
         "`field`",
         "`launch test_kernels::add_scalar`",

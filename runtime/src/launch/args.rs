@@ -16,52 +16,14 @@
 //! Packing builds the `void*[]` the driver wants on the stack: no allocation per launch.
 
 use std::ffi::c_void;
-use std::fmt;
 
 use bytemuck::Pod;
 
-use super::host::HostArg;
-use crate::memory::alloc::KeepAlive;
+use crate::memory::view::DeviceRegion;
 use crate::memory::view::sealed::DeviceMemory;
 use crate::memory::{DeviceBuffer, DeviceView, DeviceViewMut, ManagedBuffer};
-use crate::stream::Stream;
 
-/// A plain value a kernel can take by value: its bytes are its meaning, with no pointers,
-/// padding or invalid bit patterns, laid out as C lays out the kernel's parameter type.
-///
-/// Implemented for the numeric primitives and arrays of them. For a `#[repr(C)]` struct
-/// that derives [`bytemuck::Pod`]:
-///
-/// ```
-/// # use gpu_pipeline::DeviceRepr;
-/// #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-/// #[repr(C)]
-/// struct Params { nx: u32, ny: u32, alpha: f32 }
-/// // SAFETY: `#[repr(C)]`, matching `struct Params { unsigned nx, ny; float alpha; }`.
-/// unsafe impl DeviceRepr for Params {}
-/// ```
-///
-/// # Safety
-/// The type's layout must be the C layout of the matching CUDA type (`#[repr(C)]` or
-/// `#[repr(transparent)]` over such a type).
-#[diagnostic::on_unimplemented(
-    message = "`{Self}` cannot be passed to a kernel by value",
-    label = "not a `DeviceRepr` type",
-    note = "kernel scalars are the numeric primitives, arrays of them, or `#[repr(C)]` structs \
-            that derive `bytemuck::Pod` and `unsafe impl DeviceRepr`"
-)]
-pub unsafe trait DeviceRepr: bytemuck::Pod + Send + Sync {}
-
-macro_rules! device_repr {
-    ($($t:ty),*) => {$(
-        // SAFETY: a primitive with the same size, alignment and meaning as its C type.
-        unsafe impl DeviceRepr for $t {}
-    )*};
-}
-device_repr!(u8, u16, u32, u64, i8, i16, i32, i64, usize, isize, f32, f64);
-
-// SAFETY: a C array of a `DeviceRepr` type has the same layout as the Rust array.
-unsafe impl<T: DeviceRepr, const N: usize> DeviceRepr for [T; N] where [T; N]: bytemuck::Pod {}
+pub use crate::cuda::repr::DeviceRepr;
 
 /// The size and alignment of one parameter as the kernel receives it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -125,26 +87,20 @@ impl<T: Pod> KernelParam for &mut [T] {
     const WRITES: bool = true;
 }
 
-/// What launches collect from their arguments while a stream captures: the allocations
-/// the recorded kernel node will touch, kept alive by the graph.
+/// One argument of a launch as the backends read it: a scalar's bytes, or the device memory
+/// region of a buffer argument with its element size.
 #[doc(hidden)]
-#[derive(Default)]
-pub struct Retained {
-    pub(crate) items: Vec<KeepAlive>,
-}
-
-impl Retained {
-    pub(crate) fn push(&mut self, item: KeepAlive) {
-        self.items.push(item);
-    }
-}
-
-impl fmt::Debug for Retained {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Retained")
-            .field("items", &self.items.len())
-            .finish()
-    }
+#[derive(Clone, Copy, Debug)]
+pub enum ArgRef<'a> {
+    /// A by-value argument.
+    Scalar(&'a [u8]),
+    /// A buffer argument.
+    Buffer {
+        /// The memory it covers.
+        region: DeviceRegion<'a>,
+        /// Size of one element.
+        elem_size: usize,
+    },
 }
 
 /// A value passed to a kernel: a [`DeviceRepr`] scalar, or a device buffer (`&DeviceBuffer<T>`
@@ -161,21 +117,9 @@ pub trait KernelArg: sealed::Arg {
     /// The packed value.
     #[doc(hidden)]
     fn pack(&self) -> Self::Packed;
-    /// Adds what the kernel touches through this argument to `out`.
+    /// The argument as the backends read it.
     #[doc(hidden)]
-    fn retain(&self, out: &mut Retained) {
-        let _ = out;
-    }
-    /// Notes that work using this argument is being enqueued on `stream` (and keeps its
-    /// memory alive in the graph `stream` captures, if any).
-    #[doc(hidden)]
-    #[inline(always)]
-    fn enqueued_on(&self, stream: &Stream) {
-        let _ = stream;
-    }
-    /// The argument as a host-backend launch passes it.
-    #[doc(hidden)]
-    fn host_arg(&self) -> HostArg;
+    fn arg_ref(&self) -> ArgRef<'_>;
 }
 
 impl<T: DeviceRepr> sealed::Arg for T {}
@@ -185,8 +129,8 @@ impl<T: DeviceRepr> KernelArg for T {
     fn pack(&self) -> T {
         *self
     }
-    fn host_arg(&self) -> HostArg {
-        HostArg::scalar(bytemuck::bytes_of(self))
+    fn arg_ref(&self) -> ArgRef<'_> {
+        ArgRef::Scalar(bytemuck::bytes_of(self))
     }
 }
 
@@ -210,17 +154,14 @@ macro_rules! device_args {
             type Packed = u64;
             #[inline(always)]
             fn pack(&self) -> u64 {
-                self.device_region().ptr()
+                // CPU-backend memory has no device address; the CPU backend never packs.
+                self.device_region().ptr().unwrap_or(0)
             }
-            fn retain(&self, out: &mut Retained) {
-                out.push(KeepAlive::Device(self.device_region().alloc.clone()));
-            }
-            #[inline(always)]
-            fn enqueued_on(&self, stream: &Stream) {
-                self.device_region().enqueued_on(stream);
-            }
-            fn host_arg(&self) -> HostArg {
-                HostArg::buffer(&self.device_region(), std::mem::size_of::<T>())
+            fn arg_ref(&self) -> ArgRef<'_> {
+                ArgRef::Buffer {
+                    region: self.device_region(),
+                    elem_size: std::mem::size_of::<T>(),
+                }
             }
         }
         impl<'p, $($lt,)* T: Pod> sealed::PassedAs<&'p [T]> for $ty {}
@@ -273,17 +214,9 @@ pub trait KernelArgs: sealed::Tuple {
     /// one pointer per argument. The pointers are valid only during `f`.
     fn with_params<R>(&self, f: impl FnOnce(&mut [*mut c_void]) -> R) -> R;
 
-    /// Adds what the kernel touches through the arguments to `out`.
+    /// Calls `f` with each argument as the backends read it, in order.
     #[doc(hidden)]
-    fn retain(&self, out: &mut Retained);
-
-    /// [`KernelArg::enqueued_on`] for each argument.
-    #[doc(hidden)]
-    fn enqueued_on(&self, stream: &Stream);
-
-    /// [`KernelArg::host_arg`] for each argument, in order.
-    #[doc(hidden)]
-    fn host_args(&self) -> Vec<HostArg>;
+    fn visit(&self, f: &mut dyn FnMut(usize, ArgRef<'_>));
 }
 
 /// Arguments that match the signature `Sig` one by one.
@@ -306,12 +239,7 @@ impl KernelArgs for () {
     fn with_params<R>(&self, f: impl FnOnce(&mut [*mut c_void]) -> R) -> R {
         f(&mut [])
     }
-    fn retain(&self, _out: &mut Retained) {}
-    #[inline(always)]
-    fn enqueued_on(&self, _stream: &Stream) {}
-    fn host_args(&self) -> Vec<HostArg> {
-        Vec::new()
-    }
+    fn visit(&self, _f: &mut dyn FnMut(usize, ArgRef<'_>)) {}
 }
 impl sealed::ArgsFor<()> for () {}
 impl KernelArgsFor<()> for () {}
@@ -336,17 +264,9 @@ macro_rules! tuples {
                 f(&mut params)
             }
 
-            fn retain(&self, out: &mut Retained) {
-                $(self.$i.retain(out);)+
-            }
-
             #[inline(always)]
-            fn enqueued_on(&self, stream: &Stream) {
-                $(self.$i.enqueued_on(stream);)+
-            }
-
-            fn host_args(&self) -> Vec<HostArg> {
-                vec![$(self.$i.host_arg()),+]
+            fn visit(&self, f: &mut dyn FnMut(usize, ArgRef<'_>)) {
+                $(f($i, self.$i.arg_ref());)+
             }
         }
 
@@ -398,70 +318,6 @@ pub fn check_param_sizes(declared: &[ParamLayout], kernel: &[usize]) -> Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn read<T: Copy>(p: *mut c_void) -> T {
-        // SAFETY: the tests pass pointers to packed values of type `T`.
-        unsafe { p.cast::<T>().read() }
-    }
-
-    #[test]
-    fn scalars_pack_in_place_with_their_own_layout() {
-        (7u8, -2i64, 1.5f32, [1u16, 2, 3]).with_params(|params| {
-            assert_eq!(params.len(), 4);
-            assert_eq!(read::<u8>(params[0]), 7);
-            assert_eq!(read::<i64>(params[1]), -2);
-            assert_eq!(read::<f32>(params[2]), 1.5);
-            assert_eq!(read::<[u16; 3]>(params[3]), [1, 2, 3]);
-            for (p, layout) in params
-                .iter()
-                .zip(<(u8, i64, f32, [u16; 3]) as KernelArgs>::ARG_LAYOUTS)
-            {
-                assert_eq!(*p as usize % layout.align, 0);
-            }
-        });
-        assert_eq!(
-            <(u8, i64) as KernelArgs>::ARG_LAYOUTS,
-            &[
-                ParamLayout { size: 1, align: 1 },
-                ParamLayout { size: 8, align: 8 }
-            ]
-        );
-        ().with_params(|params| assert!(params.is_empty()));
-    }
-
-    #[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-    #[repr(C)]
-    struct Params {
-        nx: u32,
-        ny: u32,
-        alpha: f32,
-        _pad: u32,
-        origin: [f64; 2],
-    }
-
-    // SAFETY: `#[repr(C)]` of C-compatible fields.
-    unsafe impl DeviceRepr for Params {}
-
-    #[test]
-    fn pod_structs_pass_by_value_with_their_c_layout() {
-        let p = Params {
-            nx: 3,
-            ny: 4,
-            alpha: 0.5,
-            _pad: 0,
-            origin: [1.0, -1.0],
-        };
-        (p, 9u8).with_params(|params| {
-            assert_eq!(read::<Params>(params[0]), p);
-            assert_eq!(params[0] as usize % 8, 0);
-        });
-        assert_eq!(
-            <(Params,) as Signature>::PARAM_LAYOUTS,
-            &[ParamLayout { size: 32, align: 8 }]
-        );
-        fn accepts<Sig: Signature, A: KernelArgsFor<Sig>>(_: &A) {}
-        accepts::<(Params, u8), _>(&(p, 9u8));
-    }
 
     #[test]
     fn signatures_know_what_the_kernel_writes() {

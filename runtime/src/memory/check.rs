@@ -123,21 +123,6 @@ pub(crate) fn memset_u32_words(
     Ok(bytes / 4)
 }
 
-/// Host memory handed out as `&[T]` must be aligned for `T`.
-pub(crate) fn host_alignment(call: &'static str, addr: usize, align: usize) -> Result<()> {
-    if align != 0 && addr.is_multiple_of(align) {
-        Ok(())
-    } else {
-        Err(Error::invalid(
-            call,
-            format!(
-                "the allocation at {addr:#x} is not aligned to {align} bytes, which the element \
-                 type needs"
-            ),
-        ))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -222,13 +207,6 @@ mod tests {
         assert!(memset_u32_words("t", 1, 4, 0x1000).is_err());
         assert!(memset_u32_words("t", 4, 6, 0x1000).is_err());
         assert!(memset_u32_words("t", 4, 8, 0x1002).is_err());
-    }
-
-    #[test]
-    fn host_alignment_checks_the_address() {
-        assert!(host_alignment("t", 0x1000, 8).is_ok());
-        assert!(host_alignment("t", 0x1004, 8).is_err());
-        assert!(host_alignment("t", 0x1004, 0).is_err());
     }
 
     proptest! {

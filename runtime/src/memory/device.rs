@@ -3,7 +3,6 @@
 
 use std::marker::PhantomData;
 use std::ops::RangeBounds;
-use std::sync::Arc;
 
 use bytemuck::Pod;
 
@@ -31,8 +30,8 @@ use crate::sys;
 /// (waits for all work of every stream in it) and then frees; to free stream-ordered memory
 /// without waiting, hand it to [`Stream::free_async`].
 ///
-/// On the host backend the memory is a 256-byte aligned heap allocation, registered with the
-/// race detector (see [`named`](Self::named)); the device address is its host address.
+/// On the CPU backend the memory is a heap allocation, registered with the race detector (see
+/// [`named`](Self::named)), and it has no device address.
 ///
 /// ```no_run
 /// # fn main() -> gpu_pipeline::Result<()> {
@@ -45,7 +44,7 @@ use crate::sys;
 /// # Ok(()) }
 /// ```
 pub struct DeviceBuffer<T: Pod> {
-    alloc: Arc<DeviceAlloc>,
+    alloc: DeviceAlloc,
     len: usize,
     _elem: PhantomData<T>,
 }
@@ -53,9 +52,9 @@ pub struct DeviceBuffer<T: Pod> {
 impl<T: Pod> DeviceBuffer<T> {
     /// Wraps an allocation of at least `len * size_of::<T>()` bytes.
     pub(crate) fn from_alloc(alloc: DeviceAlloc, len: usize) -> Self {
-        debug_assert!(alloc.bytes >= len * std::mem::size_of::<T>());
+        debug_assert!(alloc.bytes() >= len * std::mem::size_of::<T>());
         DeviceBuffer {
-            alloc: Arc::new(alloc),
+            alloc,
             len,
             _elem: PhantomData,
         }
@@ -64,8 +63,9 @@ impl<T: Pod> DeviceBuffer<T> {
     /// `len` elements with unspecified contents (`cuMemAlloc`). Safe, since any bits are a
     /// valid `T: Pod`; usable on every stream at once.
     pub fn alloc(ctx: &Context, len: usize) -> Result<Self> {
-        let bytes = check::byte_len("DeviceBuffer::alloc", len, std::mem::size_of::<T>())?;
-        Ok(Self::from_alloc(DeviceAlloc::new(ctx, bytes)?, len))
+        const CALL: &str = "DeviceBuffer::alloc";
+        let bytes = check::byte_len(CALL, len, std::mem::size_of::<T>())?;
+        Ok(Self::from_alloc(DeviceAlloc::new(CALL, ctx, bytes)?, len))
     }
 
     /// `len` zeroed elements: allocated at once, zeroed in `stream`'s order (other streams
@@ -109,21 +109,19 @@ impl<T: Pod> DeviceBuffer<T> {
         Ok(staging.as_slice()?.to_vec())
     }
 
-    /// Names the buffer in the host backend's race reports and operation labels (e.g. after
+    /// Names the buffer in the CPU backend's race reports and operation labels (e.g. after
     /// the variable or pipeline parameter it is); no effect on CUDA.
     ///
     /// ```
     /// # fn main() -> gpu_pipeline::Result<()> {
     /// use gpu_pipeline::{Context, DeviceBuffer};
-    /// let ctx = Context::host_checked();
+    /// let ctx = Context::cpu_checked();
     /// let field = DeviceBuffer::<f32>::alloc(&ctx, 1024)?.named("field");
     /// # let _ = field;
     /// # Ok(()) }
     /// ```
     pub fn named(self, name: &str) -> Self {
-        if let Some(mem) = &self.alloc.host {
-            mem.set_name(name);
-        }
+        self.alloc.name(name);
         self
     }
 
@@ -142,11 +140,11 @@ impl<T: Pod> DeviceBuffer<T> {
         self.len * std::mem::size_of::<T>()
     }
 
-    /// The device address of the first element, for interop (e.g. a CUDA library call).
-    /// Work enqueued through the raw address is not tracked: synchronize before dropping
-    /// the buffer or freeing it with [`Stream::free_async`].
-    pub fn device_ptr(&self) -> sys::CUdeviceptr {
-        self.alloc.ptr
+    /// The device address of the first element, for interop (e.g. a CUDA library call);
+    /// `None` on the CPU backend. Work enqueued through the raw address is not tracked:
+    /// synchronize before dropping the buffer or freeing it with [`Stream::free_async`].
+    pub fn device_ptr(&self) -> Option<sys::CUdeviceptr> {
+        self.alloc.ptr()
     }
 
     /// The context the memory belongs to.
@@ -185,16 +183,8 @@ impl<T: Pod> DeviceBuffer<T> {
         self.as_view_mut().split_at_mut(mid)
     }
 
-    /// The shared allocation, for crate code that enqueues work on the buffer (kernel
-    /// launches): call `alloc.enqueued_on(&stream)` before each enqueue, and keep the `Arc`
-    /// alive wherever the address is baked in.
-    #[allow(dead_code)]
-    pub(crate) fn alloc_handle(&self) -> &Arc<DeviceAlloc> {
-        &self.alloc
-    }
-
     /// Gives up the allocation, for [`Stream::free_async`].
-    pub(crate) fn into_alloc(self) -> Arc<DeviceAlloc> {
+    pub(crate) fn into_alloc(self) -> DeviceAlloc {
         self.alloc
     }
 }

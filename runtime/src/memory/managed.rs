@@ -3,20 +3,18 @@
 
 use std::marker::PhantomData;
 use std::ops::RangeBounds;
-use std::sync::Arc;
 
 use bytemuck::Pod;
 
-use super::alloc::DeviceAlloc;
+use super::alloc::{DeviceAlloc, DeviceMemory};
 use super::check;
 use super::slice::{HostSlice, HostSliceMut};
 use super::view::{
     self, DeviceDest, DeviceRegion, DeviceSource, DeviceView, DeviceViewMut, sealed,
 };
 use crate::context::Context;
-use crate::device::DeviceAttribute;
+use crate::cuda::DeviceAttribute;
 use crate::error::{Error, Result};
-use crate::host::Access;
 use crate::sys;
 
 /// Which work may touch a managed allocation (`cuStreamAttachMemAsync`'s flags), for
@@ -61,11 +59,12 @@ impl AttachScope {
 /// The host slices are guards ([`HostSlice`], [`HostSliceMut`]): a graph launch, which
 /// borrows nothing, refuses to run while one of memory it touches is alive.
 ///
-/// On the host backend the memory is an ordinary heap allocation, and the same rules hold.
+/// On the CPU backend the memory is an ordinary heap allocation; the host waits for the work
+/// that touches it instead of synchronizing the context.
 ///
 /// Dropping the buffer synchronizes the context and frees.
 pub struct ManagedBuffer<T: Pod> {
-    alloc: Arc<DeviceAlloc>,
+    alloc: DeviceAlloc,
     len: usize,
     _elem: PhantomData<T>,
 }
@@ -73,14 +72,10 @@ pub struct ManagedBuffer<T: Pod> {
 impl<T: Pod> ManagedBuffer<T> {
     /// Checks the device supports host access alongside running work.
     fn host_access(ctx: &Context, call: &'static str) -> Result<()> {
-        if ctx.host_context().is_some() {
+        let Some(device) = ctx.device() else {
+            // The CPU backend: the host reaches every allocation.
             return Ok(());
-        }
-        let device = ctx.device().ok_or_else(|| Error::BackendMismatch {
-            call,
-            backend: ctx.backend().name(),
-            reason: "managed memory needs a CUDA device".to_owned(),
-        })?;
+        };
         if device.attribute(DeviceAttribute::CONCURRENT_MANAGED_ACCESS)? == 0 {
             return Err(Error::Unsupported {
                 symbol: call,
@@ -92,51 +87,26 @@ impl<T: Pod> ManagedBuffer<T> {
         Ok(())
     }
 
-    fn with_init(
-        call: &'static str,
-        ctx: &Context,
-        len: usize,
-        init: impl FnOnce(*mut u8, usize),
-    ) -> Result<Self> {
+    fn new(call: &'static str, ctx: &Context, len: usize) -> Result<Self> {
         Self::host_access(ctx, call)?;
         let bytes = check::byte_len(call, len, std::mem::size_of::<T>())?;
-        let alloc = DeviceAlloc::new_managed(ctx, bytes)?;
-        let host = match &alloc.host {
-            Some(mem) => mem.ptr().as_ptr(),
-            None => std::ptr::with_exposed_provenance_mut::<u8>(alloc.ptr as usize),
-        };
-        check::host_alignment(call, host as usize, std::mem::align_of::<T>())?;
-        init(host, bytes);
         Ok(ManagedBuffer {
-            alloc: Arc::new(alloc),
+            alloc: DeviceAlloc::new_managed(call, ctx, bytes)?,
             len,
             _elem: PhantomData,
         })
     }
 
-    /// `len` zeroed elements (written by the host).
+    /// `len` zeroed elements.
     pub fn zeros(ctx: &Context, len: usize) -> Result<Self> {
-        Self::with_init("ManagedBuffer::zeros", ctx, len, |ptr, bytes| {
-            // SAFETY: a fresh managed allocation of at least `bytes` bytes, host-accessible
-            // through its unified address (concurrent managed access was checked); no work
-            // has been given the address yet.
-            unsafe { std::ptr::write_bytes(ptr, 0, bytes) }
-        })
+        Self::new("ManagedBuffer::zeros", ctx, len)
     }
 
     /// A managed copy of `data` (written by the host).
     pub fn from_slice(ctx: &Context, data: &[T]) -> Result<Self> {
-        let src: &[u8] = bytemuck::cast_slice(data);
-        Self::with_init(
-            "ManagedBuffer::from_slice",
-            ctx,
-            data.len(),
-            |ptr, bytes| {
-                debug_assert_eq!(bytes, src.len());
-                // SAFETY: as in `zeros`; a fresh allocation cannot overlap `src`.
-                unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), ptr, bytes) }
-            },
-        )
+        let mut buffer = Self::new("ManagedBuffer::from_slice", ctx, data.len())?;
+        buffer.as_mut_slice()?.copy_from_slice(data);
+        Ok(buffer)
     }
 
     /// The number of elements.
@@ -154,9 +124,10 @@ impl<T: Pod> ManagedBuffer<T> {
         self.len * std::mem::size_of::<T>()
     }
 
-    /// The unified address of the first element, valid on the host and the device.
-    pub fn device_ptr(&self) -> sys::CUdeviceptr {
-        self.alloc.ptr
+    /// The unified address of the first element, valid on the host and the device; `None`
+    /// on the CPU backend.
+    pub fn device_ptr(&self) -> Option<sys::CUdeviceptr> {
+        self.alloc.ptr()
     }
 
     /// The context the memory belongs to.
@@ -164,47 +135,31 @@ impl<T: Pod> ManagedBuffer<T> {
         &self.alloc.ctx
     }
 
-    /// The unified address as a host pointer (the driver hands out managed memory as an
-    /// integer address, so its provenance is the exposed one; host-backend memory has its
-    /// own pointer).
-    fn host_ptr(&self) -> *mut T {
-        match &self.alloc.host {
-            Some(mem) => mem.ptr().as_ptr().cast(),
-            None => std::ptr::with_exposed_provenance_mut(self.alloc.ptr as usize),
-        }
-    }
-
-    /// Names the buffer in the host backend's race reports and operation labels; no effect
+    /// Names the buffer in the CPU backend's race reports and operation labels; no effect
     /// on CUDA.
     pub fn named(self, name: &str) -> Self {
-        if let Some(mem) = &self.alloc.host {
-            mem.set_name(name);
-        }
+        self.alloc.name(name);
         self
     }
 
     /// The elements, after synchronizing the context (all work on every stream of it). While
     /// the guard lives, launching a graph that touches this buffer fails.
     pub fn as_slice(&self) -> Result<HostSlice<'_, T>> {
-        self.alloc.begin_host_access(Access::Read)?;
-        // SAFETY: `len * size_of::<T>()` initialised bytes (written at creation, later only
-        // by device work writing `T`s), aligned for `T` and host-accessible (both checked at
-        // creation). No work runs in the context now, none that writes the buffer can be
-        // enqueued while this borrow lives (that takes `&mut self`), and a graph launch
-        // checks the borrow counted above under the gate that ordered it with the
-        // synchronize.
-        let slice = unsafe { std::slice::from_raw_parts(self.host_ptr().cast_const(), self.len) };
-        Ok(HostSlice::new(slice, &self.alloc.borrows))
+        const CALL: &str = "ManagedBuffer::as_slice";
+        Ok(match &self.alloc.memory {
+            DeviceMemory::Cuda(m) => m.host_slice(CALL, 0, self.len)?.into(),
+            DeviceMemory::Cpu(m) => m.host_slice(0, self.len)?.into(),
+        })
     }
 
     /// The elements, mutably, after synchronizing the context. While the guard lives,
     /// launching a graph that touches this buffer fails.
     pub fn as_mut_slice(&mut self) -> Result<HostSliceMut<'_, T>> {
-        self.alloc.begin_host_access(Access::Write)?;
-        // SAFETY: as in `as_slice`; `&mut self` keeps any work from being enqueued on the
-        // buffer while the slice lives.
-        let slice = unsafe { std::slice::from_raw_parts_mut(self.host_ptr(), self.len) };
-        Ok(HostSliceMut::new(slice, &self.alloc.borrows))
+        const CALL: &str = "ManagedBuffer::as_mut_slice";
+        Ok(match &self.alloc.memory {
+            DeviceMemory::Cuda(m) => m.host_slice_mut(CALL, 0, self.len)?.into(),
+            DeviceMemory::Cpu(m) => m.host_slice_mut(0, self.len)?.into(),
+        })
     }
 
     /// The elements copied into a `Vec` (synchronizes like [`as_slice`](Self::as_slice)).
@@ -234,10 +189,8 @@ impl<T: Pod> ManagedBuffer<T> {
         Ok(DeviceViewMut::new(&self.alloc, start, len))
     }
 
-    /// The shared allocation, for crate code that enqueues work on the buffer (see
-    /// [`DeviceBuffer`](crate::DeviceBuffer)'s hook of the same name).
-    #[allow(dead_code)]
-    pub(crate) fn alloc_handle(&self) -> &Arc<DeviceAlloc> {
+    /// The allocation, for crate code that enqueues work on the buffer.
+    pub(crate) fn alloc(&self) -> &DeviceAlloc {
         &self.alloc
     }
 }

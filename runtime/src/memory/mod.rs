@@ -12,24 +12,22 @@
 //! `copy_dtod`, `memset_u8`, `memset_u32`) taking whole buffers or views through
 //! [`DeviceSource`] / [`DeviceDest`] / [`PinnedSource`] / [`PinnedDest`]. The soundness rule
 //! (no safe code lets the host touch memory that pending device work uses, or frees memory
-//! under it) lives in `alloc.rs`.
-//!
-//! On the host backend every buffer is a heap allocation (`host_mem.rs`), registered with the
-//! race detector and locked by the host operations that touch it, so that operations no
+//! under it) lives with each backend: `cuda/memory.rs` and `cuda/pinned.rs` on CUDA,
+//! `cpu/memory.rs` on the CPU backend, where every buffer is a heap allocation registered
+//! with the race detector and locked by the operations that touch it, so that operations no
 //! event orders stay memory-safe while the detector reports them.
 
 pub(crate) mod alloc;
 pub(crate) mod check;
 mod device;
 pub(crate) mod flag;
-pub(crate) mod host_mem;
 mod managed;
 mod pinned;
 mod pool;
 mod slice;
 pub(crate) mod view;
 
-pub use alloc::FreeMode;
+pub use crate::free_rule::FreeMode;
 pub use device::DeviceBuffer;
 pub use flag::{FlagCell, FlagWord};
 pub use managed::{AttachScope, ManagedBuffer};

@@ -2,11 +2,10 @@
 
 use std::marker::PhantomData;
 use std::ops::RangeBounds;
-use std::sync::Arc;
 
 use bytemuck::Pod;
 
-use super::alloc::PinnedAlloc;
+use super::alloc::{PinnedAlloc, PinnedMemory};
 use super::check;
 use super::slice::{HostSlice, HostSliceMut};
 use super::view::{
@@ -14,7 +13,6 @@ use super::view::{
 };
 use crate::context::Context;
 use crate::error::Result;
-use crate::host::Access;
 
 /// `len` elements of `T` in page-locked host memory, which the device copies from and to
 /// asynchronously ([`Stream::copy_htod`](crate::Stream::copy_htod),
@@ -28,7 +26,9 @@ use crate::host::Access;
 /// borrows nothing, refuses to run while one of memory it touches is alive. Dropping the
 /// buffer waits for the fences before freeing.
 ///
-/// On the host backend the memory is an ordinary heap allocation, and the same rules hold.
+/// On the CPU backend the memory is an ordinary heap allocation, and the same rules hold:
+/// host access waits for the work that touches the memory, and a host slice holds the
+/// memory's lock while it lives.
 ///
 /// ```no_run
 /// # fn main() -> gpu_pipeline::Result<()> {
@@ -43,55 +43,39 @@ use crate::host::Access;
 /// # Ok(()) }
 /// ```
 pub struct PinnedBuffer<T: Pod> {
-    alloc: Arc<PinnedAlloc>,
+    alloc: PinnedAlloc,
     len: usize,
     _elem: PhantomData<T>,
 }
 
 impl<T: Pod> PinnedBuffer<T> {
-    /// Allocates room for `len` elements and initialises it with `init(ptr, bytes)`.
-    fn with_init(
-        call: &'static str,
-        ctx: &Context,
-        len: usize,
-        init: impl FnOnce(*mut u8, usize),
-    ) -> Result<Self> {
-        let bytes = check::byte_len(call, len, std::mem::size_of::<T>())?;
-        let alloc = PinnedAlloc::new(ctx, bytes)?;
-        check::host_alignment(call, alloc.ptr as usize, std::mem::align_of::<T>())?;
-        init(alloc.ptr, bytes);
+    /// `len` zeroed elements.
+    pub fn zeros(ctx: &Context, len: usize) -> Result<Self> {
+        const CALL: &str = "PinnedBuffer::zeros";
+        let bytes = check::byte_len(CALL, len, std::mem::size_of::<T>())?;
         Ok(PinnedBuffer {
-            alloc: Arc::new(alloc),
+            alloc: PinnedAlloc::new(CALL, ctx, bytes)?,
             len,
             _elem: PhantomData,
         })
     }
 
-    /// `len` zeroed elements.
-    pub fn zeros(ctx: &Context, len: usize) -> Result<Self> {
-        Self::with_init("PinnedBuffer::zeros", ctx, len, |ptr, bytes| {
-            // SAFETY: a fresh allocation of at least `bytes` bytes that nothing else sees yet.
-            unsafe { std::ptr::write_bytes(ptr, 0, bytes) }
-        })
-    }
-
     /// A pinned copy of `data`.
     pub fn from_slice(ctx: &Context, data: &[T]) -> Result<Self> {
-        let src: &[u8] = bytemuck::cast_slice(data);
-        Self::with_init("PinnedBuffer::from_slice", ctx, data.len(), |ptr, bytes| {
-            debug_assert_eq!(bytes, src.len());
-            // SAFETY: a fresh allocation of `bytes == src.len()` bytes that nothing else sees
-            // yet, so it cannot overlap `src`.
-            unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), ptr, bytes) }
+        const CALL: &str = "PinnedBuffer::from_slice";
+        let len = data.len();
+        let bytes = check::byte_len(CALL, len, std::mem::size_of::<T>())?;
+        Ok(PinnedBuffer {
+            alloc: PinnedAlloc::with_data(CALL, ctx, bytes, Some(bytemuck::cast_slice(data)))?,
+            len,
+            _elem: PhantomData,
         })
     }
 
-    /// Names the buffer in the host backend's race reports and operation labels (e.g. after
+    /// Names the buffer in the CPU backend's race reports and operation labels (e.g. after
     /// the variable or pipeline parameter it is); no effect on CUDA.
     pub fn named(self, name: &str) -> Self {
-        if let Some(mem) = &self.alloc.host {
-            mem.set_name(name);
-        }
+        self.alloc.name(name);
         self
     }
 
@@ -130,27 +114,21 @@ impl<T: Pod> PinnedBuffer<T> {
     /// (see [`synchronize`](Self::synchronize)). While the guard lives, launching a graph
     /// that copies to or from this buffer fails.
     pub fn as_slice(&self) -> Result<HostSlice<'_, T>> {
-        self.alloc.begin_host_access(Access::Read)?;
-        // SAFETY: the allocation holds `len * size_of::<T>()` initialised bytes (zeroed or
-        // copied at creation; later written only by copies of `T`s), aligned for `T`
-        // (checked at creation). No enqueued work writes it now (every fence has completed)
-        // or can start to while this borrow lives: enqueueing a write takes `&mut self`, and
-        // a graph launch checks the borrow counted above under the same gate that orders it
-        // with the fence wait.
-        let slice = unsafe {
-            std::slice::from_raw_parts(self.alloc.ptr.cast::<T>().cast_const(), self.len)
-        };
-        Ok(HostSlice::new(slice, &self.alloc.borrows))
+        const CALL: &str = "PinnedBuffer::as_slice";
+        Ok(match &self.alloc.memory {
+            PinnedMemory::Cuda(m) => m.host_slice(CALL, 0, self.len)?.into(),
+            PinnedMemory::Cpu(m) => m.host_slice(0, self.len)?.into(),
+        })
     }
 
     /// The elements, mutably, after waiting for every pending piece of work that touches
     /// them. While the guard lives, launching a graph that touches this buffer fails.
     pub fn as_mut_slice(&mut self) -> Result<HostSliceMut<'_, T>> {
-        self.alloc.begin_host_access(Access::Write)?;
-        // SAFETY: as in `as_slice`; in addition no enqueued work reads the memory now, and
-        // `&mut self` keeps anything from enqueueing work on it while the slice lives.
-        let slice = unsafe { std::slice::from_raw_parts_mut(self.alloc.ptr.cast::<T>(), self.len) };
-        Ok(HostSliceMut::new(slice, &self.alloc.borrows))
+        const CALL: &str = "PinnedBuffer::as_mut_slice";
+        Ok(match &self.alloc.memory {
+            PinnedMemory::Cuda(m) => m.host_slice_mut(CALL, 0, self.len)?.into(),
+            PinnedMemory::Cpu(m) => m.host_slice_mut(0, self.len)?.into(),
+        })
     }
 
     /// The elements copied into a `Vec` (waits like [`as_slice`](Self::as_slice)).
@@ -195,14 +173,6 @@ impl<T: Pod> PinnedBuffer<T> {
     ) -> Result<(PinnedViewMut<'_, T>, PinnedViewMut<'_, T>)> {
         self.as_view_mut().split_at_mut(mid)
     }
-
-    /// The shared allocation, for crate code that enqueues work on the buffer: call
-    /// `prepare_fence` before and `fence_after_enqueue` after each enqueue outside a capture,
-    /// and keep it alive in a capture.
-    #[allow(dead_code)]
-    pub(crate) fn alloc_handle(&self) -> &Arc<PinnedAlloc> {
-        &self.alloc
-    }
 }
 
 impl<T: Pod> sealed::PinnedMemory for PinnedBuffer<T> {
@@ -217,7 +187,18 @@ impl<T: Pod> std::fmt::Debug for PinnedBuffer<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PinnedBuffer")
             .field("len", &self.len)
-            .field("ptr", &self.alloc.ptr)
+            .field("memory", &self.alloc.memory)
             .finish()
+    }
+}
+
+impl<T: Pod> Drop for PinnedBuffer<T> {
+    fn drop(&mut self) {
+        // As on CUDA, dropping the buffer waits for the work that touches it (on CUDA the
+        // memory's own drop does, once no graph holds it). Inside an operation nothing can be
+        // waited for, and nothing needs to be: the operations hold the memory.
+        if let PinnedMemory::Cpu(m) = &self.alloc.memory {
+            let _ = m.wait_for_work();
+        }
     }
 }

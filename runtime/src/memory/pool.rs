@@ -9,17 +9,19 @@
 //! synchronized and the memory freed at once, or, while a graph still holds the memory, the
 //! free is left to the graph. Dropping a buffer always takes the synchronizing path.
 
-use std::ffi::c_void;
+use std::sync::Arc;
 
 use bytemuck::Pod;
 
-use super::alloc::{DeviceAlloc, FreeMode, same_memory_space};
+use super::alloc::{DeviceAlloc, DeviceMemory};
 use super::check;
 use super::device::DeviceBuffer;
 use crate::context::Context;
-use crate::driver::check;
+use crate::cpu;
+use crate::cuda;
 use crate::error::{Error, Result};
-use crate::stream::Stream;
+use crate::free_rule::{AllocKind, FreeMode, StreamUse};
+use crate::stream::{Stream, StreamBackend};
 use crate::sys::{self, CUmemPool_attribute};
 
 /// A device's memory pool, which stream-ordered allocations come from and return to.
@@ -29,34 +31,23 @@ use crate::sys::{self, CUmemPool_attribute};
 /// [`trim_to`](Self::trim_to).
 pub struct MemoryPool {
     ctx: Context,
-    raw: sys::CUmemoryPool,
+    pool: cuda::MemoryPool,
 }
-
-// SAFETY: a memory pool handle may be used from any thread; the default pool lives as long
-// as the device's context, which `ctx` keeps.
-unsafe impl Send for MemoryPool {}
-// SAFETY: as above; every method maps to a thread-safe driver call.
-unsafe impl Sync for MemoryPool {}
 
 impl MemoryPool {
     /// The default pool of `ctx`'s device (`cuDeviceGetDefaultMemPool`), which
     /// [`Stream::alloc_async`] uses unless the device's current pool was changed elsewhere.
     pub fn default_for(ctx: &Context) -> Result<MemoryPool> {
-        let c = ctx.bound_cuda("MemoryPool::default_for")?;
-        let mut raw = std::ptr::null_mut();
-        // SAFETY: a valid out-pointer and device handle.
-        check("cuDeviceGetDefaultMemPool", unsafe {
-            (c.driver.cuDeviceGetDefaultMemPool)(&mut raw, c.device.handle())
-        })?;
+        let c = ctx.cuda_only("MemoryPool::default_for")?;
         Ok(MemoryPool {
             ctx: ctx.clone(),
-            raw,
+            pool: cuda::MemoryPool::default_for(c)?,
         })
     }
 
     /// The raw handle, for interop. The default pool is owned by the device.
     pub fn handle(&self) -> sys::CUmemoryPool {
-        self.raw
+        self.pool.raw()
     }
 
     /// The context the pool was obtained through.
@@ -64,28 +55,17 @@ impl MemoryPool {
         &self.ctx
     }
 
-    fn get_u64(&self, call: &'static str, attribute: CUmemPool_attribute) -> Result<u64> {
-        let c = self.ctx.bound_cuda(call)?;
-        let mut value: u64 = 0;
-        // SAFETY: a live pool; the attributes read here are all `cuuint64_t`.
-        check("cuMemPoolGetAttribute", unsafe {
-            (c.driver.cuMemPoolGetAttribute)(self.raw, attribute, (&raw mut value).cast::<c_void>())
-        })?;
-        Ok(value)
+    fn get_u64(&self, _call: &'static str, attribute: CUmemPool_attribute) -> Result<u64> {
+        self.pool.get_u64(attribute)
     }
 
     fn set_u64(
         &self,
-        call: &'static str,
+        _call: &'static str,
         attribute: CUmemPool_attribute,
-        mut value: u64,
+        value: u64,
     ) -> Result<()> {
-        let c = self.ctx.bound_cuda(call)?;
-        // SAFETY: a live pool; the attributes written here are all `cuuint64_t`, read during
-        // the call.
-        check("cuMemPoolSetAttribute", unsafe {
-            (c.driver.cuMemPoolSetAttribute)(self.raw, attribute, (&raw mut value).cast::<c_void>())
-        })
+        self.pool.set_u64(attribute, value)
     }
 
     /// How many unused bytes the pool keeps reserved across synchronizations.
@@ -109,11 +89,7 @@ impl MemoryPool {
     /// Releases unused reserved memory until at most `keep_bytes` stay reserved (memory in
     /// use, or freed but not yet past its free in stream order, is kept).
     pub fn trim_to(&self, keep_bytes: usize) -> Result<()> {
-        let c = self.ctx.bound_cuda("MemoryPool::trim_to")?;
-        // SAFETY: a live pool; trimming releases only memory no allocation uses.
-        check("cuMemPoolTrimTo", unsafe {
-            (c.driver.cuMemPoolTrimTo)(self.raw, keep_bytes)
-        })
+        self.pool.trim_to(keep_bytes)
     }
 
     /// Bytes of the pool currently allocated to buffers (`USED_MEM_CURRENT`).
@@ -167,7 +143,7 @@ impl MemoryPool {
 impl std::fmt::Debug for MemoryPool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MemoryPool")
-            .field("raw", &self.raw)
+            .field("raw", &self.pool.raw())
             .finish()
     }
 }
@@ -191,13 +167,13 @@ impl Stream {
         pool: &MemoryPool,
         len: usize,
     ) -> Result<DeviceBuffer<T>> {
-        if !same_memory_space(&pool.ctx, self.context()) {
-            return Err(Error::invalid(
+        if !pool.ctx.shares_memory_with(self.context()) {
+            return Err(Error::mismatch(
                 "Stream::alloc_from_pool",
                 "the pool was obtained through another context than the stream's",
             ));
         }
-        self.alloc_ordered("Stream::alloc_from_pool", len, Some(pool.raw))
+        self.alloc_ordered("Stream::alloc_from_pool", len, Some(&pool.pool))
     }
 
     /// Like [`Stream::alloc_async`], zeroed in this stream's order.
@@ -211,20 +187,42 @@ impl Stream {
         &self,
         call: &'static str,
         len: usize,
-        pool: Option<sys::CUmemoryPool>,
+        pool: Option<&cuda::MemoryPool>,
     ) -> Result<DeviceBuffer<T>> {
         let bytes = check::byte_len(call, len, std::mem::size_of::<T>())?;
-        if self.is_capturing()? {
-            return Err(Error::invalid(
-                call,
-                "the stream is capturing; a captured allocation belongs to the graph and \
-                 cannot become a buffer (allocate before the capture)",
-            ));
-        }
-        Ok(DeviceBuffer::from_alloc(
-            DeviceAlloc::new_async(self, bytes, pool)?,
-            len,
-        ))
+        let memory = match self.kind() {
+            StreamBackend::Cuda(s) => {
+                DeviceMemory::Cuda(Arc::new(cuda::DeviceMemory::alloc_async(s, bytes, pool)?))
+            }
+            StreamBackend::Cpu(s) => {
+                if s.is_capturing() {
+                    return Err(Error::invalid(
+                        call,
+                        "the stream is capturing; a captured allocation belongs to the graph \
+                         and cannot become a buffer (allocate before the capture)",
+                    ));
+                }
+                // The heap needs no stream order: the memory is valid at once. It counts as
+                // used on this stream, as CUDA's does.
+                let shared = s.context_shared();
+                let uses = StreamUse::tag(s.id());
+                DeviceMemory::Cpu(
+                    cpu::Memory::with_alloc(
+                        shared,
+                        bytes,
+                        cpu::MemoryKind::Device,
+                        AllocKind::StreamOrdered,
+                        uses,
+                    )
+                    .map_err(|m| Error::invalid(call, m))?,
+                )
+            }
+        };
+        let alloc = DeviceAlloc {
+            ctx: self.context().clone(),
+            memory,
+        };
+        Ok(DeviceBuffer::from_alloc(alloc, len))
     }
 
     /// Frees `buffer` in this stream's order when that is sound, and says how it was freed.
@@ -240,6 +238,24 @@ impl Stream {
     /// Work enqueued through [`DeviceBuffer::device_ptr`] by other libraries is not seen by
     /// the rule: synchronize such work before freeing.
     pub fn free_async<T: Pod>(&self, buffer: DeviceBuffer<T>) -> Result<FreeMode> {
-        DeviceAlloc::free_on(buffer.into_alloc(), self)
+        const CALL: &str = "Stream::free_async";
+        let alloc = buffer.into_alloc();
+        if !alloc.ctx.shares_memory_with(self.context()) {
+            return Err(Error::mismatch(
+                CALL,
+                "the buffer belongs to another context than the stream",
+            ));
+        }
+        match (self.kind(), alloc.memory) {
+            (StreamBackend::Cuda(s), DeviceMemory::Cuda(m)) => {
+                cuda::DeviceMemory::free_async(m, s, |capture, memory| {
+                    cuda::keep_in_capture(capture, cuda::Keep::Device(memory))
+                })
+            }
+            (StreamBackend::Cpu(s), DeviceMemory::Cpu(m)) => {
+                Ok(cpu::Memory::free_async(m, s.id(), s.is_capturing())?)
+            }
+            _ => Err(crate::stream::mixed(CALL, "buffer")),
+        }
     }
 }

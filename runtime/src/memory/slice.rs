@@ -1,4 +1,5 @@
-//! Host slices of pinned and managed memory: guards that count themselves in the allocation.
+//! Host slices of pinned and managed memory: guards that count themselves in the allocation
+//! (and, on the CPU backend, hold its lock).
 //!
 //! A graph launch borrows nothing (it replays copies and kernels captured long before), so
 //! the borrow checker alone cannot keep it from writing memory the host is reading. The
@@ -10,114 +11,156 @@
 use std::fmt;
 use std::ops::{Deref, DerefMut};
 
-use super::alloc::BorrowCount;
+use bytemuck::Pod;
+
+use crate::cpu;
+use crate::cuda;
 
 /// The elements of a [`PinnedBuffer`](crate::PinnedBuffer) or
 /// [`ManagedBuffer`](crate::ManagedBuffer), readable by the host: derefs to `[T]`. Taken
 /// after the work that touches the memory has completed; while it lives, launching a graph
 /// that touches the memory fails.
-pub struct HostSlice<'a, T> {
-    slice: &'a [T],
-    borrow: &'a BorrowCount,
+pub struct HostSlice<'a, T: Pod> {
+    inner: SliceOf<'a, T>,
+}
+
+enum SliceOf<'a, T> {
+    Cuda(cuda::HostSlice<'a, T>),
+    Cpu(cpu::HostSlice<'a, T>),
 }
 
 /// The elements of a [`PinnedBuffer`](crate::PinnedBuffer) or
 /// [`ManagedBuffer`](crate::ManagedBuffer), writable by the host: derefs to `&mut [T]`.
 /// Like [`HostSlice`], it makes graph launches touching the memory fail while it lives.
-pub struct HostSliceMut<'a, T> {
-    slice: &'a mut [T],
-    borrow: &'a BorrowCount,
+pub struct HostSliceMut<'a, T: Pod> {
+    inner: SliceMutOf<'a, T>,
 }
 
-impl<'a, T> HostSlice<'a, T> {
-    /// Wraps a slice whose borrow was already counted in `borrow`.
-    pub(crate) fn new(slice: &'a [T], borrow: &'a BorrowCount) -> Self {
-        HostSlice { slice, borrow }
+enum SliceMutOf<'a, T> {
+    Cuda(cuda::HostSliceMut<'a, T>),
+    Cpu(cpu::HostSliceMut<'a, T>),
+}
+
+impl<'a, T: Pod> From<cuda::HostSlice<'a, T>> for HostSlice<'a, T> {
+    fn from(slice: cuda::HostSlice<'a, T>) -> Self {
+        HostSlice {
+            inner: SliceOf::Cuda(slice),
+        }
     }
 }
 
-impl<'a, T> HostSliceMut<'a, T> {
-    /// Wraps a slice whose borrow was already counted in `borrow`.
-    pub(crate) fn new(slice: &'a mut [T], borrow: &'a BorrowCount) -> Self {
-        HostSliceMut { slice, borrow }
+impl<'a, T: Pod> From<cpu::HostSlice<'a, T>> for HostSlice<'a, T> {
+    fn from(slice: cpu::HostSlice<'a, T>) -> Self {
+        HostSlice {
+            inner: SliceOf::Cpu(slice),
+        }
     }
 }
 
-impl<T> Drop for HostSlice<'_, T> {
-    fn drop(&mut self) {
-        self.borrow.release();
+impl<'a, T: Pod> From<cuda::HostSliceMut<'a, T>> for HostSliceMut<'a, T> {
+    fn from(slice: cuda::HostSliceMut<'a, T>) -> Self {
+        HostSliceMut {
+            inner: SliceMutOf::Cuda(slice),
+        }
     }
 }
 
-impl<T> Drop for HostSliceMut<'_, T> {
-    fn drop(&mut self) {
-        self.borrow.release();
+impl<'a, T: Pod> From<cpu::HostSliceMut<'a, T>> for HostSliceMut<'a, T> {
+    fn from(slice: cpu::HostSliceMut<'a, T>) -> Self {
+        HostSliceMut {
+            inner: SliceMutOf::Cpu(slice),
+        }
     }
 }
 
-impl<T> Deref for HostSlice<'_, T> {
+impl<T: Pod> HostSlice<'_, T> {
+    fn slice(&self) -> &[T] {
+        match &self.inner {
+            SliceOf::Cuda(s) => s.get(),
+            SliceOf::Cpu(s) => s.get(),
+        }
+    }
+}
+
+impl<T: Pod> HostSliceMut<'_, T> {
+    fn slice(&self) -> &[T] {
+        match &self.inner {
+            SliceMutOf::Cuda(s) => s.get(),
+            SliceMutOf::Cpu(s) => s.get(),
+        }
+    }
+
+    fn slice_mut(&mut self) -> &mut [T] {
+        match &mut self.inner {
+            SliceMutOf::Cuda(s) => s.get_mut(),
+            SliceMutOf::Cpu(s) => s.get_mut(),
+        }
+    }
+}
+
+impl<T: Pod> Deref for HostSlice<'_, T> {
     type Target = [T];
     fn deref(&self) -> &[T] {
-        self.slice
+        self.slice()
     }
 }
 
-impl<T> Deref for HostSliceMut<'_, T> {
+impl<T: Pod> Deref for HostSliceMut<'_, T> {
     type Target = [T];
     fn deref(&self) -> &[T] {
-        self.slice
+        self.slice()
     }
 }
 
-impl<T> DerefMut for HostSliceMut<'_, T> {
+impl<T: Pod> DerefMut for HostSliceMut<'_, T> {
     fn deref_mut(&mut self) -> &mut [T] {
-        self.slice
+        self.slice_mut()
     }
 }
 
-impl<T> AsRef<[T]> for HostSlice<'_, T> {
+impl<T: Pod> AsRef<[T]> for HostSlice<'_, T> {
     fn as_ref(&self) -> &[T] {
-        self.slice
+        self.slice()
     }
 }
 
-impl<T> AsRef<[T]> for HostSliceMut<'_, T> {
+impl<T: Pod> AsRef<[T]> for HostSliceMut<'_, T> {
     fn as_ref(&self) -> &[T] {
-        self.slice
+        self.slice()
     }
 }
 
-impl<T> AsMut<[T]> for HostSliceMut<'_, T> {
+impl<T: Pod> AsMut<[T]> for HostSliceMut<'_, T> {
     fn as_mut(&mut self) -> &mut [T] {
-        self.slice
+        self.slice_mut()
     }
 }
 
-impl<'s, T> IntoIterator for &'s HostSlice<'_, T> {
+impl<'s, T: Pod> IntoIterator for &'s HostSlice<'_, T> {
     type Item = &'s T;
     type IntoIter = std::slice::Iter<'s, T>;
     fn into_iter(self) -> Self::IntoIter {
-        self.slice.iter()
+        self.slice().iter()
     }
 }
 
-impl<'s, T> IntoIterator for &'s mut HostSliceMut<'_, T> {
+impl<'s, T: Pod> IntoIterator for &'s mut HostSliceMut<'_, T> {
     type Item = &'s mut T;
     type IntoIter = std::slice::IterMut<'s, T>;
     fn into_iter(self) -> Self::IntoIter {
-        self.slice.iter_mut()
+        self.slice_mut().iter_mut()
     }
 }
 
-impl<T: fmt::Debug> fmt::Debug for HostSlice<'_, T> {
+impl<T: Pod + fmt::Debug> fmt::Debug for HostSlice<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.slice.fmt(f)
+        self.slice().fmt(f)
     }
 }
 
-impl<T: fmt::Debug> fmt::Debug for HostSliceMut<'_, T> {
+impl<T: Pod + fmt::Debug> fmt::Debug for HostSliceMut<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.slice.fmt(f)
+        self.slice().fmt(f)
     }
 }
 
@@ -125,24 +168,24 @@ impl<T: fmt::Debug> fmt::Debug for HostSliceMut<'_, T> {
 /// as it would with a plain slice.
 macro_rules! compare {
     ($($guard:ident),*) => {$(
-        impl<T: PartialEq<U>, U> PartialEq<[U]> for $guard<'_, T> {
+        impl<T: Pod + PartialEq<U>, U> PartialEq<[U]> for $guard<'_, T> {
             fn eq(&self, other: &[U]) -> bool {
-                self.slice[..] == *other
+                self.slice()[..] == *other
             }
         }
-        impl<T: PartialEq<U>, U> PartialEq<&[U]> for $guard<'_, T> {
+        impl<T: Pod + PartialEq<U>, U> PartialEq<&[U]> for $guard<'_, T> {
             fn eq(&self, other: &&[U]) -> bool {
-                self.slice[..] == **other
+                self.slice()[..] == **other
             }
         }
-        impl<T: PartialEq<U>, U, const N: usize> PartialEq<[U; N]> for $guard<'_, T> {
+        impl<T: Pod + PartialEq<U>, U, const N: usize> PartialEq<[U; N]> for $guard<'_, T> {
             fn eq(&self, other: &[U; N]) -> bool {
-                self.slice[..] == other[..]
+                self.slice()[..] == other[..]
             }
         }
-        impl<T: PartialEq<U>, U> PartialEq<Vec<U>> for $guard<'_, T> {
+        impl<T: Pod + PartialEq<U>, U> PartialEq<Vec<U>> for $guard<'_, T> {
             fn eq(&self, other: &Vec<U>) -> bool {
-                self.slice[..] == other[..]
+                self.slice()[..] == other[..]
             }
         }
     )*};

@@ -11,14 +11,14 @@
 
 use std::marker::PhantomData;
 use std::ops::RangeBounds;
-use std::sync::Arc;
 
 use bytemuck::Pod;
 
-use super::alloc::{DeviceAlloc, PinnedAlloc};
+use super::alloc::{DeviceAlloc, DeviceMemory, PinnedAlloc, PinnedMemory};
 use super::check;
+use crate::cpu;
+use crate::cuda;
 use crate::error::Result;
-use crate::stream::Stream;
 use crate::sys;
 
 pub(crate) mod sealed {
@@ -56,7 +56,7 @@ pub trait PinnedDest<T: Pod>: PinnedSource<T> {}
 #[derive(Clone, Copy, Debug)]
 pub struct DeviceRegion<'a> {
     /// The allocation (to note uses and keep it alive in a capture).
-    pub(crate) alloc: &'a Arc<DeviceAlloc>,
+    pub(crate) alloc: &'a DeviceAlloc,
     /// Bytes from the start of the allocation.
     pub(crate) offset: usize,
     /// Bytes covered.
@@ -65,16 +65,34 @@ pub struct DeviceRegion<'a> {
     pub(crate) len: usize,
 }
 
-impl DeviceRegion<'_> {
-    /// The device address of the first element.
-    pub(crate) fn ptr(&self) -> sys::CUdeviceptr {
-        self.alloc.ptr + self.offset as u64
+impl<'a> DeviceRegion<'a> {
+    /// The device address of the first element; `None` on the CPU backend.
+    pub(crate) fn ptr(&self) -> Option<sys::CUdeviceptr> {
+        self.alloc.ptr().map(|p| p + self.offset as u64)
     }
 
-    /// Notes the use on `stream` and keeps the allocation alive in its capture, if any:
-    /// call it before enqueueing work that touches this region.
-    pub(crate) fn enqueued_on(&self, stream: &Stream) {
-        self.alloc.enqueued_on(stream);
+    /// The CUDA range, when the memory is CUDA memory.
+    pub(crate) fn cuda(&self) -> Option<cuda::DeviceRange<'a>> {
+        match &self.alloc.memory {
+            DeviceMemory::Cuda(memory) => Some(cuda::DeviceRange {
+                memory,
+                offset: self.offset,
+                bytes: self.bytes,
+            }),
+            DeviceMemory::Cpu(_) => None,
+        }
+    }
+
+    /// The CPU-backend range, when the memory is CPU-backend memory.
+    pub(crate) fn cpu(&self) -> Option<cpu::Range> {
+        match &self.alloc.memory {
+            DeviceMemory::Cpu(memory) => Some(cpu::Range {
+                memory: memory.clone(),
+                offset: self.offset,
+                bytes: self.bytes,
+            }),
+            DeviceMemory::Cuda(_) => None,
+        }
     }
 }
 
@@ -82,7 +100,7 @@ impl DeviceRegion<'_> {
 #[derive(Clone, Copy, Debug)]
 pub struct PinnedRegion<'a> {
     /// The allocation (to fence it, and keep it alive in a capture).
-    pub(crate) alloc: &'a Arc<PinnedAlloc>,
+    pub(crate) alloc: &'a PinnedAlloc,
     /// Bytes from the start of the allocation.
     pub(crate) offset: usize,
     /// Bytes covered.
@@ -91,17 +109,35 @@ pub struct PinnedRegion<'a> {
     pub(crate) len: usize,
 }
 
-impl PinnedRegion<'_> {
-    /// The host address of the first element.
-    pub(crate) fn ptr(&self) -> *mut u8 {
-        // In bounds: offset + bytes never exceeds the allocation (checked when viewing).
-        self.alloc.ptr.wrapping_add(self.offset)
+impl<'a> PinnedRegion<'a> {
+    /// The CUDA range, when the memory is CUDA memory.
+    pub(crate) fn cuda(&self) -> Option<cuda::PinnedRange<'a>> {
+        match &self.alloc.memory {
+            PinnedMemory::Cuda(memory) => Some(cuda::PinnedRange {
+                memory,
+                offset: self.offset,
+                bytes: self.bytes,
+            }),
+            PinnedMemory::Cpu(_) => None,
+        }
+    }
+
+    /// The CPU-backend range, when the memory is CPU-backend memory.
+    pub(crate) fn cpu(&self) -> Option<cpu::Range> {
+        match &self.alloc.memory {
+            PinnedMemory::Cpu(memory) => Some(cpu::Range {
+                memory: memory.clone(),
+                offset: self.offset,
+                bytes: self.bytes,
+            }),
+            PinnedMemory::Cuda(_) => None,
+        }
     }
 }
 
 /// Builds the region of `len` elements of `T` starting `start` elements into `alloc`.
 /// Byte counts cannot overflow: they lie within an allocation whose size was checked.
-fn device_region<T>(alloc: &Arc<DeviceAlloc>, start: usize, len: usize) -> DeviceRegion<'_> {
+fn device_region<T>(alloc: &DeviceAlloc, start: usize, len: usize) -> DeviceRegion<'_> {
     let size = std::mem::size_of::<T>();
     DeviceRegion {
         alloc,
@@ -111,7 +147,7 @@ fn device_region<T>(alloc: &Arc<DeviceAlloc>, start: usize, len: usize) -> Devic
     }
 }
 
-fn pinned_region<T>(alloc: &Arc<PinnedAlloc>, start: usize, len: usize) -> PinnedRegion<'_> {
+fn pinned_region<T>(alloc: &PinnedAlloc, start: usize, len: usize) -> PinnedRegion<'_> {
     let size = std::mem::size_of::<T>();
     PinnedRegion {
         alloc,
@@ -126,7 +162,7 @@ macro_rules! view {
     ($(#[$meta:meta])* $name:ident, $alloc:ty, $marker:ty) => {
         $(#[$meta])*
         pub struct $name<'a, T> {
-            alloc: &'a Arc<$alloc>,
+            alloc: &'a $alloc,
             /// Elements from the start of the allocation.
             start: usize,
             len: usize,
@@ -134,7 +170,7 @@ macro_rules! view {
         }
 
         impl<'a, T: Pod> $name<'a, T> {
-            pub(crate) fn new(alloc: &'a Arc<$alloc>, start: usize, len: usize) -> Self {
+            pub(crate) fn new(alloc: &'a $alloc, start: usize, len: usize) -> Self {
                 $name {
                     alloc,
                     start,
@@ -163,11 +199,6 @@ macro_rules! view {
                 self.start
             }
 
-            /// The allocation behind the view (for kernel launches: note uses, keep alive).
-            #[allow(dead_code)]
-            pub(crate) fn alloc_handle(&self) -> &'a Arc<$alloc> {
-                self.alloc
-            }
         }
 
         impl<T> std::fmt::Debug for $name<'_, T> {
@@ -236,8 +267,9 @@ fn sub(
 
 impl<'a, T: Pod> DeviceView<'a, T> {
     /// The device address of the first element, for interop (e.g. passing it to a CUDA
-    /// library). Work enqueued through it is not tracked: see the crate's soundness rule.
-    pub fn device_ptr(&self) -> sys::CUdeviceptr {
+    /// library); `None` on the CPU backend. Work enqueued through it is not tracked: see the
+    /// crate's soundness rule.
+    pub fn device_ptr(&self) -> Option<sys::CUdeviceptr> {
         device_region::<T>(self.alloc, self.start, self.len).ptr()
     }
 
@@ -249,8 +281,8 @@ impl<'a, T: Pod> DeviceView<'a, T> {
 }
 
 impl<'a, T: Pod> DeviceViewMut<'a, T> {
-    /// The device address of the first element, for interop.
-    pub fn device_ptr(&self) -> sys::CUdeviceptr {
+    /// The device address of the first element, for interop; `None` on the CPU backend.
+    pub fn device_ptr(&self) -> Option<sys::CUdeviceptr> {
         device_region::<T>(self.alloc, self.start, self.len).ptr()
     }
 
@@ -348,10 +380,10 @@ impl<T: Pod> PinnedSource<T> for PinnedViewMut<'_, T> {}
 impl<T: Pod> PinnedDest<T> for PinnedViewMut<'_, T> {}
 
 /// For the whole-buffer types: region helpers over `(alloc, len)`.
-pub(crate) fn whole_device<T>(alloc: &Arc<DeviceAlloc>, len: usize) -> DeviceRegion<'_> {
+pub(crate) fn whole_device<T>(alloc: &DeviceAlloc, len: usize) -> DeviceRegion<'_> {
     device_region::<T>(alloc, 0, len)
 }
 
-pub(crate) fn whole_pinned<T>(alloc: &Arc<PinnedAlloc>, len: usize) -> PinnedRegion<'_> {
+pub(crate) fn whole_pinned<T>(alloc: &PinnedAlloc, len: usize) -> PinnedRegion<'_> {
     pinned_region::<T>(alloc, 0, len)
 }

@@ -2,11 +2,9 @@
 
 use bytemuck::Pod;
 
-use super::Stream;
-use crate::driver::check;
+use super::{Stream, StreamBackend, mixed};
 use crate::error::{Error, Result};
-use crate::memory::alloc::same_memory_space;
-use crate::memory::view::sealed::DeviceMemory;
+use crate::memory::alloc::DeviceMemory;
 use crate::memory::{AttachScope, ManagedBuffer};
 
 impl Stream {
@@ -16,31 +14,25 @@ impl Stream {
     /// with every stream again. The whole allocation is attached.
     ///
     /// Host access through [`ManagedBuffer::as_slice`] synchronizes the context whatever the
-    /// scope, so attaching never weakens what the host may see. On the host backend there is
+    /// scope, so attaching never weakens what the host may see. On the CPU backend there is
     /// nothing to migrate or restrict, and attaching does nothing.
     pub fn attach_mem_async<T: Pod>(
         &self,
         buffer: &ManagedBuffer<T>,
         scope: AttachScope,
     ) -> Result<()> {
-        let call = "Stream::attach_mem_async";
-        let region = buffer.device_region();
-        if !same_memory_space(&self.ctx, &region.alloc.ctx) {
-            return Err(Error::invalid(
-                call,
+        const CALL: &str = "Stream::attach_mem_async";
+        let alloc = buffer.alloc();
+        if !self.ctx.shares_memory_with(&alloc.ctx) {
+            return Err(Error::mismatch(
+                CALL,
                 "the buffer belongs to another context than the stream",
             ));
         }
-        if self.host.is_some() {
-            return Ok(());
+        match (&self.backend, &alloc.memory) {
+            (StreamBackend::Cuda(s), DeviceMemory::Cuda(m)) => s.attach_mem(m, scope.raw()),
+            (StreamBackend::Cpu(_), DeviceMemory::Cpu(_)) => Ok(()),
+            _ => Err(mixed(CALL, "buffer")),
         }
-        region.enqueued_on(self);
-        let (c, raw) = self.cuda(call)?;
-        // SAFETY: a live stream and the base address of a live managed allocation of this
-        // context (kept alive by its `Arc`); length 0 means the whole allocation, which the
-        // driver requires for managed memory.
-        check("cuStreamAttachMemAsync", unsafe {
-            (c.driver.cuStreamAttachMemAsync)(raw, region.alloc.ptr, 0, scope.raw())
-        })
     }
 }

@@ -1,16 +1,13 @@
 //! Stream memory operations: write a flag word, or wait until it meets a condition, in
 //! stream order and without a kernel.
 
-use std::sync::Arc;
-
-use super::Stream;
-use crate::driver::check;
-use crate::error::Result;
-use crate::host::HostOp;
-use crate::memory::FlagCell;
-use crate::memory::alloc::KeepAlive;
-use crate::memory::flag::FlagWordAlloc;
-use crate::sys::{self, CUstreamBatchMemOpParams, CUstreamMemOpValueParams};
+use super::{Stream, StreamBackend, mixed};
+use crate::cpu;
+use crate::cuda;
+use crate::error::{Error, Result};
+use crate::memory::flag::FlagStorage;
+use crate::memory::{FlagCell, FlagWord};
+use crate::sys;
 
 /// When a wait completes, comparing the cell's word with the given value.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -33,6 +30,15 @@ impl WaitCondition {
             WaitCondition::Equal => sys::CU_STREAM_WAIT_VALUE_EQ,
             WaitCondition::And => sys::CU_STREAM_WAIT_VALUE_AND,
             WaitCondition::Nor => sys::CU_STREAM_WAIT_VALUE_NOR,
+        }
+    }
+
+    fn cpu(self) -> cpu::WaitCondition {
+        match self {
+            WaitCondition::GreaterOrEqual => cpu::WaitCondition::GreaterOrEqual,
+            WaitCondition::Equal => cpu::WaitCondition::Equal,
+            WaitCondition::And => cpu::WaitCondition::And,
+            WaitCondition::Nor => cpu::WaitCondition::Nor,
         }
     }
 }
@@ -78,235 +84,139 @@ pub enum MemOp<'a> {
     Barrier,
 }
 
-impl MemOp<'_> {
-    fn encode(&self) -> CUstreamBatchMemOpParams {
-        let value_op = |operation, address, value64, flags| CUstreamBatchMemOpParams {
-            waitValue: CUstreamMemOpValueParams {
-                operation,
-                address,
-                value64,
-                flags,
-                alias: 0,
-            },
-        };
-        match *self {
+impl<'a> MemOp<'a> {
+    /// The cell's context and storage, for the checks and the backends.
+    fn cell(&self) -> Option<(&crate::Context, &FlagStorage)> {
+        match self {
+            MemOp::WaitValue32 { cell, .. } | MemOp::WriteValue32 { cell, .. } => {
+                Some((cell.context(), cell.storage()))
+            }
+            MemOp::WaitValue64 { cell, .. } | MemOp::WriteValue64 { cell, .. } => {
+                Some((cell.context(), cell.storage()))
+            }
+            MemOp::FlushRemoteWrites | MemOp::Barrier => None,
+        }
+    }
+
+    fn as_cuda(&self) -> Option<cuda::MemOp<'a>> {
+        fn word(storage: &FlagStorage) -> Option<&std::sync::Arc<cuda::FlagWord>> {
+            match storage {
+                FlagStorage::Cuda(w) => Some(w),
+                FlagStorage::Cpu(_) => None,
+            }
+        }
+        Some(match *self {
             MemOp::WaitValue32 {
                 cell,
                 condition,
                 value,
-            } => value_op(
-                sys::CU_STREAM_MEM_OP_WAIT_VALUE_32,
-                cell.device_address(),
-                u64::from(value),
-                condition.raw(),
-            ),
-            MemOp::WriteValue32 { cell, value } => value_op(
-                sys::CU_STREAM_MEM_OP_WRITE_VALUE_32,
-                cell.device_address(),
-                u64::from(value),
-                sys::CU_STREAM_WRITE_VALUE_DEFAULT,
-            ),
+            } => cuda::MemOp::Wait32 {
+                word: word(cell.storage())?,
+                condition: condition.raw(),
+                value,
+            },
+            MemOp::WriteValue32 { cell, value } => cuda::MemOp::Write32 {
+                word: word(cell.storage())?,
+                value,
+            },
             MemOp::WaitValue64 {
                 cell,
                 condition,
                 value,
-            } => value_op(
-                sys::CU_STREAM_MEM_OP_WAIT_VALUE_64,
-                cell.device_address(),
+            } => cuda::MemOp::Wait64 {
+                word: word(cell.storage())?,
+                condition: condition.raw(),
                 value,
-                condition.raw(),
-            ),
-            MemOp::WriteValue64 { cell, value } => value_op(
-                sys::CU_STREAM_MEM_OP_WRITE_VALUE_64,
-                cell.device_address(),
+            },
+            MemOp::WriteValue64 { cell, value } => cuda::MemOp::Write64 {
+                word: word(cell.storage())?,
                 value,
-                sys::CU_STREAM_WRITE_VALUE_DEFAULT,
-            ),
-            // The flush and barrier members are {operation, flags}: two u32s at the start.
-            MemOp::FlushRemoteWrites => CUstreamBatchMemOpParams {
-                pad: [
-                    u64::from(sys::CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES),
-                    0,
-                    0,
-                    0,
-                    0,
-                    0,
-                ],
             },
-            MemOp::Barrier => CUstreamBatchMemOpParams {
-                pad: [u64::from(sys::CU_STREAM_MEM_OP_BARRIER), 0, 0, 0, 0, 0],
-            },
-        }
+            MemOp::FlushRemoteWrites => cuda::MemOp::FlushRemoteWrites,
+            MemOp::Barrier => cuda::MemOp::Barrier,
+        })
     }
-}
 
-impl WaitCondition {
-    /// Whether `word` satisfies the condition against `value`, as the device evaluates it
-    /// (`GreaterOrEqual` compares cyclically: `(word - value) as signed >= 0`).
-    pub(crate) fn holds(self, word: u64, value: u64, bits: u32) -> bool {
-        let mask = if bits == 32 {
-            u64::from(u32::MAX)
-        } else {
-            u64::MAX
+    fn as_cpu(&self) -> Option<cpu::MemOp> {
+        let word = |storage: &FlagStorage| match storage {
+            FlagStorage::Cpu(w) => Some(w.clone()),
+            FlagStorage::Cuda(_) => None,
         };
-        let (word, value) = (word & mask, value & mask);
-        match self {
-            WaitCondition::GreaterOrEqual => {
-                let diff = word.wrapping_sub(value) & mask;
-                diff >> (bits - 1) == 0
-            }
-            WaitCondition::Equal => word == value,
-            WaitCondition::And => word & value != 0,
-            WaitCondition::Nor => !(word | value) & mask != 0,
-        }
-    }
-}
-
-/// One memory operation in the host backend's terms: which word, what to do.
-enum HostMemOp {
-    Write {
-        word: Arc<FlagWordAlloc>,
-        value: u64,
-        bits: u32,
-    },
-    Wait {
-        word: Arc<FlagWordAlloc>,
-        condition: WaitCondition,
-        value: u64,
-        bits: u32,
-    },
-    Fence,
-}
-
-impl HostMemOp {
-    fn from_op(op: &MemOp<'_>) -> HostMemOp {
-        match *op {
+        Some(match *self {
             MemOp::WaitValue32 {
                 cell,
                 condition,
                 value,
-            } => HostMemOp::Wait {
-                word: cell.shared().clone(),
-                condition,
-                value: value.into(),
+            } => cpu::MemOp::Wait {
+                word: word(cell.storage())?,
+                condition: condition.cpu(),
+                value: value.widen(),
                 bits: 32,
             },
-            MemOp::WriteValue32 { cell, value } => HostMemOp::Write {
-                word: cell.shared().clone(),
-                value: value.into(),
+            MemOp::WriteValue32 { cell, value } => cpu::MemOp::Write {
+                word: word(cell.storage())?,
+                value: value.widen(),
                 bits: 32,
             },
             MemOp::WaitValue64 {
                 cell,
                 condition,
                 value,
-            } => HostMemOp::Wait {
-                word: cell.shared().clone(),
-                condition,
+            } => cpu::MemOp::Wait {
+                word: word(cell.storage())?,
+                condition: condition.cpu(),
                 value,
                 bits: 64,
             },
-            MemOp::WriteValue64 { cell, value } => HostMemOp::Write {
-                word: cell.shared().clone(),
+            MemOp::WriteValue64 { cell, value } => cpu::MemOp::Write {
+                word: word(cell.storage())?,
                 value,
                 bits: 64,
             },
-            MemOp::FlushRemoteWrites | MemOp::Barrier => HostMemOp::Fence,
-        }
-    }
-
-    /// Runs on the stream's worker thread. A wait blocks that worker only, as a device wait
-    /// blocks only its stream; it polls with a short sleep so it does not burn a core.
-    fn run(&self) {
-        match self {
-            HostMemOp::Write {
-                word,
-                value,
-                bits: 32,
-            } => word.store(*value as u32),
-            HostMemOp::Write { word, value, .. } => word.store(*value),
-            HostMemOp::Wait {
-                word,
-                condition,
-                value,
-                bits,
-            } => {
-                let mut spins = 0_u32;
-                loop {
-                    let current = if *bits == 32 {
-                        u64::from(word.load::<u32>())
-                    } else {
-                        word.load::<u64>()
-                    };
-                    if condition.holds(current, *value, *bits) {
-                        break;
-                    }
-                    spins += 1;
-                    if spins < 64 {
-                        std::hint::spin_loop();
-                    } else {
-                        std::thread::sleep(std::time::Duration::from_micros(50));
-                    }
-                }
-            }
-            HostMemOp::Fence => std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst),
-        }
+            MemOp::FlushRemoteWrites | MemOp::Barrier => cpu::MemOp::Fence,
+        })
     }
 }
 
 impl Stream {
-    /// Enqueues memory operations on the host backend as one replayable operation, or keeps
-    /// their words alive in a CUDA capture; returns `true` when the host backend took them.
-    fn host_mem_ops(&self, label: &'static str, ops: &[MemOp<'_>]) -> Result<bool> {
-        let Some(h) = &self.host else {
-            for op in ops {
-                if let Some(word) = op.word() {
-                    self.keep_alive_in_capture(|| KeepAlive::Object(word.clone()));
-                }
+    /// Enqueues memory operations, checked against this stream's context and backend.
+    fn mem_ops(&self, call: &'static str, label: &'static str, ops: &[MemOp<'_>]) -> Result<()> {
+        for op in ops {
+            if let Some((ctx, _)) = op.cell()
+                && !self.ctx.shares_memory_with(ctx)
+            {
+                return Err(Error::mismatch(
+                    call,
+                    "the flag cell belongs to another context than the stream",
+                ));
             }
-            return Ok(false);
-        };
-        let ops: Vec<HostMemOp> = ops.iter().map(HostMemOp::from_op).collect();
-        h.enqueue(HostOp::replayable(label, move || {
-            ops.iter().for_each(HostMemOp::run);
-            Ok(())
-        }))?;
-        Ok(true)
+        }
+        match &self.backend {
+            StreamBackend::Cuda(s) => {
+                let ops: Option<Vec<cuda::MemOp<'_>>> = ops.iter().map(MemOp::as_cuda).collect();
+                s.mem_ops(&ops.ok_or_else(|| mixed(call, "flag cell"))?)
+            }
+            StreamBackend::Cpu(s) => {
+                if ops.is_empty() {
+                    return Ok(());
+                }
+                let ops: Option<Vec<cpu::MemOp>> = ops.iter().map(MemOp::as_cpu).collect();
+                let ops = ops.ok_or_else(|| mixed(call, "flag cell"))?;
+                Ok(s.enqueue(cpu::work::mem_ops(label, ops))?)
+            }
+        }
     }
 
     /// Writes `value` to `cell` once earlier work on the stream completes.
     pub fn write_value_32(&self, cell: &FlagCell<u32>, value: u32) -> Result<()> {
-        if self.host_mem_ops("write_value_32", &[MemOp::WriteValue32 { cell, value }])? {
-            return Ok(());
-        }
-        let (c, raw) = self.cuda("Stream::write_value_32")?;
-        // SAFETY: a live stream; the word outlives the op (its Drop synchronizes, and a
-        // capture keeps it alive).
-        check("cuStreamWriteValue32", unsafe {
-            (c.driver.cuStreamWriteValue32)(
-                raw,
-                cell.device_address(),
-                value,
-                sys::CU_STREAM_WRITE_VALUE_DEFAULT,
-            )
-        })
+        let op = MemOp::WriteValue32 { cell, value };
+        self.mem_ops("Stream::write_value_32", "write_value_32", &[op])
     }
 
     /// Writes a 64-bit `value` to `cell` once earlier work completes.
     pub fn write_value_64(&self, cell: &FlagCell<u64>, value: u64) -> Result<()> {
-        if self.host_mem_ops("write_value_64", &[MemOp::WriteValue64 { cell, value }])? {
-            return Ok(());
-        }
-        let (c, raw) = self.cuda("Stream::write_value_64")?;
-        // SAFETY: as in write_value_32.
-        check("cuStreamWriteValue64", unsafe {
-            (c.driver.cuStreamWriteValue64)(
-                raw,
-                cell.device_address(),
-                value,
-                sys::CU_STREAM_WRITE_VALUE_DEFAULT,
-            )
-        })
+        let op = MemOp::WriteValue64 { cell, value };
+        self.mem_ops("Stream::write_value_64", "write_value_64", &[op])
     }
 
     /// Makes later work wait until `cell` meets `condition` against `value`.
@@ -316,21 +226,12 @@ impl Stream {
         condition: WaitCondition,
         value: u32,
     ) -> Result<()> {
-        if self.host_mem_ops(
-            "wait_value_32",
-            &[MemOp::WaitValue32 {
-                cell,
-                condition,
-                value,
-            }],
-        )? {
-            return Ok(());
-        }
-        let (c, raw) = self.cuda("Stream::wait_value_32")?;
-        // SAFETY: as in write_value_32.
-        check("cuStreamWaitValue32", unsafe {
-            (c.driver.cuStreamWaitValue32)(raw, cell.device_address(), value, condition.raw())
-        })
+        let op = MemOp::WaitValue32 {
+            cell,
+            condition,
+            value,
+        };
+        self.mem_ops("Stream::wait_value_32", "wait_value_32", &[op])
     }
 
     /// The 64-bit form of [`Stream::wait_value_32`].
@@ -340,52 +241,17 @@ impl Stream {
         condition: WaitCondition,
         value: u64,
     ) -> Result<()> {
-        if self.host_mem_ops(
-            "wait_value_64",
-            &[MemOp::WaitValue64 {
-                cell,
-                condition,
-                value,
-            }],
-        )? {
-            return Ok(());
-        }
-        let (c, raw) = self.cuda("Stream::wait_value_64")?;
-        // SAFETY: as in write_value_32.
-        check("cuStreamWaitValue64", unsafe {
-            (c.driver.cuStreamWaitValue64)(raw, cell.device_address(), value, condition.raw())
-        })
+        let op = MemOp::WaitValue64 {
+            cell,
+            condition,
+            value,
+        };
+        self.mem_ops("Stream::wait_value_64", "wait_value_64", &[op])
     }
 
     /// Enqueues several memory operations as one batch, in order.
     pub fn batch_mem_op(&self, ops: &[MemOp<'_>]) -> Result<()> {
-        if ops.is_empty() || self.host_mem_ops("batch_mem_op", ops)? {
-            return Ok(());
-        }
-        let mut params: Vec<CUstreamBatchMemOpParams> = ops.iter().map(MemOp::encode).collect();
-        let count = u32::try_from(params.len()).map_err(|_| {
-            crate::Error::invalid("Stream::batch_mem_op", "more than u32::MAX operations")
-        })?;
-        let (c, raw) = self.cuda("Stream::batch_mem_op")?;
-        // SAFETY: `params` holds `count` initialised ops the driver reads during the call;
-        // every word they name outlives the ops; flags must be 0.
-        check("cuStreamBatchMemOp", unsafe {
-            (c.driver.cuStreamBatchMemOp)(raw, count, params.as_mut_ptr(), 0)
-        })
-    }
-}
-
-impl MemOp<'_> {
-    fn word(&self) -> Option<&Arc<FlagWordAlloc>> {
-        match self {
-            MemOp::WaitValue32 { cell, .. } | MemOp::WriteValue32 { cell, .. } => {
-                Some(cell.shared())
-            }
-            MemOp::WaitValue64 { cell, .. } | MemOp::WriteValue64 { cell, .. } => {
-                Some(cell.shared())
-            }
-            MemOp::FlushRemoteWrites | MemOp::Barrier => None,
-        }
+        self.mem_ops("Stream::batch_mem_op", "batch_mem_op", ops)
     }
 }
 
@@ -394,34 +260,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn host_conditions_match_the_device_definitions() {
-        use WaitCondition::*;
-        assert!(GreaterOrEqual.holds(5, 5, 32) && GreaterOrEqual.holds(6, 5, 32));
-        assert!(!GreaterOrEqual.holds(4, 5, 32));
-        // Cyclic: a counter that wrapped is still "after".
-        assert!(GreaterOrEqual.holds(1, u64::from(u32::MAX), 32));
-        assert!(GreaterOrEqual.holds(1, u64::MAX, 64));
-        assert!(Equal.holds(7, 7, 64) && !Equal.holds(7, 8, 64));
-        assert!(And.holds(0b110, 0b100, 32) && !And.holds(0b011, 0b100, 32));
-        assert!(Nor.holds(0b01, 0b10, 32) && !Nor.holds(u64::from(u32::MAX), 0, 32));
-    }
-
-    #[test]
     fn conditions_map_to_driver_flags() {
         assert_eq!(WaitCondition::GreaterOrEqual.raw(), 0);
         assert_eq!(WaitCondition::Equal.raw(), 1);
         assert_eq!(WaitCondition::And.raw(), 2);
         assert_eq!(WaitCondition::Nor.raw(), 3);
-    }
-
-    #[test]
-    fn flush_and_barrier_encode_their_operation_in_the_first_word() {
-        // SAFETY: reading the `operation` member of a union we filled through `pad`.
-        let op = |m: MemOp<'_>| unsafe { m.encode().operation };
-        assert_eq!(
-            op(MemOp::FlushRemoteWrites),
-            sys::CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES
-        );
-        assert_eq!(op(MemOp::Barrier), sys::CU_STREAM_MEM_OP_BARRIER);
     }
 }

@@ -2,38 +2,32 @@
 //!
 //! | group | methods |
 //! | --- | --- |
-//! | creation | [`Stream::new`], [`Stream::non_blocking`], [`Stream::with_flags`], [`Stream::with_priority`], [`Stream::from_handle`] |
+//! | creation | [`Stream::new`], [`Stream::non_blocking`], [`Stream::with_flags`], [`Stream::with_priority`], [`Stream::from_handle`] (CUDA) |
 //! | queries | [`Stream::flags`], [`Stream::priority`], [`Stream::is_nonblocking`], [`Stream::is_complete`], [`Stream::id`], [`Stream::context`], [`Stream::device`], [`Stream::handle`] |
 //! | ordering | [`Stream::synchronize`], [`Stream::wait_event`], [`Stream::wait`], [`Stream::record`], [`Stream::record_into`] |
 //! | host work | [`Stream::launch_host_func`], [`Stream::launch_host_fn`], [`Stream::add_callback`] |
-//! | attributes | [`Stream::get_attribute`], [`Stream::set_attribute`], [`Stream::copy_attributes_from`] |
+//! | attributes (CUDA) | [`Stream::get_attribute`], [`Stream::set_attribute`], [`Stream::copy_attributes_from`] |
 //! | memory ops | [`Stream::write_value_32`], [`Stream::write_value_64`], [`Stream::wait_value_32`], [`Stream::wait_value_64`], [`Stream::batch_mem_op`], [`Stream::attach_mem_async`] |
 //! | capture | [`Stream::begin_capture`], [`Stream::end_capture`], [`Stream::capture`], [`Stream::is_capturing`], [`Stream::capture_status`] |
 //! | teardown | [`Stream::close`], `Drop` |
 
 mod attach;
-mod attribute;
-mod capture;
 mod copy;
 mod host_fn;
 mod memop;
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::OnceLock;
 
-use crate::context::{Context, CudaContext};
-use crate::device::Device;
-use crate::driver::check;
+use crate::context::{Context, ContextBackend};
+use crate::cpu;
+use crate::cuda::{self, Device};
 use crate::error::{Error, Result};
-use crate::event::{Event, EventFlags};
-use crate::host::{HostContext, HostStream, StreamOptions};
-use crate::memory::alloc::KeepAlive;
-use crate::sys::{self, CUresult};
+use crate::event::{Event, EventBackend, EventFlags};
+use crate::sys;
 
-pub use attribute::{
+pub use crate::cuda::attribute::{
     AccessPolicyWindow, AccessProperty, StreamAttribute, StreamAttributeId, SyncPolicy,
 };
-pub use capture::{CaptureMode, CaptureStatus, exchange_thread_capture_mode};
 pub use memop::{MemOp, WaitCondition};
 
 /// Stream creation flags.
@@ -59,36 +53,41 @@ impl StreamFlags {
     }
 }
 
-/// A CUDA stream: work enqueued on it runs in order; work on different streams may overlap
-/// unless ordered by events.
+/// A stream: work enqueued on it runs in order; work on different streams may overlap unless
+/// ordered by events.
 ///
-/// `Stream` is `Send + Sync`: CUDA allows enqueueing on one stream from several threads
-/// (each call is atomic; the interleaving between threads is up to them).
+/// `Stream` is `Send + Sync`: CUDA allows enqueueing on one stream from several threads (each
+/// call is atomic; the interleaving between threads is up to them).
+///
+/// ```
+/// # fn main() -> gpu_pipeline::Result<()> {
+/// use gpu_pipeline::{Context, DeviceBuffer, PinnedBuffer, Stream};
+/// let ctx = Context::cpu();
+/// let (upload, compute) = (Stream::non_blocking(&ctx)?, Stream::non_blocking(&ctx)?);
+/// let input = PinnedBuffer::from_slice(&ctx, &[1u32, 2, 3, 4])?;
+/// let mut field = DeviceBuffer::<u32>::alloc(&ctx, 4)?;
+/// upload.copy_htod(&input, &mut field)?;
+/// compute.wait(&upload)?; // later work on `compute` sees the upload
+/// let mut output = PinnedBuffer::<u32>::zeros(&ctx, 4)?;
+/// compute.copy_dtoh(&field, &mut output)?;
+/// assert_eq!(output.as_slice()?, [1, 2, 3, 4]); // waits for the copy
+/// # Ok(()) }
+/// ```
 pub struct Stream {
     ctx: Context,
-    raw: sys::CUstream,
-    /// `false` for a foreign stream borrowed through [`Stream::from_handle`].
-    owned: bool,
-    /// The driver's process-unique id (`cuStreamGetId`), read once at creation.
-    id: u64,
-    /// The id of the capture this stream takes part in (0: none), kept by our own
-    /// begin/end/wait calls so that hot paths need no driver query. Captures that foreign
-    /// code starts on a borrowed handle are not seen here.
-    pub(crate) capture: Arc<AtomicU64>,
-    /// Panics caught in host functions, reported at the next `synchronize`.
-    pub(crate) panics: Arc<Mutex<Vec<String>>>,
-    /// A reusable event for [`Stream::wait`]: re-recording is fine, since a wait captures
-    /// the event's state at the time it is enqueued.
+    backend: StreamBackend,
+    /// A reusable event for [`Stream::wait`]: re-recording is fine, since a wait captures the
+    /// event's state at the time it is enqueued.
     join_event: OnceLock<Event>,
-    /// The CPU queue on the host backend (`raw` is then null and never used).
-    pub(crate) host: Option<HostStream>,
 }
 
-// SAFETY: a CUstream may be used from any thread of the process once its context is current,
-// which every method ensures.
-unsafe impl Send for Stream {}
-// SAFETY: all methods take `&self` and map to driver calls that are thread-safe per stream.
-unsafe impl Sync for Stream {}
+/// The one backend value a [`Stream`] holds.
+pub(crate) enum StreamBackend {
+    /// A CUDA stream.
+    Cuda(cuda::Stream),
+    /// A CPU-backend stream: an in-order queue on its own worker thread.
+    Cpu(cpu::Stream),
+}
 
 impl Stream {
     /// A stream with default flags (synchronizes with the legacy default stream).
@@ -103,100 +102,64 @@ impl Stream {
 
     /// A stream with these flags.
     pub fn with_flags(ctx: &Context, flags: StreamFlags) -> Result<Stream> {
-        if let Some(host) = ctx.host_context() {
-            return Stream::host(ctx, host, flags, host.priority_range().0);
-        }
-        let c = ctx.bound_cuda("Stream::with_flags")?;
-        let mut raw = std::ptr::null_mut();
-        // SAFETY: a valid out-pointer; the context is current.
-        check("cuStreamCreate", unsafe {
-            (c.driver.cuStreamCreate)(&mut raw, flags.raw())
-        })?;
-        Stream::wrap(ctx, raw, true)
+        Stream::create(ctx, flags, None)
     }
 
     /// A stream with a priority. Lower numbers are more urgent; values outside
     /// [`Context::stream_priority_range`] are clamped by the driver, and [`Stream::priority`]
     /// reads back the clamped value.
     pub fn with_priority(ctx: &Context, flags: StreamFlags, priority: i32) -> Result<Stream> {
-        if let Some(host) = ctx.host_context() {
-            return Stream::host(ctx, host, flags, priority);
-        }
-        let c = ctx.bound_cuda("Stream::with_priority")?;
-        let mut raw = std::ptr::null_mut();
-        // SAFETY: a valid out-pointer; the context is current; the driver clamps the priority.
-        check("cuStreamCreateWithPriority", unsafe {
-            (c.driver.cuStreamCreateWithPriority)(&mut raw, flags.raw(), priority)
-        })?;
-        Stream::wrap(ctx, raw, true)
+        Stream::create(ctx, flags, Some(priority))
     }
 
-    /// Borrows a stream created by another library. It is not destroyed on drop.
-    ///
-    /// # Safety
-    /// `raw` must be a valid stream of `ctx`'s context (or the NULL/legacy stream) and stay
-    /// valid for as long as the returned `Stream` (and anything enqueued through it that
-    /// refers to it) is alive.
-    pub unsafe fn from_handle(ctx: &Context, raw: sys::CUstream) -> Result<Stream> {
-        Stream::wrap(ctx, raw, false)
-    }
-
-    /// A host-backend stream: an in-order queue on its own worker thread. Priorities are
-    /// clamped and readable, and scheduling by them is best effort.
-    fn host(
-        ctx: &Context,
-        host: &HostContext,
-        flags: StreamFlags,
-        priority: i32,
-    ) -> Result<Stream> {
-        let options = StreamOptions {
-            name: None,
-            priority,
-            non_blocking: flags.non_blocking,
+    fn create(ctx: &Context, flags: StreamFlags, priority: Option<i32>) -> Result<Stream> {
+        let backend = match ctx.kind() {
+            ContextBackend::Cuda(c) => {
+                StreamBackend::Cuda(cuda::Stream::create(c, flags.raw(), priority)?)
+            }
+            // Priorities are clamped and readable; scheduling by them is best effort.
+            ContextBackend::Cpu(c) => StreamBackend::Cpu(c.create_stream(cpu::StreamOptions {
+                name: None,
+                priority: priority.unwrap_or(c.priority_range().0),
+                non_blocking: flags.non_blocking,
+            })?),
         };
-        let queue = host.create_stream(options)?;
-        let mut stream = Stream::empty(ctx, std::ptr::null_mut(), true);
-        stream.id = queue.id();
-        stream.host = Some(queue);
-        Ok(stream)
+        Ok(Stream {
+            ctx: ctx.clone(),
+            backend,
+            join_event: OnceLock::new(),
+        })
     }
 
-    fn empty(ctx: &Context, raw: sys::CUstream, owned: bool) -> Stream {
+    /// Wraps a backend stream of `ctx`.
+    pub(crate) fn from_backend(ctx: &Context, backend: StreamBackend) -> Stream {
         Stream {
             ctx: ctx.clone(),
-            raw,
-            owned,
-            id: 0,
-            capture: Arc::new(AtomicU64::new(0)),
-            panics: Arc::new(Mutex::new(Vec::new())),
+            backend,
             join_event: OnceLock::new(),
-            host: None,
         }
     }
 
-    fn wrap(ctx: &Context, raw: sys::CUstream, owned: bool) -> Result<Stream> {
-        let mut stream = Stream::empty(ctx, raw, owned);
-        // On failure `stream` drops and destroys an owned handle, so nothing leaks.
-        let (c, raw) = stream.cuda("Stream::id")?;
-        let mut id = 0;
-        // SAFETY: a valid out-pointer; `raw` is live (ours, or vouched for by the caller).
-        check("cuStreamGetId", unsafe {
-            (c.driver.cuStreamGetId)(raw, &mut id)
-        })?;
-        stream.id = id;
-        Ok(stream)
+    /// The backend value, for the crate's dispatch.
+    pub(crate) fn kind(&self) -> &StreamBackend {
+        &self.backend
     }
 
-    /// The bound CUDA context and this stream's handle, for the methods below.
-    #[inline]
-    pub(crate) fn cuda(&self, call: &'static str) -> Result<(&CudaContext, sys::CUstream)> {
-        Ok((self.ctx.bound_cuda(call)?, self.raw))
+    /// The CUDA stream, or the error every CUDA-only operation returns on the CPU backend.
+    pub(crate) fn cuda_only(&self, call: &'static str) -> Result<&cuda::Stream> {
+        match &self.backend {
+            StreamBackend::Cuda(s) => Ok(s),
+            StreamBackend::Cpu(_) => Err(Error::cuda_only(call)),
+        }
     }
 
-    /// The raw handle, for interop with other CUDA libraries. It stays owned by this `Stream`.
-    /// Null on the host backend.
-    pub fn handle(&self) -> sys::CUstream {
-        self.raw
+    /// The raw handle, for interop with other CUDA libraries; `None` on the CPU backend. It
+    /// stays owned by this `Stream`.
+    pub fn handle(&self) -> Option<sys::CUstream> {
+        match &self.backend {
+            StreamBackend::Cuda(s) => Some(s.raw()),
+            StreamBackend::Cpu(_) => None,
+        }
     }
 
     /// The context the stream belongs to.
@@ -206,23 +169,17 @@ impl Stream {
 
     /// Whether this stream was borrowed with [`Stream::from_handle`].
     pub fn is_borrowed(&self) -> bool {
-        !self.owned
+        matches!(&self.backend, StreamBackend::Cuda(s) if !s.is_owned())
     }
 
     /// The creation flags, as the driver reports them.
     pub fn flags(&self) -> Result<StreamFlags> {
-        if let Some(h) = &self.host {
-            return Ok(StreamFlags {
-                non_blocking: h.is_non_blocking(),
-            });
+        match &self.backend {
+            StreamBackend::Cuda(s) => Ok(StreamFlags::from_raw(s.flags()?)),
+            StreamBackend::Cpu(s) => Ok(StreamFlags {
+                non_blocking: s.is_non_blocking(),
+            }),
         }
-        let (c, raw) = self.cuda("Stream::flags")?;
-        let mut flags = 0;
-        // SAFETY: a valid out-pointer and live stream.
-        check("cuStreamGetFlags", unsafe {
-            (c.driver.cuStreamGetFlags)(raw, &mut flags)
-        })?;
-        Ok(StreamFlags::from_raw(flags))
     }
 
     /// Whether the stream does not synchronize with the legacy default stream.
@@ -232,116 +189,69 @@ impl Stream {
 
     /// The priority, after the driver's clamping.
     pub fn priority(&self) -> Result<i32> {
-        if let Some(h) = &self.host {
-            return Ok(h.priority());
+        match &self.backend {
+            StreamBackend::Cuda(s) => s.priority(),
+            StreamBackend::Cpu(s) => Ok(s.priority()),
         }
-        let (c, raw) = self.cuda("Stream::priority")?;
-        let mut priority = 0;
-        // SAFETY: a valid out-pointer and live stream.
-        check("cuStreamGetPriority", unsafe {
-            (c.driver.cuStreamGetPriority)(raw, &mut priority)
-        })?;
-        Ok(priority)
     }
 
-    /// The driver's process-unique id for this stream (`cuStreamGetId`), never reused.
+    /// A process-unique id for this stream, never reused (on CUDA, the driver's
+    /// `cuStreamGetId`).
     pub fn id(&self) -> u64 {
-        self.id
-    }
-
-    pub(crate) fn unique_id(&self) -> u64 {
-        self.id
-    }
-
-    /// The capture this stream takes part in, as our own calls tracked it (no driver call).
-    #[inline]
-    pub(crate) fn tracked_capture(&self) -> Option<u64> {
-        match self.capture.load(Ordering::Acquire) {
-            0 => None,
-            id => Some(id),
+        match &self.backend {
+            StreamBackend::Cuda(s) => s.id(),
+            StreamBackend::Cpu(s) => s.id(),
         }
     }
 
-    /// Keeps `object` alive for as long as the graph being captured on this stream, if any:
-    /// every enqueue that bakes a pointer into a graph node calls this.
-    pub(crate) fn keep_alive_in_capture(&self, object: impl FnOnce() -> KeepAlive) {
-        if let Some(id) = self.tracked_capture() {
-            capture::register_capture_keepalive(id, object());
-        }
-    }
-
-    /// The device the stream runs on. Uses `cuStreamGetDevice` (CUDA 12.8) when the driver
-    /// has it, and checks it against the context's device.
+    /// The device the stream runs on (CUDA only). Uses `cuStreamGetDevice` (CUDA 12.8) when
+    /// the driver has it, and checks it against the context's device.
     pub fn device(&self) -> Result<Device> {
-        let (c, raw) = self.cuda("Stream::device")?;
-        if let Some(get_device) = c.driver.cuStreamGetDevice {
-            let mut dev = 0;
-            // SAFETY: a valid out-pointer and live stream.
-            check("cuStreamGetDevice", unsafe { get_device(raw, &mut dev) })?;
-            if dev != c.device.handle() {
-                return Err(Error::invalid(
-                    "Stream::device",
-                    "the driver reports a device other than the stream's context's",
-                ));
-            }
-        }
-        Ok(c.device)
+        self.cuda_only("Stream::device")?.device()
     }
 
     /// Whether all work enqueued so far has completed (`cuStreamQuery`).
     pub fn is_complete(&self) -> Result<bool> {
-        if let Some(h) = &self.host {
-            return Ok(h.query());
-        }
-        let (c, raw) = self.cuda("Stream::is_complete")?;
-        // SAFETY: a live stream.
-        match unsafe { (c.driver.cuStreamQuery)(raw) } {
-            CUresult::CUDA_SUCCESS => Ok(true),
-            CUresult::CUDA_ERROR_NOT_READY => Ok(false),
-            code => check("cuStreamQuery", code).map(|()| false),
+        match &self.backend {
+            StreamBackend::Cuda(s) => s.query(),
+            StreamBackend::Cpu(s) => Ok(s.query()),
         }
     }
 
     /// Blocks until all enqueued work has completed. Reports, in this order: a driver error
     /// (including an asynchronous fault of earlier work), then a panic caught in a host
-    /// function enqueued on this stream since the last synchronize.
+    /// function that ran on this stream since the last synchronize (a captured host function
+    /// is reported by the stream that launched its graph).
     pub fn synchronize(&self) -> Result<()> {
-        if let Some(h) = &self.host {
-            h.synchronize()?;
-            return self.take_host_panic();
+        match &self.backend {
+            StreamBackend::Cuda(s) => s.synchronize(),
+            StreamBackend::Cpu(s) => Ok(s.synchronize()?),
         }
-        let (c, raw) = self.cuda("Stream::synchronize")?;
-        // SAFETY: a live stream.
-        check("cuStreamSynchronize", unsafe {
-            (c.driver.cuStreamSynchronize)(raw)
-        })?;
-        self.take_host_panic()
     }
 
     /// Makes later work on this stream wait until `event`'s most recent record completes.
     /// Waiting on an event that was never recorded is a no-op, as in CUDA.
     pub fn wait_event(&self, event: &Event) -> Result<()> {
-        self.same_context("Stream::wait_event", event.context())?;
-        if let Some(h) = &self.host {
-            return Ok(h.wait(event.host_event()?)?);
+        const CALL: &str = "Stream::wait_event";
+        match (&self.backend, event.kind()) {
+            (StreamBackend::Cuda(s), EventBackend::Cuda(e)) => {
+                self.same_context(CALL, event.context())?;
+                s.wait_event(e)
+            }
+            (StreamBackend::Cpu(s), EventBackend::Cpu(e)) => {
+                self.same_context(CALL, event.context())?;
+                Ok(s.wait(e)?)
+            }
+            _ => Err(mixed(CALL, "event")),
         }
-        let (c, raw) = self.cuda("Stream::wait_event")?;
-        // SAFETY: a live stream and live event of the same context.
-        check("cuStreamWaitEvent", unsafe {
-            (c.driver.cuStreamWaitEvent)(raw, event.handle(), sys::CU_EVENT_WAIT_DEFAULT)
-        })?;
-        // Waiting on an event recorded inside a capture joins this stream to it.
-        if let Some(id) = event.recorded_in_capture() {
-            capture::track_join(id, &self.capture);
-        }
-        Ok(())
     }
 
     /// Makes later work on this stream wait for all work enqueued on `other` so far.
     pub fn wait(&self, other: &Stream) -> Result<()> {
-        if let (Some(h), Some(other_host)) = (&self.host, &other.host) {
-            self.same_context("Stream::wait", other.context())?;
-            return Ok(h.wait_stream(other_host)?);
+        const CALL: &str = "Stream::wait";
+        if let (StreamBackend::Cpu(s), StreamBackend::Cpu(o)) = (&self.backend, &other.backend) {
+            self.same_context(CALL, other.context())?;
+            return Ok(s.wait_stream(o)?);
         }
         let event = match other.join_event.get() {
             Some(event) => event,
@@ -363,72 +273,58 @@ impl Stream {
 
     /// Records `event` at the current end of this stream (re-recording moves it).
     pub fn record_into(&self, event: &Event) -> Result<()> {
-        self.same_context("Stream::record_into", event.context())?;
-        if let Some(h) = &self.host {
-            return Ok(h.record(event.host_event()?)?);
+        const CALL: &str = "Stream::record_into";
+        match (&self.backend, event.kind()) {
+            (StreamBackend::Cuda(s), EventBackend::Cuda(e)) => {
+                self.same_context(CALL, event.context())?;
+                s.record(e)
+            }
+            (StreamBackend::Cpu(s), EventBackend::Cpu(e)) => {
+                self.same_context(CALL, event.context())?;
+                Ok(s.record(e)?)
+            }
+            _ => Err(mixed(CALL, "event")),
         }
-        let (c, raw) = self.cuda("Stream::record_into")?;
-        // SAFETY: a live stream and live event of the same context.
-        check("cuEventRecord", unsafe {
-            (c.driver.cuEventRecord)(event.handle(), raw)
-        })?;
-        event.set_recorded_in_capture(self.tracked_capture());
-        Ok(())
     }
 
-    /// Copies the attributes (access policy window, synchronization policy, ...) of `src`.
+    /// Reads one attribute (CUDA only).
+    pub fn get_attribute(&self, id: StreamAttributeId) -> Result<StreamAttribute> {
+        self.cuda_only("Stream::get_attribute")?.get_attribute(id)
+    }
+
+    /// Sets one attribute (CUDA only).
+    pub fn set_attribute(&self, attribute: StreamAttribute) -> Result<()> {
+        self.cuda_only("Stream::set_attribute")?
+            .set_attribute(attribute)
+    }
+
+    /// Copies the attributes (access policy window, synchronization policy, ...) of `src`
+    /// (CUDA only).
     pub fn copy_attributes_from(&self, src: &Stream) -> Result<()> {
-        self.same_context("Stream::copy_attributes_from", src.context())?;
-        let (c, raw) = self.cuda("Stream::copy_attributes_from")?;
-        // SAFETY: two live streams of one context.
-        check("cuStreamCopyAttributes", unsafe {
-            (c.driver.cuStreamCopyAttributes)(raw, src.raw)
-        })
+        const CALL: &str = "Stream::copy_attributes_from";
+        let (dst, from) = (self.cuda_only(CALL)?, src.cuda_only(CALL)?);
+        self.same_context(CALL, src.context())?;
+        dst.copy_attributes_from(from)
     }
 
-    /// Destroys the stream now and returns the driver's verdict, instead of logging it as
-    /// `Drop` does. Work already enqueued still completes (the driver defers the release).
-    pub fn close(mut self) -> Result<()> {
-        let result = self.destroy();
-        self.owned = false; // Drop must not destroy it again.
-        result
-    }
-
-    fn destroy(&mut self) -> Result<()> {
-        if !self.owned {
-            return Ok(());
-        }
-        if let Some(h) = self.host.take() {
+    /// Destroys the stream now and returns the driver's verdict (and any host-function panic
+    /// not yet reported), instead of logging it as `Drop` does. Work already enqueued still
+    /// completes.
+    pub fn close(self) -> Result<()> {
+        let Stream { backend, .. } = self;
+        match backend {
+            StreamBackend::Cuda(mut s) => s.destroy(),
             // Dropping the queue runs what is queued and joins its worker.
-            drop(h);
-            return self.take_host_panic();
+            StreamBackend::Cpu(s) => Ok(s.close()?),
         }
-        let (c, raw) = self.cuda("Stream::close")?;
-        // SAFETY: we own the stream; the driver finishes enqueued work before releasing it.
-        check("cuStreamDestroy", unsafe {
-            (c.driver.cuStreamDestroy)(raw)
-        })?;
-        self.take_host_panic()
     }
 
-    fn take_host_panic(&self) -> Result<()> {
-        let mut panics = self.panics.lock().unwrap_or_else(|p| p.into_inner());
-        if panics.is_empty() {
-            return Ok(());
-        }
-        let message = panics.drain(..).collect::<Vec<_>>().join("; ");
-        drop(panics);
-        Err(Error::HostPanic {
-            stream: self.id,
-            message,
-        })
-    }
-
-    fn same_context(&self, call: &'static str, other: &Context) -> Result<()> {
-        if self.ctx.same_as(other) {
+    /// Checks that `other` (an event's or stream's context) is this stream's context.
+    pub(crate) fn same_context(&self, call: &'static str, other: &Context) -> Result<()> {
+        if self.ctx.same_as(other) || self.ctx.shares_memory_with(other) {
             Ok(())
         } else {
-            Err(Error::invalid(
+            Err(Error::mismatch(
                 call,
                 "the stream and the event or stream belong to different contexts",
             ))
@@ -436,19 +332,22 @@ impl Stream {
     }
 }
 
-impl Drop for Stream {
-    fn drop(&mut self) {
-        if let Err(e) = self.destroy() {
-            tracing::warn!(error = %e, "destroying a stream failed");
-        }
-    }
+/// The error of an operation pairing a stream with an object of the other backend.
+#[cold]
+pub(crate) fn mixed(call: &'static str, what: &str) -> Error {
+    Error::mismatch(
+        call,
+        format!("the stream and the {what} belong to different backends (CUDA and CPU)"),
+    )
 }
 
 impl std::fmt::Debug for Stream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Stream")
-            .field("raw", &self.raw)
-            .field("borrowed", &!self.owned)
+            .field("backend", &self.ctx.backend())
+            .field("id", &self.id())
+            .field("raw", &self.handle())
+            .field("borrowed", &self.is_borrowed())
             .finish()
     }
 }

@@ -1,0 +1,138 @@
+//! The CPU-backend context: creates streams and events, names buffers, and owns the race detector.
+
+#[cfg(test)]
+use std::borrow::Cow;
+use std::sync::{Arc, Mutex, Weak};
+
+#[cfg(test)]
+use super::access::BufferId;
+use super::error::{CpuFault, RaceReport};
+use super::event::{Event, EventOptions};
+use super::shared::{ContextShared, lock, on_worker_thread};
+use super::stream::{Stream, StreamOptions, StreamShared};
+
+/// Stream priorities as CUDA reports them: (least, greatest); lower numbers are higher.
+const PRIORITY_RANGE: (i32, i32) = (0, -5);
+
+/// Options of a new host context.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct ContextOptions {
+    /// Record every buffer access with vector clocks and report races.
+    pub(crate) checked: bool,
+}
+
+/// A CPU-backend context. Cloning shares it; streams and events keep it alive, so dropping
+/// the last handle while work is in flight is fine.
+#[derive(Clone, Debug)]
+pub(crate) struct Context {
+    shared: Arc<ContextShared>,
+    /// Weak, so streams own the context and not the other way round.
+    streams: Arc<Mutex<Vec<Weak<StreamShared>>>>,
+}
+
+impl Context {
+    /// A context; `options.checked` turns the race detector on.
+    pub(crate) fn new(options: ContextOptions) -> Self {
+        Context {
+            shared: ContextShared::new(options.checked),
+            streams: Arc::default(),
+        }
+    }
+
+    /// Whether `other` is a handle to this very context.
+    pub(crate) fn same_as(&self, other: &Context) -> bool {
+        Arc::ptr_eq(&self.shared, &other.shared)
+    }
+
+    /// Whether the race detector is on.
+    pub(crate) fn is_checked(&self) -> bool {
+        self.shared.checked
+    }
+
+    /// (least, greatest) stream priority, as `cuCtxGetStreamPriorityRange` reports them.
+    pub(crate) fn priority_range(&self) -> (i32, i32) {
+        PRIORITY_RANGE
+    }
+
+    /// A new stream with its own worker thread.
+    pub(crate) fn create_stream(&self, options: StreamOptions) -> Result<Stream, CpuFault> {
+        let (least, greatest) = PRIORITY_RANGE;
+        let priority = options.priority.clamp(greatest, least);
+        let timeline = self.shared.detector().add_stream();
+        let stream = Stream::spawn(self.shared.clone(), timeline, options, priority)?;
+        let mut streams = lock(&self.streams);
+        streams.retain(|s| s.strong_count() > 0);
+        streams.push(Arc::downgrade(&stream.shared));
+        Ok(stream)
+    }
+
+    /// A new event.
+    pub(crate) fn create_event(&self, options: EventOptions) -> Event {
+        Event::new(self.shared.clone(), options)
+    }
+
+    /// The state allocations share with the context's streams.
+    pub(crate) fn shared(&self) -> &Arc<ContextShared> {
+        &self.shared
+    }
+
+    /// A new buffer id, named `name` in race reports.
+    #[cfg(test)]
+    pub(crate) fn register_buffer(&self, name: impl Into<Cow<'static, str>>) -> BufferId {
+        self.shared.register_buffer(name)
+    }
+
+    /// Reports that the host itself reads or writes buffers now (see
+    /// `ContextShared::host_access`).
+    #[cfg(test)]
+    pub(crate) fn host_access(
+        &self,
+        label: impl Into<Cow<'static, str>>,
+        accesses: &[(BufferId, super::access::Access)],
+    ) -> Result<(), CpuFault> {
+        self.shared.host_access(label, accesses)
+    }
+
+    /// Synchronizes every live stream of the context; returns the first fault.
+    pub(crate) fn synchronize(&self) -> Result<(), CpuFault> {
+        let streams: Vec<Arc<StreamShared>> = lock(&self.streams)
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        let mut first = Ok(());
+        for stream in streams {
+            let result = stream.synchronize();
+            if first.is_ok() {
+                first = result;
+            }
+        }
+        first
+    }
+
+    /// Waits for the work queued on every live stream so far, leaving faults for the next
+    /// synchronize to report: what freeing memory waits for. Returns `false` without waiting
+    /// when called from inside an operation (a stream worker cannot wait for itself).
+    pub(crate) fn wait_idle(&self) -> bool {
+        if on_worker_thread() {
+            return false;
+        }
+        let streams: Vec<Arc<StreamShared>> = lock(&self.streams)
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        for stream in streams {
+            stream.drain();
+        }
+        true
+    }
+
+    /// Every race found so far (in checked mode), oldest first.
+    pub(crate) fn races(&self) -> Vec<RaceReport> {
+        self.shared.detector().races().to_vec()
+    }
+
+    /// Races found past the report limit, counted but not kept.
+    pub(crate) fn dropped_races(&self) -> usize {
+        self.shared.detector().dropped_races()
+    }
+}

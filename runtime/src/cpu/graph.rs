@@ -1,0 +1,418 @@
+//! Graphs: captured work as a DAG, and its executable form that streams replay.
+//!
+//! A replay runs the nodes one after another, in capture order, on the launching stream's
+//! worker. Capture order is a topological order (a node only depends on nodes captured before
+//! it), so this respects every dependency; running serially trades the graph's concurrency for
+//! a replay that costs one queue item. The race detector still checks the graph as the GPU
+//! would run it: two conflicting nodes with no path between them are a race.
+
+use std::fmt::{self, Write as _};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use super::access::{Access, BufferId};
+use super::error::OpFailure;
+use super::error::{CpuFault, Hazard};
+use super::memory::{Held, Memory};
+use super::op::{
+    Keep, KernelArgValue, KernelFn, KernelTag, NodeKind, Op, OpWork, Work, effective_accesses,
+    run_guarded,
+};
+
+/// What a node runs.
+#[derive(Clone)]
+pub(super) enum NodeWork {
+    Host(Work),
+    Kernel {
+        func: KernelFn,
+        args: Arc<[KernelArgValue]>,
+    },
+}
+
+/// One node of a captured graph.
+#[derive(Clone)]
+pub(crate) struct Node {
+    pub(super) label: Arc<str>,
+    pub(super) captured_on: Arc<str>,
+    /// Indices of the nodes this one runs after; always smaller than its own index.
+    pub(super) dependencies: Vec<usize>,
+    pub(super) declared: Vec<(BufferId, Access)>,
+    pub(super) work: NodeWork,
+    pub(super) kind: NodeKind,
+    pub(super) kernel: Option<KernelTag>,
+    pub(super) host_function: bool,
+    /// What the captured operation kept alive ([`Op::keep`]).
+    pub(super) keep: Arc<[Keep]>,
+}
+
+impl Node {
+    /// The node for a captured operation; `None` for one-shot work, which cannot be replayed.
+    pub(super) fn from_op(op: Op, captured_on: Arc<str>) -> Option<Self> {
+        let work = match op.work {
+            OpWork::Replayable(work) => NodeWork::Host(work),
+            OpWork::Kernel { func, args } => NodeWork::Kernel {
+                func,
+                args: args.into(),
+            },
+            OpWork::Once(_) => return None,
+        };
+        Some(Node {
+            label: Arc::from(op.label.as_ref()),
+            captured_on,
+            dependencies: Vec::new(),
+            declared: op.accesses,
+            work,
+            kind: op.kind,
+            kernel: op.kernel,
+            host_function: op.host_function,
+            keep: op.keep.into(),
+        })
+    }
+
+    /// The captured operation's label.
+    pub(crate) fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// The stream the operation was captured on.
+    #[cfg(test)]
+    pub(crate) fn captured_on(&self) -> &str {
+        &self.captured_on
+    }
+
+    /// Indices of the nodes this one depends on.
+    #[cfg(test)]
+    pub(crate) fn dependencies(&self) -> &[usize] {
+        &self.dependencies
+    }
+
+    /// Whether this is a kernel node (whose arguments can be set).
+    pub(crate) fn is_kernel(&self) -> bool {
+        matches!(self.work, NodeWork::Kernel { .. })
+    }
+
+    /// A kernel node's current arguments.
+    pub(crate) fn kernel_args(&self) -> Option<&[KernelArgValue]> {
+        match &self.work {
+            NodeWork::Kernel { args, .. } => Some(args),
+            NodeWork::Host(_) => None,
+        }
+    }
+
+    /// What the captured operation keeps alive ([`Op::keep`]), in the order kept.
+    pub(crate) fn keep(&self) -> &[Keep] {
+        &self.keep
+    }
+
+    /// What kind of node it is.
+    pub(crate) fn kind(&self) -> NodeKind {
+        self.kind
+    }
+
+    /// Which kernel a kernel node launches, and how.
+    pub(crate) fn kernel_tag(&self) -> Option<KernelTag> {
+        self.kernel
+    }
+
+    /// The buffers the node touches: declared ones plus kernel buffer arguments.
+    pub(crate) fn accesses(&self) -> Vec<(BufferId, Access)> {
+        effective_accesses(&self.declared, self.kernel_args().unwrap_or(&[]))
+    }
+
+    fn run(&self) -> Result<(), OpFailure> {
+        run_guarded(|| match &self.work {
+            NodeWork::Host(work) => work(),
+            NodeWork::Kernel { func, args } => func(args),
+        })
+    }
+}
+
+impl fmt::Debug for Node {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Node")
+            .field("label", &self.label)
+            .field("captured_on", &self.captured_on)
+            .field("dependencies", &self.dependencies)
+            .field("accesses", &self.accesses())
+            .field("kernel_args", &self.kernel_args())
+            .finish()
+    }
+}
+
+/// A captured DAG of operations, in a topological order (capture order).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Graph {
+    nodes: Vec<Node>,
+}
+
+impl Graph {
+    pub(super) fn from_nodes(nodes: Vec<Node>) -> Self {
+        Graph { nodes }
+    }
+
+    /// How many nodes the graph has.
+    pub(crate) fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// The nodes; each depends only on nodes before it.
+    pub(crate) fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+
+    /// An executable copy that can be launched and updated independently of this graph.
+    pub(crate) fn instantiate(&self) -> GraphExec {
+        GraphExec {
+            plan: Arc::new(ExecPlan::new(self.nodes.iter().cloned().map(ExecNode::new))),
+        }
+    }
+
+    /// The graph in Graphviz DOT syntax, one box per node labelled with its stream.
+    pub(crate) fn to_dot(&self) -> String {
+        let mut dot = String::from("digraph capture {\n");
+        for (i, node) in self.nodes.iter().enumerate() {
+            let label = format!("{}\\n({})", escape(&node.label), escape(&node.captured_on));
+            let _ = writeln!(dot, "    n{i} [shape=box, label=\"{label}\"];");
+            for dep in &node.dependencies {
+                let _ = writeln!(dot, "    n{dep} -> n{i};");
+            }
+        }
+        dot.push_str("}\n");
+        dot
+    }
+}
+
+fn escape(text: &str) -> String {
+    text.replace('\\', "\\\\").replace('"', "\\\"")
+}
+
+/// A node ready to replay, with its effective accesses computed once.
+#[derive(Debug)]
+pub(super) struct ExecNode {
+    pub(super) node: Node,
+    pub(super) accesses: Vec<(BufferId, Access)>,
+}
+
+impl ExecNode {
+    fn new(node: Node) -> Self {
+        let accesses = node.accesses();
+        ExecNode { node, accesses }
+    }
+
+    /// Runs the node's work.
+    pub(super) fn run(&self) -> Result<(), OpFailure> {
+        self.node.run()
+    }
+}
+
+/// Two nodes of one graph that conflict and have no path between them.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct IntraRace {
+    pub(super) buffer: BufferId,
+    pub(super) hazard: Hazard,
+    pub(super) earlier: usize,
+    pub(super) later: usize,
+}
+
+/// An immutable snapshot that launches share; updates build a new one, so a replay already
+/// queued keeps the arguments it was launched with (as CUDA's graph exec updates do).
+#[derive(Debug)]
+pub(super) struct ExecPlan {
+    pub(super) nodes: Vec<Arc<ExecNode>>,
+    /// Every allocation the nodes touch, once each: what a launch counts as pending.
+    pub(super) memories: Vec<Arc<Memory>>,
+    intra: OnceLock<Vec<IntraRace>>,
+    /// Whether a checked launch already reported the intra-graph races (once per snapshot).
+    pub(super) intra_reported: AtomicBool,
+}
+
+impl ExecPlan {
+    fn new(nodes: impl IntoIterator<Item = ExecNode>) -> Self {
+        let nodes: Vec<Arc<ExecNode>> = nodes.into_iter().map(Arc::new).collect();
+        ExecPlan {
+            memories: memories_of(&nodes),
+            nodes,
+            intra: OnceLock::new(),
+            intra_reported: AtomicBool::new(false),
+        }
+    }
+
+    /// Conflicting node pairs with no dependency path, computed on first use (checked mode).
+    pub(super) fn intra_races(&self) -> &[IntraRace] {
+        self.intra.get_or_init(|| find_intra_races(&self.nodes))
+    }
+}
+
+fn find_intra_races(nodes: &[Arc<ExecNode>]) -> Vec<IntraRace> {
+    // ancestors[i] is a bitset of every node that node i transitively depends on.
+    let words = nodes.len().div_ceil(64);
+    let mut ancestors: Vec<Vec<u64>> = Vec::with_capacity(nodes.len());
+    for node in nodes {
+        let mut set = vec![0u64; words];
+        for &dep in &node.node.dependencies {
+            if let Some(dep_set) = ancestors.get(dep) {
+                for (word, dep_word) in set.iter_mut().zip(dep_set) {
+                    *word |= dep_word;
+                }
+                set[dep / 64] |= 1 << (dep % 64);
+            }
+        }
+        ancestors.push(set);
+    }
+    let mut races = Vec::new();
+    for later in 0..nodes.len() {
+        for earlier in 0..later {
+            if ancestors[later][earlier / 64] & (1 << (earlier % 64)) != 0 {
+                continue;
+            }
+            for &(buffer, first) in &nodes[earlier].accesses {
+                let second = nodes[later].accesses.iter().find(|(b, _)| *b == buffer);
+                if let Some(&(_, second)) = second
+                    && let Some(hazard) = Hazard::between(first, second)
+                {
+                    races.push(IntraRace {
+                        buffer,
+                        hazard,
+                        earlier,
+                        later,
+                    });
+                }
+            }
+        }
+    }
+    races
+}
+
+/// Every allocation `nodes` keep, once each.
+fn memories_of(nodes: &[Arc<ExecNode>]) -> Vec<Arc<Memory>> {
+    let mut memories: Vec<Arc<Memory>> = Vec::new();
+    for node in nodes {
+        for memory in Op::memories(&node.node.keep) {
+            if !memories.iter().any(|m| Arc::ptr_eq(m, memory)) {
+                memories.push(memory.clone());
+            }
+        }
+    }
+    memories
+}
+
+/// An instantiated graph: launch it on any stream, set kernel node arguments, or update it
+/// from a graph of the same shape.
+#[derive(Debug)]
+pub(crate) struct GraphExec {
+    plan: Arc<ExecPlan>,
+}
+
+impl GraphExec {
+    /// How many nodes each launch runs.
+    pub(crate) fn node_count(&self) -> usize {
+        self.plan.nodes.len()
+    }
+
+    /// The plan a stream replays (see `Stream::launch`).
+    pub(super) fn plan(&self) -> &Arc<ExecPlan> {
+        &self.plan
+    }
+
+    /// The nodes of the current snapshot, in replay order.
+    pub(crate) fn nodes(&self) -> impl Iterator<Item = &Node> {
+        self.plan.nodes.iter().map(|n| &n.node)
+    }
+
+    /// A kernel node's arguments as later launches will use them.
+    #[cfg(test)]
+    pub(crate) fn kernel_args(&self, index: usize) -> Option<&[KernelArgValue]> {
+        self.plan.nodes.get(index)?.node.kernel_args()
+    }
+
+    /// Replaces a kernel node's arguments for later launches (CUDA's "exec kernel node set
+    /// params"); launches already enqueued keep the old ones.
+    pub(crate) fn set_kernel_args(
+        &mut self,
+        index: usize,
+        args: Vec<KernelArgValue>,
+        config: crate::launch::LaunchConfig,
+    ) -> Result<(), CpuFault> {
+        let count = self.plan.nodes.len();
+        let old = self
+            .plan
+            .nodes
+            .get(index)
+            .ok_or(CpuFault::NodeOutOfRange { index, count })?;
+        let NodeWork::Kernel { func, .. } = &old.node.work else {
+            return Err(CpuFault::NotAKernelNode {
+                index,
+                label: old.node.label.clone(),
+            });
+        };
+        let mut node = old.node.clone();
+        // The node now also keeps the new arguments' memory (the old stays kept: launches
+        // already enqueued may still use it).
+        let mut keep = node.keep.to_vec();
+        for arg in args.iter().filter_map(KernelArgValue::as_buffer) {
+            if !keep
+                .iter()
+                .any(|k| k.key() == Arc::as_ptr(&arg.memory) as *const () as usize)
+            {
+                keep.push(Keep::Memory(Held::new(arg.memory.clone())));
+            }
+        }
+        node.keep = keep.into();
+        if let Some(tag) = &mut node.kernel {
+            tag.config = config;
+        }
+        node.work = NodeWork::Kernel {
+            func: func.clone(),
+            args: args.into(),
+        };
+        let node = ExecNode::new(node);
+        // New buffers mean new potential races; the same buffers keep what was found.
+        let same_accesses = node.accesses == old.accesses;
+        let mut nodes = self.plan.nodes.clone();
+        nodes[index] = Arc::new(node);
+        let plan = ExecPlan {
+            memories: memories_of(&nodes),
+            nodes,
+            intra: if same_accesses {
+                self.plan.intra.clone()
+            } else {
+                OnceLock::new()
+            },
+            intra_reported: AtomicBool::new(
+                same_accesses && self.plan.intra_reported.load(Ordering::Relaxed),
+            ),
+        };
+        self.plan = Arc::new(plan);
+        Ok(())
+    }
+
+    /// Takes every node's work, arguments and accesses from `graph`, which must have the same
+    /// topology (node count, dependencies, and kind of each node).
+    pub(crate) fn update(&mut self, graph: &Graph) -> Result<(), CpuFault> {
+        let mismatch = |reason: String| CpuFault::GraphTopologyMismatch { reason };
+        let (old, new) = (&self.plan.nodes, graph.nodes());
+        if old.len() != new.len() {
+            return Err(mismatch(format!(
+                "it has {} nodes and the new graph has {}",
+                old.len(),
+                new.len()
+            )));
+        }
+        for (index, (old, new)) in old.iter().zip(new).enumerate() {
+            if old.node.dependencies != new.dependencies {
+                return Err(mismatch(format!(
+                    "node {index} (`{}`) depends on {:?} but in the new graph on {:?}",
+                    new.label, old.node.dependencies, new.dependencies
+                )));
+            }
+            if old.node.is_kernel() != new.is_kernel() {
+                return Err(mismatch(format!(
+                    "node {index} (`{}`) changes between kernel and host work",
+                    new.label
+                )));
+            }
+        }
+        self.plan = Arc::new(ExecPlan::new(new.iter().cloned().map(ExecNode::new)));
+        Ok(())
+    }
+}

@@ -1,0 +1,528 @@
+//! CPU-backend memory: the heap allocations that stand in for device, pinned and managed
+//! memory, in safe Rust.
+//!
+//! Each allocation is registered with the context's race detector (a [`BufferId`] and a name
+//! for reports) and keeps its bytes behind a read-write lock. Operations run on stream worker
+//! threads, so two operations that no event orders may really run at the same time; on a GPU
+//! that is a race with unspecified results, in Rust it would be undefined behaviour. So every
+//! operation that touches allocations holds, while it runs, a read lock on each allocation it
+//! reads and a write lock on each it writes, taken in [`BufferId`] order (no two operations
+//! wait on each other). The locks make unordered operations memory-safe; they do not order
+//! them, and the race detector (checked mode) still reports every such pair, since finding the
+//! missing event is the point.
+//!
+//! The host reaches the bytes through [`HostSlice`]s, taken once no queued work touches the
+//! memory (every eager operation and graph replay that touches it holds a [`Pending`] token
+//! from its enqueue until it has run), which hold the lock while they live. An operation that
+//! finds its allocation held by a host slice fails instead of waiting for ever: a slice is
+//! only taken after the work that touches the memory has completed, and work that writes it
+//! cannot be enqueued while the slice borrows its buffer, so only a forgotten slice can be in
+//! the way. Graph launches, which borrow nothing, refuse to run while a slice of memory they
+//! touch is alive (see [`Memory::gate`]).
+//!
+//! Operations and graph nodes hold the allocations they touch (`Arc<Memory>`), so memory is
+//! freed only when nothing that can still run holds it.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{
+    Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard,
+};
+
+use bytemuck::Pod;
+
+use super::access::{Access, BufferId};
+use super::error::CpuFault;
+use super::shared::{ContextShared, on_worker_thread};
+use crate::free_rule::{AllocKind, FreeMode, StreamUse, plan_free};
+
+/// The storage unit: 16-byte aligned, so any element type up to that alignment is aligned at
+/// every multiple of its size.
+type Chunk = u128;
+
+/// The alignment every allocation's first byte has.
+pub(crate) const ALIGN: usize = std::mem::align_of::<Chunk>();
+
+/// What an allocation stands in for, which decides how the host reaches it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum MemoryKind {
+    /// Device memory: no host access.
+    Device,
+    /// Pinned host memory: host access once the work that touches it has run.
+    Pinned,
+    /// Managed memory: host access once the work that touches it has run.
+    Managed,
+}
+
+impl MemoryKind {
+    fn noun(self) -> &'static str {
+        match self {
+            MemoryKind::Device => "device buffer",
+            MemoryKind::Pinned => "pinned buffer",
+            MemoryKind::Managed => "managed buffer",
+        }
+    }
+}
+
+/// One allocation.
+#[derive(Debug)]
+pub(crate) struct Memory {
+    ctx: Arc<ContextShared>,
+    id: BufferId,
+    kind: MemoryKind,
+    bytes: usize,
+    data: RwLock<Vec<Chunk>>,
+    name: Mutex<Arc<str>>,
+    /// Queued work that touches the memory and has not run yet (see [`Pending`]).
+    pending: Mutex<usize>,
+    /// Signalled when `pending` drops to zero.
+    idle: Condvar,
+    /// Held by a graph launch while it checks for host slices and enqueues, and by a host
+    /// slice while it waits and counts itself.
+    gate: Mutex<()>,
+    /// Host slices alive now; raised under `gate`.
+    host_borrows: AtomicUsize,
+    /// How it was allocated, and the streams of its uses: the free rule's inputs.
+    alloc: AllocKind,
+    uses: StreamUse,
+    /// Graph nodes (captured, or of executable graphs) holding it (see [`Held`]).
+    graph_holds: AtomicUsize,
+}
+
+fn poisoned<T>(result: Result<T, PoisonError<T>>) -> T {
+    // A panicking operation leaves plain bytes behind: poisoning carries no meaning here.
+    result.unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Memory {
+    /// `bytes` zeroed bytes, named `<kind> #<n>` in race reports until renamed.
+    pub(crate) fn new(
+        ctx: &Arc<ContextShared>,
+        bytes: usize,
+        kind: MemoryKind,
+    ) -> Result<Arc<Memory>, String> {
+        Memory::with_alloc(ctx, bytes, kind, AllocKind::Plain, StreamUse::UNUSED)
+    }
+
+    /// [`Memory::new`], allocated as `alloc` with its first use `uses` (a stream-ordered
+    /// allocation counts as used on its allocating stream).
+    pub(crate) fn with_alloc(
+        ctx: &Arc<ContextShared>,
+        bytes: usize,
+        kind: MemoryKind,
+        alloc: AllocKind,
+        uses: u64,
+    ) -> Result<Arc<Memory>, String> {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        let chunks = bytes.div_ceil(std::mem::size_of::<Chunk>());
+        let mut data = Vec::new();
+        data.try_reserve_exact(chunks)
+            .map_err(|_| format!("out of host memory: {bytes} bytes could not be allocated"))?;
+        data.resize(chunks, 0);
+        let serial = NEXT.fetch_add(1, Ordering::Relaxed);
+        let name: Arc<str> = Arc::from(format!("{} #{serial}", kind.noun()));
+        let id = ctx.register_buffer(name.to_string());
+        Ok(Arc::new(Memory {
+            ctx: ctx.clone(),
+            id,
+            kind,
+            bytes,
+            data: RwLock::new(data),
+            name: Mutex::new(name),
+            pending: Mutex::new(0),
+            idle: Condvar::new(),
+            gate: Mutex::new(()),
+            host_borrows: AtomicUsize::new(0),
+            alloc,
+            uses: StreamUse::new(uses),
+            graph_holds: AtomicUsize::new(0),
+        }))
+    }
+
+    /// The id the race detector knows it by.
+    pub(crate) fn id(&self) -> BufferId {
+        self.id
+    }
+
+    /// What it stands in for.
+    pub(crate) fn kind(&self) -> MemoryKind {
+        self.kind
+    }
+
+    /// Its length in bytes.
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// The name used in race reports and operation labels.
+    pub(crate) fn name(&self) -> Arc<str> {
+        poisoned(self.name.lock()).clone()
+    }
+
+    /// Renames the allocation (labels of later operations, and race reports).
+    pub(crate) fn set_name(&self, name: &str) {
+        *poisoned(self.name.lock()) = Arc::from(name);
+        self.ctx.name_buffer(self.id, name.to_owned());
+    }
+
+    /// Writes `data` at byte `offset` from the host, at creation (nothing else sees the
+    /// memory yet).
+    pub(crate) fn fill_from(&self, offset: usize, data: &[u8]) {
+        let mut chunks = poisoned(self.data.write());
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut chunks);
+        bytes[offset..offset + data.len()].copy_from_slice(data);
+    }
+
+    /// The lock an operation takes: it waits for other operations, but fails when a host
+    /// slice holds the memory (only a forgotten one can, see the module docs).
+    pub(crate) fn lock_for_op(&self, access: Access) -> Result<Locked<'_>, String> {
+        let attempt = match access {
+            Access::Read => self
+                .data
+                .try_read()
+                .map(Locked::Read)
+                .map_err(TryLockFailure::from),
+            Access::Write => self
+                .data
+                .try_write()
+                .map(Locked::Write)
+                .map_err(TryLockFailure::from),
+        };
+        match attempt {
+            Ok(locked) | Err(TryLockFailure::Poisoned(locked)) => return Ok(locked),
+            Err(TryLockFailure::WouldBlock) => {}
+        }
+        if self.is_borrowed() {
+            return Err(format!(
+                "`{}` is held by a host slice (`as_slice` / `as_mut_slice`) that was never \
+                 dropped, so device work can no longer touch it",
+                self.name()
+            ));
+        }
+        // Another operation holds it: wait for that one.
+        Ok(match access {
+            Access::Read => Locked::Read(poisoned(self.data.read())),
+            Access::Write => Locked::Write(poisoned(self.data.write())),
+        })
+    }
+
+    /// Records that work touching the memory was enqueued on the stream with this id (inside
+    /// a capture or not), for the free rule.
+    pub(crate) fn note_use(&self, stream_id: u64, captured: bool) {
+        self.uses.record(StreamUse::tag_for(stream_id, captured));
+    }
+
+    /// Gives up `this` handle on `stream_id`'s stream, by the free rule (see
+    /// `free_rule::plan_free`): what is left runs and frees the memory when done.
+    /// A graph holding the memory, or a capture on the stream, defers the free to it; a free
+    /// the rule calls synchronized waits for the work touching the memory first.
+    pub(crate) fn free_async(
+        this: Arc<Memory>,
+        stream_id: u64,
+        capturing: bool,
+    ) -> Result<FreeMode, CpuFault> {
+        if this.graph_holds.load(Ordering::Acquire) != 0 {
+            return Ok(FreeMode::Deferred);
+        }
+        let mode = plan_free(
+            this.alloc,
+            this.uses.get(),
+            StreamUse::tag(stream_id),
+            capturing,
+        );
+        if mode == FreeMode::Synchronized {
+            this.wait_for_work()?;
+        }
+        Ok(mode)
+    }
+
+    /// Counts one queued piece of work that touches the memory, until the token drops.
+    pub(crate) fn begin_work(self: &Arc<Self>) -> Pending {
+        *poisoned(self.pending.lock()) += 1;
+        Pending(self.clone())
+    }
+
+    /// Whether a host slice is alive (meaningful under [`Memory::gate`]).
+    pub(crate) fn is_borrowed(&self) -> bool {
+        self.host_borrows.load(Ordering::Acquire) != 0
+    }
+
+    /// The gate a graph launch holds while it checks for host slices and enqueues: no slice
+    /// can be taken meanwhile, and one taken later waits for the launch.
+    pub(crate) fn gate(&self) -> MutexGuard<'_, ()> {
+        poisoned(self.gate.lock())
+    }
+
+    /// Blocks until no queued work touches the memory any more, and tells the race detector
+    /// that the host is now ordered after it. Inside an operation nothing can be waited for.
+    pub(crate) fn wait_for_work(&self) -> Result<(), CpuFault> {
+        if on_worker_thread() {
+            return Err(CpuFault::BlockingCallInsideOp {
+                operation: "waiting for the work on a buffer",
+            });
+        }
+        let mut pending = poisoned(self.pending.lock());
+        while *pending != 0 {
+            pending = poisoned(self.idle.wait(pending));
+        }
+        drop(pending);
+        if self.ctx.checked {
+            self.ctx.detector().host_waited_for(self.id);
+        }
+        Ok(())
+    }
+
+    /// Whether queued work touching the memory is still pending.
+    pub(crate) fn is_busy(&self) -> bool {
+        *poisoned(self.pending.lock()) != 0
+    }
+
+    /// Waits for the work that touches the memory, reports the host access to the race
+    /// detector, and counts a slice, under the gate.
+    fn begin_host_access(&self, access: Access) -> Result<(), CpuFault> {
+        if self.kind == MemoryKind::Device {
+            return Err(CpuFault::NotHostAccessible {
+                buffer: self.name(),
+            });
+        }
+        let _gate = self.gate();
+        self.wait_for_work()?;
+        let verb = if access.is_write() { "write" } else { "read" };
+        self.ctx.host_access(
+            format!("host {verb} of {}", self.name()),
+            &[(self.id, access)],
+        )?;
+        self.host_borrows.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// `len` elements of `T` from byte `offset`, for the host to read.
+    pub(crate) fn host_slice<T: Pod>(
+        &self,
+        offset: usize,
+        len: usize,
+    ) -> Result<HostSlice<'_, T>, CpuFault> {
+        let range = self.view_range::<T>(offset, len)?;
+        self.begin_host_access(Access::Read)?;
+        Ok(HostSlice {
+            guard: poisoned(self.data.read()),
+            range,
+            borrows: &self.host_borrows,
+            _elem: std::marker::PhantomData,
+        })
+    }
+
+    /// `len` elements of `T` from byte `offset`, for the host to write.
+    pub(crate) fn host_slice_mut<T: Pod>(
+        &self,
+        offset: usize,
+        len: usize,
+    ) -> Result<HostSliceMut<'_, T>, CpuFault> {
+        let range = self.view_range::<T>(offset, len)?;
+        self.begin_host_access(Access::Write)?;
+        Ok(HostSliceMut {
+            guard: poisoned(self.data.write()),
+            range,
+            borrows: &self.host_borrows,
+            _elem: std::marker::PhantomData,
+        })
+    }
+
+    fn view_range<T>(&self, offset: usize, len: usize) -> Result<std::ops::Range<usize>, CpuFault> {
+        let size = std::mem::size_of::<T>();
+        let end = len.checked_mul(size).and_then(|n| n.checked_add(offset));
+        match end {
+            Some(end)
+                if end <= self.bytes
+                    && offset.is_multiple_of(std::mem::align_of::<T>())
+                    && std::mem::align_of::<T>() <= ALIGN =>
+            {
+                Ok(offset..end)
+            }
+            _ => Err(CpuFault::BadHostView {
+                buffer: self.name(),
+                detail: format!(
+                    "{len} elements of `{}` at byte {offset} of {} bytes",
+                    std::any::type_name::<T>(),
+                    self.bytes
+                ),
+            }),
+        }
+    }
+}
+
+impl Drop for Memory {
+    fn drop(&mut self) {
+        self.ctx.release_buffer(self.id);
+    }
+}
+
+/// A graph node's hold on a [`Memory`]: counted in the memory while it lives, so that the free
+/// rule knows a graph still uses it.
+#[derive(Debug)]
+pub(crate) struct Held(Arc<Memory>);
+
+impl Held {
+    /// Holds `memory`.
+    pub(crate) fn new(memory: Arc<Memory>) -> Held {
+        memory.graph_holds.fetch_add(1, Ordering::AcqRel);
+        Held(memory)
+    }
+
+    /// The memory.
+    pub(crate) fn memory(&self) -> &Arc<Memory> {
+        &self.0
+    }
+}
+
+impl Clone for Held {
+    fn clone(&self) -> Self {
+        Held::new(self.0.clone())
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.graph_holds.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// One queued piece of work that touches a [`Memory`]: the host waits for every token of the
+/// memory to drop (the work has run, or will never run) before it touches it.
+#[derive(Debug)]
+pub(crate) struct Pending(Arc<Memory>);
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        let mut pending = poisoned(self.0.pending.lock());
+        *pending -= 1;
+        if *pending == 0 {
+            self.0.idle.notify_all();
+        }
+    }
+}
+
+/// A lock an operation holds on one allocation while it runs.
+#[derive(Debug)]
+pub(crate) enum Locked<'a> {
+    /// Read access.
+    Read(RwLockReadGuard<'a, Vec<Chunk>>),
+    /// Write access.
+    Write(RwLockWriteGuard<'a, Vec<Chunk>>),
+}
+
+enum TryLockFailure<'a> {
+    Poisoned(Locked<'a>),
+    WouldBlock,
+}
+
+impl<'a> From<std::sync::TryLockError<RwLockReadGuard<'a, Vec<Chunk>>>> for TryLockFailure<'a> {
+    fn from(e: std::sync::TryLockError<RwLockReadGuard<'a, Vec<Chunk>>>) -> Self {
+        match e {
+            std::sync::TryLockError::Poisoned(p) => {
+                TryLockFailure::Poisoned(Locked::Read(p.into_inner()))
+            }
+            std::sync::TryLockError::WouldBlock => TryLockFailure::WouldBlock,
+        }
+    }
+}
+
+impl<'a> From<std::sync::TryLockError<RwLockWriteGuard<'a, Vec<Chunk>>>> for TryLockFailure<'a> {
+    fn from(e: std::sync::TryLockError<RwLockWriteGuard<'a, Vec<Chunk>>>) -> Self {
+        match e {
+            std::sync::TryLockError::Poisoned(p) => {
+                TryLockFailure::Poisoned(Locked::Write(p.into_inner()))
+            }
+            std::sync::TryLockError::WouldBlock => TryLockFailure::WouldBlock,
+        }
+    }
+}
+
+impl Locked<'_> {
+    /// The bytes, read-only.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        match self {
+            Locked::Read(g) => bytemuck::cast_slice(g),
+            Locked::Write(g) => bytemuck::cast_slice(g),
+        }
+    }
+
+    /// The bytes, writable; `None` for a read lock.
+    pub(crate) fn bytes_mut(&mut self) -> Option<&mut [u8]> {
+        match self {
+            Locked::Read(_) => None,
+            Locked::Write(g) => Some(bytemuck::cast_slice_mut(g)),
+        }
+    }
+}
+
+/// The elements of CPU-backend memory, readable by the host; holds the memory's read lock.
+pub(crate) struct HostSlice<'a, T> {
+    guard: RwLockReadGuard<'a, Vec<Chunk>>,
+    range: std::ops::Range<usize>,
+    borrows: &'a AtomicUsize,
+    _elem: std::marker::PhantomData<T>,
+}
+
+/// The elements of CPU-backend memory, writable by the host; holds the memory's write lock.
+pub(crate) struct HostSliceMut<'a, T> {
+    guard: RwLockWriteGuard<'a, Vec<Chunk>>,
+    range: std::ops::Range<usize>,
+    borrows: &'a AtomicUsize,
+    _elem: std::marker::PhantomData<T>,
+}
+
+impl<T: Pod> HostSlice<'_, T> {
+    /// The elements (alignment and bounds were checked when the slice was taken).
+    pub(crate) fn get(&self) -> &[T] {
+        let bytes: &[u8] = bytemuck::cast_slice(&self.guard);
+        bytemuck::cast_slice(&bytes[self.range.clone()])
+    }
+}
+
+impl<T: Pod> HostSliceMut<'_, T> {
+    /// The elements.
+    pub(crate) fn get(&self) -> &[T] {
+        let bytes: &[u8] = bytemuck::cast_slice(&self.guard);
+        bytemuck::cast_slice(&bytes[self.range.clone()])
+    }
+
+    /// The elements, mutably.
+    pub(crate) fn get_mut(&mut self) -> &mut [T] {
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut self.guard);
+        bytemuck::cast_slice_mut(&mut bytes[self.range.clone()])
+    }
+}
+
+impl<T> Drop for HostSlice<'_, T> {
+    fn drop(&mut self) {
+        self.borrows.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl<T> Drop for HostSliceMut<'_, T> {
+    fn drop(&mut self) {
+        self.borrows.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Locks every allocation in `accesses` (any order, repeats allowed): a write lock where any
+/// access writes, a read lock otherwise, taken in [`BufferId`] order so that no two operations
+/// wait on each other in a cycle.
+pub(crate) fn lock_all<'a>(
+    accesses: &'a [(Arc<Memory>, Access)],
+) -> Result<Vec<(&'a Memory, Locked<'a>)>, String> {
+    let mut merged: Vec<(&Memory, Access)> = accesses.iter().map(|(m, a)| (&**m, *a)).collect();
+    merged.sort_by_key(|(m, a)| (m.id(), *a));
+    merged.dedup_by(|later, earlier| {
+        if later.0.id() == earlier.0.id() {
+            earlier.1 = earlier.1.max(later.1);
+            true
+        } else {
+            false
+        }
+    });
+    merged
+        .into_iter()
+        .map(|(memory, access)| Ok((memory, memory.lock_for_op(access)?)))
+        .collect()
+}

@@ -1,0 +1,405 @@
+//! Operations: what a stream runs, which buffers it touches, and whether it can be replayed.
+
+use std::any::Any;
+use std::borrow::Cow;
+use std::fmt;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::Arc;
+
+use super::access::{Access, BufferId, merge_accesses};
+use super::error::OpFailure;
+use super::memory::{Held, Memory};
+use crate::launch::LaunchConfig;
+use crate::panic_log::panic_message;
+
+/// A buffer argument of a kernel: the memory, the byte range, and how the kernel uses it.
+#[derive(Clone, Debug)]
+pub(crate) struct BufferArg {
+    /// The allocation (kept alive by the argument).
+    pub(crate) memory: Arc<Memory>,
+    /// Bytes from its start.
+    pub(crate) offset: usize,
+    /// Length in bytes.
+    pub(crate) byte_len: usize,
+    /// Size of one element in bytes.
+    pub(crate) elem_size: usize,
+    /// Whether the kernel may write through this argument.
+    pub(crate) writable: bool,
+}
+
+impl PartialEq for BufferArg {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.memory, &other.memory)
+            && (self.offset, self.byte_len, self.elem_size, self.writable)
+                == (
+                    other.offset,
+                    other.byte_len,
+                    other.elem_size,
+                    other.writable,
+                )
+    }
+}
+
+impl Eq for BufferArg {}
+
+/// One kernel argument, as a graph's kernel node stores it and as "set params" replaces it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum KernelArgValue {
+    /// A by-value argument: the bytes of a plain-old-data value.
+    Scalar(Box<[u8]>),
+    /// A buffer argument.
+    Buffer(BufferArg),
+}
+
+impl KernelArgValue {
+    /// A scalar argument holding `value`'s bytes.
+    #[cfg(test)]
+    pub(crate) fn scalar<T: bytemuck::Pod>(value: T) -> Self {
+        KernelArgValue::Scalar(bytemuck::bytes_of(&value).into())
+    }
+
+    /// The scalar as a `T`, or `None` for a buffer or a scalar of another size.
+    #[cfg(test)]
+    pub(crate) fn as_scalar<T: bytemuck::Pod>(&self) -> Option<T> {
+        match self {
+            KernelArgValue::Scalar(bytes) => bytemuck::try_pod_read_unaligned(bytes).ok(),
+            KernelArgValue::Buffer(_) => None,
+        }
+    }
+
+    /// The buffer argument, or `None` for a scalar.
+    pub(crate) fn as_buffer(&self) -> Option<&BufferArg> {
+        match self {
+            KernelArgValue::Buffer(arg) => Some(arg),
+            KernelArgValue::Scalar(_) => None,
+        }
+    }
+
+    /// The access a buffer argument implies; scalars touch no buffer.
+    fn access(&self) -> Option<(BufferId, Access)> {
+        let arg = self.as_buffer()?;
+        let access = if arg.writable {
+            Access::Write
+        } else {
+            Access::Read
+        };
+        Some((arg.memory.id(), access))
+    }
+}
+
+/// Replayable host work: runs once per execution, including every graph replay.
+pub(crate) type Work = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+/// A kernel's host implementation, called with the current arguments.
+pub(crate) type KernelFn = Arc<dyn Fn(&[KernelArgValue]) -> Result<(), String> + Send + Sync>;
+/// One-shot host work (a host function); it cannot be captured.
+pub(crate) type OnceWork = Box<dyn FnOnce() -> Result<(), String> + Send>;
+/// Something a graph node keeps alive for the graph's whole life, and that the graph's
+/// launches look at.
+#[derive(Clone)]
+pub(crate) enum Keep {
+    /// Memory the node touches: pinned and managed memory gate launches.
+    Memory(Held),
+    /// Anything else the node needs alive (its kernel's module); held, never looked into.
+    Object(Arc<dyn Any + Send + Sync>),
+}
+
+impl Keep {
+    /// The identity of what is kept, for de-duplication.
+    pub(crate) fn key(&self) -> usize {
+        match self {
+            Keep::Memory(m) => Arc::as_ptr(m.memory()) as *const () as usize,
+            Keep::Object(o) => Arc::as_ptr(o) as *const () as usize,
+        }
+    }
+}
+
+impl fmt::Debug for Keep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Keep::Memory(m) => f.debug_tuple("Memory").field(&m.memory().name()).finish(),
+            Keep::Object(_) => f.write_str("Object"),
+        }
+    }
+}
+
+/// What kind of graph node an operation becomes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NodeKind {
+    /// A kernel launch.
+    Kernel,
+    /// A copy.
+    Memcpy,
+    /// A memset.
+    Memset,
+    /// Host work (host functions, stream memory operations).
+    Host,
+}
+
+/// Which kernel a kernel operation launches, and how: what a graph's kernel nodes report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct KernelTag {
+    /// The kernel's process-unique id.
+    pub(crate) kernel: u64,
+    /// The launch's geometry.
+    pub(crate) config: LaunchConfig,
+}
+
+/// What an operation does when it runs.
+pub(super) enum OpWork {
+    Replayable(Work),
+    Kernel {
+        func: KernelFn,
+        args: Vec<KernelArgValue>,
+    },
+    Once(OnceWork),
+}
+
+/// One unit of stream work: a label for reports, the buffers it declares, and the work.
+///
+/// ```ignore
+/// let op = Op::replayable("copy next -> snapshot", move || copy(&next, &snapshot))
+///     .reads(next_id)
+///     .writes(snapshot_id);
+/// stream.enqueue(op)?;
+/// ```
+pub(crate) struct Op {
+    pub(super) label: Cow<'static, str>,
+    pub(super) accesses: Vec<(BufferId, Access)>,
+    pub(super) work: OpWork,
+    pub(super) kind: NodeKind,
+    pub(super) kernel: Option<KernelTag>,
+    /// A host function: its panic is reported as one (`CpuFault::HostFunctionPanicked`).
+    pub(super) host_function: bool,
+    /// Kept only if the op is captured (then by its graph node); dropped at enqueue
+    /// otherwise, outside the stream's lock. The work itself holds what it touches.
+    pub(super) keep: Vec<Keep>,
+}
+
+impl Op {
+    /// Replayable work: may be captured into a graph and run once per replay.
+    pub(crate) fn replayable(
+        label: impl Into<Cow<'static, str>>,
+        work: impl Fn() -> Result<(), String> + Send + Sync + 'static,
+    ) -> Self {
+        Self::with_work(label, OpWork::Replayable(Arc::new(work)))
+    }
+
+    /// A kernel launch: `func` runs with `args`; a captured kernel node can have its arguments
+    /// replaced. Buffer arguments declare their own accesses (write when `writable`).
+    pub(crate) fn kernel(
+        label: impl Into<Cow<'static, str>>,
+        func: KernelFn,
+        args: Vec<KernelArgValue>,
+        tag: KernelTag,
+    ) -> Self {
+        let keep = args
+            .iter()
+            .filter_map(KernelArgValue::as_buffer)
+            .map(|b| Keep::Memory(Held::new(b.memory.clone())))
+            .collect();
+        let mut op = Self::with_work(label, OpWork::Kernel { func, args });
+        op.kind = NodeKind::Kernel;
+        op.kernel = Some(tag);
+        op.keep = keep;
+        op
+    }
+
+    /// A one-shot host function. Enqueuing it on a capturing stream is a fault, since a
+    /// replayed graph would run it again.
+    pub(crate) fn once(
+        label: impl Into<Cow<'static, str>>,
+        work: impl FnOnce() -> Result<(), String> + Send + 'static,
+    ) -> Self {
+        Self::with_work(label, OpWork::Once(Box::new(work)))
+    }
+
+    fn with_work(label: impl Into<Cow<'static, str>>, work: OpWork) -> Self {
+        Op {
+            label: label.into(),
+            accesses: Vec::new(),
+            work,
+            kind: NodeKind::Host,
+            kernel: None,
+            host_function: false,
+            keep: Vec::new(),
+        }
+    }
+
+    /// Sets the kind of graph node the op becomes when captured.
+    pub(crate) fn kind(mut self, kind: NodeKind) -> Self {
+        self.kind = kind;
+        self
+    }
+
+    /// Marks the op as a host function, whose panic is reported as a host function's.
+    pub(crate) fn host_function(mut self) -> Self {
+        self.host_function = true;
+        self
+    }
+
+    /// Declares that the operation reads or writes `memory` (for the race detector) and
+    /// keeps it alive in the graph node it may be captured into.
+    pub(crate) fn touches(self, memory: &Arc<Memory>, access: Access) -> Self {
+        self.access(memory.id(), access)
+            .keep(Keep::Memory(Held::new(memory.clone())))
+    }
+
+    /// Declares that the operation reads `buffer`.
+    #[cfg(test)]
+    pub(crate) fn reads(self, buffer: BufferId) -> Self {
+        self.access(buffer, Access::Read)
+    }
+
+    /// Declares that the operation writes `buffer`.
+    #[cfg(test)]
+    pub(crate) fn writes(self, buffer: BufferId) -> Self {
+        self.access(buffer, Access::Write)
+    }
+
+    /// Declares an access to `buffer`.
+    pub(crate) fn access(mut self, buffer: BufferId, access: Access) -> Self {
+        self.accesses.push((buffer, access));
+        self
+    }
+
+    /// Keeps `item` alive as long as the graph node the op is captured into (nothing, when
+    /// the op runs eagerly: its work holds what it touches).
+    pub(crate) fn keep(mut self, item: Keep) -> Self {
+        self.keep.push(item);
+        self
+    }
+
+    /// The memory the op touches (as its keep list names it).
+    pub(crate) fn touched(&self) -> impl Iterator<Item = &Arc<Memory>> {
+        Op::memories(&self.keep)
+    }
+
+    /// The memory a keep list names.
+    pub(crate) fn memories(keep: &[Keep]) -> impl Iterator<Item = &Arc<Memory>> {
+        keep.iter().filter_map(|k| match k {
+            Keep::Memory(m) => Some(m.memory()),
+            Keep::Object(_) => None,
+        })
+    }
+
+    /// The label used in reports.
+    pub(crate) fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// Whether this is a one-shot host function (not capturable).
+    pub(crate) fn is_one_shot(&self) -> bool {
+        matches!(self.work, OpWork::Once(_))
+    }
+
+    /// Declared accesses plus those implied by kernel buffer arguments, one per buffer.
+    pub(crate) fn effective_accesses(&self) -> Vec<(BufferId, Access)> {
+        let args = match &self.work {
+            OpWork::Kernel { args, .. } => args.as_slice(),
+            OpWork::Replayable(_) | OpWork::Once(_) => &[],
+        };
+        effective_accesses(&self.accesses, args)
+    }
+
+    /// Runs the work, catching panics; on failure hands back the label for the report, and
+    /// whether the op was a host function.
+    pub(super) fn run(self) -> Result<(), (Cow<'static, str>, bool, OpFailure)> {
+        let Op {
+            label,
+            work,
+            host_function,
+            ..
+        } = self;
+        // The work is moved into the guard so that its drop (user captures) is guarded too.
+        let result = run_guarded(move || match work {
+            OpWork::Replayable(f) => f(),
+            OpWork::Kernel { func, args } => func(&args),
+            OpWork::Once(f) => f(),
+        });
+        result.map_err(|failure| (label, host_function, failure))
+    }
+}
+
+impl fmt::Debug for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match self.work {
+            OpWork::Replayable(_) => "replayable",
+            OpWork::Kernel { .. } => "kernel",
+            OpWork::Once(_) => "once",
+        };
+        f.debug_struct("Op")
+            .field("label", &self.label)
+            .field("kind", &kind)
+            .field("accesses", &self.accesses)
+            .finish()
+    }
+}
+
+/// Declared accesses merged with kernel-argument accesses: sorted, one entry per buffer, a
+/// write winning over a read (so one operation never races with itself).
+pub(super) fn effective_accesses(
+    declared: &[(BufferId, Access)],
+    args: &[KernelArgValue],
+) -> Vec<(BufferId, Access)> {
+    merge_accesses(
+        declared
+            .iter()
+            .copied()
+            .chain(args.iter().filter_map(KernelArgValue::access))
+            .collect(),
+    )
+}
+
+/// Runs user work so that neither an error nor a panic escapes into the worker thread, not
+/// even a panic payload that panics again when dropped (it is leaked instead).
+pub(super) fn run_guarded(work: impl FnOnce() -> Result<(), String>) -> Result<(), OpFailure> {
+    match panic::catch_unwind(AssertUnwindSafe(work)) {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(message)) => Err(OpFailure::Failed(message)),
+        Err(payload) => {
+            let message = panic_message(payload.as_ref());
+            if let Err(nested) = panic::catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+                std::mem::forget(nested);
+            }
+            Err(OpFailure::Panicked(message))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn effective_accesses_merge_with_write_winning() {
+        let ctx = super::super::shared::ContextShared::new(false);
+        let memory = Memory::new(&ctx, 16, super::super::memory::MemoryKind::Device).unwrap();
+        let (a, b) = (memory.id(), BufferId::fresh());
+        let arg = KernelArgValue::Buffer(BufferArg {
+            memory,
+            offset: 0,
+            byte_len: 16,
+            elem_size: 4,
+            writable: true,
+        });
+        let merged = effective_accesses(&[(a, Access::Read), (b, Access::Read)], &[arg]);
+        assert_eq!(merged, vec![(a, Access::Write), (b, Access::Read)]);
+    }
+
+    #[test]
+    fn scalars_round_trip_and_check_size() {
+        let arg = KernelArgValue::scalar(2.5f32);
+        assert_eq!(arg.as_scalar::<f32>(), Some(2.5));
+        assert_eq!(arg.as_scalar::<f64>(), None);
+    }
+
+    #[test]
+    fn run_catches_errors_and_panics() {
+        let failed = Op::replayable("fails", || Err("boom".into())).run();
+        assert!(matches!(failed, Err((_, false, OpFailure::Failed(m))) if m == "boom"));
+        let panicked = Op::once("panics", || panic!("kaboom {}", 7)).run();
+        assert!(
+            matches!(panicked, Err((label, false, OpFailure::Panicked(m))) if m == "kaboom 7" && label == "panics")
+        );
+    }
+}

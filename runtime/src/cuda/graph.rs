@@ -1,0 +1,753 @@
+//! CUDA graphs and executable graphs.
+//!
+//! Lifetimes: a [`Graph`] holds everything its nodes point at (device and pinned memory,
+//! modules, host closures), and a [`GraphExec`] holds a copy of that list plus the graph
+//! itself (the driver matches an executable graph's nodes to the source graph's node
+//! handles), so nothing a launch can touch is freed while the executable graph lives. Each
+//! launch fences the pinned memory the graph copies from or to, so the host waits for the
+//! launch before it reads or writes that memory; and a launch, which borrows nothing, refuses
+//! to run while a host slice of pinned or managed memory it touches is alive, checked under
+//! the allocations' gates. Dropping a launched `GraphExec` waits for the context's work first.
+
+use std::collections::HashSet;
+use std::ffi::CString;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use crate::driver::{check, driver_error};
+use crate::error::{Error, Result};
+use crate::free_rule::AllocKind;
+use crate::launch::LaunchConfig;
+use crate::panic_log::PanicLog;
+use crate::sys::{self, CUgraphExecUpdateResult, CUgraphNodeType, CUresult};
+
+use super::keep::{self, CaptureRecord, Keep};
+use super::launch::{CudaArgs, keep_for, with_node_params};
+use super::module::FunctionId;
+use super::{Context, DeviceMemory, Function, PinnedMemory, Stream};
+
+/// Process-unique graph ids, so a node of one graph is never taken for one of another (raw
+/// `CUgraph` addresses are reused after a graph is destroyed).
+static NEXT_GRAPH_ID: AtomicU64 = AtomicU64::new(1);
+
+/// The owned `CUgraph`, shared by the [`Graph`] and every [`GraphExec`] made from it.
+///
+/// Invariant: `raw` is a graph of `ctx` that this value alone destroys, once, in `Drop`; every
+/// driver call on it holds `lock` (CUDA graphs are not internally synchronized).
+struct GraphHandle {
+    ctx: Arc<Context>,
+    raw: sys::CUgraph,
+    id: u64,
+    lock: Mutex<()>,
+}
+
+// SAFETY: a CUgraph may be used from any thread; every call on it is serialized by `lock`.
+unsafe impl Send for GraphHandle {}
+// SAFETY: as above.
+unsafe impl Sync for GraphHandle {}
+
+impl GraphHandle {
+    fn lock(&self) -> MutexGuard<'_, ()> {
+        self.lock.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Drop for GraphHandle {
+    fn drop(&mut self) {
+        let Ok(d) = self.ctx.bind() else {
+            return;
+        };
+        // SAFETY: we own the graph and the last holder is going; executable graphs
+        // instantiated from it hold this handle, so none is left.
+        let code = unsafe { (d.cuGraphDestroy)(self.raw) };
+        if !code.is_success() {
+            tracing::warn!(?code, "cuGraphDestroy failed while dropping a graph");
+        }
+    }
+}
+
+/// A node of a graph, as handed out by that graph: only this module builds one, so a
+/// `NodeRef` whose `graph` matches a graph's id is one of its nodes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct NodeRef {
+    graph: u64,
+    raw: sys::CUgraphNode,
+}
+
+// SAFETY: a node handle is an identifier; it is only dereferenced by the driver, under the
+// owning graph's lock, after checking that it belongs to that (live) graph.
+unsafe impl Send for NodeRef {}
+// SAFETY: as above.
+unsafe impl Sync for NodeRef {}
+
+impl NodeRef {
+    /// The raw handle, for interop (valid while its graph lives).
+    pub(crate) fn raw(&self) -> sys::CUgraphNode {
+        self.raw
+    }
+}
+
+/// A kernel node's function and geometry.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct KernelNodeInfo {
+    pub(crate) node: NodeRef,
+    pub(crate) function: FunctionId,
+    pub(crate) config: LaunchConfig,
+}
+
+/// A CUDA graph.
+pub(crate) struct Graph {
+    handle: Arc<GraphHandle>,
+    keep: Vec<Keep>,
+    /// The kernel node each launch of the capture added, in launch order (captured graphs).
+    kernel_order: Option<(Vec<sys::CUgraphNode>, bool)>,
+}
+
+/// Drops repeated entries (a buffer passed to 100 captured launches is kept once).
+fn extend_keep(
+    list: &mut Vec<Keep>,
+    keys: &mut HashSet<usize>,
+    items: impl IntoIterator<Item = Keep>,
+) -> bool {
+    let mut added = false;
+    for item in items {
+        if keys.insert(item.key()) {
+            list.push(item);
+            added = true;
+        }
+    }
+    added
+}
+
+impl Graph {
+    /// An empty graph, to build node by node.
+    pub(crate) fn new(ctx: &Arc<Context>) -> Result<Graph> {
+        let d = ctx.bind()?;
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer; flags must be 0.
+        check("cuGraphCreate", unsafe { (d.cuGraphCreate)(&mut raw, 0) })?;
+        // SAFETY: a new graph of this context that we own, with no nodes yet.
+        Ok(unsafe { Graph::from_raw(ctx, raw, CaptureRecord::default()) })
+    }
+
+    /// Takes ownership of a graph handle.
+    ///
+    /// # Safety
+    /// `raw` must be a live graph of `ctx`'s context that nothing else destroys, and
+    /// `record.keep` must hold everything its nodes point at.
+    pub(crate) unsafe fn from_raw(
+        ctx: &Arc<Context>,
+        raw: sys::CUgraph,
+        record: CaptureRecord,
+    ) -> Graph {
+        let mut keep = Vec::new();
+        extend_keep(&mut keep, &mut HashSet::new(), record.keep);
+        let captured = !record.kernel_nodes.is_empty() || !record.kernel_nodes_complete;
+        Graph {
+            handle: Arc::new(GraphHandle {
+                ctx: ctx.clone(),
+                raw,
+                id: NEXT_GRAPH_ID.fetch_add(1, Ordering::Relaxed),
+                lock: Mutex::new(()),
+            }),
+            keep,
+            kernel_order: captured.then_some((record.kernel_nodes, record.kernel_nodes_complete)),
+        }
+    }
+
+    /// The raw handle (owned by this graph).
+    pub(crate) fn raw(&self) -> sys::CUgraph {
+        self.handle.raw
+    }
+
+    /// The graph's process-unique id.
+    pub(crate) fn id(&self) -> u64 {
+        self.handle.id
+    }
+
+    /// What the graph keeps alive.
+    pub(crate) fn keep(&self) -> &[Keep] {
+        &self.keep
+    }
+
+    fn node(&self, raw: sys::CUgraphNode) -> NodeRef {
+        NodeRef {
+            graph: self.handle.id,
+            raw,
+        }
+    }
+
+    fn own(&self, call: &'static str, nodes: &[NodeRef]) -> Result<Vec<sys::CUgraphNode>> {
+        nodes
+            .iter()
+            .map(|n| {
+                if n.graph == self.handle.id {
+                    Ok(n.raw)
+                } else {
+                    Err(Error::invalid(
+                        call,
+                        "a dependency is a node of another graph",
+                    ))
+                }
+            })
+            .collect()
+    }
+
+    /// Every node, in the driver's order, with its kind.
+    pub(crate) fn nodes(&self) -> Result<Vec<(NodeRef, CUgraphNodeType)>> {
+        let d = self.handle.ctx.bind()?;
+        let _guard = self.handle.lock();
+        let mut count = 0;
+        // SAFETY: a live graph; a null node array asks for the count only.
+        check("cuGraphGetNodes", unsafe {
+            (d.cuGraphGetNodes)(self.handle.raw, std::ptr::null_mut(), &mut count)
+        })?;
+        let mut raw = vec![std::ptr::null_mut(); count];
+        // SAFETY: `raw` has room for `count` handles; the driver writes at most that many and
+        // stores the number written in `count`.
+        check("cuGraphGetNodes", unsafe {
+            (d.cuGraphGetNodes)(self.handle.raw, raw.as_mut_ptr(), &mut count)
+        })?;
+        raw.truncate(count);
+        raw.into_iter()
+            .map(|node| {
+                let mut kind = CUgraphNodeType::EMPTY;
+                // SAFETY: a node of this live graph (just listed) and a valid out-pointer.
+                check("cuGraphNodeGetType", unsafe {
+                    (d.cuGraphNodeGetType)(node, &mut kind)
+                })?;
+                Ok((self.node(node), kind))
+            })
+            .collect()
+    }
+
+    /// The number of nodes.
+    pub(crate) fn node_count(&self) -> Result<usize> {
+        let d = self.handle.ctx.bind()?;
+        let mut count = 0;
+        let _guard = self.handle.lock();
+        // SAFETY: a live graph; a null node array asks for the count only.
+        check("cuGraphGetNodes", unsafe {
+            (d.cuGraphGetNodes)(self.handle.raw, std::ptr::null_mut(), &mut count)
+        })?;
+        Ok(count)
+    }
+
+    /// The kernel nodes, in the driver's order, with the function and geometry of each.
+    pub(crate) fn kernel_nodes(&self) -> Result<Vec<KernelNodeInfo>> {
+        let nodes = self.nodes()?;
+        let d = self.handle.ctx.bind()?;
+        let _guard = self.handle.lock();
+        nodes
+            .into_iter()
+            .filter(|(_, kind)| *kind == CUgraphNodeType::KERNEL)
+            .map(|(node, _)| {
+                // SAFETY: the all-zero pattern is valid for this C struct of integers and
+                // pointers.
+                let mut p: sys::CUDA_KERNEL_NODE_PARAMS = unsafe { std::mem::zeroed() };
+                // SAFETY: a kernel node of this live graph and a valid out-pointer.
+                check("cuGraphKernelNodeGetParams", unsafe {
+                    (d.cuGraphKernelNodeGetParams)(node.raw, &mut p)
+                })?;
+                Ok(KernelNodeInfo {
+                    node,
+                    function: FunctionId::of(p.func),
+                    config: LaunchConfig {
+                        grid: (p.gridDimX, p.gridDimY, p.gridDimZ).into(),
+                        block: (p.blockDimX, p.blockDimY, p.blockDimZ).into(),
+                        shared_mem_bytes: p.sharedMemBytes,
+                    },
+                })
+            })
+            .collect()
+    }
+
+    /// The kernel nodes of a captured graph in the order their launches were enqueued. Our
+    /// own launches record their nodes during the capture; kernel nodes added by other code
+    /// (a library called inside the capture) are left out, in whatever order. A graph built
+    /// node by node, or captured without our launches, gives [`Graph::kernel_nodes`]. It is an
+    /// error when one of our launches' nodes could not be identified.
+    pub(crate) fn kernel_nodes_in_launch_order(&self) -> Result<Vec<KernelNodeInfo>> {
+        let all = self.kernel_nodes()?;
+        let Some((order, complete)) = &self.kernel_order else {
+            return Ok(all);
+        };
+        let unidentified = || {
+            Error::invalid(
+                "Graph::kernel_nodes_in_launch_order",
+                "a kernel launch of the capture could not be matched with a kernel node of the \
+                 graph (the driver did not report the node it added)",
+            )
+        };
+        if !complete {
+            return Err(unidentified());
+        }
+        order
+            .iter()
+            .map(|raw| {
+                all.iter()
+                    .find(|k| k.node.raw == *raw)
+                    .copied()
+                    .ok_or_else(unidentified)
+            })
+            .collect()
+    }
+
+    /// Adds a node that does nothing, after `dependencies`: a join point.
+    pub(crate) fn add_empty_node(&mut self, dependencies: &[NodeRef]) -> Result<NodeRef> {
+        let deps = self.own("Graph::add_empty_node", dependencies)?;
+        let d = self.handle.ctx.bind()?;
+        let _guard = self.handle.lock();
+        let mut node = std::ptr::null_mut();
+        // SAFETY: a live graph, nodes of it (checked), and a valid out-pointer.
+        check("cuGraphAddEmptyNode", unsafe {
+            (d.cuGraphAddEmptyNode)(&mut node, self.handle.raw, deps.as_ptr(), deps.len())
+        })?;
+        Ok(self.node(node))
+    }
+
+    /// Adds a launch of `function` with `args` after `dependencies`; the graph keeps the
+    /// buffers and the module alive. The caller validated `config` and vouched for the
+    /// arguments, as for a launch.
+    pub(crate) fn add_kernel_node(
+        &mut self,
+        dependencies: &[NodeRef],
+        function: &Function,
+        config: &LaunchConfig,
+        args: &impl CudaArgs,
+    ) -> Result<NodeRef> {
+        const CALL: &str = "Graph::add_kernel_node";
+        let deps = self.own(CALL, dependencies)?;
+        if function.module().context().raw() != self.handle.ctx.raw() {
+            return Err(Error::mismatch(
+                CALL,
+                "the kernel is loaded in another context than the graph's",
+            ));
+        }
+        let keep = keep_for(function, args)?;
+        if keep
+            .iter()
+            .any(|k| matches!(k, Keep::Device(m) if m.context().raw() != self.handle.ctx.raw()))
+        {
+            return Err(Error::mismatch(
+                CALL,
+                "a buffer argument belongs to another context than the graph",
+            ));
+        }
+        let d = self.handle.ctx.bind()?;
+        let handle = &self.handle;
+        let node = with_node_params(function, config, args, |params| {
+            let _guard = handle.lock();
+            let mut node = std::ptr::null_mut();
+            // SAFETY: a live graph, nodes of it, and parameters whose argument pointers are
+            // valid for this call (the driver copies the values); what they point at is kept
+            // below for the graph's life.
+            check("cuGraphAddKernelNode", unsafe {
+                (d.cuGraphAddKernelNode)(&mut node, handle.raw, deps.as_ptr(), deps.len(), params)
+            })?;
+            Ok(node)
+        })?;
+        let mut keys = self.keep.iter().map(Keep::key).collect();
+        extend_keep(&mut self.keep, &mut keys, keep);
+        Ok(self.node(node))
+    }
+
+    /// Makes `to` run after `from`.
+    pub(crate) fn add_dependency(&mut self, from: &NodeRef, to: &NodeRef) -> Result<()> {
+        let ends = self.own("Graph::add_dependency", &[*from, *to])?;
+        let d = self.handle.ctx.bind()?;
+        let _guard = self.handle.lock();
+        // SAFETY: a live graph and two of its nodes, one edge.
+        check("cuGraphAddDependencies", unsafe {
+            (d.cuGraphAddDependencies)(self.handle.raw, &ends[0], &ends[1], 1)
+        })
+    }
+
+    /// The graph in Graphviz DOT form, as the driver writes it (verbose).
+    pub(crate) fn to_dot(&self) -> Result<String> {
+        const CALL: &str = "Graph::to_dot";
+        let path = dot_temp_path(&std::env::temp_dir(), std::process::id(), next_dot_serial());
+        let cpath = CString::new(path.to_string_lossy().into_owned())
+            .map_err(|_| Error::invalid(CALL, "the temporary directory's path contains a NUL"))?;
+        let d = self.handle.ctx.bind()?;
+        let code = {
+            let _guard = self.handle.lock();
+            // SAFETY: a live graph and a NUL-terminated path.
+            unsafe {
+                (d.cuGraphDebugDotPrint)(
+                    self.handle.raw,
+                    cpath.as_ptr(),
+                    sys::CU_GRAPH_DEBUG_DOT_FLAGS_VERBOSE,
+                )
+            }
+        };
+        let text = std::fs::read_to_string(&path);
+        let _ = std::fs::remove_file(&path);
+        check("cuGraphDebugDotPrint", code)?;
+        text.map_err(|e| {
+            Error::invalid(
+                CALL,
+                format!("reading back the DOT file `{}` failed: {e}", path.display()),
+            )
+        })
+    }
+
+    /// Instantiates the graph: the executable graph is a snapshot that holds what the graph
+    /// holds.
+    pub(crate) fn instantiate(&self) -> Result<GraphExec> {
+        let d = self.handle.ctx.bind()?;
+        let mut raw = std::ptr::null_mut();
+        {
+            let _guard = self.handle.lock();
+            // SAFETY: a live graph and a valid out-pointer; no flags.
+            check("cuGraphInstantiateWithFlags", unsafe {
+                (d.cuGraphInstantiateWithFlags)(&mut raw, self.handle.raw, 0)
+            })?;
+        }
+        let mut exec = GraphExec {
+            raw,
+            source: self.handle.clone(),
+            keep: Vec::new(),
+            keep_keys: HashSet::new(),
+            pinned: Vec::new(),
+            managed: Vec::new(),
+            panics: Vec::new(),
+            launched: AtomicBool::new(false),
+            lock: Mutex::new(()),
+        };
+        exec.retain(self.keep.iter().cloned());
+        Ok(exec)
+    }
+}
+
+impl std::fmt::Debug for Graph {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("cuda::Graph")
+            .field("raw", &self.handle.raw)
+            .field("keep", &self.keep.len())
+            .finish()
+    }
+}
+
+/// An executable graph.
+///
+/// Invariant: `raw` was instantiated from `source` and is destroyed once, in `Drop`, after
+/// every launch of it completed (or leaked, with everything it keeps, when that cannot be
+/// known); `keep` holds everything its nodes point at, including what in-place updates added.
+pub(crate) struct GraphExec {
+    raw: sys::CUgraphExec,
+    source: Arc<GraphHandle>,
+    keep: Vec<Keep>,
+    keep_keys: HashSet<usize>,
+    /// The pinned allocations among `keep`, fenced after each launch; sorted by address, the
+    /// order launches take their gates in.
+    pinned: Vec<Arc<PinnedMemory>>,
+    /// The managed allocations among `keep`, whose host slices block launches; sorted.
+    managed: Vec<Arc<DeviceMemory>>,
+    /// The panic logs of the graph's host nodes.
+    panics: Vec<PanicLog>,
+    launched: AtomicBool,
+    /// Serializes launches and uploads: executable graphs are not internally synchronized.
+    lock: Mutex<()>,
+}
+
+// SAFETY: a CUgraphExec may be used from any thread; `&self` calls are serialized by `lock`
+// and edits take `&mut self`.
+unsafe impl Send for GraphExec {}
+// SAFETY: as above.
+unsafe impl Sync for GraphExec {}
+
+/// The verdict of a whole-graph update, with the nodes the driver named.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct NodeUpdate {
+    pub(crate) result: CUgraphExecUpdateResult,
+    pub(crate) error_node: Option<(NodeRef, CUgraphNodeType)>,
+    pub(crate) error_from_node: Option<(NodeRef, CUgraphNodeType)>,
+}
+
+impl GraphExec {
+    /// The raw handle (owned by this value).
+    pub(crate) fn raw(&self) -> sys::CUgraphExec {
+        self.raw
+    }
+
+    /// What it keeps alive.
+    pub(crate) fn keep(&self) -> &[Keep] {
+        &self.keep
+    }
+
+    /// Holds `items` for the rest of its life (before the driver may use them).
+    fn retain(&mut self, items: impl IntoIterator<Item = Keep>) {
+        let before = self.keep.len();
+        if !extend_keep(&mut self.keep, &mut self.keep_keys, items) {
+            return;
+        }
+        for item in &self.keep[before..] {
+            match item {
+                Keep::Pinned(p) => self.pinned.push(p.clone()),
+                Keep::Device(m) if m.kind() == AllocKind::Managed => self.managed.push(m.clone()),
+                Keep::Panics(log) => self.panics.push(log.clone()),
+                Keep::Device(_) | Keep::Object(_) => {}
+            }
+        }
+        self.pinned.sort_by_key(|p| Arc::as_ptr(p) as usize);
+        self.managed.sort_by_key(|m| Arc::as_ptr(m) as usize);
+    }
+
+    /// Enqueues one run of the whole graph on `stream` (a stream of its context).
+    pub(crate) fn launch(&self, stream: &Stream) -> Result<()> {
+        const CALL: &str = "GraphExec::launch";
+        if stream.context().raw() != self.source.ctx.raw() {
+            return Err(Error::mismatch(
+                CALL,
+                "the stream belongs to another context than the graph",
+            ));
+        }
+        let _stream_gate = stream.gate();
+        let capture = stream.capture_now()?;
+        // While the gates are held no host slice can be taken; a slice taken after waits for
+        // the fences recorded before they are released.
+        let managed_gates: Vec<_> = self.managed.iter().map(|m| m.gate()).collect();
+        if self.managed.iter().any(|m| m.is_borrowed()) {
+            return Err(borrowed_error(CALL, "managed"));
+        }
+        let mut gates: Vec<_> = self.pinned.iter().map(|p| p.gate()).collect();
+        if gates.iter().any(|g| g.is_borrowed()) {
+            return Err(borrowed_error(CALL, "pinned"));
+        }
+        if capture.is_none() {
+            for gate in &mut gates {
+                gate.prepare_fence(stream)?;
+            }
+        }
+        if let Some(id) = capture {
+            // Launched into another capture: that graph must keep this one's memory too.
+            for item in &self.keep {
+                keep::keep(id, item.clone());
+            }
+        }
+        let d = stream.bind()?;
+        let code = {
+            let _guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+            self.launched.store(true, Ordering::Release);
+            // SAFETY: a live executable graph and a live stream of its context (checked);
+            // everything its nodes touch is kept alive by `keep`, and no host slice of its
+            // pinned or managed memory is alive (checked under the gates).
+            unsafe { (d.cuGraphLaunch)(self.raw, stream.raw()) }
+        };
+        check("cuGraphLaunch", code)?;
+        if capture.is_none() {
+            for gate in &mut gates {
+                gate.fence_after_enqueue(stream);
+            }
+        }
+        for log in &self.panics {
+            stream.watch_panics(log);
+        }
+        drop(managed_gates);
+        Ok(())
+    }
+
+    /// Uploads the graph's work ahead of its first launch, in `stream`'s order.
+    pub(crate) fn upload(&self, stream: &Stream) -> Result<()> {
+        if stream.context().raw() != self.source.ctx.raw() {
+            return Err(Error::mismatch(
+                "GraphExec::upload",
+                "the stream belongs to another context than the graph",
+            ));
+        }
+        let d = stream.bind()?;
+        let _guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        self.launched.store(true, Ordering::Release);
+        // SAFETY: a live executable graph and a live stream of its context.
+        check("cuGraphUpload", unsafe {
+            (d.cuGraphUpload)(self.raw, stream.raw())
+        })
+    }
+
+    /// Changes the arguments and geometry of a kernel node of the source graph, for the next
+    /// launches. The caller checked that `node` launches `function`, validated `config` and
+    /// vouched for the arguments, as for a launch.
+    pub(crate) fn set_kernel_params(
+        &mut self,
+        node: &NodeRef,
+        function: &Function,
+        config: &LaunchConfig,
+        args: &impl CudaArgs,
+    ) -> Result<()> {
+        const CALL: &str = "GraphExec::set_kernel_params";
+        if node.graph != self.source.id {
+            return Err(Error::invalid(
+                CALL,
+                "the node belongs to another graph than the one this was instantiated from",
+            ));
+        }
+        let keep = keep_for(function, args)?;
+        if keep
+            .iter()
+            .any(|k| matches!(k, Keep::Device(m) if m.context().raw() != self.source.ctx.raw()))
+        {
+            return Err(Error::mismatch(
+                CALL,
+                "a buffer argument belongs to another context than the graph",
+            ));
+        }
+        // New buffers must outlive every later launch: retained before the driver sees them.
+        self.retain(keep);
+        let d = self.source.ctx.bind()?;
+        let raw = self.raw;
+        with_node_params(function, config, args, |params| {
+            // SAFETY: a live executable graph, a kernel node of its source graph (checked by
+            // id) that runs this function (the caller's check), and parameters valid for the
+            // call (the driver copies them).
+            check("cuGraphExecKernelNodeSetParams", unsafe {
+                (d.cuGraphExecKernelNodeSetParams)(raw, node.raw, params)
+            })
+        })
+    }
+
+    /// Updates the executable graph to `graph`'s parameters (same topology); returns the
+    /// driver's verdict.
+    pub(crate) fn update(&mut self, graph: &Graph) -> Result<NodeUpdate> {
+        if graph.handle.ctx.raw() != self.source.ctx.raw() {
+            return Err(Error::mismatch(
+                "GraphExec::update",
+                "the graph belongs to another context",
+            ));
+        }
+        // Retained before the call: whatever the driver takes from `graph` must outlive us.
+        self.retain(graph.keep.iter().cloned());
+        let d = self.source.ctx.bind()?;
+        let mut info = sys::CUgraphExecUpdateResultInfo {
+            result: CUgraphExecUpdateResult::SUCCESS,
+            errorNode: std::ptr::null_mut(),
+            errorFromNode: std::ptr::null_mut(),
+        };
+        let code = {
+            let _exec = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+            let _graph = graph.handle.lock();
+            // SAFETY: a live executable graph and graph of one context, and a valid
+            // out-pointer.
+            unsafe { (d.cuGraphExecUpdate)(self.raw, graph.handle.raw, &mut info) }
+        };
+        if code != CUresult::CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE {
+            check("cuGraphExecUpdate", code)?;
+        }
+        let node = |raw: sys::CUgraphNode| -> Option<(NodeRef, CUgraphNodeType)> {
+            if raw.is_null() {
+                return None;
+            }
+            let mut kind = CUgraphNodeType::EMPTY;
+            let _graph = graph.handle.lock();
+            // SAFETY: a node the driver reported for `graph`, which is alive.
+            let code = unsafe { (d.cuGraphNodeGetType)(raw, &mut kind) };
+            code.is_success().then_some((graph.node(raw), kind))
+        };
+        let result = if code.is_success() {
+            CUgraphExecUpdateResult::SUCCESS
+        } else if info.result == CUgraphExecUpdateResult::SUCCESS {
+            CUgraphExecUpdateResult::ERROR
+        } else {
+            info.result
+        };
+        Ok(NodeUpdate {
+            result,
+            error_node: node(info.errorNode),
+            error_from_node: node(info.errorFromNode),
+        })
+    }
+
+    /// The error of a refused update, as a driver error naming the verdict.
+    pub(crate) fn update_error(outcome: &NodeUpdate) -> Error {
+        let mut e = driver_error(
+            "cuGraphExecUpdate",
+            CUresult::CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE,
+        );
+        e.description = format!(
+            "{}: {:?}{}",
+            e.description,
+            outcome.result,
+            match outcome.error_node {
+                Some((_, kind)) => format!(" at a {kind:?} node"),
+                None => String::new(),
+            }
+        );
+        e.into()
+    }
+}
+
+impl Drop for GraphExec {
+    fn drop(&mut self) {
+        // A launch may still run: its nodes use the modules and closures we are about to
+        // release, so wait for the context first; when that fails, leak everything.
+        if self.launched.load(Ordering::Acquire)
+            && let Err(e) = self.source.ctx.synchronize()
+        {
+            tracing::warn!(error = %e, "synchronizing before destroying a graph exec failed; leaking what it holds");
+            std::mem::forget(std::mem::take(&mut self.keep));
+            std::mem::forget(std::mem::take(&mut self.pinned));
+            std::mem::forget(std::mem::take(&mut self.managed));
+            std::mem::forget(self.source.clone());
+            return;
+        }
+        let Ok(d) = self.source.ctx.bind() else {
+            return;
+        };
+        // SAFETY: we own the executable graph and no launch of it is pending.
+        let code = unsafe { (d.cuGraphExecDestroy)(self.raw) };
+        if !code.is_success() {
+            tracing::warn!(
+                ?code,
+                "cuGraphExecDestroy failed while dropping a graph exec"
+            );
+        }
+    }
+}
+
+impl std::fmt::Debug for GraphExec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("cuda::GraphExec")
+            .field("raw", &self.raw)
+            .field("keep", &self.keep.len())
+            .finish()
+    }
+}
+
+/// The error of a graph launch that finds a host slice of its memory alive.
+pub(crate) fn borrowed_error(call: &'static str, what: &str) -> Error {
+    Error::invalid(
+        call,
+        format!(
+            "a host slice of {what} memory this graph touches is alive (from `as_slice` or \
+             `as_mut_slice`); drop the slice before launching"
+        ),
+    )
+}
+
+static DOT_SERIAL: AtomicU64 = AtomicU64::new(0);
+
+fn next_dot_serial() -> u64 {
+    DOT_SERIAL.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Where `to_dot` has the driver write: unique per process and call.
+pub(crate) fn dot_temp_path(dir: &Path, pid: u32, serial: u64) -> PathBuf {
+    dir.join(format!("gpu-pipeline-graph-{pid}-{serial}.dot"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dot_paths_are_unique_per_process_and_call() {
+        let dir = Path::new("/tmp");
+        assert_eq!(
+            dot_temp_path(dir, 42, 7),
+            Path::new("/tmp/gpu-pipeline-graph-42-7.dot")
+        );
+        assert_ne!(dot_temp_path(dir, 42, 7), dot_temp_path(dir, 42, 8));
+        assert_ne!(next_dot_serial(), next_dot_serial());
+    }
+}

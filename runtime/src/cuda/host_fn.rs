@@ -1,0 +1,176 @@
+//! Host work on a stream: Rust closures run by the driver's callback thread.
+//!
+//! A panic inside a closure is caught before it reaches the C boundary and reported at the
+//! next synchronize of the stream that ran it (for a captured closure, the stream that
+//! launched the graph). Host functions must not call CUDA themselves (a driver rule).
+
+use std::ffi::c_void;
+use std::sync::Arc;
+
+use crate::driver::check;
+use crate::error::{Error, Result};
+use crate::panic_log::PanicLog;
+use crate::sys::{self, CUresult};
+
+use super::Stream;
+use super::keep::{self, Keep};
+
+/// A one-shot closure and where to report its panic.
+struct OnceCall {
+    f: Box<dyn FnOnce() + Send>,
+    panics: PanicLog,
+}
+
+/// A repeatable closure (graph replays call it once per launch).
+struct RepeatCall {
+    f: Arc<dyn Fn() + Send + Sync>,
+    panics: PanicLog,
+}
+
+/// A legacy callback, which receives the stream's status.
+struct StatusCall {
+    f: Box<dyn FnOnce(Result<()>) + Send>,
+    panics: PanicLog,
+}
+
+unsafe extern "C" fn run_once(data: *mut c_void) {
+    // SAFETY: `data` is the `Box<OnceCall>` leaked by `launch_once`, which enqueued it outside
+    // any capture (checked under the stream's gate, so no capture can begin in between), so
+    // the driver calls this exactly once.
+    let call = unsafe { Box::from_raw(data.cast::<OnceCall>()) };
+    let OnceCall { f, panics } = *call;
+    panics.run(f);
+}
+
+unsafe extern "C" fn run_repeat_once(data: *mut c_void) {
+    // SAFETY: `data` is a `Box<RepeatCall>` leaked by `launch_repeat` outside a capture;
+    // called exactly once, as in `run_once`.
+    let call = unsafe { Box::from_raw(data.cast::<RepeatCall>()) };
+    call.panics.run(|| (call.f)());
+}
+
+unsafe extern "C" fn run_repeat_captured(data: *mut c_void) {
+    // SAFETY: `data` points into an `Arc<RepeatCall>` that the captured graph, and every
+    // executable graph made from it, keeps alive (`Keep::Object`) for as long as it can run.
+    let call = unsafe { &*data.cast::<RepeatCall>() };
+    call.panics.run(|| (call.f)());
+}
+
+unsafe extern "C" fn run_status(_stream: sys::CUstream, status: CUresult, data: *mut c_void) {
+    // SAFETY: `data` is the `Box<StatusCall>` leaked by `add_callback`; the driver calls a
+    // stream callback exactly once (callbacks cannot be captured).
+    let call = unsafe { Box::from_raw(data.cast::<StatusCall>()) };
+    let StatusCall { f, panics } = *call;
+    let status = check("stream callback status", status);
+    panics.run(|| f(status));
+}
+
+impl Stream {
+    /// Enqueues a one-shot closure (`cuLaunchHostFunc`). Refused while the handle captures:
+    /// a graph may be launched many times, and a `FnOnce` can run only once.
+    pub(crate) fn launch_once(&self, f: Box<dyn FnOnce() + Send>) -> Result<()> {
+        let _gate = self.gate();
+        if self.capture_now()?.is_some() {
+            return Err(Error::invalid(
+                "Stream::launch_host_func",
+                "the stream is capturing and a `FnOnce` cannot be replayed; use `launch_host_fn` \
+                 with an `Arc<dyn Fn() + Send + Sync>`",
+            ));
+        }
+        let d = self.bind()?;
+        let data = Box::into_raw(Box::new(OnceCall {
+            f,
+            panics: self.panic_log().clone(),
+        }));
+        // SAFETY: `run_once` matches CUhostFn and takes ownership of `data` when called.
+        let code = unsafe { (d.cuLaunchHostFunc)(self.raw(), Some(run_once), data.cast()) };
+        if !code.is_success() {
+            // SAFETY: the driver refused the call, so it will never run `run_once`.
+            drop(unsafe { Box::from_raw(data) });
+        }
+        check("cuLaunchHostFunc", code)
+    }
+
+    /// Enqueues a repeatable closure. Outside a capture it runs once; inside one it becomes a
+    /// host node that runs at every launch of the graph, which keeps the closure alive for its
+    /// whole life and reports its panics on the stream that launched it.
+    pub(crate) fn launch_repeat(&self, f: Arc<dyn Fn() + Send + Sync>) -> Result<()> {
+        let _gate = self.gate();
+        let d = self.bind()?;
+        match self.capture_now()? {
+            None => {
+                let data = Box::into_raw(Box::new(RepeatCall {
+                    f,
+                    panics: self.panic_log().clone(),
+                }));
+                // SAFETY: `run_repeat_once` matches CUhostFn and owns `data` when called.
+                let code =
+                    unsafe { (d.cuLaunchHostFunc)(self.raw(), Some(run_repeat_once), data.cast()) };
+                if !code.is_success() {
+                    // SAFETY: refused, so never called.
+                    drop(unsafe { Box::from_raw(data) });
+                }
+                check("cuLaunchHostFunc", code)
+            }
+            Some(id) => {
+                // Its own log: the graph's launches, not this stream, report what it caught.
+                let panics = PanicLog::default();
+                let call = Arc::new(RepeatCall {
+                    f,
+                    panics: panics.clone(),
+                });
+                let data = Arc::as_ptr(&call) as *mut c_void;
+                // SAFETY: `run_repeat_captured` only borrows `data`, which the capture keeps
+                // alive (registered below, before anything can launch the graph).
+                let code =
+                    unsafe { (d.cuLaunchHostFunc)(self.raw(), Some(run_repeat_captured), data) };
+                check("cuLaunchHostFunc", code)?;
+                keep::keep(id, Keep::Object(call));
+                keep::keep(id, Keep::Panics(panics));
+                Ok(())
+            }
+        }
+    }
+
+    /// Enqueues a legacy stream callback (`cuStreamAddCallback`), which receives the stream's
+    /// status. Not capturable.
+    pub(crate) fn add_callback(&self, f: Box<dyn FnOnce(Result<()>) + Send>) -> Result<()> {
+        let _gate = self.gate();
+        if self.capture_now()?.is_some() {
+            return Err(Error::invalid(
+                "Stream::add_callback",
+                "the stream is capturing, and stream callbacks cannot be captured; use \
+                 `launch_host_fn`",
+            ));
+        }
+        let d = self.bind()?;
+        let data = Box::into_raw(Box::new(StatusCall {
+            f,
+            panics: self.panic_log().clone(),
+        }));
+        // SAFETY: `run_status` matches CUstreamCallback and owns `data` when called; flags 0.
+        let code = unsafe { (d.cuStreamAddCallback)(self.raw(), Some(run_status), data.cast(), 0) };
+        if !code.is_success() {
+            // SAFETY: refused, so never called.
+            drop(unsafe { Box::from_raw(data) });
+        }
+        check("cuStreamAddCallback", code)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panicking_closure_is_caught_by_the_trampoline() {
+        let panics = PanicLog::default();
+        let data = Box::into_raw(Box::new(OnceCall {
+            f: Box::new(|| panic!("boom")),
+            panics: panics.clone(),
+        }));
+        // SAFETY: as the driver would: one call with the leaked box.
+        unsafe { run_once(data.cast()) };
+        assert_eq!(panics.take().as_deref(), Some("boom"));
+    }
+}

@@ -1,0 +1,135 @@
+//! What captured graphs keep alive: every enqueue that bakes a pointer into work hands what
+//! the pointer points at to the capture it is recorded in ([`keep`]), by the capture id the
+//! handle's state tracks (see `stream.rs`); ending the capture moves that list into the
+//! graph, which holds it for its whole life, and every executable graph instantiated from it
+//! holds it too.
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use crate::panic_log::PanicLog;
+use crate::sys::{self, CUstreamCaptureStatus};
+
+use super::{DeviceMemory, PinnedMemory, Stream};
+
+/// Something a graph's nodes point at, kept alive by the graph for as long as it can be
+/// launched.
+#[derive(Clone)]
+pub(crate) enum Keep {
+    /// Device memory a node reads or writes (managed memory also gates launches).
+    Device(Arc<DeviceMemory>),
+    /// Pinned memory a node copies from or to: each launch fences it, and host slices of it
+    /// block launches.
+    Pinned(Arc<PinnedMemory>),
+    /// The panic log of a host node: a launch makes its stream report the node's panics.
+    Panics(PanicLog),
+    /// Anything else a node needs alive (a host closure, a loaded module, a flag word, an
+    /// executable graph launched inside the capture); held, never looked into.
+    Object(Arc<dyn Any + Send + Sync>),
+}
+
+impl Keep {
+    /// The identity of what is kept, for de-duplication.
+    pub(crate) fn key(&self) -> usize {
+        match self {
+            Keep::Device(a) => Arc::as_ptr(a) as *const () as usize,
+            Keep::Pinned(a) => Arc::as_ptr(a) as *const () as usize,
+            Keep::Panics(log) => log.key(),
+            Keep::Object(a) => Arc::as_ptr(a) as *const () as usize,
+        }
+    }
+}
+
+impl std::fmt::Debug for Keep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Keep::Device(a) => f.debug_tuple("Device").field(a).finish(),
+            Keep::Pinned(a) => f.debug_tuple("Pinned").field(a).finish(),
+            Keep::Panics(_) => f.write_str("Panics"),
+            Keep::Object(_) => f.write_str("Object"),
+        }
+    }
+}
+
+/// What one capture collected: what its nodes point at, and its kernel nodes in launch order.
+#[derive(Debug, Default)]
+pub(crate) struct CaptureRecord {
+    /// Kept alive by the graph.
+    pub(crate) keep: Vec<Keep>,
+    /// The kernel node each of our launches added, in launch order.
+    pub(crate) kernel_nodes: Vec<sys::CUgraphNode>,
+    /// Cleared when a launch's node could not be identified.
+    pub(crate) kernel_nodes_complete: bool,
+}
+
+// SAFETY: node handles are identifiers only compared, never dereferenced, here.
+unsafe impl Send for CaptureRecord {}
+
+/// The record of each capture in progress, by capture id.
+static CAPTURES: Mutex<Option<HashMap<u64, CaptureRecord>>> = Mutex::new(None);
+
+pub(super) fn records() -> MutexGuard<'static, Option<HashMap<u64, CaptureRecord>>> {
+    CAPTURES.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn with_record<R>(capture: u64, f: impl FnOnce(&mut CaptureRecord) -> R) -> R {
+    let mut map = records();
+    let record = map
+        .get_or_insert_with(HashMap::new)
+        .entry(capture)
+        .or_insert_with(|| CaptureRecord {
+            kernel_nodes_complete: true,
+            ..CaptureRecord::default()
+        });
+    f(record)
+}
+
+/// Hands `item` to capture `capture`: the graph it ends in keeps it alive.
+pub(crate) fn keep(capture: u64, item: Keep) {
+    with_record(capture, |record| record.keep.push(item));
+}
+
+/// Records the kernel node a launch just added to capture `capture` on `stream` (call under
+/// the stream's gate, right after the launch): the stream's capture dependencies right after
+/// a kernel launch are exactly that node.
+pub(crate) fn note_kernel_node(stream: &Stream, capture: u64) {
+    let node = captured_leaf(stream, capture);
+    with_record(capture, |record| match node {
+        Some(node) => record.kernel_nodes.push(node),
+        None => record.kernel_nodes_complete = false,
+    });
+}
+
+/// The one node the capture on `stream` would make the next work depend on, if the driver
+/// reports exactly one for the capture `capture`.
+fn captured_leaf(stream: &Stream, capture: u64) -> Option<sys::CUgraphNode> {
+    let d = stream.bind().ok()?;
+    let mut status = CUstreamCaptureStatus::NONE;
+    let mut id = 0;
+    let mut deps: *const sys::CUgraphNode = std::ptr::null();
+    let mut count = 0;
+    // SAFETY: a live stream (Stream's invariant) and valid out-pointers; the graph output is
+    // not wanted (null).
+    let code = unsafe {
+        (d.cuStreamGetCaptureInfo)(
+            stream.raw(),
+            &mut status,
+            &mut id,
+            std::ptr::null_mut(),
+            &mut deps,
+            &mut count,
+        )
+    };
+    if !code.is_success()
+        || status != CUstreamCaptureStatus::ACTIVE
+        || id != capture
+        || count != 1
+        || deps.is_null()
+    {
+        return None;
+    }
+    // SAFETY: the driver reports `count == 1` node at `deps`, valid until the next capture
+    // call on the stream; it is copied out at once.
+    Some(unsafe { *deps })
+}

@@ -1,0 +1,58 @@
+//! The CUDA backend: every driver call, every raw driver handle, and every `unsafe` block of
+//! the safe API, with no CPU-backend code.
+//!
+//! Each type here owns one kind of driver object and states, on the type, the invariant that
+//! makes its driver calls sound (the handle is live and belongs to the context the type holds;
+//! what it points at outlives every piece of enqueued work that uses it). The `// SAFETY:`
+//! comments cite those invariants. The public types of the crate (`Context`, `Stream`, the
+//! buffers, ...) hold one of these or the CPU backend's counterpart and dispatch once per
+//! method; rules that both backends share (argument checks, the pipeline machinery) live
+//! above, in the backend-neutral modules.
+//!
+//! Layers inside, each using only the ones before it: `context` and `device`, `event`,
+//! `stream` (with `capture`, `host_fn`, `memop`, `attribute`), the memory types (`memory`,
+//! `pinned`, `flag`, `pool`), then what enqueues work on memory (`copy`, `module`, `launch`,
+//! `graph`).
+
+pub(crate) mod attribute;
+mod capture;
+mod context;
+mod copy;
+mod device;
+mod event;
+mod flag;
+mod graph;
+mod host_fn;
+mod interop;
+mod keep;
+mod launch;
+mod memop;
+mod memory;
+mod module;
+#[cfg(feature = "nvrtc")]
+pub mod nvrtc;
+mod pinned;
+mod pool;
+pub(crate) mod repr;
+mod stream;
+
+pub(crate) use context::Context;
+pub(crate) use copy::{DeviceRange, PinnedRange};
+pub use device::{Device, DeviceAttribute};
+pub(crate) use event::Event;
+pub(crate) use flag::FlagWord;
+pub(crate) use graph::{Graph, GraphExec, KernelNodeInfo, NodeRef};
+pub use interop::declare_kernel;
+pub(crate) use keep::{Keep, keep as keep_in_capture};
+pub(crate) use launch::{CudaArgs, launch};
+pub(crate) use memop::MemOp;
+pub(crate) use memory::{DeviceMemory, HostSlice, HostSliceMut};
+pub(crate) use module::{Function, FunctionId, Module, ModuleImage};
+pub(crate) use pinned::PinnedMemory;
+pub(crate) use pool::MemoryPool;
+pub(crate) use stream::Stream;
+
+/// Capture entry points, for the public layer's `impl Stream` in `graph/capture.rs`.
+pub(crate) mod capture_api {
+    pub(crate) use super::capture::{begin, end, status};
+}

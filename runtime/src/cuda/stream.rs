@@ -1,0 +1,435 @@
+//! CUDA streams, and the capture bookkeeping every stream handle shares.
+//!
+//! Which capture a handle takes part in is tracked here, per handle rather than per
+//! `Stream` value, so two `Stream`s over one handle (one borrowed from the other with
+//! `Stream::from_handle`) see the same state. Every enqueue that must know whether it is
+//! being captured holds the handle's gate shared while it checks and enqueues; beginning and
+//! ending a capture, and joining one, hold it exclusively. So an enqueue is either wholly
+//! inside a capture or wholly outside it, whatever other threads do.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{
+    Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak,
+};
+
+use crate::driver::check;
+use crate::error::{Error, Result};
+use crate::panic_log::PanicLog;
+use crate::sys::{self, CUresult, CUstreamCaptureStatus};
+
+use super::{Context, Device, Event};
+
+/// What every `Stream` over one handle shares.
+#[derive(Debug, Default)]
+pub(crate) struct HandleState {
+    /// The capture the handle takes part in (0: none), as our own calls tracked it.
+    capture: AtomicU64,
+    /// Shared by enqueues while they check the capture and enqueue; exclusive for beginning,
+    /// ending and joining captures.
+    gate: RwLock<()>,
+    /// Panics caught in host functions enqueued on the handle.
+    panics: PanicLog,
+    /// Panic logs of graphs launched on the handle since the last synchronize: a host node's
+    /// panic is reported by the stream that replayed it.
+    watched: Mutex<Vec<PanicLog>>,
+}
+
+/// Handle states by (context, handle): the legacy and per-thread default streams have the
+/// same handle in every context.
+type HandleKey = (usize, usize);
+
+static HANDLES: Mutex<Option<HashMap<HandleKey, Weak<HandleState>>>> = Mutex::new(None);
+
+/// The states of handles that joined a capture by waiting on one of its events, by capture
+/// id, so that ending the capture takes them out of it again.
+static JOINED: Mutex<Option<HashMap<u64, Vec<Weak<HandleState>>>>> = Mutex::new(None);
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl HandleState {
+    /// The one state of `(ctx, raw)` in the process.
+    fn of(ctx: &Context, raw: sys::CUstream) -> Arc<HandleState> {
+        let key = (ctx.raw() as usize, raw as usize);
+        let mut handles = lock(&HANDLES);
+        let handles = handles.get_or_insert_with(HashMap::new);
+        if let Some(state) = handles.get(&key).and_then(Weak::upgrade) {
+            return state;
+        }
+        handles.retain(|_, state| state.strong_count() > 0);
+        let state = Arc::new(HandleState::default());
+        handles.insert(key, Arc::downgrade(&state));
+        state
+    }
+
+    fn tracked(&self) -> Option<u64> {
+        match self.capture.load(Ordering::Acquire) {
+            0 => None,
+            id => Some(id),
+        }
+    }
+}
+
+/// A CUDA stream.
+///
+/// Invariant: `raw` is a live stream of `ctx`. An owned stream was created here and is
+/// destroyed once, in `Drop` or `destroy`; a borrowed one (`Stream::borrow`) is kept live by
+/// its owner for as long as this value and the work enqueued through it, and is not captured
+/// by code other than this crate. `state` is the one [`HandleState`] of `(ctx, raw)`.
+pub(crate) struct Stream {
+    ctx: Arc<Context>,
+    raw: sys::CUstream,
+    owned: bool,
+    /// The driver's process-unique id (`cuStreamGetId`), read once at creation.
+    id: u64,
+    state: Arc<HandleState>,
+}
+
+// SAFETY: a CUstream may be used from any thread once its context is current, which every
+// method ensures; the shared state is atomics and locks.
+unsafe impl Send for Stream {}
+// SAFETY: every method takes `&self`; the driver calls it makes are thread-safe per stream
+// (CUDA allows enqueueing on one stream from several threads), and the capture check and
+// enqueue are made atomic with respect to capture by the handle's gate.
+unsafe impl Sync for Stream {}
+
+impl Stream {
+    /// A new stream with raw `CU_STREAM_*` flags, and a priority when `Some` (the driver
+    /// clamps it into the context's range).
+    pub(crate) fn create(ctx: &Arc<Context>, flags: u32, priority: Option<i32>) -> Result<Stream> {
+        let d = ctx.bind()?;
+        let mut raw = std::ptr::null_mut();
+        let code = match priority {
+            // SAFETY: a valid out-pointer; the context is current.
+            Some(p) => unsafe { (d.cuStreamCreateWithPriority)(&mut raw, flags, p) },
+            // SAFETY: as above.
+            None => unsafe { (d.cuStreamCreate)(&mut raw, flags) },
+        };
+        check(
+            if priority.is_some() {
+                "cuStreamCreateWithPriority"
+            } else {
+                "cuStreamCreate"
+            },
+            code,
+        )?;
+        Stream::wrap(ctx, raw, true)
+    }
+
+    /// Borrows a stream created by other code.
+    ///
+    /// # Safety
+    /// `raw` must be a stream of `ctx` (or the legacy/per-thread default stream) that stays
+    /// valid for as long as the returned value and anything enqueued through it, and that no
+    /// code other than this crate captures while the returned value is alive.
+    pub(crate) unsafe fn borrow(ctx: &Arc<Context>, raw: sys::CUstream) -> Result<Stream> {
+        Stream::wrap(ctx, raw, false)
+    }
+
+    fn wrap(ctx: &Arc<Context>, raw: sys::CUstream, owned: bool) -> Result<Stream> {
+        let mut stream = Stream {
+            ctx: ctx.clone(),
+            raw,
+            owned,
+            id: 0,
+            state: HandleState::of(ctx, raw),
+        };
+        // On failure `stream` drops and destroys an owned handle, so nothing leaks.
+        let d = ctx.bind()?;
+        let mut id = 0;
+        // SAFETY: a valid out-pointer; `raw` is live (the type's invariant).
+        check("cuStreamGetId", unsafe { (d.cuStreamGetId)(raw, &mut id) })?;
+        stream.id = id;
+        Ok(stream)
+    }
+
+    /// The context.
+    pub(crate) fn context(&self) -> &Arc<Context> {
+        &self.ctx
+    }
+
+    /// The raw handle: live for as long as `self` (the type's invariant).
+    pub(crate) fn raw(&self) -> sys::CUstream {
+        self.raw
+    }
+
+    /// The driver's process-unique id.
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Whether this value owns (and destroys) the handle.
+    pub(crate) fn is_owned(&self) -> bool {
+        self.owned
+    }
+
+    /// Binds the context and returns the driver, for the driver calls of this module family.
+    #[inline]
+    pub(crate) fn bind(&self) -> Result<&'static crate::driver::Driver> {
+        self.ctx.bind()
+    }
+
+    /// Raw `CU_STREAM_*` creation flags.
+    pub(crate) fn flags(&self) -> Result<u32> {
+        let d = self.bind()?;
+        let mut flags = 0;
+        // SAFETY: a valid out-pointer and a live stream (the type's invariant).
+        check("cuStreamGetFlags", unsafe {
+            (d.cuStreamGetFlags)(self.raw, &mut flags)
+        })?;
+        Ok(flags)
+    }
+
+    /// The priority, after the driver's clamping.
+    pub(crate) fn priority(&self) -> Result<i32> {
+        let d = self.bind()?;
+        let mut priority = 0;
+        // SAFETY: a valid out-pointer and a live stream.
+        check("cuStreamGetPriority", unsafe {
+            (d.cuStreamGetPriority)(self.raw, &mut priority)
+        })?;
+        Ok(priority)
+    }
+
+    /// The device, checked with `cuStreamGetDevice` (CUDA 12.8) where the driver has it.
+    pub(crate) fn device(&self) -> Result<Device> {
+        let d = self.bind()?;
+        if let Some(get_device) = d.cuStreamGetDevice {
+            let mut dev = 0;
+            // SAFETY: a valid out-pointer and a live stream.
+            check("cuStreamGetDevice", unsafe {
+                get_device(self.raw, &mut dev)
+            })?;
+            if dev != self.ctx.device().handle() {
+                return Err(Error::invalid(
+                    "Stream::device",
+                    "the driver reports a device other than the stream's context's",
+                ));
+            }
+        }
+        Ok(self.ctx.device())
+    }
+
+    /// Whether all work enqueued so far has completed.
+    pub(crate) fn query(&self) -> Result<bool> {
+        let d = self.bind()?;
+        // SAFETY: a live stream.
+        match unsafe { (d.cuStreamQuery)(self.raw) } {
+            CUresult::CUDA_SUCCESS => Ok(true),
+            CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+            code => check("cuStreamQuery", code).map(|()| false),
+        }
+    }
+
+    /// Blocks until all enqueued work has completed. Reports, in this order: a driver error
+    /// (including an asynchronous fault of earlier work), then a panic caught in a host
+    /// function or a replayed host node that ran on this handle since the last synchronize.
+    pub(crate) fn synchronize(&self) -> Result<()> {
+        let d = self.bind()?;
+        // SAFETY: a live stream.
+        check("cuStreamSynchronize", unsafe {
+            (d.cuStreamSynchronize)(self.raw)
+        })?;
+        self.take_panics()
+    }
+
+    /// Waits for the stream's work without reporting panics (the stream's last moments).
+    pub(crate) fn drain(&self) -> Result<()> {
+        let d = self.bind()?;
+        // SAFETY: a live stream.
+        check("cuStreamSynchronize", unsafe {
+            (d.cuStreamSynchronize)(self.raw)
+        })
+    }
+
+    /// The panics recorded since the last report, as an error.
+    pub(crate) fn take_panics(&self) -> Result<()> {
+        let mut messages: Vec<String> = self.state.panics.take().into_iter().collect();
+        let watched = std::mem::take(&mut *lock(&self.state.watched));
+        messages.extend(watched.iter().filter_map(PanicLog::take));
+        if messages.is_empty() {
+            return Ok(());
+        }
+        Err(Error::HostPanic {
+            stream: self.id,
+            message: messages.join("; "),
+        })
+    }
+
+    /// The log host functions enqueued on this handle record their panics in.
+    pub(crate) fn panic_log(&self) -> &PanicLog {
+        &self.state.panics
+    }
+
+    /// Reports `log`'s panics at this handle's next synchronize (a graph launched here).
+    pub(crate) fn watch_panics(&self, log: &PanicLog) {
+        let mut watched = lock(&self.state.watched);
+        if !watched.iter().any(|w| w.same_as(log)) {
+            watched.push(log.clone());
+        }
+    }
+
+    /// Makes later work wait for `event`'s most recent record. Waiting on an event recorded
+    /// inside a capture joins this handle to the capture.
+    pub(crate) fn wait_event(&self, event: &Event) -> Result<()> {
+        let _gate = self.gate_exclusive();
+        let d = self.bind()?;
+        // SAFETY: a live stream and a live event (both types' invariants); the public layer
+        // checked that they belong to one context.
+        check("cuStreamWaitEvent", unsafe {
+            (d.cuStreamWaitEvent)(self.raw, event.raw(), sys::CU_EVENT_WAIT_DEFAULT)
+        })?;
+        if let Some(id) = event.recorded_in_capture() {
+            self.state.capture.store(id, Ordering::Release);
+            lock(&JOINED)
+                .get_or_insert_with(HashMap::new)
+                .entry(id)
+                .or_default()
+                .push(Arc::downgrade(&self.state));
+        }
+        Ok(())
+    }
+
+    /// Records `event` at the current end of this stream.
+    pub(crate) fn record(&self, event: &Event) -> Result<()> {
+        let _gate = self.gate();
+        let capture = self.capture_now()?;
+        self.record_under_gate(event)?;
+        event.set_recorded_in_capture(capture);
+        Ok(())
+    }
+
+    /// Records `event` without taking the gate: for callers that hold it already (the gate is
+    /// never taken twice by one thread, since a waiting writer would deadlock it).
+    pub(crate) fn record_under_gate(&self, event: &Event) -> Result<()> {
+        let d = self.bind()?;
+        // SAFETY: a live stream and a live event (both types' invariants) of one context (the
+        // callers' objects all come from this stream's context).
+        check("cuEventRecord", unsafe {
+            (d.cuEventRecord)(event.raw(), self.raw)
+        })
+    }
+
+    /// Copies the attributes of `src` (a stream of the same context).
+    pub(crate) fn copy_attributes_from(&self, src: &Stream) -> Result<()> {
+        let d = self.bind()?;
+        // SAFETY: two live streams of one context (checked by the public layer).
+        check("cuStreamCopyAttributes", unsafe {
+            (d.cuStreamCopyAttributes)(self.raw, src.raw)
+        })
+    }
+
+    /// Held shared while an enqueue checks whether it is captured and enqueues.
+    pub(crate) fn gate(&self) -> RwLockReadGuard<'_, ()> {
+        self.state
+            .gate
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Held exclusively while the handle begins, ends or joins a capture.
+    pub(crate) fn gate_exclusive(&self) -> RwLockWriteGuard<'_, ()> {
+        self.state
+            .gate
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The capture this handle takes part in, as tracked (call under the gate). No driver
+    /// call: hot paths use it.
+    #[inline]
+    pub(crate) fn tracked_capture(&self) -> Option<u64> {
+        self.state.tracked()
+    }
+
+    /// The capture an enqueue made now would be recorded into (call under the gate). For a
+    /// borrowed handle the driver is asked as well: a capture begun by other code, which
+    /// could not keep our memory alive, is an error rather than a silent hazard.
+    #[inline]
+    pub(crate) fn capture_now(&self) -> Result<Option<u64>> {
+        let tracked = self.state.tracked();
+        if self.owned {
+            return Ok(tracked);
+        }
+        match self.capture_info()? {
+            (CUstreamCaptureStatus::NONE, _) => Ok(tracked.filter(|_| false)),
+            (_, id) if Some(id) == tracked => Ok(tracked),
+            _ => Err(Error::invalid(
+                "Stream",
+                "the borrowed stream is being captured by code outside gpu-pipeline, which \
+                 cannot keep the memory of this work alive in its graph; end that capture, or \
+                 capture through `Stream::begin_capture`",
+            )),
+        }
+    }
+
+    /// The driver's capture status and id for this handle.
+    pub(crate) fn capture_info(&self) -> Result<(CUstreamCaptureStatus, u64)> {
+        let d = self.bind()?;
+        let mut status = CUstreamCaptureStatus::NONE;
+        let mut id = 0;
+        // SAFETY: a live stream; null for the outputs not wanted, which the API allows.
+        check("cuStreamGetCaptureInfo", unsafe {
+            (d.cuStreamGetCaptureInfo)(
+                self.raw,
+                &mut status,
+                &mut id,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        })?;
+        Ok((status, id))
+    }
+
+    /// Marks the handle as taking part in capture `id` (under the exclusive gate).
+    pub(crate) fn set_tracked_capture(&self, id: Option<u64>) {
+        self.state.capture.store(id.unwrap_or(0), Ordering::Release);
+    }
+
+    /// Takes every handle that joined capture `id` out of it (its origin ended it).
+    pub(crate) fn leave_capture(id: u64) {
+        let joined = lock(&JOINED)
+            .as_mut()
+            .and_then(|m| m.remove(&id))
+            .unwrap_or_default();
+        for state in joined.iter().filter_map(Weak::upgrade) {
+            let _gate = state.gate.write().unwrap_or_else(PoisonError::into_inner);
+            let _ = state
+                .capture
+                .compare_exchange(id, 0, Ordering::AcqRel, Ordering::Acquire);
+        }
+    }
+
+    /// Destroys an owned stream now and returns the driver's verdict. Work already enqueued
+    /// still completes (the driver defers the release).
+    pub(crate) fn destroy(&mut self) -> Result<()> {
+        if !std::mem::replace(&mut self.owned, false) {
+            return Ok(());
+        }
+        let d = self.bind()?;
+        // SAFETY: we own the stream (the type's invariant) and release it once: `owned` is
+        // cleared above.
+        check("cuStreamDestroy", unsafe { (d.cuStreamDestroy)(self.raw) })?;
+        self.take_panics()
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        if let Err(e) = self.destroy() {
+            tracing::warn!(error = %e, "destroying a stream failed");
+        }
+    }
+}
+
+impl std::fmt::Debug for Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("cuda::Stream")
+            .field("raw", &self.raw)
+            .field("owned", &self.owned)
+            .finish()
+    }
+}
