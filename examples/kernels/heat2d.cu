@@ -1,6 +1,6 @@
 // Kernels of the `heat2d` example: one explicit Euler step of 2-D heat diffusion.
 //
-// Build the PTX beside this file with `examples/kernels/build.sh` (nvcc -ptx -arch=compute_75).
+// tools/build-ptx compiles this file to PTX beside it (NVRTC, compute_75).
 // The host implementation in examples/src/heat2d/host.rs does the same arithmetic in the same
 // order. The `__f*_rn` intrinsics forbid contracting a multiply and an add into one FMA, so
 // the device and the host round identically and agree bit for bit.

@@ -2,7 +2,7 @@
 // leapfrog. Bodies are stored as 4 floats each: pos = (x, y, z, mass), vel = (vx, vy, vz, 0),
 // acc = (ax, ay, az, 0).
 //
-// Build the PTX beside this file with `examples/kernels/build.sh` (nvcc -ptx -arch=compute_75).
+// tools/build-ptx compiles this file to PTX beside it (NVRTC, compute_75).
 // The host implementations in examples/src/nbody/host.rs do the same arithmetic in the same
 // order; the `__f*_rn` intrinsics forbid FMA contraction, so both round identically.
 
