@@ -5,18 +5,16 @@
 //! cargo run --release -p examples --example interop
 //! ```
 
-use clap::Parser;
-use examples::common::{backend_name, context, finish};
+use examples::common::{backend_name, main_with};
 use examples::interop::{self, InteropArgs};
 
 fn main() -> std::process::ExitCode {
-    let args = InteropArgs::parse();
-    finish(context().and_then(|ctx| {
+    main_with(InteropArgs::validate, InteropArgs::dot, |ctx, args| {
         println!(
             "interop: {} elements on {}",
             args.elements,
-            backend_name(&ctx)
+            backend_name(ctx)
         );
-        Ok(interop::run(&ctx, &args)?.report)
-    }))
+        Ok(interop::run(ctx, args)?.report)
+    })
 }

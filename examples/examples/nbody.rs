@@ -1,30 +1,30 @@
-//! All-pairs N-body leapfrog as a captured two-stream pipeline. See `examples/src/nbody`.
+//! All-pairs N-body leapfrog as a captured two-stream pipeline, compared with the classic
+//! tiled kernel launched with raw driver calls. See `examples/src/nbody`.
 //!
 //! ```text
-//! cargo run --release -p examples --example nbody -- --bodies 16384 --steps 500
+//! cargo run --release -p examples --example nbody -- --bodies 65536 --steps 50
 //! GPU_PIPELINE_BACKEND=host-checked cargo run -p examples --example nbody -- --bodies 128 --steps 20
 //! ```
 
-use examples::common::{backend_name, context, finish, parse_args};
+use examples::common::{backend_name, main_with};
 use examples::nbody::{self, NbodyArgs};
 
 fn main() -> std::process::ExitCode {
-    let args = parse_args(NbodyArgs::validate);
-    finish(context().and_then(|ctx| {
+    main_with(NbodyArgs::validate, NbodyArgs::dot, |ctx, args| {
         println!(
             "nbody: {} bodies, {} steps of dt = {}, sampled every {} on {}",
             args.bodies,
             args.steps,
             args.dt,
             args.sample_every,
-            backend_name(&ctx)
+            backend_name(ctx)
         );
-        let outcome = nbody::run(&ctx, &args)?;
+        let outcome = nbody::run(ctx, args)?;
         println!(
             "{} position samples streamed back; momentum drift {:.2e}",
             outcome.samples.len(),
             outcome.momentum_drift
         );
         Ok(outcome.report)
-    }))
+    })
 }

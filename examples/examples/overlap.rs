@@ -5,19 +5,18 @@
 //! cargo run --release -p examples --example overlap -- --elements 67108864 --chunks 32 --iters 64
 //! ```
 
-use examples::common::{backend_name, context, finish, parse_args};
+use examples::common::{backend_name, main_with};
 use examples::overlap::{self, OverlapArgs};
 
 fn main() -> std::process::ExitCode {
-    let args = parse_args(OverlapArgs::validate);
-    finish(context().and_then(|ctx| {
+    main_with(OverlapArgs::validate, OverlapArgs::dot, |ctx, args| {
         println!(
             "overlap: {} elements in {} chunks, {} iterations per element on {}",
             args.elements,
             args.chunks,
             args.iters,
-            backend_name(&ctx)
+            backend_name(ctx)
         );
-        Ok(overlap::run(&ctx, &args)?.report)
-    }))
+        Ok(overlap::run(ctx, args)?.report)
+    })
 }

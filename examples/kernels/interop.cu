@@ -1,6 +1,6 @@
 // Kernel of the `interop` example.
 //
-// Build the PTX beside this file with `examples/kernels/build.sh` (nvcc -ptx -arch=compute_75).
+// tools/build-ptx compiles this file to PTX beside it (NVRTC, compute_75).
 // The host implementation is in examples/src/interop.rs.
 
 extern "C" {

@@ -1,7 +1,7 @@
 // Kernel of the `overlap` example: an element-wise transform with adjustable arithmetic
 // intensity, so compute time can be matched to copy time.
 //
-// Build the PTX beside this file with `examples/kernels/build.sh` (nvcc -ptx -arch=compute_75).
+// tools/build-ptx compiles this file to PTX beside it (NVRTC, compute_75).
 // The host implementation in examples/src/overlap/host.rs does the same arithmetic; the
 // `__f*_rn` intrinsics forbid FMA contraction, so both round identically.
 

@@ -1,11 +1,14 @@
-//! What every example shares: choosing and naming the backend, checks, a timings table,
-//! progress bars, and the exit code.
+//! What every example shares: choosing and naming the backend, flag parsing and checking
+//! (numbers, output paths), checks, a timings table, progress bars, writing outputs, the
+//! device's copy bandwidth, CPU work spread over all cores, and the exit code.
 
 use std::fmt;
 use std::io::IsTerminal;
+use std::ops::{Bound, RangeBounds};
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use gpu_pipeline::{Backend, Context};
+use gpu_pipeline::{Backend, Context, DeviceBuffer, Event, StepProfile, Stream};
 use indicatif::{ProgressBar, ProgressStyle};
 
 /// The error type of the examples: any error, with its message.
@@ -145,6 +148,20 @@ pub fn format_duration(d: Duration) -> String {
     }
 }
 
+/// `64.0 MiB`, `12.0 KiB`, `512 B`.
+pub fn format_bytes(bytes: usize) -> String {
+    let b = bytes as f64;
+    if b >= f64::from(1u32 << 30) {
+        format!("{:.1} GiB", b / f64::from(1u32 << 30))
+    } else if b >= f64::from(1u32 << 20) {
+        format!("{:.1} MiB", b / f64::from(1u32 << 20))
+    } else if b >= 1024.0 {
+        format!("{:.1} KiB", b / 1024.0)
+    } else {
+        format!("{bytes} B")
+    }
+}
+
 /// A progress bar over `len` units on stderr, hidden with `quiet` or when stderr is not a
 /// terminal (so logs and pipes stay clean).
 pub fn progress(len: u64, quiet: bool, message: &'static str) -> ProgressBar {
@@ -169,6 +186,10 @@ pub struct Report {
     pub checks: Vec<Check>,
     /// The timings table.
     pub timings: Timings,
+    /// Measurements worth a line of their own (bandwidths, throughputs, ratios), in order.
+    pub notes: Vec<String>,
+    /// The files the run wrote, each after its last byte was written successfully.
+    pub outputs: Vec<PathBuf>,
 }
 
 impl Report {
@@ -178,7 +199,28 @@ impl Report {
             backend: backend_name(ctx),
             checks: Vec::new(),
             timings: Timings::new(),
+            notes: Vec::new(),
+            outputs: Vec::new(),
         }
+    }
+
+    /// Writes `bytes` to `path` (see [`write_output`]) and lists the file in the report.
+    pub fn write_output(&mut self, path: &Path, bytes: &[u8]) -> Result<(), BoxError> {
+        write_output(path, bytes)?;
+        self.outputs.push(path.to_owned());
+        Ok(())
+    }
+
+    /// Writes one profiled step as a Chrome trace to `path` and adds its stage table to the
+    /// notes.
+    pub fn write_trace(&mut self, path: &Path, profile: &StepProfile) -> Result<(), BoxError> {
+        self.write_output(path, profile.to_chrome_trace().as_bytes())?;
+        self.notes.push(format!(
+            "one profiled step of {} ({:.3} ms):\n{profile}",
+            profile.pipeline,
+            profile.total_ms()
+        ));
+        Ok(())
     }
 
     /// Whether every check held.
@@ -200,7 +242,20 @@ impl fmt::Display for Report {
             writeln!(f, "  {mark} {}: {}", check.name, check.detail)?;
         }
         writeln!(f)?;
-        write!(f, "{}", self.timings)
+        write!(f, "{}", self.timings)?;
+        for note in &self.notes {
+            write!(f, "\n{note}")?;
+            if !note.ends_with('\n') {
+                writeln!(f)?;
+            }
+        }
+        if !self.outputs.is_empty() {
+            writeln!(f)?;
+        }
+        for path in &self.outputs {
+            writeln!(f, "wrote {}", path.display())?;
+        }
+        Ok(())
     }
 }
 
@@ -230,8 +285,9 @@ pub fn finish(result: Result<Report, BoxError>) -> std::process::ExitCode {
     }
 }
 
-/// Parses the flags and applies `validate` (rules between flags that clap cannot express),
-/// exiting with clap's usage error and status 2 when it fails, as for any other bad flag.
+/// Parses the flags and applies `validate` (rules between flags that clap cannot express,
+/// output paths that must be writable), exiting with clap's usage error and status 2 when it
+/// fails, as for any other bad flag. Nothing has run yet at that point.
 pub fn parse_args<A: clap::Parser>(validate: impl FnOnce(&A) -> Result<(), String>) -> A {
     let args = A::parse();
     if let Err(message) = validate(&args) {
@@ -240,6 +296,204 @@ pub fn parse_args<A: clap::Parser>(validate: impl FnOnce(&A) -> Result<(), Strin
             .exit();
     }
     args
+}
+
+/// What every example's `main` does: parse and validate the flags; with `--dot` print the
+/// pipelines' stage graphs and exit; otherwise pick the backend, print `banner`, run, print
+/// the report and return the exit code (see [`finish`]).
+pub fn main_with<A: clap::Parser>(
+    validate: impl FnOnce(&A) -> Result<(), String>,
+    dot: impl FnOnce(&A) -> Option<String>,
+    run: impl FnOnce(&Context, &A) -> Result<Report, BoxError>,
+) -> std::process::ExitCode {
+    let args = parse_args(validate);
+    if let Some(graph) = dot(&args) {
+        print!("{graph}");
+        return std::process::ExitCode::SUCCESS;
+    }
+    finish(context().and_then(|ctx| run(&ctx, &args)))
+}
+
+/// A float flag's parser: accepts finite numbers within `range`, rejecting `nan`, `inf` and
+/// anything outside with the range in the message, as clap does for integers:
+/// `invalid value 'nan' for '--dt <DT>': nan is not a finite number`. Use it as
+/// `#[arg(value_parser = float_in(POSITIVE))]`.
+pub fn float_in(
+    range: (Bound<f32>, Bound<f32>),
+) -> impl Fn(&str) -> Result<f32, String> + Clone + Send + Sync + 'static {
+    move |s| parse_float(s, range)
+}
+
+/// Every number above zero (for [`float_in`]).
+pub const POSITIVE: (Bound<f32>, Bound<f32>) = (Bound::Excluded(0.0), Bound::Unbounded);
+
+/// Parses `s` as a finite `f32` within `range` (see [`float_in`]).
+pub fn parse_float(s: &str, range: (Bound<f32>, Bound<f32>)) -> Result<f32, String> {
+    let value: f32 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number"))?;
+    if !value.is_finite() {
+        return Err(format!("{s} is not a finite number"));
+    }
+    if !range.contains(&value) {
+        return Err(format!("{value} is not in {}", interval(range)));
+    }
+    Ok(value)
+}
+
+/// `(0, 0.25]`, `(0, inf)`: a range in interval notation.
+fn interval((lo, hi): (Bound<f32>, Bound<f32>)) -> String {
+    let lo = match lo {
+        Bound::Included(v) => format!("[{v}"),
+        Bound::Excluded(v) => format!("({v}"),
+        Bound::Unbounded => "(-inf".to_owned(),
+    };
+    let hi = match hi {
+        Bound::Included(v) => format!("{v}]"),
+        Bound::Excluded(v) => format!("{v})"),
+        Bound::Unbounded => "inf)".to_owned(),
+    };
+    format!("{lo}, {hi}")
+}
+
+/// Checks, before anything runs, that the file `flag` names can be written: its folder
+/// exists, it is not a folder, and it opens for writing. A file that did not exist is not
+/// left behind. (A device that accepts the open and then refuses the bytes, such as
+/// `/dev/full`, is caught when writing: see [`write_output`].)
+pub fn check_output_path(flag: &str, path: &Path) -> Result<(), String> {
+    let shown = path.display();
+    if path.as_os_str().is_empty() {
+        return Err(format!("`{flag}` needs a file name"));
+    }
+    if path.is_dir() {
+        return Err(format!("`{flag} {shown}`: is a directory; name a file"));
+    }
+    let existed = path.symlink_metadata().is_ok();
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+    {
+        Ok(_) => {
+            if !existed {
+                // Only the probe was created; the run writes the real file at the end.
+                std::fs::remove_file(path).ok();
+            }
+            Ok(())
+        }
+        Err(e) => Err(format!("`{flag} {shown}`: cannot write there: {e}")),
+    }
+}
+
+/// The error of a write that failed, naming the file.
+#[derive(Debug)]
+pub struct WriteError {
+    /// The file.
+    pub path: PathBuf,
+    /// Why.
+    pub source: std::io::Error,
+}
+
+impl fmt::Display for WriteError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "cannot write {}", self.path.display())
+    }
+}
+
+impl std::error::Error for WriteError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
+}
+
+/// Writes `bytes` to `path` through an unbuffered file, so that every failure (a full disk,
+/// `/dev/full`) is an error here rather than lost in a buffer's drop.
+pub fn write_output(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
+    std::fs::write(path, bytes).map_err(|source| WriteError {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// How much of the CPU reference a run replays.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReferenceMode {
+    /// `full` when its cost is within [`REFERENCE_BUDGET`], else `bounded`.
+    Auto,
+    /// Replay the whole run on the CPU (all cores) and compare the end states.
+    Full,
+    /// Only the checks whose cost does not grow with the number of steps.
+    Bounded,
+}
+
+/// The most elementary updates (cells x steps, body pairs x steps) that `--reference auto`
+/// replays on the CPU: a few seconds on a few cores.
+pub const REFERENCE_BUDGET: f64 = 4.0e9;
+
+impl ReferenceMode {
+    /// Whether to replay the whole run, which costs `work` elementary updates.
+    pub fn full(self, work: f64) -> bool {
+        match self {
+            ReferenceMode::Auto => work <= REFERENCE_BUDGET,
+            ReferenceMode::Full => true,
+            ReferenceMode::Bounded => false,
+        }
+    }
+}
+
+/// The CPU threads to spread reference work over: every core.
+pub fn cpu_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
+}
+
+/// Runs `f(first_index, chunk)` over consecutive chunks of `out`, each a multiple of `unit`
+/// elements long, on all cores. The result does not depend on the number of threads when
+/// each element is computed on its own.
+pub fn par_chunks<T: Send>(out: &mut [T], unit: usize, f: impl Fn(usize, &mut [T]) + Sync) {
+    // Below this many elements a thread costs more than it saves.
+    const SERIAL: usize = 1 << 15;
+    if out.len() <= SERIAL {
+        f(0, out);
+        return;
+    }
+    let units = out.len() / unit.max(1);
+    let per_thread = units.div_ceil(cpu_threads()).max(1) * unit.max(1);
+    std::thread::scope(|scope| {
+        for (k, chunk) in out.chunks_mut(per_thread).enumerate() {
+            let f = &f;
+            scope.spawn(move || f(k * per_thread, chunk));
+        }
+    });
+}
+
+/// The device's own copy bandwidth: a device-to-device copy of `bytes` (rounded down to
+/// whole `f32`s) timed with events, repeated until about 50 ms have passed, in bytes per
+/// second counting the read and the write (as a kernel that reads and writes each byte
+/// once would). On the host backend this is the CPU's `memcpy` through the same API.
+pub fn copy_bandwidth(ctx: &Context, bytes: usize) -> Result<f64, BoxError> {
+    let len = (bytes / 4).max(1);
+    let stream = Stream::non_blocking(ctx)?;
+    let src = DeviceBuffer::<f32>::zeros(&stream, len)?;
+    let mut dst = DeviceBuffer::<f32>::zeros(&stream, len)?;
+    let (start, end) = (Event::new(ctx)?, Event::new(ctx)?);
+    // Warm up, and find how many copies take about 50 ms.
+    stream.copy_dtod(&src, &mut dst)?;
+    stream.record_into(&start)?;
+    stream.copy_dtod(&src, &mut dst)?;
+    stream.record_into(&end)?;
+    end.synchronize()?;
+    let once_ms = f64::from(Event::elapsed_time(&start, &end)?).max(1e-3);
+    let reps = (50.0 / once_ms).clamp(3.0, 1000.0) as usize;
+    stream.record_into(&start)?;
+    for _ in 0..reps {
+        stream.copy_dtod(&src, &mut dst)?;
+    }
+    stream.record_into(&end)?;
+    end.synchronize()?;
+    let seconds = f64::from(Event::elapsed_time(&start, &end)?) / 1e3;
+    Ok(2.0 * (len * 4) as f64 * reps as f64 / seconds.max(1e-9))
 }
 
 /// A small xorshift generator: deterministic inputs without a dependency.
@@ -271,4 +525,107 @@ pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f64 {
             if d.is_nan() { f64::INFINITY } else { d }
         })
         .fold(0.0, f64::max)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floats_must_be_finite_and_in_range() {
+        let unit = (Bound::Excluded(0.0), Bound::Included(0.25));
+        assert_eq!(parse_float("0.25", unit), Ok(0.25));
+        assert_eq!(parse_float(" 1e-3 ", POSITIVE), Ok(1e-3));
+        assert_eq!(
+            parse_float("nan", POSITIVE),
+            Err("nan is not a finite number".to_owned())
+        );
+        assert_eq!(
+            parse_float("-inf", POSITIVE),
+            Err("-inf is not a finite number".to_owned())
+        );
+        assert_eq!(
+            parse_float("1e39", POSITIVE),
+            Err("1e39 is not a finite number".to_owned())
+        );
+        assert_eq!(
+            parse_float("0", unit),
+            Err("0 is not in (0, 0.25]".to_owned())
+        );
+        assert_eq!(
+            parse_float("-2", POSITIVE),
+            Err("-2 is not in (0, inf)".to_owned())
+        );
+        assert_eq!(
+            parse_float("x", POSITIVE),
+            Err("`x` is not a number".to_owned())
+        );
+        assert_eq!(
+            interval((Bound::Included(-1.0), Bound::Excluded(2.5))),
+            "[-1, 2.5)"
+        );
+    }
+
+    #[test]
+    fn output_paths_are_probed_without_leaving_files() {
+        let dir = std::env::temp_dir().join(format!("common-out-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fresh = dir.join("fresh.txt");
+        check_output_path("--out", &fresh).unwrap();
+        assert!(!fresh.exists());
+        // An existing file is neither truncated nor removed.
+        std::fs::write(&fresh, b"keep").unwrap();
+        check_output_path("--out", &fresh).unwrap();
+        assert_eq!(std::fs::read(&fresh).unwrap(), b"keep");
+        let err = check_output_path("--out", &dir).unwrap_err();
+        assert!(err.contains("is a directory"), "{err}");
+        let err = check_output_path("--out", &dir.join("missing").join("f")).unwrap_err();
+        assert!(err.starts_with("`--out "), "{err}");
+        assert!(err.contains("cannot write there"), "{err}");
+        assert!(check_output_path("--out", Path::new("")).is_err());
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn a_refused_write_is_an_error_naming_the_file() {
+        let full = Path::new("/dev/full");
+        if !full.exists() {
+            return;
+        }
+        let err = write_output(full, b"bytes").unwrap_err();
+        assert_eq!(err.to_string(), "cannot write /dev/full");
+        let source = std::error::Error::source(&err).unwrap().to_string();
+        assert!(source.contains("No space left"), "{source}");
+    }
+
+    #[test]
+    fn parallel_chunks_cover_every_element_once() {
+        for len in [0usize, 7, 1 << 15, (1 << 16) + 12] {
+            let mut out = vec![0usize; len];
+            par_chunks(&mut out, 4, |first, chunk| {
+                for (k, x) in chunk.iter_mut().enumerate() {
+                    *x += first + k + 1;
+                }
+            });
+            assert!(out.iter().enumerate().all(|(i, &x)| x == i + 1), "{len}");
+        }
+    }
+
+    #[test]
+    fn auto_reference_replays_within_the_budget() {
+        assert!(ReferenceMode::Auto.full(REFERENCE_BUDGET));
+        assert!(!ReferenceMode::Auto.full(REFERENCE_BUDGET * 2.0));
+        assert!(ReferenceMode::Full.full(1e20));
+        assert!(!ReferenceMode::Bounded.full(1.0));
+    }
+
+    #[test]
+    fn reports_list_notes_and_written_files() {
+        let mut report = Report::new(&Context::host());
+        report.notes.push("bandwidth: 1 GB/s".to_owned());
+        report.outputs.push(PathBuf::from("out.png"));
+        let text = report.to_string();
+        assert!(text.contains("\nbandwidth: 1 GB/s\n"), "{text}");
+        assert!(text.ends_with("wrote out.png\n"), "{text}");
+    }
 }

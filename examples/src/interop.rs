@@ -16,6 +16,7 @@
 //! null and there is no foreign CUDA library to hand one over, so part 2 is skipped with a
 //! message and the input is produced on an ordinary stream instead. Everything else runs.
 
+use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Parser;
@@ -23,7 +24,7 @@ use gpu_pipeline::{
     Backend, Context, DeviceBuffer, PinnedBuffer, Stream, TypedStream, gpu_pipeline,
 };
 
-use crate::common::{BoxError, Check, Report, max_abs_diff};
+use crate::common::{BoxError, Check, Report, check_output_path, max_abs_diff};
 
 /// Host implementation of `examples/kernels/interop.cu`.
 pub mod host {
@@ -116,15 +117,38 @@ pub fn duplicate_on_compute(
     about = "A pipeline stage calling a library function with its typed stream, and input \
              produced on a foreign stream borrowed from a raw CUDA handle.",
     after_help = "Backend: CUDA device 0 when available, else the host backend; \
-                  GPU_PIPELINE_BACKEND=cuda|host|host-checked forces one."
+                  GPU_PIPELINE_BACKEND=cuda|host|host-checked forces one.",
+    allow_negative_numbers = true
 )]
 pub struct InteropArgs {
     /// Elements (f32) to process.
     #[arg(long, default_value_t = 1 << 20, value_parser = clap::value_parser!(u32).range(1..))]
     pub elements: u32,
+    /// Print the stage graph of one step (`Interop::DOT`) in Graphviz DOT and exit.
+    #[arg(long)]
+    pub dot: bool,
+    /// After the run, profile one more step and write its per-stage timings as a Chrome
+    /// trace (open it in ui.perfetto.dev).
+    #[arg(long, value_name = "PATH")]
+    pub trace: Option<PathBuf>,
     /// Unused: the example is short (accepted for symmetry with the others).
     #[arg(long, short)]
     pub quiet: bool,
+}
+
+impl InteropArgs {
+    /// The rules clap cannot express: the trace file can be written.
+    pub fn validate(&self) -> Result<(), String> {
+        if let Some(path) = &self.trace {
+            check_output_path("--trace", path)?;
+        }
+        Ok(())
+    }
+
+    /// The stage graph `--dot` prints.
+    pub fn dot(&self) -> Option<String> {
+        self.dot.then(|| Interop::DOT.to_owned())
+    }
 }
 
 /// What a run produced besides its report.
@@ -138,6 +162,7 @@ pub struct InteropOutcome {
 
 /// Runs the example on `ctx`, then the checks.
 pub fn run(ctx: &Context, args: &InteropArgs) -> Result<InteropOutcome, BoxError> {
+    args.validate()?;
     let mut report = Report::new(ctx);
     let n = args.elements;
     let data: Vec<f32> = (0..n).map(|i| (i % 97) as f32 - 48.0).collect();
@@ -211,6 +236,23 @@ pub fn run(ctx: &Context, args: &InteropArgs) -> Result<InteropOutcome, BoxError
     report.checks.push(Check::no_races(ctx));
     let borrowed_foreign_stream = foreign.is_some();
     drop(producer);
+
+    if let Some(path) = &args.trace {
+        // After the checks: the profiled step scales `work` once more.
+        let start = Instant::now();
+        let profile = pipeline.profile(InteropParams {
+            n,
+            factor,
+            offset,
+            input: &input,
+            work: &mut work,
+            out: &mut out,
+        })?;
+        report.write_trace(path, &profile)?;
+        report
+            .timings
+            .add("trace", start.elapsed(), path.display().to_string());
+    }
     Ok(InteropOutcome {
         report,
         borrowed_foreign_stream,

@@ -1,5 +1,10 @@
 //! Every example at a small size on the checked host backend: its own checks pass and the
-//! race detector reports nothing. Plus the flag parsing each `main` relies on.
+//! race detector reports nothing. Plus the flag parsing each `main` relies on, and the
+//! example programs themselves run as a user runs them (`--help`, `--dot`, misuse: exit code
+//! and message).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
 
 use clap::Parser;
 use examples::common::Report;
@@ -9,6 +14,102 @@ use examples::nbody::{self, NbodyArgs};
 use examples::overlap::{self, OverlapArgs};
 use gpu_pipeline::Context;
 
+const EXAMPLES: [&str; 4] = ["heat2d", "nbody", "overlap", "interop"];
+
+/// A small run of each example, for the tests that need one to reach the end.
+fn small_run(name: &str) -> &'static [&'static str] {
+    match name {
+        "heat2d" => &["--nx", "16", "--ny", "12", "--steps", "4", "-q"],
+        "nbody" => &[
+            "--bodies",
+            "16",
+            "--steps",
+            "3",
+            "--reference-steps",
+            "2",
+            "-q",
+        ],
+        "overlap" => &[
+            "--elements",
+            "64",
+            "--chunks",
+            "4",
+            "--iters",
+            "2",
+            "--repeats",
+            "1",
+            "-q",
+        ],
+        _ => &["--elements", "16"],
+    }
+}
+
+/// The example program `name`, built beside this test binary (`cargo test` builds the
+/// examples; the GPU bundle keeps the same layout), forced onto the host backend.
+fn example(name: &str) -> Command {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("the test binary sits two folders deep")
+        .join("examples");
+    let path = dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        path.is_file(),
+        "{} is missing: build the examples first (`cargo test` does; else `cargo build -p \
+         examples --examples`)",
+        path.display()
+    );
+    let mut command = Command::new(path);
+    command.env("GPU_PIPELINE_BACKEND", "host");
+    command
+}
+
+/// Whether this runs under NVIDIA's compute-sanitizer (`bash .gpu/run sanitize`), which
+/// would also instrument the example processes the CLI tests start; those never call CUDA
+/// (they run on the host backend), which the sanitizer counts as an error. The CLI tests
+/// ran in the normal run.
+fn under_compute_sanitizer() -> bool {
+    let skip = std::env::var_os("NVTX_INJECTION64_PATH")
+        .is_some_and(|path| path.to_string_lossy().contains("sanitizer"));
+    if skip {
+        println!(
+            "skipped under compute-sanitizer: it starts example processes on the host backend"
+        );
+    }
+    skip
+}
+
+fn run_example(name: &str, args: &[&str]) -> Output {
+    example(name)
+        .args(args)
+        .output()
+        .expect("the example starts")
+}
+
+/// Asserts the exit code and that stderr holds `message`; returns stdout and stderr.
+fn assert_exit(output: &Output, code: i32, message: &str) -> (String, String) {
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(
+        output.status.code(),
+        Some(code),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(
+        stderr.contains(message),
+        "expected {message:?} in stderr:\n{stderr}"
+    );
+    (stdout, stderr)
+}
+
+/// A fresh folder for one test's files.
+fn scratch(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("examples-{test}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 fn assert_passed(ctx: &Context, report: &Report) {
     assert!(report.passed(), "{report}");
     assert!(ctx.races().is_empty(), "{:?}", ctx.races());
@@ -17,8 +118,7 @@ fn assert_passed(ctx: &Context, report: &Report) {
 
 #[test]
 fn heat2d_host_checked_matches_the_reference_and_conserves_heat() {
-    let dir = std::env::temp_dir().join(format!("heat2d-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("heat2d-png");
     let png = dir.join("field.png");
     let args = Heat2dArgs::parse_from([
         "heat2d",
@@ -37,8 +137,12 @@ fn heat2d_host_checked_matches_the_reference_and_conserves_heat() {
     let ctx = Context::host_checked();
     let outcome = heat2d::run(&ctx, &args).unwrap();
     assert_passed(&ctx, &outcome.report);
+    assert!(outcome.full_reference);
     assert_eq!(outcome.phase_heat.len(), 3);
     assert_eq!(outcome.field.len(), 24 * 17);
+    assert!(outcome.achieved_bandwidth > 0.0 && outcome.achieved_bandwidth.is_finite());
+    assert!(outcome.copy_bandwidth > 0.0 && outcome.copy_bandwidth.is_finite());
+    assert_eq!(outcome.report.outputs, std::slice::from_ref(&png));
     // The PNG is there and has the grid's size.
     let bytes = std::fs::read(&png).unwrap();
     assert_eq!(&bytes[1..4], b"PNG");
@@ -62,8 +166,8 @@ fn heat2d_schedule_doubles_alpha_and_covers_every_step() {
 #[test]
 fn heat2d_rejects_bad_flags_with_a_reason() {
     for bad in [
-        &["heat2d", "--steps", "7"][..],
-        &["heat2d", "--alpha", "0.3"],
+        &["heat2d", "--alpha", "0.3"][..],
+        &["heat2d", "--alpha", "nan"],
         &["heat2d", "--nx", "1"],
         &["heat2d", "--no-png", "--png", "x.png"],
         &["heat2d", "--frobnicate"],
@@ -73,6 +177,8 @@ fn heat2d_rejects_bad_flags_with_a_reason() {
     }
     let err = Heat2dArgs::try_parse_from(["heat2d", "--alpha", "0.3"]).unwrap_err();
     assert!(err.to_string().contains("unstable"), "{err}");
+    let odd = Heat2dArgs::parse_from(["heat2d", "--steps", "7", "--no-png"]);
+    assert!(odd.validate().unwrap_err().contains("odd"));
 }
 
 #[test]
@@ -166,17 +272,305 @@ fn interop_host_checked_runs_the_library_call_and_skips_raw_handles() {
 }
 
 #[test]
+fn heat2d_bounded_reference_checks_the_last_step_and_the_preview() {
+    let args = Heat2dArgs::parse_from([
+        "heat2d",
+        "--nx",
+        "33",
+        "--ny",
+        "20",
+        "--steps",
+        "10",
+        "--preview-stride",
+        "3",
+        "--reference",
+        "bounded",
+        "--no-png",
+        "-q",
+    ]);
+    let ctx = Context::host_checked();
+    let outcome = heat2d::run(&ctx, &args).unwrap();
+    assert_passed(&ctx, &outcome.report);
+    assert!(!outcome.full_reference);
+    let names: Vec<&str> = outcome
+        .report
+        .checks
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert!(
+        names.iter().any(|n| n.starts_with("last step")),
+        "{names:?}"
+    );
+    assert!(names.iter().any(|n| n.starts_with("preview")), "{names:?}");
+    assert!(
+        !names.iter().any(|n| n.starts_with("final field")),
+        "{names:?}"
+    );
+}
+
+#[test]
+fn nbody_samples_the_forces_when_the_replay_is_skipped() {
+    let args = NbodyArgs::parse_from([
+        "nbody",
+        "--bodies",
+        "300",
+        "--steps",
+        "4",
+        "--reference",
+        "bounded",
+        "-q",
+    ]);
+    let ctx = Context::host_checked();
+    let outcome = nbody::run(&ctx, &args).unwrap();
+    assert_passed(&ctx, &outcome.report);
+    assert!(!outcome.full_reference);
+    assert!(outcome.anchor.is_none());
+    assert!(
+        outcome
+            .report
+            .checks
+            .iter()
+            .any(|c| c.name == "accelerations of 256 sampled bodies vs an f64 CPU sum")
+    );
+}
+
+#[test]
+fn nbody_force_check_catches_a_wrong_force() {
+    let bodies = nbody::initial_bodies(64, 1);
+    let eps2 = 0.0025;
+    let mut acc = nbody::accelerations(&bodies.pos, eps2);
+    let sample = nbody::sample_bodies(64);
+    let good = nbody::sampled_acceleration_error(&bodies.pos, &acc, eps2, &sample);
+    assert!(good < 1e-5, "{good}");
+    acc[4 * 10] *= 1.001;
+    let bad = nbody::sampled_acceleration_error(&bodies.pos, &acc, eps2, &sample);
+    assert!(bad > 1e-5, "{bad}");
+}
+
+#[test]
+fn every_example_prints_help_with_dot_and_trace() {
+    if under_compute_sanitizer() {
+        return;
+    }
+    for name in EXAMPLES {
+        let output = run_example(name, &["--help"]);
+        let (stdout, _) = assert_exit(&output, 0, "");
+        for flag in ["Usage:", "--dot", "--trace <PATH>", "--help"] {
+            assert!(
+                stdout.contains(flag),
+                "{name} --help lacks {flag}:\n{stdout}"
+            );
+        }
+    }
+}
+
+#[test]
+fn every_example_prints_its_stage_graph_with_dot() {
+    if under_compute_sanitizer() {
+        return;
+    }
+    for (name, pipeline) in [
+        ("heat2d", "digraph HeatStep"),
+        ("nbody", "digraph NbodyStep"),
+        ("overlap", "digraph OverlapStep"),
+        ("interop", "digraph Interop"),
+    ] {
+        let output = run_example(name, &["--dot"]);
+        let (stdout, _) = assert_exit(&output, 0, "");
+        assert!(stdout.contains(pipeline), "{name} --dot:\n{stdout}");
+        // Nothing ran: no backend banner, no report.
+        assert!(!stdout.contains(" on host"), "{name} --dot ran:\n{stdout}");
+    }
+    let output = run_example("overlap", &["--dot"]);
+    assert!(String::from_utf8_lossy(&output.stdout).contains("digraph SerialChunk"));
+}
+
+#[test]
+fn non_finite_floats_are_rejected_before_anything_runs() {
+    if under_compute_sanitizer() {
+        return;
+    }
+    for (name, args, message) in [
+        (
+            "nbody",
+            &["--dt", "nan"][..],
+            "invalid value 'nan' for '--dt <DT>': nan is not a finite number",
+        ),
+        ("nbody", &["--eps", "inf"], "inf is not a finite number"),
+        ("nbody", &["--dt", "0"], "0 is not in (0, inf)"),
+        ("nbody", &["--dt", "fast"], "`fast` is not a number"),
+        ("heat2d", &["--alpha", "nan"], "nan is not a finite number"),
+        (
+            "heat2d",
+            &["--alpha", "0.5"],
+            "0.5 is not in (0, 0.25]; the explicit scheme is unstable",
+        ),
+    ] {
+        let start = std::time::Instant::now();
+        let output = run_example(name, args);
+        let (stdout, _) = assert_exit(&output, 2, message);
+        assert!(stdout.is_empty(), "{name} {args:?} printed:\n{stdout}");
+        assert!(
+            start.elapsed().as_secs_f64() < 1.0,
+            "{name} {args:?} was slow"
+        );
+    }
+}
+
+#[test]
+fn negative_numbers_get_clap_range_messages() {
+    if under_compute_sanitizer() {
+        return;
+    }
+    for (name, args, message) in [
+        (
+            "heat2d",
+            &["--steps", "-4"][..],
+            "invalid value '-4' for '--steps <STEPS>': -4 is not in 2..=4294967295",
+        ),
+        ("heat2d", &["--nx", "-1"], "-1 is not in 2..=16384"),
+        ("heat2d", &["--alpha", "-0.1"], "-0.1 is not in (0, 0.25]"),
+        ("nbody", &["--bodies", "-5"], "-5 is not in 2..=1000000"),
+        (
+            "nbody",
+            &["--reference-steps", "-1"],
+            "-1 is not in 0..=4294967295",
+        ),
+        ("nbody", &["--dt", "-1e-3"], "-0.001 is not in (0, inf)"),
+        ("overlap", &["--iters", "-1"], "-1 is not in 0..=1000000"),
+        ("overlap", &["--chunks", "-2"], "-2 is not in 1..=4096"),
+        (
+            "interop",
+            &["--elements", "-3"],
+            "-3 is not in 1..=4294967295",
+        ),
+    ] {
+        assert_exit(&run_example(name, args), 2, message);
+    }
+}
+
+#[test]
+fn output_paths_are_checked_before_the_run() {
+    if under_compute_sanitizer() {
+        return;
+    }
+    let dir = scratch("paths");
+    let missing = dir.join("no-such-folder").join("out.json");
+    let missing = missing.to_str().unwrap();
+    for name in EXAMPLES {
+        let output = run_example(name, &["--trace", missing]);
+        let (stdout, _) = assert_exit(&output, 2, "`--trace ");
+        assert_exit(&output, 2, "cannot write there");
+        assert!(!stdout.contains(" on host"), "{name} ran:\n{stdout}");
+    }
+    let output = run_example("heat2d", &["--png", missing]);
+    assert_exit(&output, 2, "`--png ");
+    let output = run_example("heat2d", &["--png", dir.to_str().unwrap()]);
+    assert_exit(&output, 2, "is a directory");
+    // The probe leaves nothing behind.
+    let probe = dir.join("fresh.json");
+    examples::common::check_output_path("--trace", &probe).unwrap();
+    assert!(!probe.exists());
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn a_failed_write_fails_the_run() {
+    if under_compute_sanitizer() {
+        return;
+    }
+    if !Path::new("/dev/full").exists() {
+        println!("skipped: no /dev/full on this system");
+        return;
+    }
+    let mut cases: Vec<(&str, Vec<&str>)> = EXAMPLES
+        .iter()
+        .map(|&name| {
+            let mut args = small_run(name).to_vec();
+            args.extend(["--trace", "/dev/full"]);
+            if name == "heat2d" {
+                args.push("--no-png");
+            }
+            (name, args)
+        })
+        .collect();
+    let mut png = small_run("heat2d").to_vec();
+    png.extend(["--png", "/dev/full"]);
+    cases.push(("heat2d", png));
+    for (name, args) in cases {
+        let output = run_example(name, &args);
+        let (stdout, stderr) = assert_exit(&output, 1, "error: cannot write /dev/full");
+        assert!(stderr.contains("No space left on device"), "{stderr}");
+        assert!(
+            !stdout.contains("wrote"),
+            "{name} {args:?} claims a write:\n{stdout}"
+        );
+    }
+}
+
+#[test]
+fn every_example_writes_a_trace_and_lists_it() {
+    if under_compute_sanitizer() {
+        return;
+    }
+    let dir = scratch("traces");
+    for name in EXAMPLES {
+        let trace = dir.join(format!("{name}.json"));
+        let mut args = small_run(name).to_vec();
+        args.extend(["--trace", trace.to_str().unwrap()]);
+        if name == "heat2d" {
+            args.push("--no-png");
+        }
+        let output = run_example(name, &args);
+        let (stdout, _) = assert_exit(&output, 0, "");
+        assert!(
+            stdout.contains(&format!("wrote {}", trace.display())),
+            "{stdout}"
+        );
+        assert!(stdout.contains("all checks passed on host"), "{stdout}");
+        let json = std::fs::read_to_string(&trace).unwrap();
+        assert!(json.starts_with("{\"traceEvents\":["), "{json}");
+        assert!(json.contains("\"ph\":\"X\""), "{name}: no stage in\n{json}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
 #[ignore = "needs a CUDA GPU"]
 fn every_example_passes_on_a_gpu() {
     let ctx = Context::cuda(0).unwrap();
     let heat = Heat2dArgs::parse_from([
         "heat2d", "--nx", "300", "--ny", "200", "--steps", "200", "--no-png", "-q",
     ]);
-    assert!(heat2d::run(&ctx, &heat).unwrap().report.passed());
-    let nb = NbodyArgs::parse_from(["nbody", "--bodies", "1000", "--steps", "50", "-q"]);
-    assert!(nbody::run(&ctx, &nb).unwrap().report.passed());
+    let outcome = heat2d::run(&ctx, &heat).unwrap();
+    assert!(outcome.report.passed(), "{}", outcome.report);
+    assert!(outcome.full_reference);
+    let nb = NbodyArgs::parse_from([
+        "nbody",
+        "--bodies",
+        "1000",
+        "--steps",
+        "50",
+        "--no-anchor",
+        "-q",
+    ]);
+    let outcome = nbody::run(&ctx, &nb).unwrap();
+    assert!(outcome.report.passed(), "{}", outcome.report);
+    assert!(outcome.full_reference);
     let ov = OverlapArgs::parse_from(["overlap", "--elements", "1048576", "--chunks", "8", "-q"]);
     assert!(overlap::run(&ctx, &ov).unwrap().report.passed());
     let io = interop::run(&ctx, &InteropArgs::parse_from(["interop"])).unwrap();
     assert!(io.report.passed() && io.borrowed_foreign_stream);
+}
+
+/// The raw-driver anchor of `nbody` runs and its state stays finite (a few steps; the
+/// example itself measures the speed).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_nbody_anchor_runs_with_raw_driver_calls() {
+    let ctx = Context::cuda(0).unwrap();
+    let bodies = nbody::initial_bodies(1000, 7);
+    let rate = nbody::anchor::interactions_per_second(&ctx, &bodies, 1e-3, 0.0025, 5).unwrap();
+    assert!(rate > 0.0 && rate.is_finite(), "{rate}");
 }

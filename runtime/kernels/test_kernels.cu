@@ -1,7 +1,7 @@
 // Test kernels for gpu-pipeline's GPU tests and the launch benchmark.
 //
-// Compiled to PTX, and the PTX committed beside this file:
-//     nvcc -ptx -arch=compute_75 -o runtime/kernels/test_kernels.ptx runtime/kernels/test_kernels.cu
+// Compiled to PTX by tools/build-ptx (NVRTC 12.0, compute_75), the PTX committed beside
+// this file. The sm_90 cubin beside it, for the tests that load a cubin, was built with nvcc.
 // Every kernel is `extern "C"` so its PTX entry name is the plain C name that
 // `Module::function` looks up.
 

@@ -27,3 +27,20 @@ pub fn cell(src: &[f32], nx: usize, ny: usize, x: usize, y: usize, alpha: f32) -
     let lap = sum - 4.0 * c;
     c + alpha * lap
 }
+
+/// `sample(nx, ny, stride, src, dst)`: every `stride`-th cell of every `stride`-th row of
+/// `src` into `dst` (see [`preview_size`]).
+pub fn sample(nx: u32, ny: u32, stride: u32, src: &[f32], dst: &mut [f32]) {
+    let (mx, my) = preview_size(nx, ny, stride);
+    let (nx, stride) = (nx as usize, stride as usize);
+    for py in 0..my as usize {
+        for px in 0..mx as usize {
+            dst[py * mx as usize + px] = src[py * stride * nx + px * stride];
+        }
+    }
+}
+
+/// The preview's width and height: `ceil(nx / stride)` by `ceil(ny / stride)`.
+pub fn preview_size(nx: u32, ny: u32, stride: u32) -> (u32, u32) {
+    (nx.div_ceil(stride), ny.div_ceil(stride))
+}

@@ -1,6 +1,7 @@
 //! Host implementations of `examples/kernels/nbody.cu`: what the host backend runs for one
-//! launch, over the whole slices (4 floats per body). Same arithmetic in the same order as
-//! the CUDA C (which forbids FMA contraction), so both backends produce the same bits.
+//! launch, over the whole slices (4 floats per body). The same formulas summed in the same
+//! order as the CUDA C; the kernel's `rsqrtf` (2 ulp) and FMA contraction change the last
+//! bits, so the backends agree within the example's tolerance, not bit for bit.
 
 /// `kick_drift(n, dt, acc, vel, pos)`: `v += a dt/2`, then `x += v dt`.
 pub fn kick_drift(n: u32, dt: f32, acc: &[f32], vel: &mut [f32], pos: &mut [f32]) {
@@ -27,7 +28,8 @@ pub fn accel_kick(n: u32, dt: f32, eps2: f32, pos: &[f32], acc: &mut [f32], vel:
     }
 }
 
-/// The acceleration of body `i`: one thread of `accel_kick` (`j` ascending; `j == i` adds 0).
+/// The acceleration of body `i`: one thread of `accel_kick` (`j` ascending, as the kernel's
+/// tiles go; `j == i` adds 0).
 #[inline]
 pub fn acceleration(pos: &[f32], n: usize, i: usize, eps2: f32) -> [f32; 3] {
     let (xi, yi, zi) = (pos[4 * i], pos[4 * i + 1], pos[4 * i + 2]);
@@ -36,9 +38,9 @@ pub fn acceleration(pos: &[f32], n: usize, i: usize, eps2: f32) -> [f32; 3] {
         let dx = pos[4 * j] - xi;
         let dy = pos[4 * j + 1] - yi;
         let dz = pos[4 * j + 2] - zi;
-        let r2 = ((dx * dx + dy * dy) + dz * dz) + eps2;
-        let inv_r3 = 1.0 / (r2 * r2.sqrt());
-        let s = pos[4 * j + 3] * inv_r3;
+        let dist2 = dx * dx + dy * dy + dz * dz + eps2;
+        let inv = 1.0 / dist2.sqrt();
+        let s = pos[4 * j + 3] * inv * inv * inv;
         ax += dx * s;
         ay += dy * s;
         az += dz * s;

@@ -20,12 +20,13 @@
 
 pub mod host;
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use gpu_pipeline::{Context, DeviceBuffer, PinnedBuffer, Stream, gpu_pipeline};
+use gpu_pipeline::{Context, DeviceBuffer, PinnedBuffer, StepProfile, Stream, gpu_pipeline};
 
-use crate::common::{BoxError, Check, Report, max_abs_diff, progress};
+use crate::common::{BoxError, Check, Report, check_output_path, max_abs_diff, progress};
 
 gpu_pipeline! {
     /// One chunk on one stream: copy in, compute, copy out, in order.
@@ -88,7 +89,8 @@ gpu_pipeline! {
     about = "Copy-in, compute and copy-out of a chunked array overlapped on three streams, \
              timed against one stream.",
     after_help = "Backend: CUDA device 0 when available, else the host backend; \
-                  GPU_PIPELINE_BACKEND=cuda|host|host-checked forces one."
+                  GPU_PIPELINE_BACKEND=cuda|host|host-checked forces one.",
+    allow_negative_numbers = true
 )]
 pub struct OverlapArgs {
     /// Elements (f32) of the array; a multiple of --chunks.
@@ -99,18 +101,28 @@ pub struct OverlapArgs {
     pub chunks: u32,
     /// Arithmetic per element (iterations of y = y * a + x): raise it to make compute as
     /// long as the copies.
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
     pub iters: u32,
     /// Timed repetitions of each version (the best one counts).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     pub repeats: u32,
+    /// Print the stage graphs of both pipelines (`SerialChunk::DOT`, `OverlapStep::DOT`) in
+    /// Graphviz DOT and exit.
+    #[arg(long)]
+    pub dot: bool,
+    /// After the run, run the three-stream version once more, profiling its middle step, and
+    /// write that step's per-stage timings as a Chrome trace (open it in ui.perfetto.dev to
+    /// see the copies overlap the kernel).
+    #[arg(long, value_name = "PATH")]
+    pub trace: Option<PathBuf>,
     /// No progress bar.
     #[arg(long, short)]
     pub quiet: bool,
 }
 
 impl OverlapArgs {
-    /// The rules between flags: the chunks split the array evenly.
+    /// The rules between flags: the chunks split the array evenly; the trace file can be
+    /// written.
     pub fn validate(&self) -> Result<(), String> {
         if !self.elements.is_multiple_of(self.chunks) {
             return Err(format!(
@@ -118,7 +130,16 @@ impl OverlapArgs {
                 self.elements, self.chunks
             ));
         }
+        if let Some(path) = &self.trace {
+            check_output_path("--trace", path)?;
+        }
         Ok(())
+    }
+
+    /// The stage graphs `--dot` prints.
+    pub fn dot(&self) -> Option<String> {
+        self.dot
+            .then(|| format!("{}{}", SerialChunk::DOT, OverlapStep::DOT))
     }
 }
 
@@ -217,6 +238,7 @@ pub fn run(ctx: &Context, args: &OverlapArgs) -> Result<OverlapOutcome, BoxError
             &mut dst_overlap,
             &mut slots,
             &bar,
+            None,
         )?;
         best_overlap = best_overlap.min(start.elapsed());
     }
@@ -257,6 +279,26 @@ pub fn run(ctx: &Context, args: &OverlapArgs) -> Result<OverlapOutcome, BoxError
         1e-5,
     ));
     report.checks.push(Check::no_races(ctx));
+
+    if let Some(path) = &args.trace {
+        let start = Instant::now();
+        let middle = (args.chunks as usize).div_ceil(2);
+        let profile = run_overlapped(
+            ctx,
+            &mut overlap,
+            args,
+            &src,
+            &mut dst_overlap,
+            &mut slots,
+            &indicatif::ProgressBar::hidden(),
+            Some(middle),
+        )?
+        .ok_or("the profiled step did not run")?;
+        report.write_trace(path, &profile)?;
+        report
+            .timings
+            .add("trace", start.elapsed(), path.display().to_string());
+    }
     Ok(OverlapOutcome {
         report,
         serial: best_serial,
@@ -265,7 +307,9 @@ pub fn run(ctx: &Context, args: &OverlapArgs) -> Result<OverlapOutcome, BoxError
 }
 
 /// The software pipeline over all chunks: `chunks + 2` steps, stand-ins where a stage has no
-/// chunk.
+/// chunk. The step numbered `profiled` (if any) runs under `profile`, whose timings it
+/// returns.
+#[allow(clippy::too_many_arguments)]
 fn run_overlapped(
     ctx: &Context,
     pipeline: &mut OverlapStep,
@@ -274,7 +318,8 @@ fn run_overlapped(
     dst: &mut [PinnedBuffer<f32>],
     slots: &mut Slots,
     bar: &indicatif::ProgressBar,
-) -> Result<(), BoxError> {
+    profiled: Option<usize>,
+) -> Result<Option<StepProfile>, BoxError> {
     let chunks = src.len();
     let chunk = src[0].len() as u32;
     // One-element stand-ins for the stages of the first and last two steps.
@@ -287,6 +332,7 @@ fn run_overlapped(
     let stand_out_prev = DeviceBuffer::<f32>::zeros(&setup, 1)?;
     // The zeroing runs on `setup`; the pipeline's streams must not touch them before it ends.
     setup.synchronize()?;
+    let mut profile = None;
 
     for s in 0..chunks + 2 {
         // Slot `s % 2` receives chunk s and holds chunk s-2's output; the other slot holds
@@ -316,12 +362,16 @@ fn run_overlapped(
                 &mut stand_dst
             },
         };
-        pipeline.run(params)?.wait()?;
+        if profiled == Some(s) {
+            profile = Some(pipeline.profile(params)?);
+        } else {
+            pipeline.run(params)?.wait()?;
+        }
         if compute {
             bar.inc(1);
         }
     }
-    Ok(())
+    Ok(profile)
 }
 
 /// The chunks' contents, in order.
