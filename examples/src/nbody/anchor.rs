@@ -158,7 +158,7 @@ pub fn interactions_per_second(
 ) -> Result<f64, BoxError> {
     let raw_ctx = ctx
         .handle()
-        .ok_or("the anchor needs a CUDA context, not the host backend")?;
+        .ok_or("the anchor needs a CUDA context, not the CPU backend")?;
     let driver = Driver::open()?;
     let n = u32::try_from(bodies.pos.len() / 4)?;
     let stream = Stream::non_blocking(ctx)?;
@@ -191,9 +191,11 @@ pub fn interactions_per_second(
     let code = unsafe { (driver.module_get_function)(&mut function, module.raw, name.as_ptr()) };
     ok(code, "cuModuleGetFunction")?;
 
-    let raw_stream = stream.handle();
-    let pos_ptr = [pos[0].device_ptr(), pos[1].device_ptr()];
-    let vel_ptr = [vel[0].device_ptr(), vel[1].device_ptr()];
+    const CUDA: &str = "the anchor needs a CUDA context, not the CPU backend";
+    let raw_stream = stream.handle().ok_or(CUDA)?;
+    let ptr = |b: &DeviceBuffer<f32>| b.device_ptr().ok_or(CUDA);
+    let pos_ptr = [ptr(&pos[0])?, ptr(&pos[1])?];
+    let vel_ptr = [ptr(&vel[0])?, ptr(&vel[1])?];
     let launch = |step: u32| -> Result<(), BoxError> {
         let (from, to) = ((step % 2) as usize, ((step + 1) % 2) as usize);
         let (mut n, mut dt, mut eps2) = (n, dt, eps2);
