@@ -15,6 +15,7 @@ mod error;
 mod event;
 mod graph;
 mod host;
+pub mod image;
 mod launch;
 mod memory;
 mod module;
@@ -42,6 +43,7 @@ pub use graph::{
     Graph, GraphExec, GraphNode, GraphNodeType, GraphUpdate, GraphUpdateResult, KernelNode,
 };
 pub use host::{Hazard, HostFault, OpSite, RaceReport};
+pub use image::{ImageError, ImageFormat};
 pub use launch::{
     DEFAULT_DYNAMIC_SHARED_LIMIT, DeviceRepr, Dim3, KernelArg, KernelArgs, KernelArgsFor,
     KernelParam, LaunchConfig, LaunchConfigError, LaunchLimits, ParamLayout, PassedAs, Signature,
