@@ -20,8 +20,8 @@ mod names;
 mod step;
 mod stub;
 
-use proc_macro2::TokenStream;
 use proc_macro2::Ident;
+use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
 
 use crate::lower::{self, ImageFormat, Priority};
