@@ -16,12 +16,14 @@
 //! - [`relocations`]: entry size, symbol indices, relocated bytes inside their section;
 //! - [`nv_info`]: attribute records tile their section;
 //! - [`notes`]: note records (`SHT_NOTE`) tile their section;
+//! - [`groups`]: section group members (`SHT_GROUP`) are sections;
 //! - [`segments`]: each program header's bytes in bounds.
 //!
 //! What is *not* checked: instruction bytes, the values inside `.nv.info` attributes, and
 //! the contents of `.nv.callgraph`, debug and constant sections. Those are read by the
 //! driver only as bounded data once the structure above holds.
 
+mod groups;
 mod header;
 mod notes;
 mod nv_info;
@@ -51,7 +53,7 @@ const SHT_REL: u32 = 9;
 const SHT_DYNSYM: u32 = 11;
 /// `SHT_GROUP`: a section group.
 const SHT_GROUP: u32 = 17;
-/// `SHT_SYMTAB_SHNDX`: extended symbol section indices.
+/// `SHT_SYMTAB_SHNDX`: extended symbol section indices (refused).
 const SHT_SYMTAB_SHNDX: u32 = 18;
 /// `SHT_LOPROC + 0`: CUDA's `.nv.info*` attribute sections.
 const SHT_CUDA_INFO: u32 = 0x7000_0000;
@@ -110,6 +112,7 @@ pub(crate) fn check(image: Bytes<'_>) -> Result<Vec<String>, ImageError> {
     relocations::check(image, &sections)?;
     nv_info::check(image, &sections)?;
     notes::check(image, &sections)?;
+    groups::check(image, &sections)?;
     segments::check(image, &header)?;
     Ok(kernel_names(image, &header, &sections))
 }

@@ -248,6 +248,26 @@ pub(crate) fn read_cubin(image: &[u8]) -> Read<()> {
             at += len;
         }
     }
+    // Section groups: a flag word, then member section indices; the signature symbol.
+    for (i, s) in sections.iter().enumerate() {
+        if s.kind != 17 {
+            continue;
+        }
+        let words = bytes(s, "group")?;
+        let symbols = bytes(section(s.link, "group symbols")?, "group symbols")?;
+        range(
+            symbols,
+            24 * s.info,
+            24,
+            &format!("section {i}'s signature"),
+        )?;
+        for w in 1..words.len() as u128 / 4 {
+            section(
+                int(words, 4 * w, 4, "group member")?,
+                &format!("group {i} member"),
+            )?;
+        }
+    }
     // Segments.
     for i in 0..phnum {
         let what = format!("program header {i}");
