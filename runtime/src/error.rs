@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+use crate::image::ImageError;
 use crate::sys::CUresult;
 
 /// A `Result` whose error is [`Error`].
@@ -39,6 +40,17 @@ pub enum Error {
         call: &'static str,
         /// What was wrong and what is accepted instead.
         message: String,
+    },
+
+    /// An image (PTX, cubin or fatbin) was refused before the driver read it: a field it
+    /// would trust points outside the image, or the image uses a form that cannot be checked.
+    /// The [`ImageError`] names the format, the field, its byte offset and the reason.
+    #[error("{call}: {source}")]
+    InvalidImage {
+        /// The API that refused it, e.g. `Module::load_cubin`.
+        call: &'static str,
+        /// Which field is wrong, where, and why.
+        source: ImageError,
     },
 
     /// A host closure enqueued on a stream panicked; the panic was caught at the C boundary.
@@ -152,6 +164,10 @@ impl Error {
             call,
             message: message.into(),
         }
+    }
+
+    pub(crate) fn invalid_image(call: &'static str, source: ImageError) -> Self {
+        Error::InvalidImage { call, source }
     }
 }
 

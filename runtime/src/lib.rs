@@ -19,6 +19,7 @@ mod error;
 mod event;
 mod free_rule;
 mod graph;
+pub mod image;
 mod launch;
 mod memory;
 mod module;
@@ -60,6 +61,7 @@ pub use graph::{CaptureMode, CaptureStatus, exchange_thread_capture_mode};
 pub use graph::{
     Graph, GraphExec, GraphNode, GraphNodeType, GraphUpdate, GraphUpdateResult, KernelNode,
 };
+pub use image::{ImageError, ImageFormat};
 pub use launch::{
     ArgRef, DEFAULT_DYNAMIC_SHARED_LIMIT, DeviceRepr, Dim3, KernelArg, KernelArgs, KernelArgsFor,
     KernelParam, LaunchConfig, LaunchConfigError, LaunchLimits, ParamLayout, PassedAs, Signature,

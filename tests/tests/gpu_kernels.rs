@@ -386,7 +386,7 @@ fn a_ptx_that_does_not_load_reports_the_jit_log() {
     assert!(text.contains("JIT log"), "{text}");
     // A NUL inside the text is refused before the driver sees it.
     let err = Module::load_ptx(&f.ctx, "abc\0def").unwrap_err();
-    assert!(matches!(err, Error::InvalidArgument { .. }), "{err:?}");
+    assert!(matches!(err, Error::InvalidImage { .. }), "{err:?}");
 }
 
 fn a_missing_kernel_names_the_kernel_and_the_module(ctx: &Context) {

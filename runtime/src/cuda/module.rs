@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::driver::{check, driver_error};
 use crate::error::{Error, Result};
-use crate::module::image::{AlignedImage, check_cubin, check_fatbin};
+use crate::image::{check_cubin, check_fatbin};
 use crate::sys::{self, CUfunction_attribute, CUjit_option, CUresult};
 
 use super::Context;
@@ -66,12 +66,12 @@ impl Module {
         let data: *const c_void = match image {
             ModuleImage::Ptx(text) => text.as_ptr().cast(),
             ModuleImage::Cubin(bytes) => {
-                check_cubin(bytes).map_err(|m| Error::invalid("Module::load_cubin", m))?;
+                check_cubin(bytes).map_err(|e| Error::invalid_image("Module::load_cubin", e))?;
                 aligned = AlignedImage::new(bytes);
                 aligned.words().as_ptr().cast()
             }
             ModuleImage::Fatbin(bytes) => {
-                check_fatbin(bytes).map_err(|m| Error::invalid("Module::load_fatbin", m))?;
+                check_fatbin(bytes).map_err(|e| Error::invalid_image("Module::load_fatbin", e))?;
                 aligned = AlignedImage::new(bytes);
                 aligned.words().as_ptr().cast()
             }
@@ -325,6 +325,24 @@ impl std::fmt::Debug for Function {
         f.debug_struct("cuda::Function")
             .field("raw", &self.raw)
             .finish()
+    }
+}
+
+/// A copy of an image at an 8-byte aligned address (`include_bytes!` gives no alignment; the
+/// driver reads ELF headers as words).
+struct AlignedImage(Vec<u64>);
+
+impl AlignedImage {
+    /// A copy of `image` in 8-byte words (zero-padded at the end).
+    fn new(image: &[u8]) -> AlignedImage {
+        let mut words = vec![0u64; image.len().div_ceil(8)];
+        bytemuck::cast_slice_mut::<u64, u8>(&mut words)[..image.len()].copy_from_slice(image);
+        AlignedImage(words)
+    }
+
+    /// The words.
+    fn words(&self) -> &[u64] {
+        &self.0
     }
 }
 

@@ -10,8 +10,6 @@
 //! kernel the PTX lacks is the same error as on CUDA. Kernels run there through a CPU
 //! implementation attached with [`TypedKernel::with_cpu`](crate::TypedKernel::with_cpu).
 
-pub(crate) mod image;
-
 use std::ffi::CString;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,8 +19,6 @@ use crate::cuda::{self, DeviceAttribute};
 use crate::error::{Error, Result};
 use crate::launch::{Dim3, LaunchLimits};
 use crate::sys;
-
-use image::{check_cubin, check_fatbin, missing_kernel_message, ptx_entry_names};
 
 /// A function attribute id (`CUfunction_attribute`).
 pub use crate::sys::CUfunction_attribute as FunctionAttribute;
@@ -124,21 +120,25 @@ impl Module {
     /// # Ok(()) }
     /// ```
     pub fn load_ptx(ctx: &Context, ptx: &str) -> Result<Module> {
+        let entries = crate::image::check_ptx(ptx)
+            .map_err(|e| Error::invalid_image("Module::load_ptx", e))?;
+        // `check_ptx` refused any NUL, so this cannot fail; map it rather than unwrap.
         let text = CString::new(ptx).map_err(|e| {
             Error::invalid(
                 "Module::load_ptx",
                 format!("the PTX text contains a NUL byte at {}", e.nul_position()),
             )
         })?;
-        let entries = ptx_entry_names(ptx);
         Module::load(ctx, cuda::ModuleImage::Ptx(&text), ImageKind::Ptx, entries)
     }
 
     /// Loads a cubin (an ELF image compiled for the device's architecture, e.g. by
-    /// `nvcc -cubin -arch=sm_90`). The ELF headers are checked to lie within `image` first,
-    /// since the driver reads the image by the sizes those headers claim.
+    /// `nvcc -cubin -arch=sm_90`). The image is checked first by
+    /// [`image::check_cubin`](crate::image::check_cubin), since the driver reads it by the
+    /// offsets and sizes its headers claim; a refusal is an [`Error::InvalidImage`].
     pub fn load_cubin(ctx: &Context, image: &[u8]) -> Result<Module> {
-        let entries = check_cubin(image).map_err(|m| Error::invalid("Module::load_cubin", m))?;
+        let entries = crate::image::check_cubin(image)
+            .map_err(|e| Error::invalid_image("Module::load_cubin", e))?;
         Module::load(
             ctx,
             cuda::ModuleImage::Cubin(image),
@@ -147,10 +147,13 @@ impl Module {
         )
     }
 
-    /// Loads a fatbin (`nvcc -fatbin`): several cubins and PTX, from which the driver picks
-    /// the best one for the device. The header is checked to lie within `image` first.
+    /// Loads a fatbin (`nvcc -fatbin -no-compress`): several cubins and PTX, from which the
+    /// driver picks the best one for the device. The image and every entry in it are checked
+    /// first by [`image::check_fatbin`](crate::image::check_fatbin) (compressed entries
+    /// cannot be, and are refused); a refusal is an [`Error::InvalidImage`].
     pub fn load_fatbin(ctx: &Context, image: &[u8]) -> Result<Module> {
-        check_fatbin(image).map_err(|m| Error::invalid("Module::load_fatbin", m))?;
+        crate::image::check_fatbin(image)
+            .map_err(|e| Error::invalid_image("Module::load_fatbin", e))?;
         Module::load(
             ctx,
             cuda::ModuleImage::Fatbin(image),
@@ -296,6 +299,24 @@ fn read_device_limits(ctx: &Context) -> Result<DeviceLimits> {
         ),
         max_shared_per_block_opt_in: get(A::MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?,
     })
+}
+
+fn missing_kernel_message(name: &str, module: &str, entries: &[String]) -> String {
+    let mut message = format!("no kernel named `{name}` in module `{module}`");
+    if !entries.is_empty() {
+        let list = entries
+            .iter()
+            .map(|e| format!("`{e}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        message.push_str(&format!("; it defines {list}"));
+        if entries.iter().any(|e| e.starts_with("_Z")) {
+            message.push_str(
+                " (names starting `_Z` are C++-mangled: declare the kernel `extern \"C\"`)",
+            );
+        }
+    }
+    message
 }
 
 impl std::fmt::Debug for Module {
@@ -453,5 +474,21 @@ impl std::fmt::Debug for Kernel {
             .field("name", &self.inner.name)
             .field("module", &self.inner.module.name)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_kernel_names_the_kernel_the_module_and_what_exists() {
+        let msg = missing_kernel_message("saxpy", "test_kernels", &["saxpy".into()]);
+        assert_eq!(
+            msg,
+            "no kernel named `saxpy` in module `test_kernels`; it defines `saxpy`"
+        );
+        let msg = missing_kernel_message("foo", "m", &["_Z3fooPf".into()]);
+        assert!(msg.contains("extern \"C\""), "{msg}");
     }
 }
