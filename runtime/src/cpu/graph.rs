@@ -331,7 +331,7 @@ impl GraphExec {
         &mut self,
         index: usize,
         args: Vec<KernelArgValue>,
-        config: crate::launch::LaunchConfig,
+        config: crate::launch::config::LaunchConfig,
     ) -> Result<(), CpuFault> {
         let count = self.plan.nodes.len();
         let old = self

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::access::{Access, BufferId, merge_accesses};
 use super::error::OpFailure;
 use super::memory::{Held, Memory};
-use crate::launch::LaunchConfig;
+use crate::launch::config::LaunchConfig;
 use crate::panic_log::panic_message;
 
 /// A buffer argument of a kernel: the memory, the byte range, and how the kernel uses it.

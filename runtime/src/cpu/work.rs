@@ -6,8 +6,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::access::Access;
+use super::error::CpuFault;
 use super::memory::{Memory, lock_all};
-use super::op::{NodeKind, Op};
+use super::op::{Keep, KernelArgValue, KernelFn, KernelTag, NodeKind, Op};
+use super::stream::Stream;
 
 /// A byte range of CPU-backend memory.
 #[derive(Clone, Debug)]
@@ -36,6 +38,62 @@ impl Range {
             .checked_add(self.bytes)
             .filter(|&end| end <= self.memory.bytes())
             .ok_or_else(|| format!("a range of `{}` lies outside it", self.memory.name()))
+    }
+}
+
+impl Stream {
+    /// Enqueues `op`, then records on the memory it touches whether it was captured (the
+    /// free rule's input).
+    fn submit(&self, op: Op) -> Result<(), CpuFault> {
+        let touched: Vec<Arc<Memory>> = op.touched().cloned().collect();
+        let captured = self.enqueue_tracked(op)?;
+        for memory in touched {
+            memory.note_use(self.id(), captured);
+        }
+        Ok(())
+    }
+
+    /// Copies `src` to `dst` (as long), labelled `label` in reports.
+    pub(crate) fn copy(&self, label: String, src: Range, dst: Range) -> Result<(), CpuFault> {
+        self.submit(copy(label, src, dst))
+    }
+
+    /// Sets every byte of `dst` to `value`.
+    pub(crate) fn memset_u8(&self, label: String, dst: Range, value: u8) -> Result<(), CpuFault> {
+        self.submit(memset_u8(label, dst, value))
+    }
+
+    /// Sets every 32-bit word of `dst` to `value`.
+    pub(crate) fn memset_u32(&self, label: String, dst: Range, value: u32) -> Result<(), CpuFault> {
+        self.submit(memset_u32(label, dst, value))
+    }
+
+    /// Launches a kernel: `func` runs once with `args`; `keep` (the module) stays alive in a
+    /// graph the launch is captured into.
+    pub(crate) fn launch_kernel(
+        &self,
+        label: String,
+        func: KernelFn,
+        args: Vec<KernelArgValue>,
+        tag: KernelTag,
+        keep: Keep,
+    ) -> Result<(), CpuFault> {
+        self.submit(Op::kernel(label, func, args, tag).keep(keep))
+    }
+
+    /// Enqueues a repeatable host function.
+    pub(crate) fn host_fn(&self, f: Arc<dyn Fn() + Send + Sync>) -> Result<(), CpuFault> {
+        self.enqueue(host_fn(f))
+    }
+
+    /// Enqueues a one-shot host function; refused while the stream captures.
+    pub(crate) fn host_fn_once(&self, f: Box<dyn FnOnce() + Send>) -> Result<(), CpuFault> {
+        self.enqueue(host_fn_once(f))
+    }
+
+    /// Enqueues stream memory operations, run in order as one operation.
+    pub(crate) fn mem_ops(&self, label: &'static str, ops: Vec<MemOp>) -> Result<(), CpuFault> {
+        self.enqueue(mem_ops(label, ops))
     }
 }
 

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use crate::driver::{check, driver_error};
 use crate::error::{Error, Result};
 use crate::free_rule::AllocKind;
-use crate::launch::LaunchConfig;
+use crate::launch::config::LaunchConfig;
 use crate::panic_log::PanicLog;
 use crate::sys::{self, CUgraphExecUpdateResult, CUgraphNodeType, CUresult};
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crate::driver::check;
 use crate::error::{Error, Result};
-use crate::launch::LaunchConfig;
+use crate::launch::config::LaunchConfig;
 use crate::sys;
 
 use super::keep::{self, Keep};

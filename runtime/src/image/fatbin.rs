@@ -29,7 +29,7 @@ use super::ptx;
 use super::read::{self, Bytes};
 
 /// `fatBinaryHeader.magic`.
-pub(crate) const FATBIN_MAGIC: u32 = 0xBA55_ED50;
+use super::read::FATBIN_MAGIC;
 /// `fatBinaryHeader.version`: the only version.
 const FATBIN_VERSION: u16 = 1;
 /// `sizeof(fatBinaryHeader)`, and its `headerSize`.

@@ -69,6 +69,10 @@ pub(crate) fn element(base: u64, index: u64, stride: u64) -> Option<u64> {
     base.checked_add(index.checked_mul(stride)?)
 }
 
+/// `fatBinaryHeader.magic`: how a fatbin starts (the ELF checks name it when a fatbin is
+/// passed as a cubin).
+pub(crate) const FATBIN_MAGIC: u32 = 0xBA55_ED50;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,7 +14,7 @@
 //! arguments are packed on the stack: no allocation per CUDA launch.
 
 mod args;
-mod config;
+pub(crate) mod config;
 
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -247,20 +247,9 @@ impl<Sig: Signature + 'static> TypedKernel<Sig> {
             kernel: kernel.inner.id,
             config: *config,
         };
-        let op = cpu::Op::kernel(label, cpu_impl.kernel_fn(), values, tag)
-            .keep(kernel.module_keep_cpu());
-        let touched: Vec<Arc<cpu::Memory>> = op_memories(&op);
-        let captured = s.enqueue_tracked(op)?;
-        for memory in touched {
-            memory.note_use(s.id(), captured);
-        }
-        Ok(())
+        let module = kernel.module_keep_cpu();
+        Ok(s.launch_kernel(label, cpu_impl.kernel_fn(), values, tag, module)?)
     }
-}
-
-/// The memory a CPU-backend operation touches, for the free rule's bookkeeping.
-fn op_memories(op: &cpu::Op) -> Vec<Arc<cpu::Memory>> {
-    op.touched().cloned().collect()
 }
 
 impl<Sig> TypedKernel<Sig> {

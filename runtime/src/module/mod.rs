@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::context::{Context, ContextBackend};
 use crate::cuda::{self, DeviceAttribute};
 use crate::error::{Error, Result};
-use crate::launch::{Dim3, LaunchLimits};
+use crate::launch::config::{Dim3, LaunchLimits};
 use crate::sys;
 
 /// A function attribute id (`CUfunction_attribute`).

@@ -17,7 +17,6 @@ use crate::context::Context;
 use crate::cpu;
 use crate::error::{Error, Result};
 use crate::memory::check as args;
-use crate::memory::view::DeviceRegion;
 use crate::memory::{DeviceDest, DeviceSource, PinnedDest, PinnedSource};
 
 impl Stream {
@@ -30,15 +29,6 @@ impl Stream {
                 "the buffer belongs to another context than the stream",
             ))
         }
-    }
-
-    /// Enqueues a CPU-backend op made of CPU-backend ranges.
-    fn cpu_op(&self, s: &cpu::Stream, op: cpu::Op, uses: &[&cpu::Range]) -> Result<()> {
-        let captured = s.enqueue_tracked(op)?;
-        for range in uses {
-            range.memory.note_use(s.id(), captured);
-        }
-        Ok(())
     }
 
     /// Copies pinned host memory to device memory, in this stream's order. `src` and `dst`
@@ -69,12 +59,7 @@ impl Stream {
         match (&self.backend, s.cuda(), d.cuda(), s.cpu(), d.cpu()) {
             (StreamBackend::Cuda(stream), Some(src), Some(dst), ..) => stream.copy_htod(src, dst),
             (StreamBackend::Cpu(stream), .., Some(src), Some(dst)) => {
-                let label = copy_label::<T>("copy_htod", &src, &dst);
-                self.cpu_op(
-                    stream,
-                    cpu::work::copy(label, src.clone(), dst.clone()),
-                    &[&dst],
-                )
+                Ok(stream.copy(copy_label::<T>("copy_htod", &src, &dst), src, dst)?)
             }
             _ => Err(mixed(CALL, "buffers")),
         }
@@ -97,8 +82,7 @@ impl Stream {
         match (&self.backend, s.cuda(), d.cuda(), s.cpu(), d.cpu()) {
             (StreamBackend::Cuda(stream), Some(src), Some(dst), ..) => stream.copy_dtoh(src, dst),
             (StreamBackend::Cpu(stream), .., Some(src), Some(dst)) => {
-                let label = copy_label::<T>("copy_dtoh", &src, &dst);
-                self.cpu_op(stream, cpu::work::copy(label, src.clone(), dst), &[&src])
+                Ok(stream.copy(copy_label::<T>("copy_dtoh", &src, &dst), src, dst)?)
             }
             _ => Err(mixed(CALL, "buffers")),
         }
@@ -120,9 +104,7 @@ impl Stream {
         match (&self.backend, s.cuda(), d.cuda(), s.cpu(), d.cpu()) {
             (StreamBackend::Cuda(stream), Some(src), Some(dst), ..) => stream.copy_dtod(src, dst),
             (StreamBackend::Cpu(stream), .., Some(src), Some(dst)) => {
-                let label = copy_label::<T>("copy_dtod", &src, &dst);
-                let op = cpu::work::copy(label, src.clone(), dst.clone());
-                self.cpu_op(stream, op, &[&src, &dst])
+                Ok(stream.copy(copy_label::<T>("copy_dtod", &src, &dst), src, dst)?)
             }
             _ => Err(mixed(CALL, "buffers")),
         }
@@ -136,15 +118,15 @@ impl Stream {
         if d.bytes == 0 {
             return Ok(());
         }
-        self.fill(
-            CALL,
-            &d,
-            |stream, range| stream.memset_u8(range, value),
-            |range| {
-                let label = format!("memset_u8 {}", range.describe(std::mem::size_of::<T>()));
-                cpu::work::memset_u8(label, range, value)
-            },
-        )
+        let size = std::mem::size_of::<T>();
+        match (&self.backend, d.cuda(), d.cpu()) {
+            (StreamBackend::Cuda(stream), Some(range), _) => stream.memset_u8(range, value),
+            (StreamBackend::Cpu(stream), _, Some(range)) => {
+                let label = format!("memset_u8 {}", range.describe(size));
+                Ok(stream.memset_u8(label, range, value)?)
+            }
+            _ => Err(mixed(CALL, "buffer")),
+        }
     }
 
     /// Sets every 32-bit word of `dst` to `value` (e.g. `1.0f32.to_bits()`), in this stream's
@@ -159,30 +141,14 @@ impl Stream {
         if words == 0 {
             return Ok(());
         }
-        self.fill(
-            CALL,
-            &d,
-            |stream, range| stream.memset_u32(range, value),
-            |range| {
-                let label = format!("memset_u32 {}", range.describe(std::mem::size_of::<T>()));
-                cpu::work::memset_u32(label, range, value)
-            },
-        )
-    }
-
-    fn fill(
-        &self,
-        call: &'static str,
-        d: &DeviceRegion<'_>,
-        on_cuda: impl FnOnce(&crate::cuda::Stream, crate::cuda::DeviceRange<'_>) -> Result<()>,
-        on_cpu: impl FnOnce(cpu::Range) -> cpu::Op,
-    ) -> Result<()> {
+        let size = std::mem::size_of::<T>();
         match (&self.backend, d.cuda(), d.cpu()) {
-            (StreamBackend::Cuda(stream), Some(range), _) => on_cuda(stream, range),
+            (StreamBackend::Cuda(stream), Some(range), _) => stream.memset_u32(range, value),
             (StreamBackend::Cpu(stream), _, Some(range)) => {
-                self.cpu_op(stream, on_cpu(range.clone()), &[&range])
+                let label = format!("memset_u32 {}", range.describe(size));
+                Ok(stream.memset_u32(label, range, value)?)
             }
-            _ => Err(mixed(call, "buffer")),
+            _ => Err(mixed(CALL, "buffer")),
         }
     }
 

@@ -27,15 +27,14 @@ impl Stream {
             StreamBackend::Cuda(s) => s.launch_once(Box::new(f)),
             StreamBackend::Cpu(s) => {
                 // The engine refuses one-shot work in a capture atomically with the enqueue.
-                s.enqueue(cpu::work::host_fn_once(Box::new(f)))
-                    .map_err(|e| match e {
-                        cpu::CpuFault::OneShotInCapture { .. } => Error::invalid(
-                            "Stream::launch_host_func",
-                            "the stream is capturing and a `FnOnce` cannot be replayed; use \
+                s.host_fn_once(Box::new(f)).map_err(|e| match e {
+                    cpu::CpuFault::OneShotInCapture { .. } => Error::invalid(
+                        "Stream::launch_host_func",
+                        "the stream is capturing and a `FnOnce` cannot be replayed; use \
                              `launch_host_fn` with an `Arc<dyn Fn() + Send + Sync>`",
-                        ),
-                        other => other.into(),
-                    })
+                    ),
+                    other => other.into(),
+                })
             }
         }
     }
@@ -46,7 +45,7 @@ impl Stream {
     pub fn launch_host_fn(&self, f: Arc<dyn Fn() + Send + Sync>) -> Result<()> {
         match &self.backend {
             StreamBackend::Cuda(s) => s.launch_repeat(f),
-            StreamBackend::Cpu(s) => Ok(s.enqueue(cpu::work::host_fn(f))?),
+            StreamBackend::Cpu(s) => Ok(s.host_fn(f)?),
         }
     }
 

@@ -202,7 +202,7 @@ impl Stream {
                 }
                 let ops: Option<Vec<cpu::MemOp>> = ops.iter().map(MemOp::as_cpu).collect();
                 let ops = ops.ok_or_else(|| mixed(call, "flag cell"))?;
-                Ok(s.enqueue(cpu::work::mem_ops(label, ops))?)
+                Ok(s.mem_ops(label, ops)?)
             }
         }
     }

@@ -2,7 +2,7 @@
 
 use super::{EHDR_SIZE, PHDR_SIZE, SHDR_SIZE, SHN_LORESERVE, SHN_UNDEF, SHN_XINDEX, fail};
 use crate::image::error::{ImageError, ImageFormat};
-use crate::image::fatbin::FATBIN_MAGIC;
+use crate::image::read::FATBIN_MAGIC;
 use crate::image::read::{self, Bytes};
 
 /// `e_ident[EI_CLASS]` of a 64-bit ELF.
