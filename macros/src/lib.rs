@@ -101,8 +101,12 @@
 //!
 //! # Phases
 //!
-//! `ast` parses, `check` validates (every error on the user's tokens, all reported together),
-//! `lower` builds the syn-free stage graph, `expand` generates code (phase 2).
+//! In `gpu-pipeline-macros-core`, in this order: `ast` parses (keeping the user's tokens for
+//! spans); `scope` indexes every declaration by name, once; `check::declarations` validates
+//! names, types and statements; `lower` builds the stage graph, each statement resolved and
+//! referring to its source; `check::ordering` validates what needs the derived order; `expand`
+//! generates code, one function per item. Each check reports every error on the user's tokens,
+//! all together, and nothing is generated unless it passed.
 #![forbid(unsafe_code)]
 
 use proc_macro::TokenStream;

@@ -15,7 +15,6 @@ use syn::{
     parenthesized, token,
 };
 
-use crate::lower::{ImageFormat, Priority, WaitCondition};
 use crate::symbol::{NOT_CAPTURABLE, kw};
 
 /// A whole `gpu_pipeline!` input: one pipeline declaration.
@@ -81,6 +80,43 @@ pub struct PriorityOption {
     pub level: Priority,
     /// The value's tokens, for diagnostics.
     pub span: Span,
+}
+
+/// A stream priority. CUDA runs lower numbers first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Priority {
+    /// The greatest priority of the context's range.
+    High,
+    /// The least priority of the context's range.
+    Low,
+    /// The default priority.
+    Default,
+    /// A value, clamped to the context's range at run time.
+    Value(i32),
+}
+
+/// The format of an embedded kernel image.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImageFormat {
+    /// PTX text, JIT-compiled by the driver.
+    Ptx,
+    /// A cubin for one architecture.
+    Cubin,
+    /// A fat binary.
+    Fatbin,
+    /// CUDA C source, compiled at run time with NVRTC.
+    CudaC,
+}
+
+/// The comparison of a `wait` statement (`cuStreamWaitValue*` flags).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitCondition {
+    /// `wait flag == v`.
+    Equal,
+    /// `wait flag >= v` (wrapping comparison, as in CUDA).
+    AtLeast,
+    /// `wait flag & v`: until any bit of `v` is set.
+    AnyBit,
 }
 
 /// `kernels heat = ptx(include_str!("heat.ptx")) { fn ...; }`.

@@ -2,54 +2,35 @@
 //! close no cycle, and every `concurrent(...)` claim holds.
 
 use crate::ctxt::Ctxt;
-use crate::lower::{self, Cycle, Hazard, Hop, Reason, StageId, Via};
-use crate::scope::Scope;
+use crate::lower::{Cycle, Hazard, Hop, Pipeline, Reason, StageId, Via};
 
-/// Lowers the pipeline and checks the rules that need its graph.
-pub fn check(scope: &Scope<'_>) -> syn::Result<lower::Pipeline> {
-    let cx = Ctxt::new();
-    match lower::lower(scope) {
-        Ok(pipeline) => {
-            concurrent_claims(&cx, scope, &pipeline);
-            cx.check()?;
-            Ok(pipeline)
-        }
-        Err(lower::Error::Cycles(cycles)) => {
-            for cycle in &cycles {
-                after_cycle(&cx, scope, cycle);
-            }
-            cx.check()?;
-            // `Cycles` is never empty; this only keeps the function total.
-            Err(syn::Error::new(
-                scope.input.name.span(),
-                "`after` closes a cycle",
-            ))
-        }
-        Err(lower::Error::Unresolved(name)) => Err(syn::Error::new(
-            scope.input.name.span(),
-            format!(
-                "internal error in `gpu_pipeline!`: `{name}` passed the checks but did not resolve; please report this bug"
-            ),
-        )),
+/// Runs every rule on the stage graph. A cycle is reported alone: the claims would be judged
+/// on a graph that lacks the `after` the user wrote.
+pub fn check(cx: &Ctxt, pipeline: &Pipeline<'_>) {
+    if pipeline.cycles.is_empty() {
+        concurrent_claims(cx, pipeline);
+    }
+    for cycle in &pipeline.cycles {
+        after_cycle(cx, pipeline, cycle);
     }
 }
 
 /// `after` may name a later stage, but not one that already runs after this stage through
 /// stream order, data accesses or other `after`s: that would be a cycle, and the step could
 /// never run. The message walks the path that closes it.
-fn after_cycle(cx: &Ctxt, scope: &Scope<'_>, cycle: &Cycle) {
-    let Some(stage) = scope.stages.get(cycle.stage.0) else {
+fn after_cycle(cx: &Ctxt, pipeline: &Pipeline<'_>, cycle: &Cycle) {
+    let Some(stage) = pipeline.stages.get(cycle.stage.0) else {
         return;
     };
-    let Some(named) = stage.after.get(cycle.after) else {
+    let Some(named) = stage.decl.after.get(cycle.after) else {
         return;
     };
     cx.error_spanned_by(
         named,
         format!(
             "stage `{}` cannot run after `{named}`, which already runs after it: {}; remove `{named}` from `after`",
-            stage.name,
-            describe(scope, &cycle.path),
+            stage.decl.name,
+            describe(pipeline, &cycle.path),
         ),
     );
 }
@@ -57,12 +38,18 @@ fn after_cycle(cx: &Ctxt, scope: &Scope<'_>, cycle: &Cycle) {
 /// `concurrent(a, b, ...)` claims that no two of the stages are ordered. A claim the accesses
 /// contradict is an error naming what orders them, so a refactor that serialises two stages
 /// by accident fails to compile.
-fn concurrent_claims(cx: &Ctxt, scope: &Scope<'_>, pipeline: &lower::Pipeline) {
-    for claim in scope.input.claims() {
+fn concurrent_claims(cx: &Ctxt, pipeline: &Pipeline<'_>) {
+    let stage_id = |name: &syn::Ident| {
+        pipeline
+            .stages
+            .iter()
+            .position(|stage| stage.decl.name == *name)
+    };
+    for claim in pipeline.input.claims() {
         let named: Vec<_> = claim.stages.iter().collect();
         for (j, second) in named.iter().enumerate() {
             for first in &named[..j] {
-                let (Some(a), Some(b)) = (scope.stage(first), scope.stage(second)) else {
+                let (Some(a), Some(b)) = (stage_id(first), stage_id(second)) else {
                     continue;
                 };
                 if a == b {
@@ -81,7 +68,7 @@ fn concurrent_claims(cx: &Ctxt, scope: &Scope<'_>, pipeline: &lower::Pipeline) {
                 } else if let Some(path) = path {
                     format!(
                         "`{first}` and `{second}` cannot run concurrently: {}; drop the claim, or remove that ordering",
-                        describe(scope, &path),
+                        describe(pipeline, &path),
                     )
                 } else {
                     continue;
@@ -93,12 +80,12 @@ fn concurrent_claims(cx: &Ctxt, scope: &Scope<'_>, pipeline: &lower::Pipeline) {
 }
 
 /// A path of orderings in words: "`save` reads `next` after `step` writes it, and ...".
-fn describe(scope: &Scope<'_>, path: &[Hop]) -> String {
+fn describe(pipeline: &Pipeline<'_>, path: &[Hop]) -> String {
     let stage = |id: StageId| {
-        scope
+        pipeline
             .stages
             .get(id.0)
-            .map_or(String::new(), |s| s.name.to_string())
+            .map_or(String::new(), |s| s.decl.name.to_string())
     };
     let hops: Vec<String> = path
         .iter()
@@ -106,18 +93,18 @@ fn describe(scope: &Scope<'_>, path: &[Hop]) -> String {
             let (from, to) = (stage(hop.from), stage(hop.to));
             match hop.via {
                 Via::Stream(stream) => {
-                    let name = scope
+                    let name = pipeline
                         .streams
                         .get(stream.0)
-                        .map_or(String::new(), |s| s.name.to_string());
+                        .map_or(String::new(), |s| s.decl.name.to_string());
                     format!("`{to}` follows `{from}` on stream `{name}`")
                 }
                 Via::Dependency(Reason::After) => format!("`{to}` is declared `after {from}`"),
                 Via::Dependency(Reason::Hazard { buffer, hazard }) => {
-                    let buffer = scope
+                    let buffer = pipeline
                         .buffers
                         .get(buffer.0)
-                        .map_or(String::new(), |b| b.name.to_string());
+                        .map_or(String::new(), |b| b.ident.to_string());
                     let (later, earlier) = match hazard {
                         Hazard::ReadAfterWrite => ("reads", "writes"),
                         Hazard::WriteAfterRead => ("writes", "reads"),

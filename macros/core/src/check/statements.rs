@@ -7,8 +7,7 @@ use syn::{Expr, Ident};
 use super::hint::{suggestion, unknown};
 use crate::ast::{self, KernelParamType, Statement, bare_ident, type_string, ungroup_expr};
 use crate::ctxt::Ctxt;
-use crate::lower::Memory;
-use crate::scope::{BufferDecl, Scope, Value};
+use crate::scope::{BufferDecl, Memory, Scope, Value};
 use crate::symbol::{self, PRIMITIVE_SCALARS};
 
 /// Runs every statement rule over every stage.

@@ -12,11 +12,10 @@ use syn::parse::{ParseStream, Parser};
 use syn::punctuated::Punctuated;
 use syn::{Attribute, Token, braced, token};
 
-use super::names::with_lifetime;
-use super::rt;
-use crate::lower::Memory;
+use super::names::{rt, with_lifetime};
+use crate::scope::{self, Memory};
 use crate::symbol::kw;
-use crate::{ast, lower, scope};
+use crate::{ast, lower};
 
 /// The errors and the stub items.
 pub fn stub(input: &ast::Pipeline, errors: syn::Error) -> TokenStream {
