@@ -17,6 +17,10 @@ use syn::{
 
 use crate::symbol::{NOT_CAPTURABLE, kw};
 
+mod mentions;
+
+pub use mentions::{Mention, Use, mentions, token_mentions};
+
 /// A whole `gpu_pipeline!` input: one pipeline declaration.
 #[derive(Debug)]
 pub struct Pipeline {
@@ -417,6 +421,16 @@ pub struct Call {
     pub call: ExprCall,
     /// Its declared accesses.
     pub accesses: Accesses,
+}
+
+/// The name of the function a `call` statement calls, for messages: `gemv` for
+/// `call blas::gemv(...)`, "the function" when it is not a path.
+pub fn function_name(call: &ExprCall) -> String {
+    match ungroup_expr(&call.func) {
+        Expr::Path(path) => path.path.segments.last().map(|s| s.ident.to_string()),
+        _ => None,
+    }
+    .unwrap_or_else(|| "the function".to_owned())
 }
 
 /// `reads(a, b) writes(c)`: the accesses of a `host` or `call` statement.

@@ -2,12 +2,16 @@
 //! reported together, each on the user's own tokens.
 //!
 //! Two passes, around lowering. [`declarations`] runs on the syntax tree: the rules here on
-//! declarations and names, and those in [`statements`] on what each statement names. Only when
-//! none of them fails is the pipeline lowered. [`ordering()`] then runs the rules that need
+//! declarations and names, those in [`statements`] on what each statement names, those in
+//! [`accesses`] on every other appearance of a buffer, and those in [`limits`] on values no GPU
+//! accepts. Only when none of them fails is the pipeline lowered. [`ordering()`] then runs the rules that need
 //! the stage graph, in [`mod@ordering`]: `after` cycles and `concurrent` claims. Nothing reaches
 //! code generation unless every rule passed.
 
+mod accesses;
+mod constant;
 mod hint;
+mod limits;
 mod ordering;
 mod statements;
 
@@ -39,6 +43,8 @@ pub fn declarations(scope: &Scope<'_>) -> syn::Result<()> {
     empty_stages(&cx, scope);
     claim_names(&cx, scope);
     statements::check(&cx, scope);
+    accesses::check(&cx, scope);
+    limits::check(&cx, scope);
     cx.check()
 }
 

@@ -9,13 +9,14 @@
 mod dot;
 mod graph;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-use proc_macro2::Span;
+use proc_macro2::{Span, TokenStream};
+use quote::ToTokens;
 use syn::ext::IdentExt;
 use syn::{Expr, Ident, Type};
 
-use crate::ast::{self, KernelParamType, bare_ident, type_string};
+use crate::ast::{self, KernelParamType, bare_ident, token_mentions, type_string, ungroup_expr};
 use crate::scope::{Scope, Value};
 
 pub use crate::ast::{ImageFormat, Priority, WaitCondition};
@@ -161,8 +162,12 @@ pub struct Buffer<'a> {
     pub ident: &'a Ident,
     /// The type behind the reference (`DeviceBuffer<f32>` for `&mut DeviceBuffer<f32>`).
     pub referent: &'a Type,
+    /// The element type, when the type names one.
+    pub elem: Option<&'a Type>,
     /// The length expression of a scratch buffer.
     pub len: Option<&'a Expr>,
+    /// The scalar params its length expression reads.
+    pub len_scalars: BTreeSet<ScalarId>,
     /// Its name.
     pub name: String,
     /// Which memory it is.
@@ -190,13 +195,27 @@ pub struct Stage<'a> {
     pub after: Vec<StageId>,
 }
 
-/// A statement: what it does, and the buffers it touches.
+/// A statement: what it does, the buffers it touches and the scalars it reads.
 #[derive(Debug, Clone)]
 pub struct Statement<'a> {
     /// What it does, with the statement as written.
     pub kind: StatementKind<'a>,
     /// The buffers it touches, in the order it names them (a launch may name one twice).
-    pub accesses: Vec<Access>,
+    pub accesses: Vec<Touch<'a>>,
+    /// The scalar params its expressions read (arguments, dimensions, values, a closure's
+    /// captures): what a replayed graph keeps unless the scalar's setter updates it.
+    pub scalars: BTreeSet<ScalarId>,
+}
+
+/// One buffer access of a statement, with the name that makes it.
+#[derive(Debug, Clone, Copy)]
+pub struct Touch<'a> {
+    /// The buffer.
+    pub buffer: BufferId,
+    /// How.
+    pub mode: Mode,
+    /// The name in the statement that makes the access, for messages.
+    pub name: &'a Ident,
 }
 
 /// What a statement does, with names resolved. `source` is the statement as written.
@@ -214,10 +233,6 @@ pub enum StatementKind<'a> {
     /// An asynchronous copy.
     Copy {
         /// As written.
-        #[expect(
-            dead_code,
-            reason = "every statement keeps its source; a copy has no expression"
-        )]
         source: &'a ast::Copy,
         /// Read.
         src: BufferId,
@@ -249,21 +264,37 @@ pub enum StatementKind<'a> {
     },
     /// A host closure enqueued in stream order.
     Host {
-        /// As written, with the closure.
+        /// As written, with the closure and its `reads(...)`/`writes(...)`.
         source: &'a ast::Host,
-        /// Declared reads.
-        reads: Vec<BufferId>,
-        /// Declared writes.
-        writes: Vec<BufferId>,
     },
     /// A Rust function given the stage's stream.
     Call {
-        /// As written, with the function and its arguments.
+        /// As written, with the function, its arguments and its `reads(...)`/`writes(...)`.
         source: &'a ast::Call,
-        /// Declared reads.
-        reads: Vec<BufferId>,
-        /// Declared writes.
-        writes: Vec<BufferId>,
+        /// Its arguments, in order.
+        args: Vec<CallArg<'a>>,
+    },
+}
+
+/// One argument of a `call`.
+#[derive(Debug, Clone)]
+pub enum CallArg<'a> {
+    /// `x`, `&x` or `&mut x` for a buffer `x`: passed as a borrow of `mode`.
+    Buffer {
+        /// The name as written.
+        name: &'a Ident,
+        /// How it is passed: written only when declared in `writes(...)` and not passed as
+        /// `&x`.
+        mode: Mode,
+        /// How the call declares it.
+        declared: Mode,
+    },
+    /// Any other expression, with the declared buffers it names, each seen as declared.
+    Expr {
+        /// The expression.
+        expr: &'a Expr,
+        /// The buffers it names, and how the call declares each.
+        buffers: Vec<(BufferId, Mode)>,
     },
 }
 
@@ -364,7 +395,12 @@ pub fn lower<'a>(scope: &Scope<'a>) -> Result<Pipeline<'a>, Unresolved> {
         .map(|buffer| Buffer {
             ident: buffer.name,
             referent: buffer.referent,
+            elem: buffer.elem,
             len: buffer.len,
+            len_scalars: buffer
+                .len
+                .map(|len| scalars_read(scope, len.to_token_stream()))
+                .unwrap_or_default(),
             name: name(buffer.name),
             memory: buffer.memory,
             mutable: buffer.mutable,
@@ -513,11 +549,17 @@ fn buffer(scope: &Scope<'_>, ident: &Ident) -> Result<BufferId, Unresolved> {
         .ok_or_else(|| unresolved(ident))
 }
 
-fn buffers<'i>(
+/// The buffers a `host` or `call` statement declares it reads and writes.
+fn declared(
     scope: &Scope<'_>,
-    idents: impl Iterator<Item = &'i Ident>,
-) -> Result<Vec<BufferId>, Unresolved> {
-    idents.map(|ident| buffer(scope, ident)).collect()
+    accesses: &ast::Accesses,
+) -> Result<(Vec<BufferId>, Vec<BufferId>), Unresolved> {
+    let reads = accesses.reads().map(|name| buffer(scope, name));
+    let writes = accesses.writes().map(|name| buffer(scope, name));
+    Ok((
+        reads.collect::<Result<_, _>>()?,
+        writes.collect::<Result<_, _>>()?,
+    ))
 }
 
 fn lower_statement<'a>(
@@ -565,22 +607,105 @@ fn lower_statement<'a>(
             source: write,
             flag: buffer(scope, &write.flag)?,
         },
-        ast::Statement::Host(host) => StatementKind::Host {
-            source: host,
-            reads: buffers(scope, host.accesses.reads())?,
-            writes: buffers(scope, host.accesses.writes())?,
-        },
-        ast::Statement::Call(call) => StatementKind::Call {
-            source: call,
-            reads: buffers(scope, call.accesses.reads())?,
-            writes: buffers(scope, call.accesses.writes())?,
-        },
+        ast::Statement::Host(host) => {
+            declared(scope, &host.accesses)?;
+            StatementKind::Host { source: host }
+        }
+        ast::Statement::Call(call) => {
+            let (_, writes) = declared(scope, &call.accesses)?;
+            let args = call
+                .call
+                .args
+                .iter()
+                .map(|arg| lower_call_arg(scope, arg, &writes))
+                .collect();
+            StatementKind::Call { source: call, args }
+        }
         ast::Statement::NotCapturable(statement) => return Err(unresolved(&statement.word)),
     };
     Ok(Statement {
-        accesses: accesses(&kind),
+        accesses: accesses(scope, &kind),
+        scalars: scalars_read(scope, expressions(&kind)),
         kind,
     })
+}
+
+/// How a `call` passes one argument. A buffer declared in `writes(...)` is passed mutably
+/// unless written as `&x`; `check` made sure every buffer named is declared.
+fn lower_call_arg<'a>(scope: &Scope<'a>, arg: &'a Expr, writes: &[BufferId]) -> CallArg<'a> {
+    let declared = |buffer: BufferId| {
+        if writes.contains(&buffer) {
+            Mode::Write
+        } else {
+            Mode::Read
+        }
+    };
+    let whole = match ungroup_expr(arg) {
+        Expr::Reference(reference) => {
+            bare_ident(&reference.expr).map(|name| (name, Some(reference.mutability.is_some())))
+        }
+        arg => bare_ident(arg).map(|name| (name, None)),
+    };
+    if let Some((name, reference)) = whole
+        && let Some(id) = scope.buffer(name)
+    {
+        let declared = declared(BufferId(id));
+        let mode = match reference {
+            Some(false) => Mode::Read,
+            _ => declared,
+        };
+        return CallArg::Buffer {
+            name,
+            mode,
+            declared,
+        };
+    }
+    let mut buffers: Vec<(BufferId, Mode)> = Vec::new();
+    for mention in ast::mentions(arg) {
+        if let Some(id) = scope.buffer(&mention.ident) {
+            let buffer = BufferId(id);
+            if !buffers.iter().any(|&(b, _)| b == buffer) {
+                buffers.push((buffer, declared(buffer)));
+            }
+        }
+    }
+    CallArg::Expr { expr: arg, buffers }
+}
+
+/// The tokens of a statement's expressions: what it may read scalars from.
+fn expressions(kind: &StatementKind<'_>) -> TokenStream {
+    let mut tokens = TokenStream::new();
+    match kind {
+        StatementKind::Launch { source, .. } => {
+            source.args.to_tokens(&mut tokens);
+            for option in [&source.grid, &source.block, &source.shared]
+                .into_iter()
+                .flatten()
+            {
+                option.value.to_tokens(&mut tokens);
+            }
+        }
+        StatementKind::Copy { .. } => {}
+        StatementKind::Fill { source, .. } => source.value.to_tokens(&mut tokens),
+        StatementKind::Wait { source, .. } => source.value.to_tokens(&mut tokens),
+        StatementKind::Write { source, .. } => source.value.to_tokens(&mut tokens),
+        StatementKind::Host { source, .. } => source.closure.to_tokens(&mut tokens),
+        StatementKind::Call { source, .. } => source.call.to_tokens(&mut tokens),
+    }
+    tokens
+}
+
+/// The scalar params that `tokens` name: every identifier (and format-string argument) that
+/// is a scalar param's name. Generous on purpose: a scalar read by mistake costs a setter a
+/// re-capture, a scalar missed would keep a stale value in a replayed graph.
+fn scalars_read(scope: &Scope<'_>, tokens: TokenStream) -> BTreeSet<ScalarId> {
+    token_mentions(tokens)
+        .iter()
+        .filter_map(|mention| match scope.value(&mention.ident)? {
+            Value::Scalar(id) => Some(ScalarId(id)),
+            Value::Buffer(_) => None,
+        })
+        .collect()
 }
 
 fn lower_arg(scope: &Scope<'_>, param: &ast::KernelParam, arg: &Expr) -> Result<Arg, Unresolved> {
@@ -612,28 +737,50 @@ fn lower_arg(scope: &Scope<'_>, param: &ast::KernelParam, arg: &Expr) -> Result<
 }
 
 /// The buffers one statement touches, in the order it names them.
-fn accesses(kind: &StatementKind<'_>) -> Vec<Access> {
-    let access = |buffer: BufferId, mode: Mode| Access { buffer, mode };
+fn accesses<'a>(scope: &Scope<'a>, kind: &StatementKind<'a>) -> Vec<Touch<'a>> {
+    let touch = |name: &'a Ident, mode: Mode| {
+        scope.buffer(name).map(|id| Touch {
+            buffer: BufferId(id),
+            mode,
+            name,
+        })
+    };
+    // A buffer in `writes(...)` is written (and maybe read); one only in `reads(...)` is read.
+    let declared = |accesses: &'a ast::Accesses| {
+        let writes: Vec<&Ident> = accesses.writes().collect();
+        let reads = accesses
+            .reads()
+            .filter(move |name| !writes.contains(name))
+            .map(|name| (name, Mode::Read));
+        let writes = accesses.writes().map(|name| (name, Mode::Write));
+        reads
+            .chain(writes)
+            .filter_map(|(name, mode)| touch(name, mode))
+            .collect::<Vec<_>>()
+    };
     match kind {
-        StatementKind::Launch { args, .. } => args
+        StatementKind::Launch { source, args, .. } => args
             .iter()
-            .filter_map(|arg| match arg {
-                Arg::Buffer { buffer, mode } => Some(access(*buffer, *mode)),
+            .zip(&source.args)
+            .filter_map(|(arg, expr)| match arg {
+                Arg::Buffer { mode, .. } => touch(bare_ident(expr)?, *mode),
                 Arg::Scalar { .. } => None,
             })
             .collect(),
-        StatementKind::Copy { src, dst, .. } => {
-            vec![access(*src, Mode::Read), access(*dst, Mode::Write)]
+        StatementKind::Copy { source, .. } => [
+            touch(&source.src, Mode::Read),
+            touch(&source.dst, Mode::Write),
+        ]
+        .into_iter()
+        .flatten()
+        .collect(),
+        StatementKind::Fill { source, .. } => touch(&source.dst, Mode::Write).into_iter().collect(),
+        StatementKind::Wait { source, .. } => touch(&source.flag, Mode::Read).into_iter().collect(),
+        StatementKind::Write { source, .. } => {
+            touch(&source.flag, Mode::Write).into_iter().collect()
         }
-        StatementKind::Fill { dst, .. } => vec![access(*dst, Mode::Write)],
-        StatementKind::Wait { flag, .. } => vec![access(*flag, Mode::Read)],
-        StatementKind::Write { flag, .. } => vec![access(*flag, Mode::Write)],
-        StatementKind::Host { reads, writes, .. } | StatementKind::Call { reads, writes, .. } => {
-            let reads = reads.iter().map(|&buffer| access(buffer, Mode::Read));
-            reads
-                .chain(writes.iter().map(|&buffer| access(buffer, Mode::Write)))
-                .collect()
-        }
+        StatementKind::Host { source } => declared(&source.accesses),
+        StatementKind::Call { source, .. } => declared(&source.accesses),
     }
 }
 
@@ -642,6 +789,10 @@ fn merged(statements: &[Statement<'_>]) -> Vec<Access> {
     let mut order = Vec::new();
     let mut modes = BTreeMap::new();
     for access in statements.iter().flat_map(|statement| &statement.accesses) {
+        let access = Access {
+            buffer: access.buffer,
+            mode: access.mode,
+        };
         let entry = modes.entry(access.buffer).or_insert_with(|| {
             order.push(access.buffer);
             access.mode

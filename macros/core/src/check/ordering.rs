@@ -1,17 +1,254 @@
 //! Rules on the stage graph, run once the declarations and statements passed: `after` clauses
-//! close no cycle, and every `concurrent(...)` claim holds.
+//! close no cycle, every `concurrent(...)` claim holds, every flag `wait` can be satisfied by
+//! a write ordered before it, and no scratch buffer is read before something writes it.
 
+use super::constant;
+use crate::ast::tokens_string;
 use crate::ctxt::Ctxt;
-use crate::lower::{Cycle, Hazard, Hop, Pipeline, Reason, StageId, Via};
+use crate::lower::{
+    BufferId, Cycle, Hazard, Hop, Memory, Mode, Pipeline, Reason, StageId, StatementKind, Via,
+    WaitCondition,
+};
 
-/// Runs every rule on the stage graph. A cycle is reported alone: the claims would be judged
-/// on a graph that lacks the `after` the user wrote.
+/// Runs every rule on the stage graph. A cycle is reported alone: the other rules would be
+/// judged on a graph that lacks the `after` the user wrote.
 pub fn check(cx: &Ctxt, pipeline: &Pipeline<'_>) {
     if pipeline.cycles.is_empty() {
         concurrent_claims(cx, pipeline);
+        flag_waits(cx, pipeline);
+        scratch_written_first(cx, pipeline);
     }
     for cycle in &pipeline.cycles {
         after_cycle(cx, pipeline, cycle);
+    }
+}
+
+/// A statement's place: its stage and its index there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Site {
+    stage: StageId,
+    index: usize,
+}
+
+/// Whether `first` runs before `second` in every step: earlier in one stage, or in a stage
+/// that `second`'s stage runs after.
+fn runs_before(pipeline: &Pipeline<'_>, first: Site, second: Site) -> bool {
+    if first.stage == second.stage {
+        first.index < second.index
+    } else {
+        pipeline.path(first.stage, second.stage).is_some()
+    }
+}
+
+/// Why `second` runs after `first`, in words, when it does.
+fn why_after(pipeline: &Pipeline<'_>, first: Site, second: Site) -> String {
+    if first.stage == second.stage {
+        return format!(
+            "it comes later in stage `{}`",
+            pipeline.stages[first.stage.0].decl.name
+        );
+    }
+    match pipeline.path(first.stage, second.stage) {
+        Some(path) => describe(pipeline, &path),
+        None => String::new(),
+    }
+}
+
+/// One statement that writes a flag: where, in words, and the value when the macro knows it.
+struct FlagWrite {
+    site: Site,
+    what: String,
+    value: Option<i128>,
+}
+
+/// Every statement that writes `flag`.
+fn flag_writes(pipeline: &Pipeline<'_>, flag: BufferId) -> Vec<FlagWrite> {
+    let mut writes = Vec::new();
+    for (stage_id, stage) in pipeline.stages.iter().enumerate() {
+        for (index, statement) in stage.statements.iter().enumerate() {
+            let writes_flag = statement
+                .accesses
+                .iter()
+                .any(|touch| touch.buffer == flag && touch.mode == Mode::Write);
+            if !writes_flag {
+                continue;
+            }
+            let (what, value) = match &statement.kind {
+                StatementKind::Write { source, .. } => (
+                    format!("`write {} = {}`", source.flag, tokens_string(&source.value)),
+                    constant::value(&source.value),
+                ),
+                StatementKind::Call { .. } => ("a `call`".to_owned(), None),
+                StatementKind::Host { .. } => ("a host closure".to_owned(), None),
+                _ => ("a statement".to_owned(), None),
+            };
+            writes.push(FlagWrite {
+                site: Site {
+                    stage: StageId(stage_id),
+                    index,
+                },
+                what: format!("{what} in stage `{}`", stage.decl.name),
+                value,
+            });
+        }
+    }
+    writes
+}
+
+/// Whether a flag holding `value` satisfies `condition` against `wanted`, as the GPU compares
+/// them (`>=` is a wrapping comparison of `bits`-bit words); unknown values might.
+fn satisfies(
+    value: Option<i128>,
+    condition: WaitCondition,
+    wanted: Option<i128>,
+    bits: u32,
+) -> bool {
+    let (Some(value), Some(wanted)) = (value, wanted) else {
+        return true;
+    };
+    let mask = (1i128 << bits) - 1;
+    let (value, wanted) = (value & mask, wanted & mask);
+    match condition {
+        WaitCondition::Equal => value == wanted,
+        WaitCondition::AnyBit => value & wanted != 0,
+        WaitCondition::AtLeast => {
+            let difference = (value - wanted) & mask;
+            difference < (1i128 << (bits - 1))
+        }
+    }
+}
+
+/// A `wait` blocks its stream until the flag satisfies it, and nothing but a write the GPU
+/// reaches first can make it so. A wait whose only satisfying writes are ordered after it
+/// (through a data hazard, `after`, stream order or its own stage) waits for ever; so does one
+/// that sees a known value that does not satisfy it, or a scratch flag nothing writes. A param
+/// flag that no statement could satisfy is set outside the pipeline, and is left alone.
+fn flag_waits(cx: &Ctxt, pipeline: &Pipeline<'_>) {
+    for (stage_id, stage) in pipeline.stages.iter().enumerate() {
+        for (index, statement) in stage.statements.iter().enumerate() {
+            let StatementKind::Wait {
+                source,
+                flag,
+                condition,
+            } = &statement.kind
+            else {
+                continue;
+            };
+            let site = Site {
+                stage: StageId(stage_id),
+                index,
+            };
+            let cell = &pipeline.buffers[flag.0];
+            let bits = if cell.elem.is_some_and(|elem| tokens_string(elem) == "u64") {
+                64
+            } else {
+                32
+            };
+            let wanted = constant::value(&source.value);
+            let wait = format!(
+                "`wait {} {} {}`",
+                source.flag,
+                match condition {
+                    WaitCondition::Equal => "==",
+                    WaitCondition::AtLeast => ">=",
+                    WaitCondition::AnyBit => "&",
+                },
+                tokens_string(&source.value)
+            );
+            let writes = flag_writes(pipeline, *flag);
+            let (before, after): (Vec<&FlagWrite>, Vec<&FlagWrite>) = writes
+                .iter()
+                .partition(|write| runs_before(pipeline, write.site, site));
+            // The write the wait sees is the last of those before it.
+            let last = before.iter().find(|write| {
+                !before.iter().any(|other| {
+                    other.site != write.site && runs_before(pipeline, write.site, other.site)
+                })
+            });
+            if let Some(last) = last {
+                if !satisfies(last.value, *condition, wanted, bits) {
+                    cx.error_spanned_by(
+                        &source.value,
+                        format!(
+                            "{wait} in stage `{}` sees the value of {}, the last write before it, which never satisfies it: the stream would wait for ever; wait for the value written, or write the value waited for",
+                            stage.decl.name, last.what
+                        ),
+                    );
+                }
+                continue;
+            }
+            if let Some(write) = after
+                .iter()
+                .find(|write| satisfies(write.value, *condition, wanted, bits))
+            {
+                let fix = if write.site.stage == site.stage {
+                    "put the write before the wait"
+                } else {
+                    "write the flag in a stage this one runs after, or wait in a later stage"
+                };
+                cx.error_spanned_by(
+                    source.keyword,
+                    format!(
+                        "{wait} in stage `{}` can only be satisfied by {}, which runs after it ({}): the stream would wait for ever; {fix}",
+                        stage.decl.name,
+                        write.what,
+                        why_after(pipeline, site, write.site),
+                    ),
+                );
+                continue;
+            }
+            if cell.scratch && !satisfies(Some(0), *condition, wanted, bits) {
+                cx.error_spanned_by(
+                    source.keyword,
+                    format!(
+                        "{wait} in stage `{}` waits on scratch flag `{}`, which nothing writes before it and nothing outside the pipeline can: it stays 0 and the stream would wait for ever; `write {} = VALUE` in a stage this one runs after",
+                        stage.decl.name, source.flag, source.flag,
+                    ),
+                );
+            }
+        }
+    }
+}
+
+/// A scratch device buffer starts with undefined contents, and a replay finds whatever the
+/// last step left: the first read of one in a step must come after a write. (State kept
+/// from step to step belongs in a param buffer, which its owner initialises.)
+fn scratch_written_first(cx: &Ctxt, pipeline: &Pipeline<'_>) {
+    for (id, buffer) in pipeline.buffers.iter().enumerate() {
+        if !buffer.scratch || buffer.memory != Memory::Device {
+            continue;
+        }
+        let id = BufferId(id);
+        let mut writes = Vec::new();
+        let mut reads = Vec::new();
+        for (stage_id, stage) in pipeline.stages.iter().enumerate() {
+            for (index, statement) in stage.statements.iter().enumerate() {
+                let site = Site {
+                    stage: StageId(stage_id),
+                    index,
+                };
+                for touch in statement.accesses.iter().filter(|touch| touch.buffer == id) {
+                    match touch.mode {
+                        Mode::Write => writes.push(site),
+                        Mode::Read => reads.push((site, touch.name)),
+                    }
+                }
+            }
+        }
+        let unwritten = reads.iter().find(|(read, _)| {
+            !writes
+                .iter()
+                .any(|&write| runs_before(pipeline, write, *read))
+        });
+        if let Some((read, name)) = unwritten {
+            let stage = &pipeline.stages[read.stage.0].decl.name;
+            cx.error_spanned_by(
+                name,
+                format!(
+                    "scratch buffer `{name}` is read in stage `{stage}` before anything writes it: its contents start undefined, and a later step finds what the last one left; write it first (`fill {name} = 0;`, or a kernel that writes it) in an earlier statement or in a stage `{stage}` runs after, or make it a param if it keeps state from step to step"
+                ),
+            );
+        }
     }
 }
 
@@ -116,4 +353,24 @@ fn describe(pipeline: &Pipeline<'_>, path: &[Hop]) -> String {
         })
         .collect();
     hops.join(", and ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flag_comparisons_follow_the_gpu() {
+        let at_least =
+            |value, wanted| satisfies(Some(value), WaitCondition::AtLeast, Some(wanted), 32);
+        assert!(at_least(3, 2));
+        assert!(at_least(2, 2));
+        assert!(!at_least(1, 2));
+        // Wrapping: 0 is "after" 0xffff_ffff.
+        assert!(at_least(0, 0xffff_ffff));
+        assert!(satisfies(Some(3), WaitCondition::AnyBit, Some(1), 32));
+        assert!(!satisfies(Some(2), WaitCondition::AnyBit, Some(1), 32));
+        assert!(!satisfies(Some(1), WaitCondition::Equal, Some(2), 32));
+        assert!(satisfies(None, WaitCondition::Equal, Some(2), 32));
+    }
 }

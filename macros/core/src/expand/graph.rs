@@ -4,73 +4,78 @@
 
 use std::collections::BTreeSet;
 
-use proc_macro2::{TokenStream, TokenTree};
+use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
 use syn::Ident;
 
 use super::names::{Names, rt};
-use super::step::{bindings, launch_parts};
+use super::step::{Retype, bindings, launch_parts};
 use crate::ast;
-use crate::lower::{Arg, KernelId, Pipeline, Scalar, StatementKind};
+use crate::lower::{Arg, KernelId, Pipeline, ScalarId, StatementKind};
 
-/// One launch statement, in enqueue order, with what the setters need.
+/// One launch statement, in enqueue order: the kernel node it became.
 struct LaunchSite<'p> {
     /// Its index among the step's launches: the kernel node it became.
     index: usize,
     kernel: KernelId,
     source: &'p ast::Launch,
     args: &'p [Arg],
-    /// Every identifier its arguments and dimensions mention.
-    mentions: BTreeSet<String>,
+    /// The scalar params its arguments and dimensions read.
+    scalars: &'p BTreeSet<ScalarId>,
 }
 
 fn launch_sites<'p>(pipeline: &'p Pipeline<'_>) -> Vec<LaunchSite<'p>> {
     let mut sites = Vec::new();
     for &stage_id in &pipeline.order {
         for statement in &pipeline.stages[stage_id.0].statements {
-            let StatementKind::Launch {
+            if let StatementKind::Launch {
                 source,
                 kernel,
                 args,
             } = &statement.kind
-            else {
-                continue;
-            };
-            let mut mentions = BTreeSet::new();
-            let mut tokens = TokenStream::new();
-            for arg in &source.args {
-                tokens.extend(quote!(#arg));
-            }
-            for option in [&source.grid, &source.block, &source.shared]
-                .into_iter()
-                .flatten()
             {
-                let value = &option.value;
-                tokens.extend(quote!(#value));
+                sites.push(LaunchSite {
+                    index: sites.len(),
+                    kernel: *kernel,
+                    source,
+                    args,
+                    scalars: &statement.scalars,
+                });
             }
-            collect_idents(tokens, &mut mentions);
-            sites.push(LaunchSite {
-                index: sites.len(),
-                kernel: *kernel,
-                source,
-                args,
-                mentions,
-            });
         }
     }
     sites
 }
 
-fn collect_idents(tokens: TokenStream, out: &mut BTreeSet<String>) {
-    for token in tokens {
-        match token {
-            TokenTree::Ident(ident) => {
-                out.insert(ident.to_string());
+/// What a replayed graph cannot update in place that reads `scalar`, in words: "`fill x` in
+/// stage `a`", "the length of scratch buffer `acc`".
+fn fixed_uses(pipeline: &Pipeline<'_>, scalar: ScalarId) -> Vec<String> {
+    let mut uses = Vec::new();
+    for stage in &pipeline.stages {
+        for statement in &stage.statements {
+            if !statement.scalars.contains(&scalar) {
+                continue;
             }
-            TokenTree::Group(group) => collect_idents(group.stream(), out),
-            _ => {}
+            let what = match &statement.kind {
+                StatementKind::Launch { .. } => continue,
+                StatementKind::Copy { .. } => "a `copy`".to_owned(),
+                StatementKind::Fill { source, .. } => format!("`fill {}`", source.dst),
+                StatementKind::Wait { source, .. } => format!("`wait {}`", source.flag),
+                StatementKind::Write { source, .. } => format!("`write {}`", source.flag),
+                StatementKind::Host { .. } => "a host closure".to_owned(),
+                StatementKind::Call { source, .. } => {
+                    format!("`call {}`", ast::function_name(&source.call))
+                }
+            };
+            uses.push(format!("{what} in stage `{}`", stage.name));
         }
     }
+    for buffer in &pipeline.buffers {
+        if buffer.len_scalars.contains(&scalar) {
+            uses.push(format!("the length of scratch buffer `{}`", buffer.name));
+        }
+    }
+    uses
 }
 
 /// The graph struct.
@@ -84,7 +89,7 @@ pub fn graph_struct(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
     let doc = format!(
         "One step of [`{name}`] captured as a graph and instantiated: [`{graph}::launch`] replays \
          it. It borrows the step's params for its whole life; dropping it waits for the launches \
-         in flight. Scalar params that kernels use have `set_<name>` setters."
+         in flight. Scalar params the step reads have `set_<name>` setters."
     );
     quote! {
         #[doc = #doc]
@@ -105,10 +110,8 @@ pub fn graph_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
     let params_ty = names.params_ty(quote!('a));
     let name_str = pipeline.name.as_str();
     let sites = launch_sites(pipeline);
-    let setters = pipeline
-        .scalars
-        .iter()
-        .filter_map(|scalar| setter(pipeline, names, &sites, scalar));
+    let setters =
+        (0..pipeline.scalars.len()).map(|id| setter(pipeline, names, &sites, ScalarId(id)));
     quote! {
         impl<'a> #graph<'a> {
             /// Enqueues one replay of the step on the pipeline's origin stream.
@@ -142,38 +145,70 @@ pub fn graph_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
     }
 }
 
-/// `set_<scalar>`, when some launch uses the scalar: it updates those launches' kernel nodes
-/// in place.
+/// `set_<scalar>`. A scalar that only kernel launches read is updated in place in their kernel
+/// nodes; one that anything else reads (a fill value, a flag value, a host closure, a called
+/// function, a scratch length) is baked into nodes a replay cannot change, so its setter
+/// captures the step again; the setter of a scalar nothing reads is a compile error that says
+/// so.
 fn setter(
     pipeline: &Pipeline<'_>,
     names: &Names,
     sites: &[LaunchSite<'_>],
-    scalar: &Scalar<'_>,
-) -> Option<TokenStream> {
+    id: ScalarId,
+) -> TokenStream {
     let rt = rt();
+    let scalar = &pipeline.scalars[id.0];
+    let param = scalar.decl;
+    let field = &param.name;
+    let ty = &param.ty;
+    let setter = format_ident!("set_{}", param.name, span = param.name.span());
+    let affected: Vec<&LaunchSite<'_>> = sites.iter().filter(|s| s.scalars.contains(&id)).collect();
+    let fixed = fixed_uses(pipeline, id);
+    if !fixed.is_empty() {
+        let doc = format!(
+            "Sets `{}` and captures the step again: it also feeds {}, which a replayed graph \
+             cannot update in place. Waits for the launches in flight first.",
+            scalar.name,
+            fixed.join(", ")
+        );
+        return quote! {
+            #[doc = #doc]
+            pub fn #setter(&mut self, #field: #ty) -> #rt::Result<()> {
+                self.params.#field = #field;
+                self.pipeline.__wait()?;
+                let (graph, exec, nodes) = self.pipeline.__capture(&mut self.params)?;
+                self.exec = exec;
+                self.nodes = nodes;
+                self._graph = graph;
+                ::core::result::Result::Ok(())
+            }
+        };
+    }
+    if affected.is_empty() {
+        // Nothing to update: the setter exists to say so at compile time.
+        return quote! {
+            #[doc(hidden)]
+            pub fn #setter(&mut self, #field: #ty) -> #rt::Result<()>
+            where
+                Self: #rt::ReadByTheStep,
+            {
+                let _ = #field;
+                ::core::result::Result::Ok(())
+            }
+        };
+    }
     let name = &pipeline.input.name;
     let name_str = pipeline.name.as_str();
-    let param = scalar.decl;
-    let label = param.name.to_string();
-    let affected: Vec<&LaunchSite<'_>> = sites
-        .iter()
-        .filter(|s| s.mentions.contains(&label))
-        .collect();
-    if affected.is_empty() {
-        return None;
-    }
     let scratch_fields: Vec<Ident> = pipeline
         .buffers
         .iter()
         .filter(|b| b.scratch)
         .map(|b| names.scratch_field(b.ident))
         .collect();
-    let field = &param.name;
-    let ty = &param.ty;
-    let setter = format_ident!("set_{}", param.name, span = param.name.span());
     let bind = bindings(pipeline, names, &quote!(__p));
     let updates = affected.iter().map(|site| {
-        let (config, args) = launch_parts(pipeline, site.source, site.kernel, site.args);
+        let (config, args) =
+            launch_parts(pipeline, site.source, site.kernel, site.args, Retype::Cast);
         let kernel = format_ident!("k{}", site.kernel.0);
         let index = site.index;
         quote! {
@@ -187,7 +222,7 @@ fn setter(
         scalar.name,
         affected.len()
     );
-    Some(quote! {
+    quote! {
         #[doc = #doc]
         #[allow(unused_variables, clippy::all)]
         pub fn #setter(&mut self, #field: #ty) -> #rt::Result<()> {
@@ -198,7 +233,7 @@ fn setter(
             #(#updates)*
             ::core::result::Result::Ok(())
         }
-    })
+    }
 }
 
 /// Dropping the graph waits for the replays in flight, which use the borrowed params.

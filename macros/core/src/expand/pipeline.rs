@@ -3,7 +3,8 @@
 //! `capture`, accessors and constants). One function per generated item.
 
 use proc_macro2::TokenStream;
-use quote::{format_ident, quote};
+use quote::{format_ident, quote, quote_spanned};
+use syn::spanned::Spanned;
 
 use super::names::{Names, rt};
 use super::step;
@@ -60,10 +61,9 @@ pub fn pipeline_struct(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
     let kernels_ty = &names.kernels;
     let doc = struct_doc(pipeline);
     let event_count = pipeline.events.len();
-    let stream_fields = pipeline.streams.iter().enumerate().map(|(i, stream)| {
+    let stream_fields = (0..pipeline.streams.len()).map(|i| {
         let field = names.stream_field(i);
-        let marker = format_ident!("{}", stream.marker, span = name.span());
-        quote!(#field: #rt::TypedStream<#marker>)
+        quote!(#field: #rt::Stream)
     });
     let scratch_fields = pipeline.buffers.iter().filter(|b| b.scratch).map(|b| {
         let field = names.scratch_field(b.ident);
@@ -128,6 +128,7 @@ pub fn pipeline_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
         run_steps_fn(names),
         profile_fn(pipeline, names),
         capture_fn(names),
+        capture_step_fn(names),
         fault_tracking_fn(),
         step_counts(pipeline),
         stage_sites(pipeline),
@@ -161,8 +162,6 @@ fn constants(pipeline: &Pipeline<'_>) -> TokenStream {
 /// `new`: creates the streams and events and loads the kernels.
 fn new_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
     let rt = rt();
-    let name = &pipeline.input.name;
-    let name_str = name.to_string();
     let kernels_ty = &names.kernels;
     let event_count = pipeline.events.len();
     let stream_count = pipeline.streams.len();
@@ -175,8 +174,7 @@ fn new_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             Priority::Value(v) => quote!(#rt::StreamPriority::Value(#v)),
         };
         let non_blocking = stream.non_blocking;
-        let label = format!("{name_str}.{}", stream.name);
-        quote!(#field: #rt::TypedStream::new(ctx, #priority, #non_blocking, #label)?)
+        quote!(#field: #priority.new_stream(ctx, #non_blocking)?)
     });
     let module_loads = pipeline.modules.iter().enumerate().map(|(m, module)| {
         let var = format_ident!("__module_{}", m);
@@ -205,8 +203,18 @@ fn new_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
         });
         match &kernel.decl.host {
             Some(host) => {
+                // The host implementation, coerced to the function type of the kernel's
+                // signature at the user's path: a mismatch is one error there, and "expected
+                // due to this" points at the declared parameter types.
                 let path = &host.path;
-                quote!(#field: #rt::with_host::<#sig, _>(#declared, #path))
+                let types = kernel.decl.params.iter().map(|param| &param.ty);
+                let signature = quote_spanned!(kernel.decl.name.span()=> fn(#(#types),*));
+                let host = quote_spanned!(path.span()=> {
+                    #[allow(clippy::type_complexity)]
+                    let host: #signature = #path;
+                    host
+                });
+                quote!(#field: #rt::with_host::<#sig, _>(#declared, #host))
             }
             None => quote!(#field: #declared),
         }
@@ -259,11 +267,14 @@ fn stream_accessors(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
         .map(|(i, stream)| {
             let field = names.stream_field(i);
             let accessor = format_ident!("{}_stream", stream.name, span = name.span());
-            let marker = format_ident!("{}", stream.marker, span = name.span());
-            let doc = format!("The `{}` stream.", stream.name);
+            let doc = format!(
+                "The `{}` stream, for work around the steps (waiting for a producer before a \
+                 step, say). Functions a stage `call`s get it as a `TypedStream<{}>`.",
+                stream.name, stream.marker
+            );
             quote! {
                 #[doc = #doc]
-                pub fn #accessor(&self) -> &#rt::TypedStream<#marker> {
+                pub fn #accessor(&self) -> &#rt::Stream {
                     &self.#field
                 }
             }
@@ -355,16 +366,33 @@ fn capture_fn(names: &Names) -> TokenStream {
         #[doc = #doc]
         pub fn capture<'a>(&'a mut self, params: #params_ty) -> #rt::Result<#graph_ty<'a>> {
             let mut params = params;
-            self.__prepare(&params)?;
+            let (graph, exec, nodes) = self.__capture(&mut params)?;
+            ::core::result::Result::Ok(#graph_ty { pipeline: self, params, exec, nodes, _graph: graph })
+        }
+    }
+}
+
+/// `__capture`: what `capture` and the setters that re-capture share.
+fn capture_step_fn(names: &Names) -> TokenStream {
+    let rt = rt();
+    let params_ty = names.params_ty(quote!('_));
+    quote! {
+        /// Prepares the scratch buffers, records one step and instantiates it, with its
+        /// kernel nodes in launch order.
+        fn __capture(
+            &mut self,
+            params: &mut #params_ty,
+        ) -> #rt::Result<(#rt::Graph, #rt::GraphExec, ::std::vec::Vec<#rt::KernelNode>)> {
+            self.__prepare(params)?;
             self.__origin().begin_capture(#rt::CaptureMode::ThreadLocal)?;
-            let enqueued = self.__enqueue(&mut params, ::core::option::Option::None);
+            let enqueued = self.__enqueue(params, ::core::option::Option::None);
             // The capture always ends, also when enqueueing failed.
             let graph = self.__origin().end_capture();
             enqueued?;
             let graph = graph?;
             let exec = graph.instantiate()?;
             let nodes = #rt::kernel_nodes_in_launch_order(&graph)?;
-            ::core::result::Result::Ok(#graph_ty { pipeline: self, params, exec, nodes, _graph: graph })
+            ::core::result::Result::Ok((graph, exec, nodes))
         }
     }
 }

@@ -7,9 +7,10 @@ use syn::spanned::Spanned;
 use syn::{Expr, Ident};
 
 use super::names::{Names, rt, rt_fn};
-use crate::ast::{self, KernelParamType, bare_ident};
+use crate::ast::{self, KernelParamType, type_string};
 use crate::lower::{
-    Arg, BufferId, KernelId, Mode, Pipeline, StageId, StatementKind, WaitCondition,
+    Arg, BufferId, CallArg, KernelId, Memory, Mode, Pipeline, Stage, StageId, StatementKind,
+    WaitCondition,
 };
 
 /// `let` bindings that give every param and scratch buffer its declared name inside
@@ -121,15 +122,10 @@ pub fn enqueue_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                 waits.push(quote!(#rt::Stream::wait_event(__stream, &__events[#k])));
             }
         }
-        let statements = stage.statements.iter().map(|statement| {
-            statement_tokens(
-                pipeline,
-                &statement.kind,
-                // Spanned on the stage's `on STREAM`, so a `call` to a function typed for
-                // another stream reports it there.
-                &Ident::new(&stream.to_string(), stage.decl.stream.span()),
-            )
-        });
+        let statements = stage
+            .statements
+            .iter()
+            .map(|statement| statement_tokens(pipeline, stage, &statement.kind));
         let statements: Vec<TokenStream> = statements.collect();
         let record =
             event_of(stage_id).map(|k| quote!(#rt::Stream::record_into(__stream, &__events[#k])?;));
@@ -192,11 +188,12 @@ pub fn enqueue_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
     }
 }
 
-/// The tokens of one statement, inside a stage's closure where `__stream` is its stream.
+/// The tokens of one statement of `stage`, inside the stage's closure where `__stream` is its
+/// stream.
 fn statement_tokens(
     pipeline: &Pipeline<'_>,
+    stage: &Stage<'_>,
     kind: &StatementKind<'_>,
-    stream_field: &Ident,
 ) -> TokenStream {
     let rt = rt();
     let buffer = |id: &BufferId| pipeline.buffers[id.0].ident;
@@ -207,13 +204,13 @@ fn statement_tokens(
             args,
         } => {
             let field = format_ident!("k{}", kernel.0);
-            let (config, args) = launch_parts(pipeline, source, *kernel, args);
+            let (config, args) = launch_parts(pipeline, source, *kernel, args, Retype::Assert);
             quote!(__kernels.#field.launch(__stream, #config, #args)?;)
         }
-        StatementKind::Copy { src, dst, .. } => {
+        StatementKind::Copy { source, src, dst } => {
+            let dst_tokens = retyped_mut(pipeline, *dst, pipeline.buffers[src.0].elem, &source.dst);
             let src = buffer(src);
-            let dst = buffer(dst);
-            quote!(#rt::copy(__stream, &*#src, &mut *#dst)?;)
+            quote!(#rt::copy(__stream, &*#src, #dst_tokens)?;)
         }
         StatementKind::Fill { source, dst } => {
             let dst = buffer(dst);
@@ -247,30 +244,94 @@ fn statement_tokens(
             let closure = &source.closure;
             quote_spanned!(closure.span()=> #rt::host_closure(__stream, #closure)?;)
         }
-        StatementKind::Call {
-            source,
-            reads,
-            writes,
-        } => {
-            let func = &source.call.func;
-            let args = source.call.args.iter().map(|arg| {
-                let buffer = bare_ident(arg).and_then(|ident| {
-                    let id = pipeline.buffers.iter().position(|b| b.ident == ident)?;
-                    let mode = if writes.iter().any(|w| w.0 == id) {
-                        Mode::Write
-                    } else if reads.iter().any(|r| r.0 == id) {
-                        Mode::Read
-                    } else {
-                        return None;
-                    };
-                    Some(reborrow(ident, mode))
-                });
-                buffer.unwrap_or_else(|| quote!(#arg))
-            });
-            let stream = quote_spanned!(stream_field.span()=> &*#stream_field);
-            quote!(#func(#stream, #(#args),*)?;)
+        StatementKind::Call { source, args, .. } => call_tokens(pipeline, stage, source, args),
+    }
+}
+
+/// A `call`: the function gets the stage's stream as a `TypedStream` of the stream's marker,
+/// then each buffer as its `reads(...)`/`writes(...)` clause declares it.
+fn call_tokens(
+    pipeline: &Pipeline<'_>,
+    stage: &Stage<'_>,
+    source: &ast::Call,
+    args: &[CallArg<'_>],
+) -> TokenStream {
+    let rt = rt();
+    let stream = &pipeline.streams[stage.stream.0];
+    let marker = format_ident!("{}", stream.marker, span = pipeline.input.name.span());
+    let label = format!("{}.{}", pipeline.input.name, stream.name);
+    // Spanned on the stage's `on STREAM`, so a function typed for another stream reports it
+    // there.
+    let typed = Ident::new("__typed", stage.decl.stream.span());
+    let func = &source.call.func;
+    let mut shadows: Vec<(BufferId, Mode)> = Vec::new();
+    let args: Vec<TokenStream> = args
+        .iter()
+        .map(|arg| match arg {
+            CallArg::Buffer {
+                name,
+                mode: Mode::Write,
+                ..
+            } => quote_spanned!(name.span()=> &mut *#name),
+            CallArg::Buffer {
+                name,
+                declared: Mode::Read,
+                ..
+            } => {
+                // A function that takes it mutably fails here, on the name, with a message
+                // that says to declare it in `writes(...)`.
+                let read_access = rt_fn(name.span(), "read_access");
+                quote_spanned!(name.span()=> #read_access(&*#name))
+            }
+            CallArg::Buffer { name, .. } => quote_spanned!(name.span()=> &*#name),
+            CallArg::Expr { expr, buffers } => {
+                for buffer in buffers {
+                    if !shadows.contains(buffer) {
+                        shadows.push(*buffer);
+                    }
+                }
+                quote!(#expr)
+            }
+        })
+        .collect();
+    // Inside an expression, a buffer is seen only as declared: `&` for `reads(...)`.
+    let shadows = shadows.iter().map(|&(buffer, mode)| {
+        let name = pipeline.buffers[buffer.0].ident;
+        let borrow = reborrow(name, mode);
+        quote!(let #name = #borrow;)
+    });
+    let stream_arg = quote_spanned!(typed.span()=> &#typed);
+    quote! {
+        {
+            let #typed = #rt::TypedStream::<#marker>::new(__stream, #label);
+            #(#shadows)*
+            #func(#stream_arg, #(#args),*)?;
         }
     }
+}
+
+/// `&mut *name` for the buffer `id`, seen as a buffer of `elem` when its own element type is
+/// spelled differently: the compiler then checks, at `at`, that the two are one type.
+fn retyped_mut(
+    pipeline: &Pipeline<'_>,
+    id: BufferId,
+    elem: Option<&syn::Type>,
+    at: &Ident,
+) -> TokenStream {
+    let buffer = &pipeline.buffers[id.0];
+    let name = buffer.ident;
+    let (Some(held), Some(elem)) = (buffer.elem, elem) else {
+        return quote!(&mut *#name);
+    };
+    if type_string(held) == type_string(elem) {
+        return quote!(&mut *#name);
+    }
+    let function = match buffer.memory {
+        Memory::Pinned => "pinned_as_mut",
+        _ => "device_as_mut",
+    };
+    let function = rt_fn(at.span(), function);
+    quote_spanned!(at.span()=> #function::<#elem, _>(&mut *#name))
 }
 
 /// The launch configuration and argument tuple of a launch statement, over the bindings.
@@ -279,6 +340,7 @@ pub fn launch_parts(
     launch: &ast::Launch,
     kernel: KernelId,
     args: &[Arg],
+    retype: Retype,
 ) -> (TokenStream, TokenStream) {
     let rt = rt();
     let dim = |option: &Option<ast::LaunchOption>| match option {
@@ -301,8 +363,18 @@ pub fn launch_parts(
         .iter()
         .zip(&launch.args)
         .enumerate()
-        .map(|(i, (arg, expr))| arg_tokens(pipeline, arg, expr, declared.get(i)));
+        .map(|(i, (arg, expr))| arg_tokens(pipeline, arg, expr, declared.get(i), retype));
     (config, quote!((#(#args,)*)))
+}
+
+/// How a launch argument passes a buffer whose element type is spelled differently from the
+/// kernel parameter's (`DeviceBuffer<Real>` for `&[f32]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retype {
+    /// Asserted when the program compiles, at the argument: what the step itself does.
+    Assert,
+    /// Checked when it runs: what a setter does, so a mismatch is reported once, by the step.
+    Cast,
 }
 
 fn arg_tokens(
@@ -310,9 +382,43 @@ fn arg_tokens(
     arg: &Arg,
     expr: &Expr,
     declared: Option<&ast::KernelParam>,
+    retype: Retype,
 ) -> TokenStream {
+    let rt = rt();
     match arg {
-        Arg::Buffer { buffer, mode } => reborrow(pipeline.buffers[buffer.0].ident, *mode),
+        Arg::Buffer { buffer, mode } => {
+            let held = &pipeline.buffers[buffer.0];
+            let name = held.ident;
+            // The argument as written, for spans.
+            let at = ast::bare_ident(expr).unwrap_or(name);
+            let wanted = match declared.map(ast::KernelParam::kind) {
+                Some(KernelParamType::Slice { elem, .. }) => Some(elem),
+                _ => None,
+            };
+            match (held.elem, wanted) {
+                // Spelled differently (`Real` and `f32`): the compiler decides, at the name.
+                (Some(held), Some(wanted)) if type_string(held) != type_string(wanted) => {
+                    let borrow = reborrow(name, *mode);
+                    match (retype, mode) {
+                        (Retype::Assert, Mode::Read) => {
+                            let function = rt_fn(at.span(), "device_as");
+                            quote_spanned!(at.span()=> #function::<#wanted, _>(#borrow))
+                        }
+                        (Retype::Assert, Mode::Write) => {
+                            let function = rt_fn(at.span(), "device_as_mut");
+                            quote_spanned!(at.span()=> #function::<#wanted, _>(#borrow))
+                        }
+                        (Retype::Cast, Mode::Read) => {
+                            quote!(#rt::device_cast::<#wanted, _>(#borrow)?)
+                        }
+                        (Retype::Cast, Mode::Write) => {
+                            quote!(#rt::device_cast_mut::<#wanted, _>(#borrow)?)
+                        }
+                    }
+                }
+                _ => reborrow(name, *mode),
+            }
+        }
         Arg::Scalar {
             ty,
             assert_type: true,

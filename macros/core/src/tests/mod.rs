@@ -5,11 +5,14 @@
 //! `Span::source_text` returns the offending token and [`assert_error`] checks it too; without
 //! it, the tests check messages only.
 
+mod accesses;
 mod checks;
 mod dot;
+mod limits;
 mod lowering;
 mod parse;
 mod properties;
+mod protocols;
 mod stub;
 
 use crate::lower::{BufferId, Pipeline, StageId, StreamId};
