@@ -5,10 +5,10 @@
 use std::collections::BTreeSet;
 
 use proc_macro2::TokenStream;
-use quote::{format_ident, quote};
+use quote::{format_ident, quote, quote_spanned};
 use syn::Ident;
 
-use super::names::{Names, rt};
+use super::names::{Names, rt, rt_fn};
 use super::step::{Retype, bindings, launch_parts};
 use crate::ast;
 use crate::lower::{Arg, KernelId, Pipeline, ScalarId, StatementKind};
@@ -91,7 +91,8 @@ pub fn graph_struct(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
          it. It borrows the step's params for its whole life; dropping it waits for the launches \
          in flight. Scalar params the step reads have `set_<name>` setters."
     );
-    quote! {
+    // Spanned on the pipeline's name, where the compiler's notes about the type point.
+    quote_spanned! {name.span()=>
         #[doc = #doc]
         #vis struct #graph<'a> {
             pipeline: &'a mut #name,
@@ -186,11 +187,14 @@ fn setter(
     }
     if affected.is_empty() {
         // Nothing to update: the setter exists to say so at compile time.
+        // The bound is spanned on the param, so the compiler's notes point at it.
+        let trait_path = rt_fn(param.name.span(), "ReadByTheStep");
+        let bound = quote_spanned!(param.name.span()=> Self: #trait_path);
         return quote! {
             #[doc(hidden)]
             pub fn #setter(&mut self, #field: #ty) -> #rt::Result<()>
             where
-                Self: #rt::ReadByTheStep,
+                #bound,
             {
                 let _ = #field;
                 ::core::result::Result::Ok(())

@@ -19,8 +19,9 @@ pub fn rt() -> TokenStream {
     quote!(::gpu_pipeline::#module)
 }
 
-/// The path of runtime function `name`, spanned on a statement's keyword so that rustc's
-/// "arguments to this function are incorrect" points there rather than at the whole macro.
+/// The path of runtime item `name`, spanned on the user's tokens (a statement's keyword, an
+/// argument) so that the compiler's errors and notes point there rather than at the whole
+/// macro.
 pub fn rt_fn(span: Span, name: &str) -> TokenStream {
     let name = Ident::new(name, span);
     let module = Ident::new(PRIVATE_MODULE, span);
