@@ -170,7 +170,8 @@ fn element_mismatch<T, E>() -> Error {
     label = "declared in `reads(...)`",
     note = "a `call` passes each buffer as its `reads(...)`/`writes(...)` clause declares it, so \
             that the macro orders the call against the stages that use the buffer; list the \
-            buffer in `writes(...)` if the function writes it"
+            buffer in `writes(...)` if the function writes it (for a function that takes a \
+            trait object, pass `&*name`)"
 )]
 pub trait ReadAccess<T> {
     /// The shared borrow.
