@@ -91,8 +91,7 @@ pub fn graph_struct(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
          it. It borrows the step's params for its whole life; dropping it waits for the launches \
          in flight. Scalar params the step reads have `set_<name>` setters."
     );
-    // Spanned on the pipeline's name, where the compiler's notes about the type point.
-    quote_spanned! {name.span()=>
+    quote! {
         #[doc = #doc]
         #vis struct #graph<'a> {
             pipeline: &'a mut #name,
