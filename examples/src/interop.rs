@@ -1,10 +1,12 @@
 //! `interop`: gpu-pipeline next to other CUDA libraries.
 //!
 //! 1. A stage `call`s a plain Rust function with the stage's typed stream. The function here
-//!    stands for a library call (cuBLAS, NCCL, your own crate): [`vendor::duplicate`] takes a
-//!    plain `&Stream` and enqueues its own copy on it; the adapter
-//!    [`duplicate_on_compute`] takes `&TypedStream<InteropCompute>`, so only the `compute`
-//!    stream of an `Interop` pipeline can be passed to it (another stream is a type error).
+//!    stands for a library call (cuBLAS, NCCL, your own crate): [`vendor::duplicate`] takes
+//!    the `&TypedStream` of any pipeline stream, which offers only what a captured graph can
+//!    replay (a library that takes a raw `CUstream` gets it from `TypedStream::handle`), and
+//!    enqueues its own copy on it; the adapter [`duplicate_on_compute`] takes
+//!    `&TypedStream<InteropCompute>`, so only the `compute` stream of an `Interop` pipeline
+//!    can be passed to it (another stream is a type error).
 //!    The stage lists what the call touches (`reads(input) writes(work)`), which is how the
 //!    macro orders it against the other stages.
 //! 2. Input produced on a stream that "another library" owns and hands over as a raw
@@ -38,12 +40,13 @@ pub mod host {
 
 /// Stand-ins for other libraries.
 pub mod vendor {
-    use gpu_pipeline::{Context, DeviceBuffer, Result, Stream, sys};
+    use gpu_pipeline::{Context, DeviceBuffer, Result, Stream, TypedStream, sys};
 
     /// A library function that enqueues its own work on the stream it is given, as cuBLAS or
-    /// NCCL calls do: here `dst = src`, as a device-to-device copy.
-    pub fn duplicate(
-        stream: &Stream,
+    /// NCCL calls do: here `dst = src`, as a device-to-device copy. It takes a stream of any
+    /// pipeline.
+    pub fn duplicate<M>(
+        stream: &TypedStream<'_, M>,
         src: &DeviceBuffer<f32>,
         dst: &mut DeviceBuffer<f32>,
     ) -> Result<()> {
@@ -101,9 +104,9 @@ gpu_pipeline! {
 }
 
 /// What the `call` in stage `stage_in` runs: the typed stream proves it is the `compute`
-/// stream of an `Interop` pipeline; it derefs to the `&Stream` the library takes.
+/// stream of an `Interop` pipeline.
 pub fn duplicate_on_compute(
-    stream: &TypedStream<InteropCompute>,
+    stream: &TypedStream<'_, InteropCompute>,
     src: &DeviceBuffer<f32>,
     dst: &mut DeviceBuffer<f32>,
 ) -> gpu_pipeline::Result<()> {

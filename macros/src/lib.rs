@@ -78,13 +78,24 @@
 //! `FlagCell`. Only `&mut` params and scratch may be written.
 //!
 //! A `launch` argument for a slice parameter is the bare name of a device buffer of the same
-//! element type; for a scalar it is any expression. `copy` goes device→pinned, pinned→device
-//! or device→device, and `fill` sets a `DeviceBuffer`. A `call` passes the stage's typed
-//! stream to the function in addition to the listed arguments, and must list every buffer it
-//! touches. A `host` closure runs on the CPU in stream order and may touch only host memory.
+//! element type (compared by the compiler, so `type Real = f32` works); for a scalar it is any
+//! expression. `copy` goes device→pinned, pinned→device or device→device, and `fill` sets a
+//! `DeviceBuffer`. A `call` passes the stage's stream first, as a `&TypedStream<'_, Marker>`
+//! that offers only what a captured graph can replay (launches, asynchronous copies and
+//! memsets, flag waits and writes, host functions, the raw handle for other CUDA libraries),
+//! then its arguments; every buffer an argument names must be listed in `reads(...)` or
+//! `writes(...)`, and is passed as listed (`&` for `reads`). A `host` closure runs on the CPU
+//! in stream order, borrows no buffer, and declares the host memory it orders against.
 //! A stage without statements is allowed only with `after`: a barrier for its stream.
 //! `synchronize`, `sync`, `copy_blocking`, `copy_sync`, `wait_event`, `record_event`, `alloc`,
 //! `malloc` and `free` are recognised and rejected with the reason and the alternative.
+//!
+//! Every appearance of a buffer is an access the macro orders: outside the places above, a
+//! buffer may appear only as its length (`x.len()`), since scalar arguments, launch dimensions
+//! and `fill`/`wait`/`write` values are computed on the host when the step is enqueued.
+//! Constant launch dimensions and dynamic shared memory must fit CUDA's limits (1024 threads
+//! per block, 64 in z; 227 KiB of shared memory), and a numeric stream priority is 0 or
+//! negative (CUDA runs lower numbers first).
 //!
 //! # Ordering
 //!
@@ -99,10 +110,23 @@
 //! consecutive eager steps). `concurrent(a, b, ...)` claims that no two of the stages are
 //! ordered; a contradicted claim is an error that names the ordering.
 //!
+//! On that order: a `wait` must be satisfiable by a write ordered before it (a param flag
+//! that nothing in the pipeline could satisfy is left to the world outside), or the stream
+//! would wait for ever; and a scratch `DeviceBuffer` must be written before anything reads it.
+//!
+//! A captured graph has a `set_<name>` for each scalar param the step reads: it updates the
+//! kernel nodes in place when only launches read the scalar, and captures the step again when
+//! anything a replay cannot change does (a `fill` or flag value, a host closure, a `call`, a
+//! scratch length).
+//!
 //! # Phases
 //!
-//! `ast` parses, `check` validates (every error on the user's tokens, all reported together),
-//! `lower` builds the syn-free stage graph, `expand` generates code (phase 2).
+//! In `gpu-pipeline-macros-core`, in this order: `ast` parses (keeping the user's tokens for
+//! spans); `scope` indexes every declaration by name, once; `check::declarations` validates
+//! names, types and statements; `lower` builds the stage graph, each statement resolved and
+//! referring to its source; `check::ordering` validates what needs the derived order; `expand`
+//! generates code, one function per item. Each check reports every error on the user's tokens,
+//! all together, and nothing is generated unless it passed.
 #![forbid(unsafe_code)]
 
 use proc_macro::TokenStream;

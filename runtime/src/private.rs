@@ -75,3 +75,140 @@ pub fn with_host<Sig: Signature, F: CpuKernelFn<Sig>>(
 ) -> TypedKernel<Sig> {
     with_cpu(kernel, cpu)
 }
+
+/// The element type a buffer is used with, checked at the user's token: a `launch` argument
+/// for a kernel's `&[T]`/`&mut [T]` parameter, or the destination of a `copy`. Types are
+/// compared by the compiler, so `DeviceBuffer<Real>` with `type Real = f32` fits `&[f32]`.
+#[diagnostic::on_unimplemented(
+    message = "this buffer holds `{Self}`, but `{T}` is expected here",
+    label = "holds `{Self}`, not `{T}`",
+    note = "a kernel parameter `&[T]` or `&mut [T]` takes a buffer of `T`, and a `copy` goes \
+            between buffers of one element type; declare the buffer with the element type the \
+            kernel or the other buffer uses"
+)]
+pub trait SameElement<T: bytemuck::Pod>: bytemuck::Pod {
+    /// The buffer, seen with its element type written as `T`.
+    fn device(buffer: &DeviceBuffer<Self>) -> &DeviceBuffer<T>;
+    /// The buffer, seen with its element type written as `T`.
+    fn device_mut(buffer: &mut DeviceBuffer<Self>) -> &mut DeviceBuffer<T>;
+    /// The buffer, seen with its element type written as `T`.
+    fn pinned_mut(buffer: &mut PinnedBuffer<Self>) -> &mut PinnedBuffer<T>;
+}
+
+impl<T: bytemuck::Pod> SameElement<T> for T {
+    fn device(buffer: &DeviceBuffer<T>) -> &DeviceBuffer<T> {
+        buffer
+    }
+    fn device_mut(buffer: &mut DeviceBuffer<T>) -> &mut DeviceBuffer<T> {
+        buffer
+    }
+    fn pinned_mut(buffer: &mut PinnedBuffer<T>) -> &mut PinnedBuffer<T> {
+        buffer
+    }
+}
+
+/// `buffer` for a parameter of element type `T` (see [`SameElement`]).
+pub fn device_as<T: bytemuck::Pod, E: SameElement<T>>(
+    buffer: &DeviceBuffer<E>,
+) -> &DeviceBuffer<T> {
+    E::device(buffer)
+}
+
+/// `buffer` for a written parameter of element type `T` (see [`SameElement`]).
+pub fn device_as_mut<T: bytemuck::Pod, E: SameElement<T>>(
+    buffer: &mut DeviceBuffer<E>,
+) -> &mut DeviceBuffer<T> {
+    E::device_mut(buffer)
+}
+
+/// `buffer` as the destination of a copy of `T` (see [`SameElement`]).
+pub fn pinned_as_mut<T: bytemuck::Pod, E: SameElement<T>>(
+    buffer: &mut PinnedBuffer<E>,
+) -> &mut PinnedBuffer<T> {
+    E::pinned_mut(buffer)
+}
+
+/// `buffer` for a parameter of element type `T`, checked when the program runs instead of
+/// when it compiles: what a captured graph's setters use, after the step itself has asserted
+/// the same at compile time ([`device_as`]), so that a mismatch is reported once.
+pub fn device_cast<T: bytemuck::Pod, E: bytemuck::Pod>(
+    buffer: &DeviceBuffer<E>,
+) -> Result<&DeviceBuffer<T>> {
+    (buffer as &dyn std::any::Any)
+        .downcast_ref()
+        .ok_or_else(|| element_mismatch::<T, E>())
+}
+
+/// The written form of [`device_cast`].
+pub fn device_cast_mut<T: bytemuck::Pod, E: bytemuck::Pod>(
+    buffer: &mut DeviceBuffer<E>,
+) -> Result<&mut DeviceBuffer<T>> {
+    (buffer as &mut dyn std::any::Any)
+        .downcast_mut()
+        .ok_or_else(|| element_mismatch::<T, E>())
+}
+
+fn element_mismatch<T, E>() -> Error {
+    Error::invalid(
+        "kernel argument",
+        format!(
+            "a buffer of `{}` passed for a parameter of `{}`",
+            std::any::type_name::<E>(),
+            std::any::type_name::<T>()
+        ),
+    )
+}
+
+/// What a `call` statement passes for a buffer it lists in `reads(...)`: a shared borrow.
+/// A function that takes the buffer mutably fails this bound at the argument, with a message
+/// that says to declare it in `writes(...)`.
+#[diagnostic::on_unimplemented(
+    message = "this buffer is declared in `reads(...)`, so the function gets `{Self}`, but it takes `{T}`",
+    label = "declared in `reads(...)`",
+    note = "a `call` passes each buffer as its `reads(...)`/`writes(...)` clause declares it, so \
+            that the macro orders the call against the stages that use the buffer; list the \
+            buffer in `writes(...)` if the function writes it (for a function that takes a \
+            trait object, pass `&*name`)"
+)]
+pub trait ReadAccess<T> {
+    /// The shared borrow.
+    fn read_access(self) -> T;
+}
+
+#[diagnostic::do_not_recommend]
+impl<'a, T: ?Sized> ReadAccess<&'a T> for &'a T {
+    fn read_access(self) -> &'a T {
+        self
+    }
+}
+
+// A second impl, so that the compiler takes the target from the called function's parameter
+// rather than from the only impl: a `&mut` parameter then fails `ReadAccess` with the message
+// above instead of a bare type mismatch.
+#[diagnostic::do_not_recommend]
+impl<'a, T: ?Sized> ReadAccess<Shared<'a, T>> for &'a T {
+    fn read_access(self) -> Shared<'a, T> {
+        Shared(self)
+    }
+}
+
+/// A shared borrow, as a type of its own; see [`ReadAccess`].
+#[derive(Debug)]
+pub struct Shared<'a, T: ?Sized>(pub &'a T);
+
+/// A buffer listed in `reads(...)`, passed to a `call` (see [`ReadAccess`]).
+pub fn read_access<A: ReadAccess<T>, T>(buffer: A) -> T {
+    buffer.read_access()
+}
+
+/// What a captured graph's `set_<name>` needs: a step that reads the scalar. The setter of
+/// a scalar param no statement reads exists only to say so; no type implements this trait.
+#[diagnostic::on_unimplemented(
+    message = "the captured step does not read this scalar param, so setting it would change nothing",
+    label = "no statement of the step uses this param",
+    note = "a captured graph has a working `set_<name>` for each scalar param its statements read \
+            (in a launch, a `fill`, `wait` or `write` value, a host closure, a `call` or a \
+            scratch length): pass the param to what should use it, or give the new value to the \
+            next `run` or `capture`"
+)]
+pub trait ReadByTheStep {}

@@ -26,7 +26,7 @@ mod host {
 
 /// A "library" function that enqueues on the stage's stream: `dst = src`.
 fn library_copy(
-    stream: &TypedStream<StepsWork>,
+    stream: &TypedStream<'_, StepsWork>,
     src: &DeviceBuffer<f32>,
     dst: &mut DeviceBuffer<f32>,
 ) -> Result<()> {

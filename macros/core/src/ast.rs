@@ -15,8 +15,11 @@ use syn::{
     parenthesized, token,
 };
 
-use crate::lower::{ImageFormat, Priority, WaitCondition};
 use crate::symbol::{NOT_CAPTURABLE, kw};
+
+mod mentions;
+
+pub use mentions::{Mention, Use, mentions, token_mentions};
 
 /// A whole `gpu_pipeline!` input: one pipeline declaration.
 #[derive(Debug)]
@@ -81,6 +84,43 @@ pub struct PriorityOption {
     pub level: Priority,
     /// The value's tokens, for diagnostics.
     pub span: Span,
+}
+
+/// A stream priority. CUDA runs lower numbers first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Priority {
+    /// The greatest priority of the context's range.
+    High,
+    /// The least priority of the context's range.
+    Low,
+    /// The default priority.
+    Default,
+    /// A value, clamped to the context's range at run time.
+    Value(i32),
+}
+
+/// The format of an embedded kernel image.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImageFormat {
+    /// PTX text, JIT-compiled by the driver.
+    Ptx,
+    /// A cubin for one architecture.
+    Cubin,
+    /// A fat binary.
+    Fatbin,
+    /// CUDA C source, compiled at run time with NVRTC.
+    CudaC,
+}
+
+/// The comparison of a `wait` statement (`cuStreamWaitValue*` flags).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitCondition {
+    /// `wait flag == v`.
+    Equal,
+    /// `wait flag >= v` (wrapping comparison, as in CUDA).
+    AtLeast,
+    /// `wait flag & v`: until any bit of `v` is set.
+    AnyBit,
 }
 
 /// `kernels heat = ptx(include_str!("heat.ptx")) { fn ...; }`.
@@ -381,6 +421,16 @@ pub struct Call {
     pub call: ExprCall,
     /// Its declared accesses.
     pub accesses: Accesses,
+}
+
+/// The name of the function a `call` statement calls, for messages: `gemv` for
+/// `call blas::gemv(...)`, "the function" when it is not a path.
+pub fn function_name(call: &ExprCall) -> String {
+    match ungroup_expr(&call.func) {
+        Expr::Path(path) => path.path.segments.last().map(|s| s.ident.to_string()),
+        _ => None,
+    }
+    .unwrap_or_else(|| "the function".to_owned())
 }
 
 /// `reads(a, b) writes(c)`: the accesses of a `host` or `call` statement.

@@ -1,12 +1,17 @@
 //! The rules a pipeline must follow: one commented function per rule, every error collected and
 //! reported together, each on the user's own tokens.
 //!
-//! [`check`] runs the declaration rules here and the statement rules in [`statements`] on the
-//! syntax tree. Only when none of them fails is the pipeline lowered; the rules that need the
-//! stage graph (`after` cycles, `concurrent` claims) then run in [`ordering`]. Nothing reaches
+//! Two passes, around lowering. [`declarations`] runs on the syntax tree: the rules here on
+//! declarations and names, those in [`statements`] on what each statement names, those in
+//! [`accesses`] on every other appearance of a buffer, and those in [`limits`] on values no GPU
+//! accepts. Only when none of them fails is the pipeline lowered. [`ordering()`] then runs the rules that need
+//! the stage graph, in [`mod@ordering`]: `after` cycles and `concurrent` claims. Nothing reaches
 //! code generation unless every rule passed.
 
+mod accesses;
+mod constant;
 mod hint;
+mod limits;
 mod ordering;
 mod statements;
 
@@ -16,30 +21,38 @@ use syn::Ident;
 
 use crate::ast::{self, KernelParamType, type_string};
 use crate::ctxt::Ctxt;
-use crate::lower::{self, Memory};
-use crate::scope::{DeclProblem, Scope};
+use crate::lower;
+use crate::scope::{DeclProblem, Memory, Scope};
 
 use hint::unknown;
 
-/// Checks `input` and lowers it, or returns every error found.
-pub fn check(input: &ast::Pipeline) -> syn::Result<lower::Pipeline> {
-    let scope = Scope::new(input);
+/// The rules on declarations and statements, on the syntax tree: every name resolves to the
+/// right kind of thing, so that lowering cannot fail.
+pub fn declarations(scope: &Scope<'_>) -> syn::Result<()> {
     let cx = Ctxt::new();
+    let input = scope.input;
     sections(&cx, input);
     attributes(&cx, input);
-    unique_names(&cx, &scope);
-    stream_markers(&cx, &scope);
+    unique_names(&cx, scope);
+    stream_markers(&cx, scope);
     unsafe_kernels(&cx, input);
-    kernel_signatures(&cx, &scope);
-    declarations(&cx, &scope);
-    stage_streams(&cx, &scope);
-    stage_after(&cx, &scope);
-    empty_stages(&cx, &scope);
-    claim_names(&cx, &scope);
-    statements::check(&cx, &scope);
-    // Lowering needs every name resolved and every type classified.
-    cx.check()?;
-    ordering::check(&scope)
+    kernel_signatures(&cx, scope);
+    declarations_of_buffers(&cx, scope);
+    stage_streams(&cx, scope);
+    stage_after(&cx, scope);
+    empty_stages(&cx, scope);
+    claim_names(&cx, scope);
+    statements::check(&cx, scope);
+    accesses::check(&cx, scope);
+    limits::check(&cx, scope);
+    cx.check()
+}
+
+/// The rules on the stage graph.
+pub fn ordering(pipeline: &lower::Pipeline<'_>) -> syn::Result<()> {
+    let cx = Ctxt::new();
+    ordering::check(&cx, pipeline);
+    cx.check()
 }
 
 /// A pipeline has exactly one `streams` block with at least one stream, at most one `params`
@@ -254,7 +267,7 @@ fn kernel_signatures(cx: &Ctxt, scope: &Scope<'_>) {
 
 /// Params borrow their memory (`&` or `&mut`) and scratch buffers are owned by the pipeline,
 /// with a length for buffers and none for flag cells. Buffer types name their element type.
-fn declarations(cx: &Ctxt, scope: &Scope<'_>) {
+fn declarations_of_buffers(cx: &Ctxt, scope: &Scope<'_>) {
     for buffer in &scope.buffers {
         let Some(problem) = buffer.problem else {
             continue;
@@ -291,9 +304,8 @@ fn declarations(cx: &Ctxt, scope: &Scope<'_>) {
                 format!("scratch buffer `{name}` needs a length: write `{name}: {ty} = LEN`"),
             ),
             DeclProblem::FlagLen => {
-                let len = scope.input.scratch().find(|s| s.name == *name).and_then(|s| s.len.as_ref());
                 let message = format!("flag cell `{name}` holds one value and takes no length; write `{name}: {ty}`");
-                match len {
+                match buffer.len {
                     Some(len) => cx.error_spanned_by(len, message),
                     None => cx.error_spanned_by(name, message),
                 }

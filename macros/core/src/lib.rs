@@ -7,16 +7,19 @@
 #![cfg_attr(not(test), forbid(unsafe_code))]
 #![cfg_attr(test, deny(unsafe_code))]
 
+// The phases; `gpu_pipeline` runs them in order.
 #[allow(
     dead_code,
     reason = "the syntax tree keeps every token of the input for spans, whether read or not"
 )]
 mod ast;
 mod check;
-mod ctxt;
 mod expand;
 mod lower;
 mod scope;
+
+// What the phases share: the words of the language and the error collector.
+mod ctxt;
 mod symbol;
 
 #[cfg(test)]
@@ -24,15 +27,37 @@ mod tests;
 
 use proc_macro2::TokenStream;
 
+use scope::Scope;
+
 /// Expands one `gpu_pipeline!` invocation: the generated items, or on error the
 /// `compile_error!`s plus stubs with the same public names.
+///
+/// The phases, in order:
+/// 1. `ast`: parse the input, keeping the user's tokens for spans;
+/// 2. `scope`: index every declaration by name, once;
+/// 3. `check::declarations`: names, types and statements, on the syntax tree;
+/// 4. `lower`: the stage graph, each statement resolved and its accesses derived;
+/// 5. `check::ordering`: the rules on the derived order;
+/// 6. `expand`: the generated code.
+///
+/// Each check phase reports all of its errors together, and nothing is generated unless it
+/// passed.
 pub fn gpu_pipeline(tokens: TokenStream) -> TokenStream {
     let input = match syn::parse2::<ast::Pipeline>(tokens.clone()) {
         Ok(input) => input,
         Err(error) => return expand::after_parse_error(tokens, error),
     };
-    match check::check(&input) {
-        Ok(pipeline) => expand::expand(&input, &pipeline),
+    match analyse(&input) {
+        Ok(pipeline) => expand::expand(&pipeline),
         Err(errors) => expand::stub(&input, errors),
     }
+}
+
+/// Phases 2 to 5: the checked stage graph of a parsed input, or every error found.
+fn analyse(input: &ast::Pipeline) -> syn::Result<lower::Pipeline<'_>> {
+    let scope = Scope::new(input);
+    check::declarations(&scope)?;
+    let pipeline = lower::lower(&scope)?;
+    check::ordering(&pipeline)?;
+    Ok(pipeline)
 }

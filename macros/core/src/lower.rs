@@ -1,64 +1,62 @@
-//! The stage graph: the checked pipeline with names resolved, accesses derived and the event
-//! wiring computed, as plain data (ids, strings and enums, no syn types).
+//! The stage graph: the checked pipeline with every name resolved, each statement's accesses
+//! derived and the event wiring computed.
 //!
-//! Expressions (sizes, launch dimensions, fill values, closures) stay in the syntax tree:
-//! stage ids equal the ast's stage order and each [`Statement`] keeps its index in its stage,
-//! so phase 2 finds them there. The ordering itself is computed in [`graph`]; [`dot`] renders
-//! the result.
+//! Every lowered item keeps a reference to what the user wrote (`decl` on declarations, `source`
+//! on statements), so later phases read expressions and spans there instead of searching the
+//! syntax tree again. The ordering itself is computed on plain ids in [`graph`]; [`dot`]
+//! renders the result.
 
 mod dot;
 mod graph;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-use syn::Ident;
+use proc_macro2::{Span, TokenStream};
+use quote::ToTokens;
 use syn::ext::IdentExt;
+use syn::{Expr, Ident, Type};
 
-use crate::ast::{self, KernelParamType, Statement as AstStatement, bare_ident, type_string};
+use crate::ast::{self, KernelParamType, bare_ident, token_mentions, type_string, ungroup_expr};
 use crate::scope::{Scope, Value};
 
-pub use graph::{Node, schedule};
+pub use crate::ast::{ImageFormat, Priority, WaitCondition};
+pub use crate::scope::Memory;
+pub use graph::{
+    Access, BufferId, Cycle, Edge, Hazard, Hop, Mode, Node, ORIGIN, Reason, StageId, StreamId, Via,
+    schedule,
+};
 
-macro_rules! ids {
-    ($($(#[$doc:meta])* $name:ident;)*) => {$(
-        $(#[$doc])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-        pub struct $name(pub usize);
-    )*};
-}
+/// Index into [`Pipeline::scalars`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ScalarId(pub usize);
 
-ids! {
-    /// Index into [`Pipeline::streams`]. Stream 0 is the origin of every step.
-    StreamId;
-    /// Index into [`Pipeline::stages`], equal to the stage's place in program order.
-    StageId;
-    /// Index into [`Pipeline::buffers`].
-    BufferId;
-    /// Index into [`Pipeline::scalars`].
-    ScalarId;
-    /// Index into [`Pipeline::modules`].
-    ModuleId;
-    /// Index into [`Pipeline::kernels`].
-    KernelId;
-}
+/// Index into [`Pipeline::modules`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ModuleId(pub usize);
+
+/// Index into [`Pipeline::kernels`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct KernelId(pub usize);
 
 /// One pipeline, lowered.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Pipeline {
+#[derive(Debug, Clone)]
+pub struct Pipeline<'a> {
+    /// The input as parsed: name, visibility, attributes, params in declaration order.
+    pub input: &'a ast::Pipeline,
     /// The pipeline's name.
     pub name: String,
     /// Streams in declaration order; the first is the origin.
-    pub streams: Vec<Stream>,
+    pub streams: Vec<Stream<'a>>,
     /// Kernel modules.
-    pub modules: Vec<Module>,
+    pub modules: Vec<Module<'a>>,
     /// Kernels over all modules.
-    pub kernels: Vec<Kernel>,
+    pub kernels: Vec<Kernel<'a>>,
     /// Scalar params.
-    pub scalars: Vec<Scalar>,
+    pub scalars: Vec<Scalar<'a>>,
     /// Buffer params and scratch buffers.
-    pub buffers: Vec<Buffer>,
+    pub buffers: Vec<Buffer<'a>>,
     /// Stages in program order.
-    pub stages: Vec<Stage>,
+    pub stages: Vec<Stage<'a>>,
     /// Every cross-stream ordering that data hazards and `after` require, before reduction.
     pub dependencies: Vec<Edge>,
     /// The waits to emit: the transitive reduction of [`Pipeline::dependencies`], given stream
@@ -73,14 +71,16 @@ pub struct Pipeline {
     pub fork: Vec<StreamId>,
     /// Streams whose last stage the origin waits for at the end of a step.
     pub join: Vec<StreamId>,
+    /// `after`s left out of the graph because they would close a cycle. The ordering checks
+    /// reject them; the graph above is what the other orderings give.
+    pub cycles: Vec<Cycle>,
 }
 
-/// The first declared stream: every step starts and ends on it.
-pub const ORIGIN: StreamId = StreamId(0);
-
 /// A declared stream.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Stream {
+#[derive(Debug, Clone)]
+pub struct Stream<'a> {
+    /// The declaration.
+    pub decl: &'a ast::Stream,
     /// Its name (raw idents unprefixed).
     pub name: String,
     /// Its priority.
@@ -92,51 +92,29 @@ pub struct Stream {
     pub marker: String,
 }
 
-/// A stream priority. CUDA runs lower numbers first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Priority {
-    /// The greatest priority of the context's range.
-    High,
-    /// The least priority of the context's range.
-    Low,
-    /// The default priority.
-    Default,
-    /// A value, clamped to the context's range at run time.
-    Value(i32),
-}
-
 /// A kernel module.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Module {
-    /// Its name.
-    pub name: String,
+#[derive(Debug, Clone)]
+pub struct Module<'a> {
+    /// The declaration, with its image expression.
+    pub decl: &'a ast::Module,
     /// How its image is loaded.
     pub format: ImageFormat,
 }
 
-/// The format of an embedded kernel image.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ImageFormat {
-    /// PTX text, JIT-compiled by the driver.
-    Ptx,
-    /// A cubin for one architecture.
-    Cubin,
-    /// A fat binary.
-    Fatbin,
-    /// CUDA C source, compiled at run time with NVRTC.
-    CudaC,
-}
-
 /// A kernel.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Kernel {
+#[derive(Debug, Clone)]
+pub struct Kernel<'a> {
+    /// The declaration, with the parameter types as written.
+    pub decl: &'a ast::Kernel,
     /// Its module.
     pub module: ModuleId,
     /// Its entry point name.
     pub name: String,
     /// Its parameters.
+    #[cfg_attr(not(test), expect(dead_code, reason = "lowered for the unit tests"))]
     pub params: Vec<KernelParam>,
     /// The path of its host implementation, if declared.
+    #[cfg_attr(not(test), expect(dead_code, reason = "lowered for the unit tests"))]
     pub host: Option<String>,
 }
 
@@ -167,8 +145,10 @@ pub enum KernelParamKind {
 }
 
 /// A scalar param.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Scalar {
+#[derive(Debug, Clone)]
+pub struct Scalar<'a> {
+    /// The declaration.
+    pub decl: &'a ast::Param,
     /// Its name.
     pub name: String,
     /// Its type as written.
@@ -176,65 +156,75 @@ pub struct Scalar {
 }
 
 /// A buffer param or scratch buffer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Buffer {
+#[derive(Debug, Clone)]
+pub struct Buffer<'a> {
+    /// Its name as declared.
+    pub ident: &'a Ident,
+    /// The type behind the reference (`DeviceBuffer<f32>` for `&mut DeviceBuffer<f32>`).
+    pub referent: &'a Type,
+    /// The element type, when the type names one.
+    pub elem: Option<&'a Type>,
+    /// The length expression of a scratch buffer.
+    pub len: Option<&'a Expr>,
+    /// The scalar params its length expression reads.
+    pub len_scalars: BTreeSet<ScalarId>,
     /// Its name.
     pub name: String,
     /// Which memory it is.
     pub memory: Memory,
     /// Whether the pipeline may write it.
     pub mutable: bool,
-    /// The element type as written, when there is one.
-    pub elem: Option<String>,
     /// Whether the pipeline owns it (`scratch`) rather than borrowing it (`params`).
     pub scratch: bool,
 }
 
-/// Kinds of memory a name can refer to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Memory {
-    /// `DeviceBuffer<T>`.
-    Device,
-    /// `PinnedBuffer<T>`: page-locked host memory.
-    Pinned,
-    /// `FlagCell`: a device word for wait/write value.
-    Flag,
-    /// `Vec<T>` or `[T]`: pageable host memory.
-    Pageable,
-    /// A reference to any other type, such as a library handle; only `call` and `host`
-    /// statements may name it.
-    Opaque,
-}
-
 /// A stage.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Stage {
+#[derive(Debug, Clone)]
+pub struct Stage<'a> {
+    /// The declaration.
+    pub decl: &'a ast::Stage,
     /// Its name.
     pub name: String,
     /// The stream it runs on.
     pub stream: StreamId,
     /// Its statements in order.
-    pub statements: Vec<Statement>,
+    pub statements: Vec<Statement<'a>>,
     /// The buffers it touches, each once; a write covers a read.
     pub accesses: Vec<Access>,
     /// The stages named in its `after` clause.
     pub after: Vec<StageId>,
 }
 
-/// A statement with its place in the ast stage.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Statement {
-    /// Index into the ast stage's statements, for the expressions kept there.
-    pub index: usize,
-    /// What it does.
-    pub kind: StatementKind,
+/// A statement: what it does, the buffers it touches and the scalars it reads.
+#[derive(Debug, Clone)]
+pub struct Statement<'a> {
+    /// What it does, with the statement as written.
+    pub kind: StatementKind<'a>,
+    /// The buffers it touches, in the order it names them (a launch may name one twice).
+    pub accesses: Vec<Touch<'a>>,
+    /// The scalar params its expressions read (arguments, dimensions, values, a closure's
+    /// captures): what a replayed graph keeps unless the scalar's setter updates it.
+    pub scalars: BTreeSet<ScalarId>,
 }
 
-/// What a statement does, with names resolved.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StatementKind {
+/// One buffer access of a statement, with the name that makes it.
+#[derive(Debug, Clone, Copy)]
+pub struct Touch<'a> {
+    /// The buffer.
+    pub buffer: BufferId,
+    /// How.
+    pub mode: Mode,
+    /// The name in the statement that makes the access, for messages.
+    pub name: &'a Ident,
+}
+
+/// What a statement does, with names resolved. `source` is the statement as written.
+#[derive(Debug, Clone)]
+pub enum StatementKind<'a> {
     /// A kernel launch.
     Launch {
+        /// As written: arguments, dimensions.
+        source: &'a ast::Launch,
         /// The kernel.
         kernel: KernelId,
         /// One argument per kernel parameter.
@@ -242,6 +232,8 @@ pub enum StatementKind {
     },
     /// An asynchronous copy.
     Copy {
+        /// As written.
+        source: &'a ast::Copy,
         /// Read.
         src: BufferId,
         /// Written.
@@ -249,11 +241,15 @@ pub enum StatementKind {
     },
     /// A memset.
     Fill {
+        /// As written, with the value.
+        source: &'a ast::Fill,
         /// Written.
         dst: BufferId,
     },
     /// A stream wait on a flag value.
     Wait {
+        /// As written, with the value.
+        source: &'a ast::Wait,
         /// Read.
         flag: BufferId,
         /// The comparison.
@@ -261,34 +257,45 @@ pub enum StatementKind {
     },
     /// A stream write of a flag value.
     Write {
+        /// As written, with the value.
+        source: &'a ast::Write,
         /// Written.
         flag: BufferId,
     },
     /// A host closure enqueued in stream order.
     Host {
-        /// Declared reads.
-        reads: Vec<BufferId>,
-        /// Declared writes.
-        writes: Vec<BufferId>,
+        /// As written, with the closure and its `reads(...)`/`writes(...)`.
+        source: &'a ast::Host,
     },
     /// A Rust function given the stage's stream.
     Call {
-        /// Declared reads.
-        reads: Vec<BufferId>,
-        /// Declared writes.
-        writes: Vec<BufferId>,
+        /// As written, with the function, its arguments and its `reads(...)`/`writes(...)`.
+        source: &'a ast::Call,
+        /// Its arguments, in order.
+        args: Vec<CallArg<'a>>,
     },
 }
 
-/// The comparison of a `wait` statement (`cuStreamWaitValue*` flags).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WaitCondition {
-    /// `wait flag == v`.
-    Equal,
-    /// `wait flag >= v` (wrapping comparison, as in CUDA).
-    AtLeast,
-    /// `wait flag & v`: until any bit of `v` is set.
-    AnyBit,
+/// One argument of a `call`.
+#[derive(Debug, Clone)]
+pub enum CallArg<'a> {
+    /// `x`, `&x` or `&mut x` for a buffer `x`: passed as a borrow of `mode`.
+    Buffer {
+        /// The name as written.
+        name: &'a Ident,
+        /// How it is passed: written only when declared in `writes(...)` and not passed as
+        /// `&x`.
+        mode: Mode,
+        /// How the call declares it.
+        declared: Mode,
+    },
+    /// Any other expression, with the declared buffers it names, each seen as declared.
+    Expr {
+        /// The expression.
+        expr: &'a Expr,
+        /// The buffers it names, and how the call declares each.
+        buffers: Vec<(BufferId, Mode)>,
+    },
 }
 
 /// One kernel argument.
@@ -313,147 +320,59 @@ pub enum Arg {
     },
 }
 
-/// How a stage uses a buffer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Mode {
-    /// Read only.
-    Read,
-    /// Written (and maybe read).
-    Write,
+/// A name `check` should have rejected but that did not resolve: a bug in this crate,
+/// reported as an error on the name rather than a panic.
+#[derive(Debug, Clone)]
+pub struct Unresolved {
+    /// What did not resolve.
+    pub what: String,
+    /// Where.
+    pub span: Span,
 }
 
-/// One buffer access of a stage.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Access {
-    /// The buffer.
-    pub buffer: BufferId,
-    /// How.
-    pub mode: Mode,
-}
-
-/// A cross-stream ordering: `to` waits for `from`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Edge {
-    /// The earlier stage; it records the event.
-    pub from: StageId,
-    /// The later stage; its stream waits on the event.
-    pub to: StageId,
-    /// Why, in buffer order, `after` last.
-    pub reasons: Vec<Reason>,
-}
-
-/// Why one stage must wait for another.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reason {
-    /// Both touch `buffer` and at least one writes it.
-    Hazard {
-        /// The buffer.
-        buffer: BufferId,
-        /// Which order of accesses.
-        hazard: Hazard,
-    },
-    /// The later stage is declared `after` the earlier one.
-    After,
-}
-
-/// The data hazard between an earlier and a later access.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Hazard {
-    /// The later stage reads what the earlier one writes.
-    ReadAfterWrite,
-    /// The later stage writes what the earlier one reads.
-    WriteAfterRead,
-    /// Both write.
-    WriteAfterWrite,
-}
-
-impl Hazard {
-    /// The short name CUDA programmers use: `RAW`, `WAR`, `WAW`.
-    pub fn abbreviation(self) -> &'static str {
-        match self {
-            Hazard::ReadAfterWrite => "RAW",
-            Hazard::WriteAfterRead => "WAR",
-            Hazard::WriteAfterWrite => "WAW",
-        }
+impl From<Unresolved> for syn::Error {
+    fn from(unresolved: Unresolved) -> syn::Error {
+        syn::Error::new(
+            unresolved.span,
+            format!(
+                "internal error in `gpu_pipeline!`: `{}` passed the checks but did not resolve; please report this bug",
+                unresolved.what
+            ),
+        )
     }
 }
 
-/// One step of a path through the ordering, for messages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Hop {
-    /// The earlier stage.
-    pub from: StageId,
-    /// The later stage.
-    pub to: StageId,
-    /// What orders them.
-    pub via: Via,
-}
-
-/// What orders the two stages of a [`Hop`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Via {
-    /// They run one after the other on one stream.
-    Stream(StreamId),
-    /// A dependency.
-    Dependency(Reason),
-}
-
-/// An `after` that would close a cycle.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Cycle {
-    /// The stage with the `after` clause.
-    pub stage: StageId,
-    /// Index of the offending name in that stage's `after` list.
-    pub after: usize,
-    /// How the named stage already runs after `stage`, from `stage` to the named one.
-    pub path: Vec<Hop>,
-}
-
-/// Why lowering failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Error {
-    /// `after` clauses that contradict the other orderings.
-    Cycles(Vec<Cycle>),
-    /// A name `check` should have rejected; a bug in this crate, reported rather than panicked.
-    Unresolved(String),
-}
-
-impl Pipeline {
+impl Pipeline<'_> {
     /// A shortest path of orderings from `from` to `to`, if `to` runs after `from`.
     pub fn path(&self, from: StageId, to: StageId) -> Option<Vec<Hop>> {
         let streams: Vec<StreamId> = self.stages.iter().map(|stage| stage.stream).collect();
         graph::path(&streams, &self.dependencies, from, to)
     }
-
-    /// The stage graph in Graphviz DOT: one cluster per stream, stream order dotted, one
-    /// labelled edge per emitted wait, plus the fork and join edges of the step.
-    pub fn dot(&self) -> String {
-        dot::render(self)
-    }
 }
 
-/// Lowers a checked pipeline. Fails on `after` cycles, which need the whole graph to find.
-pub fn lower(scope: &Scope<'_>) -> Result<Pipeline, Error> {
+/// Lowers a pipeline whose declarations passed the checks.
+pub fn lower<'a>(scope: &Scope<'a>) -> Result<Pipeline<'a>, Unresolved> {
     let input = scope.input;
     let streams = scope
         .streams
         .iter()
-        .map(|stream| Stream {
-            name: name(&stream.name),
-            priority: stream
+        .map(|&decl| Stream {
+            decl,
+            name: name(&decl.name),
+            priority: decl
                 .priority
                 .as_ref()
                 .map_or(Priority::Default, |option| option.level),
-            non_blocking: stream.non_blocking.is_some(),
-            marker: marker(&input.name, &stream.name),
+            non_blocking: decl.non_blocking.is_some(),
+            marker: marker(&input.name, &decl.name),
         })
         .collect();
     let modules = scope
         .modules
         .iter()
-        .map(|module| Module {
-            name: name(&module.name),
-            format: module.format,
+        .map(|&decl| Module {
+            decl,
+            format: decl.format,
         })
         .collect();
     let kernels = scope
@@ -464,29 +383,37 @@ pub fn lower(scope: &Scope<'_>) -> Result<Pipeline, Error> {
     let scalars = scope
         .scalars
         .iter()
-        .map(|param| Scalar {
-            name: name(&param.name),
-            ty: type_string(&param.ty),
+        .map(|&decl| Scalar {
+            decl,
+            name: name(&decl.name),
+            ty: type_string(&decl.ty),
         })
         .collect();
     let buffers = scope
         .buffers
         .iter()
         .map(|buffer| Buffer {
+            ident: buffer.name,
+            referent: buffer.referent,
+            elem: buffer.elem,
+            len: buffer.len,
+            len_scalars: buffer
+                .len
+                .map(|len| scalars_read(scope, len.to_token_stream()))
+                .unwrap_or_default(),
             name: name(buffer.name),
             memory: buffer.memory,
             mutable: buffer.mutable,
-            elem: buffer.elem.map(type_string),
             scratch: buffer.scratch,
         })
         .collect();
-    let stages: Vec<Stage> = scope
+    let stages: Vec<Stage<'a>> = scope
         .stages
         .iter()
-        .map(|stage| lower_stage(scope, stage))
+        .map(|&stage| lower_stage(scope, stage))
         .collect::<Result<_, _>>()?;
 
-    let nodes: Vec<Node> = stages
+    let mut nodes: Vec<Node> = stages
         .iter()
         .map(|stage| Node {
             stream: stage.stream,
@@ -494,8 +421,23 @@ pub fn lower(scope: &Scope<'_>) -> Result<Pipeline, Error> {
             after: stage.after.clone(),
         })
         .collect();
-    let schedule = schedule(scope.streams.len(), &nodes).map_err(Error::Cycles)?;
+    let (schedule, cycles) = match schedule(scope.streams.len(), &nodes) {
+        Ok(schedule) => (schedule, Vec::new()),
+        Err(cycles) => {
+            // `schedule` judges each `after` naming a later stage against the orderings kept so
+            // far; without the ones it rejected it keeps the same ones again and succeeds.
+            for cycle in cycles.iter().rev() {
+                nodes[cycle.stage.0].after.remove(cycle.after);
+            }
+            let schedule = schedule(scope.streams.len(), &nodes).map_err(|_| Unresolved {
+                what: "the stage graph without its cycles".to_owned(),
+                span: input.name.span(),
+            })?;
+            (schedule, cycles)
+        }
+    };
     Ok(Pipeline {
+        input,
         name: name(&input.name),
         streams,
         modules,
@@ -509,6 +451,7 @@ pub fn lower(scope: &Scope<'_>) -> Result<Pipeline, Error> {
         events: schedule.events,
         fork: schedule.fork,
         join: schedule.join,
+        cycles,
     })
 }
 
@@ -530,8 +473,8 @@ pub fn marker(pipeline: &Ident, stream: &Ident) -> String {
     marker
 }
 
-fn lower_kernel(module: usize, kernel: &ast::Kernel) -> Result<Kernel, Error> {
-    let params = kernel
+fn lower_kernel(module: usize, decl: &ast::Kernel) -> Result<Kernel<'_>, Unresolved> {
+    let params = decl
         .params
         .iter()
         .map(|param| {
@@ -543,9 +486,7 @@ fn lower_kernel(module: usize, kernel: &ast::Kernel) -> Result<Kernel, Error> {
                     elem: type_string(elem),
                     mode: if mutable { Mode::Write } else { Mode::Read },
                 },
-                KernelParamType::Unsupported => {
-                    return Err(Error::Unresolved(format!("type of `{}`", param.name)));
-                }
+                KernelParamType::Unsupported => return Err(unresolved(&param.name)),
             };
             Ok(KernelParam {
                 name: name(&param.name),
@@ -554,21 +495,22 @@ fn lower_kernel(module: usize, kernel: &ast::Kernel) -> Result<Kernel, Error> {
         })
         .collect::<Result<_, _>>()?;
     Ok(Kernel {
+        decl,
         module: ModuleId(module),
-        name: name(&kernel.name),
+        name: name(&decl.name),
         params,
-        host: kernel
+        host: decl
             .host
             .as_ref()
             .map(|host| ast::tokens_string(&host.path)),
     })
 }
 
-fn lower_stage(scope: &Scope<'_>, stage: &ast::Stage) -> Result<Stage, Error> {
+fn lower_stage<'a>(scope: &Scope<'a>, decl: &'a ast::Stage) -> Result<Stage<'a>, Unresolved> {
     let stream = scope
-        .stream(&stage.stream)
-        .ok_or_else(|| unresolved(&stage.stream))?;
-    let after = stage
+        .stream(&decl.stream)
+        .ok_or_else(|| unresolved(&decl.stream))?;
+    let after = decl
         .after
         .iter()
         .map(|name| {
@@ -578,50 +520,58 @@ fn lower_stage(scope: &Scope<'_>, stage: &ast::Stage) -> Result<Stage, Error> {
                 .ok_or_else(|| unresolved(name))
         })
         .collect::<Result<_, _>>()?;
-    let statements: Vec<Statement> = stage
+    let statements: Vec<Statement<'a>> = decl
         .statements
         .iter()
-        .enumerate()
-        .map(|(index, statement)| {
-            Ok(Statement {
-                index,
-                kind: lower_statement(scope, statement)?,
-            })
-        })
-        .collect::<Result<_, Error>>()?;
+        .map(|statement| lower_statement(scope, statement))
+        .collect::<Result<_, _>>()?;
     Ok(Stage {
-        name: name(&stage.name),
+        decl,
+        name: name(&decl.name),
         stream: StreamId(stream),
-        accesses: accesses(&statements),
+        accesses: merged(&statements),
         statements,
         after,
     })
 }
 
-fn unresolved(ident: &Ident) -> Error {
-    Error::Unresolved(ident.to_string())
+fn unresolved(ident: &Ident) -> Unresolved {
+    Unresolved {
+        what: ident.to_string(),
+        span: ident.span(),
+    }
 }
 
-fn buffer(scope: &Scope<'_>, ident: &Ident) -> Result<BufferId, Error> {
+fn buffer(scope: &Scope<'_>, ident: &Ident) -> Result<BufferId, Unresolved> {
     scope
         .buffer(ident)
         .map(BufferId)
         .ok_or_else(|| unresolved(ident))
 }
 
-fn buffers<'a>(
+/// The buffers a `host` or `call` statement declares it reads and writes.
+fn declared(
     scope: &Scope<'_>,
-    idents: impl Iterator<Item = &'a Ident>,
-) -> Result<Vec<BufferId>, Error> {
-    idents.map(|ident| buffer(scope, ident)).collect()
+    accesses: &ast::Accesses,
+) -> Result<(Vec<BufferId>, Vec<BufferId>), Unresolved> {
+    let reads = accesses.reads().map(|name| buffer(scope, name));
+    let writes = accesses.writes().map(|name| buffer(scope, name));
+    Ok((
+        reads.collect::<Result<_, _>>()?,
+        writes.collect::<Result<_, _>>()?,
+    ))
 }
 
-fn lower_statement(scope: &Scope<'_>, statement: &AstStatement) -> Result<StatementKind, Error> {
-    Ok(match statement {
-        AstStatement::Launch(launch) => {
-            let (module, kernel) = launch
-                .target()
-                .ok_or_else(|| Error::Unresolved(ast::tokens_string(&launch.path)))?;
+fn lower_statement<'a>(
+    scope: &Scope<'a>,
+    statement: &'a ast::Statement,
+) -> Result<Statement<'a>, Unresolved> {
+    let kind = match statement {
+        ast::Statement::Launch(launch) => {
+            let (module, kernel) = launch.target().ok_or_else(|| Unresolved {
+                what: ast::tokens_string(&launch.path),
+                span: launch.keyword.span,
+            })?;
             let module = scope.module(module).ok_or_else(|| unresolved(module))?;
             let kernel_id = scope
                 .kernel(module, kernel)
@@ -634,37 +584,131 @@ fn lower_statement(scope: &Scope<'_>, statement: &AstStatement) -> Result<Statem
                 .map(|(param, arg)| lower_arg(scope, param, arg))
                 .collect::<Result<_, _>>()?;
             StatementKind::Launch {
+                source: launch,
                 kernel: KernelId(kernel_id),
                 args,
             }
         }
-        AstStatement::Copy(copy) => StatementKind::Copy {
+        ast::Statement::Copy(copy) => StatementKind::Copy {
+            source: copy,
             src: buffer(scope, &copy.src)?,
             dst: buffer(scope, &copy.dst)?,
         },
-        AstStatement::Fill(fill) => StatementKind::Fill {
+        ast::Statement::Fill(fill) => StatementKind::Fill {
+            source: fill,
             dst: buffer(scope, &fill.dst)?,
         },
-        AstStatement::Wait(wait) => StatementKind::Wait {
+        ast::Statement::Wait(wait) => StatementKind::Wait {
+            source: wait,
             flag: buffer(scope, &wait.flag)?,
             condition: wait.condition,
         },
-        AstStatement::Write(write) => StatementKind::Write {
+        ast::Statement::Write(write) => StatementKind::Write {
+            source: write,
             flag: buffer(scope, &write.flag)?,
         },
-        AstStatement::Host(host) => StatementKind::Host {
-            reads: buffers(scope, host.accesses.reads())?,
-            writes: buffers(scope, host.accesses.writes())?,
-        },
-        AstStatement::Call(call) => StatementKind::Call {
-            reads: buffers(scope, call.accesses.reads())?,
-            writes: buffers(scope, call.accesses.writes())?,
-        },
-        AstStatement::NotCapturable(statement) => return Err(unresolved(&statement.word)),
+        ast::Statement::Host(host) => {
+            declared(scope, &host.accesses)?;
+            StatementKind::Host { source: host }
+        }
+        ast::Statement::Call(call) => {
+            let (_, writes) = declared(scope, &call.accesses)?;
+            let args = call
+                .call
+                .args
+                .iter()
+                .map(|arg| lower_call_arg(scope, arg, &writes))
+                .collect();
+            StatementKind::Call { source: call, args }
+        }
+        ast::Statement::NotCapturable(statement) => return Err(unresolved(&statement.word)),
+    };
+    Ok(Statement {
+        accesses: accesses(scope, &kind),
+        scalars: scalars_read(scope, expressions(&kind)),
+        kind,
     })
 }
 
-fn lower_arg(scope: &Scope<'_>, param: &ast::KernelParam, arg: &syn::Expr) -> Result<Arg, Error> {
+/// How a `call` passes one argument. A buffer declared in `writes(...)` is passed mutably
+/// unless written as `&x`; `check` made sure every buffer named is declared.
+fn lower_call_arg<'a>(scope: &Scope<'a>, arg: &'a Expr, writes: &[BufferId]) -> CallArg<'a> {
+    let declared = |buffer: BufferId| {
+        if writes.contains(&buffer) {
+            Mode::Write
+        } else {
+            Mode::Read
+        }
+    };
+    let whole = match ungroup_expr(arg) {
+        Expr::Reference(reference) => {
+            bare_ident(&reference.expr).map(|name| (name, Some(reference.mutability.is_some())))
+        }
+        arg => bare_ident(arg).map(|name| (name, None)),
+    };
+    if let Some((name, reference)) = whole
+        && let Some(id) = scope.buffer(name)
+    {
+        let declared = declared(BufferId(id));
+        let mode = match reference {
+            Some(false) => Mode::Read,
+            _ => declared,
+        };
+        return CallArg::Buffer {
+            name,
+            mode,
+            declared,
+        };
+    }
+    let mut buffers: Vec<(BufferId, Mode)> = Vec::new();
+    for mention in ast::mentions(arg) {
+        if let Some(id) = scope.buffer(&mention.ident) {
+            let buffer = BufferId(id);
+            if !buffers.iter().any(|&(b, _)| b == buffer) {
+                buffers.push((buffer, declared(buffer)));
+            }
+        }
+    }
+    CallArg::Expr { expr: arg, buffers }
+}
+
+/// The tokens of a statement's expressions: what it may read scalars from.
+fn expressions(kind: &StatementKind<'_>) -> TokenStream {
+    let mut tokens = TokenStream::new();
+    match kind {
+        StatementKind::Launch { source, .. } => {
+            source.args.to_tokens(&mut tokens);
+            for option in [&source.grid, &source.block, &source.shared]
+                .into_iter()
+                .flatten()
+            {
+                option.value.to_tokens(&mut tokens);
+            }
+        }
+        StatementKind::Copy { .. } => {}
+        StatementKind::Fill { source, .. } => source.value.to_tokens(&mut tokens),
+        StatementKind::Wait { source, .. } => source.value.to_tokens(&mut tokens),
+        StatementKind::Write { source, .. } => source.value.to_tokens(&mut tokens),
+        StatementKind::Host { source, .. } => source.closure.to_tokens(&mut tokens),
+        StatementKind::Call { source, .. } => source.call.to_tokens(&mut tokens),
+    }
+    tokens
+}
+
+/// The scalar params that `tokens` name: every identifier (and format-string argument) that
+/// is a scalar param's name. Generous on purpose: a scalar read by mistake costs a setter a
+/// re-capture, a scalar missed would keep a stale value in a replayed graph.
+fn scalars_read(scope: &Scope<'_>, tokens: TokenStream) -> BTreeSet<ScalarId> {
+    token_mentions(tokens)
+        .iter()
+        .filter_map(|mention| match scope.value(&mention.ident)? {
+            Value::Scalar(id) => Some(ScalarId(id)),
+            Value::Buffer(_) => None,
+        })
+        .collect()
+}
+
+fn lower_arg(scope: &Scope<'_>, param: &ast::KernelParam, arg: &Expr) -> Result<Arg, Unresolved> {
     match param.kind() {
         KernelParamType::Slice { mutable, .. } => {
             let ident = bare_ident(arg).ok_or_else(|| unresolved(&param.name))?;
@@ -692,38 +736,68 @@ fn lower_arg(scope: &Scope<'_>, param: &ast::KernelParam, arg: &syn::Expr) -> Re
     }
 }
 
+/// The buffers one statement touches, in the order it names them.
+fn accesses<'a>(scope: &Scope<'a>, kind: &StatementKind<'a>) -> Vec<Touch<'a>> {
+    let touch = |name: &'a Ident, mode: Mode| {
+        scope.buffer(name).map(|id| Touch {
+            buffer: BufferId(id),
+            mode,
+            name,
+        })
+    };
+    // A buffer in `writes(...)` is written (and maybe read); one only in `reads(...)` is read.
+    let declared = |accesses: &'a ast::Accesses| {
+        let writes: Vec<&Ident> = accesses.writes().collect();
+        let reads = accesses
+            .reads()
+            .filter(move |name| !writes.contains(name))
+            .map(|name| (name, Mode::Read));
+        let writes = accesses.writes().map(|name| (name, Mode::Write));
+        reads
+            .chain(writes)
+            .filter_map(|(name, mode)| touch(name, mode))
+            .collect::<Vec<_>>()
+    };
+    match kind {
+        StatementKind::Launch { source, args, .. } => args
+            .iter()
+            .zip(&source.args)
+            .filter_map(|(arg, expr)| match arg {
+                Arg::Buffer { mode, .. } => touch(bare_ident(expr)?, *mode),
+                Arg::Scalar { .. } => None,
+            })
+            .collect(),
+        StatementKind::Copy { source, .. } => [
+            touch(&source.src, Mode::Read),
+            touch(&source.dst, Mode::Write),
+        ]
+        .into_iter()
+        .flatten()
+        .collect(),
+        StatementKind::Fill { source, .. } => touch(&source.dst, Mode::Write).into_iter().collect(),
+        StatementKind::Wait { source, .. } => touch(&source.flag, Mode::Read).into_iter().collect(),
+        StatementKind::Write { source, .. } => {
+            touch(&source.flag, Mode::Write).into_iter().collect()
+        }
+        StatementKind::Host { source } => declared(&source.accesses),
+        StatementKind::Call { source, .. } => declared(&source.accesses),
+    }
+}
+
 /// The buffers a stage touches, in first-use order, each once; a write covers a read.
-fn accesses(statements: &[Statement]) -> Vec<Access> {
+fn merged(statements: &[Statement<'_>]) -> Vec<Access> {
     let mut order = Vec::new();
     let mut modes = BTreeMap::new();
-    let mut touch = |buffer: BufferId, mode: Mode| {
-        let entry = modes.entry(buffer).or_insert_with(|| {
-            order.push(buffer);
-            mode
+    for access in statements.iter().flat_map(|statement| &statement.accesses) {
+        let access = Access {
+            buffer: access.buffer,
+            mode: access.mode,
+        };
+        let entry = modes.entry(access.buffer).or_insert_with(|| {
+            order.push(access.buffer);
+            access.mode
         });
-        *entry = (*entry).max(mode);
-    };
-    for statement in statements {
-        match &statement.kind {
-            StatementKind::Launch { args, .. } => {
-                for arg in args {
-                    if let Arg::Buffer { buffer, mode } = arg {
-                        touch(*buffer, *mode);
-                    }
-                }
-            }
-            StatementKind::Copy { src, dst } => {
-                touch(*src, Mode::Read);
-                touch(*dst, Mode::Write);
-            }
-            StatementKind::Fill { dst } => touch(*dst, Mode::Write),
-            StatementKind::Wait { flag, .. } => touch(*flag, Mode::Read),
-            StatementKind::Write { flag } => touch(*flag, Mode::Write),
-            StatementKind::Host { reads, writes } | StatementKind::Call { reads, writes } => {
-                reads.iter().for_each(|buffer| touch(*buffer, Mode::Read));
-                writes.iter().for_each(|buffer| touch(*buffer, Mode::Write));
-            }
-        }
+        *entry = (*entry).max(access.mode);
     }
     order
         .into_iter()

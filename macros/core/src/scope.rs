@@ -1,14 +1,14 @@
-//! Name resolution shared by `check` and `lower`: every declaration of the pipeline indexed by
-//! name, and every param and scratch type classified as a scalar or as memory.
+//! Name resolution, built once per input and shared by `check` and `lower`: every declaration
+//! of the pipeline indexed by name, and every param and scratch type classified as a scalar or
+//! as memory.
 //!
 //! Where a name is declared twice the first declaration wins; `check` reports the second.
 
 use std::collections::HashMap;
 
-use syn::{Ident, Type};
+use syn::{Expr, Ident, Type};
 
 use crate::ast::{self, ungroup_type};
-use crate::lower::Memory;
 use crate::symbol::{DEVICE_BUFFER, FLAG_CELL, PINNED_BUFFER, VEC};
 
 /// The declarations of one pipeline, by name.
@@ -53,6 +53,22 @@ pub enum Value {
     Buffer(usize),
 }
 
+/// Kinds of memory a name can refer to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Memory {
+    /// `DeviceBuffer<T>`.
+    Device,
+    /// `PinnedBuffer<T>`: page-locked host memory.
+    Pinned,
+    /// `FlagCell`: a device word for wait/write value.
+    Flag,
+    /// `Vec<T>` or `[T]`: pageable host memory.
+    Pageable,
+    /// A reference to any other type, such as a library handle; only `call` and `host`
+    /// statements may name it.
+    Opaque,
+}
+
 /// A param or scratch declaration that names memory.
 #[derive(Debug)]
 pub struct BufferDecl<'a> {
@@ -70,6 +86,8 @@ pub struct BufferDecl<'a> {
     pub elem: Option<&'a Type>,
     /// Whether it is pipeline-owned scratch rather than a param.
     pub scratch: bool,
+    /// The length expression of a scratch buffer.
+    pub len: Option<&'a Expr>,
     /// What is wrong with the declaration, if anything. Statements that use a buffer with a
     /// problem are not checked further, so one mistake gives one error.
     pub problem: Option<DeclProblem>,
@@ -309,6 +327,7 @@ fn param_buffer(param: &ast::Param) -> Option<BufferDecl<'_>> {
         mutable,
         elem: shape.elem,
         scratch: false,
+        len: None,
         problem,
     })
 }
@@ -335,6 +354,7 @@ fn scratch_buffer(scratch: &ast::Scratch) -> BufferDecl<'_> {
         mutable: true,
         elem: shape.elem,
         scratch: true,
+        len: scratch.len.as_ref(),
         problem,
     }
 }

@@ -1,6 +1,7 @@
 //! `call` hands a plain Rust function the stage's typed stream and the buffers it declares,
 //! the escape hatch for library calls. The marker type pins the function to this pipeline's
-//! `blas` stream.
+//! `blas` stream; a library generic over the marker takes any pipeline's stream, and reaches
+//! what a captured graph can replay (here the raw handle a CUDA library would take).
 
 use gpu_pipeline::{Context, DeviceBuffer, Result, TypedStream, gpu_pipeline};
 
@@ -18,8 +19,8 @@ fn gemv(
     Ok(())
 }
 
-fn norm(stream: &gpu_pipeline::Stream, y: &DeviceBuffer<f32>) -> Result<()> {
-    let _ = (stream, y);
+fn norm<M>(stream: &TypedStream<'_, M>, y: &DeviceBuffer<f32>) -> Result<()> {
+    let _ = (stream.handle(), stream.is_capturing()?, y);
     Ok(())
 }
 

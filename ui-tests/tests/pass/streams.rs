@@ -1,5 +1,5 @@
 //! Streams with every option: named and numeric priorities, `non_blocking`, both together.
-//! The first stream is the origin; each stream has a typed accessor.
+//! The first stream is the origin; each stream has an accessor and a marker type.
 
 use gpu_pipeline::{Context, DeviceBuffer, Result, gpu_pipeline};
 
@@ -30,8 +30,8 @@ gpu_pipeline! {
 fn step(ctx: &Context, bufs: [&mut DeviceBuffer<f32>; 5]) -> Result<()> {
     let [a, b, c, d, e] = bufs;
     let mut pipeline = Streams::new(ctx)?;
-    let _: &gpu_pipeline::TypedStream<StreamsCompute> = pipeline.compute_stream();
-    let _: &gpu_pipeline::TypedStream<StreamsBackground> = pipeline.background_stream();
+    let _: &gpu_pipeline::Stream = pipeline.compute_stream();
+    let _: (StreamsCompute, StreamsBackground) = (StreamsCompute, StreamsBackground);
     let _ = (pipeline.copy_stream(), pipeline.plain_stream(), pipeline.numbered_stream());
     pipeline.run(StreamsParams { a, b, c, d, e })?.wait()
 }

@@ -28,8 +28,8 @@ gpu_pipeline! {
 fn step(ctx: &Context, input: &PinnedBuffer<f32>, y: &mut DeviceBuffer<f32>, out: &mut PinnedBuffer<f32>) -> Result<()> {
     let mut up = Up::new(ctx)?;
     let mut down = Down::new(ctx)?;
-    let _: (&gpu_pipeline::TypedStream<UpMain>, &gpu_pipeline::TypedStream<DownMain>) =
-        (up.main_stream(), down.main_stream());
+    let _: (&gpu_pipeline::Stream, &gpu_pipeline::Stream, UpMain, DownMain) =
+        (up.main_stream(), down.main_stream(), UpMain, DownMain);
     up.run(UpParams { input, y: &mut *y })?.wait()?;
     down.run(DownParams { n: 1024, y, out })?.wait()
 }

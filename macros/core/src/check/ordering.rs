@@ -1,55 +1,274 @@
 //! Rules on the stage graph, run once the declarations and statements passed: `after` clauses
-//! close no cycle, and every `concurrent(...)` claim holds.
+//! close no cycle, every `concurrent(...)` claim holds, every flag `wait` can be satisfied by
+//! a write ordered before it, and no scratch buffer is read before something writes it.
 
+use super::constant;
+use crate::ast::tokens_string;
 use crate::ctxt::Ctxt;
-use crate::lower::{self, Cycle, Hazard, Hop, Reason, StageId, Via};
-use crate::scope::Scope;
+use crate::lower::{
+    BufferId, Cycle, Hazard, Hop, Memory, Mode, Pipeline, Reason, StageId, StatementKind, Via,
+    WaitCondition,
+};
 
-/// Lowers the pipeline and checks the rules that need its graph.
-pub fn check(scope: &Scope<'_>) -> syn::Result<lower::Pipeline> {
-    let cx = Ctxt::new();
-    match lower::lower(scope) {
-        Ok(pipeline) => {
-            concurrent_claims(&cx, scope, &pipeline);
-            cx.check()?;
-            Ok(pipeline)
-        }
-        Err(lower::Error::Cycles(cycles)) => {
-            for cycle in &cycles {
-                after_cycle(&cx, scope, cycle);
+/// Runs every rule on the stage graph. A cycle is reported alone: the other rules would be
+/// judged on a graph that lacks the `after` the user wrote.
+pub fn check(cx: &Ctxt, pipeline: &Pipeline<'_>) {
+    if pipeline.cycles.is_empty() {
+        concurrent_claims(cx, pipeline);
+        flag_waits(cx, pipeline);
+        scratch_written_first(cx, pipeline);
+    }
+    for cycle in &pipeline.cycles {
+        after_cycle(cx, pipeline, cycle);
+    }
+}
+
+/// A statement's place: its stage and its index there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Site {
+    stage: StageId,
+    index: usize,
+}
+
+/// Whether `first` runs before `second` in every step: earlier in one stage, or in a stage
+/// that `second`'s stage runs after.
+fn runs_before(pipeline: &Pipeline<'_>, first: Site, second: Site) -> bool {
+    if first.stage == second.stage {
+        first.index < second.index
+    } else {
+        pipeline.path(first.stage, second.stage).is_some()
+    }
+}
+
+/// Why `second` runs after `first`, in words, when it does.
+fn why_after(pipeline: &Pipeline<'_>, first: Site, second: Site) -> String {
+    if first.stage == second.stage {
+        return format!(
+            "it comes later in stage `{}`",
+            pipeline.stages[first.stage.0].decl.name
+        );
+    }
+    match pipeline.path(first.stage, second.stage) {
+        Some(path) => describe(pipeline, &path),
+        None => String::new(),
+    }
+}
+
+/// One statement that writes a flag: where, in words, and the value when the macro knows it.
+struct FlagWrite {
+    site: Site,
+    what: String,
+    value: Option<i128>,
+}
+
+/// Every statement that writes `flag`.
+fn flag_writes(pipeline: &Pipeline<'_>, flag: BufferId) -> Vec<FlagWrite> {
+    let mut writes = Vec::new();
+    for (stage_id, stage) in pipeline.stages.iter().enumerate() {
+        for (index, statement) in stage.statements.iter().enumerate() {
+            let writes_flag = statement
+                .accesses
+                .iter()
+                .any(|touch| touch.buffer == flag && touch.mode == Mode::Write);
+            if !writes_flag {
+                continue;
             }
-            cx.check()?;
-            // `Cycles` is never empty; this only keeps the function total.
-            Err(syn::Error::new(
-                scope.input.name.span(),
-                "`after` closes a cycle",
-            ))
+            let (what, value) = match &statement.kind {
+                StatementKind::Write { source, .. } => (
+                    format!("`write {} = {}`", source.flag, tokens_string(&source.value)),
+                    constant::value(&source.value),
+                ),
+                StatementKind::Call { .. } => ("a `call`".to_owned(), None),
+                StatementKind::Host { .. } => ("a host closure".to_owned(), None),
+                _ => ("a statement".to_owned(), None),
+            };
+            writes.push(FlagWrite {
+                site: Site {
+                    stage: StageId(stage_id),
+                    index,
+                },
+                what: format!("{what} in stage `{}`", stage.decl.name),
+                value,
+            });
         }
-        Err(lower::Error::Unresolved(name)) => Err(syn::Error::new(
-            scope.input.name.span(),
-            format!(
-                "internal error in `gpu_pipeline!`: `{name}` passed the checks but did not resolve; please report this bug"
-            ),
-        )),
+    }
+    writes
+}
+
+/// Whether a flag holding `value` satisfies `condition` against `wanted`, as the GPU compares
+/// them (`>=` is a wrapping comparison of `bits`-bit words); unknown values might.
+fn satisfies(
+    value: Option<i128>,
+    condition: WaitCondition,
+    wanted: Option<i128>,
+    bits: Option<u32>,
+) -> bool {
+    let (Some(value), Some(wanted), Some(bits)) = (value, wanted, bits) else {
+        return true;
+    };
+    let mask = (1i128 << bits) - 1;
+    let (value, wanted) = (value & mask, wanted & mask);
+    match condition {
+        WaitCondition::Equal => value == wanted,
+        WaitCondition::AnyBit => value & wanted != 0,
+        WaitCondition::AtLeast => {
+            let difference = (value - wanted) & mask;
+            difference < (1i128 << (bits - 1))
+        }
+    }
+}
+
+/// A `wait` blocks its stream until the flag satisfies it, and nothing but a write the GPU
+/// reaches first can make it so. A wait whose only satisfying writes are ordered after it
+/// (through a data hazard, `after`, stream order or its own stage) waits for ever; so does one
+/// that sees a known value that does not satisfy it, or a scratch flag nothing writes. A param
+/// flag that no statement could satisfy is set outside the pipeline, and is left alone.
+fn flag_waits(cx: &Ctxt, pipeline: &Pipeline<'_>) {
+    for (stage_id, stage) in pipeline.stages.iter().enumerate() {
+        for (index, statement) in stage.statements.iter().enumerate() {
+            let StatementKind::Wait {
+                source,
+                flag,
+                condition,
+            } = &statement.kind
+            else {
+                continue;
+            };
+            let site = Site {
+                stage: StageId(stage_id),
+                index,
+            };
+            let cell = &pipeline.buffers[flag.0];
+            // A word width spelled otherwise (an alias) is unknown: so are the values then.
+            let bits = match cell.elem.map(tokens_string).as_deref() {
+                None | Some("u32") => Some(32),
+                Some("u64") => Some(64),
+                Some(_) => None,
+            };
+            let wanted = constant::value(&source.value);
+            let wait = format!(
+                "`wait {} {} {}`",
+                source.flag,
+                match condition {
+                    WaitCondition::Equal => "==",
+                    WaitCondition::AtLeast => ">=",
+                    WaitCondition::AnyBit => "&",
+                },
+                tokens_string(&source.value)
+            );
+            let writes = flag_writes(pipeline, *flag);
+            let (before, after): (Vec<&FlagWrite>, Vec<&FlagWrite>) = writes
+                .iter()
+                .partition(|write| runs_before(pipeline, write.site, site));
+            // The write the wait sees is the last of those before it.
+            let last = before.iter().find(|write| {
+                !before.iter().any(|other| {
+                    other.site != write.site && runs_before(pipeline, write.site, other.site)
+                })
+            });
+            if let Some(last) = last {
+                if !satisfies(last.value, *condition, wanted, bits) {
+                    cx.error_spanned_by(
+                        &source.value,
+                        format!(
+                            "{wait} in stage `{}` sees the value of {}, the last write before it, which never satisfies it: the stream would wait for ever; wait for the value written, or write the value waited for",
+                            stage.decl.name, last.what
+                        ),
+                    );
+                }
+                continue;
+            }
+            if let Some(write) = after
+                .iter()
+                .find(|write| satisfies(write.value, *condition, wanted, bits))
+            {
+                let fix = if write.site.stage == site.stage {
+                    "put the write before the wait"
+                } else {
+                    "write the flag in a stage this one runs after, or wait in a later stage"
+                };
+                cx.error_spanned_by(
+                    source.keyword,
+                    format!(
+                        "{wait} in stage `{}` can only be satisfied by {}, which runs after it ({}): the stream would wait for ever; {fix}",
+                        stage.decl.name,
+                        write.what,
+                        why_after(pipeline, site, write.site),
+                    ),
+                );
+                continue;
+            }
+            if cell.scratch && !satisfies(Some(0), *condition, wanted, bits) {
+                cx.error_spanned_by(
+                    source.keyword,
+                    format!(
+                        "{wait} in stage `{}` waits on scratch flag `{}`, which nothing writes before it and nothing outside the pipeline can: it stays 0 and the stream would wait for ever; `write {} = VALUE` in a stage this one runs after",
+                        stage.decl.name, source.flag, source.flag,
+                    ),
+                );
+            }
+        }
+    }
+}
+
+/// A scratch device buffer starts with undefined contents, and a replay finds whatever the
+/// last step left: the first read of one in a step must come after a write. (State kept
+/// from step to step belongs in a param buffer, which its owner initialises.)
+fn scratch_written_first(cx: &Ctxt, pipeline: &Pipeline<'_>) {
+    for (id, buffer) in pipeline.buffers.iter().enumerate() {
+        if !buffer.scratch || buffer.memory != Memory::Device {
+            continue;
+        }
+        let id = BufferId(id);
+        let mut writes = Vec::new();
+        let mut reads = Vec::new();
+        for (stage_id, stage) in pipeline.stages.iter().enumerate() {
+            for (index, statement) in stage.statements.iter().enumerate() {
+                let site = Site {
+                    stage: StageId(stage_id),
+                    index,
+                };
+                for touch in statement.accesses.iter().filter(|touch| touch.buffer == id) {
+                    match touch.mode {
+                        Mode::Write => writes.push(site),
+                        Mode::Read => reads.push((site, touch.name)),
+                    }
+                }
+            }
+        }
+        let unwritten = reads.iter().find(|(read, _)| {
+            !writes
+                .iter()
+                .any(|&write| runs_before(pipeline, write, *read))
+        });
+        if let Some((read, name)) = unwritten {
+            let stage = &pipeline.stages[read.stage.0].decl.name;
+            cx.error_spanned_by(
+                name,
+                format!(
+                    "scratch buffer `{name}` is read in stage `{stage}` before anything writes it: its contents start undefined, and a later step finds what the last one left; write it first (`fill {name} = 0;`, or a kernel that writes it) in an earlier statement or in a stage `{stage}` runs after, or make it a param if it keeps state from step to step"
+                ),
+            );
+        }
     }
 }
 
 /// `after` may name a later stage, but not one that already runs after this stage through
 /// stream order, data accesses or other `after`s: that would be a cycle, and the step could
 /// never run. The message walks the path that closes it.
-fn after_cycle(cx: &Ctxt, scope: &Scope<'_>, cycle: &Cycle) {
-    let Some(stage) = scope.stages.get(cycle.stage.0) else {
+fn after_cycle(cx: &Ctxt, pipeline: &Pipeline<'_>, cycle: &Cycle) {
+    let Some(stage) = pipeline.stages.get(cycle.stage.0) else {
         return;
     };
-    let Some(named) = stage.after.get(cycle.after) else {
+    let Some(named) = stage.decl.after.get(cycle.after) else {
         return;
     };
     cx.error_spanned_by(
         named,
         format!(
             "stage `{}` cannot run after `{named}`, which already runs after it: {}; remove `{named}` from `after`",
-            stage.name,
-            describe(scope, &cycle.path),
+            stage.decl.name,
+            describe(pipeline, &cycle.path),
         ),
     );
 }
@@ -57,12 +276,18 @@ fn after_cycle(cx: &Ctxt, scope: &Scope<'_>, cycle: &Cycle) {
 /// `concurrent(a, b, ...)` claims that no two of the stages are ordered. A claim the accesses
 /// contradict is an error naming what orders them, so a refactor that serialises two stages
 /// by accident fails to compile.
-fn concurrent_claims(cx: &Ctxt, scope: &Scope<'_>, pipeline: &lower::Pipeline) {
-    for claim in scope.input.claims() {
+fn concurrent_claims(cx: &Ctxt, pipeline: &Pipeline<'_>) {
+    let stage_id = |name: &syn::Ident| {
+        pipeline
+            .stages
+            .iter()
+            .position(|stage| stage.decl.name == *name)
+    };
+    for claim in pipeline.input.claims() {
         let named: Vec<_> = claim.stages.iter().collect();
         for (j, second) in named.iter().enumerate() {
             for first in &named[..j] {
-                let (Some(a), Some(b)) = (scope.stage(first), scope.stage(second)) else {
+                let (Some(a), Some(b)) = (stage_id(first), stage_id(second)) else {
                     continue;
                 };
                 if a == b {
@@ -81,7 +306,7 @@ fn concurrent_claims(cx: &Ctxt, scope: &Scope<'_>, pipeline: &lower::Pipeline) {
                 } else if let Some(path) = path {
                     format!(
                         "`{first}` and `{second}` cannot run concurrently: {}; drop the claim, or remove that ordering",
-                        describe(scope, &path),
+                        describe(pipeline, &path),
                     )
                 } else {
                     continue;
@@ -93,12 +318,12 @@ fn concurrent_claims(cx: &Ctxt, scope: &Scope<'_>, pipeline: &lower::Pipeline) {
 }
 
 /// A path of orderings in words: "`save` reads `next` after `step` writes it, and ...".
-fn describe(scope: &Scope<'_>, path: &[Hop]) -> String {
+fn describe(pipeline: &Pipeline<'_>, path: &[Hop]) -> String {
     let stage = |id: StageId| {
-        scope
+        pipeline
             .stages
             .get(id.0)
-            .map_or(String::new(), |s| s.name.to_string())
+            .map_or(String::new(), |s| s.decl.name.to_string())
     };
     let hops: Vec<String> = path
         .iter()
@@ -106,18 +331,18 @@ fn describe(scope: &Scope<'_>, path: &[Hop]) -> String {
             let (from, to) = (stage(hop.from), stage(hop.to));
             match hop.via {
                 Via::Stream(stream) => {
-                    let name = scope
+                    let name = pipeline
                         .streams
                         .get(stream.0)
-                        .map_or(String::new(), |s| s.name.to_string());
+                        .map_or(String::new(), |s| s.decl.name.to_string());
                     format!("`{to}` follows `{from}` on stream `{name}`")
                 }
                 Via::Dependency(Reason::After) => format!("`{to}` is declared `after {from}`"),
                 Via::Dependency(Reason::Hazard { buffer, hazard }) => {
-                    let buffer = scope
+                    let buffer = pipeline
                         .buffers
                         .get(buffer.0)
-                        .map_or(String::new(), |b| b.name.to_string());
+                        .map_or(String::new(), |b| b.ident.to_string());
                     let (later, earlier) = match hazard {
                         Hazard::ReadAfterWrite => ("reads", "writes"),
                         Hazard::WriteAfterRead => ("writes", "reads"),
@@ -129,4 +354,43 @@ fn describe(scope: &Scope<'_>, path: &[Hop]) -> String {
         })
         .collect();
     hops.join(", and ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flag_comparisons_follow_the_gpu() {
+        let at_least =
+            |value, wanted| satisfies(Some(value), WaitCondition::AtLeast, Some(wanted), Some(32));
+        assert!(at_least(3, 2));
+        assert!(at_least(2, 2));
+        assert!(!at_least(1, 2));
+        // Wrapping: 0 is "after" 0xffff_ffff.
+        assert!(at_least(0, 0xffff_ffff));
+        assert!(satisfies(Some(3), WaitCondition::AnyBit, Some(1), Some(32)));
+        assert!(!satisfies(
+            Some(2),
+            WaitCondition::AnyBit,
+            Some(1),
+            Some(32)
+        ));
+        assert!(!satisfies(Some(1), WaitCondition::Equal, Some(2), Some(32)));
+        assert!(satisfies(None, WaitCondition::Equal, Some(2), Some(32)));
+        // 64-bit words compare all their bits; a width the macro cannot tell, nothing.
+        assert!(satisfies(
+            Some(1 << 32),
+            WaitCondition::AtLeast,
+            Some(1),
+            Some(64)
+        ));
+        assert!(!satisfies(
+            Some(1 << 32),
+            WaitCondition::AtLeast,
+            Some(1),
+            Some(32)
+        ));
+        assert!(satisfies(Some(1), WaitCondition::Equal, Some(2), None));
+    }
 }

@@ -5,10 +5,9 @@
 use syn::{Expr, Ident};
 
 use super::hint::{suggestion, unknown};
-use crate::ast::{self, KernelParamType, Statement, bare_ident, type_string, ungroup_expr};
+use crate::ast::{self, KernelParamType, Statement, bare_ident, type_string};
 use crate::ctxt::Ctxt;
-use crate::lower::Memory;
-use crate::scope::{BufferDecl, Scope, Value};
+use crate::scope::{BufferDecl, Memory, Scope, Value};
 use crate::symbol::{self, PRIMITIVE_SCALARS};
 
 /// Runs every statement rule over every stage.
@@ -196,7 +195,7 @@ fn launch_arity(cx: &Ctxt, launch: &ast::Launch, kernel: &ast::Kernel) -> bool {
 /// Each argument fits its parameter: a slice parameter takes the bare name of a device
 /// buffer with the same element type, declared `&mut` if the kernel writes it; a scalar
 /// parameter takes no buffer, and a bare scalar param of a different primitive type is an error
-/// here (other types may be aliases; phase 2 asserts them at the argument's span).
+/// here (other types may be aliases: code generation asserts them at the argument).
 fn launch_argument<'a>(
     cx: &Ctxt,
     scope: &Scope<'_>,
@@ -250,8 +249,11 @@ fn launch_argument<'a>(
                     return None;
                 }
             }
+            // Element types spelled differently may still be one type (`type Real = f32`):
+            // only two different primitives are known to differ here; code generation
+            // asserts the others at the argument.
             if let Some(held) = buffer.elem.map(type_string)
-                && held != type_string(elem)
+                && distinct_primitives(&held, &type_string(elem))
             {
                 cx.error_spanned_by(
                     ident,
@@ -278,8 +280,7 @@ fn launch_argument<'a>(
                 Value::Scalar(id) => {
                     let declared = type_string(&scope.scalars[id].ty);
                     let ty = type_string(ty);
-                    let primitive = |t: &str| PRIMITIVE_SCALARS.contains(&t);
-                    if declared != ty && primitive(&declared) && primitive(&ty) {
+                    if distinct_primitives(&declared, &ty) {
                         cx.error_spanned_by(
                             ident,
                             format!("`{ident}` is declared `{declared}` but `{k}` takes `{wanted}`; declare `{ident}: {ty}` or pass `{ident} as {ty}`"),
@@ -292,6 +293,12 @@ fn launch_argument<'a>(
         // Reported with the kernel's declaration.
         KernelParamType::Unsupported => None,
     }
+}
+
+/// Whether two types, as written, are two different primitive types: the only pair of
+/// spellings known to be different types without asking the compiler.
+fn distinct_primitives(a: &str, b: &str) -> bool {
+    a != b && PRIMITIVE_SCALARS.contains(&a) && PRIMITIVE_SCALARS.contains(&b)
 }
 
 /// One buffer is not passed twice to one launch where either use writes: kernels assume their
@@ -373,7 +380,7 @@ fn copy_statement(cx: &Ctxt, scope: &Scope<'_>, copy: &ast::Copy) {
     }
     writable(cx, dst, &copy.dst, "`copy` writes it");
     if let (Some(from), Some(to)) = (src.elem.map(type_string), dst.elem.map(type_string))
-        && from != to
+        && distinct_primitives(&from, &to)
     {
         cx.error_between(
             copy.src.span(),
@@ -450,15 +457,10 @@ fn host_statement(cx: &Ctxt, scope: &Scope<'_>, host: &ast::Host) {
     }
 }
 
-/// A called function declares every buffer it touches: each one it writes must be writable,
-/// and each buffer passed to it by name (`x`, `&x`, `&mut x`) must be listed in `reads(...)`
-/// or `writes(...)`, or the macro would not order it against other stages.
+/// A called function declares every buffer it touches; each one it writes must be
+/// writable. (That every buffer its arguments name is declared is checked in `accesses`.)
 fn call_statement(cx: &Ctxt, scope: &Scope<'_>, call: &ast::Call) {
-    let function = match ungroup_expr(&call.call.func) {
-        Expr::Path(path) => path.path.segments.last().map(|s| s.ident.to_string()),
-        _ => None,
-    }
-    .unwrap_or_else(|| "the function".to_owned());
+    let function = ast::function_name(&call.call);
     let role = "`reads(...)` and `writes(...)` list buffers; pass scalars as arguments";
     for name in call.accesses.reads() {
         resolve(cx, scope, name, role);
@@ -466,24 +468,6 @@ fn call_statement(cx: &Ctxt, scope: &Scope<'_>, call: &ast::Call) {
     for name in call.accesses.writes() {
         if let Some(buffer) = resolve(cx, scope, name, role) {
             writable(cx, buffer, name, &format!("`{function}` writes it"));
-        }
-    }
-    let declared: Vec<&Ident> = call
-        .accesses
-        .reads()
-        .chain(call.accesses.writes())
-        .collect();
-    for arg in &call.call.args {
-        let named = match ungroup_expr(arg) {
-            Expr::Reference(reference) => bare_ident(&reference.expr),
-            arg => bare_ident(arg),
-        };
-        let Some(name) = named else { continue };
-        if scope.buffer(name).is_some() && !declared.contains(&name) {
-            cx.error_spanned_by(
-                name,
-                format!("`{name}` is passed to `{function}` but not declared; add it to `reads(...)` or `writes(...)`"),
-            );
         }
     }
 }

@@ -1,160 +1,122 @@
-//! The captured step: an instantiated graph that borrows the step's params for its whole
-//! life, replays with `launch`, and updates scalar params in place with typed setters.
+//! `PGraph<'a>`: the captured step, an instantiated graph that borrows the step's params for
+//! its whole life, replays with `launch`, and updates scalar params in place with typed
+//! setters.
 
 use std::collections::BTreeSet;
 
-use proc_macro2::{TokenStream, TokenTree};
-use quote::{format_ident, quote};
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote, quote_spanned};
 use syn::Ident;
 
-use super::names::Names;
-use super::rt;
-use super::step::{bindings, launch_parts};
+use super::names::{Names, rt, rt_fn};
+use super::step::{Retype, bindings, launch_parts};
 use crate::ast;
-use crate::lower::{self, StatementKind};
-use crate::scope::Scope;
+use crate::lower::{Arg, KernelId, Pipeline, ScalarId, StatementKind};
 
-/// One launch statement, in enqueue order, with what the setters need.
-struct LaunchSite<'a> {
+/// One launch statement, in enqueue order: the kernel node it became.
+struct LaunchSite<'p> {
     /// Its index among the step's launches: the kernel node it became.
     index: usize,
-    kernel: usize,
-    ast: &'a ast::Launch,
-    args: &'a [lower::Arg],
-    /// Every identifier its arguments and dimensions mention.
-    mentions: BTreeSet<String>,
+    kernel: KernelId,
+    source: &'p ast::Launch,
+    args: &'p [Arg],
+    /// The scalar params its arguments and dimensions read.
+    scalars: &'p BTreeSet<ScalarId>,
 }
 
-fn launch_sites<'a>(pipeline: &'a lower::Pipeline, scope: &Scope<'a>) -> Vec<LaunchSite<'a>> {
+fn launch_sites<'p>(pipeline: &'p Pipeline<'_>) -> Vec<LaunchSite<'p>> {
     let mut sites = Vec::new();
     for &stage_id in &pipeline.order {
-        let stage = &pipeline.stages[stage_id.0];
-        for statement in &stage.statements {
-            let (StatementKind::Launch { kernel, args }, ast::Statement::Launch(launch)) = (
-                &statement.kind,
-                &scope.stages[stage_id.0].statements[statement.index],
-            ) else {
-                continue;
-            };
-            let mut mentions = BTreeSet::new();
-            let mut tokens = TokenStream::new();
-            for arg in &launch.args {
-                tokens.extend(quote!(#arg));
-            }
-            for option in [&launch.grid, &launch.block, &launch.shared]
-                .into_iter()
-                .flatten()
-            {
-                let value = &option.value;
-                tokens.extend(quote!(#value));
-            }
-            collect_idents(tokens, &mut mentions);
-            sites.push(LaunchSite {
-                index: sites.len(),
-                kernel: kernel.0,
-                ast: launch,
+        for statement in &pipeline.stages[stage_id.0].statements {
+            if let StatementKind::Launch {
+                source,
+                kernel,
                 args,
-                mentions,
-            });
+            } = &statement.kind
+            {
+                sites.push(LaunchSite {
+                    index: sites.len(),
+                    kernel: *kernel,
+                    source,
+                    args,
+                    scalars: &statement.scalars,
+                });
+            }
         }
     }
     sites
 }
 
-fn collect_idents(tokens: TokenStream, out: &mut BTreeSet<String>) {
-    for token in tokens {
-        match token {
-            TokenTree::Ident(ident) => {
-                out.insert(ident.to_string());
+/// What a replayed graph cannot update in place that reads `scalar`, in words: "`fill x` in
+/// stage `a`", "the length of scratch buffer `acc`".
+fn fixed_uses(pipeline: &Pipeline<'_>, scalar: ScalarId) -> Vec<String> {
+    let mut uses = Vec::new();
+    for stage in &pipeline.stages {
+        for statement in &stage.statements {
+            if !statement.scalars.contains(&scalar) {
+                continue;
             }
-            TokenTree::Group(group) => collect_idents(group.stream(), out),
-            _ => {}
+            let what = match &statement.kind {
+                StatementKind::Launch { .. } => continue,
+                StatementKind::Copy { .. } => "a `copy`".to_owned(),
+                StatementKind::Fill { source, .. } => format!("`fill {}`", source.dst),
+                StatementKind::Wait { source, .. } => format!("`wait {}`", source.flag),
+                StatementKind::Write { source, .. } => format!("`write {}`", source.flag),
+                StatementKind::Host { .. } => "a host closure".to_owned(),
+                StatementKind::Call { source, .. } => {
+                    format!("`call {}`", ast::function_name(&source.call))
+                }
+            };
+            uses.push(format!("{what} in stage `{}`", stage.name));
         }
     }
+    for buffer in &pipeline.buffers {
+        if buffer.len_scalars.contains(&scalar) {
+            uses.push(format!("the length of scratch buffer `{}`", buffer.name));
+        }
+    }
+    uses
 }
 
-/// `PGraph<'a>` and its methods.
-pub fn graph_struct(
-    input: &ast::Pipeline,
-    pipeline: &lower::Pipeline,
-    scope: &Scope<'_>,
-    names: &Names,
-) -> TokenStream {
+/// The graph struct.
+pub fn graph_struct(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
     let rt = rt();
+    let input = pipeline.input;
     let vis = &input.vis;
     let name = &input.name;
     let graph = &names.graph;
     let params_ty = names.params_ty(quote!('a));
-    let name_str = pipeline.name.as_str();
-    let sites = launch_sites(pipeline, scope);
-    let scratch_fields: Vec<Ident> = scope
-        .buffers
-        .iter()
-        .filter(|b| b.scratch)
-        .map(|b| names.scratch_field(b.name))
-        .collect();
-
-    let setters = scope.scalars.iter().filter_map(|param| {
-        let scalar = param.name.to_string();
-        let affected: Vec<&LaunchSite<'_>> = sites
-            .iter()
-            .filter(|s| s.mentions.contains(&scalar))
-            .collect();
-        if affected.is_empty() {
-            return None;
-        }
-        let field = &param.name;
-        let ty = &param.ty;
-        let setter = format_ident!("set_{}", param.name, span = param.name.span());
-        let bind = bindings(scope, names, &quote!(__p));
-        let updates = affected.iter().map(|site| {
-            let (config, args) = launch_parts(site.ast, site.args, scope);
-            let kernel = format_ident!("k{}", site.kernel);
-            let index = site.index;
-            quote! {
-                __exec.set_kernel_params(&__nodes[#index], &__kernels.#kernel, #config, #args)
-                    .map_err(|e| #rt::step_error(#name_str, e))?;
-            }
-        });
-        let doc = format!(
-            "Sets `{scalar}` for the following launches, updating the {} kernel node(s) that use \
-             it in place (no re-capture, no re-instantiation).",
-            affected.len()
-        );
-        Some(quote! {
-            #[doc = #doc]
-            #[allow(unused_variables, clippy::all)]
-            pub fn #setter(&mut self, #field: #ty) -> #rt::Result<()> {
-                self.params.#field = #field;
-                let Self { pipeline, params: __p, exec: __exec, nodes: __nodes, .. } = self;
-                let #name { __kernels, #(#scratch_fields,)* .. } = &mut **pipeline;
-                #bind
-                #(#updates)*
-                ::core::result::Result::Ok(())
-            }
-        })
-    });
-    let setters: Vec<TokenStream> = setters.collect();
     let doc = format!(
         "One step of [`{name}`] captured as a graph and instantiated: [`{graph}::launch`] replays \
          it. It borrows the step's params for its whole life; dropping it waits for the launches \
-         in flight. Scalar params that kernels use have `set_<name>` setters."
+         in flight. Scalar params the step reads have `set_<name>` setters."
     );
-
     quote! {
         #[doc = #doc]
         #vis struct #graph<'a> {
             pipeline: &'a mut #name,
             params: #params_ty,
             exec: #rt::GraphExec,
-                                    nodes: ::std::vec::Vec<#rt::KernelNode>,
+            nodes: ::std::vec::Vec<#rt::KernelNode>,
             _graph: #rt::Graph,
         }
+    }
+}
 
+/// `launch`, `synchronize`, the accessors and the setters.
+pub fn graph_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
+    let rt = rt();
+    let graph = &names.graph;
+    let params_ty = names.params_ty(quote!('a));
+    let name_str = pipeline.name.as_str();
+    let sites = launch_sites(pipeline);
+    let setters =
+        (0..pipeline.scalars.len()).map(|id| setter(pipeline, names, &sites, ScalarId(id)));
+    quote! {
         impl<'a> #graph<'a> {
             /// Enqueues one replay of the step on the pipeline's origin stream.
             pub fn launch(&mut self) -> #rt::Result<()> {
-                                                // The captured step begins by resetting the progress marks itself.
+                // The captured step begins by resetting the progress marks itself.
                 self.exec.launch(self.pipeline.__origin()).map_err(|e| #rt::step_error(#name_str, e))
             }
 
@@ -180,7 +142,109 @@ pub fn graph_struct(
 
             #(#setters)*
         }
+    }
+}
 
+/// `set_<scalar>`. A scalar that only kernel launches read is updated in place in their kernel
+/// nodes; one that anything else reads (a fill value, a flag value, a host closure, a called
+/// function, a scratch length) is baked into nodes a replay cannot change, so its setter
+/// captures the step again; the setter of a scalar nothing reads is a compile error that says
+/// so.
+fn setter(
+    pipeline: &Pipeline<'_>,
+    names: &Names,
+    sites: &[LaunchSite<'_>],
+    id: ScalarId,
+) -> TokenStream {
+    let rt = rt();
+    let scalar = &pipeline.scalars[id.0];
+    let param = scalar.decl;
+    let field = &param.name;
+    let ty = &param.ty;
+    let setter = format_ident!("set_{}", param.name, span = param.name.span());
+    let affected: Vec<&LaunchSite<'_>> = sites.iter().filter(|s| s.scalars.contains(&id)).collect();
+    let fixed = fixed_uses(pipeline, id);
+    if !fixed.is_empty() {
+        let doc = format!(
+            "Sets `{}` and captures the step again: it also feeds {}, which a replayed graph \
+             cannot update in place. Waits for the launches in flight first.",
+            scalar.name,
+            fixed.join(", ")
+        );
+        return quote! {
+            #[doc = #doc]
+            pub fn #setter(&mut self, #field: #ty) -> #rt::Result<()> {
+                self.params.#field = #field;
+                self.pipeline.__wait()?;
+                let (graph, exec, nodes) = self.pipeline.__capture(&mut self.params)?;
+                self.exec = exec;
+                self.nodes = nodes;
+                self._graph = graph;
+                ::core::result::Result::Ok(())
+            }
+        };
+    }
+    if affected.is_empty() {
+        // Nothing to update: the setter exists to say so at compile time.
+        // The bound is spanned on the param, so the compiler's notes point at it.
+        let trait_path = rt_fn(param.name.span(), "ReadByTheStep");
+        let bound = quote_spanned!(param.name.span()=> Self: #trait_path);
+        return quote! {
+            #[doc(hidden)]
+            pub fn #setter(&mut self, #field: #ty) -> #rt::Result<()>
+            where
+                #bound,
+            {
+                let _ = #field;
+                ::core::result::Result::Ok(())
+            }
+        };
+    }
+    let name = &pipeline.input.name;
+    let name_str = pipeline.name.as_str();
+    let scratch_fields: Vec<Ident> = pipeline
+        .buffers
+        .iter()
+        .filter(|b| b.scratch)
+        .map(|b| names.scratch_field(b.ident))
+        .collect();
+    let bind = bindings(pipeline, names, &quote!(__p));
+    let updates = affected.iter().map(|site| {
+        let (config, args) =
+            launch_parts(pipeline, site.source, site.kernel, site.args, Retype::Cast);
+        let kernel = format_ident!("k{}", site.kernel.0);
+        let index = site.index;
+        quote! {
+            __exec.set_kernel_params(&__nodes[#index], &__kernels.#kernel, #config, #args)
+                .map_err(|e| #rt::step_error(#name_str, e))?;
+        }
+    });
+    let doc = format!(
+        "Sets `{}` for the following launches, updating the {} kernel node(s) that use \
+         it in place (no re-capture, no re-instantiation).",
+        scalar.name,
+        affected.len()
+    );
+    quote! {
+        #[doc = #doc]
+        #[allow(unused_variables, clippy::all)]
+        pub fn #setter(&mut self, #field: #ty) -> #rt::Result<()> {
+            self.params.#field = #field;
+            let Self { pipeline, params: __p, exec: __exec, nodes: __nodes, .. } = self;
+            let #name { __kernels, #(#scratch_fields,)* .. } = &mut **pipeline;
+            #bind
+            #(#updates)*
+            ::core::result::Result::Ok(())
+        }
+    }
+}
+
+/// Dropping the graph waits for the replays in flight, which use the borrowed params.
+pub fn graph_drop(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
+    let rt = rt();
+    let graph = &names.graph;
+    let name_str = pipeline.name.as_str();
+    quote! {
         impl ::core::ops::Drop for #graph<'_> {
             fn drop(&mut self) {
                 // The params' borrow ends here: no replay may still be using them.
@@ -189,7 +253,13 @@ pub fn graph_struct(
                 }
             }
         }
+    }
+}
 
+/// `Debug` for the graph.
+pub fn graph_debug(names: &Names) -> TokenStream {
+    let graph = &names.graph;
+    quote! {
         impl ::core::fmt::Debug for #graph<'_> {
             fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
                 f.debug_struct(::core::stringify!(#graph)).field("exec", &self.exec).finish_non_exhaustive()

@@ -1,13 +1,32 @@
 //! The names and types generated code uses, derived once from the pipeline's name and
-//! declarations.
+//! declarations, and the path through which it reaches the runtime.
 
-use proc_macro2::TokenStream;
-use quote::{format_ident, quote};
+use proc_macro2::{Span, TokenStream};
+use quote::{format_ident, quote, quote_spanned};
 use syn::{Ident, Lifetime, Type};
 
-use crate::ast::{self, KernelParamType, type_string, ungroup_type};
-use crate::scope::{Scope, Value};
-use crate::symbol::PRIMITIVE_SCALARS;
+use crate::ast::{self, KernelParamType, ungroup_type};
+use crate::lower::Pipeline;
+
+/// The hidden runtime module generated code names, versioned like thiserror's `__private17`:
+/// a macro crate and a runtime crate that disagree on what it holds fail to resolve the path
+/// instead of compiling against the wrong items.
+pub const PRIVATE_MODULE: &str = "__private_0_1";
+
+/// The path generated code uses for everything from the runtime.
+pub fn rt() -> TokenStream {
+    let module = Ident::new(PRIVATE_MODULE, Span::call_site());
+    quote!(::gpu_pipeline::#module)
+}
+
+/// The path of runtime item `name`, spanned on the user's tokens (a statement's keyword, an
+/// argument) so that the compiler's errors and notes point there rather than at the whole
+/// macro.
+pub fn rt_fn(span: Span, name: &str) -> TokenStream {
+    let name = Ident::new(name, span);
+    let module = Ident::new(PRIVATE_MODULE, span);
+    quote_spanned!(span=> ::gpu_pipeline::#module::#name)
+}
 
 /// Generated identifiers for one pipeline.
 pub struct Names {
@@ -24,15 +43,16 @@ pub struct Names {
 }
 
 impl Names {
-    pub fn new(input: &ast::Pipeline, scope: &Scope<'_>) -> Names {
-        let name = &input.name;
+    /// The names of `pipeline`'s items.
+    pub fn new(pipeline: &Pipeline<'_>) -> Names {
+        let name = &pipeline.input.name;
         let span = name.span();
         Names {
             params: format_ident!("{}Params", name, span = span),
             run: format_ident!("{}Run", name, span = span),
             graph: format_ident!("{}Graph", name, span = span),
             kernels: format_ident!("__{}Kernels", name, span = span),
-            params_borrow: scope.buffers.iter().any(|b| !b.scratch),
+            params_borrow: pipeline.buffers.iter().any(|b| !b.scratch),
         }
     }
 
@@ -80,50 +100,6 @@ impl Names {
             }
         });
         quote!((#(#params,)*))
-    }
-
-    /// The params struct: public fields, references given the lifetime `'a`.
-    pub fn params_struct(&self, input: &ast::Pipeline, scope: &Scope<'_>) -> TokenStream {
-        let vis = &input.vis;
-        let ty = self.params_ty(quote!('a));
-        let name = &input.name;
-        let lt = Lifetime::new("'a", proc_macro2::Span::call_site());
-        let fields = input.params().map(|param| {
-            let field = &param.name;
-            let field_ty = with_lifetime(&param.ty, &lt);
-            let doc = format!("`{}` of one step.", param.name);
-            quote!(#[doc = #doc] pub #field: #field_ty)
-        });
-        // `Debug` by hand: primitive scalars show their value, everything else its declared
-        // type. A derive would need `Debug` of every param type (a library handle need not
-        // have it) and would repeat, on the whole macro call, any error in a buffer type.
-        let debug_fields = input.params().map(|param| {
-            let name = &param.name;
-            let label = name.to_string();
-            let ty = type_string(&param.ty);
-            let scalar = matches!(scope.value(name), Some(Value::Scalar(_)));
-            if scalar && PRIMITIVE_SCALARS.contains(&ty.as_str()) {
-                quote!(.field(#label, &self.#name))
-            } else {
-                quote!(.field(#label, &::core::format_args!("{}", #ty)))
-            }
-        });
-        let name_str = self.params.to_string();
-        let anonymous = self.params_ty(quote!('_));
-        let doc = format!(
-            "The scalars and buffers of one step of [`{name}`]. Scalars are copied into each \
-             step; buffers stay borrowed while the step (or the captured graph) may use them."
-        );
-        quote! {
-            #[doc = #doc]
-            #vis struct #ty { #(#fields,)* }
-
-            impl ::core::fmt::Debug for #anonymous {
-                fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-                    f.debug_struct(#name_str) #(#debug_fields)* .finish()
-                }
-            }
-        }
     }
 }
 

@@ -1,27 +1,28 @@
-//! One step: binding the params, enqueueing each stage's statements in the lowered order
-//! with exactly the lowered waits and records, and the guard of an eager run.
+//! One step: binding the params, and enqueueing each stage's statements in the lowered order
+//! with exactly the lowered waits and records.
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{Expr, Ident};
 
-use super::names::Names;
-use super::rt;
-use crate::ast::{self, KernelParamType, bare_ident};
-use crate::lower::{self, Arg, Mode, StageId, StatementKind, WaitCondition};
-use crate::scope::Scope;
+use super::names::{Names, rt, rt_fn};
+use crate::ast::{self, KernelParamType, type_string};
+use crate::lower::{
+    Arg, BufferId, CallArg, KernelId, Memory, Mode, Pipeline, Stage, StageId, StatementKind,
+    WaitCondition,
+};
 
 /// `let` bindings that give every param and scratch buffer its declared name inside
 /// generated code: scalars by value, buffers reborrowed (`&mut *` for `&mut`).
-pub fn bindings(scope: &Scope<'_>, names: &Names, params: &TokenStream) -> TokenStream {
+pub fn bindings(pipeline: &Pipeline<'_>, names: &Names, params: &TokenStream) -> TokenStream {
     let rt = rt();
-    let scalars = scope.scalars.iter().map(|param| {
-        let name = &param.name;
+    let scalars = pipeline.scalars.iter().map(|scalar| {
+        let name = &scalar.decl.name;
         quote!(let #name = #params.#name;)
     });
-    let buffers = scope.buffers.iter().map(|b| {
-        let name = b.name;
+    let buffers = pipeline.buffers.iter().map(|b| {
+        let name = b.ident;
         if b.scratch {
             // `field` is the destructured `&mut Option<buffer>` of the pipeline.
             let field = names.scratch_field(name);
@@ -46,31 +47,30 @@ fn reborrow(name: &Ident, mode: Mode) -> TokenStream {
 
 /// `fn __prepare(&mut self, params)`: allocates scratch buffers whose size changed. It runs
 /// before a capture begins, since allocation cannot be captured.
-pub fn prepare_fn(pipeline: &lower::Pipeline, scope: &Scope<'_>, names: &Names) -> TokenStream {
+pub fn prepare_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
     let rt = rt();
     let params_ty = names.params_ty(quote!('_));
-    let scalars = scope.scalars.iter().map(|param| {
-        let name = &param.name;
+    let scalars = pipeline.scalars.iter().map(|scalar| {
+        let name = &scalar.decl.name;
         quote!(let #name = __p.#name;)
     });
-    let params = scope.buffers.iter().filter(|b| !b.scratch).map(|b| {
-        let name = b.name;
+    let params = pipeline.buffers.iter().filter(|b| !b.scratch).map(|b| {
+        let name = b.ident;
         quote!(let #name = &*__p.#name;)
     });
-    let sized = scope.input.scratch().filter_map(|scratch| {
-        let len = scratch.len.as_ref()?;
-        let field = names.scratch_field(&scratch.name);
-        let decl = scope
-            .buffers
-            .iter()
-            .find(|b| b.scratch && b.name == &scratch.name)?;
-        let referent = decl.referent;
-        Some(quote! {
-            let __len: usize = #len;
-            #rt::ensure_scratch::<#referent>(&mut self.#field, &self.__ctx, __len)?;
-        })
-    });
-    let _ = pipeline;
+    let sized = pipeline
+        .buffers
+        .iter()
+        .filter(|b| b.scratch)
+        .filter_map(|b| {
+            let len = b.len?;
+            let field = names.scratch_field(b.ident);
+            let referent = b.referent;
+            Some(quote! {
+                let __len: usize = #len;
+                #rt::ensure_scratch::<#referent>(&mut self.#field, &self.__ctx, __len)?;
+            })
+        });
     quote! {
         #[allow(unused_variables, clippy::all)]
         fn __prepare(&mut self, __p: &#params_ty) -> #rt::Result<()> {
@@ -83,20 +83,20 @@ pub fn prepare_fn(pipeline: &lower::Pipeline, scope: &Scope<'_>, names: &Names) 
 }
 
 /// `fn __enqueue(&mut self, params)`: the whole step.
-pub fn enqueue_fn(pipeline: &lower::Pipeline, scope: &Scope<'_>, names: &Names) -> TokenStream {
+pub fn enqueue_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
     let rt = rt();
     let params_ty = names.params_ty(quote!('_));
     let name = pipeline.name.as_str();
     let stream_fields: Vec<Ident> = (0..pipeline.streams.len())
         .map(|i| names.stream_field(i))
         .collect();
-    let scratch_fields: Vec<Ident> = scope
+    let scratch_fields: Vec<Ident> = pipeline
         .buffers
         .iter()
         .filter(|b| b.scratch)
-        .map(|b| names.scratch_field(b.name))
+        .map(|b| names.scratch_field(b.ident))
         .collect();
-    let bind = bindings(scope, names, &quote!(__p));
+    let bind = bindings(pipeline, names, &quote!(__p));
     let event_of = |stage: StageId| pipeline.events.iter().position(|&s| s == stage);
 
     // The first stage of each forked stream waits on the fork event.
@@ -111,7 +111,6 @@ pub fn enqueue_fn(pipeline: &lower::Pipeline, scope: &Scope<'_>, names: &Names) 
 
     let stages = pipeline.order.iter().enumerate().map(|(index, &stage_id)| {
         let stage = &pipeline.stages[stage_id.0];
-        let ast_stage = scope.stages[stage_id.0];
         let stream = &stream_fields[stage.stream.0];
         let stage_name = stage.name.as_str();
         let mut waits = Vec::new();
@@ -123,16 +122,10 @@ pub fn enqueue_fn(pipeline: &lower::Pipeline, scope: &Scope<'_>, names: &Names) 
                 waits.push(quote!(#rt::Stream::wait_event(__stream, &__events[#k])));
             }
         }
-        let statements = stage.statements.iter().map(|statement| {
-            statement_tokens(
-                &statement.kind,
-                &ast_stage.statements[statement.index],
-                // Spanned on the stage's `on STREAM`, so a `call` to a function typed for
-                // another stream reports it there.
-                &Ident::new(&stream.to_string(), ast_stage.stream.span()),
-                scope,
-            )
-        });
+        let statements = stage
+            .statements
+            .iter()
+            .map(|statement| statement_tokens(pipeline, stage, &statement.kind));
         let statements: Vec<TokenStream> = statements.collect();
         let record =
             event_of(stage_id).map(|k| quote!(#rt::Stream::record_into(__stream, &__events[#k])?;));
@@ -195,90 +188,159 @@ pub fn enqueue_fn(pipeline: &lower::Pipeline, scope: &Scope<'_>, names: &Names) 
     }
 }
 
-/// The tokens of one statement, inside a stage's closure where `__stream` is its stream.
+/// The tokens of one statement of `stage`, inside the stage's closure where `__stream` is its
+/// stream.
 fn statement_tokens(
-    kind: &StatementKind,
-    statement: &ast::Statement,
-    stream_field: &Ident,
-    scope: &Scope<'_>,
+    pipeline: &Pipeline<'_>,
+    stage: &Stage<'_>,
+    kind: &StatementKind<'_>,
 ) -> TokenStream {
     let rt = rt();
-    match (kind, statement) {
-        (StatementKind::Launch { kernel, args }, ast::Statement::Launch(launch)) => {
+    let buffer = |id: &BufferId| pipeline.buffers[id.0].ident;
+    match kind {
+        StatementKind::Launch {
+            source,
+            kernel,
+            args,
+        } => {
             let field = format_ident!("k{}", kernel.0);
-            let (config, args) = launch_parts(launch, args, scope);
+            let (config, args) = launch_parts(pipeline, source, *kernel, args, Retype::Assert);
             quote!(__kernels.#field.launch(__stream, #config, #args)?;)
         }
-        (StatementKind::Copy { src, dst }, ast::Statement::Copy(_)) => {
-            let src = scope.buffers[src.0].name;
-            let dst = scope.buffers[dst.0].name;
-            quote!(#rt::copy(__stream, &*#src, &mut *#dst)?;)
+        StatementKind::Copy { source, src, dst } => {
+            let dst_tokens = retyped_mut(pipeline, *dst, pipeline.buffers[src.0].elem, &source.dst);
+            let src = buffer(src);
+            quote!(#rt::copy(__stream, &*#src, #dst_tokens)?;)
         }
-        (StatementKind::Fill { dst }, ast::Statement::Fill(fill)) => {
-            let dst = scope.buffers[dst.0].name;
-            let value = &fill.value;
+        StatementKind::Fill { source, dst } => {
+            let dst = buffer(dst);
+            let value = &source.value;
             // A value of the wrong type is reported on it, with the call on `fill`.
-            let fill = rt_fn(fill.keyword.span, "fill");
+            let fill = rt_fn(source.keyword.span, "fill");
             quote!(#fill(__stream, &mut *#dst, #value)?;)
         }
-        (StatementKind::Wait { flag, condition }, ast::Statement::Wait(wait)) => {
-            let flag = scope.buffers[flag.0].name;
-            let value = &wait.value;
+        StatementKind::Wait {
+            source,
+            flag,
+            condition,
+        } => {
+            let flag = buffer(flag);
+            let value = &source.value;
             let condition = match condition {
                 WaitCondition::Equal => quote!(#rt::WaitCondition::Equal),
                 WaitCondition::AtLeast => quote!(#rt::WaitCondition::GreaterOrEqual),
                 WaitCondition::AnyBit => quote!(#rt::WaitCondition::And),
             };
-            let wait_flag = rt_fn(wait.keyword.span, "wait_flag");
+            let wait_flag = rt_fn(source.keyword.span, "wait_flag");
             quote!(#wait_flag(__stream, &*#flag, #condition, #value)?;)
         }
-        (StatementKind::Write { flag }, ast::Statement::Write(write)) => {
-            let flag = scope.buffers[flag.0].name;
-            let value = &write.value;
-            let write_flag = rt_fn(write.keyword.span, "write_flag");
+        StatementKind::Write { source, flag } => {
+            let flag = buffer(flag);
+            let value = &source.value;
+            let write_flag = rt_fn(source.keyword.span, "write_flag");
             quote!(#write_flag(__stream, &*#flag, #value)?;)
         }
-        (StatementKind::Host { .. }, ast::Statement::Host(host)) => {
-            let closure = &host.closure;
+        StatementKind::Host { source, .. } => {
+            let closure = &source.closure;
             quote_spanned!(closure.span()=> #rt::host_closure(__stream, #closure)?;)
         }
-        (StatementKind::Call { reads, writes }, ast::Statement::Call(call)) => {
-            let func = &call.call.func;
-            let args = call.call.args.iter().map(|arg| {
-                let buffer = bare_ident(arg).and_then(|ident| {
-                    let id = scope.buffer(ident)?;
-                    let mode = if writes.iter().any(|w| w.0 == id) {
-                        Mode::Write
-                    } else if reads.iter().any(|r| r.0 == id) {
-                        Mode::Read
-                    } else {
-                        return None;
-                    };
-                    Some(reborrow(ident, mode))
-                });
-                buffer.unwrap_or_else(|| quote!(#arg))
-            });
-            let stream = quote_spanned!(stream_field.span()=> &*#stream_field);
-            quote!(#func(#stream, #(#args),*)?;)
-        }
-        // `check` guarantees lowered and ast statements correspond.
-        _ => quote!(),
+        StatementKind::Call { source, args, .. } => call_tokens(pipeline, stage, source, args),
     }
 }
 
-/// The path of runtime function `name`, spanned on a statement's keyword so that rustc's
-/// "arguments to this function are incorrect" points there rather than at the whole macro.
-fn rt_fn(span: proc_macro2::Span, name: &str) -> TokenStream {
-    let name = Ident::new(name, span);
-    let module = Ident::new(super::PRIVATE_MODULE, span);
-    quote_spanned!(span=> ::gpu_pipeline::#module::#name)
+/// A `call`: the function gets the stage's stream as a `TypedStream` of the stream's marker,
+/// then each buffer as its `reads(...)`/`writes(...)` clause declares it.
+fn call_tokens(
+    pipeline: &Pipeline<'_>,
+    stage: &Stage<'_>,
+    source: &ast::Call,
+    args: &[CallArg<'_>],
+) -> TokenStream {
+    let rt = rt();
+    let stream = &pipeline.streams[stage.stream.0];
+    let marker = format_ident!("{}", stream.marker, span = pipeline.input.name.span());
+    let label = format!("{}.{}", pipeline.input.name, stream.name);
+    // Spanned on the stage's `on STREAM`, so a function typed for another stream reports it
+    // there.
+    let typed = Ident::new("__typed", stage.decl.stream.span());
+    let func = &source.call.func;
+    let mut shadows: Vec<(BufferId, Mode)> = Vec::new();
+    let args: Vec<TokenStream> = args
+        .iter()
+        .map(|arg| match arg {
+            CallArg::Buffer {
+                name,
+                mode: Mode::Write,
+                ..
+            } => quote_spanned!(name.span()=> &mut *#name),
+            CallArg::Buffer {
+                name,
+                declared: Mode::Read,
+                ..
+            } => {
+                // A function that takes it mutably fails here, on the name, with a message
+                // that says to declare it in `writes(...)`.
+                let read_access = rt_fn(name.span(), "read_access");
+                quote_spanned!(name.span()=> #read_access(&*#name))
+            }
+            CallArg::Buffer { name, .. } => quote_spanned!(name.span()=> &*#name),
+            CallArg::Expr { expr, buffers } => {
+                for buffer in buffers {
+                    if !shadows.contains(buffer) {
+                        shadows.push(*buffer);
+                    }
+                }
+                quote!(#expr)
+            }
+        })
+        .collect();
+    // Inside an expression, a buffer is seen only as declared: `&` for `reads(...)`.
+    let shadows = shadows.iter().map(|&(buffer, mode)| {
+        let name = pipeline.buffers[buffer.0].ident;
+        let borrow = reborrow(name, mode);
+        quote!(let #name = #borrow;)
+    });
+    let stream_arg = quote_spanned!(typed.span()=> &#typed);
+    quote! {
+        {
+            let #typed = #rt::TypedStream::<#marker>::new(__stream, #label);
+            #(#shadows)*
+            #func(#stream_arg, #(#args),*)?;
+        }
+    }
+}
+
+/// `&mut *name` for the buffer `id`, seen as a buffer of `elem` when its own element type is
+/// spelled differently: the compiler then checks, at `at`, that the two are one type.
+fn retyped_mut(
+    pipeline: &Pipeline<'_>,
+    id: BufferId,
+    elem: Option<&syn::Type>,
+    at: &Ident,
+) -> TokenStream {
+    let buffer = &pipeline.buffers[id.0];
+    let name = buffer.ident;
+    let (Some(held), Some(elem)) = (buffer.elem, elem) else {
+        return quote!(&mut *#name);
+    };
+    if type_string(held) == type_string(elem) {
+        return quote!(&mut *#name);
+    }
+    let function = match buffer.memory {
+        Memory::Pinned => "pinned_as_mut",
+        _ => "device_as_mut",
+    };
+    let function = rt_fn(at.span(), function);
+    quote_spanned!(at.span()=> #function::<#elem, _>(&mut *#name))
 }
 
 /// The launch configuration and argument tuple of a launch statement, over the bindings.
 pub fn launch_parts(
+    pipeline: &Pipeline<'_>,
     launch: &ast::Launch,
+    kernel: KernelId,
     args: &[Arg],
-    scope: &Scope<'_>,
+    retype: Retype,
 ) -> (TokenStream, TokenStream) {
     let rt = rt();
     let dim = |option: &Option<ast::LaunchOption>| match option {
@@ -296,27 +358,67 @@ pub fn launch_parts(
     });
     let config = quote!(#rt::LaunchConfig::new(#grid, #block) #shared);
     // The kernel's declared parameters, so a type assertion quotes the user's own type.
-    let declared: Vec<&ast::KernelParam> = launch
-        .target()
-        .and_then(|(module, kernel)| scope.kernel(scope.module(module)?, kernel))
-        .map(|k| scope.kernels[k].decl.params.iter().collect())
-        .unwrap_or_default();
+    let declared = &pipeline.kernels[kernel.0].decl.params;
     let args = args
         .iter()
         .zip(&launch.args)
         .enumerate()
-        .map(|(i, (arg, expr))| arg_tokens(arg, expr, declared.get(i).copied(), scope));
+        .map(|(i, (arg, expr))| arg_tokens(pipeline, arg, expr, declared.get(i), retype));
     (config, quote!((#(#args,)*)))
 }
 
+/// How a launch argument passes a buffer whose element type is spelled differently from the
+/// kernel parameter's (`DeviceBuffer<Real>` for `&[f32]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retype {
+    /// Asserted when the program compiles, at the argument: what the step itself does.
+    Assert,
+    /// Checked when it runs: what a setter does, so a mismatch is reported once, by the step.
+    Cast,
+}
+
 fn arg_tokens(
+    pipeline: &Pipeline<'_>,
     arg: &Arg,
     expr: &Expr,
     declared: Option<&ast::KernelParam>,
-    scope: &Scope<'_>,
+    retype: Retype,
 ) -> TokenStream {
+    let rt = rt();
     match arg {
-        Arg::Buffer { buffer, mode } => reborrow(scope.buffers[buffer.0].name, *mode),
+        Arg::Buffer { buffer, mode } => {
+            let held = &pipeline.buffers[buffer.0];
+            let name = held.ident;
+            // The argument as written, for spans.
+            let at = ast::bare_ident(expr).unwrap_or(name);
+            let wanted = match declared.map(ast::KernelParam::kind) {
+                Some(KernelParamType::Slice { elem, .. }) => Some(elem),
+                _ => None,
+            };
+            match (held.elem, wanted) {
+                // Spelled differently (`Real` and `f32`): the compiler decides, at the name.
+                (Some(held), Some(wanted)) if type_string(held) != type_string(wanted) => {
+                    let borrow = reborrow(name, *mode);
+                    match (retype, mode) {
+                        (Retype::Assert, Mode::Read) => {
+                            let function = rt_fn(at.span(), "device_as");
+                            quote_spanned!(at.span()=> #function::<#wanted, _>(#borrow))
+                        }
+                        (Retype::Assert, Mode::Write) => {
+                            let function = rt_fn(at.span(), "device_as_mut");
+                            quote_spanned!(at.span()=> #function::<#wanted, _>(#borrow))
+                        }
+                        (Retype::Cast, Mode::Read) => {
+                            quote!(#rt::device_cast::<#wanted, _>(#borrow)?)
+                        }
+                        (Retype::Cast, Mode::Write) => {
+                            quote!(#rt::device_cast_mut::<#wanted, _>(#borrow)?)
+                        }
+                    }
+                }
+                _ => reborrow(name, *mode),
+            }
+        }
         Arg::Scalar {
             ty,
             assert_type: true,
@@ -332,75 +434,5 @@ fn arg_tokens(
             quote_spanned!(expr.span()=> { let __arg: #ty = #expr; __arg })
         }
         Arg::Scalar { .. } => quote!(#expr),
-    }
-}
-
-/// The eager run's guard.
-pub fn run_guard(pipeline: &lower::Pipeline, scope: &Scope<'_>, names: &Names) -> TokenStream {
-    let rt = rt();
-    let input = scope.input;
-    let vis = &input.vis;
-    let name = &input.name;
-    let run = &names.run;
-    let params_ty = names.params_ty(quote!('a));
-    let name_str = pipeline.name.as_str();
-    let stream_fields: Vec<Ident> = (0..pipeline.streams.len())
-        .map(|i| names.stream_field(i))
-        .collect();
-    let doc = format!(
-        "One enqueued step of [`{name}`]. Wait on it with [`{run}::wait`]; dropping it waits too \
-         (and logs an error it cannot return). The step's buffers stay borrowed until then."
-    );
-    quote! {
-        #[doc = #doc]
-        #[must_use = "a step runs asynchronously: wait on it to see its errors"]
-        #vis struct #run<'a> {
-            pipeline: &'a #name,
-            params: #params_ty,
-            waited: bool,
-        }
-
-        impl<'a> #run<'a> {
-            /// Blocks until the step has finished. An asynchronous fault names the pipeline.
-            pub fn wait(mut self) -> #rt::Result<()> {
-                self.waited = true;
-                self.pipeline.__wait()
-            }
-
-            /// Whether the step has finished, without blocking.
-            pub fn is_complete(&self) -> #rt::Result<bool> {
-                self.pipeline.__origin().is_complete()
-            }
-
-            /// The step's params.
-            pub fn params(&self) -> &#params_ty {
-                &self.params
-            }
-        }
-
-        impl ::core::ops::Drop for #run<'_> {
-            fn drop(&mut self) {
-                if !self.waited {
-                    if let ::core::result::Result::Err(e) = self.pipeline.__wait() {
-                        #rt::log_unobserved_error(#name_str, &e);
-                    }
-                }
-            }
-        }
-
-        impl ::core::fmt::Debug for #run<'_> {
-            fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-                f.debug_struct(::core::stringify!(#run)).field("waited", &self.waited).finish_non_exhaustive()
-            }
-        }
-
-        impl #name {
-            /// Waits for every stream, origin first (it joins the others at the end of a step).
-            fn __wait(&self) -> #rt::Result<()> {
-                                #( #rt::Stream::synchronize(&self.#stream_fields)
-                    .map_err(|e| #rt::step_error_at(#name_str, &self.__progress, Self::__STAGE_SITES, e))?; )*
-                ::core::result::Result::Ok(())
-            }
-        }
     }
 }

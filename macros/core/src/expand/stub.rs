@@ -12,11 +12,10 @@ use syn::parse::{ParseStream, Parser};
 use syn::punctuated::Punctuated;
 use syn::{Attribute, Token, braced, token};
 
-use super::names::with_lifetime;
-use super::rt;
-use crate::lower::Memory;
+use super::names::{rt, with_lifetime};
+use crate::scope::{self, Memory};
 use crate::symbol::kw;
-use crate::{ast, lower, scope};
+use crate::{ast, lower};
 
 /// The errors and the stub items.
 pub fn stub(input: &ast::Pipeline, errors: syn::Error) -> TokenStream {
@@ -81,9 +80,9 @@ pub fn stub(input: &ast::Pipeline, errors: syn::Error) -> TokenStream {
         .map(|(marker, _)| marker)
         .filter(|marker| seen.insert(marker.to_string()))
         .collect();
-    let accessors = streams.iter().map(|(marker, accessor)| {
-        quote!(pub fn #accessor(&self) -> &#rt::TypedStream<#marker> { #unreachable })
-    });
+    let accessors = streams
+        .iter()
+        .map(|(_, accessor)| quote!(pub fn #accessor(&self) -> &#rt::Stream { #unreachable }));
     // A setter for every by-value param: the real expansion has them only for scalars that a
     // launch uses, but more is harmless in a stub.
     let mut seen = HashSet::new();

@@ -12,15 +12,18 @@ use super::{ORIGIN, Pipeline, Reason, StageId, StreamId};
 const START: &str = "\"(start)\"";
 const END: &str = "\"(end)\"";
 
-/// Renders `pipeline`.
-pub fn render(pipeline: &Pipeline) -> String {
-    let mut out = String::new();
-    // `fmt::Write` for `String` never fails; ignoring its `Result` keeps this panic-free.
-    let _ = write_dot(&mut out, pipeline);
-    out
+impl Pipeline<'_> {
+    /// The stage graph in Graphviz DOT: one cluster per stream, stream order dotted, one
+    /// labelled edge per emitted wait, plus the fork and join edges of the step.
+    pub fn dot(&self) -> String {
+        let mut out = String::new();
+        // `fmt::Write` for `String` never fails; ignoring its `Result` keeps this panic-free.
+        let _ = write_dot(&mut out, self);
+        out
+    }
 }
 
-fn write_dot(out: &mut String, pipeline: &Pipeline) -> std::fmt::Result {
+fn write_dot(out: &mut String, pipeline: &Pipeline<'_>) -> std::fmt::Result {
     let stage = |id: StageId| {
         pipeline
             .stages

@@ -6,7 +6,121 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 
-use super::{Access, Cycle, Edge, Hazard, Hop, Mode, ORIGIN, Reason, StageId, StreamId, Via};
+macro_rules! ids {
+    ($($(#[$doc:meta])* $name:ident;)*) => {$(
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub struct $name(pub usize);
+    )*};
+}
+
+ids! {
+    /// Index of a stream in declaration order. Stream 0 is the origin of every step.
+    StreamId;
+    /// Index of a stage, equal to its place in program order.
+    StageId;
+    /// Index of a buffer: buffer params, then scratch buffers, in declaration order.
+    BufferId;
+}
+
+/// The first declared stream: every step starts and ends on it.
+pub const ORIGIN: StreamId = StreamId(0);
+
+/// How a stage uses a buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Mode {
+    /// Read only.
+    Read,
+    /// Written (and maybe read).
+    Write,
+}
+
+/// One buffer access.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Access {
+    /// The buffer.
+    pub buffer: BufferId,
+    /// How.
+    pub mode: Mode,
+}
+
+/// A cross-stream ordering: `to` waits for `from`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Edge {
+    /// The earlier stage; it records the event.
+    pub from: StageId,
+    /// The later stage; its stream waits on the event.
+    pub to: StageId,
+    /// Why, in buffer order, `after` last.
+    pub reasons: Vec<Reason>,
+}
+
+/// Why one stage must wait for another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    /// Both touch `buffer` and at least one writes it.
+    Hazard {
+        /// The buffer.
+        buffer: BufferId,
+        /// Which order of accesses.
+        hazard: Hazard,
+    },
+    /// The later stage is declared `after` the earlier one.
+    After,
+}
+
+/// The data hazard between an earlier and a later access.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hazard {
+    /// The later stage reads what the earlier one writes.
+    ReadAfterWrite,
+    /// The later stage writes what the earlier one reads.
+    WriteAfterRead,
+    /// Both write.
+    WriteAfterWrite,
+}
+
+impl Hazard {
+    /// The short name CUDA programmers use: `RAW`, `WAR`, `WAW`.
+    pub fn abbreviation(self) -> &'static str {
+        match self {
+            Hazard::ReadAfterWrite => "RAW",
+            Hazard::WriteAfterRead => "WAR",
+            Hazard::WriteAfterWrite => "WAW",
+        }
+    }
+}
+
+/// One step of a path through the ordering, for messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hop {
+    /// The earlier stage.
+    pub from: StageId,
+    /// The later stage.
+    pub to: StageId,
+    /// What orders them.
+    pub via: Via,
+}
+
+/// What orders the two stages of a [`Hop`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    /// They run one after the other on one stream.
+    Stream(StreamId),
+    /// A dependency.
+    Dependency(Reason),
+}
+
+/// An `after` that would close a cycle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cycle {
+    /// The stage with the `after` clause.
+    pub stage: StageId,
+    /// Index of the offending name in that stage's `after` list.
+    pub after: usize,
+    /// How the named stage already runs after `stage`, from `stage` to the named one.
+    pub path: Vec<Hop>,
+}
 
 /// One stage as the ordering sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -455,7 +455,7 @@ fn waits_and_writes_take_flag_cells() {
         ),
     ]);
     lower_ok(&with(
-        "stage s on s1 { wait shared_flag == 1; wait flag >= 2; write flag = 3; }",
+        "stage s on s1 { wait shared_flag == 1; write flag = 3; wait flag >= 2; }",
     ));
 }
 

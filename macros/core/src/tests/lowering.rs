@@ -4,7 +4,7 @@ use super::*;
 use crate::lower::{Access, Edge, Hazard, Mode, Reason};
 
 /// A pipeline with three streams and four device buffers, with `stages` as its body.
-fn graph(stages: &str) -> Pipeline {
+fn graph(stages: &str) -> Pipeline<'static> {
     lower_ok(&format!(
         "pipeline G {{
             streams {{ s1, s2, s3 }}
@@ -18,7 +18,7 @@ fn graph(stages: &str) -> Pipeline {
 }
 
 /// The emitted waits by stage name.
-fn waits(pipeline: &Pipeline) -> Vec<(&str, &str)> {
+fn waits<'p>(pipeline: &'p Pipeline<'_>) -> Vec<(&'p str, &'p str)> {
     pipeline
         .edges
         .iter()
@@ -31,7 +31,7 @@ fn waits(pipeline: &Pipeline) -> Vec<(&str, &str)> {
         .collect()
 }
 
-fn names(pipeline: &Pipeline, ids: &[StageId]) -> Vec<String> {
+fn names(pipeline: &Pipeline<'_>, ids: &[StageId]) -> Vec<String> {
     ids.iter()
         .map(|id| pipeline.stages[id.0].name.clone())
         .collect()
@@ -230,14 +230,22 @@ fn the_enqueue_order_is_program_order_where_free() {
 }
 
 #[test]
-fn statements_keep_their_index_and_resolved_targets() {
+fn statements_keep_their_source_and_resolved_targets() {
     use crate::lower::{Arg, KernelParamKind, StatementKind};
     let p = lower_ok(HEAT);
     let step = &p.stages[0];
-    assert_eq!(step.statements[0].index, 0);
-    let StatementKind::Launch { kernel, args } = &step.statements[0].kind else {
+    let StatementKind::Launch {
+        source,
+        kernel,
+        args,
+    } = &step.statements[0].kind
+    else {
         panic!()
     };
+    let ast::Statement::Launch(written) = &step.decl.statements[0] else {
+        panic!()
+    };
+    assert!(std::ptr::eq(*source, &**written), "the launch as written");
     let kernel = &p.kernels[kernel.0];
     assert_eq!(kernel.name, "stencil");
     assert_eq!(kernel.host.as_deref(), Some("crate::heat_host::stencil"));

@@ -5,15 +5,18 @@
 //! `Span::source_text` returns the offending token and [`assert_error`] checks it too; without
 //! it, the tests check messages only.
 
+mod accesses;
 mod checks;
 mod dot;
+mod limits;
 mod lowering;
 mod parse;
 mod properties;
+mod protocols;
 mod stub;
 
 use crate::lower::{BufferId, Pipeline, StageId, StreamId};
-use crate::{ast, check};
+use crate::{analyse, ast};
 
 /// The heat-diffusion example of the crate documentation.
 pub const HEAT: &str = r#"
@@ -74,13 +77,15 @@ pub fn parse(source: &str) -> syn::Result<ast::Pipeline> {
     syn::parse_str(source)
 }
 
-/// Parses, checks and lowers a pipeline.
-pub fn compile(source: &str) -> syn::Result<Pipeline> {
-    check::check(&parse(source)?)
+/// Parses, checks and lowers a pipeline. The syntax tree is leaked so that the lowered
+/// pipeline, which refers to it, can outlive this call (a few kilobytes per test).
+pub fn compile(source: &str) -> syn::Result<Pipeline<'static>> {
+    let input: &'static ast::Pipeline = Box::leak(Box::new(parse(source)?));
+    analyse(input)
 }
 
 /// Lowers a pipeline that must be valid.
-pub fn lower_ok(source: &str) -> Pipeline {
+pub fn lower_ok(source: &str) -> Pipeline<'static> {
     match compile(source) {
         Ok(pipeline) => pipeline,
         Err(error) => panic!("unexpected errors: {:#?}", messages(&error)),

@@ -302,7 +302,7 @@ fn types_and_expressions_from_macro_rules_are_looked_through() {
     );
     assert_eq!(scope.buffers[0].memory, Memory::Device);
     assert!(scope.buffers[0].mutable);
-    let pipeline = check::check(&input).expect("checks");
+    let pipeline = crate::analyse(&input).expect("checks");
     assert_eq!(pipeline.stages[0].accesses[0].buffer, buffer(0));
 
     let grouped: syn::Expr = syn::parse2(quote!(#arg)).expect("expr");

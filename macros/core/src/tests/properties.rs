@@ -281,7 +281,7 @@ proptest! {
             }
         }
         if let Ok(input) = parse(&words.join(" ")) {
-            let _ = check::check(&input).map(|pipeline| pipeline.dot());
+            let _ = crate::analyse(&input).map(|pipeline| pipeline.dot());
         }
     }
 }

@@ -16,7 +16,7 @@ gpu_pipeline! {
 }
 
 fn step(ctx: &Context, x: &mut DeviceBuffer<f32>, y: &mut DeviceBuffer<f32>) -> Result<()> {
-    let _: &gpu_pipeline::TypedStream<ClearMain> = Clear::new(ctx)?.main_stream();
+    let _: (&gpu_pipeline::Stream, ClearMain) = (Clear::new(ctx)?.main_stream(), ClearMain);
     Clear::new(ctx)?.run(ClearParams { x, y })?.wait()
 }
 

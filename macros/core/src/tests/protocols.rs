@@ -1,0 +1,71 @@
+//! Rules on the derived order: flag waits a write before them satisfies, and scratch buffers
+//! written before they are read (`check/ordering.rs`).
+
+use super::*;
+
+#[track_caller]
+fn assert_cases(cases: &[(&str, &str, &str)]) {
+    for &(items, message, token) in cases {
+        assert_error(&with(items), message, token);
+    }
+}
+
+#[test]
+fn a_wait_needs_a_satisfying_write_before_it() {
+    assert_cases(&[
+        (
+            "stage w on s2 { wait flag >= 1; } stage p on s1 { write flag = 1; }",
+            "`wait flag >= 1` in stage `w` can only be satisfied by `write flag = 1` in stage `p`, which runs after it (`p` writes `flag` after `w` reads it): the stream would wait for ever; write the flag in a stage this one runs after, or wait in a later stage",
+            "wait",
+        ),
+        (
+            "stage w on s1 { wait flag == 2; write flag = 2; }",
+            "`wait flag == 2` in stage `w` can only be satisfied by `write flag = 2` in stage `w`, which runs after it (it comes later in stage `w`): the stream would wait for ever; put the write before the wait",
+            "wait",
+        ),
+        (
+            "stage p on s1 { write flag = 1; } stage w on s2 { wait flag == 2; }",
+            "`wait flag == 2` in stage `w` sees the value of `write flag = 1` in stage `p`, the last write before it, which never satisfies it: the stream would wait for ever; wait for the value written, or write the value waited for",
+            "2",
+        ),
+        (
+            "scratch { ready: FlagCell } stage w on s1 { wait ready & 1; }",
+            "`wait ready & 1` in stage `w` waits on scratch flag `ready`, which nothing writes before it and nothing outside the pipeline can: it stays 0 and the stream would wait for ever; `write ready = VALUE` in a stage this one runs after",
+            "wait",
+        ),
+    ]);
+    lower_ok(&with(
+        // Written before, by a value the macro cannot know, by a call, or set outside.
+        "stage p on s1 { write flag = n; }
+         stage w on s2 { wait flag >= n; wait shared_flag == 1; }
+         stage q on s1 { call signal() writes(flag); }
+         stage v on s2 { wait flag & 4; }",
+    ));
+    // A reset after the wait cannot satisfy it: the value comes from outside.
+    lower_ok(&with("stage w on s1 { wait flag == 1; write flag = 0; }"));
+    // The last write before the wait decides, and wrapping `>=` counts.
+    lower_ok(&with(
+        "stage p on s1 { write flag = 1; write flag = 3; } stage w on s2 { wait flag >= 2; }",
+    ));
+}
+
+#[test]
+fn scratch_buffers_are_written_before_they_are_read() {
+    assert_cases(&[
+        (
+            "scratch { t: DeviceBuffer<f32> = 4 } stage s on s1 { launch k::scale(n, alpha, t, a) grid 1 block 1; fill t = 0.0; }",
+            "scratch buffer `t` is read in stage `s` before anything writes it: its contents start undefined, and a later step finds what the last one left; write it first (`fill t = 0;`, or a kernel that writes it) in an earlier statement or in a stage `s` runs after, or make it a param if it keeps state from step to step",
+            "t",
+        ),
+        (
+            "scratch { t: DeviceBuffer<f32> = 4 } stage r on s2 { copy t -> h; } stage w on s1 { fill t = 0.0; }",
+            "scratch buffer `t` is read in stage `r` before anything writes it: its contents start undefined, and a later step finds what the last one left; write it first (`fill t = 0;`, or a kernel that writes it) in an earlier statement or in a stage `r` runs after, or make it a param if it keeps state from step to step",
+            "t",
+        ),
+    ]);
+    lower_ok(&with(
+        "scratch { t: DeviceBuffer<f32> = 4, p: PinnedBuffer<f32> = 4 }
+         stage w on s1 { launch k::touch(t) grid 1 block 1; }
+         stage r on s2 { copy t -> h; copy p -> b; call f(t) reads(t) writes(b); }",
+    ));
+}

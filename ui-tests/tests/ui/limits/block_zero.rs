@@ -1,0 +1,20 @@
+//! A block of 0 threads launches nothing (CUDA rejects it): every dimension needs at least
+//! 1.
+
+use gpu_pipeline::{DeviceBuffer, gpu_pipeline};
+
+gpu_pipeline! {
+    pub pipeline Stencil {
+        streams { main }
+        unsafe kernels k = ptx(include_str!("../../../../runtime/kernels/test_kernels.ptx")) {
+            fn saxpy(n: u32, a: f32, x: &[f32], y: &mut [f32]);
+            fn add_scalar(n: u32, value: f32, data: &mut [f32]);
+        }
+        params { n: u32, y: &mut DeviceBuffer<f32> }
+        stage step on main {
+            launch k::add_scalar(n, 1.0, y) grid n block 0;
+        }
+    }
+}
+
+fn main() {}

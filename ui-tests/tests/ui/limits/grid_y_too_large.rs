@@ -1,0 +1,19 @@
+//! A grid has at most 65535 blocks in y and z (2^31 - 1 in x).
+
+use gpu_pipeline::{DeviceBuffer, gpu_pipeline};
+
+gpu_pipeline! {
+    pub pipeline Stencil {
+        streams { main }
+        unsafe kernels k = ptx(include_str!("../../../../runtime/kernels/test_kernels.ptx")) {
+            fn saxpy(n: u32, a: f32, x: &[f32], y: &mut [f32]);
+            fn add_scalar(n: u32, value: f32, data: &mut [f32]);
+        }
+        params { n: u32, y: &mut DeviceBuffer<f32> }
+        stage step on main {
+            launch k::add_scalar(n, 1.0, y) grid (1, 100_000) block 256;
+        }
+    }
+}
+
+fn main() {}
