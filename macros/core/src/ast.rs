@@ -145,7 +145,7 @@ pub struct Module {
     pub kernels: Vec<Kernel>,
 }
 
-/// `fn stencil(nx: u32, src: &[f32], dst: &mut [f32]) host = path;`.
+/// `fn stencil(nx: u32, src: &[f32], dst: &mut [f32]) cpu = path;`.
 #[derive(Debug)]
 pub struct Kernel {
     /// Doc comments.
@@ -156,15 +156,16 @@ pub struct Kernel {
     pub name: Ident,
     /// Its parameters as declared.
     pub params: Vec<KernelParam>,
-    /// `host = PATH`: the host implementation used by the host backend.
+    /// `cpu = PATH`: the CPU implementation the CPU backend runs.
     pub host: Option<HostImpl>,
 }
 
-/// `host = crate::heat_host::stencil` on a kernel.
+/// `cpu = crate::heat_cpu::stencil` on a kernel (`host = ...`, the spelling of earlier
+/// versions, is accepted too).
 #[derive(Debug)]
 pub struct HostImpl {
-    /// The `host` keyword.
-    pub keyword: kw::host,
+    /// The keyword's span (`cpu`, or `host`).
+    pub keyword: Span,
     /// The path of the Rust function.
     pub path: Path,
 }
@@ -738,13 +739,19 @@ impl Parse for Kernel {
             if lookahead.peek(Token![;]) {
                 input.parse::<Token![;]>()?;
                 break;
-            } else if lookahead.peek(kw::host) {
-                let keyword: kw::host = input.parse()?;
+            } else if lookahead.peek(kw::cpu) || lookahead.peek(kw::host) {
+                let keyword = if input.peek(kw::cpu) {
+                    input.parse::<kw::cpu>()?.span
+                } else {
+                    input.parse::<kw::host>()?.span
+                };
                 input.parse::<Token![=]>()?;
                 let path = input.call(Path::parse_mod_style)?;
                 if host.replace(HostImpl { keyword, path }).is_some() {
-                    let message = format!("`host` set twice on kernel `{name}`; keep one");
-                    return Err(syn::Error::new(keyword.span, message));
+                    let message = format!(
+                        "the CPU implementation of kernel `{name}` is set twice; keep one `cpu = ...`"
+                    );
+                    return Err(syn::Error::new(keyword, message));
                 }
             } else {
                 return Err(lookahead.error());

@@ -32,6 +32,7 @@ pub mod kw {
     syn::custom_keyword!(fatbin);
     syn::custom_keyword!(cuda_c);
     syn::custom_keyword!(host);
+    syn::custom_keyword!(cpu);
 
     // Stage header.
     syn::custom_keyword!(on);

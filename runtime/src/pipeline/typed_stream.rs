@@ -110,8 +110,8 @@ impl<'s, M> TypedStream<'s, M> {
 
     /// The raw `CUstream`, for other CUDA libraries (cuBLAS, NCCL, ...): what they enqueue on
     /// it is ordered like the stage's own work and captured with it. Their calls must be
-    /// capturable too. Null on the host backend.
-    pub fn handle(&self) -> sys::CUstream {
+    /// capturable too. `None` on the CPU backend.
+    pub fn handle(&self) -> Option<sys::CUstream> {
         self.stream.handle()
     }
 

@@ -203,7 +203,7 @@ fn new_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
         });
         match &kernel.decl.host {
             Some(host) => {
-                // The host implementation, coerced to the function type of the kernel's
+                // The CPU implementation, coerced to the function type of the kernel's
                 // signature at the user's path: a mismatch is one error there, and "expected
                 // due to this" points at the declared parameter types.
                 let path = &host.path;
@@ -214,7 +214,7 @@ fn new_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                     let host: #signature = #path;
                     host
                 });
-                quote!(#field: #rt::with_host::<#sig, _>(#declared, #host))
+                quote!(#field: #rt::with_cpu::<#sig, _>(#declared, #host))
             }
             None => quote!(#field: #declared),
         }
