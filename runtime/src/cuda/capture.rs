@@ -48,7 +48,7 @@ pub(crate) fn end(stream: &Stream) -> Result<Graph> {
         .and_then(|id| records().as_mut().and_then(|m| m.remove(&id)))
         .unwrap_or_default();
     if let Some(id) = id {
-        Stream::leave_capture(id);
+        stream.leave_capture(id);
     }
     // On failure no graph exists any more, so `record` may drop.
     check("cuStreamEndCapture", code)?;

@@ -281,7 +281,12 @@ impl Stream {
         check("cuStreamWaitEvent", unsafe {
             (d.cuStreamWaitEvent)(self.raw, event.raw(), sys::CU_EVENT_WAIT_DEFAULT)
         })?;
-        if let Some(id) = event.recorded_in_capture() {
+        // The driver joins this handle to the capture the event was recorded in, if that
+        // capture is still going on: ask it rather than trust an old record.
+        if let Some(id) = event.recorded_in_capture()
+            && self.state.tracked() != Some(id)
+            && self.capture_info()? == (CUstreamCaptureStatus::ACTIVE, id)
+        {
             self.state.capture.store(id, Ordering::Release);
             lock(&JOINED)
                 .get_or_insert_with(HashMap::new)
@@ -389,13 +394,15 @@ impl Stream {
         self.state.capture.store(id.unwrap_or(0), Ordering::Release);
     }
 
-    /// Takes every handle that joined capture `id` out of it (its origin ended it).
-    pub(crate) fn leave_capture(id: u64) {
+    /// Takes every handle that joined capture `id` out of it (this handle, its origin, ended
+    /// it while holding its own gate, which is therefore not taken again).
+    pub(crate) fn leave_capture(&self, id: u64) {
         let joined = lock(&JOINED)
             .as_mut()
             .and_then(|m| m.remove(&id))
             .unwrap_or_default();
-        for state in joined.iter().filter_map(Weak::upgrade) {
+        let joined = joined.iter().filter_map(Weak::upgrade);
+        for state in joined.filter(|state| !Arc::ptr_eq(state, &self.state)) {
             let _gate = state.gate.write().unwrap_or_else(PoisonError::into_inner);
             let _ = state
                 .capture
