@@ -254,6 +254,17 @@ fn fatbin_fields(image: &[u8]) -> Vec<(usize, usize)> {
 
 /// The images the field mutations of `image` make, one field and one value at a time.
 fn mutations(image: &[u8], fields: &[(usize, usize)]) -> Vec<Vec<u8>> {
+    mutations_described(image, fields)
+        .into_iter()
+        .map(|(_, bytes)| bytes)
+        .collect()
+}
+
+/// [`mutations`], each with what it changed (`at`, width, value), for tracing.
+fn mutations_described(
+    image: &[u8],
+    fields: &[(usize, usize)],
+) -> Vec<((usize, usize, u64), Vec<u8>)> {
     let len = image.len() as u64;
     let values = [
         0,
@@ -272,7 +283,7 @@ fn mutations(image: &[u8], fields: &[(usize, usize)]) -> Vec<Vec<u8>> {
             let mut changed = image.to_vec();
             changed[at..at + width].copy_from_slice(&value.to_le_bytes()[..width]);
             if changed != image {
-                out.push(changed);
+                out.push(((at, width, value), changed));
             }
         }
     }
@@ -288,11 +299,17 @@ fn accepted_mutations_of_real_images_never_crash_the_driver() {
         return;
     }
     let ctx = Context::cuda(0).expect("a CUDA device");
+    // With this set (and --nocapture), each image is named before the driver sees it, so a
+    // crash points at the mutation that caused it.
+    let trace = std::env::var_os("GPU_PIPELINE_TRACE_MUTATIONS").is_some();
     for (name, image) in fixtures(".cubin") {
         let (mut accepted, mut loaded, mut total) = (0, 0, 0);
-        for changed in mutations(&image, &cubin_fields(&image)) {
+        for ((at, width, value), changed) in mutations_described(&image, &cubin_fields(&image)) {
             total += 1;
             if check_cubin(&changed).is_ok() {
+                if trace {
+                    eprintln!("{name}: loading bytes {at:#x}..+{width} = {value:#x}");
+                }
                 accepted += 1;
                 loaded += usize::from(Module::load_cubin(&ctx, &changed).is_ok());
             }
@@ -317,6 +334,30 @@ fn accepted_mutations_of_real_images_never_crash_the_driver() {
         }
         eprintln!("{name}: {total} mutations, {accepted} accepted, {loaded} loaded");
     }
+}
+
+/// The mutation of the committed cubin that crashed the driver on an H100 (the global
+/// `.nv.info`'s `sh_info` set to `0xffffffff`, which the driver follows as an index) is
+/// refused before the driver sees it.
+#[test]
+fn the_info_index_that_crashed_the_driver_is_refused() {
+    let image = include_bytes!("../../runtime/kernels/test_kernels.sm_90.cubin");
+    let int = |at: usize, w: usize| {
+        image[at..at + w]
+            .iter()
+            .rev()
+            .fold(0usize, |acc, &b| (acc << 8) | usize::from(b))
+    };
+    let (shoff, shnum, shstrndx) = (int(0x28, 8), int(0x3C, 2), int(0x3E, 2));
+    let names = int(shoff + 64 * shstrndx + 0x18, 8);
+    let info = (0..shnum)
+        .map(|i| shoff + 64 * i)
+        .find(|&at| image[names + int(at, 4)..].starts_with(b".nv.info\0"))
+        .expect("the committed cubin has a global .nv.info");
+    let mut changed = image.to_vec();
+    changed[info + 0x2C..info + 0x30].copy_from_slice(&u32::MAX.to_le_bytes());
+    let err = check_cubin(&changed).unwrap_err();
+    assert!(err.to_string().contains("sh_info"), "{err}");
 }
 
 /// Real fatbins load and their kernels resolve; compressed ones are refused, not loaded.

@@ -583,18 +583,30 @@ impl GraphExec {
                 "the node belongs to another graph than the one this was instantiated from",
             ));
         }
-        let keep = keep_for(function, args)?;
-        if keep
-            .iter()
-            .any(|k| matches!(k, Keep::Device(m) if m.context().raw() != self.source.ctx.raw()))
-        {
+        // The hot path of scalar setters: the same buffers and module again, so nothing is
+        // allocated or retained unless something new comes.
+        let ctx = self.source.ctx.raw();
+        let (mut foreign, mut new) = (false, Vec::new());
+        let key = |ptr: *const ()| ptr as usize;
+        if !self.keep_keys.contains(&key(Arc::as_ptr(function.module()).cast())) {
+            new.push(Keep::Object(function.module().clone()));
+        }
+        args.visit_memory(&mut |memory| {
+            foreign |= memory.context().raw() != ctx;
+            if !self.keep_keys.contains(&key(Arc::as_ptr(memory).cast())) {
+                new.push(Keep::Device(memory.clone()));
+            }
+        })?;
+        if foreign {
             return Err(Error::mismatch(
                 CALL,
                 "a buffer argument belongs to another context than the graph",
             ));
         }
         // New buffers must outlive every later launch: retained before the driver sees them.
-        self.retain(keep);
+        if !new.is_empty() {
+            self.retain(new);
+        }
         let d = self.source.ctx.bind()?;
         let raw = self.raw;
         with_node_params(function, config, args, |params| {

@@ -201,7 +201,7 @@ fn a_repeated_option_is_an_error_at_the_second() {
     );
     assert_eq!(
         parse_error(r#"pipeline P { unsafe kernels k = ptx("") { fn f() host = a host = b; } }"#),
-        "`host` set twice on kernel `f`; keep one"
+        "the CPU implementation of kernel `f` is set twice; keep one `cpu = ...`"
     );
     assert_eq!(
         parse_error(&with(

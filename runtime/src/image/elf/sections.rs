@@ -2,7 +2,8 @@
 
 use super::header::Header;
 use super::{
-    SHDR_SIZE, SHF_INFO_LINK, SHT_NOBITS, SHT_REL, SHT_RELA, SHT_STRTAB, SHT_SYMTAB_SHNDX, fail,
+    SHDR_SIZE, SHF_INFO_LINK, SHT_DYNSYM, SHT_GROUP, SHT_NOBITS, SHT_REL, SHT_RELA, SHT_STRTAB,
+    SHT_SYMTAB, SHT_SYMTAB_SHNDX, fail,
 };
 use crate::image::error::ImageError;
 use crate::image::read::{self, Bytes};
@@ -124,12 +125,14 @@ pub(crate) fn check(
         return Err(fail(0, "the section header table", "is empty"));
     };
     null_section(null)?;
+    let indices = index_bound(sections);
     for s in sections {
         supported_kind(s)?;
         contents_in_bounds(image, s)?;
         alignment(s)?;
         link_in_range(s, sections.len())?;
         info_link_in_range(s, sections.len())?;
+        info_is_an_index(s, indices)?;
     }
     let names = name_table(image, name_table_section)?;
     for s in sections {
@@ -243,6 +246,39 @@ fn info_link_in_range(s: &Section, count: usize) -> Result<(), ImageError> {
     ))
 }
 
+/// The bound below which every `sh_info` must lie: the larger of the section count and the
+/// symbol count, since CUDA's sections use `sh_info` for one index or the other.
+fn index_bound(sections: &[Section]) -> u64 {
+    let symbols = sections
+        .iter()
+        .filter(|s| matches!(s.kind, SHT_SYMTAB | SHT_DYNSYM))
+        .map(|s| s.size / super::SYM_SIZE)
+        .max()
+        .unwrap_or(0);
+    symbols.max(sections.len() as u64)
+}
+
+/// Every other `sh_info` is an index too, of a section or of a symbol, in CUDA's sections
+/// (a kernel's `.text` names its symbol, its `.nv.shared` its `.text` section, without
+/// `SHF_INFO_LINK`), and the driver follows it without a check: a cubin whose global
+/// `.nv.info` said `sh_info = 0xffffffff` crashed it. So it must lie below both counts' larger.
+fn info_is_an_index(s: &Section, bound: u64) -> Result<(), ImageError> {
+    // Symbol tables and groups give `sh_info` their own meaning, checked in `tables.rs` and
+    // `groups.rs`.
+    if matches!(s.kind, SHT_SYMTAB | SHT_DYNSYM | SHT_GROUP) || u64::from(s.info) < bound {
+        return Ok(());
+    }
+    Err(fail(
+        s.info_at(),
+        s.field("sh_info"),
+        format!(
+            "is {} but the image has fewer sections and symbols than that; CUDA's sections \
+             use it as a section or symbol index",
+            s.info
+        ),
+    ))
+}
+
 /// The section named by `e_shstrndx` is a non-empty string table ending in NUL, so every
 /// name read from it ends inside it. Returns its bytes.
 fn name_table<'a>(image: Bytes<'a>, s: &Section) -> Result<Bytes<'a>, ImageError> {
@@ -343,6 +379,15 @@ mod tests {
     fn alignment_must_be_a_power_of_two() {
         let e = broken(".text.k", SH_ADDRALIGN, &24u64.to_le_bytes());
         assert!(e.field.ends_with("`sh_addralign`"), "{e}");
+    }
+
+    #[test]
+    fn every_info_is_a_section_or_symbol_index() {
+        // The image that crashed the driver on an H100: the global `.nv.info` with
+        // `sh_info = 0xffffffff`.
+        let e = broken(".nv.info", SH_INFO, &u32::MAX.to_le_bytes());
+        assert!(e.field.ends_with("`sh_info`"), "{e}");
+        assert!(e.reason.contains("section or symbol index"), "{e}");
     }
 
     #[test]
