@@ -8,6 +8,8 @@ pub use gpu_pipeline_macros::gpu_pipeline;
 
 pub mod sys;
 
+pub mod collective;
+
 mod context;
 mod device;
 mod driver;
