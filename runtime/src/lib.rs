@@ -9,6 +9,7 @@ pub use gpu_pipeline_macros::gpu_pipeline;
 pub mod sys;
 
 pub mod collective;
+pub mod launcher;
 pub mod rendezvous;
 
 mod context;
