@@ -10,6 +10,9 @@ pub mod sys;
 
 pub mod collective;
 pub mod launcher;
+/// NCCL collectives between GPUs (lives with the CUDA backend; see `cuda/nccl/`).
+#[path = "cuda/nccl/mod.rs"]
+pub mod nccl;
 pub mod rendezvous;
 
 mod context;
