@@ -524,9 +524,24 @@ fn rank_status(status: ExitStatus) -> RankStatus {
     }
 }
 
-/// A port nobody listens on now (the OS picks it). Another process may take it before rank 0
-/// binds it; pass [`Launch::master_port`] to choose one instead.
+/// The ports [`free_port`] picks from: below Linux's ephemeral range (32768 and up), so no
+/// outgoing connection holds one.
+const PORTS: std::ops::Range<u16> = 20000..32000;
+
+/// A port nobody listens on now, picked at random from [`PORTS`]: the OS's own choice
+/// (`bind` to port 0) hands two launches started together the same just-freed port. Another
+/// process may still take it before rank 0 binds it (rank 0 then fails to listen, and a rank
+/// of the other job is refused by its key); pass [`Launch::master_port`] to choose one.
 fn free_port(addr: &str) -> Result<u16, LaunchError> {
+    let random = RandomState::new();
+    let span = u64::from(PORTS.end - PORTS.start);
+    for attempt in 0u32..64 {
+        let offset = random.hash_one((std::process::id(), attempt)) % span;
+        let port = PORTS.start + offset as u16;
+        if TcpListener::bind((addr, port)).is_ok() {
+            return Ok(port);
+        }
+    }
     TcpListener::bind((addr, 0))
         .and_then(|l| l.local_addr())
         .map(|a| a.port())

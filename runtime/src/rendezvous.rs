@@ -12,10 +12,12 @@
 //!   by rename); the others poll for it and acknowledge with a file each.
 //!
 //! Nothing waits forever: every wait ends at the store's timeout with
-//! [`RendezvousError::Timeout`], and a peer that speaks another protocol, another job's key,
-//! a wrong world size or a duplicate rank is [`RendezvousError::Peer`]. A job key
-//! (`GPU_PIPELINE_RENDEZVOUS_KEY`, which our launcher sets at random) keeps a stale process
-//! or file of an earlier run from joining this one.
+//! [`RendezvousError::Timeout`]. A connection that is not one of this job's ranks (another
+//! program, or another job's key: `GPU_PIPELINE_RENDEZVOUS_KEY`, which our launcher sets at
+//! random) is refused and told why, while rank 0 goes on waiting for its own ranks; one of
+//! this job's ranks with a wrong world size, an impossible or a duplicate rank fails the job
+//! with [`RendezvousError::Peer`]. The key also keeps a stale file of an earlier run from
+//! being read as this run's.
 //!
 //! ```no_run
 //! use gpu_pipeline::rendezvous::{RankInfo, Rendezvous};
@@ -398,6 +400,18 @@ const HELLO_LEN: usize = 4 + 1 + 4 + 4 + 8;
 const STATUS_OK: u8 = 0;
 const STATUS_REFUSED: u8 = 1;
 const ACK: u8 = 0x06;
+/// How long rank 0 waits for a connection's greeting before refusing it.
+const GREETING_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What rank 0 makes of a connection.
+enum Verdict {
+    /// One of this job's ranks.
+    Join(usize),
+    /// Not this job's (another program, another job's key): refused, and rank 0 goes on.
+    Stranger(String),
+    /// This job's key, but a rank or world size that cannot be: the job fails.
+    Misconfigured(String),
+}
 
 /// Rank 0 serves the payload on `host:port`; the other ranks connect (see the module docs).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -586,45 +600,39 @@ impl TcpStore {
             stream
                 .set_nonblocking(false)
                 .map_err(|e| io_error("talk to", &peer, &e))?;
+            // A rank greets as soon as it connects; anything slower is not one of ours.
+            let greeting_deadline = deadline.min(Instant::now() + GREETING_TIMEOUT);
             let mut hello = [0u8; HELLO_LEN];
-            match read_before(&mut stream, &mut hello, deadline) {
-                Ok(true) => {}
-                Ok(false) => return Err(bad("it connected but sent no greeting in time".into())),
-                Err(e) => return Err(bad(format!("it hung up before greeting: {e}"))),
-            }
-            let checked = Hello::decode(&hello).and_then(|h| {
-                if h.key != self.key {
-                    Err(format!(
-                        "it belongs to another job (key {:#x}, this job's is {:#x})",
-                        h.key, self.key
-                    ))
-                } else if h.world_size != world_size {
-                    Err(format!(
-                        "rank {} says the world has {} ranks; rank 0 says {world_size}",
-                        h.rank, h.world_size
-                    ))
-                } else if h.rank == 0 || h.rank >= world_size {
-                    Err(format!(
-                        "it claims rank {}, which is not one of 1..{world_size}",
-                        h.rank
-                    ))
-                } else if let Some((_, first)) = &peers[h.rank] {
-                    Err(format!("rank {} already joined from {first}", h.rank))
-                } else {
-                    Ok(h.rank)
-                }
-            });
-            match checked {
-                Ok(rank) => {
+            let verdict = match read_before(&mut stream, &mut hello, greeting_deadline) {
+                Ok(true) => match Hello::decode(&hello) {
+                    Ok(h) => self.judge(&h, world_size, &peers),
+                    Err(reason) => Verdict::Stranger(reason),
+                },
+                Ok(false) => Verdict::Stranger(format!(
+                    "it connected but sent no greeting within {GREETING_TIMEOUT:?}"
+                )),
+                Err(e) => Verdict::Stranger(format!("it hung up before greeting: {e}")),
+            };
+            match verdict {
+                Verdict::Join(rank) => {
                     peers[rank] = Some((stream, addr));
                     joined += 1;
                 }
-                Err(reason) => {
-                    // Best effort: tell the peer why before failing the job.
+                // Not this job's: refuse it and keep waiting for our ranks.
+                Verdict::Stranger(reason) => {
                     let _ = write_before(
                         &mut stream,
                         &reply(STATUS_REFUSED, reason.as_bytes()),
-                        deadline,
+                        greeting_deadline,
+                    );
+                    tracing::warn!(peer = %peer, %reason, "rendezvous refused a connection");
+                }
+                // This job's, but inconsistent: the job cannot succeed.
+                Verdict::Misconfigured(reason) => {
+                    let _ = write_before(
+                        &mut stream,
+                        &reply(STATUS_REFUSED, reason.as_bytes()),
+                        greeting_deadline,
                     );
                     return Err(bad(reason));
                 }
@@ -671,6 +679,37 @@ impl TcpStore {
             }
         }
         Ok(())
+    }
+
+    /// Whether a greeting rank may join: another job's key makes it a stranger (refused,
+    /// while rank 0 goes on waiting); a wrong world size, rank or a duplicate, with this
+    /// job's key, means the job is misconfigured (an error for every rank).
+    fn judge(
+        &self,
+        h: &Hello,
+        world_size: usize,
+        peers: &[Option<(TcpStream, SocketAddr)>],
+    ) -> Verdict {
+        if h.key != self.key {
+            Verdict::Stranger(format!(
+                "it belongs to another job (key {:#x}, this job's is {:#x})",
+                h.key, self.key
+            ))
+        } else if h.world_size != world_size {
+            Verdict::Misconfigured(format!(
+                "rank {} says the world has {} ranks; rank 0 says {world_size}",
+                h.rank, h.world_size
+            ))
+        } else if h.rank == 0 || h.rank >= world_size {
+            Verdict::Misconfigured(format!(
+                "it claims rank {}, which is not one of 1..{world_size}",
+                h.rank
+            ))
+        } else if let Some((_, first)) = &peers[h.rank] {
+            Verdict::Misconfigured(format!("rank {} already joined from {first}", h.rank))
+        } else {
+            Verdict::Join(h.rank)
+        }
     }
 
     /// Rank `rank` (not 0): connects to rank 0, retrying until it listens, and returns the
@@ -1164,27 +1203,40 @@ mod tests {
     }
 
     #[test]
-    fn a_peer_of_another_job_is_refused_and_told_why() {
+    fn strangers_are_refused_and_told_why_while_the_job_goes_on() {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let store = local_store(&listener, Duration::from_secs(30), 1);
         let stranger = TcpStore {
             key: 2,
             ..store.clone()
         };
+        let port = store.port;
         std::thread::scope(|s| {
-            let client = s.spawn(move || stranger.fetch(1, 2));
-            let err = store.serve_on(&listener, 2, b"x").unwrap_err();
-            assert!(err.to_string().contains("another job"), "{err}");
-            let told = client.join().unwrap().unwrap_err().to_string();
+            let server = s.spawn(|| store.serve_on(&listener, 2, b"ok"));
+            let other_job = s.spawn(move || stranger.fetch(1, 2));
+            let http = s.spawn(move || {
+                let mut raw = TcpStream::connect(("127.0.0.1", port)).unwrap();
+                let _ = raw.write_all(b"GET / HTTP/1.1\r\nHost: example\r\n\r\n");
+                let mut answer = Vec::new();
+                let _ = raw.read_to_end(&mut answer);
+                String::from_utf8_lossy(&answer).into_owned()
+            });
+            // Both strangers are turned away before rank 1 arrives...
+            let told = other_job.join().unwrap().unwrap_err().to_string();
             assert!(
                 told.contains("refused rank 1") && told.contains("another job"),
                 "{told}"
             );
+            let answer = http.join().unwrap();
+            assert!(answer.contains("does not speak"), "{answer}");
+            // ...and rank 0 is still there for it.
+            assert_eq!(store.fetch(1, 2).unwrap(), b"ok");
+            server.join().unwrap().unwrap();
         });
     }
 
     #[test]
-    fn wrong_world_sizes_duplicates_and_strangers_are_errors() {
+    fn wrong_world_sizes_and_duplicate_ranks_fail_the_job() {
         type Peer = Box<dyn Fn(TcpStore) + Send>;
         let cases: Vec<(Peer, &str)> = vec![
             (
@@ -1203,14 +1255,6 @@ mod tests {
                     });
                 }),
                 "rank 1 already joined",
-            ),
-            (
-                Box::new(|store: TcpStore| {
-                    let mut raw = TcpStream::connect(("127.0.0.1", store.port)).unwrap();
-                    let _ = raw.write_all(b"GET / HTTP/1.1\r\nHost: example\r\n\r\n");
-                    let _ = raw.read(&mut [0u8; 64]);
-                }),
-                "does not speak the gpu-pipeline rendezvous protocol",
             ),
         ];
         for (peer, needle) in cases {

@@ -227,6 +227,8 @@ impl Communicator {
         config: &CommConfig,
     ) -> Result<Communicator> {
         const CALL: &str = "Communicator::init";
+        // Inside a group NCCL would defer the init, and the handle would not be usable yet.
+        super::ops::refuse_in_group(CALL)?;
         let n = nccl()?;
         if world_size == 0 || rank >= world_size {
             return Err(Error::invalid(

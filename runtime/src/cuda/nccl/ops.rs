@@ -12,7 +12,10 @@
 //! - afterwards the allocation's own rule applies: device memory is freed only after a
 //!   context synchronize, or in stream order on a stream every recorded use precedes (each
 //!   operation records its use on the stream, like a copy does);
-//! - in a capture, the graph keeps every buffer and the communicator alive.
+//! - in a capture, the graph keeps every buffer and the communicator alive (`adapt` hands
+//!   them to the runtime's capture keep-alive; as for every enqueue of this layout, a capture
+//!   that another thread begins on the same stream between that check and the enqueue is
+//!   not seen).
 //!
 //! What the types cannot check: the *other ranks*. NCCL requires every rank to issue the
 //! same collectives in the same order, and each send to meet a recv of the same count and
@@ -41,7 +44,7 @@ thread_local! {
     static IN_GROUP: Cell<bool> = const { Cell::new(false) };
 }
 
-fn refuse_in_group(call: &'static str) -> Result<()> {
+pub(super) fn refuse_in_group(call: &'static str) -> Result<()> {
     if IN_GROUP.with(Cell::get) {
         return Err(Error::invalid(
             call,
