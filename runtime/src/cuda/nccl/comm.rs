@@ -130,9 +130,12 @@ impl Drop for CommHandle {
         let mut state = ncclResult_t::SUCCESS;
         // SAFETY: a live communicator and a valid out-pointer.
         let query = unsafe { (n.ncclCommGetAsyncError)(self.raw, &mut state) };
+        // While this thread panics the other ranks may never reach their destroy (an intra-node
+        // collective), so a panicking rank aborts too.
         let healthy = query.is_success()
             && (state.is_success() || state == ncclResult_t::IN_PROGRESS)
-            && !self.failed.load(Ordering::Acquire);
+            && !self.failed.load(Ordering::Acquire)
+            && !std::thread::panicking();
         if healthy {
             // Waits for this communicator's outstanding work (a blocking communicator).
             // SAFETY: a live communicator, destroyed once; nothing uses it afterwards.
@@ -163,9 +166,9 @@ impl Drop for CommHandle {
 /// Like NCCL's, it is driven from one thread at a time: it is `Send` but not `Sync`.
 /// Dropping it destroys the communicator (`ncclCommDestroy`, which waits for its outstanding
 /// work and, per NCCL, expects every rank on the node to destroy theirs), or aborts it
-/// (`ncclCommAbort`) when any call failed or NCCL reports an asynchronous error, so a
-/// broken communicator is never waited on. A graph captured with its operations keeps it
-/// alive until the graph is dropped.
+/// (`ncclCommAbort`) when any call failed, NCCL reports an asynchronous error, or the thread
+/// is panicking, so a broken communicator is never waited on. A graph captured with its
+/// operations keeps it alive until the graph is dropped.
 ///
 /// ```no_run
 /// use gpu_pipeline::collective::ReduceOp;
