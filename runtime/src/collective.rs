@@ -2,7 +2,7 @@
 //! operators, with the one rule that ties them together ([`ReduceOp::check`]).
 //!
 //! NCCL ([`crate::nccl`]) maps an [`ElementKind`] to its `ncclDataType_t`; the CPU backend's
-//! [`World`](crate::collective::World) reduces bytes of that kind itself. Keeping both on
+//! [`World`] reduces bytes of that kind itself. Keeping both on
 //! these types means a program that passes the checks on one backend passes them on the other.
 #![forbid(unsafe_code)]
 
@@ -13,7 +13,7 @@ use bytemuck::Pod;
 #[path = "cpu/collective.rs"]
 mod cpu;
 
-pub use cpu::{CollectiveError, Comm, CommGroup, World};
+pub use cpu::{CollectiveError, Comm, CommGroup, DEFAULT_TIMEOUT, World};
 
 /// The element types collectives move and reduce: those NCCL and Rust share.
 ///

@@ -10,7 +10,7 @@ pub mod sys;
 
 pub mod collective;
 pub mod launcher;
-/// NCCL collectives between GPUs (lives with the CUDA backend; see `cuda/nccl/`).
+// NCCL lives with the CUDA backend (`cuda/nccl/`).
 #[path = "cuda/nccl/mod.rs"]
 pub mod nccl;
 pub mod rendezvous;

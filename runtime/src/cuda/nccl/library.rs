@@ -275,7 +275,8 @@ pub(crate) fn candidates(
     (paths, searched)
 }
 
-/// The library paths [`nccl`] tries, in order (the override alone when it is set).
+/// The library paths tried when NCCL is first used, in order (the override alone when it
+/// is set).
 pub fn candidate_paths() -> Vec<String> {
     let override_path = std::env::var(NCCL_PATH_ENV).ok();
     candidates(override_path.as_deref(), &python_package_dirs()).0
