@@ -109,6 +109,29 @@ pub enum Error {
         what: String,
     },
 
+    /// No NCCL library could be opened, or the one found lacks an entry point we call. Lists
+    /// every path tried and why it failed.
+    #[error("no usable NCCL library could be loaded; tried {}", LibraryAttempt::list(.tried))]
+    NcclNotFound {
+        /// Each library path tried, in order, with the loader's reason.
+        tried: Vec<LibraryAttempt>,
+    },
+
+    /// An NCCL call returned an error code.
+    #[error("{call} failed with NCCL error {code}: {message}")]
+    Nccl {
+        /// The NCCL entry point that failed, e.g. `ncclAllReduce`.
+        call: &'static str,
+        /// The raw `ncclResult_t`.
+        code: i32,
+        /// `ncclGetErrorString`'s text, and `ncclGetLastError`'s detail when it has one.
+        message: String,
+    },
+
+    /// Ranks could not meet to set up a communicator.
+    #[error("rendezvous: {0}")]
+    Rendezvous(#[from] crate::rendezvous::RendezvousError),
+
     /// An error from the CPU backend: a failed or panicking operation, a race found by
     /// checked mode, a capture misuse.
     #[error("CPU backend: {0}")]

@@ -11,6 +11,10 @@ pub use gpu_pipeline_macros::gpu_pipeline;
 
 pub mod sys;
 
+pub mod collective;
+pub mod launcher;
+pub mod rendezvous;
+
 mod context;
 mod cpu;
 mod cuda;
@@ -50,6 +54,7 @@ pub use cpu::CpuKernelFn as HostKernelFn;
 #[doc(hidden)]
 pub use cpu::CpuParam as HostParam;
 pub use cpu::{CpuFault, CpuKernel, CpuKernelFn, CpuParam, Hazard, OpSite, RaceReport};
+pub use cuda::nccl;
 pub use cuda::{Device, DeviceAttribute};
 pub use driver::{
     DEFAULT_DRIVER_PATHS, DRIVER_PATH_ENV, is_available as driver_is_available,

@@ -29,6 +29,7 @@ mod launch;
 mod memop;
 mod memory;
 mod module;
+pub mod nccl;
 #[cfg(feature = "nvrtc")]
 pub mod nvrtc;
 mod pinned;

@@ -1,0 +1,639 @@
+//! Communicators: creation from a unique id, the raw (unsafe) enqueue of every operation, and
+//! teardown that never panics and never waits on a broken communicator.
+
+use std::cell::Cell;
+use std::ffi::{c_char, c_int, c_void};
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::adapt;
+use super::library::{Nccl, NcclVersion, nccl};
+use super::sys::{self, ncclComm_t, ncclDataType_t, ncclRedOp_t, ncclResult_t};
+use crate::collective::{ElementKind, ReduceOp};
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::rendezvous::{RankInfo, Rendezvous};
+use crate::sys::CUdeviceptr;
+
+/// The 128 bytes every rank of one communicator must share (`ncclUniqueId`): rank 0 makes it
+/// with [`UniqueId::new`] and hands it to the others, e.g. through a
+/// [`Rendezvous`](crate::rendezvous::Rendezvous).
+///
+/// It holds the address of a bootstrap socket that [`UniqueId::new`] opened in this process:
+/// the process that made it must live until every rank has created its communicator.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct UniqueId([u8; sys::NCCL_UNIQUE_ID_BYTES]);
+
+impl UniqueId {
+    /// A new id (`ncclGetUniqueId`); call it on one rank only.
+    pub fn new() -> Result<UniqueId> {
+        let n = nccl()?;
+        let mut raw = sys::ncclUniqueId {
+            internal: [0; sys::NCCL_UNIQUE_ID_BYTES],
+        };
+        // SAFETY: a valid out-pointer to a 128-byte ncclUniqueId.
+        n.check("ncclGetUniqueId", unsafe { (n.ncclGetUniqueId)(&mut raw) })?;
+        Ok(UniqueId(raw.internal.map(|c| c as u8)))
+    }
+
+    /// An id received from rank 0; it must be exactly 128 bytes.
+    pub fn from_bytes(bytes: &[u8]) -> Result<UniqueId> {
+        <[u8; sys::NCCL_UNIQUE_ID_BYTES]>::try_from(bytes)
+            .map(UniqueId)
+            .map_err(|_| {
+                Error::invalid(
+                    "UniqueId::from_bytes",
+                    format!(
+                        "an NCCL unique id has {} bytes, not {}",
+                        sys::NCCL_UNIQUE_ID_BYTES,
+                        bytes.len()
+                    ),
+                )
+            })
+    }
+
+    /// The 128 bytes, to send to the other ranks.
+    pub fn as_bytes(&self) -> &[u8; sys::NCCL_UNIQUE_ID_BYTES] {
+        &self.0
+    }
+
+    fn raw(&self) -> sys::ncclUniqueId {
+        sys::ncclUniqueId {
+            internal: self.0.map(|b| b as c_char),
+        }
+    }
+}
+
+impl std::fmt::Debug for UniqueId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let head: String = self.0[..8].iter().map(|b| format!("{b:02x}")).collect();
+        write!(f, "UniqueId({head}..)")
+    }
+}
+
+/// Options for [`Communicator::init_with`] (`ncclConfig_t`, NCCL 2.14+); `None` leaves NCCL's
+/// default (and its environment variables) in charge.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CommConfig {
+    /// `cgaClusterSize`: the CTA cluster size of NCCL's kernels (Hopper and newer).
+    pub cga_cluster_size: Option<i32>,
+    /// `minCTAs`: the fewest CTAs (channels) NCCL may use.
+    pub min_ctas: Option<i32>,
+    /// `maxCTAs`: the most CTAs NCCL may use, e.g. to leave SMs to overlapping compute.
+    pub max_ctas: Option<i32>,
+}
+
+impl CommConfig {
+    fn is_default(&self) -> bool {
+        *self == CommConfig::default()
+    }
+}
+
+/// The NCCL communicator handle, shared (through `Arc`) by the [`Communicator`] and every
+/// graph captured with its operations, so it outlives them all. Its drop tears it down.
+pub(crate) struct CommHandle {
+    raw: ncclComm_t,
+    ctx: Context,
+    nccl: &'static Nccl,
+    /// A call failed: the communicator's state is unknown, so teardown aborts.
+    failed: AtomicBool,
+}
+
+// SAFETY: an ncclComm_t may be used from any thread that makes the device current (every
+// call here binds the context first); NCCL forbids only concurrent use, and the handle is
+// used by one `Communicator` (which is not `Sync`) and, once that is gone, only dropped.
+unsafe impl Send for CommHandle {}
+// SAFETY: shared references only reach the handle through a `Communicator` (one thread at a
+// time, as it is not `Sync`) or sit in a graph's keep-alive list, which never calls it.
+unsafe impl Sync for CommHandle {}
+
+impl CommHandle {
+    fn bind(&self, call: &'static str) -> Result<()> {
+        adapt::bind(&self.ctx, call)
+    }
+
+    /// Checks a result, marking the communicator failed on error.
+    fn check(&self, call: &'static str, code: ncclResult_t) -> Result<()> {
+        if !code.is_success() {
+            self.failed.store(true, Ordering::Release);
+        }
+        self.nccl.check(call, code)
+    }
+}
+
+impl Drop for CommHandle {
+    fn drop(&mut self) {
+        // Best effort: NCCL uses the runtime, which uses the current context.
+        let _ = self.bind("Communicator::drop");
+        let n = self.nccl;
+        let mut state = ncclResult_t::SUCCESS;
+        // SAFETY: a live communicator and a valid out-pointer.
+        let query = unsafe { (n.ncclCommGetAsyncError)(self.raw, &mut state) };
+        // While this thread panics the other ranks may never reach their destroy (an intra-node
+        // collective), so a panicking rank aborts too.
+        let healthy = query.is_success()
+            && (state.is_success() || state == ncclResult_t::IN_PROGRESS)
+            && !self.failed.load(Ordering::Acquire)
+            && !std::thread::panicking();
+        if healthy {
+            // Waits for this communicator's outstanding work (a blocking communicator).
+            // SAFETY: a live communicator, destroyed once; nothing uses it afterwards.
+            let code = unsafe { (n.ncclCommDestroy)(self.raw) };
+            if !code.is_success() {
+                tracing::warn!(error = %n.error("ncclCommDestroy", code), "destroying an NCCL communicator failed");
+            }
+        } else {
+            // A broken communicator may never finish its work: abort rather than wait.
+            // SAFETY: a live communicator, aborted once; nothing uses it afterwards.
+            let code = unsafe { (n.ncclCommAbort)(self.raw) };
+            tracing::warn!(
+                async_error = state.0,
+                abort = code.0,
+                "aborted an NCCL communicator that had failed"
+            );
+        }
+    }
+}
+
+/// One rank's NCCL communicator: the ranks it talks to and the device it runs on.
+///
+/// Made by [`Communicator::init`] (from a [`UniqueId`] shared by other means) or
+/// [`Communicator::from_env`] (rank and rendezvous from the launcher's variables). Its
+/// operations enqueue on a CUDA stream of the same context ([`send`](Self::send),
+/// [`all_reduce`](Self::all_reduce), ..., and [`group`](Self::group) for several at once).
+///
+/// Like NCCL's, it is driven from one thread at a time: it is `Send` but not `Sync`.
+/// Dropping it destroys the communicator (`ncclCommDestroy`, which waits for its outstanding
+/// work and, per NCCL, expects every rank on the node to destroy theirs), or aborts it
+/// (`ncclCommAbort`) when any call failed, NCCL reports an asynchronous error, or the thread
+/// is panicking, so a broken communicator is never waited on. A graph captured with its
+/// operations keeps it alive until the graph is dropped.
+///
+/// ```no_run
+/// use gpu_pipeline::collective::ReduceOp;
+/// use gpu_pipeline::nccl::Communicator;
+/// use gpu_pipeline::rendezvous::RankInfo;
+/// use gpu_pipeline::{Context, DeviceBuffer, Stream};
+/// # fn main() -> gpu_pipeline::Result<()> {
+/// // Under `gpu-pipeline-launch -n 2 -- ./program`:
+/// let me = RankInfo::from_env()?;
+/// let ctx = Context::cuda(me.local_rank)?;
+/// let comm = Communicator::from_env(&ctx)?;
+/// let stream = Stream::non_blocking(&ctx)?;
+/// let mut residual = DeviceBuffer::from_slice(&stream, &[me.rank as f32])?;
+/// comm.all_reduce_in_place(&stream, &mut residual, ReduceOp::Sum)?;
+/// assert_eq!(residual.to_vec(&stream)?, [1.0]); // 0 + 1
+/// # Ok(()) }
+/// ```
+pub struct Communicator {
+    pub(super) handle: Arc<CommHandle>,
+    rank: usize,
+    size: usize,
+    _not_sync: PhantomData<Cell<()>>,
+}
+
+impl std::fmt::Debug for Communicator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Communicator")
+            .field("rank", &self.rank)
+            .field("size", &self.size)
+            .field("context", &self.handle.ctx)
+            .finish_non_exhaustive()
+    }
+}
+
+fn to_c_int(call: &'static str, what: &str, value: usize) -> Result<c_int> {
+    c_int::try_from(value)
+        .map_err(|_| Error::invalid(call, format!("{what} {value} does not fit NCCL's `int`")))
+}
+
+impl Communicator {
+    /// Rank `rank` of `world_size` ranks on `ctx`'s device, joining the other ranks that
+    /// call this with the same `id` (`ncclCommInitRank`). Blocks until all have joined.
+    pub fn init(
+        ctx: &Context,
+        world_size: usize,
+        rank: usize,
+        id: &UniqueId,
+    ) -> Result<Communicator> {
+        Communicator::init_with(ctx, world_size, rank, id, &CommConfig::default())
+    }
+
+    /// [`Communicator::init`] with options (`ncclCommInitRankConfig`; NCCL 2.14+ when any
+    /// option is set).
+    pub fn init_with(
+        ctx: &Context,
+        world_size: usize,
+        rank: usize,
+        id: &UniqueId,
+        config: &CommConfig,
+    ) -> Result<Communicator> {
+        const CALL: &str = "Communicator::init";
+        // Inside a group NCCL would defer the init, and the handle would not be usable yet.
+        super::ops::refuse_in_group(CALL)?;
+        let n = nccl()?;
+        if world_size == 0 || rank >= world_size {
+            return Err(Error::invalid(
+                CALL,
+                format!("rank {rank} is not one of the {world_size} ranks"),
+            ));
+        }
+        let nranks = to_c_int(CALL, "the world size", world_size)?;
+        let c_rank = to_c_int(CALL, "the rank", rank)?;
+        // NCCL takes the device from the current context (through the runtime).
+        adapt::bind(ctx, CALL)?;
+        let mut raw: ncclComm_t = std::ptr::null_mut();
+        let code = if config.is_default() {
+            // SAFETY: a valid out-pointer; the id is passed by value as nccl.h declares; the
+            // device's primary context is current on this thread.
+            unsafe { (n.ncclCommInitRank)(&mut raw, nranks, id.raw(), c_rank) }
+        } else {
+            let Some(init) = n.ncclCommInitRankConfig else {
+                return Err(Error::invalid(
+                    CALL,
+                    format!(
+                        "the loaded NCCL {} has no ncclCommInitRankConfig (2.14+); leave \
+                         `CommConfig` at its defaults",
+                        NcclVersion::from_code(n.version)
+                    ),
+                ));
+            };
+            let undef = |v: Option<i32>| v.unwrap_or(sys::NCCL_CONFIG_UNDEF_INT);
+            let mut raw_config = sys::ncclConfig_v21700 {
+                size: std::mem::size_of::<sys::ncclConfig_v21700>(),
+                magic: sys::NCCL_API_MAGIC,
+                version: sys::CONFIG_VERSION,
+                blocking: 1,
+                cgaClusterSize: undef(config.cga_cluster_size),
+                minCTAs: undef(config.min_ctas),
+                maxCTAs: undef(config.max_ctas),
+                netName: std::ptr::null(),
+            };
+            // SAFETY: as above; the config is a correctly initialised 2.17 prefix (size,
+            // magic and version set) that outlives the call.
+            unsafe { init(&mut raw, nranks, id.raw(), c_rank, &mut raw_config) }
+        };
+        let call = if config.is_default() {
+            "ncclCommInitRank"
+        } else {
+            "ncclCommInitRankConfig"
+        };
+        n.check(call, code)?;
+        let handle = Arc::new(CommHandle {
+            raw,
+            ctx: ctx.clone(),
+            nccl: n,
+            failed: AtomicBool::new(false),
+        });
+        let comm = Communicator {
+            handle,
+            rank,
+            size: world_size,
+            _not_sync: PhantomData,
+        };
+        comm.check_device()?;
+        Ok(comm)
+    }
+
+    /// Every rank of a launch builds its communicator on `ctx`: the rank comes from the
+    /// launcher's variables ([`RankInfo::from_env_or_single`]: a single rank when none is
+    /// set), rank 0 makes the [`UniqueId`] and the others get it through the rendezvous the
+    /// environment names ([`Rendezvous::from_env`]).
+    pub fn from_env(ctx: &Context) -> Result<Communicator> {
+        let me = RankInfo::from_env_or_single()?;
+        let id = if me.world_size == 1 {
+            UniqueId::new()?
+        } else {
+            let store = Rendezvous::from_env()?;
+            if me.is_root() {
+                let id = UniqueId::new()?;
+                store.share(&me, Some(id.as_bytes()))?;
+                id
+            } else {
+                UniqueId::from_bytes(&store.share(&me, None)?)?
+            }
+        };
+        Communicator::init(ctx, me.world_size, me.rank, &id)
+    }
+
+    /// Checks that NCCL agrees on the rank and size (`ncclCommUserRank`, `ncclCommCount`)
+    /// and took the context's device (`ncclCommCuDevice`).
+    fn check_device(&self) -> Result<()> {
+        let h = &self.handle;
+        let n = h.nccl;
+        let (mut device, mut rank, mut count): (c_int, c_int, c_int) = (-1, -1, -1);
+        // SAFETY: a live communicator and valid out-pointers, for each of the three queries.
+        h.check("ncclCommCuDevice", unsafe {
+            (n.ncclCommCuDevice)(h.raw, &mut device)
+        })?;
+        // SAFETY: as above.
+        h.check("ncclCommUserRank", unsafe {
+            (n.ncclCommUserRank)(h.raw, &mut rank)
+        })?;
+        // SAFETY: as above.
+        h.check("ncclCommCount", unsafe {
+            (n.ncclCommCount)(h.raw, &mut count)
+        })?;
+        let expected = adapt::device_ordinal(&h.ctx);
+        let as_usize = |v: c_int| usize::try_from(v).ok();
+        let problem = if expected.is_some_and(|o| as_usize(device) != Some(o)) {
+            Some(format!(
+                "NCCL bound the communicator to device {device}, not the context's device {}",
+                expected.unwrap_or_default()
+            ))
+        } else if as_usize(rank) != Some(self.rank) || as_usize(count) != Some(self.size) {
+            Some(format!(
+                "NCCL reports rank {rank} of {count}, not rank {} of {}",
+                self.rank, self.size
+            ))
+        } else {
+            None
+        };
+        match problem {
+            Some(message) => {
+                h.failed.store(true, Ordering::Release);
+                Err(Error::invalid("Communicator::init", message))
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// The number of ranks.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// The context (and so the device) the communicator runs on.
+    pub fn context(&self) -> &Context {
+        &self.handle.ctx
+    }
+
+    /// An error NCCL found while running enqueued work (`ncclCommGetAsyncError`), such as a
+    /// peer that died. After one, nothing can be assumed about enqueued operations: drop the
+    /// communicator (which then aborts it).
+    pub fn async_error(&self) -> Result<()> {
+        let h = &self.handle;
+        h.bind("Communicator::async_error")?;
+        let mut state = ncclResult_t::SUCCESS;
+        // SAFETY: a live communicator and a valid out-pointer.
+        h.check("ncclCommGetAsyncError", unsafe {
+            (h.nccl.ncclCommGetAsyncError)(h.raw, &mut state)
+        })?;
+        if state.is_success() || state == ncclResult_t::IN_PROGRESS {
+            Ok(())
+        } else {
+            h.failed.store(true, Ordering::Release);
+            Err(h.nccl.error("ncclCommGetAsyncError", state))
+        }
+    }
+
+    /// The shared handle, for graphs that capture this communicator's operations.
+    pub(super) fn shared(&self) -> Arc<CommHandle> {
+        self.handle.clone()
+    }
+}
+
+/// NCCL's data type for an element kind.
+pub(super) fn data_type(kind: ElementKind) -> ncclDataType_t {
+    match kind {
+        ElementKind::I8 => ncclDataType_t::INT8,
+        ElementKind::U8 => ncclDataType_t::UINT8,
+        ElementKind::I32 => ncclDataType_t::INT32,
+        ElementKind::U32 => ncclDataType_t::UINT32,
+        ElementKind::I64 => ncclDataType_t::INT64,
+        ElementKind::U64 => ncclDataType_t::UINT64,
+        ElementKind::F32 => ncclDataType_t::FLOAT32,
+        ElementKind::F64 => ncclDataType_t::FLOAT64,
+    }
+}
+
+/// NCCL's operator for a reduce op, after the shared check; `avg` needs NCCL 2.10.
+pub(super) fn red_op(call: &'static str, op: ReduceOp, kind: ElementKind) -> Result<ncclRedOp_t> {
+    op.check(kind).map_err(|m| Error::invalid(call, m))?;
+    Ok(match op {
+        ReduceOp::Sum => ncclRedOp_t::SUM,
+        ReduceOp::Prod => ncclRedOp_t::PROD,
+        ReduceOp::Max => ncclRedOp_t::MAX,
+        ReduceOp::Min => ncclRedOp_t::MIN,
+        ReduceOp::Avg => {
+            let n = nccl()?;
+            if n.version < 21000 {
+                return Err(Error::invalid(
+                    call,
+                    format!(
+                        "`avg` needs NCCL 2.10 or newer; the loaded one is {}",
+                        NcclVersion::from_code(n.version)
+                    ),
+                ));
+            }
+            ncclRedOp_t::AVG
+        }
+    })
+}
+
+/// The raw enqueue level: device addresses, element counts and a raw stream. Everything above
+/// (`ops.rs`) is built on these.
+///
+/// # Safety (every method)
+/// - `stream` is a live stream of this communicator's context;
+/// - every address is device memory of that context, valid for the element counts the
+///   operation touches (`count`, or `count * size` for the gathered / scattered side), and
+///   stays allocated, and untouched by the host, until the enqueued work completes (or, in a
+///   capture, for as long as the graph may be launched);
+/// - memory written (`recv`) is not read or written by other work that may run concurrently;
+/// - the peers issue the matching operation with the same count and type (NCCL's contract;
+///   a mismatch can hang or corrupt the received data).
+impl Communicator {
+    fn enqueue(
+        &self,
+        call: &'static str,
+        f: impl FnOnce(&Nccl, ncclComm_t) -> ncclResult_t,
+    ) -> Result<()> {
+        let h = &self.handle;
+        h.bind(call)?;
+        h.check(call, f(h.nccl, h.raw))
+    }
+
+    fn peer(call: &'static str, peer: usize) -> Result<c_int> {
+        to_c_int(call, "the peer", peer)
+    }
+
+    /// `ncclSend` of `count` elements at `buf`.
+    pub(crate) unsafe fn raw_send(
+        &self,
+        buf: CUdeviceptr,
+        count: usize,
+        ty: ncclDataType_t,
+        peer: usize,
+        stream: sys::cudaStream_t,
+    ) -> Result<()> {
+        let peer = Self::peer("ncclSend", peer)?;
+        // SAFETY: the caller upholds the contract above.
+        self.enqueue("ncclSend", |n, comm| unsafe {
+            (n.ncclSend)(dev(buf), count, ty, peer, comm, stream)
+        })
+    }
+
+    /// `ncclRecv` of `count` elements into `buf`.
+    pub(crate) unsafe fn raw_recv(
+        &self,
+        buf: CUdeviceptr,
+        count: usize,
+        ty: ncclDataType_t,
+        peer: usize,
+        stream: sys::cudaStream_t,
+    ) -> Result<()> {
+        let peer = Self::peer("ncclRecv", peer)?;
+        // SAFETY: the caller upholds the contract above.
+        self.enqueue("ncclRecv", |n, comm| unsafe {
+            (n.ncclRecv)(dev(buf), count, ty, peer, comm, stream)
+        })
+    }
+
+    /// `ncclAllReduce` of `count` elements (in place when `send == recv`).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn raw_all_reduce(
+        &self,
+        send: CUdeviceptr,
+        recv: CUdeviceptr,
+        count: usize,
+        ty: ncclDataType_t,
+        op: ncclRedOp_t,
+        stream: sys::cudaStream_t,
+    ) -> Result<()> {
+        // SAFETY: the caller upholds the contract above.
+        self.enqueue("ncclAllReduce", |n, comm| unsafe {
+            (n.ncclAllReduce)(dev(send), dev(recv), count, ty, op, comm, stream)
+        })
+    }
+
+    /// `ncclBroadcast` of `count` elements from `root`'s `send` (read on the root only).
+    pub(crate) unsafe fn raw_broadcast(
+        &self,
+        send: CUdeviceptr,
+        recv: CUdeviceptr,
+        count: usize,
+        ty: ncclDataType_t,
+        root: usize,
+        stream: sys::cudaStream_t,
+    ) -> Result<()> {
+        let root = to_c_int("ncclBroadcast", "the root", root)?;
+        // SAFETY: the caller upholds the contract above.
+        self.enqueue("ncclBroadcast", |n, comm| unsafe {
+            (n.ncclBroadcast)(dev(send), dev(recv), count, ty, root, comm, stream)
+        })
+    }
+
+    /// `ncclAllGather`: `send_count` elements from each rank into `recv`
+    /// (`send_count * size` elements).
+    pub(crate) unsafe fn raw_all_gather(
+        &self,
+        send: CUdeviceptr,
+        recv: CUdeviceptr,
+        send_count: usize,
+        ty: ncclDataType_t,
+        stream: sys::cudaStream_t,
+    ) -> Result<()> {
+        // SAFETY: the caller upholds the contract above.
+        self.enqueue("ncclAllGather", |n, comm| unsafe {
+            (n.ncclAllGather)(dev(send), dev(recv), send_count, ty, comm, stream)
+        })
+    }
+
+    /// `ncclReduceScatter`: `send` holds `recv_count * size` elements; `recv` gets this
+    /// rank's `recv_count`.
+    pub(crate) unsafe fn raw_reduce_scatter(
+        &self,
+        send: CUdeviceptr,
+        recv: CUdeviceptr,
+        recv_count: usize,
+        ty: ncclDataType_t,
+        op: ncclRedOp_t,
+        stream: sys::cudaStream_t,
+    ) -> Result<()> {
+        // SAFETY: the caller upholds the contract above.
+        self.enqueue("ncclReduceScatter", |n, comm| unsafe {
+            (n.ncclReduceScatter)(dev(send), dev(recv), recv_count, ty, op, comm, stream)
+        })
+    }
+
+    /// `ncclGroupStart`: later operations of this thread are held until
+    /// [`raw_group_end`](Self::raw_group_end).
+    pub(crate) fn raw_group_start(&self) -> Result<()> {
+        let n = self.handle.nccl;
+        // SAFETY: no arguments; it only raises this thread's group depth.
+        n.check("ncclGroupStart", unsafe { (n.ncclGroupStart)() })
+    }
+
+    /// `ncclGroupEnd`: issues the operations held since the matching start.
+    ///
+    /// # Safety
+    /// Every buffer and stream given to an operation since the matching start must still
+    /// satisfy the raw level's contract: they are used from now on.
+    pub(crate) unsafe fn raw_group_end(&self) -> Result<()> {
+        let h = &self.handle;
+        h.bind("ncclGroupEnd")?;
+        // SAFETY: the caller vouches for the held operations' buffers and streams.
+        h.check("ncclGroupEnd", unsafe { (h.nccl.ncclGroupEnd)() })
+    }
+}
+
+/// A device address as the pointer NCCL's prototypes take.
+fn dev(ptr: CUdeviceptr) -> *mut c_void {
+    ptr as usize as *mut c_void
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unique_ids_are_128_bytes_and_print_briefly() {
+        let bytes: Vec<u8> = (0..128).map(|i| i as u8).collect();
+        let id = UniqueId::from_bytes(&bytes).unwrap();
+        assert_eq!(id.as_bytes().as_slice(), bytes.as_slice());
+        assert_eq!(format!("{id:?}"), "UniqueId(0001020304050607..)");
+        assert_eq!(id.raw().internal[127], 127);
+        let err = UniqueId::from_bytes(&bytes[..100]).unwrap_err().to_string();
+        assert!(err.contains("128 bytes, not 100"), "{err}");
+    }
+
+    #[test]
+    fn element_kinds_and_operators_map_to_nccl_h() {
+        let codes: Vec<i32> = ElementKind::ALL.iter().map(|&k| data_type(k).0).collect();
+        // ncclInt8, ncclUint8, ncclInt32, ncclUint32, ncclInt64, ncclUint64, ncclFloat32,
+        // ncclFloat64.
+        assert_eq!(codes, [0, 1, 2, 3, 4, 5, 7, 8]);
+        let call = "test";
+        assert_eq!(red_op(call, ReduceOp::Sum, ElementKind::I32).unwrap().0, 0);
+        assert_eq!(red_op(call, ReduceOp::Prod, ElementKind::U8).unwrap().0, 1);
+        assert_eq!(red_op(call, ReduceOp::Max, ElementKind::F64).unwrap().0, 2);
+        assert_eq!(red_op(call, ReduceOp::Min, ElementKind::I64).unwrap().0, 3);
+        let err = red_op(call, ReduceOp::Avg, ElementKind::I32).unwrap_err();
+        assert!(err.to_string().contains("floating-point"), "{err}");
+    }
+
+    /// With an NCCL library present (the wheel's, through `GPU_PIPELINE_LIBNCCL`, works
+    /// without a GPU), ids come from it and differ each time.
+    #[test]
+    fn unique_ids_come_from_nccl_when_it_loads() {
+        if nccl().is_err() {
+            println!("skipped: no NCCL library here");
+            return;
+        }
+        println!(
+            "NCCL {} from {}",
+            super::super::version().unwrap(),
+            super::super::library_path().unwrap()
+        );
+        let (a, b) = (UniqueId::new().unwrap(), UniqueId::new().unwrap());
+        assert_ne!(a, b);
+        assert!(a.as_bytes().iter().any(|&x| x != 0));
+    }
+}

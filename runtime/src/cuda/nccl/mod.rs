@@ -1,0 +1,36 @@
+//! NCCL: collectives and point-to-point transfers between GPUs, one rank per process, loaded
+//! at run time like the CUDA driver (a missing library is an error value listing every path
+//! tried, never a panic).
+//!
+//! - [`Communicator`]: one rank's communicator, from a [`UniqueId`] or from the launcher's
+//!   environment ([`Communicator::from_env`], with [`crate::rendezvous`]); its methods
+//!   enqueue `send`/`recv`, `all_reduce`, `broadcast`, `all_gather` and `reduce_scatter` on
+//!   a [`Stream`](crate::Stream) over device buffers or views, and
+//!   [`group`](Communicator::group) fuses several (a halo exchange).
+//! - Element types are [`Element`](crate::collective::Element)s and operators
+//!   [`ReduceOp`](crate::collective::ReduceOp)s, shared with the CPU backend's
+//!   [`World`](crate::collective::World), which runs the same programs on threads.
+//!
+//! Layers: `sys` (raw types), `library` (the function table), `comm` (communicators and the
+//! unsafe raw enqueue, `pub(crate)`), `ops` (the safe level; its docs say what it checks and
+//! what it cannot: the other ranks' matching calls), `adapt` (the runtime's streams, memory
+//! and capture keep-alive, in one place).
+//!
+//! Launch one process per GPU (`gpu-pipeline-launch -n 2 -- ./program`, `mpirun`, `srun`);
+//! keep `NCCL_NVLS_ENABLE=0` set (the launcher does). Captured into a graph, every rank must
+//! capture the same operations and launch its graph as often as the others; capture with
+//! [`CaptureMode::ThreadLocal`](crate::CaptureMode) after a few uncaptured exchanges with the
+//! same peers (NCCL connects peers lazily on first use).
+
+mod adapt;
+mod comm;
+mod library;
+mod ops;
+mod sys;
+
+pub use comm::{CommConfig, Communicator, UniqueId};
+pub use library::{
+    DEFAULT_NCCL_NAMES, NCCL_PATH_ENV, NcclVersion, WHEEL_LIBRARY, candidate_paths, is_available,
+    library_path, python_package_dirs, version,
+};
+pub use ops::Group;

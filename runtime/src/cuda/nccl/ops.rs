@@ -1,0 +1,722 @@
+//! The safe level: NCCL operations on the crate's [`Stream`]s and device buffers or views.
+//!
+//! What each method checks before anything is enqueued: the stream is a CUDA stream of the
+//! communicator's context; every buffer is CUDA memory of that context; lengths agree with
+//! the operation (`all_gather`'s output is `size` times its input, ...); peers and roots are
+//! ranks; `avg` reduces floats.
+//!
+//! What keeps the memory valid for as long as NCCL may use it:
+//! - sources are borrowed `&` and destinations `&mut` for the enqueue call (for a
+//!   [`Group`], until the group ends, since NCCL enqueues a group's operations only then), so
+//!   a destination cannot alias any other buffer of the operation;
+//! - afterwards the allocation's own rule applies: device memory is freed only after a
+//!   context synchronize, or in stream order on a stream every recorded use precedes (each
+//!   operation records its use on the stream, like a copy does);
+//! - in a capture, the graph keeps every buffer and the communicator alive (`adapt` hands
+//!   them to the runtime's capture keep-alive; as for every enqueue of this layout, a capture
+//!   that another thread begins on the same stream between that check and the enqueue is
+//!   not seen).
+//!
+//! What the types cannot check: the *other ranks*. NCCL requires every rank to issue the
+//! same collectives in the same order, and each send to meet a recv of the same count and
+//! type; a mismatch can hang, or leave wrong data in the destination. (The buffers are still
+//! only written within their bounds on this rank: every count passed is this rank's own.)
+//! `gpu_pipeline!` is to guarantee the match by construction; code calling these methods
+//! by hand must keep it.
+//!
+//! NCCL groups are per thread and hold their operations until the group ends, so while a
+//! [`Communicator::group`] closure runs, the ungrouped methods and a nested `group` refuse
+//! (a buffer they borrowed would be released before NCCL used it).
+
+use std::cell::Cell;
+use std::marker::PhantomData;
+
+use super::adapt::{self, Span};
+use super::comm::{Communicator, data_type, red_op};
+use super::sys::{self, ncclDataType_t, ncclRedOp_t};
+use crate::collective::{Element, ReduceOp};
+use crate::error::{Error, Result};
+use crate::memory::{DeviceDest, DeviceSource};
+use crate::stream::Stream;
+
+thread_local! {
+    /// Whether a `Communicator::group` is open on this thread.
+    static IN_GROUP: Cell<bool> = const { Cell::new(false) };
+}
+
+pub(super) fn refuse_in_group(call: &'static str) -> Result<()> {
+    if IN_GROUP.with(Cell::get) {
+        return Err(Error::invalid(
+            call,
+            "a `Communicator::group` is open on this thread, and NCCL would hold this operation \
+             until it ends, after its buffers' borrows; enqueue through the group's `Group` \
+             handle instead",
+        ));
+    }
+    Ok(())
+}
+
+/// One checked operation, ready for its raw call.
+struct Prepared {
+    op: Op,
+    ty: ncclDataType_t,
+    stream: sys::cudaStream_t,
+}
+
+enum Op {
+    Send {
+        data: Span,
+        peer: usize,
+    },
+    Recv {
+        data: Span,
+        peer: usize,
+    },
+    AllReduce {
+        send: Span,
+        recv: Span,
+        op: ncclRedOp_t,
+    },
+    Broadcast {
+        send: Span,
+        recv: Span,
+        root: usize,
+    },
+    AllGather {
+        send: Span,
+        recv: Span,
+    },
+    ReduceScatter {
+        send: Span,
+        recv: Span,
+        op: ncclRedOp_t,
+    },
+}
+
+impl Communicator {
+    fn check_rank(&self, call: &'static str, what: &str, rank: usize) -> Result<()> {
+        if rank < self.size() {
+            Ok(())
+        } else {
+            Err(Error::invalid(
+                call,
+                format!(
+                    "{what} {rank} is not one of the communicator's {} ranks",
+                    self.size()
+                ),
+            ))
+        }
+    }
+
+    fn stream(&self, call: &'static str, stream: &Stream) -> Result<sys::cudaStream_t> {
+        adapt::raw_stream(call, stream, self.context())
+    }
+
+    fn prepare_send<T: Element, S: DeviceSource<T> + ?Sized>(
+        &self,
+        call: &'static str,
+        stream: &Stream,
+        data: &S,
+        peer: usize,
+    ) -> Result<Prepared> {
+        self.check_rank(call, "peer", peer)?;
+        Ok(Prepared {
+            stream: self.stream(call, stream)?,
+            op: Op::Send {
+                data: adapt::span(call, "send", data, stream)?,
+                peer,
+            },
+            ty: data_type(T::KIND),
+        })
+    }
+
+    fn prepare_recv<T: Element, D: DeviceDest<T> + ?Sized>(
+        &self,
+        call: &'static str,
+        stream: &Stream,
+        data: &D,
+        peer: usize,
+    ) -> Result<Prepared> {
+        self.check_rank(call, "peer", peer)?;
+        Ok(Prepared {
+            stream: self.stream(call, stream)?,
+            op: Op::Recv {
+                data: adapt::span(call, "receive", data, stream)?,
+                peer,
+            },
+            ty: data_type(T::KIND),
+        })
+    }
+
+    /// `recv == None`: in place.
+    fn prepare_all_reduce<T: Element, S: DeviceSource<T> + ?Sized, D: DeviceDest<T> + ?Sized>(
+        &self,
+        call: &'static str,
+        stream: &Stream,
+        send: Option<&S>,
+        recv: &D,
+        op: ReduceOp,
+    ) -> Result<Prepared> {
+        let op = red_op(call, op, T::KIND)?;
+        let raw = self.stream(call, stream)?;
+        let recv = adapt::span(call, "receive", recv, stream)?;
+        let send = match send {
+            Some(send) => adapt::span(call, "send", send, stream)?,
+            None => recv,
+        };
+        if send.len != recv.len {
+            return Err(Error::invalid(
+                call,
+                format!(
+                    "the send buffer has {} elements and the receive buffer {}; they must be equal",
+                    send.len, recv.len
+                ),
+            ));
+        }
+        Ok(Prepared {
+            op: Op::AllReduce { send, recv, op },
+            ty: data_type(T::KIND),
+            stream: raw,
+        })
+    }
+
+    fn prepare_broadcast<T: Element, S: DeviceSource<T> + ?Sized, D: DeviceDest<T> + ?Sized>(
+        &self,
+        call: &'static str,
+        stream: &Stream,
+        send: Option<&S>,
+        recv: &D,
+        root: usize,
+    ) -> Result<Prepared> {
+        self.check_rank(call, "root", root)?;
+        let raw = self.stream(call, stream)?;
+        let recv = adapt::span(call, "receive", recv, stream)?;
+        let send = match send {
+            Some(send) => adapt::span(call, "send", send, stream)?,
+            None => recv,
+        };
+        if self.rank() == root && send.len != recv.len {
+            return Err(Error::invalid(
+                call,
+                format!(
+                    "the root's send buffer has {} elements and its receive buffer {}",
+                    send.len, recv.len
+                ),
+            ));
+        }
+        Ok(Prepared {
+            op: Op::Broadcast { send, recv, root },
+            ty: data_type(T::KIND),
+            stream: raw,
+        })
+    }
+
+    fn prepare_all_gather<T: Element, S: DeviceSource<T> + ?Sized, D: DeviceDest<T> + ?Sized>(
+        &self,
+        call: &'static str,
+        stream: &Stream,
+        send: &S,
+        recv: &D,
+    ) -> Result<Prepared> {
+        let raw = self.stream(call, stream)?;
+        let send = adapt::span(call, "send", send, stream)?;
+        let recv = adapt::span(call, "receive", recv, stream)?;
+        if Some(recv.len) != send.len.checked_mul(self.size()) {
+            return Err(Error::invalid(
+                call,
+                format!(
+                    "the receive buffer must hold {} ranks times the {} elements sent, but has {}",
+                    self.size(),
+                    send.len,
+                    recv.len
+                ),
+            ));
+        }
+        Ok(Prepared {
+            op: Op::AllGather { send, recv },
+            ty: data_type(T::KIND),
+            stream: raw,
+        })
+    }
+
+    fn prepare_reduce_scatter<
+        T: Element,
+        S: DeviceSource<T> + ?Sized,
+        D: DeviceDest<T> + ?Sized,
+    >(
+        &self,
+        call: &'static str,
+        stream: &Stream,
+        send: &S,
+        recv: &D,
+        op: ReduceOp,
+    ) -> Result<Prepared> {
+        let op = red_op(call, op, T::KIND)?;
+        let raw = self.stream(call, stream)?;
+        let send = adapt::span(call, "send", send, stream)?;
+        let recv = adapt::span(call, "receive", recv, stream)?;
+        if Some(send.len) != recv.len.checked_mul(self.size()) {
+            return Err(Error::invalid(
+                call,
+                format!(
+                    "the send buffer must hold {} ranks times the {} elements received, but has {}",
+                    self.size(),
+                    recv.len,
+                    send.len
+                ),
+            ));
+        }
+        Ok(Prepared {
+            op: Op::ReduceScatter { send, recv, op },
+            ty: data_type(T::KIND),
+            stream: raw,
+        })
+    }
+
+    /// Keeps the communicator alive in the graph being captured on `stream`, if any.
+    fn keep_in_capture(&self, stream: &Stream) {
+        adapt::keep_in_capture(stream, self.shared());
+    }
+
+    /// Makes the raw call of a prepared operation.
+    ///
+    /// # Safety
+    /// The spans' memory and the stream must satisfy the raw level's contract (see
+    /// `comm.rs`) from now until the work completes: the callers below hold the borrows for
+    /// the enqueue (or the group) and have recorded the uses (`adapt::note_enqueue`).
+    unsafe fn issue(&self, p: &Prepared) -> Result<()> {
+        let (ty, s) = (p.ty, p.stream);
+        // SAFETY: the caller's contract, passed on; the spans and counts were checked
+        // against each other and the communicator's size in `prepare_*`.
+        unsafe {
+            match p.op {
+                Op::Send { data, peer } => self.raw_send(data.ptr, data.len, ty, peer, s),
+                Op::Recv { data, peer } => self.raw_recv(data.ptr, data.len, ty, peer, s),
+                Op::AllReduce { send, recv, op } => {
+                    self.raw_all_reduce(send.ptr, recv.ptr, recv.len, ty, op, s)
+                }
+                Op::Broadcast { send, recv, root } => {
+                    self.raw_broadcast(send.ptr, recv.ptr, recv.len, ty, root, s)
+                }
+                Op::AllGather { send, recv } => {
+                    self.raw_all_gather(send.ptr, recv.ptr, send.len, ty, s)
+                }
+                Op::ReduceScatter { send, recv, op } => {
+                    self.raw_reduce_scatter(send.ptr, recv.ptr, recv.len, ty, op, s)
+                }
+            }
+        }
+    }
+
+    // ---- ungrouped operations --------------------------------------------------------------
+
+    /// Sends `data` to `peer` (`ncclSend`), in `stream`'s order. The peer must post the
+    /// matching [`recv`](Self::recv) with the same length and type. Blocking for the GPU
+    /// until then: two ranks sending to each other at once need a [`group`](Self::group).
+    pub fn send<T: Element, S: DeviceSource<T> + ?Sized>(
+        &self,
+        stream: &Stream,
+        data: &S,
+        peer: usize,
+    ) -> Result<()> {
+        const CALL: &str = "Communicator::send";
+        refuse_in_group(CALL)?;
+        let p = self.prepare_send(CALL, stream, data, peer)?;
+        adapt::note_enqueue(data, stream);
+        self.keep_in_capture(stream);
+        // SAFETY: `data` is borrowed for this call and checked to be CUDA memory of the
+        // stream's context; its use is recorded, so the allocation outlives the work (see the
+        // module docs); no group is open, so NCCL enqueues it now.
+        unsafe { self.issue(&p) }
+    }
+
+    /// Receives from `peer` into `data` (`ncclRecv`), in `stream`'s order.
+    pub fn recv<T: Element, D: DeviceDest<T> + ?Sized>(
+        &self,
+        stream: &Stream,
+        data: &mut D,
+        peer: usize,
+    ) -> Result<()> {
+        const CALL: &str = "Communicator::recv";
+        refuse_in_group(CALL)?;
+        let p = self.prepare_recv(CALL, stream, data, peer)?;
+        adapt::note_enqueue(data, stream);
+        self.keep_in_capture(stream);
+        // SAFETY: as in `send`; `data` is borrowed `&mut`, so nothing else of this call
+        // aliases it.
+        unsafe { self.issue(&p) }
+    }
+
+    /// Reduces `send` over all ranks with `op` into every rank's `recv` (`ncclAllReduce`).
+    pub fn all_reduce<T: Element, S: DeviceSource<T> + ?Sized, D: DeviceDest<T> + ?Sized>(
+        &self,
+        stream: &Stream,
+        send: &S,
+        recv: &mut D,
+        op: ReduceOp,
+    ) -> Result<()> {
+        const CALL: &str = "Communicator::all_reduce";
+        refuse_in_group(CALL)?;
+        let p = self.prepare_all_reduce(CALL, stream, Some(send), recv, op)?;
+        adapt::note_enqueue(send, stream);
+        adapt::note_enqueue(recv, stream);
+        self.keep_in_capture(stream);
+        // SAFETY: as in `send` and `recv`; `send` and `recv` cannot alias (`&` and `&mut`).
+        unsafe { self.issue(&p) }
+    }
+
+    /// [`all_reduce`](Self::all_reduce) with `data` as input and output.
+    pub fn all_reduce_in_place<T: Element, D: DeviceDest<T> + ?Sized>(
+        &self,
+        stream: &Stream,
+        data: &mut D,
+        op: ReduceOp,
+    ) -> Result<()> {
+        const CALL: &str = "Communicator::all_reduce_in_place";
+        refuse_in_group(CALL)?;
+        let p = self.prepare_all_reduce::<T, D, D>(CALL, stream, None, data, op)?;
+        adapt::note_enqueue(data, stream);
+        self.keep_in_capture(stream);
+        // SAFETY: as in `recv` (NCCL reads and writes the one buffer, in place).
+        unsafe { self.issue(&p) }
+    }
+
+    /// Copies `root`'s `data` into every other rank's `data` (`ncclBroadcast` in place).
+    pub fn broadcast<T: Element, D: DeviceDest<T> + ?Sized>(
+        &self,
+        stream: &Stream,
+        data: &mut D,
+        root: usize,
+    ) -> Result<()> {
+        const CALL: &str = "Communicator::broadcast";
+        refuse_in_group(CALL)?;
+        let p = self.prepare_broadcast::<T, D, D>(CALL, stream, None, data, root)?;
+        adapt::note_enqueue(data, stream);
+        self.keep_in_capture(stream);
+        // SAFETY: as in `recv`.
+        unsafe { self.issue(&p) }
+    }
+
+    /// Copies `root`'s `send` into every rank's `recv` (`ncclBroadcast`; `send` is read on
+    /// the root only, but checked everywhere).
+    pub fn broadcast_from<T: Element, S: DeviceSource<T> + ?Sized, D: DeviceDest<T> + ?Sized>(
+        &self,
+        stream: &Stream,
+        send: &S,
+        recv: &mut D,
+        root: usize,
+    ) -> Result<()> {
+        const CALL: &str = "Communicator::broadcast_from";
+        refuse_in_group(CALL)?;
+        let p = self.prepare_broadcast(CALL, stream, Some(send), recv, root)?;
+        adapt::note_enqueue(send, stream);
+        adapt::note_enqueue(recv, stream);
+        self.keep_in_capture(stream);
+        // SAFETY: as in `all_reduce`.
+        unsafe { self.issue(&p) }
+    }
+
+    /// Gathers every rank's `send` into every rank's `recv` in rank order
+    /// (`ncclAllGather`): `recv.len() == send.len() * size`.
+    pub fn all_gather<T: Element, S: DeviceSource<T> + ?Sized, D: DeviceDest<T> + ?Sized>(
+        &self,
+        stream: &Stream,
+        send: &S,
+        recv: &mut D,
+    ) -> Result<()> {
+        const CALL: &str = "Communicator::all_gather";
+        refuse_in_group(CALL)?;
+        let p = self.prepare_all_gather(CALL, stream, send, recv)?;
+        adapt::note_enqueue(send, stream);
+        adapt::note_enqueue(recv, stream);
+        self.keep_in_capture(stream);
+        // SAFETY: as in `all_reduce`; `recv` holds `size` times `send`'s elements (checked).
+        unsafe { self.issue(&p) }
+    }
+
+    /// Reduces `send` over all ranks with `op`, leaving rank `r`'s block of `recv.len()`
+    /// elements in rank `r`'s `recv` (`ncclReduceScatter`): `send.len() == recv.len() * size`.
+    pub fn reduce_scatter<T: Element, S: DeviceSource<T> + ?Sized, D: DeviceDest<T> + ?Sized>(
+        &self,
+        stream: &Stream,
+        send: &S,
+        recv: &mut D,
+        op: ReduceOp,
+    ) -> Result<()> {
+        const CALL: &str = "Communicator::reduce_scatter";
+        refuse_in_group(CALL)?;
+        let p = self.prepare_reduce_scatter(CALL, stream, send, recv, op)?;
+        adapt::note_enqueue(send, stream);
+        adapt::note_enqueue(recv, stream);
+        self.keep_in_capture(stream);
+        // SAFETY: as in `all_reduce`; `send` holds `size` times `recv`'s elements (checked).
+        unsafe { self.issue(&p) }
+    }
+
+    // ---- groups ------------------------------------------------------------------------------
+
+    /// Runs the operations `f` records on the [`Group`] as one NCCL group
+    /// (`ncclGroupStart` ... `ncclGroupEnd`): they progress together, so a halo exchange's
+    /// sends and recvs can come in any order. The buffers and streams given to the group are
+    /// borrowed until it ends, when NCCL enqueues everything. The operations `f` recorded are
+    /// enqueued even when it returns an error or panics (NCCL cannot drop a group's
+    /// operations); `f`'s error is returned after.
+    ///
+    /// ```no_run
+    /// # use gpu_pipeline::{nccl::Communicator, DeviceBuffer, Stream};
+    /// # fn halo(comm: &Communicator, stream: &Stream, field: &mut DeviceBuffer<f32>, nx: usize) -> gpu_pipeline::Result<()> {
+    /// let (rank, size) = (comm.rank(), comm.size());
+    /// let (up, down) = ((rank + size - 1) % size, (rank + 1) % size);
+    /// let rows = field.len() / nx;
+    /// // Rows 0 and rows-1 are halos; 1 and rows-2 the first and last interior rows.
+    /// let (mut top_halo, rest) = field.split_at_mut(nx)?;
+    /// let (interior, mut bottom_halo) = rest.split_at_mut((rows - 2) * nx)?;
+    /// let first = interior.slice(..nx)?;
+    /// let last = interior.slice((rows - 3) * nx..)?;
+    /// comm.group(|g| {
+    ///     g.recv(stream, &mut top_halo, up)?;
+    ///     g.send(stream, &last, down)?;
+    ///     g.recv(stream, &mut bottom_halo, down)?;
+    ///     g.send(stream, &first, up)
+    /// })
+    /// # }
+    /// ```
+    pub fn group<'a, R>(&'a self, f: impl FnOnce(&mut Group<'a>) -> Result<R>) -> Result<R> {
+        refuse_in_group("Communicator::group")?;
+        self.raw_group_start()?;
+        IN_GROUP.with(|g| g.set(true));
+        let mut group = Group {
+            comm: self,
+            pending: Vec::new(),
+            open: true,
+            _not_send: PhantomData,
+        };
+        // On a panic in `f`, `group`'s drop ends the group while the borrowed buffers (owned
+        // by our callers' frames) are still alive.
+        let value = f(&mut group);
+        let ended = group.end();
+        let value = value?;
+        ended.map(|()| value)
+    }
+}
+
+/// The operations of one [`Communicator::group`]: the communicator's methods, with the
+/// buffers and streams borrowed until the group ends (NCCL enqueues them only then).
+///
+/// A buffer that would be gone by then is refused at compile time:
+///
+/// ```compile_fail
+/// # use gpu_pipeline::{nccl::Communicator, DeviceBuffer, Stream};
+/// # fn f(comm: &Communicator, stream: &Stream) -> gpu_pipeline::Result<()> {
+/// comm.group(|g| {
+///     let local = DeviceBuffer::<f32>::alloc(stream.context(), 4)?;
+///     g.send(stream, &local, 1) // error: `local` does not live long enough
+/// })
+/// # }
+/// ```
+///
+/// and so is sharing one communicator between threads:
+///
+/// ```compile_fail
+/// fn shared<T: Sync>() {}
+/// shared::<gpu_pipeline::nccl::Communicator>();
+/// ```
+pub struct Group<'a> {
+    comm: &'a Communicator,
+    /// Records the uses of the group's buffers right before NCCL enqueues them, so that a
+    /// capture begun after an operation was recorded still keeps its buffers alive.
+    pending: Vec<Box<dyn FnOnce() + 'a>>,
+    open: bool,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl std::fmt::Debug for Group<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Group")
+            .field("rank", &self.comm.rank())
+            .field("operations", &self.pending.len())
+            .finish()
+    }
+}
+
+impl Drop for Group<'_> {
+    fn drop(&mut self) {
+        if self.open
+            && let Err(e) = self.end()
+        {
+            tracing::warn!(error = %e, "ending an NCCL group on unwind failed");
+        }
+    }
+}
+
+impl<'a> Group<'a> {
+    /// Records the uses of an operation NCCL accepted into the group.
+    fn record(&mut self, stream: &'a Stream, track: impl FnOnce() + 'a) {
+        let comm = self.comm;
+        self.pending.push(Box::new(move || {
+            track();
+            comm.keep_in_capture(stream);
+        }));
+    }
+
+    /// Enqueues everything recorded (`ncclGroupEnd`).
+    fn end(&mut self) -> Result<()> {
+        self.open = false;
+        for track in self.pending.drain(..) {
+            track();
+        }
+        IN_GROUP.with(|g| g.set(false));
+        // SAFETY: every buffer and stream of the group's operations is borrowed for `'a`,
+        // which outlives the group, was checked when recorded, and has its use recorded just
+        // above; from here on the allocation rules keep it valid (module docs).
+        unsafe { self.comm.raw_group_end() }
+    }
+
+    /// [`Communicator::send`] in the group.
+    pub fn send<T: Element, S: DeviceSource<T> + ?Sized>(
+        &mut self,
+        stream: &'a Stream,
+        data: &'a S,
+        peer: usize,
+    ) -> Result<()> {
+        let p = self.comm.prepare_send("Group::send", stream, data, peer)?;
+        // SAFETY: NCCL holds the operation until the group ends; see `end`.
+        unsafe { self.comm.issue(&p)? };
+        self.record(stream, move || adapt::note_enqueue(data, stream));
+        Ok(())
+    }
+
+    /// [`Communicator::recv`] in the group.
+    pub fn recv<T: Element, D: DeviceDest<T> + ?Sized>(
+        &mut self,
+        stream: &'a Stream,
+        data: &'a mut D,
+        peer: usize,
+    ) -> Result<()> {
+        let p = self.comm.prepare_recv("Group::recv", stream, data, peer)?;
+        // SAFETY: as in `send`; `data` is borrowed `&mut` for the group.
+        unsafe { self.comm.issue(&p)? };
+        self.record(stream, move || adapt::note_enqueue(data, stream));
+        Ok(())
+    }
+
+    /// [`Communicator::all_reduce`] in the group.
+    pub fn all_reduce<T: Element, S: DeviceSource<T> + ?Sized, D: DeviceDest<T> + ?Sized>(
+        &mut self,
+        stream: &'a Stream,
+        send: &'a S,
+        recv: &'a mut D,
+        op: ReduceOp,
+    ) -> Result<()> {
+        let p = self
+            .comm
+            .prepare_all_reduce("Group::all_reduce", stream, Some(send), recv, op)?;
+        // SAFETY: as in `send`.
+        unsafe { self.comm.issue(&p)? };
+        self.record(stream, move || {
+            adapt::note_enqueue(send, stream);
+            adapt::note_enqueue(recv, stream);
+        });
+        Ok(())
+    }
+
+    /// [`Communicator::all_reduce_in_place`] in the group.
+    pub fn all_reduce_in_place<T: Element, D: DeviceDest<T> + ?Sized>(
+        &mut self,
+        stream: &'a Stream,
+        data: &'a mut D,
+        op: ReduceOp,
+    ) -> Result<()> {
+        let p = self.comm.prepare_all_reduce::<T, D, D>(
+            "Group::all_reduce_in_place",
+            stream,
+            None,
+            data,
+            op,
+        )?;
+        // SAFETY: as in `send`.
+        unsafe { self.comm.issue(&p)? };
+        self.record(stream, move || adapt::note_enqueue(data, stream));
+        Ok(())
+    }
+
+    /// [`Communicator::broadcast`] in the group.
+    pub fn broadcast<T: Element, D: DeviceDest<T> + ?Sized>(
+        &mut self,
+        stream: &'a Stream,
+        data: &'a mut D,
+        root: usize,
+    ) -> Result<()> {
+        let p =
+            self.comm
+                .prepare_broadcast::<T, D, D>("Group::broadcast", stream, None, data, root)?;
+        // SAFETY: as in `send`.
+        unsafe { self.comm.issue(&p)? };
+        self.record(stream, move || adapt::note_enqueue(data, stream));
+        Ok(())
+    }
+
+    /// [`Communicator::all_gather`] in the group.
+    pub fn all_gather<T: Element, S: DeviceSource<T> + ?Sized, D: DeviceDest<T> + ?Sized>(
+        &mut self,
+        stream: &'a Stream,
+        send: &'a S,
+        recv: &'a mut D,
+    ) -> Result<()> {
+        let p = self
+            .comm
+            .prepare_all_gather("Group::all_gather", stream, send, recv)?;
+        // SAFETY: as in `send`.
+        unsafe { self.comm.issue(&p)? };
+        self.record(stream, move || {
+            adapt::note_enqueue(send, stream);
+            adapt::note_enqueue(recv, stream);
+        });
+        Ok(())
+    }
+
+    /// [`Communicator::reduce_scatter`] in the group.
+    pub fn reduce_scatter<T: Element, S: DeviceSource<T> + ?Sized, D: DeviceDest<T> + ?Sized>(
+        &mut self,
+        stream: &'a Stream,
+        send: &'a S,
+        recv: &'a mut D,
+        op: ReduceOp,
+    ) -> Result<()> {
+        let p =
+            self.comm
+                .prepare_reduce_scatter("Group::reduce_scatter", stream, send, recv, op)?;
+        // SAFETY: as in `send`.
+        unsafe { self.comm.issue(&p)? };
+        self.record(stream, move || {
+            adapt::note_enqueue(send, stream);
+            adapt::note_enqueue(recv, stream);
+        });
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ungrouped_operations_refuse_while_a_group_is_open_on_the_thread() {
+        assert!(refuse_in_group("Communicator::send").is_ok());
+        IN_GROUP.with(|g| g.set(true));
+        let err = refuse_in_group("Communicator::send")
+            .unwrap_err()
+            .to_string();
+        IN_GROUP.with(|g| g.set(false));
+        assert!(
+            err.starts_with("Communicator::send: a `Communicator::group` is open"),
+            "{err}"
+        );
+        // Another thread has its own NCCL group state.
+        IN_GROUP.with(|g| g.set(true));
+        std::thread::spawn(|| assert!(refuse_in_group("Communicator::recv").is_ok()))
+            .join()
+            .unwrap();
+        IN_GROUP.with(|g| g.set(false));
+    }
+}
