@@ -588,7 +588,10 @@ impl GraphExec {
         let ctx = self.source.ctx.raw();
         let (mut foreign, mut new) = (false, Vec::new());
         let key = |ptr: *const ()| ptr as usize;
-        if !self.keep_keys.contains(&key(Arc::as_ptr(function.module()).cast())) {
+        if !self
+            .keep_keys
+            .contains(&key(Arc::as_ptr(function.module()).cast()))
+        {
             new.push(Keep::Object(function.module().clone()));
         }
         args.visit_memory(&mut |memory| {
