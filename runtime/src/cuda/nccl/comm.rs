@@ -16,6 +16,28 @@ use crate::error::{Error, Result};
 use crate::rendezvous::{RankInfo, Rendezvous};
 use crate::sys::CUdeviceptr;
 
+thread_local! {
+    /// Whether a `Communicator::group` is open on this thread.
+    static IN_GROUP: Cell<bool> = const { Cell::new(false) };
+}
+
+pub(super) fn refuse_in_group(call: &'static str) -> Result<()> {
+    if IN_GROUP.with(Cell::get) {
+        return Err(Error::invalid(
+            call,
+            "a `Communicator::group` is open on this thread, and NCCL would hold this operation \
+             until it ends, after its buffers' borrows; enqueue through the group's `Group` \
+             handle instead",
+        ));
+    }
+    Ok(())
+}
+
+/// Marks a `Communicator::group` as open (or closed) on this thread.
+pub(super) fn set_in_group(open: bool) {
+    IN_GROUP.with(|g| g.set(open));
+}
+
 /// The 128 bytes every rank of one communicator must share (`ncclUniqueId`): rank 0 makes it
 /// with [`UniqueId::new`] and hands it to the others, e.g. through a
 /// [`Rendezvous`](crate::rendezvous::Rendezvous).
@@ -231,7 +253,7 @@ impl Communicator {
     ) -> Result<Communicator> {
         const CALL: &str = "Communicator::init";
         // Inside a group NCCL would defer the init, and the handle would not be usable yet.
-        super::ops::refuse_in_group(CALL)?;
+        refuse_in_group(CALL)?;
         let n = nccl()?;
         if world_size == 0 || rank >= world_size {
             return Err(Error::invalid(

@@ -28,33 +28,15 @@
 //! [`Communicator::group`] closure runs, the ungrouped methods and a nested `group` refuse
 //! (a buffer they borrowed would be released before NCCL used it).
 
-use std::cell::Cell;
 use std::marker::PhantomData;
 
 use super::adapt::{self, Span};
-use super::comm::{Communicator, data_type, red_op};
+use super::comm::{Communicator, data_type, red_op, refuse_in_group, set_in_group};
 use super::sys::{self, ncclDataType_t, ncclRedOp_t};
 use crate::collective::{Element, ReduceOp};
 use crate::error::{Error, Result};
 use crate::memory::{DeviceDest, DeviceSource};
 use crate::stream::Stream;
-
-thread_local! {
-    /// Whether a `Communicator::group` is open on this thread.
-    static IN_GROUP: Cell<bool> = const { Cell::new(false) };
-}
-
-pub(super) fn refuse_in_group(call: &'static str) -> Result<()> {
-    if IN_GROUP.with(Cell::get) {
-        return Err(Error::invalid(
-            call,
-            "a `Communicator::group` is open on this thread, and NCCL would hold this operation \
-             until it ends, after its buffers' borrows; enqueue through the group's `Group` \
-             handle instead",
-        ));
-    }
-    Ok(())
-}
 
 /// One checked operation, ready for its raw call.
 struct Prepared {
@@ -484,7 +466,7 @@ impl Communicator {
     pub fn group<'a, R>(&'a self, f: impl FnOnce(&mut Group<'a>) -> Result<R>) -> Result<R> {
         refuse_in_group("Communicator::group")?;
         self.raw_group_start()?;
-        IN_GROUP.with(|g| g.set(true));
+        set_in_group(true);
         let mut group = Group {
             comm: self,
             pending: Vec::new(),
@@ -565,7 +547,7 @@ impl<'a> Group<'a> {
         for track in self.pending.drain(..) {
             track();
         }
-        IN_GROUP.with(|g| g.set(false));
+        set_in_group(false);
         // SAFETY: every buffer and stream of the group's operations is borrowed for `'a`,
         // which outlives the group, was checked when recorded, and has its use recorded just
         // above; from here on the allocation rules keep it valid (module docs).
@@ -703,20 +685,20 @@ mod tests {
     #[test]
     fn ungrouped_operations_refuse_while_a_group_is_open_on_the_thread() {
         assert!(refuse_in_group("Communicator::send").is_ok());
-        IN_GROUP.with(|g| g.set(true));
+        set_in_group(true);
         let err = refuse_in_group("Communicator::send")
             .unwrap_err()
             .to_string();
-        IN_GROUP.with(|g| g.set(false));
+        set_in_group(false);
         assert!(
             err.starts_with("Communicator::send: a `Communicator::group` is open"),
             "{err}"
         );
         // Another thread has its own NCCL group state.
-        IN_GROUP.with(|g| g.set(true));
+        set_in_group(true);
         std::thread::spawn(|| assert!(refuse_in_group("Communicator::recv").is_ok()))
             .join()
             .unwrap();
-        IN_GROUP.with(|g| g.set(false));
+        set_in_group(false);
     }
 }
