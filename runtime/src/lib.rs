@@ -65,6 +65,7 @@ pub use event::{Event, EventFlags};
 pub use graph::{CaptureMode, CaptureStatus, exchange_thread_capture_mode};
 pub use graph::{
     Graph, GraphExec, GraphNode, GraphNodeType, GraphUpdate, GraphUpdateResult, KernelNode,
+    KernelUpdates,
 };
 pub use image::{ImageError, ImageFormat};
 pub use launch::{
@@ -74,7 +75,7 @@ pub use launch::{
 };
 pub use memory::*;
 pub use module::{FunctionAttribute, Kernel, KernelAttributes, Module};
-pub use pipeline::{StageTiming, StepProfile, StreamPriority, TypedStream};
+pub use pipeline::{StageTiming, StepProfile, StreamPriority, TRACK_FAULTS_ENV, TypedStream};
 pub use stream::{
     AccessPolicyWindow, AccessProperty, MemOp, Stream, StreamAttribute, StreamAttributeId,
     StreamFlags, SyncPolicy, WaitCondition,

@@ -4,10 +4,13 @@
 //! | case | work per iteration |
 //! | --- | --- |
 //! | `eager 1 kernel` | one empty-kernel step, 10 000 steps enqueued, then one synchronize |
+//! | `eager 1 kernel: tracked vs untracked` | the step with fault tracking on against off (the default) |
 //! | `eager cross-stream` | kernel on A, record, B waits, kernel on B, record, A waits; 10 000 steps |
 //! | `capture 100 kernels` | begin capture, 100 launches, end, instantiate |
 //! | `replay 100 kernels` | one launch of the instantiated 100-kernel graph, 1 000 replays |
-//! | `set scalar` | update the scalar of all 100 kernel nodes in place |
+//! | `replay 100 kernels: tracked vs untracked` | the replay with fault tracking on against off (the default) |
+//! | `set scalar` | update the scalar of all 100 kernel nodes in place (one batch) |
+//! | `set 2 scalars, apply once` | both scalars of all 100 nodes changed, then one `apply_updates`; runtime and raw columns repeat `set scalar`'s |
 //!
 //! Each case runs once to warm up, then `REPS` times with the three variants interleaved; the
 //! table shows medians of host-clock times around enqueue + synchronize, per step, node or
@@ -189,6 +192,7 @@ fn run(ctx: &Context) -> BoxResult<Vec<Row>> {
         // Like for like: the hand-written variants do not track faults either.
         pipeline.set_fault_tracking(false);
         let mut tracked = Empty::new(ctx)?;
+        tracked.set_fault_tracking(true);
         let stream = Stream::non_blocking(ctx)?;
         let one = LaunchConfig::new(1u32, 1u32);
         let function = empty.kernel().handle().ok_or("a CUDA context")?;
@@ -234,7 +238,7 @@ fn run(ctx: &Context) -> BoxResult<Vec<Row>> {
             raw: w,
         });
         // The same step with fault tracking on (one more memory operation per stage and per
-        // step), against the untracked pipeline; the raw column is unused here.
+        // step), against the untracked default; the raw column is unused here.
         let [g, r, _] = measure(STEPS, &mut |variant| match variant {
             0 => Ok(tracked.run_steps(EmptyParams {}, STEPS)?.wait()?),
             1 => Ok(pipeline.run_steps(EmptyParams {}, STEPS)?.wait()?),
@@ -517,6 +521,42 @@ fn run(ctx: &Context) -> BoxResult<Vec<Row>> {
             raw: w,
         });
 
+        // The same replay with fault tracking on (a reset and a mark node around the 100
+        // kernels), against the untracked graph; the raw column is unused here.
+        {
+            let mut tracked = Chain::new(ctx)?;
+            tracked.set_fault_tracking(true);
+            let mut tracked_data = DeviceBuffer::<f32>::zeros(&stream, 32)?;
+            stream.synchronize()?;
+            let mut tracked = tracked.capture(ChainParams {
+                n: 32,
+                value: 1.0,
+                data: &mut tracked_data,
+            })?;
+            let [t, u, _] = measure(REPLAYS * CHAIN, &mut |variant| match variant {
+                0 => {
+                    for _ in 0..REPLAYS {
+                        tracked.launch()?;
+                    }
+                    Ok(tracked.synchronize()?)
+                }
+                1 => {
+                    for _ in 0..REPLAYS {
+                        generated.launch()?;
+                    }
+                    Ok(generated.synchronize()?)
+                }
+                _ => Ok(()),
+            })?;
+            rows.push(Row {
+                case: "replay 100 kernels: tracked vs untracked",
+                unit: "µs/node",
+                generated: t,
+                runtime: u,
+                raw: u,
+            });
+        }
+
         // Scalar update of all 100 kernel nodes.
         let mut hand_exec = hand.0;
         let hand_nodes = hand.1.kernel_nodes()?;
@@ -531,12 +571,14 @@ fn run(ctx: &Context) -> BoxResult<Vec<Row>> {
         let [g, r, w] = measure(CHAIN, &mut |variant| match variant {
             0 => {
                 v += 1.0;
-                Ok(generated.set_value(v)?)
+                generated.set_value(v)?;
+                Ok(generated.apply_updates()?)
             }
             1 => {
                 v += 1.0;
+                let mut updates = hand_exec.kernel_updates()?;
                 for node in &hand_nodes {
-                    hand_exec.set_kernel_params(node, &add, cfg, (32u32, v, &mut hand_data))?;
+                    updates.set(node, &add, cfg, (32u32, v, &mut hand_data))?;
                 }
                 Ok(())
             }
@@ -572,6 +614,23 @@ fn run(ctx: &Context) -> BoxResult<Vec<Row>> {
         })?;
         rows.push(Row {
             case: "set scalar",
+            unit: "µs/node",
+            generated: g,
+            runtime: r,
+            raw: w,
+        });
+        // Two scalars of every node changed, then applied: each node is still updated once.
+        let [g, _, _] = measure(CHAIN, &mut |variant| {
+            if variant == 0 {
+                v += 1.0;
+                generated.set_n(32)?;
+                generated.set_value(v)?;
+                generated.apply_updates()?;
+            }
+            Ok(())
+        })?;
+        rows.push(Row {
+            case: "set 2 scalars, apply once",
             unit: "µs/node",
             generated: g,
             runtime: r,
