@@ -101,6 +101,8 @@ struct Raw {
     graph_destroy: sys::PFN_cuGraphDestroy,
     get_nodes: sys::PFN_cuGraphGetNodes,
     set_params: sys::PFN_cuGraphExecKernelNodeSetParams,
+    /// The same entry point as `cuGetProcAddress` resolves it (what the runtime calls).
+    set_params_resolved: sys::PFN_cuGraphExecKernelNodeSetParams,
     _library: Library,
 }
 
@@ -128,10 +130,31 @@ impl Raw {
                 graph_destroy: *library.get(b"cuGraphDestroy\0")?,
                 get_nodes: *library.get(b"cuGraphGetNodes\0")?,
                 set_params: *library.get(b"cuGraphExecKernelNodeSetParams_v2\0")?,
+                set_params_resolved: resolve(&library, c"cuGraphExecKernelNodeSetParams")?,
                 _library: library,
             })
         }
     }
+}
+
+/// `symbol` as `cuGetProcAddress_v2` gives it for the CUDA 12.0 ABI, the way the runtime's
+/// driver table resolves its entry points.
+///
+/// # Safety
+/// `T` must be the function-pointer type of `symbol`'s 12.0 ABI.
+unsafe fn resolve<T: Copy>(library: &Library, symbol: &std::ffi::CStr) -> BoxResult<T> {
+    // SAFETY: the exported symbol has this signature (sys documents it).
+    let get: sys::PFN_cuGetProcAddress_v2 = unsafe { *library.get(b"cuGetProcAddress_v2\0")? };
+    let (mut pfn, mut status) = (std::ptr::null_mut(), 0);
+    // SAFETY: a NUL-terminated name and valid out-pointers.
+    let code = unsafe { get(symbol.as_ptr(), &mut pfn, 12000, 0, &mut status) };
+    ok(code, "cuGetProcAddress_v2")?;
+    if pfn.is_null() {
+        return Err(format!("cuGetProcAddress found no {symbol:?} (status {status})").into());
+    }
+    assert_eq!(std::mem::size_of::<T>(), std::mem::size_of::<*mut c_void>());
+    // SAFETY: a non-null function pointer of the type the caller names.
+    Ok(unsafe { std::mem::transmute_copy(&pfn) })
 }
 
 fn ok(code: CUresult, call: &str) -> BoxResult<()> {
@@ -612,6 +635,43 @@ fn run(ctx: &Context) -> BoxResult<Vec<Row>> {
                 Ok(())
             }
         })?;
+        // Diagnostic: the raw update through the entry point `cuGetProcAddress` returns
+        // (the runtime's) against the `dlsym`'d `_v2` export, same parameters.
+        let [a, b, _] = measure(CHAIN, &mut |variant| {
+            let set = match variant {
+                0 => raw.set_params_resolved,
+                1 => raw.set_params,
+                _ => return Ok(()),
+            };
+            value += 1.0;
+            let mut p: [*mut c_void; 3] = [
+                (&raw mut n).cast(),
+                (&raw mut value).cast(),
+                (&raw mut ptr).cast(),
+            ];
+            let params = sys::CUDA_KERNEL_NODE_PARAMS {
+                func: function,
+                gridDimX: 1,
+                gridDimY: 1,
+                gridDimZ: 1,
+                blockDimX: 32,
+                blockDimY: 1,
+                blockDimZ: 1,
+                sharedMemBytes: 0,
+                kernelParams: p.as_mut_ptr(),
+                extra: std::ptr::null_mut(),
+                kern: std::ptr::null_mut(),
+                ctx: std::ptr::null_mut(),
+            };
+            for &node in &raw_nodes {
+                // SAFETY: as for the raw variant above.
+                ok(unsafe { set(raw_exec, node, &params) }, "set params")?;
+            }
+            Ok(())
+        })?;
+        println!(
+            "diagnostic: raw set scalar {a:.4} µs/node via cuGetProcAddress, {b:.4} via dlsym"
+        );
         rows.push(Row {
             case: "set scalar",
             unit: "µs/node",

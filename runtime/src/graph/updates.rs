@@ -102,7 +102,10 @@ impl KernelUpdates<'_> {
                 format!("the node does not launch `{}`", k.name()),
             ));
         }
-        k.validate_for(CALL, &config)?;
+        // The geometry the node was captured with was validated then.
+        if config != node.config {
+            k.validate_for(CALL, &config)?;
+        }
         match (&mut self.backend, node.node.id) {
             (UpdatesBackend::Cuda(batch), NodeId::Cuda(raw)) => {
                 let function = k.cuda_only(CALL)?;
