@@ -6,7 +6,8 @@ use crate::error::{Error, Result};
 use crate::launch::{CudaArgsOf, KernelArgsFor, LaunchConfig, Signature, TypedKernel, cpu_args};
 use crate::stream::mixed;
 
-use super::{CpuExec, ExecBackend, GraphExec, KernelNode, NodeId};
+use super::{CpuExec, ExecBackend, GraphExec, KernelIdentity, KernelNode, NodeId};
+use crate::module::{Kernel, KernelBackend};
 
 /// In-place updates of an executable graph's kernel nodes, for the launches that follow:
 /// from [`GraphExec::kernel_updates`].
@@ -96,21 +97,38 @@ impl KernelUpdates<'_> {
             ));
         }
         let k = kernel.kernel();
-        if !node.launches(kernel) {
-            return Err(Error::invalid(
-                CALL,
-                format!("the node does not launch `{}`", k.name()),
-            ));
+        // One match decides the backend and whether the node launches this kernel.
+        let launches = match (
+            &mut self.backend,
+            node.node.id,
+            node.kernel,
+            &k.inner.backend,
+        ) {
+            (
+                UpdatesBackend::Cuda(batch),
+                NodeId::Cuda(raw),
+                KernelIdentity::Cuda(id),
+                KernelBackend::Cuda(function),
+            ) => {
+                if id != function.id() {
+                    return Err(not_launched(CALL, k));
+                }
+                // The geometry the node was captured with was validated then.
+                if config != node.config {
+                    k.validate_for(CALL, &config)?;
+                }
+                return batch.set(&raw, function, &config, &CudaArgsOf(&args));
+            }
+            (_, _, KernelIdentity::Cpu(id), KernelBackend::Cpu) => id == k.inner.id,
+            _ => false,
+        };
+        if !launches {
+            return Err(not_launched(CALL, k));
         }
-        // The geometry the node was captured with was validated then.
         if config != node.config {
             k.validate_for(CALL, &config)?;
         }
         match (&mut self.backend, node.node.id) {
-            (UpdatesBackend::Cuda(batch), NodeId::Cuda(raw)) => {
-                let function = k.cuda_only(CALL)?;
-                batch.set(&raw, function, &config, &CudaArgsOf(&args))
-            }
             (UpdatesBackend::Cpu(exec, changed), NodeId::Cpu(index)) => {
                 let values = cpu_args::<Sig, A>(CALL, self.ctx, &args)?;
                 exec.exec.set_kernel_args(index, values, config)?;
@@ -120,6 +138,15 @@ impl KernelUpdates<'_> {
             _ => Err(mixed(CALL, "node")),
         }
     }
+}
+
+/// The error for a node that launches another kernel.
+#[cold]
+fn not_launched(call: &'static str, kernel: &Kernel) -> Error {
+    Error::invalid(
+        call,
+        format!("the node does not launch `{}`", kernel.name()),
+    )
 }
 
 impl Drop for KernelUpdates<'_> {
