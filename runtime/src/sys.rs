@@ -261,6 +261,8 @@ pub const CU_MEM_ATTACH_HOST: c_uint = 0x2;
 pub const CU_MEM_ATTACH_SINGLE: c_uint = 0x4;
 pub const CU_MEMHOSTALLOC_PORTABLE: c_uint = 0x1;
 pub const CU_MEMHOSTALLOC_DEVICEMAP: c_uint = 0x2;
+pub const CU_MEMHOSTREGISTER_PORTABLE: c_uint = 0x1;
+pub const CU_MEMHOSTREGISTER_DEVICEMAP: c_uint = 0x2;
 pub const CU_CTX_SCHED_AUTO: c_uint = 0x0;
 pub const CU_CTX_SCHED_SPIN: c_uint = 0x1;
 pub const CU_CTX_SCHED_YIELD: c_uint = 0x2;
@@ -531,6 +533,9 @@ pub type PFN_cuMemHostAlloc =
 pub type PFN_cuMemHostGetDevicePointer =
     unsafe extern "C" fn(dptr: *mut CUdeviceptr, host: *mut c_void, flags: c_uint) -> CUresult;
 pub type PFN_cuMemFreeHost = unsafe extern "C" fn(ptr: *mut c_void) -> CUresult;
+pub type PFN_cuMemHostRegister =
+    unsafe extern "C" fn(ptr: *mut c_void, bytes: usize, flags: c_uint) -> CUresult;
+pub type PFN_cuMemHostUnregister = unsafe extern "C" fn(ptr: *mut c_void) -> CUresult;
 pub type PFN_cuMemGetInfo = unsafe extern "C" fn(free: *mut usize, total: *mut usize) -> CUresult;
 pub type PFN_cuMemcpyHtoDAsync = unsafe extern "C" fn(
     dst: CUdeviceptr,

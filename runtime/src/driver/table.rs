@@ -116,6 +116,8 @@ driver_table! {
         cuMemAllocManaged: PFN_cuMemAllocManaged @ ABI_VERSION,
         cuMemHostAlloc: PFN_cuMemHostAlloc @ ABI_VERSION,
         cuMemFreeHost: PFN_cuMemFreeHost @ ABI_VERSION,
+        cuMemHostRegister: PFN_cuMemHostRegister @ ABI_VERSION,
+        cuMemHostUnregister: PFN_cuMemHostUnregister @ ABI_VERSION,
         cuMemHostGetDevicePointer: PFN_cuMemHostGetDevicePointer @ ABI_VERSION,
         cuMemGetInfo: PFN_cuMemGetInfo @ ABI_VERSION,
         cuMemcpyHtoDAsync: PFN_cuMemcpyHtoDAsync @ ABI_VERSION,
