@@ -111,7 +111,9 @@ pub(crate) struct PinnedMemory {
 }
 
 // SAFETY: the memory is plain host memory; host access goes through slices taken after the
-// fences, and the fence list is behind a mutex.
+// fences, and the fence list is behind a mutex. A registered `Vec`'s elements are `Pod`
+// (`Copy`, so without drop glue): freeing it on another thread runs no code of its element
+// type, and `PinnedBuffer::register` asks `Send + Sync` of that type for the host's slices.
 unsafe impl Send for PinnedMemory {}
 // SAFETY: as above.
 unsafe impl Sync for PinnedMemory {}
