@@ -309,16 +309,49 @@ pub struct RegisterError<T> {
 
 impl<T> RegisterError<T> {
     /// Why registering failed (e.g. the driver's `cuMemHostRegister` error).
+    ///
+    /// ```no_run
+    /// # fn main() -> gpu_pipeline::Result<()> {
+    /// use gpu_pipeline::{Context, PinnedBuffer};
+    /// let ctx = Context::cuda(0)?;
+    /// if let Err(e) = PinnedBuffer::register(&ctx, vec![1.0f32; 1 << 20]) {
+    ///     eprintln!("not pinned: {}", e.error());
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn error(&self) -> &Error {
         &self.inner.0
     }
 
     /// The `Vec` that was to be registered, untouched.
+    ///
+    /// ```no_run
+    /// # fn main() -> gpu_pipeline::Result<()> {
+    /// use gpu_pipeline::{Context, PinnedBuffer};
+    /// let ctx = Context::cuda(0)?;
+    /// if let Err(e) = PinnedBuffer::register(&ctx, vec![1.0f32; 1 << 20]) {
+    ///     let data: Vec<f32> = e.into_data(); // nothing is lost
+    ///     assert_eq!(data.len(), 1 << 20);
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn into_data(self) -> Vec<T> {
         self.inner.1
     }
 
     /// The error and the `Vec`.
+    ///
+    /// ```no_run
+    /// # fn main() -> gpu_pipeline::Result<()> {
+    /// use gpu_pipeline::{Context, PinnedBuffer};
+    /// let ctx = Context::cuda(0)?;
+    /// if let Err(e) = PinnedBuffer::register(&ctx, vec![1.0f32; 1 << 20]) {
+    ///     let (error, data) = e.into_parts();
+    ///     eprintln!("{error}; copying {} elements instead", data.len());
+    ///     let _copy = PinnedBuffer::from_slice(&ctx, &data)?;
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn into_parts(self) -> (Error, Vec<T>) {
         *self.inner
     }
