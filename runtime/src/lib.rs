@@ -53,7 +53,9 @@ pub use cpu::CpuKernelFn as HostKernelFn;
 /// [`CpuParam`] under the name of earlier versions.
 #[doc(hidden)]
 pub use cpu::CpuParam as HostParam;
-pub use cpu::{CpuFault, CpuKernel, CpuKernelFn, CpuParam, Hazard, OpSite, RaceReport};
+pub use cpu::{
+    CpuFault, CpuKernel, CpuKernelFn, CpuKernelGeometryFn, CpuParam, Hazard, OpSite, RaceReport,
+};
 pub use cuda::nccl;
 pub use cuda::{Device, DeviceAttribute};
 pub use driver::{

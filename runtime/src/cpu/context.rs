@@ -10,6 +10,7 @@ use super::error::{CpuFault, RaceReport};
 use super::event::{Event, EventOptions};
 use super::shared::{ContextShared, lock, on_worker_thread};
 use super::stream::{Stream, StreamOptions, StreamShared};
+use crate::cuda::attribute::SyncPolicy;
 
 /// Stream priorities as CUDA reports them: (least, greatest); lower numbers are higher.
 const PRIORITY_RANGE: (i32, i32) = (0, -5);
@@ -28,6 +29,8 @@ pub(crate) struct Context {
     shared: Arc<ContextShared>,
     /// Weak, so streams own the context and not the other way round.
     streams: Arc<Mutex<Vec<Weak<StreamShared>>>>,
+    /// The scheduling policy asked for: recorded, with no effect (waits always block).
+    sync_policy: SyncPolicy,
 }
 
 impl Context {
@@ -36,7 +39,21 @@ impl Context {
         Context {
             shared: ContextShared::new(options.checked),
             streams: Arc::default(),
+            sync_policy: SyncPolicy::Auto,
         }
+    }
+
+    /// The same context, recording `policy` as its scheduling policy.
+    pub(crate) fn with_sync_policy(self, policy: SyncPolicy) -> Self {
+        Context {
+            sync_policy: policy,
+            ..self
+        }
+    }
+
+    /// The scheduling policy it was created with.
+    pub(crate) fn sync_policy(&self) -> SyncPolicy {
+        self.sync_policy
     }
 
     /// Whether `other` is a handle to this very context.

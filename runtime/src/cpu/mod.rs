@@ -26,7 +26,8 @@
 //!   `Event::elapsed_time(&start, &end) -> Result<f32>` (milliseconds), `name()`,
 //!   `has_timing()`.
 //! - [`Op`]: `replayable(label, Fn() -> Result<(), String>)`,
-//!   `kernel(label, KernelFn, Vec<KernelArgValue>)`, `once(label, FnOnce() -> Result<(), String>)`,
+//!   `kernel(label, KernelFn, Vec<KernelArgValue>)` (a `KernelFn` receives the launch's
+//!   `LaunchConfig` and the arguments), `once(label, FnOnce() -> Result<(), String>)`,
 //!   then `.reads(id)`, `.writes(id)`, `.access(id, Access)`, `.retain(Arc<dyn Any>)` (kept
 //!   alive with the op or its graph node), `.retain_in_graph(Arc<dyn Any>)` (kept only by
 //!   its graph node); kernel buffer arguments declare
@@ -89,6 +90,7 @@ mod clock;
 mod context;
 mod error;
 mod event;
+mod geometry;
 mod graph;
 mod kernel;
 mod memory;
@@ -106,6 +108,7 @@ pub(crate) use access::{Access, BufferId};
 pub(crate) use context::{Context, ContextOptions};
 pub use error::{CpuFault, Hazard, OpSite, RaceReport};
 pub(crate) use event::{Event, EventOptions};
+pub use geometry::CpuKernelGeometryFn;
 pub(crate) use graph::{Graph, GraphExec, Node};
 pub(crate) use kernel::missing_cpu_impl;
 pub use kernel::{CpuKernel, CpuKernelFn, CpuParam};

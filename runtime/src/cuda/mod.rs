@@ -49,7 +49,7 @@ pub(crate) use launch::{CudaArgs, launch};
 pub(crate) use memop::MemOp;
 pub(crate) use memory::{DeviceMemory, HostSlice, HostSliceMut};
 pub(crate) use module::{Function, FunctionId, Module, ModuleImage};
-pub(crate) use pinned::PinnedMemory;
+pub(crate) use pinned::{PinnedMemory, Refused};
 pub(crate) use pool::MemoryPool;
 pub(crate) use stream::Stream;
 
