@@ -68,9 +68,10 @@ pub use graph::{
 };
 pub use image::{ImageError, ImageFormat};
 pub use launch::{
-    ArgRef, DEFAULT_DYNAMIC_SHARED_LIMIT, DeviceRepr, Dim3, KernelArg, KernelArgs, KernelArgsFor,
-    KernelParam, LaunchConfig, LaunchConfigError, LaunchLimits, ParamLayout, PassedAs, Signature,
-    TypedKernel, check_param_sizes,
+    ArgRef, Bound, BoundProblem, BoundViolation, Bounds, DEFAULT_DYNAMIC_SHARED_LIMIT, DeviceRepr,
+    Dim3, IndexType, KernelArg, KernelArgs, KernelArgsFor, KernelParam, LaunchConfig,
+    LaunchConfigError, LaunchLimits, MAX_BOUND_FACTORS, ParamKind, ParamLayout, PassedAs,
+    Signature, TypedKernel, check_param_sizes,
 };
 pub use memory::*;
 pub use module::{FunctionAttribute, Kernel, KernelAttributes, Module};

@@ -358,7 +358,8 @@ impl Graph {
     }
 
     /// Adds a launch of `kernel` with `args`, after `dependencies` (CUDA only). The graph
-    /// keeps the buffers in `args` and the kernel's module alive.
+    /// keeps the buffers in `args` and the kernel's module alive. The kernel's bounds are
+    /// checked first ([`TypedKernel::check_bounds`]): a refused node is not added.
     pub fn add_kernel_node<Sig: Signature, A: KernelArgsFor<Sig>>(
         &mut self,
         dependencies: &[GraphNode],
@@ -367,6 +368,7 @@ impl Graph {
         args: A,
     ) -> Result<KernelNode> {
         const CALL: &str = "Graph::add_kernel_node";
+        kernel.check_bounds_for(CALL, &args)?;
         let deps = self.cuda_nodes(CALL, dependencies)?;
         let k = kernel.kernel();
         k.validate_for(CALL, &config)?;
@@ -582,6 +584,10 @@ impl GraphExec {
     /// launches: the way to update scalars between replays without re-instantiating.
     /// `node` must come from the graph this was instantiated from ([`Graph::kernel_nodes`])
     /// and launch `kernel`. New buffers are kept alive by the executable graph from now on.
+    ///
+    /// The kernel's bounds are checked first ([`TypedKernel::check_bounds`]): arguments
+    /// that break one are refused with [`Error::KernelBound`] and the node keeps its
+    /// previous parameters.
     pub fn set_kernel_params<Sig: Signature + 'static, A: KernelArgsFor<Sig>>(
         &mut self,
         node: &KernelNode,
@@ -590,6 +596,7 @@ impl GraphExec {
         args: A,
     ) -> Result<()> {
         const CALL: &str = "GraphExec::set_kernel_params";
+        kernel.check_bounds_for(CALL, &args)?;
         if node.node.graph != self.source {
             return Err(Error::invalid(
                 CALL,
