@@ -2,50 +2,15 @@
 //! its whole life, replays with `launch`, and updates scalar params in place with typed
 //! setters.
 
-use std::collections::BTreeSet;
-
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
 use syn::Ident;
 
+use super::bounds::{self, LaunchSite, launch_sites};
 use super::names::{Names, rt, rt_fn};
 use super::step::{Retype, bindings, launch_parts};
 use crate::ast;
-use crate::lower::{Arg, KernelId, Pipeline, ScalarId, StatementKind};
-
-/// One launch statement, in enqueue order: the kernel node it became.
-struct LaunchSite<'p> {
-    /// Its index among the step's launches: the kernel node it became.
-    index: usize,
-    kernel: KernelId,
-    source: &'p ast::Launch,
-    args: &'p [Arg],
-    /// The scalar params its arguments and dimensions read.
-    scalars: &'p BTreeSet<ScalarId>,
-}
-
-fn launch_sites<'p>(pipeline: &'p Pipeline<'_>) -> Vec<LaunchSite<'p>> {
-    let mut sites = Vec::new();
-    for &stage_id in &pipeline.order {
-        for statement in &pipeline.stages[stage_id.0].statements {
-            if let StatementKind::Launch {
-                source,
-                kernel,
-                args,
-            } = &statement.kind
-            {
-                sites.push(LaunchSite {
-                    index: sites.len(),
-                    kernel: *kernel,
-                    source,
-                    args,
-                    scalars: &statement.scalars,
-                });
-            }
-        }
-    }
-    sites
-}
+use crate::lower::{Pipeline, ScalarId, StatementKind};
 
 /// What a replayed graph cannot update in place that reads `scalar`, in words: "`fill x` in
 /// stage `a`", "the length of scratch buffer `acc`".
@@ -167,20 +132,33 @@ fn setter(
     if !fixed.is_empty() {
         let doc = format!(
             "Sets `{}` and captures the step again: it also feeds {}, which a replayed graph \
-             cannot update in place. Waits for the launches in flight first.",
+             cannot update in place. Waits for the launches in flight first. If the new step \
+             cannot be captured (a kernel's bound refuses the value, say), the graph keeps \
+             its previous parameters and `{}` its previous value.",
             scalar.name,
-            fixed.join(", ")
+            fixed.join(", "),
+            scalar.name,
         );
         return quote! {
             #[doc = #doc]
             pub fn #setter(&mut self, #field: #ty) -> #rt::Result<()> {
-                self.params.#field = #field;
-                self.pipeline.__wait()?;
-                let (graph, exec, nodes) = self.pipeline.__capture(&mut self.params)?;
-                self.exec = exec;
-                self.nodes = nodes;
-                self._graph = graph;
-                ::core::result::Result::Ok(())
+                let __previous = ::core::mem::replace(&mut self.params.#field, #field);
+                let __captured = match self.pipeline.__wait() {
+                    ::core::result::Result::Ok(()) => self.pipeline.__capture(&mut self.params),
+                    ::core::result::Result::Err(e) => ::core::result::Result::Err(e),
+                };
+                match __captured {
+                    ::core::result::Result::Ok((graph, exec, nodes)) => {
+                        self.exec = exec;
+                        self.nodes = nodes;
+                        self._graph = graph;
+                        ::core::result::Result::Ok(())
+                    }
+                    ::core::result::Result::Err(e) => {
+                        self.params.#field = __previous;
+                        ::core::result::Result::Err(e)
+                    }
+                }
             }
         };
     }
@@ -209,9 +187,28 @@ fn setter(
         .map(|b| names.scratch_field(b.ident))
         .collect();
     let bind = bindings(pipeline, names, &quote!(__p));
+    // The bounds of every updated node are checked before any node changes; a refusal puts
+    // the previous value back.
+    let refused = quote! {
+        __p.#field = __previous;
+        return ::core::result::Result::Err(__refusal);
+    };
+    let bounded = |site: &LaunchSite<'_>| bounds::feeds_bound(pipeline, site, field);
+    let checks: Vec<TokenStream> = affected
+        .iter()
+        .filter(|site| bounded(site))
+        .map(|site| bounds::check_first(pipeline, site, &refused))
+        .collect();
     let updates = affected.iter().map(|site| {
-        let (config, args) =
-            launch_parts(pipeline, site.source, site.kernel, site.args, Retype::Cast);
+        let locals = bounded(site).then_some(site.index);
+        let (config, args) = launch_parts(
+            pipeline,
+            site.source,
+            site.kernel,
+            site.args,
+            Retype::Cast,
+            locals,
+        );
         let kernel = format_ident!("k{}", site.kernel.0);
         let index = site.index;
         quote! {
@@ -219,9 +216,18 @@ fn setter(
                 .map_err(|e| #rt::step_error(#name_str, e))?;
         }
     });
+    let bounds_doc = if checks.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " A value that breaks a kernel's bound is refused before any node changes: the \
+             graph keeps its previous parameters and `{}` its previous value.",
+            scalar.name
+        )
+    };
     let doc = format!(
         "Sets `{}` for the following launches, updating the {} kernel node(s) that use \
-         it in place (no re-capture, no re-instantiation).",
+         it in place (no re-capture, no re-instantiation).{bounds_doc}",
         scalar.name,
         affected.len()
     );
@@ -229,10 +235,11 @@ fn setter(
         #[doc = #doc]
         #[allow(unused_variables, clippy::all)]
         pub fn #setter(&mut self, #field: #ty) -> #rt::Result<()> {
-            self.params.#field = #field;
+            let __previous = ::core::mem::replace(&mut self.params.#field, #field);
             let Self { pipeline, params: __p, exec: __exec, nodes: __nodes, .. } = self;
             let #name { __kernels, #(#scratch_fields,)* .. } = &mut **pipeline;
             #bind
+            #(#checks)*
             #(#updates)*
             ::core::result::Result::Ok(())
         }

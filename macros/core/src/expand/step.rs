@@ -6,6 +6,7 @@ use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{Expr, Ident};
 
+use super::bounds::{self, LaunchSite, launch_sites};
 use super::names::{Names, rt, rt_fn};
 use crate::ast::{self, KernelParamType, type_string};
 use crate::lower::{
@@ -98,6 +99,23 @@ pub fn enqueue_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
         .collect();
     let bind = bindings(pipeline, names, &quote!(__p));
     let event_of = |stage: StageId| pipeline.events.iter().position(|&s| s == stage);
+    // Every bounded launch is checked before anything of the step is enqueued.
+    let sites = launch_sites(pipeline);
+    let bounded: Vec<&LaunchSite<'_>> = sites
+        .iter()
+        .filter(|site| bounds::bounded(pipeline, site.kernel))
+        .collect();
+    let refused = quote!(return ::core::result::Result::Err(__refusal););
+    let checks = bounded
+        .iter()
+        .map(|site| bounds::check_first(pipeline, site, &refused));
+    let checks: Vec<TokenStream> = checks.collect();
+    let local_site = |stage: StageId, statement: usize| {
+        bounded
+            .iter()
+            .find(|site| site.stage == stage && site.statement == statement)
+            .map(|site| site.index)
+    };
 
     // The first stage of each forked stream waits on the fork event.
     let mut fork_pending: Vec<bool> = (0..pipeline.streams.len())
@@ -122,10 +140,9 @@ pub fn enqueue_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                 waits.push(quote!(#rt::Stream::wait_event(__stream, &__events[#k])));
             }
         }
-        let statements = stage
-            .statements
-            .iter()
-            .map(|statement| statement_tokens(pipeline, stage, &statement.kind));
+        let statements = stage.statements.iter().enumerate().map(|(i, statement)| {
+            statement_tokens(pipeline, stage, &statement.kind, local_site(stage_id, i))
+        });
         let statements: Vec<TokenStream> = statements.collect();
         let record =
             event_of(stage_id).map(|k| quote!(#rt::Stream::record_into(__stream, &__events[#k])?;));
@@ -175,11 +192,12 @@ pub fn enqueue_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
         #[allow(unused_variables, unused_mut, unused_braces, clippy::all)]
                 fn __enqueue(&mut self, __p: &mut #params_ty, __profile: ::core::option::Option<&#rt::Profiler>) -> #rt::Result<()> {
                         let Self { __fork, __events, __kernels, __progress, #(#stream_fields,)* #(#scratch_fields,)* .. } = self;
+            #bind
+            #(#checks)*
                         __progress.reset(__stream_0)?;
             if let ::core::option::Option::Some(profiler) = __profile {
                 profiler.step_start(__stream_0)?;
             }
-            #bind
             #fork_record
             #(#stages)*
             #(#joins)*
@@ -189,11 +207,13 @@ pub fn enqueue_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
 }
 
 /// The tokens of one statement of `stage`, inside the stage's closure where `__stream` is its
-/// stream.
+/// stream. A launch whose bounds were checked first passes the locals of that check as its
+/// scalar arguments (`locals`: its launch site).
 fn statement_tokens(
     pipeline: &Pipeline<'_>,
     stage: &Stage<'_>,
     kind: &StatementKind<'_>,
+    locals: Option<usize>,
 ) -> TokenStream {
     let rt = rt();
     let buffer = |id: &BufferId| pipeline.buffers[id.0].ident;
@@ -204,7 +224,8 @@ fn statement_tokens(
             args,
         } => {
             let field = format_ident!("k{}", kernel.0);
-            let (config, args) = launch_parts(pipeline, source, *kernel, args, Retype::Assert);
+            let (config, args) =
+                launch_parts(pipeline, source, *kernel, args, Retype::Assert, locals);
             quote!(__kernels.#field.launch(__stream, #config, #args)?;)
         }
         StatementKind::Copy { source, src, dst } => {
@@ -335,12 +356,15 @@ fn retyped_mut(
 }
 
 /// The launch configuration and argument tuple of a launch statement, over the bindings.
+/// With `locals` (the launch's site), scalar arguments are the locals that
+/// [`bounds::check_first`] evaluated them into.
 pub fn launch_parts(
     pipeline: &Pipeline<'_>,
     launch: &ast::Launch,
     kernel: KernelId,
     args: &[Arg],
     retype: Retype,
+    locals: Option<usize>,
 ) -> (TokenStream, TokenStream) {
     let rt = rt();
     let dim = |option: &Option<ast::LaunchOption>| match option {
@@ -363,7 +387,13 @@ pub fn launch_parts(
         .iter()
         .zip(&launch.args)
         .enumerate()
-        .map(|(i, (arg, expr))| arg_tokens(pipeline, arg, expr, declared.get(i), retype));
+        .map(|(i, (arg, expr))| match (arg, locals) {
+            (Arg::Scalar { .. }, Some(site)) => {
+                let local = bounds::local(site, i);
+                quote!(#local)
+            }
+            _ => arg_tokens(pipeline, arg, expr, declared.get(i), retype),
+        });
     (config, quote!((#(#args,)*)))
 }
 
@@ -377,7 +407,9 @@ pub enum Retype {
     Cast,
 }
 
-fn arg_tokens(
+/// One argument of a launch, over the bindings: a buffer reborrowed (and retyped where its
+/// element type is spelled differently), a scalar with its type asserted where needed.
+pub fn arg_tokens(
     pipeline: &Pipeline<'_>,
     arg: &Arg,
     expr: &Expr,
