@@ -49,7 +49,7 @@ fn bound_expression(cx: &Ctxt, kernel: &ast::Kernel, param: &ast::KernelParam, b
                      and integer literals, optionally plus a literal: `n`, `nx * ny`, `3 * n`, \
                      `n + 1`; for any other extent, pass it as a parameter of its own and \
                      bound `{p}` by that",
-                    tokens_string(expr)
+                    bound_text(expr)
                 ),
             ),
             BoundError::Unknown(ident) => {
@@ -89,11 +89,21 @@ fn bound_expression(cx: &Ctxt, kernel: &ast::Kernel, param: &ast::KernelParam, b
                 expr,
                 format!(
                     "the constants in the bound `{}` of `{p}` do not fit in a `u64`",
-                    tokens_string(expr)
+                    bound_text(expr)
                 ),
             ),
         }
     }
+}
+
+/// A bound as the user writes it: `tokens_string` joins `(` to what precedes it (for calls),
+/// which after an operator reads `n *(m + 1)`.
+fn bound_text(expr: &Expr) -> String {
+    let mut text = tokens_string(expr);
+    for op in ['*', '+', '-', '/', '%'] {
+        text = text.replace(&format!("{op}("), &format!("{op} ("));
+    }
+    text
 }
 
 /// Only buffers have indices to bound: an array passed by value whose length names one of

@@ -9,8 +9,8 @@
 //!
 //! [`TypedKernel::launch`]: https://docs.rs/gpu-pipeline/latest/gpu_pipeline/struct.TypedKernel.html#method.launch
 
-use proc_macro2::TokenStream;
-use quote::{format_ident, quote, quote_spanned};
+use proc_macro2::{Group, Span, TokenStream, TokenTree};
+use quote::{ToTokens, format_ident, quote, quote_spanned};
 use syn::Ident;
 
 use super::names::{rt, rt_fn};
@@ -132,8 +132,30 @@ pub fn integer_assertions(pipeline: &Pipeline<'_>, kernel: KernelId) -> TokenStr
     asserts
         .map(|(position, ident)| {
             let function = rt_fn(ident.span(), "bound_scalar");
-            let ty = &kernel.decl.params[position].ty;
+            // The type is re-spanned so that the compiler reports it at the name in the
+            // bound, the token that asks for an integer.
+            let ty = respan(
+                kernel.decl.params[position].ty.to_token_stream(),
+                ident.span(),
+            );
             quote_spanned!(ident.span()=> #function::<#ty>();)
+        })
+        .collect()
+}
+
+/// `tokens` with every span set to `span`.
+fn respan(tokens: TokenStream, span: Span) -> TokenStream {
+    tokens
+        .into_iter()
+        .map(|mut tree| {
+            if let TokenTree::Group(group) = &tree {
+                let mut inner = Group::new(group.delimiter(), respan(group.stream(), span));
+                inner.set_span(span);
+                tree = TokenTree::Group(inner);
+            } else {
+                tree.set_span(span);
+            }
+            tree
         })
         .collect()
 }
