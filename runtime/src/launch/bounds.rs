@@ -417,44 +417,48 @@ impl Bounds {
         kinds: &[ParamKind],
         args: &A,
     ) -> Result<(), Refusal> {
-        let mut slots = [Slot::Other; MAX_PARAMS];
-        args.visit(&mut |index, arg| {
-            if let Some(slot) = slots.get_mut(index) {
-                *slot = Slot::read(kinds.get(index), arg);
-            }
-        });
+        let slots = read(kinds, args);
         for (entry, Entry { buffer, bound }) in self.entries[..self.len()].iter().enumerate() {
             let len = match slots[usize::from(*buffer)] {
                 Slot::Len(len) => len,
-                _ => return Err(Refusal::new(entry, Problem::Mismatch(*buffer), slots)),
+                _ => return Err(Refusal::new(entry, Problem::Mismatch(*buffer))),
             };
             match bound.evaluate(&slots) {
                 Ok(value) if value <= len as u64 => {}
                 Ok(value) => {
-                    return Err(Refusal::new(
-                        entry,
-                        Problem::TooShort { bound: value, len },
-                        slots,
-                    ));
+                    return Err(Refusal::new(entry, Problem::TooShort { bound: value, len }));
                 }
-                Err(problem) => return Err(Refusal::new(entry, problem, slots)),
+                Err(problem) => return Err(Refusal::new(entry, problem)),
             }
         }
         Ok(())
     }
 
-    /// The refusal as an error value, with names and the values involved.
+    /// The refusal of `args` as an error value, with names and the values involved (read
+    /// from the arguments again: the check keeps nothing it does not need).
     #[cold]
-    pub(crate) fn violation(
+    pub(crate) fn violation<A: KernelArgs>(
         &self,
         kernel: &str,
         module: &str,
+        kinds: &[ParamKind],
+        args: &A,
+        refusal: &Refusal,
+    ) -> BoundViolation {
+        self.describe_refusal(kernel, module, &read(kinds, args), refusal)
+    }
+
+    fn describe_refusal(
+        &self,
+        kernel: &str,
+        module: &str,
+        slots: &[Slot; MAX_PARAMS],
         refusal: &Refusal,
     ) -> BoundViolation {
         let Entry { buffer, bound } = self.entries[refusal.entry];
         let values = bound
             .factors()
-            .filter_map(|f| match refusal.slots[f] {
+            .filter_map(|f| match slots[f] {
                 Slot::Count(Count::Value(v)) => Some((self.bare_name(f), i128::from(v))),
                 Slot::Count(Count::Negative(v)) => Some((self.bare_name(f), i128::from(v))),
                 _ => None,
@@ -479,6 +483,18 @@ impl Bounds {
             problem,
         }
     }
+}
+
+/// Every argument of a launch as the check reads it, by position: what `kinds` says each is.
+#[inline]
+fn read<A: KernelArgs>(kinds: &[ParamKind], args: &A) -> [Slot; MAX_PARAMS] {
+    let mut slots = [Slot::Other; MAX_PARAMS];
+    args.visit(&mut |index, arg| {
+        if let Some(slot) = slots.get_mut(index) {
+            *slot = Slot::read(kinds.get(index), arg);
+        }
+    });
+    slots
 }
 
 /// One argument as the check reads it.
@@ -520,22 +536,17 @@ enum Problem {
     Mismatch(u8),
 }
 
-/// A failed check: which entry, why, and the arguments read (for the message).
-#[derive(Clone, Debug)]
+/// A failed check: which entry and why.
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct Refusal {
     entry: usize,
     problem: Problem,
-    slots: [Slot; MAX_PARAMS],
 }
 
 impl Refusal {
     #[cold]
-    fn new(entry: usize, problem: Problem, slots: [Slot; MAX_PARAMS]) -> Refusal {
-        Refusal {
-            entry,
-            problem,
-            slots,
-        }
+    fn new(entry: usize, problem: Problem) -> Refusal {
+        Refusal { entry, problem }
     }
 }
 
@@ -678,12 +689,9 @@ mod tests {
         let b = Bounds::new()
             .names(&["nx", "ny", "f"])
             .buffer(2, Bound::param(0).times(1));
-        let refusal = Refusal::new(
-            0,
-            Problem::TooShort { bound: 12, len: 10 },
-            slots(&[count(3), count(4), Slot::Len(10)]),
-        );
-        let v = b.violation("stencil", "heat", &refusal);
+        let refusal = Refusal::new(0, Problem::TooShort { bound: 12, len: 10 });
+        let read = slots(&[count(3), count(4), Slot::Len(10)]);
+        let v = b.describe_refusal("stencil", "heat", &read, &refusal);
         assert_eq!(
             v.to_string(),
             "kernel `stencil` of module `heat` indexes `f` below `nx * ny` = 12 (nx = 3, ny = 4), \
@@ -691,22 +699,16 @@ mod tests {
              arguments"
         );
         let b = Bounds::new().names(&["n", "y"]).buffer(1, Bound::param(0));
-        let refusal = Refusal::new(
-            0,
-            Problem::TooShort { bound: 11, len: 10 },
-            slots(&[count(11), Slot::Len(10)]),
-        );
+        let refusal = Refusal::new(0, Problem::TooShort { bound: 11, len: 10 });
+        let read = slots(&[count(11), Slot::Len(10)]);
         assert_eq!(
-            b.violation("k", "m", &refusal).to_string(),
+            b.describe_refusal("k", "m", &read, &refusal).to_string(),
             "kernel `k` of module `m` indexes `y` below `n` = 11, but the buffer passed for `y` \
              holds 10 elements; pass a longer buffer or smaller arguments"
         );
-        let refusal = Refusal::new(
-            0,
-            Problem::Negative(0),
-            slots(&[Slot::Count(Count::Negative(-2)), Slot::Len(10)]),
-        );
-        let v = b.violation("k", "m", &refusal);
+        let refusal = Refusal::new(0, Problem::Negative(0));
+        let read = slots(&[Slot::Count(Count::Negative(-2)), Slot::Len(10)]);
+        let v = b.describe_refusal("k", "m", &read, &refusal);
         assert_eq!(
             v.problem,
             BoundProblem::Negative {

@@ -257,14 +257,23 @@ impl<Sig: Signature> TypedKernel<Sig> {
         }
         self.bounds
             .check(Sig::KINDS, args)
-            .map_err(|refusal| self.bound_error(call, &refusal))
+            .map_err(|refusal| self.bound_error(call, args, &refusal))
     }
 
     #[cold]
-    fn bound_error(&self, call: &'static str, refusal: &bounds::Refusal) -> Error {
-        let violation =
-            self.bounds
-                .violation(self.kernel.name(), self.kernel.module_name(), refusal);
+    fn bound_error<A: KernelArgs>(
+        &self,
+        call: &'static str,
+        args: &A,
+        refusal: &bounds::Refusal,
+    ) -> Error {
+        let violation = self.bounds.violation(
+            self.kernel.name(),
+            self.kernel.module_name(),
+            Sig::KINDS,
+            args,
+            refusal,
+        );
         Error::KernelBound {
             call,
             violation: Box::new(violation),
