@@ -18,6 +18,7 @@
 
 mod bounds;
 mod graph;
+mod launch;
 mod names;
 mod params;
 mod pipeline;

@@ -13,8 +13,8 @@ use proc_macro2::{Group, Span, TokenStream, TokenTree};
 use quote::{ToTokens, format_ident, quote, quote_spanned};
 use syn::Ident;
 
+use super::launch::{Retype, arg_tokens, local};
 use super::names::{rt, rt_fn};
-use super::step::{Retype, arg_tokens};
 use crate::lower::{Arg, KernelId, KernelParamKind, Pipeline, StageId, StatementKind};
 use crate::{ast, lower};
 
@@ -158,11 +158,6 @@ fn respan(tokens: TokenStream, span: Span) -> TokenStream {
             tree
         })
         .collect()
-}
-
-/// The local that holds scalar argument `arg` of launch `site` for the step.
-pub fn local(site: usize, arg: usize) -> Ident {
-    format_ident!("__bound_{}_{}", site, arg)
 }
 
 /// For a launch of a bounded kernel: its scalar arguments evaluated into locals, then its

@@ -7,8 +7,9 @@ use quote::{format_ident, quote, quote_spanned};
 use syn::Ident;
 
 use super::bounds::{self, LaunchSite, launch_sites};
+use super::launch::{Retype, launch_parts};
 use super::names::{Names, rt, rt_fn};
-use super::step::{Retype, bindings, launch_parts};
+use super::step::bindings;
 use crate::ast;
 use crate::lower::{Pipeline, ScalarId, StatementKind};
 
