@@ -78,6 +78,21 @@ gpu_pipeline! {
     }
 }
 
+gpu_pipeline! {
+    /// `y += a * tmp` below `n`, where `tmp` is scratch of length `n` filled with ones: `set_n`
+    /// captures the step again (with a new `tmp`), `set_a` updates the launch in place.
+    pipeline Rescratch {
+        streams { compute }
+        unsafe kernels k = ptx(include_str!("../../runtime/kernels/test_kernels.ptx")) {
+            fn saxpy(n: u32, a: f32, x: &[f32; n], y: &mut [f32; n]) cpu = cpu_impl::saxpy;
+        }
+        params { n: u32, a: f32, y: &mut DeviceBuffer<f32> }
+        scratch { tmp: DeviceBuffer<f32> = n as usize }
+        stage ones on compute { fill tmp = 1.0f32; }
+        stage axpy on compute { launch k::saxpy(n, a, tmp, y) grid n.div_ceil(256) block 256; }
+    }
+}
+
 type Saxpy = (u32, f32, &'static [f32], &'static mut [f32]);
 
 /// `saxpy` indexes `x` (position 2) and `y` (position 3) below `n` (position 0).
@@ -326,6 +341,30 @@ fn recapturing_setter_refuses_and_the_graph_keeps_its_parameters(ctx: &Context) 
     b.assert(&after_axpy(half, 2.0), half as f32);
 }
 
+/// A refused re-capture puts back the scratch buffers the graph uses: a later in-place setter
+/// updates the launch over the same `tmp` the graph's `fill` writes.
+fn refused_recapture_keeps_the_graphs_scratch_buffers(ctx: &Context) {
+    let mut b = Buffers::new(ctx);
+    let mut pipeline = Rescratch::new(ctx).unwrap();
+    let half = N / 2;
+    let mut graph = pipeline
+        .capture(RescratchParams {
+            n: half as u32,
+            a: 1.0,
+            y: &mut b.y,
+        })
+        .unwrap();
+    let err = graph.set_n(N as u32 + 1).unwrap_err();
+    assert_stage_refused(&err, "Rescratch", "axpy");
+    graph.set_a(3.0).unwrap();
+    graph.launch().unwrap();
+    graph.synchronize().unwrap();
+    drop(graph);
+    // `y += 3 * 1` below `half`: the launch read the `tmp` that `ones` filled.
+    let want: Vec<f32> = (0..N).map(|i| if i < half { 4.0 } else { 1.0 }).collect();
+    b.assert(&want, 5.0);
+}
+
 fn typed_launch_refuses(ctx: &Context) {
     let stream = Stream::non_blocking(ctx).unwrap();
     let saxpy = saxpy(&module(ctx));
@@ -540,6 +579,9 @@ on_both_backends! {
     recapturing_setter_refuses_and_the_graph_keeps_its_parameters =>
         cpu_recapturing_setter_refuses_and_the_graph_keeps_its_parameters,
         cuda_recapturing_setter_refuses_and_the_graph_keeps_its_parameters;
+    refused_recapture_keeps_the_graphs_scratch_buffers =>
+        cpu_refused_recapture_keeps_the_graphs_scratch_buffers,
+        cuda_refused_recapture_keeps_the_graphs_scratch_buffers;
     typed_launch_refuses => cpu_typed_launch_refuses, cuda_typed_launch_refuses;
     set_kernel_params_refuses_and_the_node_keeps_its_parameters =>
         cpu_set_kernel_params_refuses_and_the_node_keeps_its_parameters,

@@ -140,12 +140,29 @@ fn setter(
             fixed.join(", "),
             scalar.name,
         );
+        // The scratch buffers whose length this scalar feeds are set aside, not dropped: the
+        // current graph uses them, and gets them back if the new step is refused (otherwise
+        // an in-place setter afterwards would point its nodes at buffers the graph's other
+        // nodes do not use).
+        let resized: Vec<Ident> = pipeline
+            .buffers
+            .iter()
+            .filter(|b| b.scratch && b.len_scalars.contains(&id))
+            .map(|b| names.scratch_field(b.ident))
+            .collect();
         return quote! {
             #[doc = #doc]
             pub fn #setter(&mut self, #field: #ty) -> #rt::Result<()> {
                 let __previous = ::core::mem::replace(&mut self.params.#field, #field);
                 let __captured = match self.pipeline.__wait() {
-                    ::core::result::Result::Ok(()) => self.pipeline.__capture(&mut self.params),
+                    ::core::result::Result::Ok(()) => {
+                        let __kept = (#(self.pipeline.#resized.take(),)*);
+                        let __captured = self.pipeline.__capture(&mut self.params);
+                        if __captured.is_err() {
+                            (#(self.pipeline.#resized,)*) = __kept;
+                        }
+                        __captured
+                    }
                     ::core::result::Result::Err(e) => ::core::result::Result::Err(e),
                 };
                 match __captured {
