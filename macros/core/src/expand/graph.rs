@@ -150,19 +150,24 @@ fn setter(
             .filter(|b| b.scratch && b.len_scalars.contains(&id))
             .map(|b| names.scratch_field(b.ident))
             .collect();
+        let recapture = if resized.is_empty() {
+            quote!(self.pipeline.__capture(&mut self.params))
+        } else {
+            quote! {{
+                let __kept = (#(self.pipeline.#resized.take(),)*);
+                let __captured = self.pipeline.__capture(&mut self.params);
+                if __captured.is_err() {
+                    (#(self.pipeline.#resized,)*) = __kept;
+                }
+                __captured
+            }}
+        };
         return quote! {
             #[doc = #doc]
             pub fn #setter(&mut self, #field: #ty) -> #rt::Result<()> {
                 let __previous = ::core::mem::replace(&mut self.params.#field, #field);
                 let __captured = match self.pipeline.__wait() {
-                    ::core::result::Result::Ok(()) => {
-                        let __kept = (#(self.pipeline.#resized.take(),)*);
-                        let __captured = self.pipeline.__capture(&mut self.params);
-                        if __captured.is_err() {
-                            (#(self.pipeline.#resized,)*) = __kept;
-                        }
-                        __captured
-                    }
+                    ::core::result::Result::Ok(()) => #recapture,
                     ::core::result::Result::Err(e) => ::core::result::Result::Err(e),
                 };
                 match __captured {
