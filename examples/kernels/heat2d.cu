@@ -32,15 +32,21 @@ __global__ void heat_step(unsigned int nx, unsigned int ny, float alpha,
     dst[i] = __fadd_rn(c, __fmul_rn(alpha, lap));
 }
 
-// The preview: every stride-th cell of every stride-th row of src, row-major into dst, which
-// holds ceil(nx / stride) by ceil(ny / stride) cells. Launch with a 2-D grid covering those.
-__global__ void sample(unsigned int nx, unsigned int ny, unsigned int stride,
-                       const float* __restrict__ src, float* __restrict__ dst) {
+// The preview: every stride-th cell of every stride-th row of src, row-major into dst, an mx
+// by my grid (mx = ceil(nx / stride) and my = ceil(ny / stride) take every such cell; smaller
+// ones crop it). Launch with a 2-D grid covering mx by my. The preview's extent is passed
+// rather than derived so that the bounds the declaration states hold by reading this code:
+// src is indexed below nx * ny and dst below mx * my, whatever the arguments.
+__global__ void sample(unsigned int nx, unsigned int ny, unsigned int stride, unsigned int mx,
+                       unsigned int my, const float* __restrict__ src, float* __restrict__ dst) {
+    if (stride == 0) {
+        return;
+    }
     unsigned int px = blockIdx.x * blockDim.x + threadIdx.x;
     unsigned int py = blockIdx.y * blockDim.y + threadIdx.y;
-    unsigned int mx = (nx + stride - 1) / stride;
-    unsigned int my = (ny + stride - 1) / stride;
-    if (px >= mx || py >= my) {
+    unsigned int w = min(mx, (nx + stride - 1) / stride);
+    unsigned int h = min(my, (ny + stride - 1) / stride);
+    if (px >= w || py >= h) {
         return;
     }
     dst[py * mx + px] = src[(py * stride) * nx + px * stride];

@@ -80,7 +80,7 @@ gpu_pipeline! {
     pub pipeline Interop {
         streams { compute(priority = high), copy(non_blocking) }
         unsafe kernels k = ptx(include_str!("../kernels/interop.ptx")) {
-            fn scale_offset(n: u32, factor: f32, offset: f32, data: &mut [f32])
+            fn scale_offset(n: u32, factor: f32, offset: f32, data: &mut [f32; n])
                 host = crate::interop::host::scale_offset;
         }
         params {

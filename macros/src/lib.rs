@@ -14,8 +14,9 @@
 //!     pub pipeline HeatStep {
 //!         streams { compute(priority = high), copy(non_blocking) }
 //!         unsafe kernels heat = ptx(include_str!("../kernels/heat.ptx")) {
-//!             fn stencil(nx: u32, ny: u32, alpha: f32, src: &[f32], dst: &mut [f32])
-//!                 host = crate::heat_host::stencil;
+//!             fn stencil(nx: u32, ny: u32, alpha: f32, src: &[f32; nx * ny],
+//!                        dst: &mut [f32; nx * ny])
+//!                 cpu = crate::heat_cpu::stencil;
 //!         }
 //!         params {
 //!             nx: u32, ny: u32, alpha: f32,
@@ -55,7 +56,11 @@
 //! STREAM    := NAME [( STREAM_OPT,* )]
 //! STREAM_OPT:= priority = (high | low | default | [-]INT) | non_blocking
 //! FORMAT    := ptx | cubin | fatbin | cuda_c                 cuda_c is compiled with NVRTC
-//! KERNEL    := fn NAME(NAME: KTYPE,*) [host = PATH];         KTYPE: scalar, &[T] or &mut [T]
+//! KERNEL    := fn NAME(NAME: KTYPE,*) [cpu = PATH];          `host = PATH` is accepted too
+//! KTYPE     := TYPE | &[T] | &mut [T] | &[T; BOUND] | &mut [T; BOUND]    TYPE: a scalar
+//! BOUND     := PRODUCT [+ INT] | INT + PRODUCT               see "Kernel bounds" below
+//! PRODUCT   := FACTOR (* FACTOR)*                            at most 4 parameters
+//! FACTOR    := NAME | INT | ( PRODUCT )                      NAME: an integer parameter
 //! STATEMENT := launch MODULE::KERNEL(ARG,*) grid DIM block DIM [shared EXPR];
 //!            | copy SRC -> DST;
 //!            | fill DST = EXPR;
@@ -68,7 +73,7 @@
 //!
 //! Items may come in any order; the first declared stream is the *origin*. Only doc comments
 //! may annotate items inside the pipeline. Options and clauses (`priority`, `non_blocking`,
-//! `host =`, `grid`, `block`, `shared`, `reads`, `writes`) come in any order, each once.
+//! `cpu =`, `grid`, `block`, `shared`, `reads`, `writes`) come in any order, each once.
 //!
 //! Params are scalars (any type by value) or borrowed memory: `&`/`&mut DeviceBuffer<T>`,
 //! `&`/`&mut PinnedBuffer<T>`, `&`/`&mut FlagCell`. A reference to any other type (a library
@@ -97,6 +102,43 @@
 //! per block, 64 in z; 227 KiB of shared memory), and a numeric stream priority is 0 or
 //! negative (CUDA runs lower numbers first).
 //!
+//! # Kernel bounds: what `unsafe kernels` promises
+//!
+//! A kernel block declares code the compiler cannot see, so it is `unsafe`, as `unsafe
+//! extern` is. Writing `unsafe kernels` promises, for each kernel:
+//!
+//! 1. the signature matches the image's kernel: one parameter per C parameter, in order; each
+//!    scalar of the C type's layout; `&[T]` for a `const T*` the kernel only reads, `&mut [T]`
+//!    for a `T*` it may write;
+//! 2. for a buffer with a bound, `y: &mut [f32; n]`: the kernel indexes `y` only below the
+//!    bound's value (`y[i]` only for `i < n`), in elements of `T`;
+//! 3. for a buffer without a bound, `y: &mut [f32]`: the kernel indexes `y` only within the
+//!    buffer passed, whatever the scalar arguments are.
+//!
+//! The second is what a reader of the kernel can check (`if (i < n) y[i] = ...`); the rest,
+//! that every buffer passed is at least as long as its bound, the runtime checks before every
+//! step (`run`, `run_steps`, `profile`), every `capture`, and every setter: a launch that
+//! would break a bound is refused with `Error::KernelBound` (inside `Error::Stage`, naming the
+//! stage) before anything of the step is enqueued, and a setter that would break one returns
+//! that error and changes nothing (the graph keeps its previous parameters, the params their
+//! previous value). The third is a promise a kernel that takes its length as a parameter
+//! cannot keep: declare a bound for every buffer such a kernel indexes.
+//!
+//! A bound is `scale × p₁ × … × pₖ + offset` over the kernel's integer parameters (`u8` to
+//! `u64`, `usize`, `i8` to `i64`, `isize`; an alias is checked by the compiler, at the name
+//! in the bound): `n`, `nx * ny`, `nx * ny * nz`, `4 * n` (a `float4` per element seen as
+//! `f32`s), `n + 1` (a kernel that reads `x[i + 1]`), `1` (a kernel that writes `out[0]`).
+//! Scalars are converted without loss; a negative one, or a product that overflows `u64`, is
+//! refused. Any other extent (`(nx + 2) * (ny + 2)`, `n / 2`) is passed to the kernel as a
+//! parameter of its own, which it then indexes below. A bound checks lengths only: the
+//! launch's grid is still the user's to choose (a kernel that indexes by thread id without a
+//! guard is one whose bound is not `n`).
+//!
+//! So that a refused step leaves nothing half done, the scalar arguments of a launch whose
+//! kernel has bounds are evaluated once, when the step starts (before any stage is
+//! enqueued), rather than when their stage is enqueued; they are host values computed from
+//! the params either way. The runtime checks each launch again when it enqueues it.
+//!
 //! # Ordering
 //!
 //! Stages are in program order. A launch reads buffers passed as `&[T]` and writes those passed
@@ -117,7 +159,8 @@
 //! A captured graph has a `set_<name>` for each scalar param the step reads: it updates the
 //! kernel nodes in place when only launches read the scalar, and captures the step again when
 //! anything a replay cannot change does (a `fill` or flag value, a host closure, a `call`, a
-//! scratch length).
+//! scratch length). Either way a value that breaks a kernel's bound is refused and changes
+//! nothing.
 //!
 //! # Phases
 //!

@@ -139,6 +139,17 @@ pub enum Error {
     /// checked mode, a capture misuse.
     #[error("CPU backend: {0}")]
     Cpu(crate::cpu::CpuFault),
+
+    /// A launch (or a capture, or a kernel-node update) was refused before anything was
+    /// enqueued or changed: a buffer is shorter than the bound its kernel declares for it,
+    /// or the bound could not be computed (a negative scalar, an overflow).
+    #[error("{call}: {violation}")]
+    KernelBound {
+        /// The API that refused it, e.g. `TypedKernel::launch`.
+        call: &'static str,
+        /// The kernel, the buffer, the bound and the values.
+        violation: Box<crate::launch::violation::BoundViolation>,
+    },
 }
 
 impl From<crate::cpu::CpuFault> for Error {

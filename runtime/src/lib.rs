@@ -6,6 +6,32 @@
 //! CPU backend, in safe Rust. The public types ([`Context`], [`Stream`], [`Event`], the
 //! buffers, [`Module`], [`Graph`], ...) each hold one backend's value and dispatch once per
 //! method; objects of two backends or two contexts never mix (an [`Error::ContextMismatch`]).
+//!
+//! # What the `unsafe` kernel declarations promise
+//!
+//! Safe code cannot make a kernel touch memory it was not given, except through one promise
+//! the user makes about code the compiler cannot see: `unsafe kernels` in
+//! [`gpu_pipeline!`], or [`Kernel::typed_with_bounds`] (and [`Kernel::typed`]) at this level.
+//! It says:
+//!
+//! - the signature matches the kernel: one parameter per C parameter, in order; each scalar of
+//!   the C type's layout; `&[T]` for a `const T*` it only reads, `&mut [T]` for a `T*` it may
+//!   write;
+//! - each buffer with a declared bound ([`Bounds`]; `y: &mut [f32; n]` in the macro) is
+//!   indexed only below the bound's value, in elements of `T`: what a reader verifies in the
+//!   kernel (`if (i < n) y[i] = ...`);
+//! - each buffer without one is indexed only within the buffer passed, whatever the scalar
+//!   arguments are (a promise a kernel that takes its length as a parameter cannot keep:
+//!   declare a bound for it instead).
+//!
+//! The rest is checked: every launch ([`TypedKernel::launch`]), graph kernel node
+//! ([`Graph::add_kernel_node`]) and kernel-node update ([`GraphExec::set_kernel_params`])
+//! first checks that each bounded buffer passed is at least as long as its bound, and refuses
+//! with [`Error::KernelBound`], having changed nothing, when one is not (or when a scalar in a
+//! bound is negative, or the bound overflows). Generated pipelines check every bounded launch
+//! of a step before enqueuing any of it, so a refused step, capture or setter leaves nothing
+//! half done. [`Kernel::launch`] is the one unchecked way in: its caller vouches for
+//! everything at every call.
 
 pub use gpu_pipeline_macros::gpu_pipeline;
 
@@ -71,9 +97,10 @@ pub use graph::{
 };
 pub use image::{ImageError, ImageFormat};
 pub use launch::{
-    ArgRef, DEFAULT_DYNAMIC_SHARED_LIMIT, DeviceRepr, Dim3, KernelArg, KernelArgs, KernelArgsFor,
-    KernelParam, LaunchConfig, LaunchConfigError, LaunchLimits, ParamLayout, PassedAs, Signature,
-    TypedKernel, check_param_sizes,
+    ArgRef, Bound, BoundProblem, BoundViolation, Bounds, DEFAULT_DYNAMIC_SHARED_LIMIT, DeviceRepr,
+    Dim3, IndexType, KernelArg, KernelArgs, KernelArgsFor, KernelParam, LaunchConfig,
+    LaunchConfigError, LaunchLimits, MAX_BOUND_FACTORS, ParamKind, ParamLayout, PassedAs,
+    Signature, TypedKernel, check_param_sizes,
 };
 pub use memory::*;
 pub use module::{FunctionAttribute, Kernel, KernelAttributes, Module};

@@ -3,12 +3,13 @@
 
 pub use crate::context::Context;
 pub use crate::cpu::{CpuKernel, CpuKernelFn};
-pub use crate::cuda::declare_kernel;
+pub use crate::cuda::{declare_bounded_kernel, declare_kernel};
 pub use crate::error::{Error, Result};
 pub use crate::event::{Event, EventFlags};
 pub use crate::graph::CaptureMode;
 pub use crate::graph::{Graph, GraphExec, KernelNode};
 pub use crate::launch::Signature;
+pub use crate::launch::{Bound, Bounds};
 pub use crate::launch::{LaunchConfig, TypedKernel};
 pub use crate::memory::{DeviceBuffer, FlagCell, PinnedBuffer};
 pub use crate::module::Module;
@@ -53,6 +54,24 @@ pub fn compile_cuda_c(ctx: &Context, source: &str, name: &str) -> Result<Module>
         ),
     })
 }
+
+/// An integer type, the only kind of kernel parameter a bound (`y: &mut [f32; n]`) may
+/// multiply; the assertion below puts a non-integer's error on the user's bound.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot bound a buffer: a bound counts elements",
+    label = "not an integer type",
+    note = "a bound multiplies integer kernel parameters: `u8`, `u16`, `u32`, `u64`, `usize`, \
+            `i8`, `i16`, `i32`, `i64` or `isize`"
+)]
+pub trait BoundScalar: crate::launch::DeviceRepr {}
+
+macro_rules! bound_scalars {
+    ($($t:ty),*) => {$( impl BoundScalar for $t {} )*};
+}
+bound_scalars!(u8, u16, u32, u64, usize, i8, i16, i32, i64, isize);
+
+/// `y: &mut [f32; n]`: asserts, where the bound names `n`, that `n`'s type is an integer.
+pub fn bound_scalar<T: BoundScalar>() {}
 
 /// The kernel nodes of a captured step, one per launch statement, in enqueue order.
 pub fn kernel_nodes_in_launch_order(graph: &Graph) -> Result<Vec<KernelNode>> {

@@ -26,7 +26,8 @@
 use std::time::{Duration, Instant};
 
 use gpu_pipeline::{
-    Context, DeviceBuffer, Event, EventFlags, HostKernel, LaunchConfig, Module, Stream, TypedKernel,
+    Bound, Bounds, Context, DeviceBuffer, Event, EventFlags, HostKernel, LaunchConfig, Module,
+    Stream, TypedKernel,
 };
 
 #[allow(
@@ -83,8 +84,8 @@ mod shapes {
         pub pipeline CrossStream {
             streams { a(non_blocking), b(non_blocking) }
             unsafe kernels k = ptx(PTX) {
-                fn add_scalar(n: u32, value: f32, data: &mut [f32]) host = add_scalar_host;
-                fn saxpy(n: u32, a: f32, x: &[f32], y: &mut [f32]) host = saxpy_host;
+                fn add_scalar(n: u32, value: f32, data: &mut [f32; n]) host = add_scalar_host;
+                fn saxpy(n: u32, a: f32, x: &[f32; n], y: &mut [f32; n]) host = saxpy_host;
             }
             params { n: u32, x: &mut DeviceBuffer<f32>, y: &mut DeviceBuffer<f32> }
             stage first on a { launch k::add_scalar(n, 1.0f32, x) grid 1u32 block 32u32; }
@@ -100,7 +101,7 @@ mod shapes {
                 pub pipeline Chain {
                     streams { main }
                     unsafe kernels k = ptx(PTX) {
-                        fn add_scalar(n: u32, value: f32, data: &mut [f32]) host = add_scalar_host;
+                        fn add_scalar(n: u32, value: f32, data: &mut [f32; n]) host = add_scalar_host;
                     }
                     params { n: u32, value: f32, data: &mut DeviceBuffer<f32> }
                     stage chain on main { $( launch k::add_scalar(n, value, data) grid 1u32 + 0 * $i block 32u32; )* }
@@ -122,8 +123,8 @@ mod shapes {
         pub pipeline Diamond {
             streams { s0(non_blocking), s1(non_blocking), s2(non_blocking) }
             unsafe kernels k = ptx(PTX) {
-                fn add_scalar(n: u32, value: f32, data: &mut [f32]) host = add_scalar_host;
-                fn saxpy(n: u32, a: f32, x: &[f32], y: &mut [f32]) host = saxpy_host;
+                fn add_scalar(n: u32, value: f32, data: &mut [f32; n]) host = add_scalar_host;
+                fn saxpy(n: u32, a: f32, x: &[f32; n], y: &mut [f32; n]) host = saxpy_host;
             }
             params {
                 n: u32,
@@ -495,10 +496,26 @@ struct Kernels {
 impl Kernels {
     fn new(ctx: &Context) -> BoxResult<Kernels> {
         let module = Module::load_ptx(ctx, PTX)?.named("test_kernels");
-        // SAFETY: add_scalar(unsigned n, float value, float* data) in test_kernels.cu.
-        let add = unsafe { module.function("add_scalar")?.typed::<AddScalar>()? };
-        // SAFETY: saxpy(unsigned n, float a, const float* x, float* y) in test_kernels.cu.
-        let saxpy = unsafe { module.function("saxpy")?.typed::<Saxpy>()? };
+        // Each indexes its buffers below `n`, as the pipelines declare (`&mut [f32; n]`).
+        let below_n = |buffers: &[usize]| {
+            buffers
+                .iter()
+                .fold(Bounds::new(), |b, &i| b.buffer(i, Bound::param(0)))
+        };
+        // SAFETY: add_scalar(unsigned n, float value, float* data) in test_kernels.cu, which
+        // indexes `data` below `n`.
+        let add = unsafe {
+            module
+                .function("add_scalar")?
+                .typed_with_bounds::<AddScalar>(below_n(&[2]))?
+        };
+        // SAFETY: saxpy(unsigned n, float a, const float* x, float* y) in test_kernels.cu,
+        // which indexes `x` and `y` below `n`.
+        let saxpy = unsafe {
+            module
+                .function("saxpy")?
+                .typed_with_bounds::<Saxpy>(below_n(&[2, 3]))?
+        };
         Ok(Kernels {
             add: add.with_host(HostKernel::new(add_scalar_host)),
             saxpy: saxpy.with_host(HostKernel::new(saxpy_host)),

@@ -50,8 +50,8 @@ gpu_pipeline! {
     pipeline CrossStream {
         streams { a(non_blocking), b(non_blocking) }
         unsafe kernels k = ptx(PTX) {
-            fn add_scalar(n: u32, value: f32, data: &mut [f32]) host = add_scalar_host;
-            fn saxpy(n: u32, a: f32, x: &[f32], y: &mut [f32]) host = saxpy_host;
+            fn add_scalar(n: u32, value: f32, data: &mut [f32; n]) host = add_scalar_host;
+            fn saxpy(n: u32, a: f32, x: &[f32; n], y: &mut [f32; n]) host = saxpy_host;
         }
         params { n: u32, x: &mut DeviceBuffer<f32>, y: &mut DeviceBuffer<f32> }
         stage first on a { launch k::add_scalar(n, 1.0f32, x) grid 1u32 block 32u32; }

@@ -32,8 +32,8 @@
 use std::time::{Duration, Instant};
 
 use gpu_pipeline::{
-    Context, DeviceBuffer, Event, EventFlags, HostKernel, LaunchConfig, Module, PinnedBuffer,
-    Stream, TypedKernel, gpu_pipeline,
+    Bound, Bounds, Context, DeviceBuffer, Event, EventFlags, HostKernel, LaunchConfig, Module,
+    PinnedBuffer, Stream, TypedKernel, gpu_pipeline,
 };
 
 /// Chunks per pass.
@@ -140,7 +140,7 @@ macro_rules! chunked_pipeline {
             pub pipeline $name {
                 streams { $($streams)* }
                 unsafe kernels k = ptx(PTX) {
-                    fn add_scalar(n: u32, value: f32, data: &mut [f32]) host = add_scalar_host;
+                    fn add_scalar(n: u32, value: f32, data: &mut [f32; n]) host = add_scalar_host;
                 }
                 params {
                     n: u32,
@@ -202,8 +202,13 @@ chunked_pipeline! {
 /// The `add_scalar` kernel through the runtime, with its host implementation.
 pub fn add_scalar_kernel(ctx: &Context) -> BoxResult<TypedKernel<AddScalar>> {
     let module = Module::load_ptx(ctx, PTX)?.named("test_kernels");
-    // SAFETY: add_scalar(unsigned n, float value, float* data) in test_kernels.cu.
-    let kernel = unsafe { module.function("add_scalar")?.typed::<AddScalar>()? };
+    // SAFETY: add_scalar(unsigned n, float value, float* data) in test_kernels.cu, which
+    // indexes `data` below `n`, as the pipelines declare (`&mut [f32; n]`).
+    let kernel = unsafe {
+        module
+            .function("add_scalar")?
+            .typed_with_bounds::<AddScalar>(Bounds::new().buffer(2, Bound::param(0)))?
+    };
     Ok(kernel.with_host(HostKernel::new(add_scalar_host)))
 }
 

@@ -12,6 +12,11 @@
 //! | `set scalar` | update the scalar of all 100 kernel nodes in place (one batch) |
 //! | `set 2 scalars, apply once` | both scalars of all 100 nodes changed, then one `apply_updates`; runtime and raw columns repeat `set scalar`'s |
 //!
+//! Kernel bounds (`data: &mut [f32; n]`) are checked before every launch and node update; the
+//! rows `...: bounds vs none` measure that cost in the same run: the `generated` column is the
+//! pipeline (or runtime kernel) declaring bounds, the `runtime` column the same without them,
+//! so `generated/runtime` is the cost of the checks (1.000: none measurable).
+//!
 //! Each case runs once to warm up, then `REPS` times with the three variants interleaved; the
 //! table shows medians of host-clock times around enqueue + synchronize, per step, node or
 //! update, and the ratios generated/runtime and runtime/raw. Without a GPU it says so and exits
@@ -23,8 +28,8 @@ use std::time::{Duration, Instant};
 
 use gpu_pipeline::sys::{self, CUresult};
 use gpu_pipeline::{
-    CaptureMode, Context, DeviceBuffer, Event, EventFlags, LaunchConfig, Module, Stream,
-    TypedKernel, gpu_pipeline,
+    Bound, Bounds, CaptureMode, Context, DeviceBuffer, Event, EventFlags, LaunchConfig, Module,
+    Stream, TypedKernel, gpu_pipeline,
 };
 use libloading::Library;
 
@@ -48,29 +53,50 @@ gpu_pipeline! {
     }
 }
 
-gpu_pipeline! {
-    /// A kernel on `a` writes `x`; a kernel on `b` reads it: one event each way per step.
-    pipeline CrossStream {
-        streams { a, b }
-        unsafe kernels k = ptx(include_str!("../../runtime/kernels/test_kernels.ptx")) {
-            fn add_scalar(n: u32, value: f32, data: &mut [f32]);
-            fn saxpy(n: u32, a: f32, x: &[f32], y: &mut [f32]);
+/// The cross-stream step, with the kernels' signatures given: once with bounds, once without.
+macro_rules! cross_stream_pipeline {
+    ($name:ident, ($($add:tt)*), ($($saxpy:tt)*)) => {
+        gpu_pipeline! {
+            /// A kernel on `a` writes `x`; a kernel on `b` reads it: one event each way per step.
+            pipeline $name {
+                streams { a, b }
+                unsafe kernels k = ptx(include_str!("../../runtime/kernels/test_kernels.ptx")) {
+                    fn add_scalar($($add)*);
+                    fn saxpy($($saxpy)*);
+                }
+                params { n: u32, x: &mut DeviceBuffer<f32>, y: &mut DeviceBuffer<f32> }
+                stage first on a { launch k::add_scalar(n, 1.0f32, x) grid 1u32 block 32u32; }
+                stage second on b { launch k::saxpy(n, 1.0f32, x, y) grid 1u32 block 32u32; }
+            }
         }
-        params { n: u32, x: &mut DeviceBuffer<f32>, y: &mut DeviceBuffer<f32> }
-        stage first on a { launch k::add_scalar(n, 1.0f32, x) grid 1u32 block 32u32; }
-        stage second on b { launch k::saxpy(n, 1.0f32, x, y) grid 1u32 block 32u32; }
-    }
+    };
 }
 
-/// A stage of `CHAIN` launches of `add_scalar` on one buffer.
+cross_stream_pipeline!(
+    CrossStream,
+    (n: u32, value: f32, data: &mut [f32; n]),
+    (n: u32, a: f32, x: &[f32; n], y: &mut [f32; n])
+);
+cross_stream_pipeline!(
+    CrossStreamUnbounded,
+    (n: u32, value: f32, data: &mut [f32]),
+    (n: u32, a: f32, x: &[f32], y: &mut [f32])
+);
+
+/// A stage of `CHAIN` launches of `add_scalar` on one buffer, with its bound (`Chain`) and
+/// without (`ChainUnbounded`).
 macro_rules! chain_pipeline {
     ($($i:literal)*) => {
+        chain_pipeline!(@ Chain, (n: u32, value: f32, data: &mut [f32; n]), $($i)*);
+        chain_pipeline!(@ ChainUnbounded, (n: u32, value: f32, data: &mut [f32]), $($i)*);
+    };
+    (@ $name:ident, ($($signature:tt)*), $($i:literal)*) => {
         gpu_pipeline! {
             /// 100 dependent kernels on one stream: the step a graph replays.
-            pipeline Chain {
+            pipeline $name {
                 streams { main }
                 unsafe kernels k = ptx(include_str!("../../runtime/kernels/test_kernels.ptx")) {
-                    fn add_scalar(n: u32, value: f32, data: &mut [f32]);
+                    fn add_scalar($($signature)*);
                 }
                 params { n: u32, value: f32, data: &mut DeviceBuffer<f32> }
                 // `$i` only makes each repetition distinct; the grid is always one block.
@@ -203,10 +229,25 @@ fn run(ctx: &Context) -> BoxResult<Vec<Row>> {
     let module = Module::load_ptx(ctx, include_str!("../../runtime/kernels/test_kernels.ptx"))?;
     // SAFETY: the test kernels' real signatures (runtime/kernels/test_kernels.cu).
     let empty: TypedKernel<()> = unsafe { module.function("empty")?.typed()? };
+    // `add_scalar` indexes `data` below `n`; `saxpy` indexes `x` and `y` below `n`.
+    let add_bounds = Bounds::new().buffer(2, Bound::param(0));
+    let saxpy_bounds = Bounds::new()
+        .buffer(2, Bound::param(0))
+        .buffer(3, Bound::param(0));
+    // SAFETY: as above, and each kernel indexes its buffers only below `n` (`if (i < n)`).
+    let add: TypedKernel<AddScalar> = unsafe {
+        module
+            .function("add_scalar")?
+            .typed_with_bounds(add_bounds)?
+    };
     // SAFETY: as above.
-    let add: TypedKernel<AddScalar> = unsafe { module.function("add_scalar")?.typed()? };
+    let saxpy: TypedKernel<Saxpy> =
+        unsafe { module.function("saxpy")?.typed_with_bounds(saxpy_bounds)? };
+    // The same kernels without bounds, for the rows that measure the checks' cost.
+    // SAFETY: as above; every launch below passes `n` = the buffers' length.
+    let add_unbounded: TypedKernel<AddScalar> = unsafe { module.function("add_scalar")?.typed()? };
     // SAFETY: as above.
-    let saxpy: TypedKernel<Saxpy> = unsafe { module.function("saxpy")?.typed()? };
+    let saxpy_unbounded: TypedKernel<Saxpy> = unsafe { module.function("saxpy")?.typed()? };
     let mut rows = Vec::new();
 
     // 1. One empty kernel per step.
@@ -391,6 +432,63 @@ fn run(ctx: &Context) -> BoxResult<Vec<Row>> {
             runtime: r,
             raw: w,
         });
+
+        // The bounds' cost: the same step with and without them, generated and by hand.
+        let mut unbounded = CrossStreamUnbounded::new(ctx)?;
+        unbounded.set_fault_tracking(false);
+        let [g, r, _] = measure(STEPS, &mut |variant| match variant {
+            0 => Ok(pipeline
+                .run_steps(
+                    CrossStreamParams {
+                        n: 32,
+                        x: &mut x,
+                        y: &mut y,
+                    },
+                    STEPS,
+                )?
+                .wait()?),
+            1 => Ok(unbounded
+                .run_steps(
+                    CrossStreamUnboundedParams {
+                        n: 32,
+                        x: &mut x,
+                        y: &mut y,
+                    },
+                    STEPS,
+                )?
+                .wait()?),
+            _ => Ok(()),
+        })?;
+        rows.push(Row {
+            case: "eager cross-stream: bounds vs none",
+            unit: "µs/step",
+            generated: g,
+            runtime: r,
+            raw: r,
+        });
+        let [g, r, _] = measure(STEPS, &mut |variant| {
+            let (add, saxpy) = match variant {
+                0 => (&add, &saxpy),
+                1 => (&add_unbounded, &saxpy_unbounded),
+                _ => return Ok(()),
+            };
+            for _ in 0..STEPS {
+                add.launch(&a, cfg, (32u32, 1.0f32, &mut x))?;
+                a.record_into(&ea)?;
+                b.wait_event(&ea)?;
+                saxpy.launch(&b, cfg, (32u32, 1.0f32, &x, &mut y))?;
+                b.record_into(&eb)?;
+                a.wait_event(&eb)?;
+            }
+            Ok(a.synchronize()?)
+        })?;
+        rows.push(Row {
+            case: "eager cross-stream, runtime: bounds vs none",
+            unit: "µs/step",
+            generated: g,
+            runtime: r,
+            raw: r,
+        });
     }
 
     // 3-5. A 100-kernel step: capture to runnable, replay, scalar update.
@@ -492,6 +590,31 @@ fn run(ctx: &Context) -> BoxResult<Vec<Row>> {
             generated: g,
             runtime: r,
             raw: w,
+        });
+        let mut unbounded = ChainUnbounded::new(ctx)?;
+        unbounded.set_fault_tracking(false);
+        let [g, r, _] = measure(1, &mut |variant| {
+            match variant {
+                0 => drop(pipeline.capture(ChainParams {
+                    n: 32,
+                    value: 1.0,
+                    data: &mut data,
+                })?),
+                1 => drop(unbounded.capture(ChainUnboundedParams {
+                    n: 32,
+                    value: 1.0,
+                    data: &mut data,
+                })?),
+                _ => {}
+            }
+            Ok(())
+        })?;
+        rows.push(Row {
+            case: "capture 100 kernels: bounds vs none",
+            unit: "µs/graph",
+            generated: g,
+            runtime: r,
+            raw: r,
         });
 
         // Replay: the same three graphs, each launched REPLAYS times.
@@ -697,6 +820,40 @@ fn run(ctx: &Context) -> BoxResult<Vec<Row>> {
             raw: w,
         });
         drop(generated);
+
+        // `set_n`: `n` feeds the bound of every node, so each update is checked first.
+        let mut bounded_data = DeviceBuffer::<f32>::zeros(&stream, 32)?;
+        let mut unbounded_data = DeviceBuffer::<f32>::zeros(&stream, 32)?;
+        stream.synchronize()?;
+        let mut bounded = pipeline.capture(ChainParams {
+            n: 32,
+            value: 1.0,
+            data: &mut bounded_data,
+        })?;
+        let mut unbounded = unbounded.capture(ChainUnboundedParams {
+            n: 32,
+            value: 1.0,
+            data: &mut unbounded_data,
+        })?;
+        let mut step = 0_u32;
+        let [g, r, _] = measure(CHAIN, &mut |variant| {
+            // Alternates between two values that fit, so every call updates the nodes.
+            step += 1;
+            let n = 31 + step % 2;
+            match variant {
+                0 => Ok(bounded.set_n(n)?),
+                1 => Ok(unbounded.set_n(n)?),
+                _ => Ok(()),
+            }
+        })?;
+        rows.push(Row {
+            case: "set n: bounds vs none",
+            unit: "µs/node",
+            generated: g,
+            runtime: r,
+            raw: r,
+        });
+        drop((bounded, unbounded));
         stream.synchronize()?;
         raw_destroy(&raw, raw_graph, raw_exec);
     }

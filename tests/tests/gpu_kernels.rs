@@ -13,8 +13,8 @@ use std::sync::{Mutex, MutexGuard};
 
 use gpu_pipeline::sys::CUresult;
 use gpu_pipeline::{
-    Context, DeviceBuffer, Dim3, Error, HostKernel, Kernel, LaunchConfig, Module, Stream,
-    TypedKernel,
+    Bound, Bounds, Context, DeviceBuffer, Dim3, Error, HostKernel, Kernel, LaunchConfig, Module,
+    Stream, TypedKernel,
 };
 
 const PTX: &str = include_str!("../../runtime/kernels/test_kernels.ptx");
@@ -70,30 +70,49 @@ mod host_impl {
 }
 
 fn saxpy(module: &Module) -> TypedKernel<Saxpy> {
-    // SAFETY: saxpy(unsigned n, float a, const float* x, float* y), writing only y.
-    unsafe { module.function("saxpy").unwrap().typed::<Saxpy>().unwrap() }
-        .with_host(HostKernel::new(host_impl::saxpy))
+    let bounds = Bounds::new()
+        .names(&["n", "a", "x", "y"])
+        .buffer(2, Bound::param(0))
+        .buffer(3, Bound::param(0));
+    // SAFETY: saxpy(unsigned n, float a, const float* x, float* y), writing only y, and
+    // indexing x and y below n.
+    unsafe {
+        module
+            .function("saxpy")
+            .unwrap()
+            .typed_with_bounds::<Saxpy>(bounds)
+            .unwrap()
+    }
+    .with_host(HostKernel::new(host_impl::saxpy))
 }
 
 fn add_scalar(module: &Module) -> TypedKernel<AddScalar> {
-    // SAFETY: add_scalar(unsigned n, float value, float* data).
+    let bounds = Bounds::new()
+        .names(&["n", "value", "data"])
+        .buffer(2, Bound::param(0));
+    // SAFETY: add_scalar(unsigned n, float value, float* data), indexing data below n.
     unsafe {
         module
             .function("add_scalar")
             .unwrap()
-            .typed::<AddScalar>()
+            .typed_with_bounds::<AddScalar>(bounds)
             .unwrap()
     }
     .with_host(HostKernel::new(host_impl::add_scalar))
 }
 
 fn reduce_sum(module: &Module) -> TypedKernel<ReduceSum> {
-    // SAFETY: reduce_sum(unsigned n, const float* in, float* out), writing only out[0].
+    let bounds = Bounds::new()
+        .names(&["n", "in", "out"])
+        .buffer(1, Bound::param(0))
+        .buffer(2, Bound::constant(1));
+    // SAFETY: reduce_sum(unsigned n, const float* in, float* out), reading in below n and
+    // writing only out[0].
     unsafe {
         module
             .function("reduce_sum")
             .unwrap()
-            .typed::<ReduceSum>()
+            .typed_with_bounds::<ReduceSum>(bounds)
             .unwrap()
     }
     .with_host(HostKernel::new(host_impl::reduce_sum))

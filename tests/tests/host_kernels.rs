@@ -2,8 +2,8 @@
 //! errors of kernels without one, module name checks, panics, and launches over views.
 
 use gpu_pipeline::{
-    Backend, CaptureMode, Context, DeviceBuffer, Error, HostKernel, HostKernelFn, LaunchConfig,
-    ManagedBuffer, Module, Stream, TypedKernel,
+    Backend, Bound, Bounds, CaptureMode, Context, DeviceBuffer, Error, HostKernel, HostKernelFn,
+    LaunchConfig, ManagedBuffer, Module, Stream, TypedKernel,
 };
 
 const PTX: &str = include_str!("../../runtime/kernels/test_kernels.ptx");
@@ -30,17 +30,27 @@ fn module(ctx: &Context) -> Module {
 }
 
 fn typed_saxpy(module: &Module) -> TypedKernel<Saxpy> {
-    // SAFETY: saxpy(unsigned n, float a, const float* x, float* y), writing only y.
-    unsafe { module.function("saxpy").unwrap().typed::<Saxpy>().unwrap() }
+    let bounds = Bounds::new()
+        .buffer(2, Bound::param(0))
+        .buffer(3, Bound::param(0));
+    // SAFETY: saxpy(unsigned n, float a, const float* x, float* y), writing only y, and
+    // indexing x and y below n.
+    unsafe {
+        module
+            .function("saxpy")
+            .unwrap()
+            .typed_with_bounds::<Saxpy>(bounds)
+            .unwrap()
+    }
 }
 
 fn typed_add_scalar(module: &Module) -> TypedKernel<AddScalar> {
-    // SAFETY: add_scalar(unsigned n, float value, float* data).
+    // SAFETY: add_scalar(unsigned n, float value, float* data), indexing data below n.
     unsafe {
         module
             .function("add_scalar")
             .unwrap()
-            .typed::<AddScalar>()
+            .typed_with_bounds::<AddScalar>(Bounds::new().buffer(2, Bound::param(0)))
             .unwrap()
     }
 }

@@ -2,8 +2,8 @@
 //! unordered host operations memory-safe.
 
 use gpu_pipeline::{
-    Context, DeviceBuffer, Error, Event, Hazard, HostKernel, LaunchConfig, Module, PinnedBuffer,
-    Stream, TypedKernel,
+    Bound, Bounds, Context, DeviceBuffer, Error, Event, Hazard, HostKernel, LaunchConfig, Module,
+    PinnedBuffer, Stream, TypedKernel,
 };
 
 const PTX: &str = include_str!("../../runtime/kernels/test_kernels.ptx");
@@ -16,10 +16,15 @@ fn add_scalar_host(n: u32, value: f32, data: &mut [f32]) {
 
 fn add_scalar(ctx: &Context) -> TypedKernel<AddScalar> {
     let module = Module::load_ptx(ctx, PTX).unwrap().named("test_kernels");
-    // SAFETY: add_scalar(unsigned n, float value, float* data).
-    unsafe { module.function("add_scalar").unwrap().typed::<AddScalar>() }
-        .unwrap()
-        .with_host(HostKernel::new(add_scalar_host))
+    // SAFETY: add_scalar(unsigned n, float value, float* data), indexing data below n.
+    unsafe {
+        module
+            .function("add_scalar")
+            .unwrap()
+            .typed_with_bounds::<AddScalar>(Bounds::new().buffer(2, Bound::param(0)))
+    }
+    .unwrap()
+    .with_host(HostKernel::new(add_scalar_host))
 }
 
 const N: u32 = 1024;

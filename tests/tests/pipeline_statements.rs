@@ -39,8 +39,8 @@ gpu_pipeline! {
     pipeline Steps {
         streams { work, io(non_blocking) }
         unsafe kernels k = ptx(include_str!("../../runtime/kernels/test_kernels.ptx")) {
-            fn add_scalar(n: u32, value: f32, data: &mut [f32]) host = host::add_scalar;
-            fn saxpy(n: u32, a: f32, x: &[f32], y: &mut [f32]) host = host::saxpy;
+            fn add_scalar(n: u32, value: f32, data: &mut [f32; n]) host = host::add_scalar;
+            fn saxpy(n: u32, a: f32, x: &[f32; n], y: &mut [f32; n]) host = host::saxpy;
         }
         params {
             n: u32,

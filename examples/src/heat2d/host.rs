@@ -28,14 +28,19 @@ pub fn cell(src: &[f32], nx: usize, ny: usize, x: usize, y: usize, alpha: f32) -
     c + alpha * lap
 }
 
-/// `sample(nx, ny, stride, src, dst)`: every `stride`-th cell of every `stride`-th row of
-/// `src` into `dst` (see [`preview_size`]).
-pub fn sample(nx: u32, ny: u32, stride: u32, src: &[f32], dst: &mut [f32]) {
-    let (mx, my) = preview_size(nx, ny, stride);
-    let (nx, stride) = (nx as usize, stride as usize);
-    for py in 0..my as usize {
-        for px in 0..mx as usize {
-            dst[py * mx as usize + px] = src[py * stride * nx + px * stride];
+/// `sample(nx, ny, stride, mx, my, src, dst)`: every `stride`-th cell of every `stride`-th
+/// row of `src` into the `mx` by `my` grid `dst` (see [`preview_size`]; a smaller grid crops
+/// the preview, and `stride` 0 samples nothing, as in the kernel).
+pub fn sample(nx: u32, ny: u32, stride: u32, mx: u32, my: u32, src: &[f32], dst: &mut [f32]) {
+    if stride == 0 {
+        return;
+    }
+    let (full_x, full_y) = preview_size(nx, ny, stride);
+    let (w, h) = (mx.min(full_x) as usize, my.min(full_y) as usize);
+    let (nx, stride, mx) = (nx as usize, stride as usize, mx as usize);
+    for py in 0..h {
+        for px in 0..w {
+            dst[py * mx + px] = src[py * stride * nx + px * stride];
         }
     }
 }

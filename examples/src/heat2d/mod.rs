@@ -47,9 +47,14 @@ gpu_pipeline! {
     pub pipeline HeatStep {
         streams { compute(priority = high), copy(non_blocking) }
         unsafe kernels heat = ptx(include_str!("../../kernels/heat2d.ptx")) {
-            fn heat_step(nx: u32, ny: u32, alpha: f32, src: &[f32], dst: &mut [f32])
+            // Each indexes its buffers only below the bounds stated (an `nx` by `ny` field, an
+            // `mx` by `my` preview): the runtime checks that the buffers passed are that long
+            // before every step, capture and setter.
+            fn heat_step(nx: u32, ny: u32, alpha: f32, src: &[f32; nx * ny],
+                         dst: &mut [f32; nx * ny])
                 host = crate::heat2d::host::heat_step;
-            fn sample(nx: u32, ny: u32, stride: u32, src: &[f32], dst: &mut [f32])
+            fn sample(nx: u32, ny: u32, stride: u32, mx: u32, my: u32, src: &[f32; nx * ny],
+                      dst: &mut [f32; mx * my])
                 host = crate::heat2d::host::sample;
         }
         params {
@@ -57,6 +62,8 @@ gpu_pipeline! {
             ny: u32,
             alpha: f32,
             stride: u32,
+            mx: u32,
+            my: u32,
             field: &mut DeviceBuffer<f32>,
             next: &mut DeviceBuffer<f32>,
             preview: &mut DeviceBuffer<f32>,
@@ -67,9 +74,8 @@ gpu_pipeline! {
                 grid (nx.div_ceil(32), ny.div_ceil(8)) block (32u32, 8u32);
         }
         stage save on copy {
-            launch heat::sample(nx, ny, stride, next, preview)
-                grid (nx.div_ceil(stride).div_ceil(32), ny.div_ceil(stride).div_ceil(8))
-                block (32u32, 8u32);
+            launch heat::sample(nx, ny, stride, mx, my, next, preview)
+                grid (mx.div_ceil(32), my.div_ceil(8)) block (32u32, 8u32);
             copy preview -> snapshot;
         }
         stage back on compute {
@@ -316,6 +322,8 @@ pub fn run(ctx: &Context, args: &Heat2dArgs) -> Result<Heat2dOutcome, BoxError> 
         ny,
         alpha: phases[0].alpha,
         stride,
+        mx,
+        my,
         field: &mut field,
         next: &mut next,
         preview: &mut preview,
@@ -386,7 +394,7 @@ pub fn run(ctx: &Context, args: &Heat2dArgs) -> Result<Heat2dOutcome, BoxError> 
         1e-5,
     ));
     let mut want_preview = vec![0.0f32; snap.len()];
-    host::sample(nx, ny, stride, &before_last, &mut want_preview);
+    host::sample(nx, ny, stride, mx, my, &before_last, &mut want_preview);
     report.checks.push(Check::at_most(
         format!("preview (every {stride}th cell) vs the field it samples"),
         "max |error|",
@@ -440,6 +448,8 @@ pub fn run(ctx: &Context, args: &Heat2dArgs) -> Result<Heat2dOutcome, BoxError> 
             ny,
             alpha: last_alpha,
             stride,
+            mx,
+            my,
             field: &mut field,
             next: &mut next,
             preview: &mut preview,
@@ -528,11 +538,18 @@ mod tests {
         let src: Vec<f32> = (0..5 * 4).map(|i| i as f32).collect();
         assert_eq!(host::preview_size(5, 4, 2), (3, 2));
         let mut dst = vec![0.0; 6];
-        host::sample(5, 4, 2, &src, &mut dst);
+        host::sample(5, 4, 2, 3, 2, &src, &mut dst);
         assert_eq!(dst, [0.0, 2.0, 4.0, 10.0, 12.0, 14.0]);
         let mut whole = vec![0.0; 20];
-        host::sample(5, 4, 1, &src, &mut whole);
+        host::sample(5, 4, 1, 5, 4, &src, &mut whole);
         assert_eq!(whole, src);
+        // A smaller preview crops; a larger one leaves its extra cells alone.
+        let mut cropped = vec![-1.0; 4];
+        host::sample(5, 4, 2, 2, 2, &src, &mut cropped);
+        assert_eq!(cropped, [0.0, 2.0, 10.0, 12.0]);
+        let mut wide = vec![-1.0; 8];
+        host::sample(5, 4, 2, 4, 2, &src, &mut wide);
+        assert_eq!(wide, [0.0, 2.0, 4.0, -1.0, 10.0, 12.0, 14.0, -1.0]);
     }
 
     #[test]

@@ -46,10 +46,13 @@ gpu_pipeline! {
     pub pipeline NbodyStep {
         streams { compute(priority = high), copy(non_blocking) }
         unsafe kernels nbody = ptx(include_str!("../../kernels/nbody.ptx")) {
-            fn kick_drift(n: u32, dt: f32, acc: &[f32], vel: &mut [f32], pos: &mut [f32])
+            // Bodies are `float4`s: each kernel indexes its buffers below `4 * n` floats,
+            // which the runtime checks the buffers hold before every step and capture.
+            fn kick_drift(n: u32, dt: f32, acc: &[f32; 4 * n], vel: &mut [f32; 4 * n],
+                          pos: &mut [f32; 4 * n])
                 host = crate::nbody::host::kick_drift;
-            fn accel_kick(n: u32, dt: f32, eps2: f32, pos: &[f32], acc: &mut [f32],
-                          vel: &mut [f32])
+            fn accel_kick(n: u32, dt: f32, eps2: f32, pos: &[f32; 4 * n],
+                          acc: &mut [f32; 4 * n], vel: &mut [f32; 4 * n])
                 host = crate::nbody::host::accel_kick;
         }
         params {

@@ -33,7 +33,7 @@ gpu_pipeline! {
     pub pipeline SerialChunk {
         streams { main(non_blocking) }
         unsafe kernels k = ptx(include_str!("../../kernels/overlap.ptx")) {
-            fn transform(n: u32, iters: u32, a: f32, input: &[f32], output: &mut [f32])
+            fn transform(n: u32, iters: u32, a: f32, input: &[f32; n], output: &mut [f32; n])
                 host = crate::overlap::host::transform;
         }
         params {
@@ -59,7 +59,7 @@ gpu_pipeline! {
     pub pipeline OverlapStep {
         streams { compute(priority = high), h2d(non_blocking), d2h(non_blocking) }
         unsafe kernels k = ptx(include_str!("../../kernels/overlap.ptx")) {
-            fn transform(n: u32, iters: u32, a: f32, input: &[f32], output: &mut [f32])
+            fn transform(n: u32, iters: u32, a: f32, input: &[f32; n], output: &mut [f32; n])
                 host = crate::overlap::host::transform;
         }
         params {

@@ -175,7 +175,8 @@ pub struct HostImpl {
 pub struct KernelParam {
     /// The parameter's name, used in messages.
     pub name: Ident,
-    /// Its type: a scalar, `&[T]` (read) or `&mut [T]` (written).
+    /// Its type: a scalar, `&[T]` (read) or `&mut [T]` (written), or `&[T; BOUND]` and
+    /// `&mut [T; BOUND]` for a buffer the kernel indexes only below `BOUND`.
     pub ty: Type,
 }
 
@@ -184,12 +185,15 @@ pub struct KernelParam {
 pub enum KernelParamType<'a> {
     /// Passed by value.
     Scalar(&'a Type),
-    /// `&[T]` (`mutable == false`) or `&mut [T]`.
+    /// `&[T]` (`mutable == false`) or `&mut [T]`, with `; BOUND` inside the brackets when
+    /// declared.
     Slice {
         /// Whether the kernel writes through it.
         mutable: bool,
         /// The element type `T`.
         elem: &'a Type,
+        /// The bound below which the kernel indexes it: the `n` of `&mut [f32; n]`.
+        bound: Option<&'a Expr>,
     },
     /// A reference to something other than a slice, a bare slice, or a raw pointer.
     Unsupported,
@@ -203,6 +207,13 @@ impl KernelParam {
                 Type::Slice(slice) => KernelParamType::Slice {
                     mutable: reference.mutability.is_some(),
                     elem: ungroup_type(&slice.elem),
+                    bound: None,
+                },
+                // Not an array reference: a buffer of any length, indexed below the bound.
+                Type::Array(array) => KernelParamType::Slice {
+                    mutable: reference.mutability.is_some(),
+                    elem: ungroup_type(&array.elem),
+                    bound: Some(&array.len),
                 },
                 _ => KernelParamType::Unsupported,
             },

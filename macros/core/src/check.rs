@@ -2,13 +2,15 @@
 //! reported together, each on the user's own tokens.
 //!
 //! Two passes, around lowering. [`declarations`] runs on the syntax tree: the rules here on
-//! declarations and names, those in [`statements`] on what each statement names, those in
+//! declarations and names, those in [`bounds`] on kernel bounds, those in [`statements`] on
+//! what each statement names, those in
 //! [`accesses`] on every other appearance of a buffer, and those in [`limits`] on values no GPU
 //! accepts. Only when none of them fails is the pipeline lowered. [`ordering()`] then runs the rules that need
 //! the stage graph, in [`mod@ordering`]: `after` cycles and `concurrent` claims. Nothing reaches
 //! code generation unless every rule passed.
 
 mod accesses;
+mod bounds;
 mod constant;
 mod hint;
 mod limits;
@@ -37,6 +39,7 @@ pub fn declarations(scope: &Scope<'_>) -> syn::Result<()> {
     stream_markers(&cx, scope);
     unsafe_kernels(&cx, input);
     kernel_signatures(&cx, scope);
+    bounds::check(&cx, scope);
     declarations_of_buffers(&cx, scope);
     stage_streams(&cx, scope);
     stage_after(&cx, scope);
@@ -248,7 +251,8 @@ fn stream_markers(cx: &Ctxt, scope: &Scope<'_>) {
 }
 
 /// Kernel parameters are scalars by value, `&[T]` for buffers the kernel reads, or `&mut [T]`
-/// for buffers it writes. That is what lets the macro derive each launch's accesses.
+/// for buffers it writes (`&[T; n]`, `&mut [T; n]` with a bound). That is what lets the macro
+/// derive each launch's accesses.
 fn kernel_signatures(cx: &Ctxt, scope: &Scope<'_>) {
     for kernel in &scope.kernels {
         for param in &kernel.decl.params {
@@ -256,7 +260,7 @@ fn kernel_signatures(cx: &Ctxt, scope: &Scope<'_>) {
                 cx.error_spanned_by(
                     &param.ty,
                     format!(
-                        "unsupported kernel parameter type `{}`; write a scalar by value, `&[T]` for a buffer the kernel reads or `&mut [T]` for one it writes",
+                        "unsupported kernel parameter type `{}`; write a scalar by value, `&[T]` for a buffer the kernel reads or `&mut [T]` for one it writes (`&[T; n]` to bound its indices by `n`)",
                         type_string(&param.ty),
                     ),
                 );

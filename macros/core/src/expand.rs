@@ -16,7 +16,9 @@
 //! Generated code reaches the runtime only through `::gpu_pipeline::__private_0_1`
 //! ([`names::PRIVATE_MODULE`]). A pipeline with errors expands to a [`stub()`] instead.
 
+mod bounds;
 mod graph;
+mod launch;
 mod names;
 mod params;
 mod pipeline;

@@ -6,6 +6,7 @@
 //! syntax tree again. The ordering itself is computed on plain ids in [`graph`]; [`dot`]
 //! renders the result.
 
+pub mod bound;
 mod dot;
 mod graph;
 
@@ -110,9 +111,8 @@ pub struct Kernel<'a> {
     pub module: ModuleId,
     /// Its entry point name.
     pub name: String,
-    /// Its parameters.
-    #[cfg_attr(not(test), expect(dead_code, reason = "lowered for the unit tests"))]
-    pub params: Vec<KernelParam>,
+    /// Its parameters, with the bounds of its buffers.
+    pub params: Vec<KernelParam<'a>>,
     /// The path of its host implementation, if declared.
     #[cfg_attr(not(test), expect(dead_code, reason = "lowered for the unit tests"))]
     pub host: Option<String>,
@@ -120,16 +120,16 @@ pub struct Kernel<'a> {
 
 /// A kernel parameter.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KernelParam {
+pub struct KernelParam<'a> {
     /// Its name.
     pub name: String,
     /// Its kind.
-    pub kind: KernelParamKind,
+    pub kind: KernelParamKind<'a>,
 }
 
 /// What a kernel takes in one parameter.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum KernelParamKind {
+pub enum KernelParamKind<'a> {
     /// A value of this type.
     Scalar {
         /// The type as written.
@@ -141,6 +141,8 @@ pub enum KernelParamKind {
         elem: String,
         /// How the kernel uses it.
         mode: Mode,
+        /// The bound the kernel indexes it below (`&mut [T; n]`), if declared.
+        bound: Option<bound::Bound<'a>>,
     },
 }
 
@@ -482,9 +484,19 @@ fn lower_kernel(module: usize, decl: &ast::Kernel) -> Result<Kernel<'_>, Unresol
                 KernelParamType::Scalar(ty) => KernelParamKind::Scalar {
                     ty: type_string(ty),
                 },
-                KernelParamType::Slice { mutable, elem } => KernelParamKind::Slice {
+                KernelParamType::Slice {
+                    mutable,
+                    elem,
+                    bound,
+                } => KernelParamKind::Slice {
                     elem: type_string(elem),
                     mode: if mutable { Mode::Write } else { Mode::Read },
+                    bound: match bound {
+                        Some(expr) => {
+                            Some(bound::resolve(decl, expr).map_err(|_| unresolved(&param.name))?)
+                        }
+                        None => None,
+                    },
                 },
                 KernelParamType::Unsupported => return Err(unresolved(&param.name)),
             };

@@ -126,3 +126,9 @@ pub const PRIMITIVE_SCALARS: &[&str] = &[
     "bool", "char", "i8", "i16", "i32", "i64", "i128", "isize", "u8", "u16", "u32", "u64", "u128",
     "usize", "f32", "f64",
 ];
+
+/// The integer primitives: the scalar types a kernel bound (`y: &mut [f32; n]`) may multiply,
+/// as the runtime reads them (`gpu_pipeline::IndexType`).
+pub const INDEX_SCALARS: &[&str] = &[
+    "u8", "u16", "u32", "u64", "usize", "i8", "i16", "i32", "i64", "isize",
+];

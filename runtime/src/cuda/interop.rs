@@ -4,7 +4,7 @@
 
 use crate::context::Context;
 use crate::error::{Error, Result};
-use crate::launch::{KernelArgs, LaunchConfig, Signature, TypedKernel, check_param_sizes};
+use crate::launch::{Bounds, KernelArgs, LaunchConfig, Signature, TypedKernel, check_param_sizes};
 use crate::module::{Kernel, Module};
 use crate::stream::{Stream, StreamBackend};
 use crate::sys;
@@ -34,8 +34,9 @@ impl Kernel {
     /// # Safety
     /// `args` must match the kernel's parameters one by one: the same size and meaning
     /// (a device buffer where the kernel takes a pointer, of the element type it reads), and
-    /// the kernel must index each buffer within the buffer or view passed; a buffer the kernel
-    /// writes must be passed as `&mut`. Prefer [`Kernel::typed`].
+    /// the kernel must index each buffer within the buffer or view passed, with these
+    /// arguments; a buffer the kernel writes must be passed as `&mut`. Prefer
+    /// [`Kernel::typed_with_bounds`], which checks the last part at every launch.
     pub unsafe fn launch<A: KernelArgs>(
         &self,
         stream: &Stream,
@@ -54,8 +55,13 @@ impl Kernel {
         }
     }
 
-    /// Declares the kernel's parameter types; launches through the result are safe and
-    /// type-checked against `Sig` at compile time.
+    /// Declares the kernel's parameter types, without bounds; launches through the result
+    /// are safe and type-checked against `Sig` at compile time.
+    ///
+    /// Without bounds, the promise covers every launch whatever its scalar arguments are:
+    /// the kernel stays within the buffers passed. A kernel that takes its length as a
+    /// parameter (`saxpy(n, a, x, y)`) cannot keep that promise, since a caller may pass any
+    /// `n`: declare it with [`Kernel::typed_with_bounds`] instead.
     ///
     /// Where the driver can report the kernel's parameter sizes (`cuFuncGetParamInfo`,
     /// CUDA 12.4), they are compared with `Sig` and a mismatch (count or size) is an error.
@@ -65,17 +71,17 @@ impl Kernel {
     /// # fn main() -> Result<()> {
     /// # let ctx = Context::cuda(0)?;
     /// # let module = Module::load_ptx(&ctx, include_str!("../../kernels/test_kernels.ptx"))?;
-    /// // extern "C" __global__ void saxpy(unsigned n, float a, const float* x, float* y);
-    /// // SAFETY: the kernel's C parameters are (unsigned, float, const float*, float*), and it
-    /// // writes only through `y`, within the buffers passed.
-    /// let saxpy = unsafe { module.function("saxpy")?.typed::<(u32, f32, &[f32], &mut [f32])>()? };
+    /// // extern "C" __global__ void empty();
+    /// // SAFETY: the kernel takes no parameters and touches no memory.
+    /// let empty = unsafe { module.function("empty")?.typed::<()>()? };
     /// # Ok(()) }
     /// ```
     ///
     /// # Safety
     /// `Sig` must describe the kernel: one entry per parameter, in order; a scalar of the
-    /// C parameter's layout; `&[T]` for a `const T*` the kernel only reads within the
-    /// buffer passed; `&mut [T]` for a `T*` it may read and write within the buffer passed.
+    /// C parameter's layout; `&[T]` for a `const T*` the kernel only reads, `&mut [T]` for a
+    /// `T*` it may read and write; and for every launch, whatever its arguments, the kernel
+    /// indexes each buffer within the buffer (or view) passed for it.
     pub unsafe fn typed<Sig: Signature>(&self) -> Result<TypedKernel<Sig>> {
         // The check is a safety net on top of the caller's promise: where the driver cannot
         // answer, the declaration stands on that promise alone. Only the declared parameters
@@ -95,9 +101,65 @@ impl Kernel {
         }
         Ok(TypedKernel::declared(self.clone()))
     }
+
+    /// Declares the kernel's parameter types and, for the buffers it indexes with lengths it
+    /// is given, the bound of those indices ([`Bounds`]); launches through the result are
+    /// safe, type-checked against `Sig` at compile time, and refused with
+    /// [`Error::KernelBound`] whenever a buffer passed is shorter than its bound (checked
+    /// before every launch, [`Graph::add_kernel_node`](crate::Graph::add_kernel_node) and
+    /// [`GraphExec::set_kernel_params`](crate::GraphExec::set_kernel_params)).
+    ///
+    /// `bounds` is checked against `Sig` here: a bound on a scalar, a factor that is not an
+    /// integer parameter or a malformed bound is an [`Error::InvalidArgument`].
+    ///
+    /// ```no_run
+    /// # use gpu_pipeline::*;
+    /// # fn main() -> Result<()> {
+    /// # let ctx = Context::cuda(0)?;
+    /// # let stream = Stream::new(&ctx)?;
+    /// # let module = Module::load_ptx(&ctx, include_str!("../../kernels/test_kernels.ptx"))?;
+    /// // extern "C" __global__ void saxpy(unsigned n, float a, const float* x, float* y) {
+    /// //     unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    /// //     if (i < n) y[i] = a * x[i] + y[i];
+    /// // }
+    /// type Saxpy = (u32, f32, &'static [f32], &'static mut [f32]);
+    /// const SAXPY: Bounds = Bounds::new()
+    ///     .names(&["n", "a", "x", "y"])
+    ///     .buffer(2, Bound::param(0)) // x[i] only for i < n
+    ///     .buffer(3, Bound::param(0)); // y[i] only for i < n
+    /// // SAFETY: the kernel's C parameters are (unsigned, float, const float*, float*), it
+    /// // writes only through `y`, and it indexes `x` and `y` only below `n` (`if (i < n)`).
+    /// let saxpy = unsafe { module.function("saxpy")?.typed_with_bounds::<Saxpy>(SAXPY)? };
+    /// let x = DeviceBuffer::from_slice(&stream, &[1.0f32; 1024])?;
+    /// let mut y = DeviceBuffer::<f32>::zeros(&stream, 1024)?;
+    /// saxpy.launch(&stream, LaunchConfig::for_elements(1024, 256), (1024u32, 2.0f32, &x, &mut y))?;
+    /// // `n` = 1025 > y.len(): refused before anything is enqueued.
+    /// let refused = saxpy.launch(&stream, LaunchConfig::for_elements(1025, 256), (1025u32, 2.0f32, &x, &mut y));
+    /// assert!(matches!(refused, Err(Error::KernelBound { .. })));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Safety
+    /// `Sig` must describe the kernel as for [`Kernel::typed`]: one entry per parameter, in
+    /// order; a scalar of the C parameter's layout; `&[T]` for a `const T*` the kernel only
+    /// reads, `&mut [T]` for a `T*` it may read and write. And for every launch, the kernel
+    /// indexes each buffer with a bound in `bounds` only below that bound's value (in
+    /// elements of `T`), and each buffer without one within the buffer passed. The first
+    /// part is what a reader of the kernel verifies (`if (i < n)`); that each buffer is
+    /// long enough is checked here.
+    pub unsafe fn typed_with_bounds<Sig: Signature>(
+        &self,
+        bounds: Bounds,
+    ) -> Result<TypedKernel<Sig>> {
+        // SAFETY: the caller's contract covers `typed`'s, with bounds where it declares them;
+        // `bounded` checks the bounds against `Sig` before the kernel can be launched.
+        let kernel = unsafe { self.typed::<Sig>()? };
+        kernel.bounded("Kernel::typed_with_bounds", bounds)
+    }
 }
 
-/// One declared kernel of a module, for `gpu_pipeline!` expansions.
+/// One declared kernel of a module, without bounds, for the expansions of earlier
+/// `gpu_pipeline!` versions.
 ///
 /// # Safety
 /// `Sig` must be the kernel's real parameter list (see [`Kernel::typed`]): the user vouched
@@ -109,4 +171,20 @@ pub unsafe fn declare_kernel<Sig: Signature>(
     let kernel = module.function(name)?;
     // SAFETY: the caller's contract, as documented above.
     unsafe { kernel.typed::<Sig>() }
+}
+
+/// One declared kernel of a module with the bounds its declaration names
+/// (`y: &mut [f32; n]`), for `gpu_pipeline!` expansions.
+///
+/// # Safety
+/// `Sig` and `bounds` must describe the kernel (see [`Kernel::typed_with_bounds`]): the user
+/// vouched for both by writing `unsafe kernels`.
+pub unsafe fn declare_bounded_kernel<Sig: Signature>(
+    module: &Module,
+    name: &str,
+    bounds: Bounds,
+) -> Result<TypedKernel<Sig>> {
+    let kernel = module.function(name)?;
+    // SAFETY: the caller's contract, as documented above.
+    unsafe { kernel.typed_with_bounds::<Sig>(bounds) }
 }

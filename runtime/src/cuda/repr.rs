@@ -1,6 +1,8 @@
 //! Kernel scalars by C layout: the promise a by-value kernel argument rests on, since the
 //! driver copies as many bytes from each argument pointer as the kernel's parameter is wide.
 
+use crate::launch::index::IndexType;
+
 /// A plain value a kernel can take by value: its bytes are its meaning, with no pointers,
 /// padding or invalid bit patterns, laid out as C lays out the kernel's parameter type.
 ///
@@ -25,15 +27,35 @@
     note = "kernel scalars are the numeric primitives, arrays of them, or `#[repr(C)]` structs \
             that derive `bytemuck::Pod` and `unsafe impl DeviceRepr`"
 )]
-pub unsafe trait DeviceRepr: bytemuck::Pod + Send + Sync {}
+pub unsafe trait DeviceRepr: bytemuck::Pod + Send + Sync {
+    /// The integer type `Self` is, when it is one of the integer primitives: only those may
+    /// bound a buffer's indices in a kernel declaration (see
+    /// [`Bounds`](crate::Bounds)). Leave it `None` (the default) in your own impls.
+    const INDEX: Option<IndexType> = None;
+}
 
 macro_rules! device_repr {
-    ($($t:ty),*) => {$(
+    ($($t:ty => $index:expr),*) => {$(
         // SAFETY: a primitive with the same size, alignment and meaning as its C type.
-        unsafe impl DeviceRepr for $t {}
+        unsafe impl DeviceRepr for $t {
+            const INDEX: Option<IndexType> = $index;
+        }
     )*};
 }
-device_repr!(u8, u16, u32, u64, i8, i16, i32, i64, usize, isize, f32, f64);
+device_repr!(
+    u8 => Some(IndexType::U8),
+    u16 => Some(IndexType::U16),
+    u32 => Some(IndexType::U32),
+    u64 => Some(IndexType::U64),
+    usize => Some(IndexType::USIZE),
+    i8 => Some(IndexType::I8),
+    i16 => Some(IndexType::I16),
+    i32 => Some(IndexType::I32),
+    i64 => Some(IndexType::I64),
+    isize => Some(IndexType::ISIZE),
+    f32 => None,
+    f64 => None
+);
 
 // SAFETY: a C array of a `DeviceRepr` type has the same layout as the Rust array.
 unsafe impl<T: DeviceRepr, const N: usize> DeviceRepr for [T; N] where [T; N]: bytemuck::Pod {}

@@ -360,7 +360,8 @@ impl Graph {
     }
 
     /// Adds a launch of `kernel` with `args`, after `dependencies` (CUDA only). The graph
-    /// keeps the buffers in `args` and the kernel's module alive.
+    /// keeps the buffers in `args` and the kernel's module alive. The kernel's bounds are
+    /// checked first ([`TypedKernel::check_bounds`]): a refused node is not added.
     pub fn add_kernel_node<Sig: Signature, A: KernelArgsFor<Sig>>(
         &mut self,
         dependencies: &[GraphNode],
@@ -369,6 +370,7 @@ impl Graph {
         args: A,
     ) -> Result<KernelNode> {
         const CALL: &str = "Graph::add_kernel_node";
+        kernel.check_bounds_for(CALL, &args)?;
         let deps = self.cuda_nodes(CALL, dependencies)?;
         let k = kernel.kernel();
         k.validate_for(CALL, &config)?;
@@ -585,6 +587,10 @@ impl GraphExec {
     /// `node` must come from the graph this was instantiated from ([`Graph::kernel_nodes`])
     /// and launch `kernel`. New buffers are kept alive by the executable graph from now on.
     /// To update many nodes, one batch ([`GraphExec::kernel_updates`]) costs less.
+    ///
+    /// The kernel's bounds are checked first ([`TypedKernel::check_bounds`]): arguments
+    /// that break one are refused with [`Error::KernelBound`] and the node keeps its
+    /// previous parameters.
     pub fn set_kernel_params<Sig: Signature + 'static, A: KernelArgsFor<Sig>>(
         &mut self,
         node: &KernelNode,

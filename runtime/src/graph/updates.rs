@@ -81,7 +81,9 @@ impl KernelUpdates<'_> {
     /// Changes the arguments (and geometry) of one kernel node in place, for the next
     /// launches. `node` must come from the graph the executable graph was instantiated from
     /// ([`Graph::kernel_nodes`](super::Graph::kernel_nodes)) and launch `kernel`. New buffers
-    /// are kept alive by the executable graph from now on.
+    /// are kept alive by the executable graph from now on. The kernel's bounds are checked
+    /// first ([`TypedKernel::check_bounds`]): arguments that break one are refused with
+    /// [`Error::KernelBound`] and the node keeps its previous parameters.
     pub fn set<Sig: Signature + 'static, A: KernelArgsFor<Sig>>(
         &mut self,
         node: &KernelNode,
@@ -90,6 +92,7 @@ impl KernelUpdates<'_> {
         args: A,
     ) -> Result<()> {
         const CALL: &str = "GraphExec::set_kernel_params";
+        kernel.check_bounds_for(CALL, &args)?;
         if node.node.graph != self.source {
             return Err(Error::invalid(
                 CALL,

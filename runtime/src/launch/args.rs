@@ -19,6 +19,7 @@ use std::ffi::c_void;
 
 use bytemuck::Pod;
 
+use crate::launch::index::ParamKind;
 use crate::memory::view::DeviceRegion;
 use crate::memory::view::sealed::DeviceMemory;
 use crate::memory::{DeviceBuffer, DeviceView, DeviceViewMut, ManagedBuffer};
@@ -67,24 +68,35 @@ pub trait KernelParam: sealed::Param {
     const LAYOUT: ParamLayout;
     /// Whether the kernel may write through it (`&mut [T]`).
     const WRITES: bool;
+    /// A buffer, or a scalar and its integer type: what a bound may name.
+    const KIND: ParamKind;
 }
 
 impl<T: DeviceRepr> sealed::Param for T {}
 impl<T: DeviceRepr> KernelParam for T {
     const LAYOUT: ParamLayout = ParamLayout::of::<T>();
     const WRITES: bool = false;
+    const KIND: ParamKind = ParamKind::Scalar { index: T::INDEX };
 }
 
 impl<T: Pod> sealed::Param for &[T] {}
 impl<T: Pod> KernelParam for &[T] {
     const LAYOUT: ParamLayout = ParamLayout::of::<u64>();
     const WRITES: bool = false;
+    const KIND: ParamKind = ParamKind::Buffer {
+        writes: false,
+        elem_size: std::mem::size_of::<T>(),
+    };
 }
 
 impl<T: Pod> sealed::Param for &mut [T] {}
 impl<T: Pod> KernelParam for &mut [T] {
     const LAYOUT: ParamLayout = ParamLayout::of::<u64>();
     const WRITES: bool = true;
+    const KIND: ParamKind = ParamKind::Buffer {
+        writes: true,
+        elem_size: std::mem::size_of::<T>(),
+    };
 }
 
 /// One argument of a launch as the backends read it: a scalar's bytes, or the device memory
@@ -198,6 +210,8 @@ pub trait Signature: sealed::Tuple {
     const PARAM_LAYOUTS: &'static [ParamLayout];
     /// Whether each parameter is written by the kernel, in order.
     const WRITES: &'static [bool];
+    /// What each parameter is, in order: what [`Bounds`](crate::Bounds) are checked against.
+    const KINDS: &'static [ParamKind];
 }
 
 /// The arguments of one launch: a tuple (up to 12) of [`KernelArg`] values.
@@ -232,6 +246,7 @@ impl sealed::Tuple for () {}
 impl Signature for () {
     const PARAM_LAYOUTS: &'static [ParamLayout] = &[];
     const WRITES: &'static [bool] = &[];
+    const KINDS: &'static [ParamKind] = &[];
 }
 impl KernelArgs for () {
     const ARG_LAYOUTS: &'static [ParamLayout] = &[];
@@ -251,6 +266,7 @@ macro_rules! tuples {
         impl<$($P: KernelParam),+> Signature for ($($P,)+) {
             const PARAM_LAYOUTS: &'static [ParamLayout] = &[$($P::LAYOUT),+];
             const WRITES: &'static [bool] = &[$($P::WRITES),+];
+            const KINDS: &'static [ParamKind] = &[$($P::KIND),+];
         }
 
         impl<$($A: KernelArg),+> KernelArgs for ($($A,)+) {
@@ -323,6 +339,23 @@ mod tests {
     fn signatures_know_what_the_kernel_writes() {
         type Saxpy<'a> = (u32, f32, &'a [f32], &'a mut [f32]);
         assert_eq!(Saxpy::WRITES, &[false, false, false, true]);
+        assert_eq!(
+            Saxpy::KINDS,
+            &[
+                ParamKind::Scalar {
+                    index: Some(crate::launch::index::IndexType::U32)
+                },
+                ParamKind::Scalar { index: None },
+                ParamKind::Buffer {
+                    writes: false,
+                    elem_size: 4
+                },
+                ParamKind::Buffer {
+                    writes: true,
+                    elem_size: 4
+                },
+            ]
+        );
         assert_eq!(Saxpy::PARAM_LAYOUTS[2], ParamLayout { size: 8, align: 8 });
     }
 

@@ -1,20 +1,30 @@
-//! Launching kernels: the configuration, the arguments, and the two ways in.
+//! Launching kernels: the configuration, the arguments, the bounds, and the ways in.
 //!
-//! - [`Kernel::typed`] (unsafe, once) declares the kernel's parameter types as a
-//!   [`Signature`] tuple and returns a [`TypedKernel`], whose [`TypedKernel::launch`] is safe:
-//!   its arguments must match the signature at compile time ([`KernelArgsFor`]), and
-//!   device buffers can only be passed where the signature allows (`&mut` to write).
+//! - [`Kernel::typed_with_bounds`] (unsafe, once) declares the kernel's parameter types as
+//!   a [`Signature`] tuple and, for buffers the kernel indexes with a length it is given,
+//!   which scalars bound those indices ([`Bounds`]: `y` below `n`). It returns a
+//!   [`TypedKernel`], whose [`TypedKernel::launch`] is safe: its arguments must match the
+//!   signature at compile time ([`KernelArgsFor`]), device buffers can only be passed where
+//!   the signature allows (`&mut` to write), and each bounded buffer must be at least as
+//!   long as its bound, checked before every launch. The promise is one a reader of the
+//!   kernel can verify: "each buffer is indexed below its declared bound".
+//! - [`Kernel::typed`] (unsafe, once) declares no bounds: the promise is then that the
+//!   kernel indexes every buffer within the buffer passed, whatever the scalar arguments
+//!   are, which a kernel that takes its length as a parameter cannot keep.
 //! - [`Kernel::launch`] (unsafe, every time) takes any arguments; the caller vouches that
-//!   they match the kernel.
+//!   they match the kernel and that it stays within the buffers passed.
 //!
-//! Both check the [`LaunchConfig`] against the device and kernel limits first, and the
+//! All check the [`LaunchConfig`] against the device and kernel limits first, and the
 //! arguments' contexts against the stream's; the backends do the rest (`cuda/launch.rs`:
 //! raise the dynamic shared memory limit when needed, keep buffers and the module alive in a
 //! capture; `cpu/kernel.rs`: run the CPU implementation as one stream operation). The
 //! arguments are packed on the stack: no allocation per CUDA launch.
 
 mod args;
+mod bounds;
 pub(crate) mod config;
+pub(crate) mod index;
+pub(crate) mod violation;
 
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -23,9 +33,12 @@ pub use args::{
     ArgRef, DeviceRepr, KernelArg, KernelArgs, KernelArgsFor, KernelParam, ParamLayout, PassedAs,
     Signature, check_param_sizes,
 };
+pub use bounds::{Bound, Bounds, MAX_BOUND_FACTORS};
 pub use config::{
     DEFAULT_DYNAMIC_SHARED_LIMIT, Dim3, LaunchConfig, LaunchConfigError, LaunchLimits,
 };
+pub use index::{IndexType, ParamKind};
+pub use violation::{BoundProblem, BoundViolation};
 
 use crate::context::Context;
 use crate::cpu::{self, CpuKernel};
@@ -185,22 +198,92 @@ pub(crate) fn cpu_args<Sig: Signature, A: KernelArgs>(
 pub struct TypedKernel<Sig> {
     kernel: Kernel,
     cpu: Option<CpuKernel<Sig>>,
+    /// Checked against `Sig` when declared (`Kernel::typed_with_bounds`).
+    bounds: Bounds,
     _sig: PhantomData<fn() -> Sig>,
 }
 
 impl<Sig> TypedKernel<Sig> {
-    /// Wraps a kernel whose signature the caller vouched for (`Kernel::typed`).
+    /// Wraps a kernel whose signature the caller vouched for (`Kernel::typed`), without
+    /// bounds.
     pub(crate) fn declared(kernel: Kernel) -> TypedKernel<Sig> {
         TypedKernel {
             kernel,
             cpu: None,
+            bounds: Bounds::new(),
             _sig: PhantomData,
         }
     }
 }
 
+impl<Sig: Signature> TypedKernel<Sig> {
+    /// Adds bounds the caller vouched for, after checking them against `Sig`
+    /// (`Kernel::typed_with_bounds`).
+    pub(crate) fn bounded(self, call: &'static str, bounds: Bounds) -> Result<TypedKernel<Sig>> {
+        bounds.validate(Sig::KINDS).map_err(|message| {
+            Error::invalid(
+                call,
+                format!(
+                    "`{}` of module `{}`: {message}",
+                    self.kernel.name(),
+                    self.kernel.module_name()
+                ),
+            )
+        })?;
+        Ok(TypedKernel { bounds, ..self })
+    }
+
+    /// Checks every declared bound against `args` without launching: what each launch (and
+    /// [`GraphExec::set_kernel_params`](crate::GraphExec::set_kernel_params)) checks first.
+    /// For code that must know all the launches of a step pass before it enqueues any of
+    /// them. Buffers may be passed shared here (`&y` for a `&mut [T]` parameter); a tuple
+    /// that does not match the signature is refused with [`BoundProblem::Mismatch`].
+    ///
+    /// A refusal is [`Error::KernelBound`], naming the kernel, the buffer, the bound and the
+    /// values. Allocates nothing unless it refuses.
+    #[inline]
+    pub fn check_bounds<A: KernelArgs>(&self, args: &A) -> Result<()> {
+        self.check_bounds_for("TypedKernel::check_bounds", args)
+    }
+
+    #[inline]
+    pub(crate) fn check_bounds_for<A: KernelArgs>(
+        &self,
+        call: &'static str,
+        args: &A,
+    ) -> Result<()> {
+        if self.bounds.is_empty() {
+            return Ok(());
+        }
+        self.bounds
+            .check(Sig::KINDS, args)
+            .map_err(|refusal| self.bound_error(call, args, &refusal))
+    }
+
+    #[cold]
+    fn bound_error<A: KernelArgs>(
+        &self,
+        call: &'static str,
+        args: &A,
+        refusal: &bounds::Refusal,
+    ) -> Error {
+        let violation = self.bounds.violation(
+            self.kernel.name(),
+            self.kernel.module_name(),
+            Sig::KINDS,
+            args,
+            refusal,
+        );
+        Error::KernelBound {
+            call,
+            violation: Box::new(violation),
+        }
+    }
+}
+
 impl<Sig: Signature + 'static> TypedKernel<Sig> {
-    /// Enqueues the kernel on `stream`.
+    /// Enqueues the kernel on `stream`, after checking the configuration and every declared
+    /// bound ([`TypedKernel::check_bounds`]).
     #[inline]
     pub fn launch<A: KernelArgsFor<Sig>>(
         &self,
@@ -209,6 +292,7 @@ impl<Sig: Signature + 'static> TypedKernel<Sig> {
         args: A,
     ) -> Result<()> {
         const CALL: &str = "TypedKernel::launch";
+        self.check_bounds_for(CALL, &args)?;
         match stream.kind() {
             StreamBackend::Cuda(s) => self.kernel.launch_cuda(CALL, s, &config, &args),
             StreamBackend::Cpu(s) => self.launch_cpu(CALL, stream, s, &config, &args),
@@ -258,6 +342,11 @@ impl<Sig> TypedKernel<Sig> {
         &self.kernel
     }
 
+    /// The declared bounds (empty for a kernel declared with [`Kernel::typed`]).
+    pub fn bounds(&self) -> &Bounds {
+        &self.bounds
+    }
+
     /// Attaches the kernel's CPU implementation: what launches on the CPU backend run, once
     /// per launch (see [`CpuKernelFn`](crate::CpuKernelFn) for its shape). Kept and ignored
     /// on CUDA, so one declaration serves both backends.
@@ -302,6 +391,7 @@ impl<Sig> Clone for TypedKernel<Sig> {
         TypedKernel {
             kernel: self.kernel.clone(),
             cpu: self.cpu.clone(),
+            bounds: self.bounds,
             _sig: PhantomData,
         }
     }
@@ -313,6 +403,7 @@ impl<Sig> std::fmt::Debug for TypedKernel<Sig> {
             .field("kernel", &self.kernel)
             .field("signature", &std::any::type_name::<Sig>())
             .field("cpu", &self.cpu.is_some())
+            .field("bounds", &self.bounds.len())
             .finish()
     }
 }

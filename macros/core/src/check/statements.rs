@@ -207,7 +207,7 @@ fn launch_argument<'a>(
     let p = &param.name;
     let wanted = format!("{p}: {}", type_string(&param.ty));
     match param.kind() {
-        KernelParamType::Slice { mutable, elem } => {
+        KernelParamType::Slice { mutable, elem, .. } => {
             let Some(ident) = bare_ident(arg) else {
                 cx.error_spanned_by(
                     arg,

@@ -2,50 +2,16 @@
 //! its whole life, replays with `launch`, and updates scalar params in place with typed
 //! setters.
 
-use std::collections::BTreeSet;
-
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
 use syn::Ident;
 
+use super::bounds::{self, LaunchSite, launch_sites};
+use super::launch::{Retype, launch_parts};
 use super::names::{Names, rt, rt_fn};
-use super::step::{Retype, bindings, launch_parts};
+use super::step::bindings;
 use crate::ast;
-use crate::lower::{Arg, KernelId, Pipeline, ScalarId, StatementKind};
-
-/// One launch statement, in enqueue order: the kernel node it became.
-struct LaunchSite<'p> {
-    /// Its index among the step's launches: the kernel node it became.
-    index: usize,
-    kernel: KernelId,
-    source: &'p ast::Launch,
-    args: &'p [Arg],
-    /// The scalar params its arguments and dimensions read.
-    scalars: &'p BTreeSet<ScalarId>,
-}
-
-fn launch_sites<'p>(pipeline: &'p Pipeline<'_>) -> Vec<LaunchSite<'p>> {
-    let mut sites = Vec::new();
-    for &stage_id in &pipeline.order {
-        for statement in &pipeline.stages[stage_id.0].statements {
-            if let StatementKind::Launch {
-                source,
-                kernel,
-                args,
-            } = &statement.kind
-            {
-                sites.push(LaunchSite {
-                    index: sites.len(),
-                    kernel: *kernel,
-                    source,
-                    args,
-                    scalars: &statement.scalars,
-                });
-            }
-        }
-    }
-    sites
-}
+use crate::lower::{Pipeline, ScalarId, StatementKind};
 
 /// What a replayed graph cannot update in place that reads `scalar`, in words: "`fill x` in
 /// stage `a`", "the length of scratch buffer `acc`".
@@ -90,8 +56,8 @@ pub fn graph_struct(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
     let doc = format!(
         "One step of [`{name}`] captured as a graph and instantiated: [`{graph}::launch`] replays \
          it. It borrows the step's params for its whole life; dropping it waits for the launches \
-         in flight. Scalar params the step reads have `set_<name>` setters, applied together \
-         before the next launch."
+         in flight. Scalar params the step reads have `set_<name>` setters; those that update \
+         kernel nodes in place apply together at the next launch."
     );
     quote! {
         #[doc = #doc]
@@ -104,10 +70,13 @@ pub fn graph_struct(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             /// Per kernel node, in launch order: whether a setter changed a scalar it reads
             /// since the node was last updated.
             stale: [bool; #launches],
-            /// Whether a setter changed a scalar that only a new capture can apply.
-            recapture: bool,
         }
     }
+}
+
+/// How many kernel nodes the step's graph has: one per launch statement.
+pub fn launch_count(pipeline: &Pipeline<'_>) -> usize {
+    launch_sites(pipeline).len()
 }
 
 /// `launch`, `synchronize`, the accessors and the setters.
@@ -117,12 +86,13 @@ pub fn graph_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
     let params_ty = names.params_ty(quote!('a));
     let name_str = pipeline.name.as_str();
     let sites = launch_sites(pipeline);
-    let setters = (0..pipeline.scalars.len()).map(|id| setter(pipeline, &sites, ScalarId(id)));
+    let setters =
+        (0..pipeline.scalars.len()).map(|id| setter(pipeline, names, &sites, ScalarId(id)));
     let apply = apply_fn(pipeline, names, &sites);
     quote! {
         impl<'a> #graph<'a> {
-            /// Enqueues one replay of the step on the pipeline's origin stream.
-            /// Applies the setters called since the last launch first.
+            /// Enqueues one replay of the step on the pipeline's origin stream, after applying
+            /// the setters called since the last launch.
             pub fn launch(&mut self) -> #rt::Result<()> {
                 self.apply_updates()?;
                 // The captured step begins by resetting the progress marks itself.
@@ -156,14 +126,8 @@ pub fn graph_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
     }
 }
 
-/// How many kernel nodes the step's graph has: one per launch statement.
-pub fn launch_count(pipeline: &Pipeline<'_>) -> usize {
-    launch_sites(pipeline).len()
-}
-
-/// `apply_updates`: what the setters changed, applied to the executable graph in one pass
-/// that touches each stale kernel node once, or a new capture when a changed scalar feeds a
-/// node a replay cannot update.
+/// `apply_updates`: the in-place setters' changes, applied to the executable graph in one
+/// batch that touches each stale kernel node once.
 fn apply_fn(pipeline: &Pipeline<'_>, names: &Names, sites: &[LaunchSite<'_>]) -> TokenStream {
     let rt = rt();
     let name = &pipeline.input.name;
@@ -180,8 +144,14 @@ fn apply_fn(pipeline: &Pipeline<'_>, names: &Names, sites: &[LaunchSite<'_>]) ->
         .iter()
         .filter(|site| !site.scalars.is_empty())
         .map(|site| {
-            let (config, args) =
-                launch_parts(pipeline, site.source, site.kernel, site.args, Retype::Cast);
+            let (config, args) = launch_parts(
+                pipeline,
+                site.source,
+                site.kernel,
+                site.args,
+                Retype::Cast,
+                None,
+            );
             let kernel = format_ident!("k{}", site.kernel.0);
             let index = site.index;
             quote! {
@@ -192,22 +162,12 @@ fn apply_fn(pipeline: &Pipeline<'_>, names: &Names, sites: &[LaunchSite<'_>]) ->
             }
         });
     quote! {
-        /// Applies the setters called since the last launch (which does this itself): each
-        /// kernel node that reads a changed scalar is updated once, in place; when a changed
-        /// scalar also feeds work a replay cannot update, the step is captured again instead,
-        /// after the launches in flight. Errors name the pipeline; what failed stays pending.
+        /// Applies the in-place setters called since the last launch (which does this
+        /// itself): each kernel node that reads a changed scalar is updated once, in one batch
+        /// (see `GraphExec::kernel_updates`). The setters checked the kernels' bounds already;
+        /// an error names the pipeline and leaves what failed pending.
         #[allow(unused_variables, clippy::all)]
         pub fn apply_updates(&mut self) -> #rt::Result<()> {
-            if self.recapture {
-                self.pipeline.__wait()?;
-                let (graph, exec, nodes) = self.pipeline.__capture(&mut self.params)?;
-                self.exec = exec;
-                self.nodes = nodes;
-                self._graph = graph;
-                self.recapture = false;
-                self.stale = [false; #launches];
-                return ::core::result::Result::Ok(());
-            }
             if !self.stale.contains(&true) {
                 return ::core::result::Result::Ok(());
             }
@@ -224,39 +184,80 @@ fn apply_fn(pipeline: &Pipeline<'_>, names: &Names, sites: &[LaunchSite<'_>]) ->
     }
 }
 
-/// `set_<scalar>`: records the value and what it makes stale, for `apply_updates` (which the
-/// next launch runs). A scalar that only kernel launches read is updated in place in their
-/// kernel nodes; one that anything else reads (a fill value, a flag value, a host closure, a
-/// called function, a scratch length) is baked into nodes a replay cannot change, so it makes
-/// the step be captured again; the setter of a scalar nothing reads is a compile error that
-/// says so.
-fn setter(pipeline: &Pipeline<'_>, sites: &[LaunchSite<'_>], id: ScalarId) -> TokenStream {
+/// `set_<scalar>`. A scalar that only kernel launches read is checked against the kernels'
+/// bounds at once and updated in place in their kernel nodes at the next launch; one that anything else reads (a fill value, a flag value, a host closure, a called
+/// function, a scratch length) is baked into nodes a replay cannot change, so its setter
+/// captures the step again; the setter of a scalar nothing reads is a compile error that says
+/// so.
+fn setter(
+    pipeline: &Pipeline<'_>,
+    names: &Names,
+    sites: &[LaunchSite<'_>],
+    id: ScalarId,
+) -> TokenStream {
     let rt = rt();
     let scalar = &pipeline.scalars[id.0];
     let param = scalar.decl;
     let field = &param.name;
     let ty = &param.ty;
     let setter = format_ident!("set_{}", param.name, span = param.name.span());
-    let affected: Vec<usize> = sites
-        .iter()
-        .filter(|s| s.scalars.contains(&id))
-        .map(|s| s.index)
-        .collect();
+    let affected: Vec<&LaunchSite<'_>> = sites.iter().filter(|s| s.scalars.contains(&id)).collect();
+    let launches = sites.len();
     let fixed = fixed_uses(pipeline, id);
     if !fixed.is_empty() {
         let doc = format!(
-            "Sets `{}`; it also feeds {}, which a replayed graph cannot update in place, so \
-             the next launch (or `apply_updates`) captures the step again, after the launches \
-             in flight.",
+            "Sets `{}` and captures the step again: it also feeds {}, which a replayed graph \
+             cannot update in place. Waits for the launches in flight first. If the new step \
+             cannot be captured (a kernel's bound refuses the value, say), the graph keeps \
+             its previous parameters and `{}` its previous value.",
             scalar.name,
-            fixed.join(", ")
+            fixed.join(", "),
+            scalar.name,
         );
+        // The scratch buffers whose length this scalar feeds are set aside, not dropped: the
+        // current graph uses them, and gets them back if the new step is refused (otherwise
+        // an in-place setter afterwards would point its nodes at buffers the graph's other
+        // nodes do not use).
+        let resized: Vec<Ident> = pipeline
+            .buffers
+            .iter()
+            .filter(|b| b.scratch && b.len_scalars.contains(&id))
+            .map(|b| names.scratch_field(b.ident))
+            .collect();
+        let recapture = if resized.is_empty() {
+            quote!(self.pipeline.__capture(&mut self.params))
+        } else {
+            quote! {{
+                let __kept = (#(self.pipeline.#resized.take(),)*);
+                let __captured = self.pipeline.__capture(&mut self.params);
+                if __captured.is_err() {
+                    (#(self.pipeline.#resized,)*) = __kept;
+                }
+                __captured
+            }}
+        };
         return quote! {
             #[doc = #doc]
             pub fn #setter(&mut self, #field: #ty) -> #rt::Result<()> {
-                self.params.#field = #field;
-                self.recapture = true;
-                ::core::result::Result::Ok(())
+                let __previous = ::core::mem::replace(&mut self.params.#field, #field);
+                let __captured = match self.pipeline.__wait() {
+                    ::core::result::Result::Ok(()) => #recapture,
+                    ::core::result::Result::Err(e) => ::core::result::Result::Err(e),
+                };
+                match __captured {
+                    ::core::result::Result::Ok((graph, exec, nodes)) => {
+                        self.exec = exec;
+                        self.nodes = nodes;
+                        self._graph = graph;
+                        // The new capture has every current value.
+                        self.stale = [false; #launches];
+                        ::core::result::Result::Ok(())
+                    }
+                    ::core::result::Result::Err(e) => {
+                        self.params.#field = __previous;
+                        ::core::result::Result::Err(e)
+                    }
+                }
             }
         };
     }
@@ -276,18 +277,55 @@ fn setter(pipeline: &Pipeline<'_>, sites: &[LaunchSite<'_>], id: ScalarId) -> To
             }
         };
     }
+    let name = &pipeline.input.name;
+    let scratch_fields: Vec<Ident> = pipeline
+        .buffers
+        .iter()
+        .filter(|b| b.scratch)
+        .map(|b| names.scratch_field(b.ident))
+        .collect();
+    let bind = bindings(pipeline, names, &quote!(__p));
+    // The bounds of every updated node are checked before any node changes; a refusal puts
+    // the previous value back.
+    let refused = quote! {
+        __p.#field = __previous;
+        return ::core::result::Result::Err(__refusal);
+    };
+    let bounded = |site: &LaunchSite<'_>| bounds::feeds_bound(pipeline, site, field);
+    let checks: Vec<TokenStream> = affected
+        .iter()
+        .filter(|site| bounded(site))
+        .map(|site| bounds::check_first(pipeline, site, &refused))
+        .collect();
+    let stale: Vec<usize> = affected.iter().map(|site| site.index).collect();
+    let bounds_doc = if checks.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " A value that breaks a kernel's bound is refused before any node changes: the \
+             graph keeps its previous parameters and `{}` its previous value.",
+            scalar.name
+        )
+    };
     let doc = format!(
         "Sets `{}` for the following launches: the next launch (or `apply_updates`) updates \
          the {} kernel node(s) that read it in place (no re-capture, no re-instantiation), \
-         each node once however many setters changed it.",
+         each node once however many setters changed it.{bounds_doc}",
         scalar.name,
         affected.len()
     );
     quote! {
         #[doc = #doc]
+        #[allow(unused_variables, clippy::all)]
         pub fn #setter(&mut self, #field: #ty) -> #rt::Result<()> {
-            self.params.#field = #field;
-            #(self.stale[#affected] = true;)*
+            let __previous = ::core::mem::replace(&mut self.params.#field, #field);
+            {
+                let Self { pipeline, params: __p, .. } = &mut *self;
+                let #name { __kernels, #(#scratch_fields,)* .. } = &mut **pipeline;
+                #bind
+                #(#checks)*
+            }
+            #(self.stale[#stale] = true;)*
             ::core::result::Result::Ok(())
         }
     }

@@ -88,10 +88,12 @@ impl Names {
             KernelParamType::Slice {
                 mutable: false,
                 elem,
+                ..
             } => quote!(&'static [#elem]),
             KernelParamType::Slice {
                 mutable: true,
                 elem,
+                ..
             } => quote!(&'static mut [#elem]),
             // `check` rejected these; keep the tokens so nothing panics.
             KernelParamType::Unsupported => {

@@ -6,9 +6,11 @@ use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 
+use super::bounds;
 use super::names::{Names, rt};
 use super::step;
-use crate::lower::{ImageFormat, Memory, Pipeline, Priority};
+use crate::ast::KernelParamType;
+use crate::lower::{ImageFormat, KernelId, Memory, Pipeline, Priority};
 
 /// One zero-sized marker type per stream, so a stream of one pipeline cannot fill another's
 /// typed slot.
@@ -194,11 +196,17 @@ fn new_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
         let kernel_name = kernel.name.as_str();
         let sig = names.kernel_signature(kernel.decl);
         let unsafe_token = pipeline.modules[kernel.module.0].decl.unsafe_token;
-        // The user wrote `unsafe kernels`: the signature is their promise about the image.
-        // A token stream cannot carry a `// SAFETY:` comment; the user's `unsafe kernels` is it.
+        let bounds = bounds::bounds_value(pipeline, KernelId(k));
+        let integers = bounds::integer_assertions(pipeline, KernelId(k));
+        // The user wrote `unsafe kernels`: the signature and its bounds are their promise
+        // about the image. A token stream cannot carry a `// SAFETY:` comment; the user's
+        // `unsafe kernels` is it.
         let declared = quote!({
+            #integers
             #[allow(clippy::undocumented_unsafe_blocks)]
-            let kernel = #unsafe_token { #rt::declare_kernel::<#sig>(&#module, #kernel_name)? };
+            let kernel = #unsafe_token {
+                #rt::declare_bounded_kernel::<#sig>(&#module, #kernel_name, #bounds)?
+            };
             kernel
         });
         match &kernel.decl.host {
@@ -207,7 +215,21 @@ fn new_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                 // signature at the user's path: a mismatch is one error there, and "expected
                 // due to this" points at the declared parameter types.
                 let path = &host.path;
-                let types = kernel.decl.params.iter().map(|param| &param.ty);
+                // A bounded buffer (`&mut [f32; n]`) is a slice to the CPU implementation.
+                let types = kernel.decl.params.iter().map(|param| match param.kind() {
+                    KernelParamType::Slice {
+                        mutable,
+                        elem,
+                        bound: Some(_),
+                    } => {
+                        let mutability = mutable.then(|| quote!(mut));
+                        quote_spanned!(param.ty.span()=> &#mutability [#elem])
+                    }
+                    _ => {
+                        let ty = &param.ty;
+                        quote!(#ty)
+                    }
+                });
                 let signature = quote_spanned!(kernel.decl.name.span()=> fn(#(#types),*));
                 let host = quote_spanned!(path.span()=> {
                     #[allow(clippy::type_complexity)]
@@ -375,7 +397,6 @@ fn capture_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                 nodes,
                 _graph: graph,
                 stale: [false; #launches],
-                recapture: false,
             })
         }
     }

@@ -3,14 +3,15 @@
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
+use syn::Ident;
 use syn::spanned::Spanned;
-use syn::{Expr, Ident};
 
+use super::bounds::{self, LaunchSite, launch_sites};
+use super::launch::{Retype, launch_parts, reborrow};
 use super::names::{Names, rt, rt_fn};
-use crate::ast::{self, KernelParamType, type_string};
+use crate::ast::{self, type_string};
 use crate::lower::{
-    Arg, BufferId, CallArg, KernelId, Memory, Mode, Pipeline, Stage, StageId, StatementKind,
-    WaitCondition,
+    BufferId, CallArg, Memory, Mode, Pipeline, Stage, StageId, StatementKind, WaitCondition,
 };
 
 /// `let` bindings that give every param and scratch buffer its declared name inside
@@ -35,14 +36,6 @@ pub fn bindings(pipeline: &Pipeline<'_>, names: &Names, params: &TokenStream) ->
         }
     });
     quote!(#(#scalars)* #(#buffers)*)
-}
-
-/// The reborrow of buffer `name` for one use.
-fn reborrow(name: &Ident, mode: Mode) -> TokenStream {
-    match mode {
-        Mode::Read => quote!(&*#name),
-        Mode::Write => quote!(&mut *#name),
-    }
 }
 
 /// `fn __prepare(&mut self, params)`: allocates scratch buffers whose size changed. It runs
@@ -98,6 +91,23 @@ pub fn enqueue_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
         .collect();
     let bind = bindings(pipeline, names, &quote!(__p));
     let event_of = |stage: StageId| pipeline.events.iter().position(|&s| s == stage);
+    // Every bounded launch is checked before anything of the step is enqueued.
+    let sites = launch_sites(pipeline);
+    let bounded: Vec<&LaunchSite<'_>> = sites
+        .iter()
+        .filter(|site| bounds::bounded(pipeline, site.kernel))
+        .collect();
+    let refused = quote!(return ::core::result::Result::Err(__refusal););
+    let checks = bounded
+        .iter()
+        .map(|site| bounds::check_first(pipeline, site, &refused));
+    let checks: Vec<TokenStream> = checks.collect();
+    let local_site = |stage: StageId, statement: usize| {
+        bounded
+            .iter()
+            .find(|site| site.stage == stage && site.statement == statement)
+            .map(|site| site.index)
+    };
 
     // The first stage of each forked stream waits on the fork event.
     let mut fork_pending: Vec<bool> = (0..pipeline.streams.len())
@@ -122,10 +132,9 @@ pub fn enqueue_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                 waits.push(quote!(#rt::Stream::wait_event(__stream, &__events[#k])));
             }
         }
-        let statements = stage
-            .statements
-            .iter()
-            .map(|statement| statement_tokens(pipeline, stage, &statement.kind));
+        let statements = stage.statements.iter().enumerate().map(|(i, statement)| {
+            statement_tokens(pipeline, stage, &statement.kind, local_site(stage_id, i))
+        });
         let statements: Vec<TokenStream> = statements.collect();
         let record =
             event_of(stage_id).map(|k| quote!(#rt::Stream::record_into(__stream, &__events[#k])?;));
@@ -175,11 +184,12 @@ pub fn enqueue_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
         #[allow(unused_variables, unused_mut, unused_braces, clippy::all)]
                 fn __enqueue(&mut self, __p: &mut #params_ty, __profile: ::core::option::Option<&#rt::Profiler>) -> #rt::Result<()> {
                         let Self { __fork, __events, __kernels, __progress, #(#stream_fields,)* #(#scratch_fields,)* .. } = self;
+            #bind
+            #(#checks)*
                         __progress.reset(__stream_0)?;
             if let ::core::option::Option::Some(profiler) = __profile {
                 profiler.step_start(__stream_0)?;
             }
-            #bind
             #fork_record
             #(#stages)*
             #(#joins)*
@@ -189,11 +199,13 @@ pub fn enqueue_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
 }
 
 /// The tokens of one statement of `stage`, inside the stage's closure where `__stream` is its
-/// stream.
+/// stream. A launch whose bounds were checked first passes the locals of that check as its
+/// scalar arguments (`locals`: its launch site).
 fn statement_tokens(
     pipeline: &Pipeline<'_>,
     stage: &Stage<'_>,
     kind: &StatementKind<'_>,
+    locals: Option<usize>,
 ) -> TokenStream {
     let rt = rt();
     let buffer = |id: &BufferId| pipeline.buffers[id.0].ident;
@@ -204,7 +216,8 @@ fn statement_tokens(
             args,
         } => {
             let field = format_ident!("k{}", kernel.0);
-            let (config, args) = launch_parts(pipeline, source, *kernel, args, Retype::Assert);
+            let (config, args) =
+                launch_parts(pipeline, source, *kernel, args, Retype::Assert, locals);
             quote!(__kernels.#field.launch(__stream, #config, #args)?;)
         }
         StatementKind::Copy { source, src, dst } => {
@@ -332,107 +345,4 @@ fn retyped_mut(
     };
     let function = rt_fn(at.span(), function);
     quote_spanned!(at.span()=> #function::<#elem, _>(&mut *#name))
-}
-
-/// The launch configuration and argument tuple of a launch statement, over the bindings.
-pub fn launch_parts(
-    pipeline: &Pipeline<'_>,
-    launch: &ast::Launch,
-    kernel: KernelId,
-    args: &[Arg],
-    retype: Retype,
-) -> (TokenStream, TokenStream) {
-    let rt = rt();
-    let dim = |option: &Option<ast::LaunchOption>| match option {
-        Some(option) => {
-            let value = &option.value;
-            quote!(#value)
-        }
-        None => quote!(1u32),
-    };
-    let grid = dim(&launch.grid);
-    let block = dim(&launch.block);
-    let shared = launch.shared.as_ref().map(|s| {
-        let value = &s.value;
-        quote!(.with_shared_mem(#value))
-    });
-    let config = quote!(#rt::LaunchConfig::new(#grid, #block) #shared);
-    // The kernel's declared parameters, so a type assertion quotes the user's own type.
-    let declared = &pipeline.kernels[kernel.0].decl.params;
-    let args = args
-        .iter()
-        .zip(&launch.args)
-        .enumerate()
-        .map(|(i, (arg, expr))| arg_tokens(pipeline, arg, expr, declared.get(i), retype));
-    (config, quote!((#(#args,)*)))
-}
-
-/// How a launch argument passes a buffer whose element type is spelled differently from the
-/// kernel parameter's (`DeviceBuffer<Real>` for `&[f32]`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Retype {
-    /// Asserted when the program compiles, at the argument: what the step itself does.
-    Assert,
-    /// Checked when it runs: what a setter does, so a mismatch is reported once, by the step.
-    Cast,
-}
-
-fn arg_tokens(
-    pipeline: &Pipeline<'_>,
-    arg: &Arg,
-    expr: &Expr,
-    declared: Option<&ast::KernelParam>,
-    retype: Retype,
-) -> TokenStream {
-    let rt = rt();
-    match arg {
-        Arg::Buffer { buffer, mode } => {
-            let held = &pipeline.buffers[buffer.0];
-            let name = held.ident;
-            // The argument as written, for spans.
-            let at = ast::bare_ident(expr).unwrap_or(name);
-            let wanted = match declared.map(ast::KernelParam::kind) {
-                Some(KernelParamType::Slice { elem, .. }) => Some(elem),
-                _ => None,
-            };
-            match (held.elem, wanted) {
-                // Spelled differently (`Real` and `f32`): the compiler decides, at the name.
-                (Some(held), Some(wanted)) if type_string(held) != type_string(wanted) => {
-                    let borrow = reborrow(name, *mode);
-                    match (retype, mode) {
-                        (Retype::Assert, Mode::Read) => {
-                            let function = rt_fn(at.span(), "device_as");
-                            quote_spanned!(at.span()=> #function::<#wanted, _>(#borrow))
-                        }
-                        (Retype::Assert, Mode::Write) => {
-                            let function = rt_fn(at.span(), "device_as_mut");
-                            quote_spanned!(at.span()=> #function::<#wanted, _>(#borrow))
-                        }
-                        (Retype::Cast, Mode::Read) => {
-                            quote!(#rt::device_cast::<#wanted, _>(#borrow)?)
-                        }
-                        (Retype::Cast, Mode::Write) => {
-                            quote!(#rt::device_cast_mut::<#wanted, _>(#borrow)?)
-                        }
-                    }
-                }
-                _ => reborrow(name, *mode),
-            }
-        }
-        Arg::Scalar {
-            ty,
-            assert_type: true,
-            ..
-        } => {
-            // The declared type keeps its span, so rustc's "expected due to this" points at
-            // the kernel's signature rather than at the whole macro call.
-            let ty: syn::Type = match declared.map(ast::KernelParam::kind) {
-                Some(KernelParamType::Scalar(declared)) => declared.clone(),
-                _ => syn::parse_str(ty).unwrap_or_else(|_| syn::parse_quote!(_)),
-            };
-            // The type error, if any, lands on the user's argument.
-            quote_spanned!(expr.span()=> { let __arg: #ty = #expr; __arg })
-        }
-        Arg::Scalar { .. } => quote!(#expr),
-    }
 }

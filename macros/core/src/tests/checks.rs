@@ -116,7 +116,7 @@ fn kernel_parameters_are_scalars_or_slices() {
     }"#;
     let message = |ty: &str| {
         format!(
-            "unsupported kernel parameter type `{ty}`; write a scalar by value, `&[T]` for a buffer the kernel reads or `&mut [T]` for one it writes"
+            "unsupported kernel parameter type `{ty}`; write a scalar by value, `&[T]` for a buffer the kernel reads or `&mut [T]` for one it writes (`&[T; n]` to bound its indices by `n`)"
         )
     };
     assert_eq!(errors(source), [message("&u32"), message("*mut f32")]);

@@ -253,7 +253,8 @@ fn statements_keep_their_source_and_resolved_targets() {
         kernel.params[4].kind,
         KernelParamKind::Slice {
             elem: "f32".into(),
-            mode: Mode::Write
+            mode: Mode::Write,
+            bound: None,
         }
     );
     assert_eq!(

@@ -6,6 +6,7 @@
 //! it, the tests check messages only.
 
 mod accesses;
+mod bounds;
 mod checks;
 mod dot;
 mod limits;

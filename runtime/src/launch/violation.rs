@@ -1,0 +1,101 @@
+//! The error value of a refused bound check: what a user reads, with every name and value,
+//! and nothing the check needs. A leaf module, so the crate's error type can hold it.
+
+use std::fmt;
+
+/// A launch refused because a buffer is shorter than its declared bound, or because the
+/// bound could not be computed ([`Error::KernelBound`](crate::Error::KernelBound)).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BoundViolation {
+    /// The kernel's name.
+    pub kernel: String,
+    /// Its module's name.
+    pub module: String,
+    /// The bounded buffer parameter (its name, or `parameter N`).
+    pub buffer: String,
+    /// The bound as written: `n`, `nx * ny`, `3 * n + 1`.
+    pub bound: String,
+    /// Each parameter the bound multiplies, with the value passed.
+    pub values: Vec<(String, i128)>,
+    /// What is wrong.
+    pub problem: BoundProblem,
+}
+
+/// What is wrong with one bound at one launch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BoundProblem {
+    /// The bound is larger than the buffer passed: the kernel would index past its end.
+    TooShort {
+        /// The bound's value.
+        bound: u64,
+        /// The buffer's length in elements.
+        len: usize,
+    },
+    /// A parameter the bound multiplies is negative, so it counts no elements.
+    Negative {
+        /// The parameter.
+        param: String,
+    },
+    /// Computing the bound overflows a `u64`.
+    Overflow,
+    /// The arguments do not match the signature at this position (a scalar where the bound
+    /// expects a buffer, a buffer of another element size); only arguments given to
+    /// [`TypedKernel::check_bounds`](crate::TypedKernel::check_bounds) can.
+    Mismatch {
+        /// The parameter's position.
+        param: usize,
+    },
+}
+
+impl fmt::Display for BoundViolation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let BoundViolation {
+            kernel,
+            module,
+            buffer,
+            bound,
+            values,
+            problem,
+        } = self;
+        write!(f, "kernel `{kernel}` of module `{module}` ")?;
+        let listed = || {
+            values
+                .iter()
+                .map(|(name, value)| format!("{name} = {value}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        match problem {
+            BoundProblem::TooShort { bound: value, len } => {
+                write!(f, "indexes `{buffer}` below `{bound}` = {value}")?;
+                // `(n = 1025)` would say nothing "`n` = 1025" did not.
+                let just_one_name = matches!(values.as_slice(), [(name, _)] if name == bound);
+                if !values.is_empty() && !just_one_name {
+                    write!(f, " ({})", listed())?;
+                }
+                write!(
+                    f,
+                    ", but the buffer passed for `{buffer}` holds {len} elements; pass a \
+                     longer buffer or smaller arguments"
+                )
+            }
+            BoundProblem::Negative { param } => write!(
+                f,
+                "indexes `{buffer}` below `{bound}`, but `{param}` is negative ({}), which \
+                 bounds no buffer",
+                listed()
+            ),
+            BoundProblem::Overflow => write!(
+                f,
+                "indexes `{buffer}` below `{bound}`, which overflows a u64 ({})",
+                listed()
+            ),
+            BoundProblem::Mismatch { param } => write!(
+                f,
+                "indexes `{buffer}` below `{bound}`, but argument {param} does not match the \
+                 kernel's signature"
+            ),
+        }
+    }
+}

@@ -1,0 +1,19 @@
+//! A bound names an integer parameter of its kernel: `m` is not one (a typo for `n`). The
+//! error is on the name in the bound, with the closest parameter.
+
+use gpu_pipeline::{DeviceBuffer, gpu_pipeline};
+
+gpu_pipeline! {
+    pub pipeline Axpy {
+        streams { main }
+        unsafe kernels k = ptx(include_str!("../../../../runtime/kernels/test_kernels.ptx")) {
+            fn saxpy(n: u32, a: f32, x: &[f32; n], y: &mut [f32; m]);
+        }
+        params { n: u32, a: f32, x: &DeviceBuffer<f32>, y: &mut DeviceBuffer<f32> }
+        stage axpy on main {
+            launch k::saxpy(n, a, x, y) grid n.div_ceil(256) block 256;
+        }
+    }
+}
+
+fn main() {}
