@@ -135,7 +135,8 @@ pub enum Error {
     /// A device-side `while` loop stopped at its maximum iteration count with its condition
     /// still holding: the loop did not converge (a loop never runs forever).
     #[error(
-        "the device loop `{label}` stopped after its maximum of {max_iterations} iterations with          its condition still holding; raise its maximum, or find out why it does not converge"
+        "the device loop `{label}` stopped after its maximum of {max_iterations} iterations with \
+         its condition still holding; raise its maximum, or find out why it does not converge"
     )]
     IterationLimit {
         /// The loop's label (its condition, e.g. `residual > tol`).

@@ -293,13 +293,15 @@ impl Graph {
     }
 
     /// The edges of the graph at `path` (not counting those inside bodies or child graphs).
-    pub(crate) fn edge_count(&mut self, path: &[usize]) -> Result<usize, CpuFault> {
-        Ok(self
-            .at(path)?
-            .nodes
-            .iter()
-            .map(|n| n.dependencies.len())
-            .sum())
+    pub(crate) fn edge_count(&self, path: &[usize]) -> Result<usize, CpuFault> {
+        let mut graph = self;
+        for &index in path {
+            graph = match graph.nodes.get(index).map(|n| &n.work) {
+                Some(NodeWork::Conditional(c)) => &c.body,
+                _ => return Err(invalid("the conditional body belongs to another graph")),
+            };
+        }
+        Ok(graph.nodes.iter().map(|n| n.dependencies.len()).sum())
     }
 
     /// Whether any node (at any depth of child graphs) is a conditional node.

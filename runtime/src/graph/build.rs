@@ -354,9 +354,9 @@ impl Graph {
         }
     }
 
-    fn edge_count_in(&mut self, scope: u32) -> Result<usize> {
+    fn edge_count_in(&self, scope: u32) -> Result<usize> {
         const CALL: &str = "Graph::edge_count";
-        match (&mut self.backend, self.scopes.get(scope as usize)) {
+        match (&self.backend, self.scopes.get(scope as usize)) {
             (GraphBackend::Cuda(g), Some(Scope::Cuda(body))) => g.edge_count(*body),
             (GraphBackend::Cpu(g), Some(Scope::Cpu(path))) => Ok(g.edge_count(path)?),
             _ => Err(Error::invalid(CALL, "the scope belongs to another graph")),
@@ -737,8 +737,8 @@ macro_rules! shared_node_methods {
 
         /// The number of edges between the nodes of this graph or body (edges inside
         /// conditional bodies and child graphs are theirs): on CUDA `cuGraphGetEdges`.
-        pub fn edge_count(&mut self) -> Result<usize> {
-            let scope = $scope(&*self);
+        pub fn edge_count(&self) -> Result<usize> {
+            let scope = $scope(self);
             $graph!(self).edge_count_in(scope)
         }
     };

@@ -51,6 +51,18 @@ impl Comparison {
         }
     }
 
+    /// Whether `value` compares to `threshold` this way (IEEE rules for floats).
+    pub fn holds<T: PartialOrd>(self, value: T, threshold: T) -> bool {
+        match self {
+            Comparison::Greater => value > threshold,
+            Comparison::GreaterOrEqual => value >= threshold,
+            Comparison::Less => value < threshold,
+            Comparison::LessOrEqual => value <= threshold,
+            Comparison::Equal => value == threshold,
+            Comparison::NotEqual => value != threshold,
+        }
+    }
+
     /// The operator, for labels.
     pub fn symbol(self) -> &'static str {
         match self {
