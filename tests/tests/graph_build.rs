@@ -447,7 +447,7 @@ fn clones_run_on_their_own(ctx: &Context) {
     graph
         .add_kernel_node(&[a.node()], &k.add, one(), (2u32, 2.0f32, &mut data))
         .unwrap();
-    let mut copy = graph.try_clone().unwrap();
+    let copy = graph.try_clone().unwrap();
     drop(graph);
     assert_eq!(copy.node_count().unwrap(), 2);
     assert_eq!(copy.edge_count().unwrap(), 1);

@@ -10,6 +10,7 @@
 
 mod accesses;
 mod constant;
+mod control;
 mod hint;
 mod limits;
 mod ordering;

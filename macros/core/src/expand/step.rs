@@ -97,6 +97,9 @@ pub fn enqueue_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
         .map(|b| names.scratch_field(b.ident))
         .collect();
     let bind = bindings(pipeline, names, &quote!(__p));
+    let control_fields = super::control::destructured(pipeline);
+    let step_start = super::control::eager_step_start(pipeline);
+    let step_end = super::control::eager_step_end(pipeline);
     let event_of = |stage: StageId| pipeline.events.iter().position(|&s| s == stage);
 
     // The first stage of each forked stream waits on the fork event.
@@ -174,15 +177,17 @@ pub fn enqueue_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
     quote! {
         #[allow(unused_variables, unused_mut, unused_braces, clippy::all)]
                 fn __enqueue(&mut self, __p: &mut #params_ty, __profile: ::core::option::Option<&#rt::Profiler>) -> #rt::Result<()> {
-                        let Self { __fork, __events, __kernels, __progress, #(#stream_fields,)* #(#scratch_fields,)* .. } = self;
+                        let Self { __fork, __events, __kernels, __progress, #(#stream_fields,)* #(#scratch_fields,)* #control_fields .. } = self;
                         __progress.reset(__stream_0)?;
             if let ::core::option::Option::Some(profiler) = __profile {
                 profiler.step_start(__stream_0)?;
             }
             #bind
+            #step_start
             #fork_record
             #(#stages)*
             #(#joins)*
+            #step_end
             ::core::result::Result::Ok(())
         }
     }
@@ -190,7 +195,7 @@ pub fn enqueue_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
 
 /// The tokens of one statement of `stage`, inside the stage's closure where `__stream` is its
 /// stream.
-fn statement_tokens(
+pub(super) fn statement_tokens(
     pipeline: &Pipeline<'_>,
     stage: &Stage<'_>,
     kind: &StatementKind<'_>,
@@ -245,12 +250,13 @@ fn statement_tokens(
             quote_spanned!(closure.span()=> #rt::host_closure(__stream, #closure)?;)
         }
         StatementKind::Call { source, args, .. } => call_tokens(pipeline, stage, source, args),
+        StatementKind::Control(control) => super::control::eager(pipeline, stage, control),
     }
 }
 
 /// A `call`: the function gets the stage's stream as a `TypedStream` of the stream's marker,
 /// then each buffer as its `reads(...)`/`writes(...)` clause declares it.
-fn call_tokens(
+pub(super) fn call_tokens(
     pipeline: &Pipeline<'_>,
     stage: &Stage<'_>,
     source: &ast::Call,
@@ -312,7 +318,7 @@ fn call_tokens(
 
 /// `&mut *name` for the buffer `id`, seen as a buffer of `elem` when its own element type is
 /// spelled differently: the compiler then checks, at `at`, that the two are one type.
-fn retyped_mut(
+pub(super) fn retyped_mut(
     pipeline: &Pipeline<'_>,
     id: BufferId,
     elem: Option<&syn::Type>,

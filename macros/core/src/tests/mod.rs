@@ -7,6 +7,7 @@
 
 mod accesses;
 mod checks;
+mod control;
 mod dot;
 mod limits;
 mod lowering;
