@@ -14,8 +14,9 @@ pub use crate::launch::{LaunchConfig, TypedKernel};
 pub use crate::memory::{DeviceBuffer, FlagCell, PinnedBuffer};
 pub use crate::module::Module;
 pub use crate::pipeline::build::{
-    ConditionStaging, copy_node, fill_node, host_condition, host_node, iteration_limit,
-    loop_maximum, own_tail, step_selects, wait_flag_node, write_flag_node,
+    ConditionStaging, FillValue, FlagValue, copy_node, fill_checked, fill_node, fill_value,
+    flag_value, host_condition, host_node, iteration_limit, loop_maximum, own_tail, step_selects,
+    wait_flag_checked, wait_flag_node, write_flag_checked, write_flag_node,
 };
 pub use crate::pipeline::ops::step_error_at;
 pub use crate::pipeline::ops::{

@@ -166,13 +166,74 @@ pub fn copy_node<N: NodeSink, S: CopyNode<D> + ?Sized, D>(
     src.copy_node(sink, deps, dst)
 }
 
+/// A `fill` value, checked against its buffer's element type by [`fill_value`]: its bytes.
+#[derive(Clone, Debug)]
+pub struct FillValue(Box<[u8]>);
+
+/// The value of `fill dst = value;`, typed as `dst`'s elements: where generated code reports a
+/// value of the wrong type, once for the eager step and the built graph alike (the result
+/// does not depend on the value's type, so the error says no more than the mismatch).
+pub fn fill_value<T: Pod>(dst: &DeviceBuffer<T>, value: T) -> FillValue {
+    let _ = dst;
+    FillValue(bytemuck::bytes_of(&value).into())
+}
+
+impl FillValue {
+    /// The value as a `T` (the type [`fill_value`] checked it against).
+    fn get<T: Pod>(&self) -> Result<T> {
+        bytemuck::try_pod_read_unaligned(&self.0).map_err(|_| {
+            Error::invalid("fill", "the value does not have the buffer's element size")
+        })
+    }
+}
+
+/// `fill dst = value;` with a checked value.
+pub fn fill_checked<T: Pod>(
+    stream: &Stream,
+    dst: &mut DeviceBuffer<T>,
+    value: FillValue,
+) -> Result<()> {
+    crate::pipeline::ops::fill(stream, dst, value.get()?)
+}
+
+/// A flag value, checked against the flag's word by [`flag_value`]: its bits.
+#[derive(Clone, Copy, Debug)]
+pub struct FlagValue(u64);
+
+/// The value of `write flag = value;` or `wait flag OP value;`, typed as the flag's word (see
+/// [`fill_value`]).
+pub fn flag_value<W: crate::memory::FlagWord>(flag: &FlagCell<W>, value: W) -> FlagValue {
+    let _ = flag;
+    FlagValue(value.widen())
+}
+
+/// `wait flag OP value;` with a checked value.
+pub fn wait_flag_checked<W: crate::pipeline::ops::PipelineFlagWord>(
+    stream: &Stream,
+    flag: &FlagCell<W>,
+    condition: WaitCondition,
+    value: FlagValue,
+) -> Result<()> {
+    crate::pipeline::ops::wait_flag(stream, flag, condition, W::from_bits(value.0))
+}
+
+/// `write flag = value;` with a checked value.
+pub fn write_flag_checked<W: crate::pipeline::ops::PipelineFlagWord>(
+    stream: &Stream,
+    flag: &FlagCell<W>,
+    value: FlagValue,
+) -> Result<()> {
+    crate::pipeline::ops::write_flag(stream, flag, W::from_bits(value.0))
+}
+
 /// `fill dst = value;` as a node: the memset [`fill`](crate::pipeline::ops::fill) enqueues.
 pub fn fill_node<N: NodeSink, T: Pod>(
     sink: &mut N,
     deps: &[GraphNode],
     dst: &mut DeviceBuffer<T>,
-    value: T,
+    value: FillValue,
 ) -> Result<GraphNode> {
+    let value: T = value.get()?;
     if std::mem::size_of::<T>() == 4 {
         let bits = bytemuck::cast_slice::<T, u32>(std::slice::from_ref(&value))[0];
         return sink.memset_u32(deps, dst, bits);
@@ -231,9 +292,9 @@ pub fn wait_flag_node<W: FlagNode>(
     deps: &[GraphNode],
     flag: &FlagCell<W>,
     condition: WaitCondition,
-    value: W,
+    value: FlagValue,
 ) -> Result<GraphNode> {
-    graph.add_mem_op_node(deps, &[W::wait_op(flag, condition, value)])
+    graph.add_mem_op_node(deps, &[W::wait_op(flag, condition, W::from_bits(value.0))])
 }
 
 /// `write flag = value;` as a node.
@@ -241,9 +302,9 @@ pub fn write_flag_node<W: FlagNode>(
     graph: &mut Graph,
     deps: &[GraphNode],
     flag: &FlagCell<W>,
-    value: W,
+    value: FlagValue,
 ) -> Result<GraphNode> {
-    graph.add_mem_op_node(deps, &[W::write_op(flag, value)])
+    graph.add_mem_op_node(deps, &[W::write_op(flag, W::from_bits(value.0))])
 }
 
 /// `host closure;` as a host node.

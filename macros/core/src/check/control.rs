@@ -39,10 +39,13 @@ fn condition(cx: &Ctxt, scope: &Scope<'_>, control: &Control) {
                 cx.error_spanned_by(
                     name,
                     format!(
-                        "{}; a `{}` condition reads the first element of a `DeviceBuffer<f32>`, \
+                        "{}; {} condition reads the first element of a `DeviceBuffer<f32>`, \
                          `<f64>` or `<u32>` on the device (a kernel writes it, the loop reads it)",
                         what(buffer),
-                        control.word()
+                        match control {
+                            Control::While { .. } => "a `while`",
+                            Control::If { .. } => "an `if`",
+                        }
                     ),
                 );
                 return;

@@ -185,8 +185,11 @@ fn statement_node(
         StatementKind::Fill { source, dst } => {
             let dst = buffer(dst);
             let value = &source.value;
-            let fill = rt_fn(source.keyword.span, "fill_node");
-            quote!(__tail = ::std::vec![#fill(#sink, &__tail, &mut *#dst, #value)?];)
+            let fill_value = rt_fn(source.keyword.span, "fill_value");
+            quote! {
+                let __value = #fill_value(&*#dst, #value);
+                __tail = ::std::vec![#rt::fill_node(#sink, &__tail, &mut *#dst, __value)?];
+            }
         }
         StatementKind::Wait {
             source,
@@ -200,14 +203,20 @@ fn statement_node(
                 WaitCondition::AtLeast => quote!(#rt::WaitCondition::GreaterOrEqual),
                 WaitCondition::AnyBit => quote!(#rt::WaitCondition::And),
             };
-            let wait = rt_fn(source.keyword.span, "wait_flag_node");
-            quote!(__tail = ::std::vec![#wait(&mut __graph, &__tail, &*#flag, #condition, #value)?];)
+            let flag_value = rt_fn(source.keyword.span, "flag_value");
+            quote! {
+                let __value = #flag_value(&*#flag, #value);
+                __tail = ::std::vec![#rt::wait_flag_node(&mut __graph, &__tail, &*#flag, #condition, __value)?];
+            }
         }
         StatementKind::Write { source, flag } => {
             let flag = buffer(flag);
             let value = &source.value;
-            let write = rt_fn(source.keyword.span, "write_flag_node");
-            quote!(__tail = ::std::vec![#write(&mut __graph, &__tail, &*#flag, #value)?];)
+            let flag_value = rt_fn(source.keyword.span, "flag_value");
+            quote! {
+                let __value = #flag_value(&*#flag, #value);
+                __tail = ::std::vec![#rt::write_flag_node(&mut __graph, &__tail, &*#flag, __value)?];
+            }
         }
         StatementKind::Host { source } => {
             let closure = &source.closure;

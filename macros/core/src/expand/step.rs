@@ -220,9 +220,13 @@ pub(super) fn statement_tokens(
         StatementKind::Fill { source, dst } => {
             let dst = buffer(dst);
             let value = &source.value;
-            // A value of the wrong type is reported on it, with the call on `fill`.
-            let fill = rt_fn(source.keyword.span, "fill");
-            quote!(#fill(__stream, &mut *#dst, #value)?;)
+            // A value of the wrong type is reported on it, with the call on `fill` (the same
+            // check as the built graph's, so that rustc reports it once).
+            let fill_value = rt_fn(source.keyword.span, "fill_value");
+            quote!({
+                let __value = #fill_value(&*#dst, #value);
+                #rt::fill_checked(__stream, &mut *#dst, __value)?;
+            })
         }
         StatementKind::Wait {
             source,
@@ -236,14 +240,20 @@ pub(super) fn statement_tokens(
                 WaitCondition::AtLeast => quote!(#rt::WaitCondition::GreaterOrEqual),
                 WaitCondition::AnyBit => quote!(#rt::WaitCondition::And),
             };
-            let wait_flag = rt_fn(source.keyword.span, "wait_flag");
-            quote!(#wait_flag(__stream, &*#flag, #condition, #value)?;)
+            let flag_value = rt_fn(source.keyword.span, "flag_value");
+            quote!({
+                let __value = #flag_value(&*#flag, #value);
+                #rt::wait_flag_checked(__stream, &*#flag, #condition, __value)?;
+            })
         }
         StatementKind::Write { source, flag } => {
             let flag = buffer(flag);
             let value = &source.value;
-            let write_flag = rt_fn(source.keyword.span, "write_flag");
-            quote!(#write_flag(__stream, &*#flag, #value)?;)
+            let flag_value = rt_fn(source.keyword.span, "flag_value");
+            quote!({
+                let __value = #flag_value(&*#flag, #value);
+                #rt::write_flag_checked(__stream, &*#flag, __value)?;
+            })
         }
         StatementKind::Host { source, .. } => {
             let closure = &source.closure;
