@@ -44,6 +44,7 @@ pub fn declarations(scope: &Scope<'_>) -> syn::Result<()> {
     empty_stages(&cx, scope);
     claim_names(&cx, scope);
     statements::check(&cx, scope);
+    control::check(&cx, scope);
     accesses::check(&cx, scope);
     limits::check(&cx, scope);
     cx.check()

@@ -27,8 +27,8 @@ pub fn check(cx: &Ctxt, scope: &Scope<'_>) {
                 Statement::Write(write) => value_expression(cx, scope, &write.value, "write"),
                 Statement::Host(host) => host_closure(cx, scope, host),
                 Statement::Call(call) => call_arguments(cx, scope, call),
-                Statement::Control(control) => super::control::expressions(cx, scope, control),
-                Statement::Copy(_) | Statement::NotCapturable(_) => {}
+                // `control.rs` checks the expressions of `while`/`if`.
+                Statement::Copy(_) | Statement::NotCapturable(_) | Statement::Control(_) => {}
             }
         }
     }

@@ -14,8 +14,21 @@ use crate::symbol::PRIMITIVE_SCALARS;
 /// The element types a device condition reads (the condition kernels' types).
 const CONDITION_TYPES: &[&str] = &["f32", "f64", "u32"];
 
-/// Runs the rules on one `while` or `if` (its body's statements get theirs separately).
-pub fn statement(cx: &Ctxt, scope: &Scope<'_>, control: &Control) {
+/// Runs the rules on every `while` and `if`, at any depth (the statements in their bodies get
+/// the usual rules from `statements.rs`, `accesses.rs` and `limits.rs`).
+pub fn check(cx: &Ctxt, scope: &Scope<'_>) {
+    for stage in &scope.stages {
+        for statement in ast::flatten(&stage.statements) {
+            if let Statement::Control(control) = statement {
+                self::statement(cx, scope, control);
+                expressions(cx, scope, control);
+            }
+        }
+    }
+}
+
+/// The rules on one `while` or `if`.
+fn statement(cx: &Ctxt, scope: &Scope<'_>, control: &Control) {
     condition(cx, scope, control);
     maximum(cx, control);
     for statement in control.body() {
@@ -142,7 +155,7 @@ fn body_statement(cx: &Ctxt, control: &Control, statement: &Statement) {
 
 /// The host expressions of a `while` or `if`: the threshold, `max`, and `step`'s modulus and
 /// remainder are computed when the step is enqueued (or built), so they may not read a buffer.
-pub fn expressions(cx: &Ctxt, scope: &Scope<'_>, control: &Control) {
+fn expressions(cx: &Ctxt, scope: &Scope<'_>, control: &Control) {
     let word = control.word();
     match control.condition() {
         Condition::Device(device) => value_expression(cx, scope, &device.threshold, word),

@@ -12,9 +12,8 @@ use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
 
 use super::names::rt;
-use super::step::statement_tokens;
 use crate::ast::{self, Comparison};
-use crate::lower::{Control, ControlCondition, Pipeline, Stage, Statement, StatementKind};
+use crate::lower::{Control, ControlCondition, Pipeline, Statement, StatementKind};
 
 /// Every `while`/`if` of the pipeline, bodies included.
 fn controls<'p, 'a>(pipeline: &'p Pipeline<'a>) -> Vec<&'p Control<'a>> {
@@ -193,14 +192,14 @@ pub fn step_parts(control: &Control<'_>) -> (TokenStream, TokenStream) {
     }
 }
 
-/// An eager `while`/`if` inside a stage's closure (`__stream` is its stream).
-pub fn eager(pipeline: &Pipeline<'_>, stage: &Stage<'_>, control: &Control<'_>) -> TokenStream {
+/// An eager `while`/`if` inside a stage's closure (`__stream` is its stream), around `body`,
+/// the tokens of its body's statements.
+pub fn eager(
+    pipeline: &Pipeline<'_>,
+    control: &Control<'_>,
+    body: Vec<TokenStream>,
+) -> TokenStream {
     let rt = rt();
-    let body: Vec<TokenStream> = control
-        .body
-        .iter()
-        .map(|statement| statement_tokens(pipeline, stage, &statement.kind))
-        .collect();
     let test = match control.condition {
         ControlCondition::Device { value, comparison } => {
             let name = pipeline.buffers[value.0].ident;

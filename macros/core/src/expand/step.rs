@@ -260,7 +260,14 @@ pub(super) fn statement_tokens(
             quote_spanned!(closure.span()=> #rt::host_closure(__stream, #closure)?;)
         }
         StatementKind::Call { source, args, .. } => call_tokens(pipeline, stage, source, args),
-        StatementKind::Control(control) => super::control::eager(pipeline, stage, control),
+        StatementKind::Control(control) => {
+            let body = control
+                .body
+                .iter()
+                .map(|statement| statement_tokens(pipeline, stage, &statement.kind))
+                .collect();
+            super::control::eager(pipeline, control, body)
+        }
     }
 }
 
