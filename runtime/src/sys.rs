@@ -651,6 +651,7 @@ pub type PFN_cuGraphAddDependencies = unsafe extern "C" fn(
 /// `CUmemorytype`.
 pub const CU_MEMORYTYPE_HOST: c_uint = 1;
 pub const CU_MEMORYTYPE_DEVICE: c_uint = 2;
+pub const CU_MEMORYTYPE_UNIFIED: c_uint = 4;
 /// `CUgraphConditionalHandle`.
 pub type CUgraphConditionalHandle = u64;
 /// `CUgraphConditionalNodeType`.

@@ -135,6 +135,12 @@ impl Graph {
                 p.srcMemoryType = sys::CU_MEMORYTYPE_DEVICE;
                 p.srcDevice = r.ptr();
             }
+            // Inside a conditional body the copy must name device-mapped memory: pinned memory
+            // goes by its unified address there (page-locked memory is mapped under UVA).
+            CopyEnd::Pinned(r) if scope != 0 => {
+                p.srcMemoryType = sys::CU_MEMORYTYPE_UNIFIED;
+                p.srcDevice = r.memory.addr(r.offset) as sys::CUdeviceptr;
+            }
             CopyEnd::Pinned(r) => {
                 p.srcMemoryType = sys::CU_MEMORYTYPE_HOST;
                 p.srcHost = r.memory.addr(r.offset).cast_const().cast();
@@ -144,6 +150,10 @@ impl Graph {
             CopyEnd::Device(r) => {
                 p.dstMemoryType = sys::CU_MEMORYTYPE_DEVICE;
                 p.dstDevice = r.ptr();
+            }
+            CopyEnd::Pinned(r) if scope != 0 => {
+                p.dstMemoryType = sys::CU_MEMORYTYPE_UNIFIED;
+                p.dstDevice = r.memory.addr(r.offset) as sys::CUdeviceptr;
             }
             CopyEnd::Pinned(r) => {
                 p.dstMemoryType = sys::CU_MEMORYTYPE_HOST;
