@@ -68,6 +68,10 @@
 //!            | write FLAG = EXPR;
 //!            | host CLOSURE [reads(NAME,*)] [writes(NAME,*)];
 //!            | call PATH(EXPR,*) [reads(NAME,*)] [writes(NAME,*)];
+//!            | while COND max EXPR { STATEMENT* }             decided on the device
+//!            | if COND { STATEMENT* }
+//! COND      := BUFFER (> | >= | < | <= | == | !=) EXPR       first element of a DeviceBuffer
+//!            | step % EXPR == EXPR                           `if` only: the step counter
 //! DIM       := EXPR                                          x, (x, y) or (x, y, z)
 //! ```
 //!
@@ -94,6 +98,17 @@
 //! A stage without statements is allowed only with `after`: a barrier for its stream.
 //! `synchronize`, `sync`, `copy_blocking`, `copy_sync`, `wait_event`, `record_event`, `alloc`,
 //! `malloc` and `free` are recognised and rejected with the reason and the alternative.
+//!
+//! `while` and `if` run their body on the device: a captured step becomes a CUDA conditional
+//! node (12.4+ driver) whose condition the library's own kernel decides, so a convergence loop
+//! never returns to the host; an eager step decides each test on the host instead (copying the
+//! value back). A condition compares the first element of a `DeviceBuffer<f32>`, `<f64>` or
+//! `<u32>` (a residual, a flag a kernel sets) with a host value, or tests `step`, the number of
+//! steps (eager and replayed) before this one: `if step % k == 0 { copy field -> snapshot; }`.
+//! A `while` needs `max N`: a loop still running after `N` iterations stops, and the step fails
+//! with `Error::IterationLimit` (eagerly at once, for a graph at its `synchronize`). A body
+//! holds what a conditional node may hold: launches, copies, fills and nested `while`/`if`; a
+//! host closure, `call`, `wait` or `write` there is an error on it that says where to move it.
 //!
 //! Every appearance of a buffer is an access the macro orders: outside the places above, a
 //! buffer may appear only as its length (`x.len()`), since scalar arguments, launch dimensions
@@ -156,11 +171,18 @@
 //! that nothing in the pipeline could satisfy is left to the world outside), or the stream
 //! would wait for ever; and a scratch `DeviceBuffer` must be written before anything reads it.
 //!
+//! `capture` builds the step's graph straight from this stage graph rather than by stream
+//! capture: a chain of nodes per stage, and between stages exactly the reduced edges (stream
+//! order and the waits, transitively reduced together; `GRAPH_EDGES` counts them), so the graph
+//! has no edge the data does not need and no fork or join events. A `call` is still captured,
+//! from its stage's stream into the graph being built; fault-tracking marks are memory-operation
+//! nodes beside the stages. `run` enqueues on the streams with events, as before.
+//!
 //! A captured graph has a `set_<name>` for each scalar param the step reads: it updates the
-//! kernel nodes in place when only launches read the scalar, and captures the step again when
+//! kernel nodes in place when only launches read the scalar, and builds the step again when
 //! anything a replay cannot change does (a `fill` or flag value, a host closure, a `call`, a
-//! scratch length). Either way a value that breaks a kernel's bound is refused and changes
-//! nothing.
+//! scratch length, a `while`/`if` condition or body). Either way a value that breaks a
+//! kernel's bound is refused and changes nothing.
 //!
 //! # Phases
 //!

@@ -135,6 +135,19 @@ pub enum Error {
     #[error("rendezvous: {0}")]
     Rendezvous(#[from] crate::rendezvous::RendezvousError),
 
+    /// A device-side `while` loop stopped at its maximum iteration count with its condition
+    /// still holding: the loop did not converge (a loop never runs forever).
+    #[error(
+        "the device loop `{label}` stopped after its maximum of {max_iterations} iterations with \
+         its condition still holding; raise its maximum, or find out why it does not converge"
+    )]
+    IterationLimit {
+        /// The loop's label (its condition, e.g. `residual > tol`).
+        label: String,
+        /// The maximum it reached.
+        max_iterations: u32,
+    },
+
     /// An error from the CPU backend: a failed or panicking operation, a race found by
     /// checked mode, a capture misuse.
     #[error("CPU backend: {0}")]

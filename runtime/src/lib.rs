@@ -92,8 +92,8 @@ pub use error::{DriverError, Error, LibraryAttempt, Result};
 pub use event::{Event, EventFlags};
 pub use graph::{CaptureMode, CaptureStatus, exchange_thread_capture_mode};
 pub use graph::{
-    Graph, GraphExec, GraphNode, GraphNodeType, GraphUpdate, GraphUpdateResult, KernelNode,
-    KernelUpdates,
+    Comparison, Condition, ConditionValue, Graph, GraphBody, GraphExec, GraphNode, GraphNodeType,
+    GraphUpdate, GraphUpdateResult, KernelNode, KernelUpdates, LoopState, WhileNode,
 };
 pub use image::{ImageError, ImageFormat};
 pub use launch::{

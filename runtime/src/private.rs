@@ -7,12 +7,18 @@ pub use crate::cuda::{declare_bounded_kernel, declare_kernel};
 pub use crate::error::{Error, Result};
 pub use crate::event::{Event, EventFlags};
 pub use crate::graph::CaptureMode;
+pub use crate::graph::{Comparison, Condition, GraphBody, GraphNode, WhileNode};
 pub use crate::graph::{Graph, GraphExec, KernelNode};
 pub use crate::launch::Signature;
 pub use crate::launch::{Bound, Bounds};
 pub use crate::launch::{LaunchConfig, TypedKernel};
 pub use crate::memory::{DeviceBuffer, FlagCell, PinnedBuffer};
 pub use crate::module::Module;
+pub use crate::pipeline::build::{
+    ConditionStaging, FillValue, FlagValue, copy_node, fill_checked, fill_node, fill_value,
+    flag_value, host_condition, host_node, iteration_limit, loop_maximum, own_tail, step_selects,
+    wait_flag_checked, wait_flag_node, write_flag_checked, write_flag_node,
+};
 pub use crate::pipeline::ops::step_error_at;
 pub use crate::pipeline::ops::{
     copy, ensure_scratch, events, fill, host_closure, log_unobserved_error, scratch, stage_error,

@@ -659,6 +659,212 @@ pub type PFN_cuGraphAddDependencies = unsafe extern "C" fn(
     to: *const CUgraphNode,
     num_dependencies: usize,
 ) -> CUresult;
+
+// Graphs built node by node (graph/build.rs) and conditional nodes (CUDA 12.3+). Layouts from
+// the CUDA 12.3-13.0 `cuda.h`, asserted in the tests below.
+
+/// `CUmemorytype`.
+pub const CU_MEMORYTYPE_HOST: c_uint = 1;
+pub const CU_MEMORYTYPE_DEVICE: c_uint = 2;
+pub const CU_MEMORYTYPE_UNIFIED: c_uint = 4;
+/// `CUgraphConditionalHandle`.
+pub type CUgraphConditionalHandle = u64;
+/// `CUgraphConditionalNodeType`.
+pub const CU_GRAPH_COND_TYPE_IF: c_uint = 0;
+pub const CU_GRAPH_COND_TYPE_WHILE: c_uint = 1;
+
+/// `CUDA_MEMCPY3D_v2` (also `CUDA_MEMCPY3D`): 200 bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct CUDA_MEMCPY3D {
+    pub srcXInBytes: usize,
+    pub srcY: usize,
+    pub srcZ: usize,
+    pub srcLOD: usize,
+    pub srcMemoryType: c_uint,
+    pub srcHost: *const c_void,
+    pub srcDevice: CUdeviceptr,
+    pub srcArray: *mut c_void,
+    pub reserved0: *mut c_void,
+    pub srcPitch: usize,
+    pub srcHeight: usize,
+    pub dstXInBytes: usize,
+    pub dstY: usize,
+    pub dstZ: usize,
+    pub dstLOD: usize,
+    pub dstMemoryType: c_uint,
+    pub dstHost: *mut c_void,
+    pub dstDevice: CUdeviceptr,
+    pub dstArray: *mut c_void,
+    pub reserved1: *mut c_void,
+    pub dstPitch: usize,
+    pub dstHeight: usize,
+    pub WidthInBytes: usize,
+    pub Height: usize,
+    pub Depth: usize,
+}
+
+/// `CUDA_MEMSET_NODE_PARAMS_v1`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct CUDA_MEMSET_NODE_PARAMS {
+    pub dst: CUdeviceptr,
+    pub pitch: usize,
+    pub value: c_uint,
+    pub elementSize: c_uint,
+    pub width: usize,
+    pub height: usize,
+}
+
+/// `CUDA_HOST_NODE_PARAMS_v1`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct CUDA_HOST_NODE_PARAMS {
+    pub fn_: CUhostFn,
+    pub userData: *mut c_void,
+}
+
+/// `CUDA_BATCH_MEM_OP_NODE_PARAMS_v1`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct CUDA_BATCH_MEM_OP_NODE_PARAMS {
+    pub ctx: CUcontext,
+    pub count: c_uint,
+    pub paramArray: *mut CUstreamBatchMemOpParams,
+    pub flags: c_uint,
+}
+
+/// `CUgraphEdgeData` (CUDA 12.3): only ever passed as a null pointer (default edges).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CUgraphEdgeData {
+    pub from_port: u8,
+    pub to_port: u8,
+    pub type_: u8,
+    pub reserved: [u8; 5],
+}
+
+/// `CUDA_CONDITIONAL_NODE_PARAMS` (CUDA 12.3): 32 bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct CUDA_CONDITIONAL_NODE_PARAMS {
+    pub handle: CUgraphConditionalHandle,
+    pub type_: c_uint,
+    /// Number of body graphs: 1 for WHILE and for IF without an else branch.
+    pub size: c_uint,
+    /// Written by the driver: a driver-owned array of `size` body graphs.
+    pub phGraph_out: *mut CUgraph,
+    pub ctx: CUcontext,
+}
+
+/// The union of `CUgraphNodeParams`; only the member we use is declared, `reserved1` fixes
+/// its size at 232 bytes.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union CUgraphNodeParams_u {
+    pub reserved1: [i64; 29],
+    pub conditional: CUDA_CONDITIONAL_NODE_PARAMS,
+}
+
+/// `CUgraphNodeParams` (CUDA 12.2): 256 bytes; every byte past the used member must be zero.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct CUgraphNodeParams {
+    pub type_: CUgraphNodeType,
+    pub reserved0: [c_int; 3],
+    pub u: CUgraphNodeParams_u,
+    pub reserved2: i64,
+}
+
+const _: () = assert!(std::mem::size_of::<CUgraphNodeParams>() == 256);
+const _: () = assert!(std::mem::offset_of!(CUgraphNodeParams, u) == 16);
+const _: () = assert!(std::mem::offset_of!(CUgraphNodeParams, reserved2) == 248);
+const _: () = assert!(std::mem::size_of::<CUDA_CONDITIONAL_NODE_PARAMS>() == 32);
+const _: () = assert!(std::mem::size_of::<CUDA_MEMCPY3D>() == 200);
+const _: () = assert!(std::mem::size_of::<CUDA_MEMSET_NODE_PARAMS>() == 40);
+const _: () = assert!(std::mem::size_of::<CUDA_BATCH_MEM_OP_NODE_PARAMS>() == 32);
+const _: () = assert!(std::mem::size_of::<CUgraphEdgeData>() == 8);
+
+pub type PFN_cuGraphAddMemcpyNode = unsafe extern "C" fn(
+    node: *mut CUgraphNode,
+    graph: CUgraph,
+    dependencies: *const CUgraphNode,
+    num_dependencies: usize,
+    params: *const CUDA_MEMCPY3D,
+    ctx: CUcontext,
+) -> CUresult;
+pub type PFN_cuGraphAddMemsetNode = unsafe extern "C" fn(
+    node: *mut CUgraphNode,
+    graph: CUgraph,
+    dependencies: *const CUgraphNode,
+    num_dependencies: usize,
+    params: *const CUDA_MEMSET_NODE_PARAMS,
+    ctx: CUcontext,
+) -> CUresult;
+pub type PFN_cuGraphAddHostNode = unsafe extern "C" fn(
+    node: *mut CUgraphNode,
+    graph: CUgraph,
+    dependencies: *const CUgraphNode,
+    num_dependencies: usize,
+    params: *const CUDA_HOST_NODE_PARAMS,
+) -> CUresult;
+pub type PFN_cuGraphAddBatchMemOpNode = unsafe extern "C" fn(
+    node: *mut CUgraphNode,
+    graph: CUgraph,
+    dependencies: *const CUgraphNode,
+    num_dependencies: usize,
+    params: *const CUDA_BATCH_MEM_OP_NODE_PARAMS,
+) -> CUresult;
+pub type PFN_cuGraphAddChildGraphNode = unsafe extern "C" fn(
+    node: *mut CUgraphNode,
+    graph: CUgraph,
+    dependencies: *const CUgraphNode,
+    num_dependencies: usize,
+    child: CUgraph,
+) -> CUresult;
+/// `cuGraphAddEventRecordNode` and `cuGraphAddEventWaitNode` (CUDA 11.1).
+pub type PFN_cuGraphAddEventNode = unsafe extern "C" fn(
+    node: *mut CUgraphNode,
+    graph: CUgraph,
+    dependencies: *const CUgraphNode,
+    num_dependencies: usize,
+    event: CUevent,
+) -> CUresult;
+pub type PFN_cuGraphClone =
+    unsafe extern "C" fn(clone: *mut CUgraph, original: CUgraph) -> CUresult;
+/// `cuGraphGetEdges` as of CUDA 10.0 (no edge data).
+pub type PFN_cuGraphGetEdges = unsafe extern "C" fn(
+    graph: CUgraph,
+    from: *mut CUgraphNode,
+    to: *mut CUgraphNode,
+    num_edges: *mut usize,
+) -> CUresult;
+/// `cuGraphAddNode_v2` (CUDA 12.3): the generic form, the only one for conditional nodes.
+pub type PFN_cuGraphAddNode = unsafe extern "C" fn(
+    node: *mut CUgraphNode,
+    graph: CUgraph,
+    dependencies: *const CUgraphNode,
+    dependency_data: *const CUgraphEdgeData,
+    num_dependencies: usize,
+    params: *mut CUgraphNodeParams,
+) -> CUresult;
+/// `cuGraphConditionalHandleCreate` (CUDA 12.3).
+pub type PFN_cuGraphConditionalHandleCreate = unsafe extern "C" fn(
+    handle: *mut CUgraphConditionalHandle,
+    graph: CUgraph,
+    ctx: CUcontext,
+    default_launch_value: c_uint,
+    flags: c_uint,
+) -> CUresult;
+/// `cuStreamBeginCaptureToGraph` (CUDA 12.3).
+pub type PFN_cuStreamBeginCaptureToGraph = unsafe extern "C" fn(
+    stream: CUstream,
+    graph: CUgraph,
+    dependencies: *const CUgraphNode,
+    dependency_data: *const CUgraphEdgeData,
+    num_dependencies: usize,
+    mode: CUstreamCaptureMode,
+) -> CUresult;
 /// `cuFuncGetParamInfo` (CUDA 12.4): a kernel parameter's offset and size.
 pub type PFN_cuFuncGetParamInfo = unsafe extern "C" fn(
     f: CUfunction,
@@ -684,6 +890,35 @@ mod tests {
         assert_eq!(std::mem::size_of::<CUaccessPolicyWindow>(), 32);
         assert_eq!(std::mem::size_of::<CUDA_KERNEL_NODE_PARAMS>(), 72);
         assert_eq!(std::mem::size_of::<CUgraphExecUpdateResultInfo>(), 24);
+        assert_eq!(std::mem::offset_of!(CUDA_MEMCPY3D, srcMemoryType), 32);
+        assert_eq!(std::mem::offset_of!(CUDA_MEMCPY3D, srcHost), 40);
+        assert_eq!(std::mem::offset_of!(CUDA_MEMCPY3D, dstXInBytes), 88);
+        assert_eq!(std::mem::offset_of!(CUDA_MEMCPY3D, dstMemoryType), 120);
+        assert_eq!(std::mem::offset_of!(CUDA_MEMCPY3D, dstHost), 128);
+        assert_eq!(std::mem::offset_of!(CUDA_MEMCPY3D, WidthInBytes), 176);
+        assert_eq!(std::mem::offset_of!(CUDA_MEMSET_NODE_PARAMS, value), 16);
+        assert_eq!(std::mem::offset_of!(CUDA_MEMSET_NODE_PARAMS, width), 24);
+        assert_eq!(std::mem::size_of::<CUDA_HOST_NODE_PARAMS>(), 16);
+        assert_eq!(
+            std::mem::offset_of!(CUDA_BATCH_MEM_OP_NODE_PARAMS, count),
+            8
+        );
+        assert_eq!(
+            std::mem::offset_of!(CUDA_BATCH_MEM_OP_NODE_PARAMS, paramArray),
+            16
+        );
+        assert_eq!(
+            std::mem::offset_of!(CUDA_BATCH_MEM_OP_NODE_PARAMS, flags),
+            24
+        );
+        assert_eq!(std::mem::offset_of!(CUDA_CONDITIONAL_NODE_PARAMS, type_), 8);
+        assert_eq!(std::mem::offset_of!(CUDA_CONDITIONAL_NODE_PARAMS, size), 12);
+        assert_eq!(
+            std::mem::offset_of!(CUDA_CONDITIONAL_NODE_PARAMS, phGraph_out),
+            16
+        );
+        assert_eq!(std::mem::offset_of!(CUDA_CONDITIONAL_NODE_PARAMS, ctx), 24);
+        assert_eq!(std::mem::size_of::<CUgraphNodeParams_u>(), 232);
     }
 
     #[test]

@@ -17,8 +17,10 @@ use syn::{
 
 use crate::symbol::{NOT_CAPTURABLE, kw};
 
+mod control;
 mod mentions;
 
+pub use control::{Comparison, Condition, Control, flatten};
 pub use mentions::{Mention, Use, mentions, token_mentions};
 
 /// A whole `gpu_pipeline!` input: one pipeline declaration.
@@ -315,6 +317,9 @@ pub enum Statement {
     Host(Host),
     /// `call path(args) reads(...) writes(...);`.
     Call(Call),
+    /// `while COND max N { ... }` or `if COND { ... }`: device-side control flow
+    /// (`ast/control.rs`).
+    Control(Box<Control>),
     /// A statement that cannot be part of a captured step, kept to reject it by name.
     NotCapturable(NotCapturable),
 }
@@ -853,6 +858,9 @@ fn parse_stage(input: ParseStream<'_>, attrs: Vec<Attribute>) -> syn::Result<Sta
 
 impl Parse for Statement {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        if input.peek(Token![while]) || input.peek(Token![if]) {
+            return Ok(Statement::Control(Box::new(input.parse()?)));
+        }
         if let Some((word, _)) = input.cursor().ident()
             && NOT_CAPTURABLE.iter().any(|symbol| word == *symbol)
         {

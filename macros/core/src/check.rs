@@ -12,6 +12,7 @@
 mod accesses;
 mod bounds;
 mod constant;
+mod control;
 mod hint;
 mod limits;
 mod ordering;
@@ -46,6 +47,7 @@ pub fn declarations(scope: &Scope<'_>) -> syn::Result<()> {
     empty_stages(&cx, scope);
     claim_names(&cx, scope);
     statements::check(&cx, scope);
+    control::check(&cx, scope);
     accesses::check(&cx, scope);
     limits::check(&cx, scope);
     cx.check()

@@ -17,6 +17,8 @@
 //! ([`names::PRIVATE_MODULE`]). A pipeline with errors expands to a [`stub()`] instead.
 
 mod bounds;
+mod build;
+mod control;
 mod graph;
 mod launch;
 mod names;

@@ -7,6 +7,8 @@
 //! renders the result.
 
 pub mod bound;
+mod built;
+mod control;
 mod dot;
 mod graph;
 
@@ -22,6 +24,7 @@ use crate::scope::{Scope, Value};
 
 pub use crate::ast::{ImageFormat, Priority, WaitCondition};
 pub use crate::scope::Memory;
+pub use control::{Control, ControlCondition};
 pub use graph::{
     Access, BufferId, Cycle, Edge, Hazard, Hop, Mode, Node, ORIGIN, Reason, StageId, StreamId, Via,
     schedule,
@@ -276,6 +279,8 @@ pub enum StatementKind<'a> {
         /// Its arguments, in order.
         args: Vec<CallArg<'a>>,
     },
+    /// A device-side `while` or `if` with its body (`lower/control.rs`).
+    Control(Box<Control<'a>>),
 }
 
 /// One argument of a `call`.
@@ -345,6 +350,13 @@ impl From<Unresolved> for syn::Error {
 }
 
 impl Pipeline<'_> {
+    /// The edges of the step built as a graph: stream order and the waits, transitively
+    /// reduced together, sorted (`built.rs`).
+    pub fn graph_edges(&self) -> Vec<(StageId, StageId)> {
+        let streams: Vec<StreamId> = self.stages.iter().map(|stage| stage.stream).collect();
+        built::stage_edges(&streams, &self.order, &self.edges)
+    }
+
     /// A shortest path of orderings from `from` to `to`, if `to` runs after `from`.
     pub fn path(&self, from: StageId, to: StageId) -> Option<Vec<Hop>> {
         let streams: Vec<StreamId> = self.stages.iter().map(|stage| stage.stream).collect();
@@ -633,6 +645,7 @@ fn lower_statement<'a>(
                 .collect();
             StatementKind::Call { source: call, args }
         }
+        ast::Statement::Control(control) => return control::lower(scope, control),
         ast::Statement::NotCapturable(statement) => return Err(unresolved(&statement.word)),
     };
     Ok(Statement {
@@ -703,6 +716,8 @@ fn expressions(kind: &StatementKind<'_>) -> TokenStream {
         StatementKind::Write { source, .. } => source.value.to_tokens(&mut tokens),
         StatementKind::Host { source, .. } => source.closure.to_tokens(&mut tokens),
         StatementKind::Call { source, .. } => source.call.to_tokens(&mut tokens),
+        // Lowered whole in `control.rs`, with its body's scalars.
+        StatementKind::Control(_) => {}
     }
     tokens
 }
@@ -793,6 +808,7 @@ fn accesses<'a>(scope: &Scope<'a>, kind: &StatementKind<'a>) -> Vec<Touch<'a>> {
         }
         StatementKind::Host { source } => declared(&source.accesses),
         StatementKind::Call { source, .. } => declared(&source.accesses),
+        StatementKind::Control(control) => control.accesses(),
     }
 }
 

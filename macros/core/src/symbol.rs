@@ -50,6 +50,9 @@ pub mod kw {
     syn::custom_keyword!(call);
     syn::custom_keyword!(reads);
     syn::custom_keyword!(writes);
+
+    // `while COND max N { ... }` (`ast/control.rs`).
+    syn::custom_keyword!(max);
 }
 
 /// A word of the language that is not a keyword: a runtime type name or a statement we
@@ -82,6 +85,8 @@ pub const DEVICE_BUFFER: Symbol = Symbol("DeviceBuffer");
 pub const PINNED_BUFFER: Symbol = Symbol("PinnedBuffer");
 /// A device word for stream wait/write value operations: `FlagCell` or `FlagCell<T>`.
 pub const FLAG_CELL: Symbol = Symbol("FlagCell");
+/// The pipeline's step counter in an `if` condition: `if step % k == 0 { ... }`.
+pub const STEP: Symbol = Symbol("step");
 /// Pageable host memory, recognised so that copies of it are rejected by name.
 pub const VEC: Symbol = Symbol("Vec");
 

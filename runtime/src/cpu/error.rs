@@ -193,6 +193,9 @@ pub enum CpuFault {
     /// Kernel arguments set on a node that is not a kernel.
     #[error("graph node {index} (`{label}`) is not a kernel node")]
     NotAKernelNode { index: usize, label: Arc<str> },
+    /// A node or edge a graph being built cannot take.
+    #[error("cannot build the graph: {reason}")]
+    GraphBuild { reason: String },
     /// A whole-graph update whose topology differs from the instantiated graph.
     #[error("cannot update the executable graph: {reason}")]
     GraphTopologyMismatch { reason: String },

@@ -7,10 +7,11 @@
 //! would run it: two conflicting nodes with no path between them are a race.
 
 use std::fmt::{self, Write as _};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use super::access::{Access, BufferId};
+use super::condition::Condition;
 use super::error::OpFailure;
 use super::error::{CpuFault, Hazard};
 use super::memory::{Held, Memory};
@@ -27,6 +28,12 @@ pub(super) enum NodeWork {
         func: KernelFn,
         args: Arc<[KernelArgValue]>,
     },
+    /// Nothing: a join point of a built graph.
+    Empty,
+    /// A child graph's nodes, run in order.
+    Child(Arc<Graph>),
+    /// A `while` or `if` with its body.
+    Conditional(Box<Conditional>),
 }
 
 /// One node of a captured graph.
@@ -95,7 +102,7 @@ impl Node {
     pub(crate) fn kernel_args(&self) -> Option<&[KernelArgValue]> {
         match &self.work {
             NodeWork::Kernel { args, .. } => Some(args),
-            NodeWork::Host(_) => None,
+            _ => None,
         }
     }
 
@@ -119,15 +126,18 @@ impl Node {
         effective_accesses(&self.declared, self.kernel_args().unwrap_or(&[]))
     }
 
-    fn run(&self) -> Result<(), OpFailure> {
-        run_guarded(|| match &self.work {
-            NodeWork::Host(work) => work(),
-            NodeWork::Kernel { func, args } => match &self.kernel {
+    pub(super) fn run(&self) -> Result<(), OpFailure> {
+        match &self.work {
+            NodeWork::Host(work) => run_guarded(|| work()),
+            NodeWork::Kernel { func, args } => run_guarded(|| match &self.kernel {
                 Some(tag) => func(&tag.config, args),
-                // `Node::from_op` keeps the kernel op's tag.
+                // `Node::from_op` and the graph builder keep the kernel's tag.
                 None => Err("a kernel node without its launch geometry".to_owned()),
-            },
-        })
+            }),
+            NodeWork::Empty => Ok(()),
+            NodeWork::Child(graph) => graph.run_in_order(),
+            NodeWork::Conditional(conditional) => conditional.run(),
+        }
     }
 }
 
@@ -143,10 +153,50 @@ impl fmt::Debug for Node {
     }
 }
 
-/// A captured DAG of operations, in a topological order (capture order).
+/// A conditional node: its condition, its body and its state word.
+#[derive(Clone, Debug)]
+pub(crate) struct Conditional {
+    pub(super) is_while: bool,
+    pub(super) condition: Condition,
+    pub(super) max_iterations: u32,
+    /// Low half: iterations of the last run; high half: set when a run stopped at the
+    /// maximum, until the host clears it.
+    pub(super) state: Arc<AtomicU64>,
+    pub(super) body: Graph,
+}
+
+impl Conditional {
+    /// One execution: the body while (or if) the condition holds, counting iterations in the
+    /// state word; a `while` stops after `max_iterations` with the condition still holding,
+    /// marking the word.
+    pub(super) fn run(&self) -> Result<(), OpFailure> {
+        let mut done = 0u32;
+        loop {
+            let mut go = self.condition.holds().map_err(OpFailure::Failed)?;
+            let mut hit = false;
+            if go && done >= self.max_iterations {
+                (go, hit) = (false, true);
+            }
+            let sticky = self.state.load(Ordering::Acquire) >> 32;
+            let word = u64::from(done) | ((sticky | u64::from(hit)) << 32);
+            self.state.store(word, Ordering::Release);
+            if !go {
+                return Ok(());
+            }
+            self.body.run_in_order()?;
+            if !self.is_while {
+                return Ok(());
+            }
+            done += 1;
+        }
+    }
+}
+
+/// A captured (or built) DAG of operations, in a topological order (capture order; a built
+/// graph only takes edges from earlier nodes to later ones).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Graph {
-    nodes: Vec<Node>,
+    pub(super) nodes: Vec<Node>,
 }
 
 impl Graph {
@@ -162,6 +212,12 @@ impl Graph {
     /// The nodes; each depends only on nodes before it.
     pub(crate) fn nodes(&self) -> &[Node] {
         &self.nodes
+    }
+
+    /// Runs every node in order (a child graph or a conditional body): the first failure
+    /// stops the run.
+    pub(super) fn run_in_order(&self) -> Result<(), OpFailure> {
+        self.nodes.iter().try_for_each(Node::run)
     }
 
     /// An executable copy that can be launched and updated independently of this graph.

@@ -85,8 +85,10 @@
 //! program), with history pruned at synchronizes and bounded per stream and buffer.
 
 mod access;
+mod build;
 mod capture;
 mod clock;
+mod condition;
 mod context;
 mod error;
 mod event;
@@ -105,6 +107,7 @@ mod tests;
 
 #[cfg(test)]
 pub(crate) use access::{Access, BufferId};
+pub(crate) use condition::{Condition, ValueKind};
 pub(crate) use context::{Context, ContextOptions};
 pub use error::{CpuFault, Hazard, OpSite, RaceReport};
 pub(crate) use event::{Event, EventOptions};

@@ -135,6 +135,16 @@ pub(crate) enum NodeKind {
     Memset,
     /// Host work (host functions, stream memory operations).
     Host,
+    /// Nothing: a join point of a graph built node by node.
+    Empty,
+    /// A child graph.
+    Graph,
+    /// An event record.
+    EventRecord,
+    /// An event wait.
+    EventWait,
+    /// A device-side `while` or `if` with its body graph.
+    Conditional,
 }
 
 /// Which kernel a kernel operation launches, and how: what a graph's kernel nodes report.

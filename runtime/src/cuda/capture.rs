@@ -3,9 +3,9 @@
 
 use crate::driver::check;
 use crate::error::Result;
-use crate::sys::{CUstreamCaptureMode, CUstreamCaptureStatus};
+use crate::sys::{self, CUstreamCaptureMode, CUstreamCaptureStatus};
 
-use super::keep::records;
+use super::keep::{CaptureRecord, records};
 use super::{Graph, Stream};
 
 /// Starts capturing on `stream` in `mode`.
@@ -60,4 +60,89 @@ pub(crate) fn end(stream: &Stream) -> Result<Graph> {
 /// The driver's capture state of `stream`.
 pub(crate) fn status(stream: &Stream) -> Result<(CUstreamCaptureStatus, u64)> {
     stream.capture_info()
+}
+
+/// Starts capturing on `stream` into the existing graph `graph` (CUDA 12.3,
+/// `cuStreamBeginCaptureToGraph`): the first captured work depends on `dependencies`.
+///
+/// # Safety
+/// `graph` must be a live graph (or body graph) of the stream's context that nothing else
+/// edits until [`end_to_graph`], and `dependencies` nodes of it.
+pub(crate) unsafe fn begin_to_graph(
+    stream: &Stream,
+    graph: sys::CUgraph,
+    dependencies: &[sys::CUgraphNode],
+    mode: CUstreamCaptureMode,
+) -> Result<()> {
+    let _gate = stream.gate_exclusive();
+    let d = stream.bind()?;
+    let begin = d.optional(d.cuStreamBeginCaptureToGraph, "cuStreamBeginCaptureToGraph")?;
+    // SAFETY: a live stream, a live graph of its context with nodes of it (the caller's
+    // promise), no edge data (default edges) and a valid mode.
+    check("cuStreamBeginCaptureToGraph", unsafe {
+        begin(
+            stream.raw(),
+            graph,
+            dependencies.as_ptr(),
+            std::ptr::null(),
+            dependencies.len(),
+            mode,
+        )
+    })?;
+    let (status, id) = stream.capture_info()?;
+    if status == CUstreamCaptureStatus::ACTIVE {
+        stream.set_tracked_capture(Some(id));
+    }
+    Ok(())
+}
+
+/// Ends a capture begun by [`begin_to_graph`]: the nodes the captured work ends with (what
+/// later nodes must depend on) and what the captured nodes point at. The graph stays the
+/// caller's (the driver hands the same graph back; it is not a new one to own).
+pub(crate) fn end_to_graph(stream: &Stream) -> Result<(Vec<sys::CUgraphNode>, CaptureRecord)> {
+    let _gate = stream.gate_exclusive();
+    let id = stream.tracked_capture();
+    let d = stream.bind()?;
+    let mut status = CUstreamCaptureStatus::NONE;
+    let mut now = 0;
+    let mut tail: *const sys::CUgraphNode = std::ptr::null();
+    let mut count = 0;
+    // SAFETY: a live stream and valid out-pointers; the graph output is not wanted.
+    let info = unsafe {
+        (d.cuStreamGetCaptureInfo)(
+            stream.raw(),
+            &mut status,
+            &mut now,
+            std::ptr::null_mut(),
+            &mut tail,
+            &mut count,
+        )
+    };
+    let sinks = if info.is_success() && !tail.is_null() && count > 0 {
+        // SAFETY: the driver reports `count` nodes at `tail`, valid until the next capture
+        // call on the stream; they are copied out at once.
+        unsafe { std::slice::from_raw_parts(tail, count) }.to_vec()
+    } else {
+        Vec::new()
+    };
+    let mut graph = std::ptr::null_mut();
+    // SAFETY: a live stream and a valid out-pointer.
+    let code = unsafe { (d.cuStreamEndCapture)(stream.raw(), &mut graph) };
+    if !code.is_success()
+        && let Ok((status, now)) = stream.capture_info()
+        && status != CUstreamCaptureStatus::NONE
+        && Some(now) == id
+    {
+        return Err(crate::driver::driver_error("cuStreamEndCapture", code).into());
+    }
+    stream.set_tracked_capture(None);
+    let record = id
+        .and_then(|id| records().as_mut().and_then(|m| m.remove(&id)))
+        .unwrap_or_default();
+    if let Some(id) = id {
+        stream.leave_capture(id);
+    }
+    check("cuStreamEndCapture", code)?;
+    check("cuStreamGetCaptureInfo", info)?;
+    Ok((sinks, record))
 }

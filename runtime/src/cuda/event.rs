@@ -43,6 +43,11 @@ impl Event {
         })
     }
 
+    /// The context the event belongs to.
+    pub(crate) fn context(&self) -> &Arc<Context> {
+        &self.ctx
+    }
+
     /// The raw handle: live for as long as `self` (the type's invariant).
     pub(crate) fn raw(&self) -> sys::CUevent {
         self.raw

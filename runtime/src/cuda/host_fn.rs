@@ -65,6 +65,24 @@ unsafe extern "C" fn run_status(_stream: sys::CUstream, status: CUresult, data: 
     panics.run(|| f(status));
 }
 
+/// A host node running `f` at every launch of its graph: the node's parameters, and what the
+/// graph must keep alive for as long as it (or an executable graph made from it) can run:
+/// the closure, and the panic log a launch makes its stream report.
+pub(crate) fn host_node_params(
+    f: Arc<dyn Fn() + Send + Sync>,
+) -> (sys::CUDA_HOST_NODE_PARAMS, [Keep; 2]) {
+    let panics = PanicLog::default();
+    let call = Arc::new(RepeatCall {
+        f,
+        panics: panics.clone(),
+    });
+    let params = sys::CUDA_HOST_NODE_PARAMS {
+        fn_: Some(run_repeat_captured),
+        userData: Arc::as_ptr(&call) as *mut c_void,
+    };
+    (params, [Keep::Object(call), Keep::Panics(panics)])
+}
+
 impl Stream {
     /// Enqueues a one-shot closure (`cuLaunchHostFunc`). Refused while the handle captures:
     /// a graph may be launched many times, and a `FnOnce` can run only once.

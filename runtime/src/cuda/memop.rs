@@ -37,7 +37,8 @@ pub(crate) enum MemOp<'a> {
 }
 
 impl MemOp<'_> {
-    fn word(&self) -> Option<&Arc<FlagWord>> {
+    /// The flag word the operation touches, if any.
+    pub(crate) fn word(&self) -> Option<&Arc<FlagWord>> {
         match self {
             MemOp::Wait32 { word, .. }
             | MemOp::Write32 { word, .. }

@@ -42,7 +42,9 @@ pub(crate) use copy::{DeviceRange, PinnedRange};
 pub use device::{Device, DeviceAttribute};
 pub(crate) use event::Event;
 pub(crate) use flag::FlagWord;
-pub(crate) use graph::{Graph, GraphExec, KernelNodeInfo, KernelUpdates, NodeRef};
+pub(crate) use graph::{
+    ConditionArgs, ConditionKind, CopyEnd, Graph, GraphExec, KernelNodeInfo, KernelUpdates, NodeRef,
+};
 pub use interop::{declare_bounded_kernel, declare_kernel};
 pub(crate) use keep::{Keep, keep as keep_in_capture};
 pub(crate) use launch::{CudaArgs, launch};

@@ -153,11 +153,26 @@ driver_table! {
         cuGraphExecUpdate: PFN_cuGraphExecUpdate @ ABI_VERSION,
         cuGraphDebugDotPrint: PFN_cuGraphDebugDotPrint @ ABI_VERSION,
         cuGraphAddDependencies: PFN_cuGraphAddDependencies @ ABI_VERSION,
+        cuGraphAddMemcpyNode: PFN_cuGraphAddMemcpyNode @ ABI_VERSION,
+        cuGraphAddMemsetNode: PFN_cuGraphAddMemsetNode @ ABI_VERSION,
+        cuGraphAddHostNode: PFN_cuGraphAddHostNode @ ABI_VERSION,
+        cuGraphAddBatchMemOpNode: PFN_cuGraphAddBatchMemOpNode @ ABI_VERSION,
+        cuGraphAddChildGraphNode: PFN_cuGraphAddChildGraphNode @ ABI_VERSION,
+        cuGraphAddEventRecordNode: PFN_cuGraphAddEventNode @ ABI_VERSION,
+        cuGraphAddEventWaitNode: PFN_cuGraphAddEventNode @ ABI_VERSION,
+        cuGraphClone: PFN_cuGraphClone @ ABI_VERSION,
+        // The CUDA 10.0 ABI, without edge data (12030 adds a parameter).
+        cuGraphGetEdges: PFN_cuGraphGetEdges @ 10000,
     }
     optional {
         // CUDA 12.8.
         cuStreamGetDevice: PFN_cuStreamGetDevice @ 12080,
         // CUDA 12.4.
         cuFuncGetParamInfo: PFN_cuFuncGetParamInfo @ 12040,
+        // CUDA 12.3: conditional nodes and capture into an existing graph. `cuGraphAddNode`
+        // @ 12030 is `cuGraphAddNode_v2` (with edge data).
+        cuGraphAddNode: PFN_cuGraphAddNode @ 12030,
+        cuGraphConditionalHandleCreate: PFN_cuGraphConditionalHandleCreate @ 12030,
+        cuStreamBeginCaptureToGraph: PFN_cuStreamBeginCaptureToGraph @ 12030,
     }
 }

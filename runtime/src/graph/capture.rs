@@ -23,7 +23,7 @@ pub enum CaptureMode {
 }
 
 impl CaptureMode {
-    fn raw(self) -> CUstreamCaptureMode {
+    pub(crate) fn raw(self) -> CUstreamCaptureMode {
         match self {
             CaptureMode::Global => CUstreamCaptureMode::GLOBAL,
             CaptureMode::ThreadLocal => CUstreamCaptureMode::THREAD_LOCAL,

@@ -12,22 +12,30 @@
 //! On the CPU backend a graph is the engine's recording: nodes are numbered in capture order,
 //! kernel nodes are identified by the kernel they launch, an executable graph replays the
 //! nodes in that order on the launching stream's worker, and kernel arguments are replaced in
-//! place as on CUDA. Building graphs node by node is CUDA-only.
+//! place as on CUDA.
+//!
+//! Graphs can also be built node by node with explicit dependencies ([`Graph::new`] and the
+//! `add_*_node` methods, `build.rs`), on both backends, including device-side `while` and
+//! `if` nodes whose bodies are built the same way ([`GraphBody`], `control.rs`).
 
+mod build;
 mod capture;
+mod control;
 mod updates;
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
+pub use build::{GraphBody, WhileNode};
 pub use capture::{CaptureMode, CaptureStatus, exchange_thread_capture_mode};
+pub use control::{Comparison, Condition, ConditionValue, LoopState};
 pub use updates::KernelUpdates;
 
 use crate::context::Context;
 use crate::cpu;
 use crate::cuda;
 use crate::error::{Error, Result};
-use crate::launch::{CudaArgsOf, KernelArgsFor, LaunchConfig, Signature, TypedKernel};
+use crate::launch::{KernelArgsFor, LaunchConfig, Signature, TypedKernel};
 use crate::module::KernelBackend;
 use crate::stream::{Stream, StreamBackend, mixed};
 use crate::sys;
@@ -62,6 +70,25 @@ pub struct Graph {
     backend: GraphBackend,
     /// Process-unique, so a node is never taken for one of another graph.
     id: u64,
+    /// Where nodes go: scope 0 is the graph itself, each later one the body of a conditional
+    /// node (`build.rs`).
+    scopes: Vec<Scope>,
+    /// The state of each `while` loop, which executable graphs check after their launches.
+    loops: Vec<LoopState>,
+    /// The executable graph alive of a graph with conditional nodes (CUDA allows one).
+    instance: std::sync::Mutex<std::sync::Weak<()>>,
+    /// Set when building a conditional body failed: a half-built loop could never end, so
+    /// the graph refuses further nodes and instantiation.
+    broken: bool,
+}
+
+/// One place nodes are added to: the graph, or a conditional body, as each backend names it.
+#[derive(Clone, Debug)]
+enum Scope {
+    /// The index `cuda::Graph` gives the body (0: the graph).
+    Cuda(usize),
+    /// The path of conditional node indices from the top-level graph (empty: the graph).
+    Cpu(Vec<usize>),
 }
 
 /// The one backend value a [`Graph`] holds.
@@ -84,6 +111,8 @@ enum NodeId {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct GraphNode {
     graph: u64,
+    /// The scope (graph or conditional body) the node belongs to.
+    scope: u32,
     kind: GraphNodeType,
     id: NodeId,
 }
@@ -172,6 +201,11 @@ fn cpu_node_type(kind: cpu::NodeKind) -> GraphNodeType {
         cpu::NodeKind::Memcpy => GraphNodeType::MEMCPY,
         cpu::NodeKind::Memset => GraphNodeType::MEMSET,
         cpu::NodeKind::Host => GraphNodeType::HOST,
+        cpu::NodeKind::Empty => GraphNodeType::EMPTY,
+        cpu::NodeKind::Graph => GraphNodeType::GRAPH,
+        cpu::NodeKind::EventRecord => GraphNodeType::EVENT_RECORD,
+        cpu::NodeKind::EventWait => GraphNodeType::WAIT_EVENT,
+        cpu::NodeKind::Conditional => GraphNodeType::CONDITIONAL,
     }
 }
 
@@ -184,25 +218,47 @@ fn cpu_retained<'a>(nodes: impl Iterator<Item = &'a cpu::Node>) -> usize {
 }
 
 impl Graph {
-    /// An empty graph, to build node by node (CUDA only).
+    /// An empty graph, to build node by node (see the `add_*_node` methods).
+    ///
+    /// ```
+    /// # fn main() -> gpu_pipeline::Result<()> {
+    /// use gpu_pipeline::{Context, DeviceBuffer, Graph, PinnedBuffer, Stream};
+    /// let ctx = Context::cpu();
+    /// let stream = Stream::new(&ctx)?;
+    /// let input = PinnedBuffer::from_slice(&ctx, &[7u32; 4])?;
+    /// let mut field = DeviceBuffer::<u32>::alloc(&ctx, 4)?;
+    /// let mut out = PinnedBuffer::<u32>::zeros(&ctx, 4)?;
+    /// let mut graph = Graph::new(&ctx)?;
+    /// let up = graph.add_copy_htod_node(&[], &input, &mut field)?;
+    /// let down = graph.add_copy_dtoh_node(&[up], &field, &mut out)?;
+    /// assert_eq!(graph.edge_count()?, 1);
+    /// graph.instantiate()?.launch(&stream)?;
+    /// assert_eq!(out.to_vec()?, vec![7; 4]);
+    /// # let _ = down;
+    /// # Ok(()) }
+    /// ```
     pub fn new(ctx: &Context) -> Result<Graph> {
-        let c = ctx.cuda_only("Graph::new")?;
-        Ok(Graph::from_backend(
-            ctx,
-            GraphBackend::Cuda(cuda::Graph::new(c)?),
-        ))
+        let backend = match ctx.kind() {
+            crate::context::ContextBackend::Cuda(c) => GraphBackend::Cuda(cuda::Graph::new(c)?),
+            crate::context::ContextBackend::Cpu(_) => GraphBackend::Cpu(cpu::Graph::default()),
+        };
+        Ok(Graph::from_backend(ctx, backend))
     }
 
     /// Wraps a backend graph of `ctx`.
     pub(crate) fn from_backend(ctx: &Context, backend: GraphBackend) -> Graph {
-        let id = match &backend {
-            GraphBackend::Cuda(g) => g.id(),
-            GraphBackend::Cpu(_) => cpu_graph_id(),
+        let (id, root) = match &backend {
+            GraphBackend::Cuda(g) => (g.id(), Scope::Cuda(0)),
+            GraphBackend::Cpu(_) => (cpu_graph_id(), Scope::Cpu(Vec::new())),
         };
         Graph {
             ctx: ctx.clone(),
             backend,
             id,
+            scopes: vec![root],
+            loops: Vec::new(),
+            instance: std::sync::Mutex::new(std::sync::Weak::new()),
+            broken: false,
         }
     }
 
@@ -249,6 +305,7 @@ impl Graph {
                 .into_iter()
                 .map(|(node, kind)| GraphNode {
                     graph: self.id,
+                    scope: 0,
                     kind,
                     id: NodeId::Cuda(node),
                 })
@@ -259,6 +316,7 @@ impl Graph {
                 .enumerate()
                 .map(|(index, node)| GraphNode {
                     graph: self.id,
+                    scope: 0,
                     kind: cpu_node_type(node.kind()),
                     id: NodeId::Cpu(index),
                 })
@@ -270,6 +328,7 @@ impl Graph {
         KernelNode {
             node: GraphNode {
                 graph: self.id,
+                scope: 0,
                 kind: GraphNodeType::KERNEL,
                 id: NodeId::Cuda(info.node),
             },
@@ -296,6 +355,7 @@ impl Graph {
                     Some(KernelNode {
                         node: GraphNode {
                             graph: self.id,
+                            scope: 0,
                             kind: GraphNodeType::KERNEL,
                             id: NodeId::Cpu(index),
                         },
@@ -327,75 +387,6 @@ impl Graph {
         }
     }
 
-    fn cuda_nodes(&self, call: &'static str, nodes: &[GraphNode]) -> Result<Vec<cuda::NodeRef>> {
-        nodes
-            .iter()
-            .map(|n| match n.id {
-                NodeId::Cuda(node) if n.graph == self.id => Ok(node),
-                _ => Err(Error::invalid(
-                    call,
-                    "a dependency is a node of another graph",
-                )),
-            })
-            .collect()
-    }
-
-    fn cuda_mut(&mut self, call: &'static str) -> Result<&mut cuda::Graph> {
-        match &mut self.backend {
-            GraphBackend::Cuda(g) => Ok(g),
-            GraphBackend::Cpu(_) => Err(Error::cuda_only(call)),
-        }
-    }
-
-    /// Adds a node that does nothing, after `dependencies`: a join point (CUDA only).
-    pub fn add_empty_node(&mut self, dependencies: &[GraphNode]) -> Result<GraphNode> {
-        const CALL: &str = "Graph::add_empty_node";
-        let deps = self.cuda_nodes(CALL, dependencies)?;
-        let node = self.cuda_mut(CALL)?.add_empty_node(&deps)?;
-        Ok(GraphNode {
-            graph: self.id,
-            kind: GraphNodeType::EMPTY,
-            id: NodeId::Cuda(node),
-        })
-    }
-
-    /// Adds a launch of `kernel` with `args`, after `dependencies` (CUDA only). The graph
-    /// keeps the buffers in `args` and the kernel's module alive. The kernel's bounds are
-    /// checked first ([`TypedKernel::check_bounds`]): a refused node is not added.
-    pub fn add_kernel_node<Sig: Signature, A: KernelArgsFor<Sig>>(
-        &mut self,
-        dependencies: &[GraphNode],
-        kernel: &TypedKernel<Sig>,
-        config: LaunchConfig,
-        args: A,
-    ) -> Result<KernelNode> {
-        const CALL: &str = "Graph::add_kernel_node";
-        kernel.check_bounds_for(CALL, &args)?;
-        let deps = self.cuda_nodes(CALL, dependencies)?;
-        let k = kernel.kernel();
-        k.validate_for(CALL, &config)?;
-        let function = k.cuda_only(CALL)?;
-        let node =
-            self.cuda_mut(CALL)?
-                .add_kernel_node(&deps, function, &config, &CudaArgsOf(&args))?;
-        Ok(KernelNode {
-            node: GraphNode {
-                graph: self.id,
-                kind: GraphNodeType::KERNEL,
-                id: NodeId::Cuda(node),
-            },
-            kernel: KernelIdentity::Cuda(function.id()),
-            config,
-        })
-    }
-
-    /// Makes `to` run after `from` (CUDA only).
-    pub fn add_dependency(&mut self, from: &GraphNode, to: &GraphNode) -> Result<()> {
-        const CALL: &str = "Graph::add_dependency";
-        let ends = self.cuda_nodes(CALL, &[*from, *to])?;
-        self.cuda_mut(CALL)?.add_dependency(&ends[0], &ends[1])
-    }
-
     /// The graph in Graphviz DOT form, as the driver writes it (`cuGraphDebugDotPrint`,
     /// verbose: kernel nodes show their function names and parameters); on the CPU backend,
     /// one box per node labelled with its stream.
@@ -408,7 +399,35 @@ impl Graph {
 
     /// Instantiates the graph into an executable graph. The executable graph is a snapshot:
     /// later edits of this graph do not change it (see [`GraphExec::update`]).
+    ///
+    /// A graph with conditional nodes (`while`/`if`) can have one executable graph at a time
+    /// (a CUDA rule, kept on both backends): drop the previous one before instantiating again.
     pub fn instantiate(&self) -> Result<GraphExec> {
+        if self.broken {
+            return Err(Error::invalid(
+                "Graph::instantiate",
+                "building a conditional body of this graph failed; build a new graph",
+            ));
+        }
+        let instance = if self.has_conditional_nodes() {
+            let mut alive = self
+                .instance
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if alive.upgrade().is_some() {
+                return Err(Error::invalid(
+                    "Graph::instantiate",
+                    "a graph with conditional nodes (device `while`/`if`) can have one \
+                     executable graph at a time (a CUDA rule); drop the other one first, or \
+                     build a second graph",
+                ));
+            }
+            let token = Arc::new(());
+            *alive = Arc::downgrade(&token);
+            Some(token)
+        } else {
+            None
+        };
         let backend = match &self.backend {
             GraphBackend::Cuda(g) => ExecBackend::Cuda(g.instantiate()?),
             GraphBackend::Cpu(g) => ExecBackend::Cpu(CpuExec::new(g.instantiate())),
@@ -417,7 +436,15 @@ impl Graph {
             ctx: self.ctx.clone(),
             source: self.id,
             backend,
+            loops: self.loops.clone(),
+            _instance: instance,
         })
+    }
+
+    /// The state of every `while` loop of the graph (bodies included), in the order they were
+    /// added.
+    pub fn loops(&self) -> &[LoopState] {
+        &self.loops
     }
 }
 
@@ -445,6 +472,10 @@ pub struct GraphExec {
     /// The id of the graph it was instantiated from.
     source: u64,
     backend: ExecBackend,
+    /// The graph's `while` loops, checked by [`GraphExec::check_loops`].
+    loops: Vec<LoopState>,
+    /// Held while it lives when its graph has conditional nodes (one executable graph each).
+    _instance: Option<Arc<()>>,
 }
 
 /// The one backend value a [`GraphExec`] holds.
@@ -565,6 +596,25 @@ impl GraphExec {
         }
     }
 
+    /// The state of every `while` loop of the graph, as its launches leave it.
+    pub fn loops(&self) -> &[LoopState] {
+        &self.loops
+    }
+
+    /// After the launches have completed (a synchronize): [`Error::IterationLimit`] for the
+    /// first `while` loop that stopped at its maximum iteration count with its condition still
+    /// holding since the last check (each loop's mark is cleared), `Ok` otherwise. A loop
+    /// never runs forever; this is how a loop that did not converge is reported.
+    pub fn check_loops(&self) -> Result<()> {
+        let mut first = None;
+        for state in &self.loops {
+            if let Err(e) = state.check() {
+                first.get_or_insert(e);
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+
     /// Uploads the graph's work to the device ahead of its first launch (`cuGraphUpload`),
     /// in `stream`'s order, so that launch starts faster. A no-op on the CPU backend.
     pub fn upload(&self, stream: &Stream) -> Result<()> {
@@ -628,6 +678,8 @@ impl GraphExec {
             (ExecBackend::Cuda(e), GraphBackend::Cuda(g)) => {
                 let outcome = e.update(g)?;
                 if outcome.result == GraphUpdateResult::SUCCESS {
+                    // The condition kernels now write the new graph's loop states.
+                    self.loops = graph.loops.clone();
                     Ok(())
                 } else {
                     Err(cuda::GraphExec::update_error(&outcome))
@@ -650,9 +702,13 @@ impl GraphExec {
         match (&mut self.backend, &graph.backend) {
             (ExecBackend::Cuda(e), GraphBackend::Cuda(g)) => {
                 let outcome = e.update(g)?;
+                if outcome.result == GraphUpdateResult::SUCCESS {
+                    self.loops = graph.loops.clone();
+                }
                 let node = |n: Option<(cuda::NodeRef, GraphNodeType)>| {
                     n.map(|(node, kind)| GraphNode {
                         graph: graph.id,
+                        scope: 0,
                         kind,
                         id: NodeId::Cuda(node),
                     })
@@ -721,6 +777,7 @@ impl GraphExec {
             Err(other) => return Err(other.into()),
         }
         e.refresh();
+        self.loops = graph.loops.clone();
         Ok(Ok(()))
     }
 }

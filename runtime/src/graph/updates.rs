@@ -99,6 +99,13 @@ impl KernelUpdates<'_> {
                 "the node belongs to another graph than the one this was instantiated from",
             ));
         }
+        if node.node.scope != 0 {
+            return Err(Error::invalid(
+                CALL,
+                "the node is inside a conditional (`while`/`if`) body, whose nodes are not \
+                 updated in place; build the graph again",
+            ));
+        }
         let k = kernel.kernel();
         // One match decides the backend and whether the node launches this kernel.
         let launches = match (

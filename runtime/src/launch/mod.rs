@@ -368,6 +368,11 @@ impl<Sig> TypedKernel<Sig> {
         }
     }
 
+    /// The CPU implementation, for graph nodes built on the CPU backend.
+    pub(crate) fn cpu_impl(&self) -> Option<&CpuKernel<Sig>> {
+        self.cpu.as_ref()
+    }
+
     /// [`TypedKernel::with_cpu`] under the name of earlier versions.
     #[doc(hidden)]
     pub fn with_host(self, cpu: CpuKernel<Sig>) -> TypedKernel<Sig> {

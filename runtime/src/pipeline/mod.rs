@@ -9,4 +9,5 @@ pub use profile::{Profiler, StageTiming, StepProfile};
 pub use progress::{Progress, StageSite, TRACK_FAULTS_ENV};
 pub use typed_stream::{StreamPriority, TypedStream};
 
+pub(crate) mod build;
 pub(crate) mod ops;

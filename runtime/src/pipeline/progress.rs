@@ -97,6 +97,28 @@ impl Progress {
         }
     }
 
+    /// The operations that zero every word (what [`Progress::reset`] enqueues), for a node of
+    /// a graph built from the stage graph; none while tracking is off.
+    pub fn reset_ops(&self) -> Vec<MemOp<'_>> {
+        if !self.is_enabled() {
+            return Vec::new();
+        }
+        self.cells
+            .iter()
+            .map(|cell| MemOp::WriteValue32 { cell, value: 0 })
+            .collect()
+    }
+
+    /// The operation that marks the stage at `position` done on stream `stream_index` (what
+    /// [`Progress::mark`] enqueues), for a node of a built graph; `None` while tracking is off.
+    pub fn mark_op(&self, stream_index: usize, position: u32) -> Option<MemOp<'_>> {
+        let cell = self.cells.get(stream_index).filter(|_| self.is_enabled())?;
+        Some(MemOp::WriteValue32 {
+            cell,
+            value: position,
+        })
+    }
+
     /// The first stage, in enqueue order, whose stream has not reached it.
     pub fn first_incomplete(&self, stages: &[StageSite]) -> Option<&'static str> {
         if !self.is_enabled() {

@@ -86,7 +86,8 @@ pub enum MemOp<'a> {
 
 impl<'a> MemOp<'a> {
     /// The cell's context and storage, for the checks and the backends.
-    fn cell(&self) -> Option<(&crate::Context, &FlagStorage)> {
+    /// The cell the operation touches, with its context.
+    pub(crate) fn cell(&self) -> Option<(&crate::Context, &FlagStorage)> {
         match self {
             MemOp::WaitValue32 { cell, .. } | MemOp::WriteValue32 { cell, .. } => {
                 Some((cell.context(), cell.storage()))
@@ -98,7 +99,8 @@ impl<'a> MemOp<'a> {
         }
     }
 
-    fn as_cuda(&self) -> Option<cuda::MemOp<'a>> {
+    /// The operation on CUDA words; `None` when a word is not CUDA memory.
+    pub(crate) fn as_cuda(&self) -> Option<cuda::MemOp<'a>> {
         fn word(storage: &FlagStorage) -> Option<&std::sync::Arc<cuda::FlagWord>> {
             match storage {
                 FlagStorage::Cuda(w) => Some(w),
@@ -137,7 +139,8 @@ impl<'a> MemOp<'a> {
         })
     }
 
-    fn as_cpu(&self) -> Option<cpu::MemOp> {
+    /// The operation on CPU-backend words; `None` when a word is not CPU-backend memory.
+    pub(crate) fn as_cpu(&self) -> Option<cpu::MemOp> {
         let word = |storage: &FlagStorage| match storage {
             FlagStorage::Cpu(w) => Some(w.clone()),
             FlagStorage::Cuda(_) => None,

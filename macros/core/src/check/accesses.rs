@@ -19,7 +19,7 @@ use crate::scope::{Scope, Value};
 /// Runs every access rule over every statement.
 pub fn check(cx: &Ctxt, scope: &Scope<'_>) {
     for stage in &scope.stages {
-        for statement in &stage.statements {
+        for statement in ast::flatten(&stage.statements) {
             match statement {
                 Statement::Launch(launch) => launch_expressions(cx, scope, launch),
                 Statement::Fill(fill) => value_expression(cx, scope, &fill.value, "fill"),
@@ -27,7 +27,8 @@ pub fn check(cx: &Ctxt, scope: &Scope<'_>) {
                 Statement::Write(write) => value_expression(cx, scope, &write.value, "write"),
                 Statement::Host(host) => host_closure(cx, scope, host),
                 Statement::Call(call) => call_arguments(cx, scope, call),
-                Statement::Copy(_) | Statement::NotCapturable(_) => {}
+                // `control.rs` checks the expressions of `while`/`if`.
+                Statement::Copy(_) | Statement::NotCapturable(_) | Statement::Control(_) => {}
             }
         }
     }
@@ -104,7 +105,7 @@ fn launch_expressions(cx: &Ctxt, scope: &Scope<'_>, launch: &ast::Launch) {
 
 /// The value of a `fill`, `wait` or `write` is computed on the host when the step is
 /// enqueued, before the stages that write any buffer it reads have run.
-fn value_expression(cx: &Ctxt, scope: &Scope<'_>, value: &Expr, keyword: &str) {
+pub(super) fn value_expression(cx: &Ctxt, scope: &Scope<'_>, value: &Expr, keyword: &str) {
     for mention in buffers(scope, &mentions(value)) {
         if mention.use_ == Use::Length {
             continue;

@@ -27,7 +27,7 @@ pub fn check(cx: &Ctxt, scope: &Scope<'_>) {
         stream_priority(cx, stream);
     }
     for stage in &scope.stages {
-        for statement in &stage.statements {
+        for statement in crate::ast::flatten(&stage.statements) {
             if let Statement::Launch(launch) = statement {
                 if let Some(block) = &launch.block {
                     block_dimensions(cx, &block.value);

@@ -13,7 +13,7 @@ use crate::symbol::{self, PRIMITIVE_SCALARS};
 /// Runs every statement rule over every stage.
 pub fn check(cx: &Ctxt, scope: &Scope<'_>) {
     for stage in &scope.stages {
-        for statement in &stage.statements {
+        for statement in ast::flatten(&stage.statements) {
             match statement {
                 Statement::Launch(launch) => launch_statement(cx, scope, launch),
                 Statement::Copy(copy) => copy_statement(cx, scope, copy),
@@ -23,6 +23,8 @@ pub fn check(cx: &Ctxt, scope: &Scope<'_>) {
                 Statement::Host(host) => host_statement(cx, scope, host),
                 Statement::Call(call) => call_statement(cx, scope, call),
                 Statement::NotCapturable(statement) => not_capturable(cx, statement),
+                // `control.rs` has the rules of `while`/`if` themselves.
+                Statement::Control(_) => {}
             }
         }
     }
@@ -31,7 +33,7 @@ pub fn check(cx: &Ctxt, scope: &Scope<'_>) {
 /// Resolves a name that must be a buffer. Reports unknown names and scalars (`role` says what
 /// the statement takes instead); stays silent about buffers whose declaration is already
 /// reported, so one mistake gives one error.
-fn resolve<'s>(
+pub(super) fn resolve<'s>(
     cx: &Ctxt,
     scope: &'s Scope<'_>,
     name: &Ident,
@@ -55,7 +57,7 @@ fn resolve<'s>(
 }
 
 /// "`v` is pageable host memory (`&mut Vec<f32>`)" and the like, for messages.
-fn what(buffer: &BufferDecl<'_>) -> String {
+pub(super) fn what(buffer: &BufferDecl<'_>) -> String {
     let name = buffer.name;
     let ty = type_string(buffer.ty);
     match buffer.memory {

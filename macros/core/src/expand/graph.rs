@@ -32,6 +32,9 @@ fn fixed_uses(pipeline: &Pipeline<'_>, scalar: ScalarId) -> Vec<String> {
                 StatementKind::Call { source, .. } => {
                     format!("`call {}`", ast::function_name(&source.call))
                 }
+                // Its condition, maximum and body are baked into a conditional node, whose
+                // body nodes are not updated in place.
+                StatementKind::Control(control) => format!("a `{}`", control.source.word()),
             };
             uses.push(format!("{what} in stage `{}`", stage.name));
         }
@@ -86,6 +89,8 @@ pub fn graph_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
     let params_ty = names.params_ty(quote!('a));
     let name_str = pipeline.name.as_str();
     let sites = launch_sites(pipeline);
+    let before_replay = super::control::before_replay(pipeline);
+    let after_replay = super::control::after_replay(pipeline);
     let setters =
         (0..pipeline.scalars.len()).map(|id| setter(pipeline, names, &sites, ScalarId(id)));
     let apply = apply_fn(pipeline, names, &sites);
@@ -95,13 +100,27 @@ pub fn graph_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             /// the setters called since the last launch.
             pub fn launch(&mut self) -> #rt::Result<()> {
                 self.apply_updates()?;
-                // The captured step begins by resetting the progress marks itself.
-                self.exec.launch(self.pipeline.__origin()).map_err(|e| #rt::step_error(#name_str, e))
+                // The step's graph begins by resetting the progress marks itself.
+                let __replay = || -> #rt::Result<()> {
+                    #before_replay
+                    self.exec.launch(self.pipeline.__origin())
+                };
+                __replay().map_err(|e| #rt::step_error(#name_str, e))?;
+                #after_replay
+                ::core::result::Result::Ok(())
             }
 
-            /// Blocks until every launch so far has finished.
+            /// Blocks until every launch so far has finished. A device `while` loop that
+            /// stopped at its maximum iteration count in one of them is an
+            /// `Error::IterationLimit` here.
             pub fn synchronize(&self) -> #rt::Result<()> {
-                self.pipeline.__wait()
+                self.pipeline.__wait()?;
+                self.exec.check_loops().map_err(|e| #rt::step_error(#name_str, e))
+            }
+
+            /// The number of edges of the step's graph (see `GRAPH_EDGES` on the pipeline).
+            pub fn edge_count(&self) -> #rt::Result<usize> {
+                self._graph.edge_count()
             }
 
             /// The params the graph was captured with (scalars as last set).

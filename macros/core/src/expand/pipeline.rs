@@ -72,6 +72,7 @@ pub fn pipeline_struct(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
         let referent = b.referent;
         quote!(#field: ::core::option::Option<#referent>)
     });
+    let control_fields = super::control::struct_fields(pipeline);
     quote! {
         #(#attrs)*
         #doc
@@ -84,6 +85,7 @@ pub fn pipeline_struct(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             __events: [#rt::Event; #event_count],
             __kernels: #kernels_ty,
             #(#scratch_fields,)*
+            #control_fields
         }
     }
 }
@@ -130,7 +132,8 @@ pub fn pipeline_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
         run_steps_fn(names),
         profile_fn(pipeline, names),
         capture_fn(pipeline, names),
-        capture_step_fn(names),
+        super::build::capture_step_fn(pipeline, names),
+        super::build::constants(pipeline),
         fault_tracking_fn(),
         step_counts(pipeline),
         stage_sites(pipeline),
@@ -250,6 +253,7 @@ fn new_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             quote!(#field: ::core::option::Option::None)
         }
     });
+    let control_inits = super::control::field_inits(pipeline);
     quote! {
         /// Creates the pipeline's streams and events in `ctx` and loads its kernels.
         pub fn new(ctx: &#rt::Context) -> #rt::Result<Self> {
@@ -262,6 +266,7 @@ fn new_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                 __events: #rt::events::<#event_count>(ctx)?,
                 __kernels: #kernels_ty { #(#kernel_inits,)* },
                 #(#scratch_inits,)*
+                #control_inits
             })
         }
     }
@@ -398,31 +403,6 @@ fn capture_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                 _graph: graph,
                 stale: [false; #launches],
             })
-        }
-    }
-}
-
-/// `__capture`: what `capture` and the setters that re-capture share.
-fn capture_step_fn(names: &Names) -> TokenStream {
-    let rt = rt();
-    let params_ty = names.params_ty(quote!('_));
-    quote! {
-        /// Prepares the scratch buffers, records one step and instantiates it, with its
-        /// kernel nodes in launch order.
-        fn __capture(
-            &mut self,
-            params: &mut #params_ty,
-        ) -> #rt::Result<(#rt::Graph, #rt::GraphExec, ::std::vec::Vec<#rt::KernelNode>)> {
-            self.__prepare(params)?;
-            self.__origin().begin_capture(#rt::CaptureMode::ThreadLocal)?;
-            let enqueued = self.__enqueue(params, ::core::option::Option::None);
-            // The capture always ends, also when enqueueing failed.
-            let graph = self.__origin().end_capture();
-            enqueued?;
-            let graph = graph?;
-            let exec = graph.instantiate()?;
-            let nodes = #rt::kernel_nodes_in_launch_order(&graph)?;
-            ::core::result::Result::Ok((graph, exec, nodes))
         }
     }
 }

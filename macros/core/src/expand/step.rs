@@ -90,6 +90,9 @@ pub fn enqueue_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
         .map(|b| names.scratch_field(b.ident))
         .collect();
     let bind = bindings(pipeline, names, &quote!(__p));
+    let control_fields = super::control::destructured(pipeline);
+    let step_start = super::control::eager_step_start(pipeline);
+    let step_end = super::control::eager_step_end(pipeline);
     let event_of = |stage: StageId| pipeline.events.iter().position(|&s| s == stage);
     // Every bounded launch is checked before anything of the step is enqueued.
     let sites = launch_sites(pipeline);
@@ -183,16 +186,18 @@ pub fn enqueue_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
     quote! {
         #[allow(unused_variables, unused_mut, unused_braces, clippy::all)]
                 fn __enqueue(&mut self, __p: &mut #params_ty, __profile: ::core::option::Option<&#rt::Profiler>) -> #rt::Result<()> {
-                        let Self { __fork, __events, __kernels, __progress, #(#stream_fields,)* #(#scratch_fields,)* .. } = self;
+                        let Self { __fork, __events, __kernels, __progress, #(#stream_fields,)* #(#scratch_fields,)* #control_fields .. } = self;
             #bind
             #(#checks)*
                         __progress.reset(__stream_0)?;
             if let ::core::option::Option::Some(profiler) = __profile {
                 profiler.step_start(__stream_0)?;
             }
+            #step_start
             #fork_record
             #(#stages)*
             #(#joins)*
+            #step_end
             ::core::result::Result::Ok(())
         }
     }
@@ -201,7 +206,7 @@ pub fn enqueue_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
 /// The tokens of one statement of `stage`, inside the stage's closure where `__stream` is its
 /// stream. A launch whose bounds were checked first passes the locals of that check as its
 /// scalar arguments (`locals`: its launch site).
-fn statement_tokens(
+pub(super) fn statement_tokens(
     pipeline: &Pipeline<'_>,
     stage: &Stage<'_>,
     kind: &StatementKind<'_>,
@@ -228,9 +233,13 @@ fn statement_tokens(
         StatementKind::Fill { source, dst } => {
             let dst = buffer(dst);
             let value = &source.value;
-            // A value of the wrong type is reported on it, with the call on `fill`.
-            let fill = rt_fn(source.keyword.span, "fill");
-            quote!(#fill(__stream, &mut *#dst, #value)?;)
+            // A value of the wrong type is reported on it, with the call on `fill` (the same
+            // check as the built graph's, so that rustc reports it once).
+            let fill_value = rt_fn(source.keyword.span, "fill_value");
+            quote!({
+                let __value = #fill_value(&*#dst, #value);
+                #rt::fill_checked(__stream, &mut *#dst, __value)?;
+            })
         }
         StatementKind::Wait {
             source,
@@ -244,26 +253,40 @@ fn statement_tokens(
                 WaitCondition::AtLeast => quote!(#rt::WaitCondition::GreaterOrEqual),
                 WaitCondition::AnyBit => quote!(#rt::WaitCondition::And),
             };
-            let wait_flag = rt_fn(source.keyword.span, "wait_flag");
-            quote!(#wait_flag(__stream, &*#flag, #condition, #value)?;)
+            let flag_value = rt_fn(source.keyword.span, "flag_value");
+            quote!({
+                let __value = #flag_value(&*#flag, #value);
+                #rt::wait_flag_checked(__stream, &*#flag, #condition, __value)?;
+            })
         }
         StatementKind::Write { source, flag } => {
             let flag = buffer(flag);
             let value = &source.value;
-            let write_flag = rt_fn(source.keyword.span, "write_flag");
-            quote!(#write_flag(__stream, &*#flag, #value)?;)
+            let flag_value = rt_fn(source.keyword.span, "flag_value");
+            quote!({
+                let __value = #flag_value(&*#flag, #value);
+                #rt::write_flag_checked(__stream, &*#flag, __value)?;
+            })
         }
         StatementKind::Host { source, .. } => {
             let closure = &source.closure;
             quote_spanned!(closure.span()=> #rt::host_closure(__stream, #closure)?;)
         }
         StatementKind::Call { source, args, .. } => call_tokens(pipeline, stage, source, args),
+        StatementKind::Control(control) => {
+            let body = control
+                .body
+                .iter()
+                .map(|statement| statement_tokens(pipeline, stage, &statement.kind, None))
+                .collect();
+            super::control::eager(pipeline, control, body)
+        }
     }
 }
 
 /// A `call`: the function gets the stage's stream as a `TypedStream` of the stream's marker,
 /// then each buffer as its `reads(...)`/`writes(...)` clause declares it.
-fn call_tokens(
+pub(super) fn call_tokens(
     pipeline: &Pipeline<'_>,
     stage: &Stage<'_>,
     source: &ast::Call,
@@ -325,7 +348,7 @@ fn call_tokens(
 
 /// `&mut *name` for the buffer `id`, seen as a buffer of `elem` when its own element type is
 /// spelled differently: the compiler then checks, at `at`, that the two are one type.
-fn retyped_mut(
+pub(super) fn retyped_mut(
     pipeline: &Pipeline<'_>,
     id: BufferId,
     elem: Option<&syn::Type>,

@@ -178,15 +178,16 @@ fn a_bounded_launch_is_checked_before_anything_is_enqueued() {
         .find("check_bounds")
         .expect("the bounded launch is checked");
     let reset = expanded
-        .find("__progress . reset")
+        .find("__progress . reset (__stream_0)")
         .expect("the step starts");
     let first_launch = expanded.find(". launch (__stream").expect("a launch");
     assert!(check < reset && reset < first_launch, "{expanded}");
-    // Checked once in the step and once in `set_n`, the one setter that feeds the bound
-    // (`set_alpha` feeds none); the unbounded kernel is declared with empty bounds.
+    // Checked once in the eager step, once before the graph is built, and once in `set_n`,
+    // the one setter that feeds the bound (`set_alpha` feeds none); the unbounded kernel is
+    // declared with empty bounds.
     assert_eq!(
         expanded.matches(". check_bounds (").count(),
-        2,
+        3,
         "{expanded}"
     );
     assert!(expanded.contains("declare_bounded_kernel"));

@@ -8,6 +8,7 @@
 mod accesses;
 mod bounds;
 mod checks;
+mod control;
 mod dot;
 mod limits;
 mod lowering;

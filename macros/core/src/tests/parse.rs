@@ -148,6 +148,7 @@ fn every_statement_form_parses() {
             Statement::Write(_) => "write",
             Statement::Host(_) => "host",
             Statement::Call(_) => "call",
+            Statement::Control(control) => control.word(),
             Statement::NotCapturable(statement) => {
                 if statement.word == "synchronize" {
                     "synchronize"

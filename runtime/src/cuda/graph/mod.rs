@@ -27,9 +27,13 @@ use super::launch::{CudaArgs, keep_for, with_node_params};
 use super::module::FunctionId;
 use super::{Context, DeviceMemory, Function, PinnedMemory, Stream};
 
+mod build;
+mod conditional;
 mod exec;
 mod updates;
 
+pub(crate) use build::CopyEnd;
+pub(crate) use conditional::{ConditionArgs, ConditionKind};
 pub(crate) use exec::GraphExec;
 pub(crate) use updates::KernelUpdates;
 
@@ -103,11 +107,18 @@ pub(crate) struct KernelNodeInfo {
 }
 
 /// A CUDA graph.
+///
+/// Invariant (besides `GraphHandle`'s): every handle in `bodies` is a body graph of a
+/// conditional node of this graph (or of a body before it), owned by the driver and alive as
+/// long as `handle` is; calls on bodies hold `handle`'s lock too.
 pub(crate) struct Graph {
     handle: Arc<GraphHandle>,
     keep: Vec<Keep>,
     /// The kernel node each launch of the capture added, in launch order (captured graphs).
     kernel_order: Option<(Vec<sys::CUgraphNode>, bool)>,
+    /// The body graphs of its conditional nodes: scope `k` is `bodies[k - 1]`, scope 0 the
+    /// graph itself.
+    bodies: Vec<sys::CUgraph>,
 }
 
 /// Drops repeated entries (a buffer passed to 100 captured launches is kept once).
@@ -159,6 +170,7 @@ impl Graph {
             }),
             keep,
             kernel_order: captured.then_some((record.kernel_nodes, record.kernel_nodes_complete)),
+            bodies: Vec::new(),
         }
     }
 
@@ -300,15 +312,22 @@ impl Graph {
             .collect()
     }
 
-    /// Adds a node that does nothing, after `dependencies`: a join point.
-    pub(crate) fn add_empty_node(&mut self, dependencies: &[NodeRef]) -> Result<NodeRef> {
-        let deps = self.own("Graph::add_empty_node", dependencies)?;
+    /// Adds a node that does nothing, after `dependencies`, to `scope`: a join point.
+    pub(crate) fn add_empty_node(
+        &mut self,
+        scope: usize,
+        dependencies: &[NodeRef],
+    ) -> Result<NodeRef> {
+        const CALL: &str = "Graph::add_empty_node";
+        let deps = self.own(CALL, dependencies)?;
+        let target = self.scope_raw(CALL, scope)?;
         let d = self.handle.ctx.bind()?;
         let _guard = self.handle.lock();
         let mut node = std::ptr::null_mut();
-        // SAFETY: a live graph, nodes of it (checked), and a valid out-pointer.
+        // SAFETY: a live graph (or body of it), nodes of it (checked), and a valid
+        // out-pointer.
         check("cuGraphAddEmptyNode", unsafe {
-            (d.cuGraphAddEmptyNode)(&mut node, self.handle.raw, deps.as_ptr(), deps.len())
+            (d.cuGraphAddEmptyNode)(&mut node, target, deps.as_ptr(), deps.len())
         })?;
         Ok(self.node(node))
     }
@@ -318,6 +337,7 @@ impl Graph {
     /// arguments, as for a launch.
     pub(crate) fn add_kernel_node(
         &mut self,
+        scope: usize,
         dependencies: &[NodeRef],
         function: &Function,
         config: &LaunchConfig,
@@ -325,6 +345,7 @@ impl Graph {
     ) -> Result<NodeRef> {
         const CALL: &str = "Graph::add_kernel_node";
         let deps = self.own(CALL, dependencies)?;
+        let target = self.scope_raw(CALL, scope)?;
         if function.module().context().raw() != self.handle.ctx.raw() {
             return Err(Error::mismatch(
                 CALL,
@@ -346,11 +367,11 @@ impl Graph {
         let node = with_node_params(function, config, args, |params| {
             let _guard = handle.lock();
             let mut node = std::ptr::null_mut();
-            // SAFETY: a live graph, nodes of it, and parameters whose argument pointers are
-            // valid for this call (the driver copies the values); what they point at is kept
-            // below for the graph's life.
+            // SAFETY: a live graph (or body of it), nodes of it, and parameters whose argument
+            // pointers are valid for this call (the driver copies the values); what they point
+            // at is kept below for the graph's life.
             check("cuGraphAddKernelNode", unsafe {
-                (d.cuGraphAddKernelNode)(&mut node, handle.raw, deps.as_ptr(), deps.len(), params)
+                (d.cuGraphAddKernelNode)(&mut node, target, deps.as_ptr(), deps.len(), params)
             })?;
             Ok(node)
         })?;
@@ -359,14 +380,21 @@ impl Graph {
         Ok(self.node(node))
     }
 
-    /// Makes `to` run after `from`.
-    pub(crate) fn add_dependency(&mut self, from: &NodeRef, to: &NodeRef) -> Result<()> {
-        let ends = self.own("Graph::add_dependency", &[*from, *to])?;
+    /// Makes `to` run after `from` (two nodes of `scope`).
+    pub(crate) fn add_dependency(
+        &mut self,
+        scope: usize,
+        from: &NodeRef,
+        to: &NodeRef,
+    ) -> Result<()> {
+        const CALL: &str = "Graph::add_dependency";
+        let ends = self.own(CALL, &[*from, *to])?;
+        let target = self.scope_raw(CALL, scope)?;
         let d = self.handle.ctx.bind()?;
         let _guard = self.handle.lock();
-        // SAFETY: a live graph and two of its nodes, one edge.
+        // SAFETY: a live graph (or body of it) and two of its nodes, one edge.
         check("cuGraphAddDependencies", unsafe {
-            (d.cuGraphAddDependencies)(self.handle.raw, &ends[0], &ends[1], 1)
+            (d.cuGraphAddDependencies)(target, &ends[0], &ends[1], 1)
         })
     }
 

@@ -1,0 +1,174 @@
+//! Rules on `while` and `if` statements: the condition reads what the device can decide on,
+//! a loop has a maximum, and a body holds only what a CUDA conditional body may hold
+//! (kernels, copies, memsets and nested `while`/`if`), so that the step can become a graph
+//! whose loops never leave the GPU. The statements inside a body are checked like any other
+//! (`statements.rs`, `accesses.rs` and `limits.rs` walk bodies too).
+
+use super::accesses::value_expression;
+use super::statements::{resolve, what};
+use crate::ast::{self, Condition, Control, Statement};
+use crate::ctxt::Ctxt;
+use crate::scope::{Memory, Scope};
+use crate::symbol::PRIMITIVE_SCALARS;
+
+/// The element types a device condition reads (the condition kernels' types).
+const CONDITION_TYPES: &[&str] = &["f32", "f64", "u32"];
+
+/// Runs the rules on every `while` and `if`, at any depth (the statements in their bodies get
+/// the usual rules from `statements.rs`, `accesses.rs` and `limits.rs`).
+pub fn check(cx: &Ctxt, scope: &Scope<'_>) {
+    for stage in &scope.stages {
+        for statement in ast::flatten(&stage.statements) {
+            if let Statement::Control(control) = statement {
+                self::statement(cx, scope, control);
+                expressions(cx, scope, control);
+            }
+        }
+    }
+}
+
+/// The rules on one `while` or `if`.
+fn statement(cx: &Ctxt, scope: &Scope<'_>, control: &Control) {
+    condition(cx, scope, control);
+    maximum(cx, control);
+    for statement in control.body() {
+        body_statement(cx, control, statement);
+    }
+}
+
+/// A device condition reads the first element of a `DeviceBuffer` of `f32`, `f64` or `u32`
+/// (what the condition kernels compare); `step` changes only between steps, so only an `if`
+/// may test it.
+fn condition(cx: &Ctxt, scope: &Scope<'_>, control: &Control) {
+    match control.condition() {
+        Condition::Device(device) => {
+            let name = &device.value;
+            let role = "a condition reads a `DeviceBuffer` on the device; compare a scalar on the \
+                        host, before the step";
+            let Some(buffer) = resolve(cx, scope, name, role) else {
+                return;
+            };
+            if buffer.memory != Memory::Device {
+                cx.error_spanned_by(
+                    name,
+                    format!(
+                        "{}; {} condition reads the first element of a `DeviceBuffer<f32>`, \
+                         `<f64>` or `<u32>` on the device (a kernel writes it, the loop reads it)",
+                        what(buffer),
+                        match control {
+                            Control::While { .. } => "a `while`",
+                            Control::If { .. } => "an `if`",
+                        }
+                    ),
+                );
+                return;
+            }
+            let elem = buffer.elem.map(ast::type_string);
+            if let Some(elem) = elem.as_deref()
+                && PRIMITIVE_SCALARS.contains(&elem)
+                && !CONDITION_TYPES.contains(&elem)
+            {
+                cx.error_spanned_by(
+                    name,
+                    format!(
+                        "`{name}` holds `{elem}`; a device condition compares an `f32`, `f64` or \
+                         `u32` (a residual, or a flag a kernel sets): declare `{name}` with one of \
+                         those, or have a kernel write such a value"
+                    ),
+                );
+            }
+        }
+        Condition::Step(step) => {
+            if let Control::While { .. } = control {
+                cx.error_at(
+                    step.step,
+                    "`step` changes only between steps, so a `while` on it would never end; \
+                     write `if step % k == 0 { ... }` to run a body on every k-th step",
+                );
+            }
+        }
+    }
+}
+
+/// A device loop that never converges must end, with an error rather than a hang: `while`
+/// needs `max N`.
+fn maximum(cx: &Ctxt, control: &Control) {
+    if let Control::While {
+        keyword,
+        condition,
+        max: None,
+        ..
+    } = control
+    {
+        let written = condition.written();
+        cx.error_at(
+            keyword.span,
+            format!(
+                "a device `while` needs a maximum iteration count, so that a loop that never \
+                 converges stops with an error instead of hanging the GPU: write \
+                 `while {written} max 10_000 {{ ... }}`"
+            ),
+        );
+    }
+}
+
+/// A CUDA conditional body holds kernels, copies, memsets and nested conditionals only: no
+/// host nodes, no event nodes, no stream memory operations, nothing captured from a library.
+fn body_statement(cx: &Ctxt, control: &Control, statement: &Statement) {
+    let word = control.word();
+    let (span, what, instead) = match statement {
+        Statement::Launch(_)
+        | Statement::Copy(_)
+        | Statement::Fill(_)
+        | Statement::Control(_)
+        | Statement::NotCapturable(_) => return,
+        Statement::Host(host) => (
+            host.keyword.span,
+            "a host closure",
+            "run it after the loop, or do the work in a kernel",
+        ),
+        Statement::Call(call) => (
+            call.keyword.span,
+            "a `call` (its work is captured from a stream and may bring event or host nodes)",
+            "call it before or after the loop",
+        ),
+        Statement::Wait(wait) => (
+            wait.keyword.span,
+            "a `wait` on a flag (a stream memory operation)",
+            "wait before the loop, or let the condition test the flag",
+        ),
+        Statement::Write(write) => (
+            write.keyword.span,
+            "a `write` of a flag (a stream memory operation)",
+            "write it before or after the loop, or `fill` a device buffer inside it",
+        ),
+    };
+    cx.error_at(
+        span,
+        format!(
+            "{what} cannot run inside a device `{word}` body: a body runs on the GPU as a CUDA \
+             conditional graph node, which holds only kernels, copies, fills and nested \
+             `while`/`if`; {instead}"
+        ),
+    );
+}
+
+/// The host expressions of a `while` or `if`: the threshold, `max`, and `step`'s modulus and
+/// remainder are computed when the step is enqueued (or built), so they may not read a buffer.
+fn expressions(cx: &Ctxt, scope: &Scope<'_>, control: &Control) {
+    let word = control.word();
+    match control.condition() {
+        Condition::Device(device) => value_expression(cx, scope, &device.threshold, word),
+        Condition::Step(step) => {
+            value_expression(cx, scope, &step.modulus, word);
+            value_expression(cx, scope, &step.remainder, word);
+        }
+    }
+    if let Control::While {
+        max: Some((_, max)),
+        ..
+    } = control
+    {
+        value_expression(cx, scope, max, "while ... max");
+    }
+}

@@ -1,0 +1,240 @@
+//! `while` and `if` in generated code. An eager step decides each condition on the host
+//! (the value is copied back and the stream waited for, once per test); a built graph decides
+//! on the device with conditional nodes (`build.rs`). Both count a loop's iterations the same
+//! way and fail with the same named error when a loop reaches its maximum.
+//!
+//! Also the pipeline state `while`/`if` need: the step counter that `step % k == r` tests
+//! (advanced by every eager step and every replay; a replay writes it to a flag word first)
+//! and the pinned words an eager step reads conditions back into.
+
+use proc_macro2::TokenStream;
+use quote::{quote, quote_spanned};
+use syn::spanned::Spanned;
+
+use super::names::rt;
+use crate::ast::{self, Comparison};
+use crate::lower::{Control, ControlCondition, Pipeline, Statement, StatementKind};
+
+/// Every `while`/`if` of the pipeline, bodies included.
+fn controls<'p, 'a>(pipeline: &'p Pipeline<'a>) -> Vec<&'p Control<'a>> {
+    fn walk<'p, 'a>(statements: &'p [Statement<'a>], found: &mut Vec<&'p Control<'a>>) {
+        for statement in statements {
+            if let StatementKind::Control(control) = &statement.kind {
+                found.push(control);
+                walk(&control.body, found);
+            }
+        }
+    }
+    let mut found = Vec::new();
+    for stage in &pipeline.stages {
+        walk(&stage.statements, &mut found);
+    }
+    found
+}
+
+/// Whether some `if` tests `step`.
+pub fn uses_step(pipeline: &Pipeline<'_>) -> bool {
+    controls(pipeline)
+        .iter()
+        .any(|c| c.condition == ControlCondition::Step)
+}
+
+/// Whether some `while`/`if` reads a device buffer (an eager step then needs staging words).
+pub fn uses_device_condition(pipeline: &Pipeline<'_>) -> bool {
+    controls(pipeline)
+        .iter()
+        .any(|c| matches!(c.condition, ControlCondition::Device { .. }))
+}
+
+/// The pipeline struct's fields for control flow.
+pub fn struct_fields(pipeline: &Pipeline<'_>) -> TokenStream {
+    let rt = rt();
+    let mut fields = TokenStream::new();
+    if uses_step(pipeline) {
+        fields.extend(quote! {
+            __steps: u64,
+            __step_word: #rt::FlagCell<u32>,
+        });
+    }
+    if uses_device_condition(pipeline) {
+        fields.extend(quote!(__staging: #rt::ConditionStaging,));
+    }
+    fields
+}
+
+/// Their initial values in `new` (where `ctx` is the context).
+pub fn field_inits(pipeline: &Pipeline<'_>) -> TokenStream {
+    let rt = rt();
+    let mut inits = TokenStream::new();
+    if uses_step(pipeline) {
+        inits.extend(quote! {
+            __steps: 0,
+            __step_word: #rt::FlagCell::new(ctx, 0u32)?,
+        });
+    }
+    if uses_device_condition(pipeline) {
+        inits.extend(quote!(__staging: ::core::default::Default::default(),));
+    }
+    inits
+}
+
+/// The fields a step's code destructures, as `name,` items.
+pub fn destructured(pipeline: &Pipeline<'_>) -> TokenStream {
+    let mut names = TokenStream::new();
+    if uses_step(pipeline) {
+        names.extend(quote!(__steps, __step_word,));
+    }
+    if uses_device_condition(pipeline) {
+        names.extend(quote!(__staging,));
+    }
+    names
+}
+
+/// At the start of an eager step: `__step`, the number of steps before this one.
+pub fn eager_step_start(pipeline: &Pipeline<'_>) -> TokenStream {
+    if uses_step(pipeline) {
+        quote!(let __step: u32 = *__steps as u32;)
+    } else {
+        TokenStream::new()
+    }
+}
+
+/// At the end of an eager step: the counter advances.
+pub fn eager_step_end(pipeline: &Pipeline<'_>) -> TokenStream {
+    if uses_step(pipeline) {
+        quote!(*__steps = __steps.wrapping_add(1);)
+    } else {
+        TokenStream::new()
+    }
+}
+
+/// Before a replay (in `PGraph::launch`, with `pipeline` the pipeline): the counter goes to
+/// the flag word the `if` nodes read, in the origin stream's order.
+pub fn before_replay(pipeline: &Pipeline<'_>) -> TokenStream {
+    if uses_step(pipeline) {
+        quote! {
+            let __origin = self.pipeline.__origin();
+            __origin.write_value_32(&self.pipeline.__step_word, self.pipeline.__steps as u32)?;
+        }
+    } else {
+        TokenStream::new()
+    }
+}
+
+/// After a replay was enqueued: the counter advances.
+pub fn after_replay(pipeline: &Pipeline<'_>) -> TokenStream {
+    if uses_step(pipeline) {
+        quote!(self.pipeline.__steps = self.pipeline.__steps.wrapping_add(1);)
+    } else {
+        TokenStream::new()
+    }
+}
+
+/// `Comparison::...` for the runtime.
+pub fn comparison(comparison: Comparison) -> TokenStream {
+    let rt = rt();
+    match comparison {
+        Comparison::Greater => quote!(#rt::Comparison::Greater),
+        Comparison::GreaterOrEqual => quote!(#rt::Comparison::GreaterOrEqual),
+        Comparison::Less => quote!(#rt::Comparison::Less),
+        Comparison::LessOrEqual => quote!(#rt::Comparison::LessOrEqual),
+        Comparison::Equal => quote!(#rt::Comparison::Equal),
+        Comparison::NotEqual => quote!(#rt::Comparison::NotEqual),
+    }
+}
+
+/// The condition as written, the label of its errors: `residual > tol`, `step % k == 0`.
+pub fn label(control: &Control<'_>) -> String {
+    control.source.condition().written()
+}
+
+/// The threshold of a device condition, typed as the buffer's element so that a mismatch is
+/// reported on the user's expression.
+pub fn threshold(pipeline: &Pipeline<'_>, control: &Control<'_>) -> TokenStream {
+    let ast::Condition::Device(device) = control.source.condition() else {
+        return quote!(());
+    };
+    let value = &device.threshold;
+    let elem = match control.condition {
+        ControlCondition::Device { value, .. } => pipeline.buffers[value.0].elem,
+        ControlCondition::Step => None,
+    };
+    match elem {
+        Some(elem) => {
+            quote_spanned!(value.span()=> { let __threshold: #elem = #value; __threshold })
+        }
+        None => quote!(#value),
+    }
+}
+
+/// `max N` as a `u32`, spanned on the user's expression.
+pub fn maximum(control: &Control<'_>) -> TokenStream {
+    match control.source {
+        ast::Control::While {
+            max: Some((_, max)),
+            ..
+        } => quote_spanned!(max.span()=> { let __max: u32 = #max; __max }),
+        _ => quote!(u32::MAX),
+    }
+}
+
+/// `step % k == r`'s modulus and remainder as `u32`s.
+pub fn step_parts(control: &Control<'_>) -> (TokenStream, TokenStream) {
+    match control.source.condition() {
+        ast::Condition::Step(step) => {
+            let (m, r) = (&step.modulus, &step.remainder);
+            (
+                quote_spanned!(m.span()=> { let __modulus: u32 = #m; __modulus }),
+                quote_spanned!(r.span()=> { let __remainder: u32 = #r; __remainder }),
+            )
+        }
+        ast::Condition::Device(_) => (quote!(1u32), quote!(0u32)),
+    }
+}
+
+/// An eager `while`/`if` inside a stage's closure (`__stream` is its stream), around `body`,
+/// the tokens of its body's statements.
+pub fn eager(
+    pipeline: &Pipeline<'_>,
+    control: &Control<'_>,
+    body: Vec<TokenStream>,
+) -> TokenStream {
+    let rt = rt();
+    let test = match control.condition {
+        ControlCondition::Device { value, comparison } => {
+            let name = pipeline.buffers[value.0].ident;
+            let comparison = self::comparison(comparison);
+            let threshold = threshold(pipeline, control);
+            quote!(#rt::host_condition(__staging, __stream, &*#name, #comparison, #threshold)?)
+        }
+        ControlCondition::Step => {
+            let (modulus, remainder) = step_parts(control);
+            quote!(#rt::step_selects(__step, #modulus, #remainder)?)
+        }
+    };
+    if !control.is_while() {
+        return quote! {
+            if #test {
+                #(#body)*
+            }
+        };
+    }
+    let label = label(control);
+    let max = maximum(control);
+    quote! {
+        {
+            let __max: u32 = #rt::loop_maximum(#max)?;
+            let mut __done: u32 = 0;
+            loop {
+                if !#test {
+                    break;
+                }
+                if __done >= __max {
+                    return ::core::result::Result::Err(#rt::iteration_limit(#label, __max));
+                }
+                #(#body)*
+                __done += 1;
+            }
+        }
+    }
+}

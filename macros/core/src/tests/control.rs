@@ -1,0 +1,236 @@
+//! `while` and `if`: parsing, the rules on conditions and bodies (each message and the token
+//! it points at), lowering (accesses and scalars include the body's), and the stage graph a
+//! built step gets.
+
+use super::*;
+use crate::ast::{Comparison, Condition, Control, Statement};
+use crate::lower::{ControlCondition, StatementKind};
+
+fn first_control(items: &str) -> (Comparison, bool) {
+    let input = parse(&with(items)).expect("parses");
+    let stage = input.stages().next().expect("a stage");
+    let Statement::Control(control) = &stage.statements[0] else {
+        panic!("not a control statement");
+    };
+    match control.condition() {
+        Condition::Device(device) => (
+            device.comparison,
+            matches!(**control, Control::While { max: Some(_), .. }),
+        ),
+        Condition::Step(_) => panic!("a step condition"),
+    }
+}
+
+#[test]
+fn conditions_parse_every_comparison_and_the_step_form() {
+    for (op, comparison) in [
+        (">", Comparison::Greater),
+        (">=", Comparison::GreaterOrEqual),
+        ("<", Comparison::Less),
+        ("<=", Comparison::LessOrEqual),
+        ("==", Comparison::Equal),
+        ("!=", Comparison::NotEqual),
+    ] {
+        let items =
+            format!("stage s on s1 {{ while a {op} alpha * 2.0 max 10 {{ fill b = 0; }} }}");
+        assert_eq!(first_control(&items), (comparison, true), "{op}");
+    }
+    let input = parse(&with(
+        "stage s on s1 { if step % (n + 1) == 2 { fill b = 0; } fill a = 0; }",
+    ))
+    .expect("parses");
+    let stage = input.stages().next().expect("a stage");
+    assert_eq!(stage.statements.len(), 2, "no `;` after a body");
+    let Statement::Control(control) = &stage.statements[0] else {
+        panic!("not a control statement");
+    };
+    let Condition::Step(step) = control.condition() else {
+        panic!("not a step condition");
+    };
+    assert_eq!(ast::tokens_string(&step.modulus), "(n + 1)");
+    assert_eq!(ast::tokens_string(&step.remainder), "2");
+}
+
+#[test]
+fn a_condition_of_another_shape_is_a_syntax_error() {
+    for condition in ["a", "a + 1", "f(a) > 0", "step % 2"] {
+        let error = parse(&with(&format!(
+            "stage s on s1 {{ if {condition} {{ fill b = 0; }} }}"
+        )))
+        .expect_err(condition);
+        assert!(
+            error
+                .to_string()
+                .starts_with("a condition compares a device buffer"),
+            "{condition}: {error}"
+        );
+    }
+}
+
+#[test]
+fn the_rules_on_conditions() {
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "stage s on s1 { while a > alpha { fill b = 0; } }",
+            "a device `while` needs a maximum iteration count, so that a loop that never converges stops with an error instead of hanging the GPU: write `while a > alpha max 10_000 { ... }`",
+            "while",
+        ),
+        (
+            "stage s on s1 { while step % 2 == 0 max 4 { fill b = 0; } }",
+            "`step` changes only between steps, so a `while` on it would never end; write `if step % k == 0 { ... }` to run a body on every k-th step",
+            "step",
+        ),
+        (
+            "stage s on s1 { if h > 0.0 { fill b = 0; } }",
+            "`h` is a `PinnedBuffer` (`&mut PinnedBuffer<f32>`); an `if` condition reads the first element of a `DeviceBuffer<f32>`, `<f64>` or `<u32>` on the device (a kernel writes it, the loop reads it)",
+            "h",
+        ),
+        (
+            "stage s on s1 { if alpha > 0.0 { fill b = 0; } }",
+            "`alpha` is a scalar param; a condition reads a `DeviceBuffer` on the device; compare a scalar on the host, before the step",
+            "alpha",
+        ),
+        (
+            "stage s on s1 { while a > c.len() as f32 max b.len() as u32 { fill b = 0; } }",
+            "",
+            "",
+        ),
+    ];
+    for &(items, message, token) in cases {
+        if message.is_empty() {
+            lower_ok(&with(items));
+        } else {
+            assert_error(&with(items), message, token);
+        }
+    }
+}
+
+#[test]
+fn a_condition_reads_f32_f64_or_u32() {
+    let source = r#"pipeline P {
+        streams { s }
+        params { i: &mut DeviceBuffer<i64>, f: &mut DeviceBuffer<f64>, u: &mut DeviceBuffer<u32> }
+        stage x on s { if f > 0.5 { fill u = 0; } while u != 0 max 3 { fill u = 0; } }
+        stage y on s { if i > 0 { fill u = 0; } }
+    }"#;
+    assert_error(
+        source,
+        "`i` holds `i64`; a device condition compares an `f32`, `f64` or `u32` (a residual, or a flag a kernel sets): declare `i` with one of those, or have a kernel write such a value",
+        "i",
+    );
+}
+
+#[test]
+fn a_body_holds_only_what_a_conditional_node_may_hold() {
+    let tail = "which holds only kernels, copies, fills and nested `while`/`if`";
+    let cases = [
+        (
+            "host || {} reads(h);",
+            "a host closure",
+            "run it after the loop, or do the work in a kernel",
+            "host",
+        ),
+        (
+            "call f(a) reads(a);",
+            "a `call` (its work is captured from a stream and may bring event or host nodes)",
+            "call it before or after the loop",
+            "call",
+        ),
+        (
+            "wait flag == 1;",
+            "a `wait` on a flag (a stream memory operation)",
+            "wait before the loop, or let the condition test the flag",
+            "wait",
+        ),
+        (
+            "write flag = 1;",
+            "a `write` of a flag (a stream memory operation)",
+            "write it before or after the loop, or `fill` a device buffer inside it",
+            "write",
+        ),
+    ];
+    for (statement, what, instead, token) in cases {
+        let items = format!("stage s on s1 {{ while a > alpha max 5 {{ {statement} }} }}");
+        let message = format!(
+            "{what} cannot run inside a device `while` body: a body runs on the GPU as a CUDA conditional graph node, {tail}; {instead}"
+        );
+        assert_error(&with(&items), &message, token);
+    }
+    // Nested: the rule holds at any depth, and names the innermost statement.
+    assert_error(
+        &with(
+            "stage s on s1 { if step % 2 == 0 { while a > alpha max 5 { host || {} reads(h); } } }",
+        ),
+        &format!(
+            "a host closure cannot run inside a device `while` body: a body runs on the GPU as a CUDA conditional graph node, {tail}; run it after the loop, or do the work in a kernel"
+        ),
+        "host",
+    );
+    // Statements in a body get the usual rules too.
+    assert_error(
+        &with("stage s on s1 { if a > 0.0 { fill c = 0; } }"),
+        "`c` is declared `&` but `fill` writes it; declare it `&mut DeviceBuffer<f32>`",
+        "c",
+    );
+}
+
+#[test]
+fn a_control_statement_touches_its_condition_and_its_body() {
+    let pipeline = lower_ok(&with(
+        "stage s on s1 {
+            while a > alpha max n {
+                launch k::scale(n, alpha, c, b) grid 1 block 1;
+                if step % 2 == 0 { copy b -> h; }
+            }
+        }
+        stage t on s2 { fill b = 0; }",
+    ));
+    let solve = &pipeline.stages[0];
+    let StatementKind::Control(control) = &solve.statements[0].kind else {
+        panic!("not lowered as control");
+    };
+    assert!(control.is_while());
+    assert!(matches!(
+        control.condition,
+        ControlCondition::Device {
+            value,
+            comparison: Comparison::Greater
+        } if value == buffer(0)
+    ));
+    assert_eq!(control.body.len(), 2);
+    let touched: Vec<_> = solve.accesses.iter().map(|a| (a.buffer, a.mode)).collect();
+    use crate::lower::Mode;
+    assert_eq!(
+        touched,
+        [
+            (buffer(0), Mode::Read),
+            (buffer(2), Mode::Read),
+            (buffer(1), Mode::Write),
+            (buffer(4), Mode::Write),
+        ]
+    );
+    // `alpha` (threshold and argument) and `n` (max and argument) are read.
+    let scalars: Vec<usize> = solve.statements[0].scalars.iter().map(|s| s.0).collect();
+    assert_eq!(scalars, [0, 1]);
+    // `t` writes `b`, which the loop writes: it waits for the loop.
+    assert!(
+        pipeline
+            .edges
+            .iter()
+            .any(|e| e.from == stage(0) && e.to == stage(1))
+    );
+}
+
+#[test]
+fn built_graphs_get_the_reduced_stage_edges() {
+    let pipeline = lower_ok(&with(
+        "stage a on s1 { fill a = 0; }
+         stage b on s2 { launch k::scale(n, alpha, a, b) grid 1 block 1; }
+         stage c on s1 { launch k::scale(n, alpha, b, a) grid 1 block 1; }",
+    ));
+    // a -> b (RAW on a), b -> c (RAW on b); a -> c (stream order) is implied.
+    assert_eq!(
+        pipeline.graph_edges(),
+        [(stage(0), stage(1)), (stage(1), stage(2))]
+    );
+}

@@ -1,0 +1,450 @@
+//! Building graphs, and device loops against host loops, measured in the same run.
+//!
+//! - capture-to-runnable of a 100-kernel step (a chain of `add_scalar` launches on one
+//!   buffer), from nothing to an executable graph: raw stream capture through the driver
+//!   (`cuStreamBeginCapture`, 100 `cuLaunchKernel`, `cuStreamEndCapture`,
+//!   `cuGraphInstantiateWithFlags`), the runtime's stream capture, the runtime's node-by-node
+//!   build (`Graph::add_kernel_node`), and a generated pipeline's `capture` (built from the
+//!   stage graph), with fault tracking off and on;
+//! - a convergence loop of `ITERATIONS` iterations (one kernel lowers a residual by one): as a
+//!   device `while` node built with the runtime, as a generated pipeline's replay (device
+//!   loop), as the same pipeline's eager run (the host reads the residual back and decides
+//!   after each iteration), and as a hand-written host loop through the runtime (launch, copy
+//!   back, synchronize, compare). Per iteration.
+//!
+//! Each case runs once to warm up, then `REPS` times, cases interleaved; the table shows
+//! medians and the ratio to the first row of its group. The raw C++ anchor of the device loop
+//! is the lead's (`docs/PERFORMANCE.md`). Without a GPU it prints why and exits successfully.
+//!
+//! Run with `cargo bench -p gpu-pipeline --bench graph_build`.
+
+use std::ffi::c_void;
+use std::time::{Duration, Instant};
+
+use gpu_pipeline::sys::{self, CUresult};
+use gpu_pipeline::{
+    CaptureMode, Comparison, Condition, Context, DeviceBuffer, Graph, LaunchConfig, Module,
+    PinnedBuffer, Stream, TypedKernel, gpu_pipeline,
+};
+use libloading::Library;
+
+const PTX: &str = include_str!("../kernels/test_kernels.ptx");
+const CHAIN: usize = 100;
+const BUILDS: u32 = 20;
+const ITERATIONS: u32 = 2_000;
+const REPS: usize = 7;
+
+type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+type AddScalar = (u32, f32, &'static mut [f32]);
+/// A named case of a group, timed together.
+type Case<'a> = (&'static str, Box<dyn FnMut() -> Result<()> + 'a>);
+
+/// A stage of `CHAIN` launches of `add_scalar` on one buffer.
+macro_rules! chain_pipeline {
+    ($($i:literal)*) => {
+        gpu_pipeline! {
+            /// 100 dependent kernels on one stream.
+            pipeline Chain {
+                streams { main }
+                unsafe kernels k = ptx(include_str!("../kernels/test_kernels.ptx")) {
+                    fn add_scalar(n: u32, value: f32, data: &mut [f32]);
+                }
+                params { n: u32, value: f32, data: &mut DeviceBuffer<f32> }
+                // `$i` only makes each repetition distinct; the grid is always one block.
+                stage chain on main { $( launch k::add_scalar(n, value, data) grid 1u32 + 0 * $i block 32u32; )* }
+            }
+        }
+    };
+}
+
+chain_pipeline!(
+    0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33
+    34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63
+    64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93
+    94 95 96 97 98 99
+);
+
+gpu_pipeline! {
+    /// Lowers `residual` by one per iteration while it is above 0.5.
+    pipeline Converge {
+        streams { main }
+        unsafe kernels k = ptx(include_str!("../kernels/test_kernels.ptx")) {
+            fn add_scalar(n: u32, value: f32, data: &mut [f32]);
+        }
+        params { start: f32, limit: u32, residual: &mut DeviceBuffer<f32> }
+        stage solve on main {
+            fill residual = start;
+            while residual > 0.5f32 max limit {
+                launch k::add_scalar(1u32, -1.0f32, residual) grid 1u32 block 1u32;
+            }
+        }
+    }
+}
+
+/// The entry points of the raw capture baseline, straight from the library.
+struct Raw {
+    begin_capture: sys::PFN_cuStreamBeginCapture,
+    end_capture: sys::PFN_cuStreamEndCapture,
+    launch_kernel: sys::PFN_cuLaunchKernel,
+    instantiate: sys::PFN_cuGraphInstantiateWithFlags,
+    exec_destroy: sys::PFN_cuGraphExecDestroy,
+    graph_destroy: sys::PFN_cuGraphDestroy,
+    _library: Library,
+}
+
+impl Raw {
+    fn open() -> Result<Raw> {
+        let path = std::env::var(gpu_pipeline::DRIVER_PATH_ENV)
+            .ok()
+            .filter(|p| !p.is_empty())
+            .unwrap_or_else(|| "libcuda.so.1".to_owned());
+        // SAFETY: the CUDA driver library, already loaded by the runtime in this process.
+        let library = unsafe { Library::new(&path)? };
+        // SAFETY: these exported symbols have the signatures `sys` declares for them
+        // (`cuStreamBeginCapture_v2` is the form with a mode).
+        unsafe {
+            Ok(Raw {
+                begin_capture: *library.get(b"cuStreamBeginCapture_v2\0")?,
+                end_capture: *library.get(b"cuStreamEndCapture\0")?,
+                launch_kernel: *library.get(b"cuLaunchKernel\0")?,
+                instantiate: *library.get(b"cuGraphInstantiateWithFlags\0")?,
+                exec_destroy: *library.get(b"cuGraphExecDestroy\0")?,
+                graph_destroy: *library.get(b"cuGraphDestroy\0")?,
+                _library: library,
+            })
+        }
+    }
+
+    fn check(code: CUresult, call: &str) -> Result<()> {
+        if code.is_success() {
+            Ok(())
+        } else {
+            Err(format!("{call} failed with {code:?}").into())
+        }
+    }
+
+    /// Captures `CHAIN` launches of `function` with `params` on `stream`, instantiates the
+    /// graph, and destroys both.
+    fn capture_to_runnable(
+        &self,
+        function: sys::CUfunction,
+        stream: sys::CUstream,
+        params: &mut [*mut c_void],
+    ) -> Result<()> {
+        // SAFETY: a live stream of the current context, not capturing.
+        let code = unsafe { (self.begin_capture)(stream, sys::CUstreamCaptureMode::THREAD_LOCAL) };
+        Raw::check(code, "cuStreamBeginCapture")?;
+        for _ in 0..CHAIN {
+            // SAFETY: a live function and capturing stream; `params` matches the kernel's
+            // parameters and outlives the call.
+            let code = unsafe {
+                (self.launch_kernel)(
+                    function,
+                    1,
+                    1,
+                    1,
+                    32,
+                    1,
+                    1,
+                    0,
+                    stream,
+                    params.as_mut_ptr(),
+                    std::ptr::null_mut(),
+                )
+            };
+            Raw::check(code, "cuLaunchKernel")?;
+        }
+        let mut graph = std::ptr::null_mut();
+        // SAFETY: the stream began the capture above; a valid out-pointer.
+        let code = unsafe { (self.end_capture)(stream, &mut graph) };
+        Raw::check(code, "cuStreamEndCapture")?;
+        let mut exec = std::ptr::null_mut();
+        // SAFETY: the graph just captured and a valid out-pointer.
+        let code = unsafe { (self.instantiate)(&mut exec, graph, 0) };
+        Raw::check(code, "cuGraphInstantiateWithFlags")?;
+        // SAFETY: never launched, owned here, destroyed once.
+        unsafe {
+            Raw::check((self.exec_destroy)(exec), "cuGraphExecDestroy")?;
+            Raw::check((self.graph_destroy)(graph), "cuGraphDestroy")
+        }
+    }
+}
+
+/// One row: a case and its median time per unit.
+struct Row {
+    group: &'static str,
+    case: &'static str,
+    median: Duration,
+    per: u32,
+}
+
+/// Runs every case once to warm up, then `REPS` times interleaved; medians.
+fn measure(cases: &mut [Case<'_>]) -> Result<Vec<Duration>> {
+    for (_, case) in cases.iter_mut() {
+        case()?;
+    }
+    let mut times = vec![Vec::new(); cases.len()];
+    for _ in 0..REPS {
+        for (index, (_, case)) in cases.iter_mut().enumerate() {
+            let start = Instant::now();
+            case()?;
+            times[index].push(start.elapsed());
+        }
+    }
+    Ok(times
+        .into_iter()
+        .map(|mut t| {
+            t.sort();
+            t[REPS / 2]
+        })
+        .collect())
+}
+
+fn builds(ctx: &Context, raw: &Raw, add_scalar: &TypedKernel<AddScalar>) -> Result<Vec<Row>> {
+    let stream = Stream::non_blocking(ctx)?;
+    let mut data = DeviceBuffer::<f32>::zeros(&stream, 32)?;
+    stream.synchronize()?;
+    let config = LaunchConfig::new(1u32, 32u32);
+    let ptr = data.device_ptr().ok_or("a CUDA context")?;
+    let function = add_scalar.kernel().handle().ok_or("a CUDA context")?;
+    let raw_stream = stream.handle().ok_or("a CUDA context")?;
+    let mut untracked = Chain::new(ctx)?;
+    untracked.set_fault_tracking(false);
+    let mut tracked = Chain::new(ctx)?;
+    let data_cell = std::cell::RefCell::new(&mut data);
+    let mut cases: Vec<Case<'_>> = vec![
+        (
+            "raw stream capture (driver calls)",
+            Box::new(|| {
+                for _ in 0..BUILDS {
+                    let (mut n, mut value, mut p) = (32u32, 1.0f32, ptr);
+                    let mut params = [
+                        (&raw mut n).cast::<c_void>(),
+                        (&raw mut value).cast::<c_void>(),
+                        (&raw mut p).cast::<c_void>(),
+                    ];
+                    raw.capture_to_runnable(function, raw_stream, &mut params)?;
+                }
+                Ok(())
+            }),
+        ),
+        (
+            "runtime stream capture",
+            Box::new(|| {
+                for _ in 0..BUILDS {
+                    let mut data = data_cell.borrow_mut();
+                    let graph = stream.capture(CaptureMode::ThreadLocal, |s| {
+                        for _ in 0..CHAIN {
+                            add_scalar.launch(s, config, (32u32, 1.0f32, &mut **data))?;
+                        }
+                        Ok(())
+                    })?;
+                    drop(graph.instantiate()?);
+                }
+                Ok(())
+            }),
+        ),
+        (
+            "runtime build (Graph::add_kernel_node)",
+            Box::new(|| {
+                for _ in 0..BUILDS {
+                    let mut data = data_cell.borrow_mut();
+                    let mut graph = Graph::new(ctx)?;
+                    let mut last = Vec::new();
+                    for _ in 0..CHAIN {
+                        let node = graph.add_kernel_node(
+                            &last,
+                            add_scalar,
+                            config,
+                            (32u32, 1.0f32, &mut **data),
+                        )?;
+                        last = vec![node.node()];
+                    }
+                    drop(graph.instantiate()?);
+                }
+                Ok(())
+            }),
+        ),
+        (
+            "generated pipeline capture (built), no tracking",
+            Box::new(|| {
+                for _ in 0..BUILDS {
+                    let mut data = data_cell.borrow_mut();
+                    drop(untracked.capture(ChainParams {
+                        n: 32,
+                        value: 1.0,
+                        data: &mut data,
+                    })?);
+                }
+                Ok(())
+            }),
+        ),
+        (
+            "generated pipeline capture (built), tracking",
+            Box::new(|| {
+                for _ in 0..BUILDS {
+                    let mut data = data_cell.borrow_mut();
+                    drop(tracked.capture(ChainParams {
+                        n: 32,
+                        value: 1.0,
+                        data: &mut data,
+                    })?);
+                }
+                Ok(())
+            }),
+        ),
+    ];
+    let medians = measure(&mut cases)?;
+    Ok(cases
+        .iter()
+        .zip(medians)
+        .map(|((case, _), median)| Row {
+            group: "capture-to-runnable, 100-kernel step (per graph)",
+            case,
+            median,
+            per: BUILDS,
+        })
+        .collect())
+}
+
+fn loops(ctx: &Context, add_scalar: &TypedKernel<AddScalar>) -> Result<Vec<Row>> {
+    let stream = Stream::non_blocking(ctx)?;
+    let mut residual = DeviceBuffer::<f32>::zeros(&stream, 1)?;
+    let mut staging = PinnedBuffer::<f32>::zeros(ctx, 1)?;
+    stream.synchronize()?;
+    let start = ITERATIONS as f32;
+    let one = LaunchConfig::new(1u32, 1u32);
+
+    // The runtime's device loop: memset the residual, then WHILE residual > 0.5.
+    let mut graph = Graph::new(ctx)?;
+    let init = graph.add_memset_u32_node(&[], &mut residual, start.to_bits())?;
+    let condition = Condition::compare(&residual, Comparison::Greater, 0.5f32);
+    let looping = graph.add_while_node(&[init], condition, ITERATIONS + 1, |body| {
+        body.add_kernel_node(&[], add_scalar, one, (1u32, -1.0f32, &mut residual))?;
+        Ok(())
+    })?;
+    let exec = graph.instantiate()?;
+    exec.upload(&stream)?;
+
+    let mut pipeline = Converge::new(ctx)?;
+    let mut pipeline_residual = DeviceBuffer::<f32>::zeros(&stream, 1)?;
+    stream.synchronize()?;
+    let mut eager = Converge::new(ctx)?;
+    let mut eager_residual = DeviceBuffer::<f32>::zeros(&stream, 1)?;
+    stream.synchronize()?;
+    let mut replay = pipeline.capture(ConvergeParams {
+        start,
+        limit: ITERATIONS + 1,
+        residual: &mut pipeline_residual,
+    })?;
+    let residual_cell = std::cell::RefCell::new(&mut residual);
+
+    let mut cases: Vec<Case<'_>> = vec![
+        (
+            "device WHILE node (runtime graph)",
+            Box::new(|| {
+                exec.launch(&stream)?;
+                stream.synchronize()?;
+                exec.check_loops()?;
+                if looping.state().iterations() != ITERATIONS {
+                    return Err("the device loop ran the wrong number of iterations".into());
+                }
+                Ok(())
+            }),
+        ),
+        (
+            "device WHILE node (generated replay)",
+            Box::new(|| {
+                replay.launch()?;
+                Ok(replay.synchronize()?)
+            }),
+        ),
+        (
+            "host loop (generated eager run)",
+            Box::new(|| {
+                let run = eager.run(ConvergeParams {
+                    start,
+                    limit: ITERATIONS + 1,
+                    residual: &mut eager_residual,
+                })?;
+                Ok(run.wait()?)
+            }),
+        ),
+        (
+            "host loop (runtime: launch, copy back, synchronize)",
+            Box::new(|| {
+                let mut residual = residual_cell.borrow_mut();
+                stream.memset_u32(&mut **residual, start.to_bits())?;
+                loop {
+                    stream.copy_dtoh(&**residual, &mut staging)?;
+                    if staging.as_slice()?[0] <= 0.5 {
+                        return Ok(());
+                    }
+                    add_scalar.launch(&stream, one, (1u32, -1.0f32, &mut **residual))?;
+                }
+            }),
+        ),
+    ];
+    let medians = measure(&mut cases)?;
+    Ok(cases
+        .iter()
+        .zip(medians)
+        .map(|((case, _), median)| Row {
+            group: "convergence loop (per iteration)",
+            case,
+            median,
+            per: ITERATIONS,
+        })
+        .collect())
+}
+
+fn run(ctx: &Context) -> Result<Vec<Row>> {
+    let raw = Raw::open()?;
+    let module = Module::load_ptx(ctx, PTX)?.named("test_kernels");
+    // SAFETY: add_scalar(unsigned, float, float*) from test_kernels.cu.
+    let add_scalar: TypedKernel<AddScalar> = unsafe { module.function("add_scalar")?.typed()? };
+    let mut rows = builds(ctx, &raw, &add_scalar)?;
+    rows.extend(loops(ctx, &add_scalar)?);
+    Ok(rows)
+}
+
+fn main() {
+    let ctx = match Context::cuda(0) {
+        Ok(ctx) => ctx,
+        Err(e) => {
+            println!("graph_build benchmark skipped: no CUDA device ({e})");
+            return;
+        }
+    };
+    let device = ctx
+        .device()
+        .and_then(|d| d.name().ok())
+        .unwrap_or_else(|| "unknown device".to_owned());
+    let rows = match run(&ctx) {
+        Ok(rows) => rows,
+        Err(e) => {
+            eprintln!("graph_build benchmark failed: {e}");
+            std::process::exit(1);
+        }
+    };
+    println!("graph building and device loops on {device}: median of {REPS} runs after a warm-up");
+    let mut group = "";
+    let mut baseline = 0.0;
+    for row in rows {
+        let per = row.median.as_secs_f64() * 1e6 / f64::from(row.per);
+        if row.group != group {
+            group = row.group;
+            baseline = per;
+            println!();
+            println!("{group}");
+            println!("| {:<52} | {:>12} | {:>10} |", "case", "time", "ratio");
+            println!("| {:-<52} | {:->12} | {:->10} |", "", "", "");
+        }
+        println!(
+            "| {:<52} | {:>9.3} µs | {:>10.3} |",
+            row.case,
+            per,
+            per / baseline
+        );
+    }
+}

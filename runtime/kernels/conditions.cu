@@ -1,0 +1,82 @@
+// The condition kernels of device-side `while` and `if` nodes (CUDA conditional graph nodes):
+// runtime/src/cuda/graph/conditional.rs launches them; runtime/src/cpu/graph.rs implements
+// the same decisions on the CPU backend. Compiled by tools/build-ptx; no -rdc is needed:
+// cudaGraphSetConditional is resolved by ptxas (and the driver's JIT) as a built-in.
+//
+// Each kernel runs as one thread (grid 1, block 1), evaluates its condition and sets the
+// conditional node's handle. `state` is the loop's state word (8 bytes of device-mapped
+// host memory that the host reads after the replay): state[0] counts the loop's iterations,
+// state[1] is set (and stays set until the host clears it) when the condition still held
+// after `max_iterations` iterations, which stops the loop instead of letting it run forever.
+//
+// A `while` node runs the kernel twice per entry point: once before the node with
+// `first = 1` (0 iterations done), and once at the end of each iteration of the body with
+// `first = 0`. An `if` node runs it once, before the node, with `first = 1`.
+
+extern "C" __device__ void cudaGraphSetConditional(unsigned long long handle, unsigned int value);
+
+// The comparisons, numbered as `Comparison` in runtime/src/graph/control.rs.
+template <typename T>
+__device__ bool compare(T value, unsigned int op, T threshold)
+{
+    switch (op) {
+    case 0: return value > threshold;
+    case 1: return value >= threshold;
+    case 2: return value < threshold;
+    case 3: return value <= threshold;
+    case 4: return value == threshold;
+    default: return value != threshold;
+    }
+}
+
+__device__ void decide(unsigned long long handle, bool holds, unsigned int* state,
+                       unsigned int max_iterations, unsigned int first)
+{
+    volatile unsigned int* words = state;
+    unsigned int done = first ? 0u : words[0] + 1u;
+    words[0] = done;
+    unsigned int go = holds ? 1u : 0u;
+    if (go && done >= max_iterations) {
+        words[1] = 1u;
+        go = 0u;
+    }
+    __threadfence_system();
+    cudaGraphSetConditional(handle, go);
+}
+
+extern "C" __global__ void gp_cond_f32(unsigned long long handle, const float* value,
+                                       float threshold, unsigned int op, unsigned int* state,
+                                       unsigned int max_iterations, unsigned int first)
+{
+    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    decide(handle, compare(*value, op, threshold), state, max_iterations, first);
+}
+
+extern "C" __global__ void gp_cond_f64(unsigned long long handle, const double* value,
+                                       double threshold, unsigned int op, unsigned int* state,
+                                       unsigned int max_iterations, unsigned int first)
+{
+    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    decide(handle, compare(*value, op, threshold), state, max_iterations, first);
+}
+
+extern "C" __global__ void gp_cond_u32(unsigned long long handle, const unsigned int* value,
+                                       unsigned int threshold, unsigned int op,
+                                       unsigned int* state, unsigned int max_iterations,
+                                       unsigned int first)
+{
+    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    decide(handle, compare(*value, op, threshold), state, max_iterations, first);
+}
+
+// `counter % modulus == remainder` on a counter word the host writes before each launch
+// (modulus >= 1, checked by the host).
+extern "C" __global__ void gp_cond_every(unsigned long long handle, const unsigned int* counter,
+                                         unsigned int modulus, unsigned int remainder,
+                                         unsigned int* state, unsigned int max_iterations,
+                                         unsigned int first)
+{
+    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    unsigned int n = *(volatile const unsigned int*)counter;
+    decide(handle, n % modulus == remainder, state, max_iterations, first);
+}

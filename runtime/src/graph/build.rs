@@ -1,0 +1,1021 @@
+//! Building graphs node by node, with explicit dependencies, on both backends: kernels,
+//! copies, memsets, host functions, stream memory operations, event record and wait nodes,
+//! child graphs, work captured from a stream into the graph, and device-side `while` / `if`
+//! nodes whose bodies ([`GraphBody`]) are built the same way.
+//!
+//! Lifetimes follow captured graphs: every node keeps what it points at (buffers, modules,
+//! closures, events, flag words) for the graph's whole life, and every executable graph made
+//! from it keeps a copy of that list. Adding a node borrows its buffers only for the call, as
+//! a capture does.
+//!
+//! A node belongs to one *scope*: the graph itself, or the body of one conditional node. Its
+//! dependencies must be nodes of the same scope. On the CPU backend an edge goes from a node
+//! added earlier to one added later (the order a replay runs nodes in).
+
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::sync::Arc;
+
+use bytemuck::Pod;
+
+use super::control::Test;
+use super::{
+    CaptureMode, Condition, Graph, GraphBackend, GraphNode, GraphNodeType, KernelIdentity,
+    KernelNode, LoopState, NodeId, Scope,
+};
+use crate::context::Context;
+use crate::cpu;
+use crate::cuda;
+use crate::error::{Error, Result};
+use crate::event::{Event, EventBackend};
+use crate::launch::{CudaArgsOf, KernelArgsFor, LaunchConfig, Signature, TypedKernel, cpu_args};
+use crate::memory::check as args;
+use crate::memory::flag::FlagStorage;
+use crate::memory::view::{DeviceRegion, PinnedRegion};
+use crate::memory::{DeviceDest, DeviceSource, PinnedDest, PinnedSource};
+use crate::module::KernelBackend;
+use crate::stream::{MemOp, Stream, StreamBackend, mixed};
+use crate::sys;
+
+/// A node's dependencies, resolved for the graph's backend.
+enum Deps {
+    Cuda(Vec<cuda::NodeRef>),
+    Cpu(Vec<usize>),
+}
+
+/// One end of a copy.
+#[derive(Clone, Copy)]
+enum End<'a> {
+    Device(DeviceRegion<'a>),
+    Pinned(PinnedRegion<'a>),
+}
+
+impl<'a> End<'a> {
+    fn ctx(&self) -> &Context {
+        match self {
+            End::Device(r) => &r.alloc.ctx,
+            End::Pinned(r) => &r.alloc.ctx,
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            End::Device(r) => r.len,
+            End::Pinned(r) => r.len,
+        }
+    }
+
+    fn cuda(&self) -> Option<cuda::CopyEnd<'a>> {
+        match self {
+            End::Device(r) => r.cuda().map(cuda::CopyEnd::Device),
+            End::Pinned(r) => r.cuda().map(cuda::CopyEnd::Pinned),
+        }
+    }
+
+    fn cpu(&self) -> Option<cpu::Range> {
+        match self {
+            End::Device(r) => r.cpu(),
+            End::Pinned(r) => r.cpu(),
+        }
+    }
+}
+
+/// A `while` node and the state its loop leaves behind.
+#[derive(Clone, Debug)]
+pub struct WhileNode {
+    node: GraphNode,
+    state: LoopState,
+}
+
+impl WhileNode {
+    /// The conditional node (what later nodes depend on).
+    pub fn node(&self) -> GraphNode {
+        self.node
+    }
+
+    /// The loop's iteration count and limit mark, as its launches leave them.
+    pub fn state(&self) -> &LoopState {
+        &self.state
+    }
+}
+
+/// The body of a `while` or `if` node, being built: the nodes a conditional body may hold
+/// (kernels, copies, memsets, empty nodes and nested conditionals; CUDA allows no host
+/// functions, event nodes or work of another context there). Dependencies are nodes of this
+/// body; nodes nothing in the body depends on end the body.
+#[derive(Debug)]
+pub struct GraphBody<'g> {
+    graph: &'g mut Graph,
+    scope: u32,
+}
+
+impl Graph {
+    fn scope_of(&self, call: &'static str, scope: u32) -> Result<Scope> {
+        if self.broken {
+            return Err(Error::invalid(
+                call,
+                "building a conditional body of this graph failed earlier; build a new graph",
+            ));
+        }
+        self.scopes
+            .get(scope as usize)
+            .cloned()
+            .ok_or_else(|| Error::invalid(call, "the scope belongs to another graph"))
+    }
+
+    /// `dependencies`, checked to be nodes of `scope` of this graph.
+    fn deps(&self, call: &'static str, scope: u32, dependencies: &[GraphNode]) -> Result<Deps> {
+        let mine = |n: &GraphNode| n.graph == self.id && n.scope == scope;
+        if !dependencies.iter().all(mine) {
+            return Err(Error::invalid(
+                call,
+                "a dependency is a node of another graph, or of another conditional body \
+                 (dependencies must be nodes of the graph or body the node is added to)",
+            ));
+        }
+        let ids = dependencies.iter().map(|n| n.id);
+        Ok(match &self.backend {
+            GraphBackend::Cuda(_) => Deps::Cuda(
+                ids.filter_map(|id| match id {
+                    NodeId::Cuda(n) => Some(n),
+                    NodeId::Cpu(_) => None,
+                })
+                .collect(),
+            ),
+            GraphBackend::Cpu(_) => Deps::Cpu(
+                ids.filter_map(|id| match id {
+                    NodeId::Cpu(n) => Some(n),
+                    NodeId::Cuda(_) => None,
+                })
+                .collect(),
+            ),
+        })
+    }
+
+    fn made(&self, scope: u32, kind: GraphNodeType, id: NodeId) -> GraphNode {
+        GraphNode {
+            graph: self.id,
+            scope,
+            kind,
+            id,
+        }
+    }
+
+    /// Adds a node built per backend: `cuda` gets the graph, the body index and the
+    /// dependencies; `cpu` the graph, the path and the dependencies.
+    fn add_with(
+        &mut self,
+        call: &'static str,
+        scope: u32,
+        dependencies: &[GraphNode],
+        kind: GraphNodeType,
+        cuda: impl FnOnce(&mut cuda::Graph, usize, &[cuda::NodeRef]) -> Result<cuda::NodeRef>,
+        cpu: impl FnOnce(&mut cpu::Graph, &[usize], &[usize]) -> Result<usize>,
+    ) -> Result<GraphNode> {
+        let target = self.scope_of(call, scope)?;
+        let deps = self.deps(call, scope, dependencies)?;
+        let id = match (&mut self.backend, target, deps) {
+            (GraphBackend::Cuda(g), Scope::Cuda(body), Deps::Cuda(deps)) => {
+                NodeId::Cuda(cuda(g, body, &deps)?)
+            }
+            (GraphBackend::Cpu(g), Scope::Cpu(path), Deps::Cpu(deps)) => {
+                NodeId::Cpu(cpu(g, &path, &deps)?)
+            }
+            _ => return Err(mixed(call, "graph")),
+        };
+        Ok(self.made(scope, kind, id))
+    }
+
+    fn own_memory(&self, call: &'static str, ctx: &Context) -> Result<()> {
+        if self.ctx.shares_memory_with(ctx) {
+            Ok(())
+        } else {
+            Err(Error::mismatch(
+                call,
+                "the buffer belongs to another context than the graph",
+            ))
+        }
+    }
+
+    pub(super) fn add_empty_in(&mut self, scope: u32, deps: &[GraphNode]) -> Result<GraphNode> {
+        self.add_with(
+            "Graph::add_empty_node",
+            scope,
+            deps,
+            GraphNodeType::EMPTY,
+            |g, body, deps| g.add_empty_node(body, deps),
+            |g, path, deps| Ok(g.add_empty(path, deps)?),
+        )
+    }
+
+    pub(super) fn add_kernel_in<Sig: Signature + 'static, A: KernelArgsFor<Sig>>(
+        &mut self,
+        scope: u32,
+        dependencies: &[GraphNode],
+        kernel: &TypedKernel<Sig>,
+        config: LaunchConfig,
+        args: A,
+    ) -> Result<KernelNode> {
+        const CALL: &str = "Graph::add_kernel_node";
+        // A node whose arguments break a bound of the kernel is refused, not added.
+        kernel.check_bounds_for(CALL, &args)?;
+        let k = kernel.kernel();
+        k.validate_for(CALL, &config)?;
+        if !k.context().shares_memory_with(&self.ctx) {
+            return Err(Error::mismatch(
+                CALL,
+                format!(
+                    "`{}` is loaded in another context than the graph's",
+                    k.name()
+                ),
+            ));
+        }
+        let identity = match &k.inner.backend {
+            KernelBackend::Cuda(function) => KernelIdentity::Cuda(function.id()),
+            KernelBackend::Cpu => KernelIdentity::Cpu(k.inner.id),
+        };
+        let ctx = self.ctx.clone();
+        let node = self.add_with(
+            CALL,
+            scope,
+            dependencies,
+            GraphNodeType::KERNEL,
+            |g, body, deps| {
+                let function = k.cuda_only(CALL)?;
+                g.add_kernel_node(body, deps, function, &config, &CudaArgsOf(&args))
+            },
+            |g, path, deps| {
+                if !matches!(k.inner.backend, KernelBackend::Cpu) {
+                    return Err(mixed(CALL, "kernel"));
+                }
+                let cpu_impl = kernel
+                    .cpu_impl()
+                    .ok_or_else(|| cpu::missing_cpu_impl(CALL, k.name(), k.module_name()))?;
+                let values = cpu_args::<Sig, A>(CALL, &ctx, &args)?;
+                let label = format!("launch {}::{}", k.module_name(), k.name());
+                let tag = cpu::KernelTag {
+                    kernel: k.inner.id,
+                    config,
+                };
+                let op = cpu::Op::kernel(label, cpu_impl.kernel_fn(), values, tag)
+                    .keep(k.module_keep_cpu());
+                Ok(g.add_op(path, op, deps)?)
+            },
+        )?;
+        Ok(KernelNode {
+            node,
+            kernel: identity,
+            config,
+        })
+    }
+
+    fn add_copy_in(
+        &mut self,
+        call: &'static str,
+        scope: u32,
+        deps: &[GraphNode],
+        src: End<'_>,
+        dst: End<'_>,
+        label: &'static str,
+    ) -> Result<GraphNode> {
+        args::same_len(call, src.len(), dst.len())?;
+        self.own_memory(call, src.ctx())?;
+        self.own_memory(call, dst.ctx())?;
+        if src.len() == 0 {
+            // A zero-length copy node is refused by the driver; an empty node orders the same.
+            return self.add_empty_in(scope, deps);
+        }
+        self.add_with(
+            call,
+            scope,
+            deps,
+            GraphNodeType::MEMCPY,
+            |g, body, deps| match (src.cuda(), dst.cuda()) {
+                (Some(s), Some(d)) => g.add_copy(body, deps, s, d),
+                _ => Err(mixed(call, "buffers")),
+            },
+            |g, path, deps| match (src.cpu(), dst.cpu()) {
+                (Some(s), Some(d)) => {
+                    let text = format!("{label} {} -> {}", s.describe(1), d.describe(1));
+                    Ok(g.add_op(path, cpu::work::copy(text, s, d), deps)?)
+                }
+                _ => Err(mixed(call, "buffers")),
+            },
+        )
+    }
+
+    fn add_memset_in(
+        &mut self,
+        call: &'static str,
+        scope: u32,
+        deps: &[GraphNode],
+        dst: DeviceRegion<'_>,
+        value: u32,
+        element_size: u32,
+    ) -> Result<GraphNode> {
+        self.own_memory(call, &dst.alloc.ctx)?;
+        if dst.bytes == 0 {
+            return self.add_empty_in(scope, deps);
+        }
+        self.add_with(
+            call,
+            scope,
+            deps,
+            GraphNodeType::MEMSET,
+            |g, body, deps| match dst.cuda() {
+                Some(range) => g.add_memset(body, deps, range, value, element_size),
+                None => Err(mixed(call, "buffer")),
+            },
+            |g, path, deps| match dst.cpu() {
+                Some(range) if element_size == 4 => {
+                    let label = format!("memset_u32 {}", range.describe(4));
+                    let op = cpu::work::memset_u32(label, range, value);
+                    Ok(g.add_op(path, op, deps)?)
+                }
+                Some(range) => {
+                    let label = format!("memset_u8 {}", range.describe(1));
+                    let op = cpu::work::memset_u8(label, range, value as u8);
+                    Ok(g.add_op(path, op, deps)?)
+                }
+                None => Err(mixed(call, "buffer")),
+            },
+        )
+    }
+
+    fn add_dependency_in(&mut self, scope: u32, from: &GraphNode, to: &GraphNode) -> Result<()> {
+        const CALL: &str = "Graph::add_dependency";
+        let target = self.scope_of(CALL, scope)?;
+        let ends = self.deps(CALL, scope, &[*from, *to])?;
+        match (&mut self.backend, target, ends) {
+            (GraphBackend::Cuda(g), Scope::Cuda(body), Deps::Cuda(ends)) => {
+                g.add_dependency(body, &ends[0], &ends[1])
+            }
+            (GraphBackend::Cpu(g), Scope::Cpu(path), Deps::Cpu(ends)) => {
+                Ok(g.add_dependency(&path, ends[0], ends[1])?)
+            }
+            _ => Err(mixed(CALL, "graph")),
+        }
+    }
+
+    fn edge_count_in(&self, scope: u32) -> Result<usize> {
+        const CALL: &str = "Graph::edge_count";
+        match (&self.backend, self.scopes.get(scope as usize)) {
+            (GraphBackend::Cuda(g), Some(Scope::Cuda(body))) => g.edge_count(*body),
+            (GraphBackend::Cpu(g), Some(Scope::Cpu(path))) => Ok(g.edge_count(path)?),
+            _ => Err(Error::invalid(CALL, "the scope belongs to another graph")),
+        }
+    }
+
+    /// Adds a `while` (`max_iterations` given) or `if` node to `scope`, with its body built by
+    /// `body`. A body that fails (or panics) leaves the graph unusable: it refuses further
+    /// nodes and instantiation, since a half-built loop could never end.
+    fn add_conditional_in(
+        &mut self,
+        scope: u32,
+        dependencies: &[GraphNode],
+        condition: Condition,
+        max_iterations: Option<u32>,
+        body: impl FnOnce(&mut GraphBody<'_>) -> Result<()>,
+    ) -> Result<(GraphNode, LoopState)> {
+        let call = if max_iterations.is_some() {
+            "Graph::add_while_node"
+        } else {
+            "Graph::add_if_node"
+        };
+        let target = self.scope_of(call, scope)?;
+        let deps = self.deps(call, scope, dependencies)?;
+        condition.check(call, &self.ctx)?;
+        if max_iterations == Some(0) {
+            return Err(Error::invalid(
+                call,
+                "a `while` needs a maximum of at least 1 iteration",
+            ));
+        }
+        let is_while = max_iterations.is_some();
+        let max = max_iterations.unwrap_or(u32::MAX);
+        let state = LoopState::new(&self.ctx, condition.label(), max)?;
+        // Adds the node with an empty body; returns the body's scope and how to close it.
+        let (node, inner, close) = match (&mut self.backend, target, deps) {
+            (GraphBackend::Cuda(g), Scope::Cuda(at), Deps::Cuda(deps)) => {
+                let (args, keep) = cuda_condition(call, &condition, &state, max)?;
+                let (node, body, handle) = g.add_conditional(at, &deps, is_while, &args, keep)?;
+                let close = is_while.then_some((body, handle, args));
+                (NodeId::Cuda(node), Scope::Cuda(body), Close::Cuda(close))
+            }
+            (GraphBackend::Cpu(g), Scope::Cpu(path), Deps::Cpu(deps)) => {
+                let test = cpu_condition(call, &condition)?;
+                let FlagStorage::Cpu(word) = state.storage() else {
+                    return Err(mixed(call, "loop state"));
+                };
+                let label = condition.label();
+                let index =
+                    g.add_conditional(&path, &deps, &label, is_while, test, max, word.clone())?;
+                let mut inner = path.clone();
+                inner.push(index);
+                (
+                    NodeId::Cpu(index),
+                    Scope::Cpu(inner),
+                    Close::Cpu(path, index),
+                )
+            }
+            _ => return Err(mixed(call, "graph")),
+        };
+        self.scopes.push(inner);
+        let body_scope = (self.scopes.len() - 1) as u32;
+        let built = catch_unwind(AssertUnwindSafe(|| {
+            body(&mut GraphBody {
+                graph: self,
+                scope: body_scope,
+            })
+        }));
+        let closed = match built {
+            Ok(Ok(())) => match (&mut self.backend, close) {
+                (GraphBackend::Cuda(g), Close::Cuda(Some((body, handle, args)))) => {
+                    g.close_while_body(body, handle, &args)
+                }
+                (GraphBackend::Cpu(g), Close::Cpu(path, index)) => {
+                    Ok(g.seal_conditional(&path, index)?)
+                }
+                _ => Ok(()),
+            },
+            Ok(Err(e)) => Err(e),
+            Err(panic) => {
+                self.broken = true;
+                resume_unwind(panic)
+            }
+        };
+        if let Err(e) = closed {
+            self.broken = true;
+            return Err(e);
+        }
+        if is_while {
+            self.loops.push(state.clone());
+        }
+        Ok((self.made(scope, GraphNodeType::CONDITIONAL, node), state))
+    }
+}
+
+/// How a conditional node's body is finished once filled.
+enum Close {
+    /// A CUDA `while` body gets its condition kernel (body, handle, arguments).
+    Cuda(Option<(usize, sys::CUgraphConditionalHandle, cuda::ConditionArgs)>),
+    /// A CPU-backend node recomputes what it touches (parent path, index).
+    Cpu(Vec<usize>, usize),
+}
+
+/// The condition kernel's arguments, and what the graph must keep for them.
+fn cuda_condition(
+    call: &'static str,
+    condition: &Condition,
+    state: &LoopState,
+    max: u32,
+) -> Result<(cuda::ConditionArgs, Vec<cuda::Keep>)> {
+    let FlagStorage::Cuda(state_word) = state.storage() else {
+        return Err(mixed(call, "loop state"));
+    };
+    let mut keep = vec![cuda::Keep::Object(state_word.clone())];
+    let region = condition.test.region();
+    let (kind, value, threshold, op) = match &condition.test {
+        Test::Compare {
+            kind,
+            comparison,
+            threshold,
+            ..
+        } => {
+            let range = region
+                .and_then(|r| r.cuda())
+                .ok_or_else(|| mixed(call, "condition's buffer"))?;
+            keep.push(cuda::Keep::Device(range.memory.clone()));
+            let kind = match kind {
+                cpu::ValueKind::F32 => cuda::ConditionKind::F32,
+                cpu::ValueKind::F64 => cuda::ConditionKind::F64,
+                cpu::ValueKind::U32 => cuda::ConditionKind::U32,
+            };
+            (kind, range.ptr(), *threshold, comparison.code())
+        }
+        Test::Every {
+            counter,
+            modulus,
+            remainder,
+            ..
+        } => {
+            let FlagStorage::Cuda(word) = counter else {
+                return Err(mixed(call, "counter"));
+            };
+            keep.push(cuda::Keep::Object(word.clone()));
+            (
+                cuda::ConditionKind::Every,
+                word.device_address(),
+                u64::from(*modulus),
+                *remainder,
+            )
+        }
+    };
+    let args = cuda::ConditionArgs {
+        kind,
+        value,
+        threshold,
+        op,
+        state: state_word.device_address(),
+        max_iterations: max,
+    };
+    Ok((args, keep))
+}
+
+/// The CPU backend's form of a condition.
+fn cpu_condition(call: &'static str, condition: &Condition) -> Result<cpu::Condition> {
+    let region = condition.test.region();
+    Ok(match &condition.test {
+        Test::Compare {
+            kind,
+            comparison,
+            threshold,
+            ..
+        } => {
+            let range = region
+                .and_then(|r| r.cpu())
+                .ok_or_else(|| mixed(call, "condition's buffer"))?;
+            cpu::Condition::Compare {
+                memory: range.memory,
+                offset: range.offset,
+                kind: *kind,
+                op: comparison.code(),
+                threshold: *threshold,
+            }
+        }
+        Test::Every {
+            counter,
+            modulus,
+            remainder,
+            ..
+        } => {
+            let FlagStorage::Cpu(word) = counter else {
+                return Err(mixed(call, "counter"));
+            };
+            cpu::Condition::Every {
+                counter: word.clone(),
+                modulus: *modulus,
+                remainder: *remainder,
+            }
+        }
+    })
+}
+
+/// The node methods a graph and a conditional body share, written once: each takes the
+/// receiver's graph and scope.
+macro_rules! shared_node_methods {
+    ($graph:ident, $scope:expr) => {
+        /// Adds a node that does nothing, after `dependencies`: a join point.
+        pub fn add_empty_node(&mut self, dependencies: &[GraphNode]) -> Result<GraphNode> {
+            let scope = $scope(&*self);
+            $graph!(self).add_empty_in(scope, dependencies)
+        }
+
+        /// Adds a launch of `kernel` with `args`, after `dependencies`. The graph keeps the
+        /// buffers in `args` and the kernel's module alive. On the CPU backend the kernel
+        /// needs its CPU implementation.
+        pub fn add_kernel_node<Sig: Signature + 'static, A: KernelArgsFor<Sig>>(
+            &mut self,
+            dependencies: &[GraphNode],
+            kernel: &TypedKernel<Sig>,
+            config: LaunchConfig,
+            args: A,
+        ) -> Result<KernelNode> {
+            let scope = $scope(&*self);
+            $graph!(self).add_kernel_in(scope, dependencies, kernel, config, args)
+        }
+
+        /// Adds a copy of pinned host memory to device memory (same lengths).
+        pub fn add_copy_htod_node<T: Pod>(
+            &mut self,
+            dependencies: &[GraphNode],
+            src: &impl PinnedSource<T>,
+            dst: &mut impl DeviceDest<T>,
+        ) -> Result<GraphNode> {
+            let scope = $scope(&*self);
+            let (s, d) = (
+                End::Pinned(src.pinned_region()),
+                End::Device(dst.device_region()),
+            );
+            $graph!(self).add_copy_in(
+                "Graph::add_copy_htod_node",
+                scope,
+                dependencies,
+                s,
+                d,
+                "copy_htod",
+            )
+        }
+
+        /// Adds a copy of device memory to pinned host memory (same lengths). The host sees
+        /// the data once [`PinnedBuffer::as_slice`](crate::PinnedBuffer::as_slice) (which
+        /// waits for the launches) returns.
+        pub fn add_copy_dtoh_node<T: Pod>(
+            &mut self,
+            dependencies: &[GraphNode],
+            src: &impl DeviceSource<T>,
+            dst: &mut impl PinnedDest<T>,
+        ) -> Result<GraphNode> {
+            let scope = $scope(&*self);
+            let (s, d) = (
+                End::Device(src.device_region()),
+                End::Pinned(dst.pinned_region()),
+            );
+            $graph!(self).add_copy_in(
+                "Graph::add_copy_dtoh_node",
+                scope,
+                dependencies,
+                s,
+                d,
+                "copy_dtoh",
+            )
+        }
+
+        /// Adds a copy of device memory to device memory (same lengths).
+        pub fn add_copy_dtod_node<T: Pod>(
+            &mut self,
+            dependencies: &[GraphNode],
+            src: &impl DeviceSource<T>,
+            dst: &mut impl DeviceDest<T>,
+        ) -> Result<GraphNode> {
+            let scope = $scope(&*self);
+            let (s, d) = (
+                End::Device(src.device_region()),
+                End::Device(dst.device_region()),
+            );
+            $graph!(self).add_copy_in(
+                "Graph::add_copy_dtod_node",
+                scope,
+                dependencies,
+                s,
+                d,
+                "copy_dtod",
+            )
+        }
+
+        /// Adds a memset of every byte of `dst` to `value`.
+        pub fn add_memset_u8_node<T: Pod>(
+            &mut self,
+            dependencies: &[GraphNode],
+            dst: &mut impl DeviceDest<T>,
+            value: u8,
+        ) -> Result<GraphNode> {
+            let scope = $scope(&*self);
+            let region = dst.device_region();
+            $graph!(self).add_memset_in(
+                "Graph::add_memset_u8_node",
+                scope,
+                dependencies,
+                region,
+                u32::from(value),
+                1,
+            )
+        }
+
+        /// Adds a memset of every 32-bit word of `dst` to `value` (e.g. `1.0f32.to_bits()`);
+        /// only for elements whose size is a multiple of 4 bytes.
+        pub fn add_memset_u32_node<T: Pod>(
+            &mut self,
+            dependencies: &[GraphNode],
+            dst: &mut impl DeviceDest<T>,
+            value: u32,
+        ) -> Result<GraphNode> {
+            const CALL: &str = "Graph::add_memset_u32_node";
+            let scope = $scope(&*self);
+            let region = dst.device_region();
+            let address = region.ptr().unwrap_or(region.offset as u64);
+            args::memset_u32_words(CALL, std::mem::size_of::<T>(), region.bytes, address)?;
+            $graph!(self).add_memset_in(CALL, scope, dependencies, region, value, 4)
+        }
+
+        /// Makes `to` run after `from` (two nodes of this graph or body). On the CPU backend
+        /// `from` must have been added before `to`.
+        pub fn add_dependency(&mut self, from: &GraphNode, to: &GraphNode) -> Result<()> {
+            let scope = $scope(&*self);
+            $graph!(self).add_dependency_in(scope, from, to)
+        }
+
+        /// Adds a device-side `while` loop after `dependencies`: `condition` is tested before
+        /// each iteration (on the device, by the library's condition kernel; the host takes no
+        /// part), and `body` builds what each iteration runs. The loop stops after
+        /// `max_iterations` iterations even when the condition still holds, and marks its
+        /// [`LoopState`] so that [`GraphExec::check_loops`](crate::GraphExec::check_loops)
+        /// reports [`Error::IterationLimit`]: a loop never hangs. CUDA needs a 12.4 or newer
+        /// driver ([`Error::Unsupported`] otherwise).
+        ///
+        /// A graph with a conditional node cannot be cloned or used as a child graph, and
+        /// can have one executable graph at a time (CUDA rules, kept on both backends).
+        pub fn add_while_node(
+            &mut self,
+            dependencies: &[GraphNode],
+            condition: Condition,
+            max_iterations: u32,
+            body: impl FnOnce(&mut GraphBody<'_>) -> Result<()>,
+        ) -> Result<WhileNode> {
+            let scope = $scope(&*self);
+            let (node, state) = $graph!(self).add_conditional_in(
+                scope,
+                dependencies,
+                condition,
+                Some(max_iterations),
+                body,
+            )?;
+            Ok(WhileNode { node, state })
+        }
+
+        /// Adds a device-side `if` after `dependencies`: `body` runs once when `condition`
+        /// holds (tested on the device), not at all otherwise. Same rules as
+        /// [`Graph::add_while_node`].
+        pub fn add_if_node(
+            &mut self,
+            dependencies: &[GraphNode],
+            condition: Condition,
+            body: impl FnOnce(&mut GraphBody<'_>) -> Result<()>,
+        ) -> Result<GraphNode> {
+            let scope = $scope(&*self);
+            let (node, _) =
+                $graph!(self).add_conditional_in(scope, dependencies, condition, None, body)?;
+            Ok(node)
+        }
+
+        /// The number of edges between the nodes of this graph or body (edges inside
+        /// conditional bodies and child graphs are theirs): on CUDA `cuGraphGetEdges`.
+        pub fn edge_count(&self) -> Result<usize> {
+            let scope = $scope(self);
+            $graph!(self).edge_count_in(scope)
+        }
+    };
+}
+
+macro_rules! graph_itself {
+    ($s:ident) => {
+        $s
+    };
+}
+
+macro_rules! body_graph {
+    ($s:ident) => {
+        $s.graph
+    };
+}
+
+impl Graph {
+    shared_node_methods!(graph_itself, |_: &Graph| 0u32);
+
+    /// Adds a host node running `f` after `dependencies`, at every launch. `f` must not call
+    /// CUDA (a driver rule); a panic in it is reported by the stream that launched the graph.
+    pub fn add_host_node(
+        &mut self,
+        dependencies: &[GraphNode],
+        f: impl Fn() + Send + Sync + 'static,
+    ) -> Result<GraphNode> {
+        let f: Arc<dyn Fn() + Send + Sync> = Arc::new(f);
+        let cpu_f = f.clone();
+        self.add_with(
+            "Graph::add_host_node",
+            0,
+            dependencies,
+            GraphNodeType::HOST,
+            |g, body, deps| g.add_host(body, deps, f),
+            |g, path, deps| Ok(g.add_op(path, cpu::work::host_fn(cpu_f), deps)?),
+        )
+    }
+
+    /// Adds a node running stream memory operations on flag cells, in order (see
+    /// [`Stream::batch_mem_op`](crate::Stream::batch_mem_op)). The graph keeps the cells.
+    pub fn add_mem_op_node(
+        &mut self,
+        dependencies: &[GraphNode],
+        ops: &[MemOp<'_>],
+    ) -> Result<GraphNode> {
+        const CALL: &str = "Graph::add_mem_op_node";
+        if ops.is_empty() {
+            return Err(Error::invalid(CALL, "give at least one operation"));
+        }
+        for op in ops {
+            if let Some((ctx, _)) = op.cell()
+                && !ctx.shares_memory_with(&self.ctx)
+            {
+                return Err(Error::mismatch(
+                    CALL,
+                    "a flag cell belongs to another context than the graph",
+                ));
+            }
+        }
+        self.add_with(
+            CALL,
+            0,
+            dependencies,
+            GraphNodeType::BATCH_MEM_OP,
+            |g, body, deps| {
+                let ops: Option<Vec<cuda::MemOp<'_>>> = ops.iter().map(MemOp::as_cuda).collect();
+                g.add_mem_ops(body, deps, &ops.ok_or_else(|| mixed(CALL, "flag cell"))?)
+            },
+            |g, path, deps| {
+                let ops: Option<Vec<cpu::MemOp>> = ops.iter().map(MemOp::as_cpu).collect();
+                let ops = ops.ok_or_else(|| mixed(CALL, "flag cell"))?;
+                Ok(g.add_op(path, cpu::work::mem_ops("memory operations", ops), deps)?)
+            },
+        )
+    }
+
+    /// Adds a node that records `event` when the graph runs it, after `dependencies`: work
+    /// outside the graph can wait for that point. The graph keeps the event alive.
+    pub fn add_event_record_node(
+        &mut self,
+        dependencies: &[GraphNode],
+        event: &Arc<Event>,
+    ) -> Result<GraphNode> {
+        self.add_event_in("Graph::add_event_record_node", dependencies, event, false)
+    }
+
+    /// Adds a node that waits for `event`'s most recent record (work outside the graph)
+    /// before the nodes that depend on it run. The graph keeps the event alive.
+    pub fn add_event_wait_node(
+        &mut self,
+        dependencies: &[GraphNode],
+        event: &Arc<Event>,
+    ) -> Result<GraphNode> {
+        self.add_event_in("Graph::add_event_wait_node", dependencies, event, true)
+    }
+
+    fn add_event_in(
+        &mut self,
+        call: &'static str,
+        dependencies: &[GraphNode],
+        event: &Arc<Event>,
+        wait: bool,
+    ) -> Result<GraphNode> {
+        if !event.context().shares_memory_with(&self.ctx) {
+            return Err(Error::mismatch(
+                call,
+                "the event belongs to another context than the graph",
+            ));
+        }
+        let kind = if wait {
+            GraphNodeType::WAIT_EVENT
+        } else {
+            GraphNodeType::EVENT_RECORD
+        };
+        let keep: Arc<dyn std::any::Any + Send + Sync> = event.clone();
+        self.add_with(
+            call,
+            0,
+            dependencies,
+            kind,
+            |g, body, deps| match event.kind() {
+                EventBackend::Cuda(e) => {
+                    g.add_event_node(body, deps, e, wait, cuda::Keep::Object(keep))
+                }
+                EventBackend::Cpu(_) => Err(mixed(call, "event")),
+            },
+            |g, path, deps| match event.kind() {
+                EventBackend::Cpu(e) => Ok(g.add_event(path, deps, e, wait)?),
+                EventBackend::Cuda(_) => Err(mixed(call, "event")),
+            },
+        )
+    }
+
+    /// Adds a node that runs a copy of `child` (taken now: later changes to `child` do not
+    /// reach it). The graph keeps what `child` keeps. A graph with conditional nodes cannot
+    /// be a child.
+    pub fn add_child_graph_node(
+        &mut self,
+        dependencies: &[GraphNode],
+        child: &Graph,
+    ) -> Result<GraphNode> {
+        const CALL: &str = "Graph::add_child_graph_node";
+        if !child.ctx.shares_memory_with(&self.ctx) {
+            return Err(Error::mismatch(
+                CALL,
+                "the child graph belongs to another context",
+            ));
+        }
+        let child_backend = &child.backend;
+        let (target, deps) = (self.scope_of(CALL, 0)?, self.deps(CALL, 0, dependencies)?);
+        let id = match (&mut self.backend, child_backend, target, deps) {
+            (GraphBackend::Cuda(g), GraphBackend::Cuda(c), Scope::Cuda(body), Deps::Cuda(d)) => {
+                NodeId::Cuda(g.add_child_graph(body, &d, c)?)
+            }
+            (GraphBackend::Cpu(g), GraphBackend::Cpu(c), Scope::Cpu(path), Deps::Cpu(d)) => {
+                NodeId::Cpu(g.add_child(&path, &d, c)?)
+            }
+            _ => return Err(mixed(CALL, "graph")),
+        };
+        Ok(self.made(0, GraphNodeType::GRAPH, id))
+    }
+
+    /// Captures what `work` enqueues on `stream` into this graph, after `dependencies`
+    /// (CUDA: `cuStreamBeginCaptureToGraph`, 12.3+): the way to put a library call (cuBLAS,
+    /// NCCL, code written against streams) into a graph built node by node. Other streams
+    /// may join the capture through events and must rejoin `stream` before `work` returns.
+    /// Returns the nodes the captured work ends with (`dependencies` when it enqueued
+    /// nothing), for later nodes to depend on. The capture always ends, also when `work`
+    /// fails or panics; what it captured then stays in the graph, so build a new one.
+    pub fn capture_into(
+        &mut self,
+        dependencies: &[GraphNode],
+        stream: &Stream,
+        work: impl FnOnce(&Stream) -> Result<()>,
+    ) -> Result<Vec<GraphNode>> {
+        const CALL: &str = "Graph::capture_into";
+        if !stream.context().shares_memory_with(&self.ctx) {
+            return Err(Error::mismatch(
+                CALL,
+                "the stream belongs to another context than the graph",
+            ));
+        }
+        let (target, deps) = (self.scope_of(CALL, 0)?, self.deps(CALL, 0, dependencies)?);
+        let sinks = match (&mut self.backend, stream.kind(), target, deps) {
+            (GraphBackend::Cuda(g), StreamBackend::Cuda(s), Scope::Cuda(body), Deps::Cuda(d)) => {
+                let mode = CaptureMode::ThreadLocal.raw();
+                g.begin_capture_into(body, &d, s, mode)?;
+                let outcome = catch_unwind(AssertUnwindSafe(|| work(stream)));
+                let ended = g.end_capture_into(s);
+                match outcome {
+                    Err(panic) => resume_unwind(panic),
+                    Ok(Err(e)) => return Err(e),
+                    Ok(Ok(())) => ended?.into_iter().map(NodeId::Cuda).collect::<Vec<_>>(),
+                }
+            }
+            (GraphBackend::Cpu(g), StreamBackend::Cpu(s), Scope::Cpu(path), Deps::Cpu(d)) => {
+                s.begin_capture()?;
+                let outcome = catch_unwind(AssertUnwindSafe(|| work(stream)));
+                let ended = s.end_capture();
+                let captured = match outcome {
+                    Err(panic) => resume_unwind(panic),
+                    Ok(Err(e)) => return Err(e),
+                    Ok(Ok(())) => ended?,
+                };
+                g.splice(&path, &d, captured)?
+                    .into_iter()
+                    .map(NodeId::Cpu)
+                    .collect()
+            }
+            _ => return Err(mixed(CALL, "stream")),
+        };
+        let kinds: Vec<GraphNodeType> = match &self.backend {
+            GraphBackend::Cuda(_) => sinks.iter().map(|_| GraphNodeType::EMPTY).collect(),
+            GraphBackend::Cpu(g) => sinks
+                .iter()
+                .map(|id| match id {
+                    NodeId::Cpu(i) => g
+                        .nodes()
+                        .get(*i)
+                        .map_or(GraphNodeType::EMPTY, |n| super::cpu_node_type(n.kind())),
+                    NodeId::Cuda(_) => GraphNodeType::EMPTY,
+                })
+                .collect(),
+        };
+        let dependencies_kinds: Vec<(NodeId, GraphNodeType)> =
+            dependencies.iter().map(|n| (n.id, n.kind)).collect();
+        Ok(sinks
+            .into_iter()
+            .zip(kinds)
+            .map(|(id, kind)| {
+                // A dependency handed back keeps its own kind.
+                let kind = dependencies_kinds
+                    .iter()
+                    .find(|(d, _)| *d == id)
+                    .map_or(kind, |(_, k)| *k);
+                self.made(0, kind, id)
+            })
+            .collect())
+    }
+
+    /// A copy of the graph: the same nodes and edges, keeping the same memory alive; node
+    /// handles of this graph do not name its nodes. A graph with conditional nodes cannot be
+    /// cloned (a CUDA rule, kept on both backends).
+    pub fn try_clone(&self) -> Result<Graph> {
+        const CALL: &str = "Graph::try_clone";
+        if self.has_conditional_nodes() {
+            return Err(Error::invalid(
+                CALL,
+                "a graph with conditional nodes (device `while`/`if`) cannot be cloned (a CUDA \
+                 rule); build it again",
+            ));
+        }
+        self.scope_of(CALL, 0)?;
+        let backend = match &self.backend {
+            GraphBackend::Cuda(g) => GraphBackend::Cuda(g.try_clone()?),
+            GraphBackend::Cpu(g) => GraphBackend::Cpu(g.clone()),
+        };
+        Ok(Graph::from_backend(&self.ctx, backend))
+    }
+
+    /// Whether the graph has a conditional (`while`/`if`) node.
+    pub fn has_conditional_nodes(&self) -> bool {
+        match &self.backend {
+            GraphBackend::Cuda(g) => g.has_conditional_nodes(),
+            GraphBackend::Cpu(g) => g.has_conditional_nodes(),
+        }
+    }
+}
+
+impl GraphBody<'_> {
+    shared_node_methods!(body_graph, |b: &GraphBody<'_>| b.scope);
+
+    /// The context of the graph the body belongs to.
+    pub fn context(&self) -> &Context {
+        &self.graph.ctx
+    }
+}

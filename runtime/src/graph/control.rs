@@ -1,0 +1,374 @@
+//! Device-side control flow in graphs: the conditions a `while` or `if` node tests, and the
+//! state a `while` loop leaves behind (its iteration count, and whether it stopped at its
+//! maximum).
+//!
+//! On CUDA a conditional node is preceded by one of the library's condition kernels
+//! (`runtime/kernels/conditions.cu`), which reads the condition's value on the device and sets
+//! the node's handle; a `while` body ends with the same kernel, so the loop never returns to
+//! the host. The CPU backend's graph runner makes the same decisions on the same state word.
+//! Conditional nodes need a CUDA 12.4 or newer driver ([`Error::Unsupported`] otherwise).
+
+use std::sync::Arc;
+
+use bytemuck::Pod;
+
+use crate::context::Context;
+use crate::cpu;
+use crate::error::{Error, Result};
+use crate::memory::alloc::DeviceAlloc;
+use crate::memory::flag::FlagStorage;
+use crate::memory::view::DeviceRegion;
+use crate::memory::{DeviceSource, FlagCell};
+
+/// How a condition compares its value with the threshold. NaN compares as IEEE says: every
+/// comparison with it is false except `NotEqual`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Comparison {
+    /// `value > threshold`.
+    Greater,
+    /// `value >= threshold`.
+    GreaterOrEqual,
+    /// `value < threshold`.
+    Less,
+    /// `value <= threshold`.
+    LessOrEqual,
+    /// `value == threshold`.
+    Equal,
+    /// `value != threshold`.
+    NotEqual,
+}
+
+impl Comparison {
+    /// The number the condition kernels (and the CPU runner) use.
+    pub(crate) fn code(self) -> u32 {
+        match self {
+            Comparison::Greater => 0,
+            Comparison::GreaterOrEqual => 1,
+            Comparison::Less => 2,
+            Comparison::LessOrEqual => 3,
+            Comparison::Equal => 4,
+            Comparison::NotEqual => 5,
+        }
+    }
+
+    /// Whether `value` compares to `threshold` this way (IEEE rules for floats).
+    pub fn holds<T: PartialOrd>(self, value: T, threshold: T) -> bool {
+        match self {
+            Comparison::Greater => value > threshold,
+            Comparison::GreaterOrEqual => value >= threshold,
+            Comparison::Less => value < threshold,
+            Comparison::LessOrEqual => value <= threshold,
+            Comparison::Equal => value == threshold,
+            Comparison::NotEqual => value != threshold,
+        }
+    }
+
+    /// The operator, for labels.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Comparison::Greater => ">",
+            Comparison::GreaterOrEqual => ">=",
+            Comparison::Less => "<",
+            Comparison::LessOrEqual => "<=",
+            Comparison::Equal => "==",
+            Comparison::NotEqual => "!=",
+        }
+    }
+}
+
+mod sealed {
+    /// The condition kernel's value type: 0 `f32`, 1 `f64`, 2 `u32`.
+    pub trait Sealed {
+        const KIND: u8;
+    }
+    impl Sealed for f32 {
+        const KIND: u8 = 0;
+    }
+    impl Sealed for f64 {
+        const KIND: u8 = 1;
+    }
+    impl Sealed for u32 {
+        const KIND: u8 = 2;
+    }
+}
+
+/// The element types a condition can read on the device: `f32`, `f64` (a residual against a
+/// tolerance) and `u32` (a flag a kernel sets).
+pub trait ConditionValue: sealed::Sealed + Pod {
+    /// The value's bits, as the condition kernel takes the threshold.
+    #[doc(hidden)]
+    fn bits(self) -> u64;
+}
+
+impl ConditionValue for f32 {
+    fn bits(self) -> u64 {
+        u64::from(self.to_bits())
+    }
+}
+
+impl ConditionValue for f64 {
+    fn bits(self) -> u64 {
+        self.to_bits()
+    }
+}
+
+impl ConditionValue for u32 {
+    fn bits(self) -> u64 {
+        u64::from(self)
+    }
+}
+
+/// Which condition kernel reads a `T`.
+fn value_kind<T: ConditionValue>() -> cpu::ValueKind {
+    match T::KIND {
+        0 => cpu::ValueKind::F32,
+        1 => cpu::ValueKind::F64,
+        _ => cpu::ValueKind::U32,
+    }
+}
+
+/// What a `while` or `if` node tests, each time it decides. It names the memory it reads
+/// without borrowing it (the body may well write that memory); the graph keeps the memory
+/// alive, as it keeps every buffer its nodes touch.
+///
+/// ```
+/// # fn main() -> gpu_pipeline::Result<()> {
+/// use gpu_pipeline::{Comparison, Condition, Context, DeviceBuffer, Graph, Stream};
+/// let ctx = Context::cpu();
+/// let stream = Stream::new(&ctx)?;
+/// let residual = DeviceBuffer::from_slice(&stream, &[1.0f32])?;
+/// let mut graph = Graph::new(&ctx)?;
+/// // Loops while residual[0] > 1e-6, at most 100 times; the body here is empty.
+/// let looping = graph.add_while_node(
+///     &[],
+///     Condition::compare(&residual, Comparison::Greater, 1e-6f32).named("residual > tol"),
+///     100,
+///     |_body| Ok(()),
+/// )?;
+/// let exec = graph.instantiate()?;
+/// exec.launch(&stream)?;
+/// stream.synchronize()?;
+/// // Nothing in the body lowers the residual: the loop stopped at its maximum.
+/// assert_eq!(looping.state().iterations(), 100);
+/// assert!(exec.check_loops().is_err());
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Condition {
+    pub(crate) test: Test,
+    pub(crate) label: Option<String>,
+}
+
+/// The test itself.
+#[derive(Clone, Debug)]
+pub(crate) enum Test {
+    /// The first element of the value compared with `threshold` (as bits).
+    Compare {
+        alloc: DeviceAlloc,
+        offset: usize,
+        len: usize,
+        kind: cpu::ValueKind,
+        comparison: Comparison,
+        threshold: u64,
+    },
+    /// `counter % modulus == remainder`.
+    Every {
+        ctx: Context,
+        counter: FlagStorage,
+        modulus: u32,
+        remainder: u32,
+    },
+}
+
+impl Test {
+    /// The value's region (a `Compare` test).
+    pub(crate) fn region(&self) -> Option<DeviceRegion<'_>> {
+        match self {
+            Test::Compare {
+                alloc, offset, len, ..
+            } => Some(DeviceRegion {
+                alloc,
+                offset: *offset,
+                bytes: (*len).min(1) * kind_size(self),
+                len: *len,
+            }),
+            Test::Every { .. } => None,
+        }
+    }
+}
+
+fn kind_size(test: &Test) -> usize {
+    match test {
+        Test::Compare {
+            kind: cpu::ValueKind::F64,
+            ..
+        } => 8,
+        _ => 4,
+    }
+}
+
+impl Condition {
+    /// Holds when the first element of `value` (a buffer or a view: slice it to test another
+    /// element) compares to `threshold` as `comparison` says, read on the device each time
+    /// the node decides.
+    pub fn compare<T: ConditionValue>(
+        value: &impl DeviceSource<T>,
+        comparison: Comparison,
+        threshold: T,
+    ) -> Condition {
+        let region = value.device_region();
+        Condition {
+            test: Test::Compare {
+                alloc: region.alloc.clone(),
+                offset: region.offset,
+                len: region.len,
+                kind: value_kind::<T>(),
+                comparison,
+                threshold: threshold.bits(),
+            },
+            label: None,
+        }
+    }
+
+    /// Holds when `counter % modulus == remainder`: with a counter the host writes before each
+    /// launch (e.g. the replay number, [`Stream::write_value_32`](crate::Stream::write_value_32)),
+    /// an `if` that runs on every `modulus`-th replay. `modulus` must be at least 1.
+    pub fn every(counter: &FlagCell<u32>, modulus: u32, remainder: u32) -> Condition {
+        Condition {
+            test: Test::Every {
+                ctx: counter.context().clone(),
+                counter: counter.storage().clone(),
+                modulus,
+                remainder,
+            },
+            label: None,
+        }
+    }
+
+    /// Names the condition in errors (e.g. `"residual > tol"`).
+    pub fn named(mut self, label: impl Into<String>) -> Condition {
+        self.label = Some(label.into());
+        self
+    }
+
+    /// The label errors use: the given name, or the test spelled out.
+    pub(crate) fn label(&self) -> String {
+        if let Some(label) = &self.label {
+            return label.clone();
+        }
+        match &self.test {
+            Test::Compare { comparison, .. } => format!("value {} threshold", comparison.symbol()),
+            Test::Every {
+                modulus, remainder, ..
+            } => format!("counter % {modulus} == {remainder}"),
+        }
+    }
+
+    /// Checks the condition against the graph's context and its own rules.
+    pub(crate) fn check(&self, call: &'static str, ctx: &Context) -> Result<()> {
+        let owner = match &self.test {
+            Test::Compare { alloc, len, .. } => {
+                if *len == 0 {
+                    return Err(Error::invalid(
+                        call,
+                        "the condition reads the first element of an empty buffer",
+                    ));
+                }
+                &alloc.ctx
+            }
+            Test::Every {
+                ctx: owner,
+                modulus,
+                ..
+            } => {
+                if *modulus == 0 {
+                    return Err(Error::invalid(
+                        call,
+                        "`Condition::every` needs a modulus of at least 1",
+                    ));
+                }
+                owner
+            }
+        };
+        if !ctx.shares_memory_with(owner) {
+            return Err(Error::mismatch(
+                call,
+                "the condition reads memory of another context than the graph's",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The state of one device `while` loop: how many iterations its last run made, and whether
+/// a run stopped at the maximum with the condition still holding. It lives in a word of
+/// device-mapped host memory that the loop's condition kernel writes; read it after the
+/// launches you care about have completed (a synchronize).
+#[derive(Clone)]
+pub struct LoopState {
+    word: Arc<FlagCell<u64>>,
+    label: Arc<str>,
+    max_iterations: u32,
+}
+
+impl LoopState {
+    /// A new state word (zero) for a loop.
+    pub(crate) fn new(ctx: &Context, label: String, max_iterations: u32) -> Result<LoopState> {
+        Ok(LoopState {
+            word: Arc::new(FlagCell::new(ctx, 0u64)?),
+            label: Arc::from(label),
+            max_iterations,
+        })
+    }
+
+    /// The word, for the backends.
+    pub(crate) fn storage(&self) -> &FlagStorage {
+        self.word.storage()
+    }
+
+    /// How many iterations the last completed run of the loop made.
+    pub fn iterations(&self) -> u32 {
+        self.word.load() as u32
+    }
+
+    /// Whether a run since the last [`LoopState::check`] stopped at the maximum iteration
+    /// count with its condition still holding.
+    pub fn hit_limit(&self) -> bool {
+        self.word.load() >> 32 != 0
+    }
+
+    /// The loop's maximum iteration count.
+    pub fn max_iterations(&self) -> u32 {
+        self.max_iterations
+    }
+
+    /// The loop's label (its condition).
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// [`Error::IterationLimit`] when a run stopped at the maximum since the last check (the
+    /// mark is cleared), `Ok` otherwise. Call it once the launches have completed.
+    pub fn check(&self) -> Result<()> {
+        let word = self.word.load();
+        if word >> 32 == 0 {
+            return Ok(());
+        }
+        self.word.store(word & u64::from(u32::MAX));
+        Err(Error::IterationLimit {
+            label: self.label.to_string(),
+            max_iterations: self.max_iterations,
+        })
+    }
+}
+
+impl std::fmt::Debug for LoopState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoopState")
+            .field("label", &self.label)
+            .field("iterations", &self.iterations())
+            .field("hit_limit", &self.hit_limit())
+            .field("max_iterations", &self.max_iterations)
+            .finish()
+    }
+}

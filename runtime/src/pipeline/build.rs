@@ -1,0 +1,414 @@
+//! What generated code stands on to build a step's graph straight from its stage graph, and
+//! to run its `while` / `if` statements: node forms of the stage statements (copies, fills,
+//! flag operations) for a graph or a conditional body, and the host-driven form of a device
+//! condition that an eager step uses.
+
+use bytemuck::Pod;
+
+use crate::error::{Error, Result};
+use crate::graph::{Comparison, ConditionValue, Graph, GraphBody, GraphNode};
+use crate::memory::{DeviceBuffer, FlagCell, PinnedBuffer};
+use crate::stream::{MemOp, Stream, WaitCondition};
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for crate::graph::Graph {}
+    impl Sealed for crate::graph::GraphBody<'_> {}
+}
+
+/// Where generated code adds nodes: a [`Graph`] or a [`GraphBody`] (the node kinds both
+/// hold). Not for use outside generated code.
+pub trait NodeSink: sealed::Sealed {
+    /// [`Graph::add_copy_htod_node`].
+    fn copy_htod<T: Pod>(
+        &mut self,
+        deps: &[GraphNode],
+        src: &PinnedBuffer<T>,
+        dst: &mut DeviceBuffer<T>,
+    ) -> Result<GraphNode>;
+    /// [`Graph::add_copy_dtoh_node`].
+    fn copy_dtoh<T: Pod>(
+        &mut self,
+        deps: &[GraphNode],
+        src: &DeviceBuffer<T>,
+        dst: &mut PinnedBuffer<T>,
+    ) -> Result<GraphNode>;
+    /// [`Graph::add_copy_dtod_node`].
+    fn copy_dtod<T: Pod>(
+        &mut self,
+        deps: &[GraphNode],
+        src: &DeviceBuffer<T>,
+        dst: &mut DeviceBuffer<T>,
+    ) -> Result<GraphNode>;
+    /// [`Graph::add_memset_u8_node`].
+    fn memset_u8<T: Pod>(
+        &mut self,
+        deps: &[GraphNode],
+        dst: &mut DeviceBuffer<T>,
+        value: u8,
+    ) -> Result<GraphNode>;
+    /// [`Graph::add_memset_u32_node`].
+    fn memset_u32<T: Pod>(
+        &mut self,
+        deps: &[GraphNode],
+        dst: &mut DeviceBuffer<T>,
+        value: u32,
+    ) -> Result<GraphNode>;
+}
+
+macro_rules! node_sink {
+    ($ty:ty) => {
+        impl NodeSink for $ty {
+            fn copy_htod<T: Pod>(
+                &mut self,
+                deps: &[GraphNode],
+                src: &PinnedBuffer<T>,
+                dst: &mut DeviceBuffer<T>,
+            ) -> Result<GraphNode> {
+                self.add_copy_htod_node(deps, src, dst)
+            }
+            fn copy_dtoh<T: Pod>(
+                &mut self,
+                deps: &[GraphNode],
+                src: &DeviceBuffer<T>,
+                dst: &mut PinnedBuffer<T>,
+            ) -> Result<GraphNode> {
+                self.add_copy_dtoh_node(deps, src, dst)
+            }
+            fn copy_dtod<T: Pod>(
+                &mut self,
+                deps: &[GraphNode],
+                src: &DeviceBuffer<T>,
+                dst: &mut DeviceBuffer<T>,
+            ) -> Result<GraphNode> {
+                self.add_copy_dtod_node(deps, src, dst)
+            }
+            fn memset_u8<T: Pod>(
+                &mut self,
+                deps: &[GraphNode],
+                dst: &mut DeviceBuffer<T>,
+                value: u8,
+            ) -> Result<GraphNode> {
+                self.add_memset_u8_node(deps, dst, value)
+            }
+            fn memset_u32<T: Pod>(
+                &mut self,
+                deps: &[GraphNode],
+                dst: &mut DeviceBuffer<T>,
+                value: u32,
+            ) -> Result<GraphNode> {
+                self.add_memset_u32_node(deps, dst, value)
+            }
+        }
+    };
+}
+
+node_sink!(Graph);
+node_sink!(GraphBody<'_>);
+
+/// A copy node from `Self` into `D`: the node form of
+/// [`CopyInto`](crate::pipeline::ops::CopyInto).
+#[diagnostic::on_unimplemented(
+    message = "a pipeline cannot `copy` a `{Self}` into a `{D}`",
+    note = "copies go device -> pinned, pinned -> device or device -> device, with the same \
+            element type on both sides"
+)]
+pub trait CopyNode<D> {
+    /// Adds the copy after `deps`.
+    fn copy_node<S: NodeSink>(
+        &self,
+        sink: &mut S,
+        deps: &[GraphNode],
+        dst: &mut D,
+    ) -> Result<GraphNode>;
+}
+
+impl<T: Pod> CopyNode<PinnedBuffer<T>> for DeviceBuffer<T> {
+    fn copy_node<S: NodeSink>(
+        &self,
+        sink: &mut S,
+        deps: &[GraphNode],
+        dst: &mut PinnedBuffer<T>,
+    ) -> Result<GraphNode> {
+        sink.copy_dtoh(deps, self, dst)
+    }
+}
+
+impl<T: Pod> CopyNode<DeviceBuffer<T>> for DeviceBuffer<T> {
+    fn copy_node<S: NodeSink>(
+        &self,
+        sink: &mut S,
+        deps: &[GraphNode],
+        dst: &mut DeviceBuffer<T>,
+    ) -> Result<GraphNode> {
+        sink.copy_dtod(deps, self, dst)
+    }
+}
+
+impl<T: Pod> CopyNode<DeviceBuffer<T>> for PinnedBuffer<T> {
+    fn copy_node<S: NodeSink>(
+        &self,
+        sink: &mut S,
+        deps: &[GraphNode],
+        dst: &mut DeviceBuffer<T>,
+    ) -> Result<GraphNode> {
+        sink.copy_htod(deps, self, dst)
+    }
+}
+
+/// `copy src -> dst;` as a node.
+pub fn copy_node<N: NodeSink, S: CopyNode<D> + ?Sized, D>(
+    sink: &mut N,
+    deps: &[GraphNode],
+    src: &S,
+    dst: &mut D,
+) -> Result<GraphNode> {
+    src.copy_node(sink, deps, dst)
+}
+
+/// A `fill` value, checked against its buffer's element type by [`fill_value`]: its bytes.
+#[derive(Clone, Debug)]
+pub struct FillValue(Box<[u8]>);
+
+/// The value of `fill dst = value;`, typed as `dst`'s elements: where generated code reports a
+/// value of the wrong type, once for the eager step and the built graph alike (the result
+/// does not depend on the value's type, so the error says no more than the mismatch).
+pub fn fill_value<T: Pod>(dst: &DeviceBuffer<T>, value: T) -> FillValue {
+    let _ = dst;
+    FillValue(bytemuck::bytes_of(&value).into())
+}
+
+impl FillValue {
+    /// The value as a `T` (the type [`fill_value`] checked it against).
+    fn get<T: Pod>(&self) -> Result<T> {
+        bytemuck::try_pod_read_unaligned(&self.0).map_err(|_| {
+            Error::invalid("fill", "the value does not have the buffer's element size")
+        })
+    }
+}
+
+/// `fill dst = value;` with a checked value.
+pub fn fill_checked<T: Pod>(
+    stream: &Stream,
+    dst: &mut DeviceBuffer<T>,
+    value: FillValue,
+) -> Result<()> {
+    crate::pipeline::ops::fill(stream, dst, value.get()?)
+}
+
+/// A flag value, checked against the flag's word by [`flag_value`]: its bits.
+#[derive(Clone, Copy, Debug)]
+pub struct FlagValue(u64);
+
+/// The value of `write flag = value;` or `wait flag OP value;`, typed as the flag's word (see
+/// [`fill_value`]).
+pub fn flag_value<W: crate::memory::FlagWord>(flag: &FlagCell<W>, value: W) -> FlagValue {
+    let _ = flag;
+    FlagValue(value.widen())
+}
+
+/// `wait flag OP value;` with a checked value.
+pub fn wait_flag_checked<W: crate::pipeline::ops::PipelineFlagWord>(
+    stream: &Stream,
+    flag: &FlagCell<W>,
+    condition: WaitCondition,
+    value: FlagValue,
+) -> Result<()> {
+    crate::pipeline::ops::wait_flag(stream, flag, condition, W::from_bits(value.0))
+}
+
+/// `write flag = value;` with a checked value.
+pub fn write_flag_checked<W: crate::pipeline::ops::PipelineFlagWord>(
+    stream: &Stream,
+    flag: &FlagCell<W>,
+    value: FlagValue,
+) -> Result<()> {
+    crate::pipeline::ops::write_flag(stream, flag, W::from_bits(value.0))
+}
+
+/// `fill dst = value;` as a node: the memset [`fill`](crate::pipeline::ops::fill) enqueues.
+pub fn fill_node<N: NodeSink, T: Pod>(
+    sink: &mut N,
+    deps: &[GraphNode],
+    dst: &mut DeviceBuffer<T>,
+    value: FillValue,
+) -> Result<GraphNode> {
+    let value: T = value.get()?;
+    if std::mem::size_of::<T>() == 4 {
+        let bits = bytemuck::cast_slice::<T, u32>(std::slice::from_ref(&value))[0];
+        return sink.memset_u32(deps, dst, bits);
+    }
+    let bytes = bytemuck::bytes_of(&value);
+    match bytes.first() {
+        Some(&first) if bytes.iter().all(|&b| b == first) => sink.memset_u8(deps, dst, first),
+        _ => Err(Error::invalid(
+            "fill",
+            format!(
+                "a {}-byte element whose bytes differ cannot be set with a memset; fill with a \
+                 value whose bytes are all equal (such as zero), or launch a kernel",
+                std::mem::size_of::<T>()
+            ),
+        )),
+    }
+}
+
+/// The flag words a built graph can wait on and write (`u32` and `u64`).
+pub trait FlagNode: crate::memory::FlagWord {
+    /// `wait flag <cond> value;` as a memory-operation node.
+    fn wait_op(flag: &FlagCell<Self>, condition: WaitCondition, value: Self) -> MemOp<'_>;
+    /// `write flag = value;` as a memory-operation node.
+    fn write_op(flag: &FlagCell<Self>, value: Self) -> MemOp<'_>;
+}
+
+impl FlagNode for u32 {
+    fn wait_op(cell: &FlagCell<u32>, condition: WaitCondition, value: u32) -> MemOp<'_> {
+        MemOp::WaitValue32 {
+            cell,
+            condition,
+            value,
+        }
+    }
+    fn write_op(cell: &FlagCell<u32>, value: u32) -> MemOp<'_> {
+        MemOp::WriteValue32 { cell, value }
+    }
+}
+
+impl FlagNode for u64 {
+    fn wait_op(cell: &FlagCell<u64>, condition: WaitCondition, value: u64) -> MemOp<'_> {
+        MemOp::WaitValue64 {
+            cell,
+            condition,
+            value,
+        }
+    }
+    fn write_op(cell: &FlagCell<u64>, value: u64) -> MemOp<'_> {
+        MemOp::WriteValue64 { cell, value }
+    }
+}
+
+/// `wait flag <cond> value;` as a node.
+pub fn wait_flag_node<W: FlagNode>(
+    graph: &mut Graph,
+    deps: &[GraphNode],
+    flag: &FlagCell<W>,
+    condition: WaitCondition,
+    value: FlagValue,
+) -> Result<GraphNode> {
+    graph.add_mem_op_node(deps, &[W::wait_op(flag, condition, W::from_bits(value.0))])
+}
+
+/// `write flag = value;` as a node.
+pub fn write_flag_node<W: FlagNode>(
+    graph: &mut Graph,
+    deps: &[GraphNode],
+    flag: &FlagCell<W>,
+    value: FlagValue,
+) -> Result<GraphNode> {
+    graph.add_mem_op_node(deps, &[W::write_op(flag, W::from_bits(value.0))])
+}
+
+/// `host closure;` as a host node.
+pub fn host_node<F: Fn() + Send + Sync + 'static>(
+    graph: &mut Graph,
+    deps: &[GraphNode],
+    f: F,
+) -> Result<GraphNode> {
+    graph.add_host_node(deps, f)
+}
+
+/// A stage's nodes after one statement: `tail`, or an empty node after it when the statement
+/// added no node (a `call` that enqueued nothing), so every stage ends in nodes of its own.
+pub fn own_tail(
+    graph: &mut Graph,
+    before: &[GraphNode],
+    tail: Vec<GraphNode>,
+) -> Result<Vec<GraphNode>> {
+    if tail.as_slice() == before && !before.is_empty() {
+        Ok(vec![graph.add_empty_node(before)?])
+    } else {
+        Ok(tail)
+    }
+}
+
+/// The pinned words an eager step copies device conditions into, one per value type,
+/// allocated on first use.
+#[derive(Debug, Default)]
+pub struct ConditionStaging {
+    f32: Option<PinnedBuffer<f32>>,
+    f64: Option<PinnedBuffer<f64>>,
+    u32: Option<PinnedBuffer<u32>>,
+}
+
+/// The value types an eager step reads conditions of; see [`ConditionValue`].
+pub trait StagedValue: ConditionValue + PartialOrd {
+    /// This type's staging word.
+    fn slot(staging: &mut ConditionStaging) -> &mut Option<PinnedBuffer<Self>>;
+}
+
+impl StagedValue for f32 {
+    fn slot(staging: &mut ConditionStaging) -> &mut Option<PinnedBuffer<f32>> {
+        &mut staging.f32
+    }
+}
+
+impl StagedValue for f64 {
+    fn slot(staging: &mut ConditionStaging) -> &mut Option<PinnedBuffer<f64>> {
+        &mut staging.f64
+    }
+}
+
+impl StagedValue for u32 {
+    fn slot(staging: &mut ConditionStaging) -> &mut Option<PinnedBuffer<u32>> {
+        &mut staging.u32
+    }
+}
+
+/// A device condition decided on the host, as an eager step does it: copies the first element
+/// of `value` back in `stream`'s order, waits for it, and compares. (A built graph decides on
+/// the device instead, without the round trip.)
+pub fn host_condition<T: StagedValue>(
+    staging: &mut ConditionStaging,
+    stream: &Stream,
+    value: &DeviceBuffer<T>,
+    comparison: Comparison,
+    threshold: T,
+) -> Result<bool> {
+    let slot = T::slot(staging);
+    if slot.is_none() {
+        *slot = Some(PinnedBuffer::zeros(stream.context(), 1)?);
+    }
+    let word = slot
+        .as_mut()
+        .ok_or_else(|| Error::invalid("while", "the staging word is missing"))?;
+    stream.copy_dtoh(&value.slice(0..1)?, word)?;
+    let read = word.as_slice()?[0];
+    Ok(comparison.holds(read, threshold))
+}
+
+/// `step % modulus == remainder` for an eager step; a zero modulus is an error, as it is for
+/// a built graph ([`Condition::every`](crate::Condition::every)).
+pub fn step_selects(step: u32, modulus: u32, remainder: u32) -> Result<bool> {
+    if modulus == 0 {
+        return Err(Error::invalid("if step % k == r", "`k` must be at least 1"));
+    }
+    Ok(step % modulus == remainder)
+}
+
+/// A `while`'s `max`, which must be at least 1 (as for a built graph's loop).
+pub fn loop_maximum(max: u32) -> Result<u32> {
+    if max == 0 {
+        return Err(Error::invalid(
+            "while ... max",
+            "a `while` needs a maximum of at least 1 iteration",
+        ));
+    }
+    Ok(max)
+}
+
+/// The error of an eager loop that reached its maximum with its condition still holding.
+pub fn iteration_limit(label: &str, max_iterations: u32) -> Error {
+    Error::IterationLimit {
+        label: label.to_owned(),
+        max_iterations,
+    }
+}

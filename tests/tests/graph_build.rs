@@ -1,0 +1,508 @@
+//! Graphs built node by node (kernels, copies, memsets, host functions, events, child graphs,
+//! captured work) and device-side `while` / `if` nodes, on the CPU backend, and the same
+//! checks on a GPU (`#[ignore = "needs a CUDA GPU"]`, run with `--include-ignored`).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use gpu_pipeline::{
+    Comparison, Condition, Context, CpuKernel, DeviceBuffer, Error, Event, FlagCell, Graph,
+    GraphNodeType, LaunchConfig, Module, PinnedBuffer, Stream, TypedKernel,
+};
+
+const PTX: &str = include_str!("../../runtime/kernels/test_kernels.ptx");
+
+type AddScalar = (u32, f32, &'static mut [f32]);
+type Saxpy = (u32, f32, &'static [f32], &'static mut [f32]);
+
+fn add_scalar(n: u32, value: f32, data: &mut [f32]) {
+    data[..n as usize].iter_mut().for_each(|x| *x += value);
+}
+
+fn saxpy(n: u32, a: f32, x: &[f32], y: &mut [f32]) {
+    for (y, x) in y[..n as usize].iter_mut().zip(x) {
+        *y = a.mul_add(*x, *y);
+    }
+}
+
+struct Kernels {
+    add: TypedKernel<AddScalar>,
+    saxpy: TypedKernel<Saxpy>,
+}
+
+fn kernels(ctx: &Context) -> Kernels {
+    let module = Module::load_ptx(ctx, PTX).unwrap().named("test_kernels");
+    // SAFETY: add_scalar(unsigned n, float value, float* data) and saxpy(unsigned n, float a,
+    // const float* x, float* y), as test_kernels.cu declares them.
+    let (add, saxpy_kernel) = unsafe {
+        (
+            module
+                .function("add_scalar")
+                .unwrap()
+                .typed::<AddScalar>()
+                .unwrap(),
+            module.function("saxpy").unwrap().typed::<Saxpy>().unwrap(),
+        )
+    };
+    Kernels {
+        add: add.with_cpu(CpuKernel::new(add_scalar)),
+        saxpy: saxpy_kernel.with_cpu(CpuKernel::new(saxpy)),
+    }
+}
+
+fn one() -> LaunchConfig {
+    LaunchConfig::new(1u32, 32u32)
+}
+
+// ---- Shared bodies, run on each backend. ----
+
+/// A diamond (a -> b, a -> c, b -> d, c -> d) has exactly its 4 edges, and runs in order.
+fn diamond_has_exactly_its_edges(ctx: &Context) {
+    let stream = Stream::new(ctx).unwrap();
+    let k = kernels(ctx);
+    let input = PinnedBuffer::from_slice(ctx, &[1.0f32; 8]).unwrap();
+    let mut x = DeviceBuffer::<f32>::alloc(ctx, 8).unwrap();
+    let mut y = DeviceBuffer::<f32>::zeros(&stream, 8).unwrap();
+    let mut out = PinnedBuffer::<f32>::zeros(ctx, 8).unwrap();
+    stream.synchronize().unwrap();
+    let mut graph = Graph::new(ctx).unwrap();
+    let a = graph.add_copy_htod_node(&[], &input, &mut x).unwrap();
+    let b = graph
+        .add_kernel_node(&[a], &k.add, one(), (8u32, 1.0f32, &mut y))
+        .unwrap();
+    let c = graph.add_empty_node(&[a]).unwrap();
+    let d = graph
+        .add_kernel_node(&[b.node(), c], &k.saxpy, one(), (8u32, 2.0f32, &x, &mut y))
+        .unwrap();
+    let e = graph.add_copy_dtoh_node(&[d.node()], &y, &mut out).unwrap();
+    assert_eq!(e.kind(), GraphNodeType::MEMCPY);
+    assert_eq!(graph.node_count().unwrap(), 5);
+    assert_eq!(
+        graph.edge_count().unwrap(),
+        5,
+        "a->b, a->c, b->d, c->d, d->e"
+    );
+    let exec = graph.instantiate().unwrap();
+    exec.launch(&stream).unwrap();
+    exec.launch(&stream).unwrap();
+    stream.synchronize().unwrap();
+    // Each launch: y += 1, then y += 2 * x.
+    assert_eq!(out.to_vec().unwrap(), vec![6.0; 8]);
+}
+
+/// Memsets, host nodes and child graphs run at every launch.
+fn memsets_hosts_and_children_run_every_launch(ctx: &Context) {
+    let stream = Stream::new(ctx).unwrap();
+    let k = kernels(ctx);
+    let mut data = DeviceBuffer::<f32>::alloc(ctx, 4).unwrap();
+    let mut out = PinnedBuffer::<f32>::zeros(ctx, 4).unwrap();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let mut child = Graph::new(ctx).unwrap();
+    child
+        .add_kernel_node(&[], &k.add, one(), (4u32, 0.5f32, &mut data))
+        .unwrap();
+    let mut graph = Graph::new(ctx).unwrap();
+    let set = graph
+        .add_memset_u32_node(&[], &mut data, 2.0f32.to_bits())
+        .unwrap();
+    let inner = graph.add_child_graph_node(&[set], &child).unwrap();
+    assert_eq!(inner.kind(), GraphNodeType::GRAPH);
+    let copy = graph.add_copy_dtoh_node(&[inner], &data, &mut out).unwrap();
+    let counter = runs.clone();
+    graph
+        .add_host_node(&[copy], move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+    drop(child);
+    let exec = graph.instantiate().unwrap();
+    for _ in 0..3 {
+        exec.launch(&stream).unwrap();
+    }
+    stream.synchronize().unwrap();
+    assert_eq!(out.to_vec().unwrap(), vec![2.5; 4]);
+    assert_eq!(runs.load(Ordering::SeqCst), 3);
+}
+
+/// Work captured from a stream lands after the given nodes; what it ends with is returned.
+fn captured_work_joins_the_built_graph(ctx: &Context) {
+    let stream = Stream::new(ctx).unwrap();
+    let k = kernels(ctx);
+    let mut data = DeviceBuffer::<f32>::zeros(&stream, 4).unwrap();
+    let mut out = PinnedBuffer::<f32>::zeros(ctx, 4).unwrap();
+    stream.synchronize().unwrap();
+    let mut graph = Graph::new(ctx).unwrap();
+    let first = graph
+        .add_kernel_node(&[], &k.add, one(), (4u32, 1.0f32, &mut data))
+        .unwrap();
+    let tail = graph
+        .capture_into(&[first.node()], &stream, |s| {
+            k.add.launch(s, one(), (4u32, 10.0f32, &mut data))?;
+            k.add.launch(s, one(), (4u32, 100.0f32, &mut data))
+        })
+        .unwrap();
+    assert_eq!(tail.len(), 1);
+    graph.add_copy_dtoh_node(&tail, &data, &mut out).unwrap();
+    assert_eq!(graph.node_count().unwrap(), 4);
+    assert_eq!(graph.edge_count().unwrap(), 3, "a chain of four nodes");
+    let exec = graph.instantiate().unwrap();
+    exec.launch(&stream).unwrap();
+    stream.synchronize().unwrap();
+    assert_eq!(out.to_vec().unwrap(), vec![111.0; 4]);
+    // Nothing captured: the dependencies come back.
+    let again = graph.capture_into(&tail, &stream, |_| Ok(())).unwrap();
+    assert_eq!(again, tail);
+}
+
+/// An event recorded by a graph node orders another stream's later work.
+fn event_nodes_order_work_outside_the_graph(ctx: &Context) {
+    let (stream, other) = (Stream::new(ctx).unwrap(), Stream::new(ctx).unwrap());
+    let k = kernels(ctx);
+    let mut data = DeviceBuffer::<f32>::zeros(&stream, 4).unwrap();
+    let mut out = PinnedBuffer::<f32>::zeros(ctx, 4).unwrap();
+    stream.synchronize().unwrap();
+    let done = Arc::new(Event::new(ctx).unwrap());
+    let mut graph = Graph::new(ctx).unwrap();
+    let add = graph
+        .add_kernel_node(&[], &k.add, one(), (4u32, 3.0f32, &mut data))
+        .unwrap();
+    let record = graph.add_event_record_node(&[add.node()], &done).unwrap();
+    assert_eq!(record.kind(), GraphNodeType::EVENT_RECORD);
+    let exec = graph.instantiate().unwrap();
+    exec.launch(&stream).unwrap();
+    stream.synchronize().unwrap();
+    other.wait_event(&done).unwrap();
+    other.copy_dtoh(&data, &mut out).unwrap();
+    other.synchronize().unwrap();
+    assert_eq!(out.to_vec().unwrap(), vec![3.0; 4]);
+    // A wait node on an event already reached does not block.
+    let mut waiting = Graph::new(ctx).unwrap();
+    let wait = waiting.add_event_wait_node(&[], &done).unwrap();
+    assert_eq!(wait.kind(), GraphNodeType::WAIT_EVENT);
+    waiting.instantiate().unwrap().launch(&stream).unwrap();
+    stream.synchronize().unwrap();
+}
+
+/// `while residual > 0.5` with `residual -= 1` per iteration: 5 iterations from 5.0, the
+/// same again at the next launch once the residual is reset, none from 0.0.
+fn while_loops_count_and_exit_early(ctx: &Context) {
+    let stream = Stream::new(ctx).unwrap();
+    let k = kernels(ctx);
+    let mut residual = DeviceBuffer::<f32>::alloc(ctx, 1).unwrap();
+    let mut steps = DeviceBuffer::<f32>::zeros(&stream, 1).unwrap();
+    let mut out = PinnedBuffer::<f32>::zeros(ctx, 1).unwrap();
+    stream.synchronize().unwrap();
+    let mut graph = Graph::new(ctx).unwrap();
+    // residual = 5.0 at the start of every launch.
+    let init = graph
+        .add_memset_u32_node(&[], &mut residual, 5.0f32.to_bits())
+        .unwrap();
+    let cond = Condition::compare(&residual, Comparison::Greater, 0.5f32).named("residual > 0.5");
+    let looping = graph
+        .add_while_node(&[init], cond, 100, |body| {
+            let down = body.add_kernel_node(
+                &[],
+                &k.add,
+                LaunchConfig::new(1u32, 1u32),
+                (1u32, -1.0f32, &mut residual),
+            )?;
+            body.add_kernel_node(
+                &[down.node()],
+                &k.add,
+                LaunchConfig::new(1u32, 1u32),
+                (1u32, 1.0f32, &mut steps),
+            )?;
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(looping.node().kind(), GraphNodeType::CONDITIONAL);
+    assert!(graph.has_conditional_nodes());
+    assert_eq!(graph.loops().len(), 1);
+    graph
+        .add_copy_dtoh_node(&[looping.node()], &steps, &mut out)
+        .unwrap();
+    let exec = graph.instantiate().unwrap();
+    exec.launch(&stream).unwrap();
+    stream.synchronize().unwrap();
+    assert_eq!(looping.state().iterations(), 5);
+    assert!(!looping.state().hit_limit());
+    exec.check_loops().unwrap();
+    assert_eq!(out.to_vec().unwrap(), vec![5.0]);
+    exec.launch(&stream).unwrap();
+    stream.synchronize().unwrap();
+    assert_eq!(looping.state().iterations(), 5);
+    assert_eq!(out.to_vec().unwrap(), vec![10.0]);
+    drop(exec);
+
+    // Early exit: a loop whose condition is false at the start runs no iteration.
+    let zero = DeviceBuffer::<f32>::zeros(&stream, 1).unwrap();
+    let mut never = DeviceBuffer::<f32>::zeros(&stream, 1).unwrap();
+    stream.synchronize().unwrap();
+    let mut graph = Graph::new(ctx).unwrap();
+    let cond = Condition::compare(&zero, Comparison::Greater, 0.5f32);
+    let looping = graph
+        .add_while_node(&[], cond, 100, |body| {
+            body.add_kernel_node(&[], &k.add, one(), (1u32, 1.0f32, &mut never))?;
+            Ok(())
+        })
+        .unwrap();
+    let exec = graph.instantiate().unwrap();
+    exec.launch(&stream).unwrap();
+    stream.synchronize().unwrap();
+    assert_eq!(looping.state().iterations(), 0);
+    exec.check_loops().unwrap();
+    assert_eq!(never.to_vec(&stream).unwrap(), vec![0.0]);
+}
+
+/// A loop whose condition never fails stops at its maximum and reports it, once.
+fn a_loop_that_never_converges_is_a_named_error(ctx: &Context) {
+    let stream = Stream::new(ctx).unwrap();
+    let k = kernels(ctx);
+    let mut residual = DeviceBuffer::from_slice(&stream, &[1.0f32]).unwrap();
+    stream.synchronize().unwrap();
+    let mut graph = Graph::new(ctx).unwrap();
+    let cond = Condition::compare(&residual, Comparison::Greater, 0.5f32).named("residual > tol");
+    let looping = graph
+        .add_while_node(&[], cond, 10, |body| {
+            // Diverges: the residual grows.
+            body.add_kernel_node(&[], &k.add, one(), (1u32, 1.0f32, &mut residual))?;
+            Ok(())
+        })
+        .unwrap();
+    let exec = graph.instantiate().unwrap();
+    exec.launch(&stream).unwrap();
+    stream.synchronize().unwrap();
+    assert_eq!(looping.state().iterations(), 10);
+    assert!(looping.state().hit_limit());
+    match exec.check_loops() {
+        Err(Error::IterationLimit {
+            label,
+            max_iterations: 10,
+        }) => assert_eq!(label, "residual > tol"),
+        other => panic!("expected the iteration limit, got {other:?}"),
+    }
+    // The mark is cleared by the check.
+    exec.check_loops().unwrap();
+    assert_eq!(residual.to_vec(&stream).unwrap(), vec![11.0]);
+}
+
+/// `if counter % 3 == 0` over the replay number: the body runs on replays 0 and 3 of 6.
+fn if_runs_on_every_third_replay(ctx: &Context) {
+    let stream = Stream::new(ctx).unwrap();
+    let k = kernels(ctx);
+    let mut field = DeviceBuffer::from_slice(&stream, &[1.0f32; 4]).unwrap();
+    let mut snapshots = DeviceBuffer::<f32>::zeros(&stream, 4).unwrap();
+    let mut taken = PinnedBuffer::<f32>::zeros(ctx, 4).unwrap();
+    stream.synchronize().unwrap();
+    let replay = FlagCell::<u32>::new(ctx, 0).unwrap();
+    let mut graph = Graph::new(ctx).unwrap();
+    let step = graph
+        .add_kernel_node(&[], &k.add, one(), (4u32, 1.0f32, &mut field))
+        .unwrap();
+    graph
+        .add_if_node(&[step.node()], Condition::every(&replay, 3, 0), |body| {
+            let count = body.add_kernel_node(&[], &k.add, one(), (4u32, 1.0f32, &mut snapshots))?;
+            // A copy to pinned memory inside a conditional body.
+            body.add_copy_dtoh_node(&[count.node()], &field, &mut taken)?;
+            Ok(())
+        })
+        .unwrap();
+    assert!(graph.loops().is_empty(), "an `if` has no loop state");
+    let exec = graph.instantiate().unwrap();
+    for n in 0..6u32 {
+        stream.write_value_32(&replay, n).unwrap();
+        exec.launch(&stream).unwrap();
+    }
+    stream.synchronize().unwrap();
+    assert_eq!(snapshots.to_vec(&stream).unwrap(), vec![2.0; 4]);
+    // The last snapshot was taken at replay 3, after its step: field was 1 + 4.
+    assert_eq!(taken.to_vec().unwrap(), vec![5.0; 4]);
+    assert_eq!(field.to_vec(&stream).unwrap(), vec![7.0; 4]);
+}
+
+/// An inner loop inside an outer loop restarts at each outer iteration; a `u32` flag ends a
+/// loop that a memset in its body clears.
+fn nested_loops_and_flags(ctx: &Context) {
+    let stream = Stream::new(ctx).unwrap();
+    let k = kernels(ctx);
+    let mut outer = DeviceBuffer::from_slice(&stream, &[3.0f32]).unwrap();
+    let mut inner = DeviceBuffer::<f32>::alloc(ctx, 1).unwrap();
+    let mut total = DeviceBuffer::<f32>::zeros(&stream, 1).unwrap();
+    let mut flag = DeviceBuffer::from_slice(&stream, &[1u32]).unwrap();
+    stream.synchronize().unwrap();
+    let mut graph = Graph::new(ctx).unwrap();
+    let cond = Condition::compare(&outer, Comparison::Greater, 0.5f32);
+    let outer_loop = graph
+        .add_while_node(&[], cond, 10, |body| {
+            let reset = body.add_memset_u32_node(&[], &mut inner, 2.0f32.to_bits())?;
+            let cond = Condition::compare(&inner, Comparison::GreaterOrEqual, 1.0f32);
+            let inner_loop = body.add_while_node(&[reset], cond, 10, |body| {
+                let a = body.add_kernel_node(&[], &k.add, one(), (1u32, -1.0f32, &mut inner))?;
+                body.add_kernel_node(&[a.node()], &k.add, one(), (1u32, 1.0f32, &mut total))?;
+                Ok(())
+            })?;
+            body.add_kernel_node(
+                &[inner_loop.node()],
+                &k.add,
+                one(),
+                (1u32, -1.0f32, &mut outer),
+            )?;
+            Ok(())
+        })
+        .unwrap();
+    let flagged = graph
+        .add_while_node(
+            &[outer_loop.node()],
+            Condition::compare(&flag, Comparison::NotEqual, 0u32),
+            10,
+            |body| {
+                body.add_memset_u32_node(&[], &mut flag, 0)?;
+                Ok(())
+            },
+        )
+        .unwrap();
+    assert_eq!(graph.loops().len(), 3);
+    let exec = graph.instantiate().unwrap();
+    exec.launch(&stream).unwrap();
+    stream.synchronize().unwrap();
+    exec.check_loops().unwrap();
+    assert_eq!(outer_loop.state().iterations(), 3);
+    assert_eq!(flagged.state().iterations(), 1);
+    assert_eq!(
+        total.to_vec(&stream).unwrap(),
+        vec![6.0],
+        "2 inner per outer"
+    );
+}
+
+/// The CUDA rules for graphs with conditional nodes hold on every backend.
+fn conditional_graphs_keep_the_cuda_rules(ctx: &Context) {
+    let stream = Stream::new(ctx).unwrap();
+    let k = kernels(ctx);
+    let mut value = DeviceBuffer::<f32>::zeros(&stream, 1).unwrap();
+    stream.synchronize().unwrap();
+    let mut graph = Graph::new(ctx).unwrap();
+    let cond = Condition::compare(&value, Comparison::Less, 0.0f32);
+    graph.add_if_node(&[], cond, |_| Ok(())).unwrap();
+    let exec = graph.instantiate().unwrap();
+    assert!(matches!(
+        graph.instantiate(),
+        Err(Error::InvalidArgument { .. })
+    ));
+    drop(exec);
+    graph.instantiate().unwrap();
+    assert!(graph.try_clone().is_err());
+    let mut parent = Graph::new(ctx).unwrap();
+    assert!(parent.add_child_graph_node(&[], &graph).is_err());
+
+    // A body that fails leaves the graph refusing to be instantiated.
+    let mut broken = Graph::new(ctx).unwrap();
+    let cond = Condition::compare(&value, Comparison::Less, 0.0f32);
+    let err = broken
+        .add_while_node(&[], cond, 5, |body| {
+            body.add_kernel_node(&[], &k.add, one(), (1u32, 1.0f32, &mut value))?;
+            Err(Error::IterationLimit {
+                label: "made up".into(),
+                max_iterations: 1,
+            })
+        })
+        .unwrap_err();
+    assert!(matches!(err, Error::IterationLimit { .. }));
+    assert!(broken.instantiate().is_err());
+    assert!(broken.add_empty_node(&[]).is_err());
+
+    // A body node cannot depend on a node outside the body, nor the other way round.
+    let mut graph = Graph::new(ctx).unwrap();
+    let outside = graph.add_empty_node(&[]).unwrap();
+    let cond = Condition::compare(&value, Comparison::Less, 0.0f32);
+    let err = graph
+        .add_if_node(&[outside], cond, |body| {
+            body.add_empty_node(&[outside])?;
+            Ok(())
+        })
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument { .. }), "{err}");
+    // A zero maximum and a zero modulus are refused.
+    let mut graph = Graph::new(ctx).unwrap();
+    let cond = Condition::compare(&value, Comparison::Less, 0.0f32);
+    assert!(graph.add_while_node(&[], cond, 0, |_| Ok(())).is_err());
+    let counter = FlagCell::<u32>::new(ctx, 0).unwrap();
+    assert!(
+        graph
+            .add_if_node(&[], Condition::every(&counter, 0, 0), |_| Ok(()))
+            .is_err()
+    );
+}
+
+/// A clone has the same nodes and edges and runs on its own.
+fn clones_run_on_their_own(ctx: &Context) {
+    let stream = Stream::new(ctx).unwrap();
+    let k = kernels(ctx);
+    let mut data = DeviceBuffer::<f32>::zeros(&stream, 2).unwrap();
+    stream.synchronize().unwrap();
+    let mut graph = Graph::new(ctx).unwrap();
+    let a = graph
+        .add_kernel_node(&[], &k.add, one(), (2u32, 1.0f32, &mut data))
+        .unwrap();
+    graph
+        .add_kernel_node(&[a.node()], &k.add, one(), (2u32, 2.0f32, &mut data))
+        .unwrap();
+    let copy = graph.try_clone().unwrap();
+    drop(graph);
+    assert_eq!(copy.node_count().unwrap(), 2);
+    assert_eq!(copy.edge_count().unwrap(), 1);
+    copy.instantiate().unwrap().launch(&stream).unwrap();
+    stream.synchronize().unwrap();
+    assert_eq!(data.to_vec(&stream).unwrap(), vec![3.0; 2]);
+}
+
+macro_rules! on_both_backends {
+    ($($name:ident,)*) => {
+        mod cpu {
+            $(
+                #[test]
+                fn $name() {
+                    super::$name(&gpu_pipeline::Context::cpu_checked());
+                }
+            )*
+        }
+        mod gpu {
+            $(
+                #[test]
+                #[ignore = "needs a CUDA GPU"]
+                fn $name() {
+                    super::$name(&gpu_pipeline::Context::cuda(0).unwrap());
+                }
+            )*
+        }
+    };
+}
+
+on_both_backends!(
+    diamond_has_exactly_its_edges,
+    memsets_hosts_and_children_run_every_launch,
+    captured_work_joins_the_built_graph,
+    event_nodes_order_work_outside_the_graph,
+    while_loops_count_and_exit_early,
+    a_loop_that_never_converges_is_a_named_error,
+    if_runs_on_every_third_replay,
+    nested_loops_and_flags,
+    conditional_graphs_keep_the_cuda_rules,
+    clones_run_on_their_own,
+);
+
+#[test]
+fn on_the_cpu_backend_edges_go_forward() {
+    let ctx = Context::cpu();
+    let mut graph = Graph::new(&ctx).unwrap();
+    let a = graph.add_empty_node(&[]).unwrap();
+    let b = graph.add_empty_node(&[]).unwrap();
+    graph.add_dependency(&a, &b).unwrap();
+    assert_eq!(graph.edge_count().unwrap(), 1);
+    assert!(graph.add_dependency(&b, &a).is_err());
+    let mut other = Graph::new(&ctx).unwrap();
+    assert!(
+        other.add_empty_node(&[a]).is_err(),
+        "a node of another graph"
+    );
+}

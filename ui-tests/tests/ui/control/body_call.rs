@@ -1,0 +1,24 @@
+//! A `call` inside a device loop: its captured work may bring event or host nodes.
+
+use gpu_pipeline::{DeviceBuffer, FlagCell, PinnedBuffer, gpu_pipeline};
+
+gpu_pipeline! {
+    pub pipeline Solve {
+        streams { main }
+        unsafe kernels k = ptx(include_str!("../../../../runtime/kernels/test_kernels.ptx")) {
+            fn add_scalar(n: u32, value: f32, data: &mut [f32]);
+        }
+        params { tol: f32, every: u32, residual: &mut DeviceBuffer<f32>, counts: &mut DeviceBuffer<u64>, snapshot: &mut PinnedBuffer<f32>, flag: &mut FlagCell<u32> }
+        stage solve on main {
+            while residual > tol max 10 {
+                call tick();
+            }
+        }
+    }
+}
+
+fn tick<M>(_: &gpu_pipeline::TypedStream<'_, M>) -> gpu_pipeline::Result<()> {
+    Ok(())
+}
+
+fn main() {}

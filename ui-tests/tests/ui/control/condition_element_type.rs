@@ -1,0 +1,20 @@
+//! A condition on a `DeviceBuffer<u64>`: the condition kernels compare `f32`, `f64` or `u32`.
+
+use gpu_pipeline::{DeviceBuffer, FlagCell, PinnedBuffer, gpu_pipeline};
+
+gpu_pipeline! {
+    pub pipeline Solve {
+        streams { main }
+        unsafe kernels k = ptx(include_str!("../../../../runtime/kernels/test_kernels.ptx")) {
+            fn add_scalar(n: u32, value: f32, data: &mut [f32]);
+        }
+        params { tol: f32, every: u32, residual: &mut DeviceBuffer<f32>, counts: &mut DeviceBuffer<u64>, snapshot: &mut PinnedBuffer<f32>, flag: &mut FlagCell<u32> }
+        stage solve on main {
+            while counts != 0u64 max 10 {
+                launch k::add_scalar(1u32, -1.0f32, residual) grid 1u32 block 1u32;
+            }
+        }
+    }
+}
+
+fn main() {}
