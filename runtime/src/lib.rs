@@ -9,6 +9,38 @@
 
 pub use gpu_pipeline_macros::gpu_pipeline;
 
+/// The `bytemuck` crate this one builds on: buffer elements are [`Pod`], kernel scalars are
+/// [`DeviceRepr`] (which requires [`Pod`]). Its derives name `::bytemuck` unless told
+/// otherwise; without a `bytemuck` dependency of your own, write
+/// `#[bytemuck(crate = "gpu_pipeline::bytemuck")]` beside `#[derive(Pod, Zeroable)]`.
+pub use bytemuck;
+/// Plain old data: any bit pattern is a valid value. The bound on buffer elements.
+///
+/// With `bytemuck`'s `derive` (which this crate enables), also the derive macro:
+///
+/// ```
+/// use gpu_pipeline::{Context, DeviceBuffer, DeviceRepr, Pod, Stream, Zeroable};
+///
+/// #[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
+/// #[bytemuck(crate = "gpu_pipeline::bytemuck")]
+/// #[repr(C)]
+/// struct Particle { x: f32, y: f32, mass: f32 }
+/// // SAFETY: `#[repr(C)]`, matching `struct Particle { float x, y, mass; }`.
+/// unsafe impl DeviceRepr for Particle {}
+///
+/// let ctx = Context::cpu();
+/// let stream = Stream::new(&ctx)?;
+/// let p = Particle { x: 1.0, y: 2.0, mass: 0.5 };
+/// let buffer = DeviceBuffer::from_slice(&stream, &[p; 4])?;
+/// assert_eq!(buffer.to_vec(&stream)?, vec![p; 4]);
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
+pub use bytemuck::Pod;
+/// The all-zero bit pattern is a valid value. A supertrait of [`Pod`].
+///
+/// With `bytemuck`'s `derive` (which this crate enables), also the derive macro.
+pub use bytemuck::Zeroable;
+
 pub mod sys;
 
 pub mod collective;
