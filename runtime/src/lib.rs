@@ -92,7 +92,7 @@ pub use driver::{
     DEFAULT_DRIVER_PATHS, DRIVER_PATH_ENV, is_available as driver_is_available,
     version as driver_version,
 };
-pub use error::{DriverError, Error, LibraryAttempt, Result};
+pub use error::{DriverError, Error, ErrorReport, LibraryAttempt, Result};
 pub use event::{Event, EventFlags};
 pub use graph::{CaptureMode, CaptureStatus, exchange_thread_capture_mode};
 pub use graph::{
