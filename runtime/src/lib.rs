@@ -40,6 +40,24 @@ pub use bytemuck::Pod;
 ///
 /// With `bytemuck`'s `derive` (which this crate enables), also the derive macro.
 pub use bytemuck::Zeroable;
+/// The `half` crate (feature `half`): [`half::f16`] and [`half::bf16`] are buffer elements
+/// and kernel scalars ([`DeviceRepr`]), CUDA's `__half` and `__nv_bfloat16`.
+///
+/// ```
+/// # #[cfg(feature = "half")] {
+/// use gpu_pipeline::half::f16;
+/// use gpu_pipeline::{Context, DeviceBuffer, Stream};
+///
+/// let ctx = Context::cpu();
+/// let stream = Stream::new(&ctx)?;
+/// let data: Vec<f16> = [0.5f32, 1.0, 65504.0].into_iter().map(f16::from_f32).collect();
+/// let buffer = DeviceBuffer::from_slice(&stream, &data)?;
+/// assert_eq!(buffer.to_vec(&stream)?, data);
+/// # }
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
+#[cfg(feature = "half")]
+pub use half;
 
 pub mod sys;
 

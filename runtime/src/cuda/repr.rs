@@ -35,6 +35,15 @@ macro_rules! device_repr {
 }
 device_repr!(u8, u16, u32, u64, i8, i16, i32, i64, usize, isize, f32, f64);
 
+// SAFETY: `half::f16` is `#[repr(transparent)]` over the `u16` of its IEEE binary16 bits, the
+// layout of CUDA's `__half` (a struct of one `unsigned short`, 2-byte aligned); `bf16` holds
+// the bfloat16 bits the same way, the layout of `__nv_bfloat16`.
+#[cfg(feature = "half")]
+unsafe impl DeviceRepr for half::f16 {}
+// SAFETY: as above.
+#[cfg(feature = "half")]
+unsafe impl DeviceRepr for half::bf16 {}
+
 // SAFETY: a C array of a `DeviceRepr` type has the same layout as the Rust array.
 unsafe impl<T: DeviceRepr, const N: usize> DeviceRepr for [T; N] where [T; N]: bytemuck::Pod {}
 
