@@ -33,6 +33,11 @@ pub(crate) struct HandleState {
     /// Panic logs of graphs launched on the handle since the last synchronize: a host node's
     /// panic is reported by the stream that replayed it.
     watched: Mutex<Vec<PanicLog>>,
+    /// How many `Stream` values over the handle are alive and not yet destroying it. A value
+    /// lowers it (under this lock) before it destroys an owned handle or lets go of a borrowed
+    /// one, so while it is above zero and the lock is held, the handle is live: what lets
+    /// work be enqueued on it by code that holds no `Stream` (see [`StreamLink`]).
+    live: Mutex<usize>,
 }
 
 /// Handle states by (context, handle): the legacy and per-thread default streams have the
@@ -72,6 +77,44 @@ impl HandleState {
     }
 }
 
+/// A weak link to a stream handle, for enqueueing on it later without keeping it alive: a
+/// stream-ordered allocation remembers the stream it was allocated on, to be freed there.
+#[derive(Debug, Clone)]
+pub(crate) struct StreamLink {
+    state: Weak<HandleState>,
+    raw: sys::CUstream,
+    id: u64,
+}
+
+// SAFETY: the raw handle is only passed to the driver, and only while `with_live` has
+// established that it is live; the state is atomics and locks.
+unsafe impl Send for StreamLink {}
+// SAFETY: as above.
+unsafe impl Sync for StreamLink {}
+
+impl StreamLink {
+    /// The driver's id of the linked stream.
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Calls `f` with the raw handle while it is certainly live and outside any capture this
+    /// crate tracks: some `Stream` value over it is alive and cannot finish destroying it
+    /// until `f` returns, and no capture can begin on it through this crate meanwhile (the
+    /// handle's gate is held shared). `None`, without calling `f`, when that cannot be
+    /// established at once (the stream is gone, capturing, or its gate is contended: the gate
+    /// is only tried, never waited for, so a caller that holds it already cannot deadlock).
+    pub(crate) fn with_live<R>(&self, f: impl FnOnce(sys::CUstream) -> R) -> Option<R> {
+        let state = self.state.upgrade()?;
+        let _gate = state.gate.try_read().ok()?;
+        if state.tracked().is_some() {
+            return None;
+        }
+        let live = lock(&state.live);
+        (*live > 0).then(|| f(self.raw))
+    }
+}
+
 /// A CUDA stream.
 ///
 /// Invariant: `raw` is a live stream of `ctx`. An owned stream was created here and is
@@ -85,6 +128,8 @@ pub(crate) struct Stream {
     /// The driver's process-unique id (`cuStreamGetId`), read once at creation.
     id: u64,
     state: Arc<HandleState>,
+    /// Whether this value is counted in `state.live` (until it retires).
+    counted: bool,
 }
 
 // SAFETY: a CUstream may be used from any thread once its context is current, which every
@@ -129,12 +174,15 @@ impl Stream {
     }
 
     fn wrap(ctx: &Arc<Context>, raw: sys::CUstream, owned: bool) -> Result<Stream> {
+        let state = HandleState::of(ctx, raw);
+        *lock(&state.live) += 1;
         let mut stream = Stream {
             ctx: ctx.clone(),
             raw,
             owned,
             id: 0,
-            state: HandleState::of(ctx, raw),
+            state,
+            counted: true,
         };
         // On failure `stream` drops and destroys an owned handle, so nothing leaks.
         let d = ctx.bind()?;
@@ -158,6 +206,23 @@ impl Stream {
     /// The driver's process-unique id.
     pub(crate) fn id(&self) -> u64 {
         self.id
+    }
+
+    /// A weak link to the handle (see [`StreamLink`]).
+    pub(crate) fn link(&self) -> StreamLink {
+        StreamLink {
+            state: Arc::downgrade(&self.state),
+            raw: self.raw,
+            id: self.id,
+        }
+    }
+
+    /// Stops counting this value as keeping the handle live (once): after this, links no
+    /// longer enqueue on it through this value.
+    fn retire(&mut self) {
+        if std::mem::replace(&mut self.counted, false) {
+            *lock(&self.state.live) -= 1;
+        }
     }
 
     /// Whether this value owns (and destroys) the handle.
@@ -413,6 +478,7 @@ impl Stream {
     /// Destroys an owned stream now and returns the driver's verdict. Work already enqueued
     /// still completes (the driver defers the release).
     pub(crate) fn destroy(&mut self) -> Result<()> {
+        self.retire();
         if !std::mem::replace(&mut self.owned, false) {
             return Ok(());
         }

@@ -127,7 +127,7 @@ impl<T: Pod> ManagedBuffer<T> {
     /// The unified address of the first element, valid on the host and the device; `None`
     /// on the CPU backend.
     pub fn device_ptr(&self) -> Option<sys::CUdeviceptr> {
-        self.alloc.ptr()
+        self.alloc.escaped_ptr()
     }
 
     /// The context the memory belongs to.
