@@ -65,6 +65,7 @@ pub mod collective;
 pub mod launcher;
 pub mod rendezvous;
 
+mod call_scope;
 mod context;
 mod cpu;
 mod cuda;

@@ -289,18 +289,7 @@ impl Graph {
                 .nodes()
                 .iter()
                 .enumerate()
-                .filter_map(|(index, node)| {
-                    let tag = node.kernel_tag()?;
-                    Some(KernelNode {
-                        node: GraphNode {
-                            graph: self.id,
-                            kind: GraphNodeType::KERNEL,
-                            id: NodeId::Cpu(index),
-                        },
-                        kernel: KernelIdentity::Cpu(tag.kernel),
-                        config: tag.config,
-                    })
-                })
+                .filter_map(|(index, node)| Some(self.cpu_kernel_node(index, node.kernel_tag()?)))
                 .collect()),
         }
     }
@@ -309,11 +298,12 @@ impl Graph {
     /// during the capture: what code that captured a known sequence of launches uses to
     /// find the node of each (e.g. to [set its parameters](GraphExec::set_kernel_params)).
     ///
-    /// On CUDA each launch on a capturing stream records the node it added; kernel nodes
-    /// that other code added to the capture (a library called inside it) are not in the
-    /// list. A graph built node by node, or captured without our launches, gives
-    /// [`Graph::kernel_nodes`]. It is an error when some launch's node could not be
-    /// identified. On the CPU backend nodes are numbered in capture order already.
+    /// Each launch on a capturing stream records the node it added; kernel nodes that other
+    /// code added to the capture are not in the list: a library called inside it (cuBLAS
+    /// through cudarc, say), and launches made through the [`TypedStream`](crate::TypedStream)
+    /// a pipeline's `call` statement hands to the function it calls. A graph built node by
+    /// node, or captured without our launches, gives [`Graph::kernel_nodes`]. It is an error
+    /// when some launch's node could not be identified.
     pub fn kernel_nodes_in_launch_order(&self) -> Result<Vec<KernelNode>> {
         match &self.backend {
             GraphBackend::Cuda(g) => Ok(g
@@ -321,7 +311,28 @@ impl Graph {
                 .into_iter()
                 .map(|info| self.cuda_kernel_node(info))
                 .collect()),
-            GraphBackend::Cpu(_) => self.kernel_nodes(),
+            // Nodes are numbered in capture order already.
+            GraphBackend::Cpu(g) => Ok(g
+                .nodes()
+                .iter()
+                .enumerate()
+                .filter_map(|(index, node)| {
+                    let tag = node.kernel_tag().filter(|tag| !tag.in_call)?;
+                    Some(self.cpu_kernel_node(index, tag))
+                })
+                .collect()),
+        }
+    }
+
+    fn cpu_kernel_node(&self, index: usize, tag: cpu::KernelTag) -> KernelNode {
+        KernelNode {
+            node: GraphNode {
+                graph: self.id,
+                kind: GraphNodeType::KERNEL,
+                id: NodeId::Cpu(index),
+            },
+            kernel: KernelIdentity::Cpu(tag.kernel),
+            config: tag.config,
         }
     }
 
