@@ -8,6 +8,7 @@
 //! | `nbody` | [`nbody`] | two kernels per step, positions streamed back to pinned memory behind the force kernel; speed against the classic tiled kernel launched with raw driver calls |
 //! | `overlap` | [`overlap`] | copy-in, compute and copy-out of a chunked array on three streams against one stream |
 //! | `interop` | [`interop`] | a stage that calls a library function with its typed stream; a borrowed foreign stream |
+//! | `cublas` | [`cublas`] | cuBLAS SGEMM through cudarc in a captured step, between two of our kernels, replayed with scalars set in place |
 //!
 //! Every example takes `--help`, `--dot` (its stage graphs in Graphviz DOT) and `--trace PATH`
 //! (one profiled step as a Chrome trace); [`common`] holds what they share. Every kernel is
@@ -18,6 +19,7 @@
 //! force kernel uses `rsqrtf`, so its backends agree within tolerances.
 
 pub mod common;
+pub mod cublas;
 pub mod heat2d;
 pub mod interop;
 pub mod nbody;

@@ -8,13 +8,14 @@ use std::process::{Command, Output};
 
 use clap::Parser;
 use examples::common::Report;
+use examples::cublas::{self, CublasArgs};
 use examples::heat2d::{self, Heat2dArgs, HeatStep};
 use examples::interop::{self, InteropArgs};
 use examples::nbody::{self, NbodyArgs};
 use examples::overlap::{self, OverlapArgs};
 use gpu_pipeline::Context;
 
-const EXAMPLES: [&str; 4] = ["heat2d", "nbody", "overlap", "interop"];
+const EXAMPLES: [&str; 5] = ["heat2d", "nbody", "overlap", "interop", "cublas"];
 
 /// A small run of each example, for the tests that need one to reach the end.
 fn small_run(name: &str) -> &'static [&'static str] {
@@ -40,6 +41,7 @@ fn small_run(name: &str) -> &'static [&'static str] {
             "1",
             "-q",
         ],
+        "cublas" => &["--m", "9", "--n", "7", "--k", "5", "--replays", "2", "-q"],
         _ => &["--elements", "16"],
     }
 }
@@ -272,6 +274,30 @@ fn interop_host_checked_runs_the_library_call_and_skips_raw_handles() {
 }
 
 #[test]
+fn cublas_host_checked_runs_the_step_with_the_naive_kernel() {
+    let args = CublasArgs::parse_from([
+        "cublas",
+        "--m",
+        "33",
+        "--n",
+        "17",
+        "--k",
+        "20",
+        "--replays",
+        "4",
+    ]);
+    let ctx = Context::host_checked();
+    let outcome = cublas::run(&ctx, &args).unwrap();
+    assert_passed(&ctx, &outcome.report);
+    assert!(!outcome.used_cublas);
+    assert!(
+        outcome
+            .cublas_missing
+            .is_some_and(|why| why.contains("CPU backend"))
+    );
+}
+
+#[test]
 fn heat2d_bounded_reference_checks_the_last_step_and_the_preview() {
     let args = Heat2dArgs::parse_from([
         "heat2d",
@@ -375,6 +401,7 @@ fn every_example_prints_its_stage_graph_with_dot() {
         ("nbody", "digraph NbodyStep"),
         ("overlap", "digraph OverlapStep"),
         ("interop", "digraph Interop"),
+        ("cublas", "digraph GemmStep"),
     ] {
         let output = run_example(name, &["--dot"]);
         let (stdout, _) = assert_exit(&output, 0, "");
@@ -445,6 +472,7 @@ fn negative_numbers_get_clap_range_messages() {
             &["--elements", "-3"],
             "-3 is not in 1..=4294967295",
         ),
+        ("cublas", &["--k", "-8"], "-8 is not in 1..=8192"),
     ] {
         assert_exit(&run_example(name, args), 2, message);
     }
@@ -562,6 +590,32 @@ fn every_example_passes_on_a_gpu() {
     assert!(overlap::run(&ctx, &ov).unwrap().report.passed());
     let io = interop::run(&ctx, &InteropArgs::parse_from(["interop"])).unwrap();
     assert!(io.report.passed() && io.borrowed_foreign_stream);
+}
+
+/// cuBLAS through cudarc in a captured step, between two of our kernels, replayed with both
+/// kernels' scalars set in place, against a CPU reference. cuBLAS is loaded at run time;
+/// without it the test says so and checks the naive kernel instead.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn cublas_in_a_captured_step_matches_the_reference() {
+    let ctx = Context::cuda(0).unwrap();
+    let args = CublasArgs::parse_from([
+        "cublas",
+        "--m",
+        "192",
+        "--n",
+        "160",
+        "--k",
+        "96",
+        "--replays",
+        "10",
+    ]);
+    let outcome = cublas::run(&ctx, &args).unwrap();
+    assert!(outcome.report.passed(), "{}", outcome.report);
+    match &outcome.cublas_missing {
+        None => assert!(outcome.used_cublas),
+        Some(why) => println!("SKIPPED the cuBLAS part: {why} (the naive kernel passed)"),
+    }
 }
 
 /// The raw-driver anchor of `nbody` runs and its state stays finite (a few steps; the

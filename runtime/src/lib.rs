@@ -59,6 +59,17 @@ pub use bytemuck::Zeroable;
 #[cfg(feature = "half")]
 pub use half;
 
+#[cfg(feature = "cudarc")]
+pub use cuda::cudarc::{CudarcStream, CudarcView, CudarcViewMut, IntoCudarcError};
+/// The `cudarc` crate (feature `cudarc`), as this crate sees it: convert streams and device
+/// memory with [`Stream::to_cudarc`], [`Stream::from_cudarc`],
+/// [`DeviceBuffer::cudarc_view`], [`DeviceBuffer::cudarc_view_mut`],
+/// [`DeviceBuffer::from_cudarc`] and [`DeviceBuffer::into_cudarc`]. Depend on `cudarc`
+/// yourself for its other features (cuBLAS, a CUDA version); versions 0.19.10 and later of
+/// 0.19 are the same crate as this one.
+#[cfg(feature = "cudarc")]
+pub use cudarc;
+
 pub mod sys;
 
 pub mod collective;

@@ -14,6 +14,10 @@
 //!   used on one stream never stalls the others;
 //! - a raw device address handed out (`device_ptr`, a loan to another library) may be used
 //!   on any stream without our knowing: the memory then counts as used on several streams;
+//! - memory another library allocated (`AllocKind::Foreign`) is not ours to free: the
+//!   allocation holds the library's owning value, and the last holder drops that value after
+//!   a context synchronize, by the same rule as `cuMemAlloc` memory; it is given back to the
+//!   library only by the last holder, after a synchronize (`take_owner`);
 //! - memory from `cuMemAlloc` is freed after a context synchronize: `cuMemFree` is not
 //!   stream-ordered (it may run only once no work can touch the memory, and no stream can be
 //!   told to wait before it), so freeing it without the synchronize would mean parking it
@@ -26,6 +30,7 @@
 //!   synchronize and counted in the allocation ([`BorrowCount`]): a graph launch, which borrows
 //!   nothing, refuses to run while one is alive (see `graph.rs`).
 
+use std::any::Any;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -152,7 +157,9 @@ pub(crate) fn check_host_view<T>(
 /// `ctx` as `kind` says, freed at most once (by `free_now`, `free_async`,
 /// `free_on_home_stream` or nothing, when it is leaked), and only when no enqueued work can
 /// touch it any more, or in the stream order after all such work (the module's rule). `home`,
-/// when set, is the stream a stream-ordered allocation was made on.
+/// when set, is the stream a stream-ordered allocation was made on. `Foreign` memory is never
+/// freed here: it lies within the allocation `owner` holds, which stays alive until this
+/// value drops or gives it back (`take_owner`), both after a context synchronize.
 /// Managed memory was zeroed at allocation, so the host may read it as any `Pod` type.
 pub(crate) struct DeviceMemory {
     ctx: Arc<Context>,
@@ -169,6 +176,9 @@ pub(crate) struct DeviceMemory {
     gate: Mutex<()>,
     /// Host slices of managed memory alive now.
     borrows: BorrowCount,
+    /// The other library's owning value of `Foreign` memory (`None` for ours, and once given
+    /// back).
+    owner: Mutex<Option<Box<dyn Any + Send + Sync>>>,
 }
 
 // SAFETY: a device address is a plain integer usable from any thread; the driver frees it
@@ -195,7 +205,59 @@ impl DeviceMemory {
             freed: AtomicBool::new(false),
             gate: Mutex::new(()),
             borrows: BorrowCount::default(),
+            owner: Mutex::new(None),
         }
+    }
+
+    /// Device memory that another library allocated and owns: `owner` is its owning value
+    /// (e.g. a cudarc `CudaSlice`), held until this value drops (then dropped after a context
+    /// synchronize) or gives it back ([`DeviceMemory::take_owner`]).
+    ///
+    /// # Safety
+    /// `ptr` must be the address of at least `max(bytes, 1)` bytes of device memory of
+    /// `ctx`'s context that stay allocated for as long as `owner` is alive, that nothing else
+    /// uses while this value holds `owner` (no other handle to the memory exists outside
+    /// `owner`), and whose contents are initialised.
+    #[cfg(feature = "cudarc")]
+    pub(crate) unsafe fn foreign(
+        ctx: &Arc<Context>,
+        ptr: sys::CUdeviceptr,
+        bytes: usize,
+        owner: Box<dyn Any + Send + Sync>,
+    ) -> DeviceMemory {
+        let memory = DeviceMemory::wrap(ctx, ptr, bytes, AllocKind::Foreign, StreamUse::UNUSED);
+        *memory.owner.lock().unwrap_or_else(PoisonError::into_inner) = Some(owner);
+        memory
+    }
+
+    /// Gives the owning value of `Foreign` memory back, when `this` is the last holder (no
+    /// graph keeps it), after waiting for all work of the context (so no enqueued work can
+    /// touch the memory any more). Otherwise, or for memory of ours, returns `this`.
+    #[cfg(feature = "cudarc")]
+    pub(crate) fn take_owner(
+        this: Arc<Self>,
+    ) -> std::result::Result<Result<Box<dyn Any + Send + Sync>>, Arc<Self>> {
+        if this.kind != AllocKind::Foreign {
+            return Err(this);
+        }
+        let memory = Arc::try_unwrap(this)?;
+        if let Err(e) = memory.ctx.synchronize() {
+            // Work may still use the memory: keep holding it; Drop then leaks it (its own
+            // synchronize fails too, or succeeds and the owner is dropped then).
+            return Ok(Err(e));
+        }
+        memory.freed.store(true, Ordering::Release);
+        let owner = memory
+            .owner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        Ok(owner.ok_or_else(|| {
+            Error::invalid(
+                "DeviceMemory::take_owner",
+                "the memory was given back already",
+            )
+        }))
     }
 
     /// `bytes` of device memory (`cuMemAlloc`; at least one byte, so the address is unique).
@@ -359,7 +421,26 @@ impl DeviceMemory {
             return Ok(());
         }
         // Work enqueued on any stream may still read or write this memory: wait for it all.
-        self.ctx.synchronize()?;
+        if let Err(e) = self.ctx.synchronize() {
+            // Another library's memory is leaked by forgetting its owner, which would free it.
+            let owner = self
+                .owner
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+            std::mem::forget(owner);
+            return Err(e);
+        }
+        if self.kind == AllocKind::Foreign {
+            // Not ours: its owner frees it (in its own stream order) when dropped.
+            drop(
+                self.owner
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .take(),
+            );
+            return Ok(());
+        }
         let d = self.ctx.bind()?;
         // SAFETY: allocated by cuMemAlloc / cuMemAllocAsync / cuMemAllocManaged (cuMemFree
         // takes all three); nothing can use it any more (see above), and `freed` stops a

@@ -7,8 +7,9 @@
 //! ending a capture, and joining one, hold it exclusively. So an enqueue is either wholly
 //! inside a capture or wholly outside it, whatever other threads do.
 
+use std::any::Any;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{
     Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak,
 };
@@ -38,6 +39,12 @@ pub(crate) struct HandleState {
     /// one, so while it is above zero and the lock is held, the handle is live: what lets
     /// work be enqueued on it by code that holds no `Stream` (see [`StreamLink`]).
     live: Mutex<usize>,
+    /// Objects of other libraries that hold the raw handle (a cudarc stream over it): while
+    /// one lives, the handle is not destroyed (it is leaked instead), and captures are asked
+    /// of the driver, since that library may begin one. `ever_lent` keeps the check off the
+    /// hot path of handles never lent.
+    lent: Mutex<Vec<Weak<dyn Any + Send + Sync>>>,
+    ever_lent: AtomicBool,
 }
 
 /// Handle states by (context, handle): the legacy and per-thread default streams have the
@@ -67,6 +74,16 @@ impl HandleState {
         let state = Arc::new(HandleState::default());
         handles.insert(key, Arc::downgrade(&state));
         state
+    }
+
+    /// Whether an object another library holds still has the handle.
+    fn is_lent(&self) -> bool {
+        if !self.ever_lent.load(Ordering::Acquire) {
+            return false;
+        }
+        let mut lent = lock(&self.lent);
+        lent.retain(|holder| holder.strong_count() > 0);
+        !lent.is_empty()
     }
 
     fn tracked(&self) -> Option<u64> {
@@ -215,6 +232,14 @@ impl Stream {
             raw: self.raw,
             id: self.id,
         }
+    }
+
+    /// Records that `holder`, an object of another library, holds the raw handle: the handle
+    /// is not destroyed while it lives, and captures on it are asked of the driver.
+    #[cfg(feature = "cudarc")]
+    pub(crate) fn lend(&self, holder: Weak<dyn Any + Send + Sync>) {
+        lock(&self.state.lent).push(holder);
+        self.state.ever_lent.store(true, Ordering::Release);
     }
 
     /// Stops counting this value as keeping the handle live (once): after this, links no
@@ -420,7 +445,7 @@ impl Stream {
     #[inline]
     pub(crate) fn capture_now(&self) -> Result<Option<u64>> {
         let tracked = self.state.tracked();
-        if self.owned {
+        if self.owned && !self.state.is_lent() {
             return Ok(tracked);
         }
         match self.capture_info()? {
@@ -481,6 +506,15 @@ impl Stream {
         self.retire();
         if !std::mem::replace(&mut self.owned, false) {
             return Ok(());
+        }
+        if self.state.is_lent() {
+            // Another library still holds the handle (see `lend`): destroying it would leave
+            // that holder with a dangling handle, so it is leaked instead.
+            tracing::warn!(
+                stream = self.id,
+                "a stream lent to another library is dropped while that library still holds                  it; its handle is leaked, not destroyed"
+            );
+            return self.take_panics();
         }
         let d = self.bind()?;
         // SAFETY: we own the stream (the type's invariant) and release it once: `owned` is

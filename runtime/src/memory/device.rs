@@ -194,6 +194,12 @@ impl<T: Pod> DeviceBuffer<T> {
         self.as_view_mut().split_at_mut(mid)
     }
 
+    /// The allocation, for the backends' interop code.
+    #[cfg(feature = "cudarc")]
+    pub(crate) fn allocation(&self) -> &DeviceAlloc {
+        &self.alloc
+    }
+
     /// Gives up the allocation, for [`Stream::free_async`].
     pub(crate) fn into_alloc(self) -> DeviceAlloc {
         self.alloc

@@ -93,6 +93,13 @@ impl<'s, M> TypedStream<'s, M> {
         }
     }
 
+    /// The stream, for the backends' interop code (not public: a called function must not
+    /// get the full `Stream` back).
+    #[cfg(feature = "cudarc")]
+    pub(crate) fn stream(&self) -> &'s Stream {
+        self.stream
+    }
+
     /// `Pipeline.stream`, as declared.
     pub fn label(&self) -> &'static str {
         self.label
