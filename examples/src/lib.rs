@@ -12,9 +12,9 @@
 //!
 //! Every example takes `--help`, `--dot` (its stage graphs in Graphviz DOT) and `--trace PATH`
 //! (one profiled step as a Chrome trace); [`common`] holds what they share. Every kernel is
-//! CUDA C in `examples/kernels/*.cu`, embedded as PTX (`tools/build-ptx`), and has a host
-//! implementation here (plain Rust over slices) that the host backend runs: called once per
-//! launch with the whole slices. The host implementations of `heat2d`, `overlap` and
+//! CUDA C in `examples/kernels/*.cu`, embedded as PTX (`tools/build-ptx`), and has a CPU
+//! implementation here (plain Rust over slices) that the CPU backend runs: called once per
+//! launch with the whole slices. The CPU implementations of `heat2d`, `overlap` and
 //! `interop` do the same arithmetic in the same order as their kernels, bit for bit; `nbody`'s
 //! force kernel uses `rsqrtf`, so its backends agree within tolerances.
 

@@ -1,4 +1,4 @@
-//! Every example at a small size on the checked host backend: its own checks pass and the
+//! Every example at a small size on the checked CPU backend: its own checks pass and the
 //! race detector reports nothing. Plus the flag parsing each `main` relies on, and the
 //! example programs themselves run as a user runs them (`--help`, `--dot`, misuse: exit code
 //! and message).
@@ -47,7 +47,7 @@ fn small_run(name: &str) -> &'static [&'static str] {
 }
 
 /// The example program `name`, built beside this test binary (`cargo test` builds the
-/// examples; the GPU bundle keeps the same layout), forced onto the host backend.
+/// examples; the GPU bundle keeps the same layout), forced onto the CPU backend.
 fn example(name: &str) -> Command {
     let exe = std::env::current_exe().expect("the test binary's path");
     let dir = exe
@@ -63,21 +63,19 @@ fn example(name: &str) -> Command {
         path.display()
     );
     let mut command = Command::new(path);
-    command.env("GPU_PIPELINE_BACKEND", "host");
+    command.env("GPU_PIPELINE_BACKEND", "cpu");
     command
 }
 
 /// Whether this runs under NVIDIA's compute-sanitizer (`bash .gpu/run sanitize`), which
 /// would also instrument the example processes the CLI tests start; those never call CUDA
-/// (they run on the host backend), which the sanitizer counts as an error. The CLI tests
+/// (they run on the CPU backend), which the sanitizer counts as an error. The CLI tests
 /// ran in the normal run.
 fn under_compute_sanitizer() -> bool {
     let skip = std::env::var_os("NVTX_INJECTION64_PATH")
         .is_some_and(|path| path.to_string_lossy().contains("sanitizer"));
     if skip {
-        println!(
-            "skipped under compute-sanitizer: it starts example processes on the host backend"
-        );
+        println!("skipped under compute-sanitizer: it starts example processes on the CPU backend");
     }
     skip
 }
@@ -119,7 +117,7 @@ fn assert_passed(ctx: &Context, report: &Report) {
 }
 
 #[test]
-fn heat2d_host_checked_matches_the_reference_and_conserves_heat() {
+fn heat2d_cpu_checked_matches_the_reference_and_conserves_heat() {
     let dir = scratch("heat2d-png");
     let png = dir.join("field.png");
     let args = Heat2dArgs::parse_from([
@@ -136,7 +134,7 @@ fn heat2d_host_checked_matches_the_reference_and_conserves_heat() {
         "--png",
         png.to_str().unwrap(),
     ]);
-    let ctx = Context::host_checked();
+    let ctx = Context::cpu_checked();
     let outcome = heat2d::run(&ctx, &args).unwrap();
     assert_passed(&ctx, &outcome.report);
     assert!(outcome.full_reference);
@@ -192,7 +190,7 @@ fn heat2d_dot_names_every_stage() {
 }
 
 #[test]
-fn nbody_host_checked_conserves_momentum_and_matches_the_reference() {
+fn nbody_cpu_checked_conserves_momentum_and_matches_the_reference() {
     let args = NbodyArgs::parse_from([
         "nbody",
         "--bodies",
@@ -205,7 +203,7 @@ fn nbody_host_checked_conserves_momentum_and_matches_the_reference() {
         "7",
         "--quiet",
     ]);
-    let ctx = Context::host_checked();
+    let ctx = Context::cpu_checked();
     let outcome = nbody::run(&ctx, &args).unwrap();
     assert_passed(&ctx, &outcome.report);
     let steps: Vec<u32> = outcome.samples.iter().map(|s| s.0).collect();
@@ -216,12 +214,12 @@ fn nbody_host_checked_conserves_momentum_and_matches_the_reference() {
 #[test]
 fn nbody_rejects_a_reference_longer_than_the_run() {
     let args = NbodyArgs::parse_from(["nbody", "--steps", "3", "--reference-steps", "5"]);
-    let err = nbody::run(&Context::host(), &args).unwrap_err();
+    let err = nbody::run(&Context::cpu(), &args).unwrap_err();
     assert!(err.to_string().contains("--reference-steps"), "{err}");
 }
 
 #[test]
-fn overlap_host_checked_matches_the_reference() {
+fn overlap_cpu_checked_matches_the_reference() {
     let args = OverlapArgs::parse_from([
         "overlap",
         "--elements",
@@ -234,7 +232,7 @@ fn overlap_host_checked_matches_the_reference() {
         "1",
         "--quiet",
     ]);
-    let ctx = Context::host_checked();
+    let ctx = Context::cpu_checked();
     let outcome = overlap::run(&ctx, &args).unwrap();
     assert_passed(&ctx, &outcome.report);
 }
@@ -252,7 +250,7 @@ fn overlap_with_one_chunk_still_runs_every_stage() {
         "--repeats",
         "1",
     ]);
-    let ctx = Context::host_checked();
+    let ctx = Context::cpu_checked();
     let outcome = overlap::run(&ctx, &args).unwrap();
     assert_passed(&ctx, &outcome.report);
 }
@@ -260,21 +258,21 @@ fn overlap_with_one_chunk_still_runs_every_stage() {
 #[test]
 fn overlap_rejects_elements_that_do_not_split_into_chunks() {
     let args = OverlapArgs::parse_from(["overlap", "--elements", "10", "--chunks", "3"]);
-    let err = overlap::run(&Context::host(), &args).unwrap_err();
+    let err = overlap::run(&Context::cpu(), &args).unwrap_err();
     assert!(err.to_string().contains("multiple"), "{err}");
 }
 
 #[test]
-fn interop_host_checked_runs_the_library_call_and_skips_raw_handles() {
+fn interop_cpu_checked_runs_the_library_call_and_skips_raw_handles() {
     let args = InteropArgs::parse_from(["interop", "--elements", "1000"]);
-    let ctx = Context::host_checked();
+    let ctx = Context::cpu_checked();
     let outcome = interop::run(&ctx, &args).unwrap();
     assert_passed(&ctx, &outcome.report);
     assert!(!outcome.borrowed_foreign_stream);
 }
 
 #[test]
-fn cublas_host_checked_runs_the_step_with_the_naive_kernel() {
+fn cublas_cpu_checked_runs_the_step_with_the_naive_kernel() {
     let args = CublasArgs::parse_from([
         "cublas",
         "--m",
@@ -286,7 +284,7 @@ fn cublas_host_checked_runs_the_step_with_the_naive_kernel() {
         "--replays",
         "4",
     ]);
-    let ctx = Context::host_checked();
+    let ctx = Context::cpu_checked();
     let outcome = cublas::run(&ctx, &args).unwrap();
     assert_passed(&ctx, &outcome.report);
     assert!(!outcome.used_cublas);
@@ -314,7 +312,7 @@ fn heat2d_bounded_reference_checks_the_last_step_and_the_preview() {
         "--no-png",
         "-q",
     ]);
-    let ctx = Context::host_checked();
+    let ctx = Context::cpu_checked();
     let outcome = heat2d::run(&ctx, &args).unwrap();
     assert_passed(&ctx, &outcome.report);
     assert!(!outcome.full_reference);
@@ -347,7 +345,7 @@ fn nbody_samples_the_forces_when_the_replay_is_skipped() {
         "bounded",
         "-q",
     ]);
-    let ctx = Context::host_checked();
+    let ctx = Context::cpu_checked();
     let outcome = nbody::run(&ctx, &args).unwrap();
     assert_passed(&ctx, &outcome.report);
     assert!(!outcome.full_reference);
@@ -407,7 +405,7 @@ fn every_example_prints_its_stage_graph_with_dot() {
         let (stdout, _) = assert_exit(&output, 0, "");
         assert!(stdout.contains(pipeline), "{name} --dot:\n{stdout}");
         // Nothing ran: no backend banner, no report.
-        assert!(!stdout.contains(" on host"), "{name} --dot ran:\n{stdout}");
+        assert!(!stdout.contains(" on cpu"), "{name} --dot ran:\n{stdout}");
     }
     let output = run_example("overlap", &["--dot"]);
     assert!(String::from_utf8_lossy(&output.stdout).contains("digraph SerialChunk"));
@@ -490,7 +488,7 @@ fn output_paths_are_checked_before_the_run() {
         let output = run_example(name, &["--trace", missing]);
         let (stdout, _) = assert_exit(&output, 2, "`--trace ");
         assert_exit(&output, 2, "cannot write there");
-        assert!(!stdout.contains(" on host"), "{name} ran:\n{stdout}");
+        assert!(!stdout.contains(" on cpu"), "{name} ran:\n{stdout}");
     }
     let output = run_example("heat2d", &["--png", missing]);
     assert_exit(&output, 2, "`--png ");
@@ -556,7 +554,7 @@ fn every_example_writes_a_trace_and_lists_it() {
             stdout.contains(&format!("wrote {}", trace.display())),
             "{stdout}"
         );
-        assert!(stdout.contains("all checks passed on host"), "{stdout}");
+        assert!(stdout.contains("all checks passed on cpu"), "{stdout}");
         let json = std::fs::read_to_string(&trace).unwrap();
         assert!(json.starts_with("{\"traceEvents\":["), "{json}");
         assert!(json.contains("\"ph\":\"X\""), "{name}: no stage in\n{json}");

@@ -446,7 +446,42 @@ impl std::fmt::Debug for Graph {
     }
 }
 
-/// An executable graph: launch it on any stream of its context, as often as needed.
+/// An executable graph: launch it on any stream of its context, as often as needed, and
+/// change a kernel node's arguments in place between launches.
+///
+/// ```
+/// # fn main() -> gpu_pipeline::Result<()> {
+/// use gpu_pipeline::{CaptureMode, Context, CpuKernel, DeviceBuffer, LaunchConfig, Module, Stream};
+///
+/// fn saxpy_on_cpu(n: u32, a: f32, x: &[f32], y: &mut [f32]) {
+///     for i in 0..n as usize {
+///         y[i] += a * x[i];
+///     }
+/// }
+///
+/// let ctx = Context::cpu();
+/// let stream = Stream::non_blocking(&ctx)?;
+/// let module = Module::load_ptx(&ctx, include_str!("../../kernels/saxpy.ptx"))?;
+/// // SAFETY: `saxpy(unsigned n, float a, const float* x, float* y)` touches `x[i]`, `y[i]`
+/// // for `i < n` only, and `n` is the buffers' length below.
+/// let saxpy = unsafe { module.function("saxpy")?.typed::<(u32, f32, &[f32], &mut [f32])>()? }
+///     .with_cpu(CpuKernel::new(saxpy_on_cpu));
+/// let x = DeviceBuffer::from_slice(&stream, &[1.0f32; 64])?;
+/// let mut y = DeviceBuffer::from_slice(&stream, &[0.0f32; 64])?;
+/// let config = LaunchConfig::new(1, 64);
+///
+/// let graph = stream.capture(CaptureMode::ThreadLocal, |s| {
+///     saxpy.launch(s, config, (64u32, 2.0f32, &x, &mut y))
+/// })?;
+/// let mut exec = graph.instantiate()?;
+/// exec.launch(&stream)?; // y = 2
+/// let node = graph.kernel_nodes_in_launch_order()?[0];
+/// exec.set_kernel_params(&node, &saxpy, config, (64u32, 0.5f32, &x, &mut y))?;
+/// exec.launch(&stream)?; // y = 2.5
+/// drop((exec, graph)); // waits for the launches, which use `y`
+/// assert_eq!(y.to_vec(&stream)?, vec![2.5f32; 64]);
+/// # Ok(()) }
+/// ```
 pub struct GraphExec {
     ctx: Context,
     /// The id of the graph it was instantiated from.

@@ -41,14 +41,17 @@ use crate::sys;
 /// On the CPU backend the memory is a heap allocation, registered with the race detector (see
 /// [`named`](Self::named)), and it has no device address.
 ///
-/// ```no_run
+/// ```
 /// # fn main() -> gpu_pipeline::Result<()> {
 /// use gpu_pipeline::{Context, DeviceBuffer, Stream};
-/// let ctx = Context::cuda(0)?;
+/// let ctx = Context::cpu(); // or Context::cuda(0)?: the same code
 /// let stream = Stream::non_blocking(&ctx)?;
 /// let mut field = DeviceBuffer::from_slice(&stream, &[1.0f32, 2.0, 3.0, 4.0])?;
 /// stream.memset_u32(&mut field.slice_mut(2..)?, 0)?;
 /// assert_eq!(field.to_vec(&stream)?, [1.0, 2.0, 0.0, 0.0]);
+/// // A temporary in stream order: freed on `stream` when dropped, without waiting.
+/// let scratch = stream.alloc_async::<f32>(1024)?;
+/// drop(scratch);
 /// # Ok(()) }
 /// ```
 pub struct DeviceBuffer<T: Pod> {
