@@ -512,7 +512,8 @@ impl Stream {
             // that holder with a dangling handle, so it is leaked instead.
             tracing::warn!(
                 stream = self.id,
-                "a stream lent to another library is dropped while that library still holds                  it; its handle is leaked, not destroyed"
+                "a stream lent to another library is dropped while that library still holds \
+                 it; its handle is leaked, not destroyed"
             );
             return self.take_panics();
         }
