@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo run --release -p examples --example heat2d -- --nx 4096 --ny 4096 --steps 2000 --no-png
-//! GPU_PIPELINE_BACKEND=host-checked cargo run -p examples --example heat2d -- --nx 64 --ny 64 --steps 100
+//! GPU_PIPELINE_BACKEND=cpu-checked cargo run -p examples --example heat2d -- --nx 64 --ny 64 --steps 100
 //! ```
 
 use examples::common::{backend_name, main_with};

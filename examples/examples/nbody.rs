@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo run --release -p examples --example nbody -- --bodies 65536 --steps 50
-//! GPU_PIPELINE_BACKEND=host-checked cargo run -p examples --example nbody -- --bodies 128 --steps 20
+//! GPU_PIPELINE_BACKEND=cpu-checked cargo run -p examples --example nbody -- --bodies 128 --steps 20
 //! ```
 
 use examples::common::{backend_name, main_with};

@@ -2,7 +2,7 @@
 // sampling of a field into a small preview that is streamed back to the host.
 //
 // tools/build-ptx compiles this file to heat2d.ptx beside it (NVRTC, compute_75).
-// The host implementations in examples/src/heat2d/host.rs do the same arithmetic in the same
+// The CPU implementations in examples/src/heat2d/cpu.rs do the same arithmetic in the same
 // order. The `__f*_rn` intrinsics forbid contracting a multiply and an add into one FMA, so
 // the device and the host round identically and agree bit for bit; the step is bound by
 // memory bandwidth, so they cost nothing.

@@ -6,7 +6,7 @@
 // The force is the kernel a CUDA programmer writes (GPU Gems 3, chapter 31): each block loads
 // the bodies tile by tile into shared memory, every thread sums the pulls of a tile on its
 // body, and 1/r^3 comes from one rsqrtf. rsqrtf (2 ulp), FMA contraction and float rounding
-// make the last bits differ from the host implementation (examples/src/nbody/host.rs), which
+// make the last bits differ from the CPU implementation (examples/src/nbody/cpu.rs), which
 // sums in the same order (j ascending); the example checks against its CPU reference within a
 // tolerance.
 

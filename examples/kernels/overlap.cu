@@ -2,7 +2,7 @@
 // intensity, so compute time can be matched to copy time.
 //
 // tools/build-ptx compiles this file to PTX beside it (NVRTC, compute_75).
-// The host implementation in examples/src/overlap/host.rs does the same arithmetic; the
+// The CPU implementation in examples/src/overlap/cpu.rs does the same arithmetic; the
 // `__f*_rn` intrinsics forbid FMA contraction, so both round identically.
 
 extern "C" {

@@ -15,14 +15,14 @@ use indicatif::{ProgressBar, ProgressStyle};
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The backend the examples run on: [`Context::auto`] (CUDA device 0 when a driver and a GPU
-/// are there, the host backend otherwise; `GPU_PIPELINE_BACKEND=cuda|host|host-checked`
+/// are there, the CPU backend otherwise; `GPU_PIPELINE_BACKEND=cuda|cpu|cpu-checked`
 /// forces one).
 pub fn context() -> Result<Context, BoxError> {
     Ok(Context::auto()?)
 }
 
-/// One line naming the backend: `cuda (device 0: NVIDIA H100 80GB HBM3)`, `host`, or
-/// `host (checked: race detector on)`.
+/// One line naming the backend: `cuda (device 0: NVIDIA H100 80GB HBM3)`, `cpu`, or
+/// `cpu (checked: race detector on)`.
 pub fn backend_name(ctx: &Context) -> String {
     match ctx.backend() {
         Backend::Cuda => match ctx.device() {
@@ -32,8 +32,8 @@ pub fn backend_name(ctx: &Context) -> String {
             }
             None => "cuda".to_owned(),
         },
-        Backend::Host if ctx.is_checked() => "host (checked: race detector on)".to_owned(),
-        Backend::Host => "host".to_owned(),
+        Backend::Cpu if ctx.is_checked() => "cpu (checked: race detector on)".to_owned(),
+        Backend::Cpu => "cpu".to_owned(),
     }
 }
 
@@ -58,7 +58,7 @@ impl Check {
         }
     }
 
-    /// The checked host backend found no race (always true on the other backends, which
+    /// The checked CPU backend found no race (always true on the other backends, which
     /// cannot look).
     pub fn no_races(ctx: &Context) -> Check {
         let races = ctx.races();
@@ -68,7 +68,7 @@ impl Check {
                 Some(first) => format!("{} race(s), first: {first:?}", races.len()),
             }
         } else {
-            "not checked on this backend (GPU_PIPELINE_BACKEND=host-checked checks)".to_owned()
+            "not checked on this backend (GPU_PIPELINE_BACKEND=cpu-checked checks)".to_owned()
         };
         Check {
             name: "race detector".to_owned(),
@@ -471,7 +471,7 @@ pub fn par_chunks<T: Send>(out: &mut [T], unit: usize, f: impl Fn(usize, &mut [T
 /// The device's own copy bandwidth: a device-to-device copy of `bytes` (rounded down to
 /// whole `f32`s) timed with events, repeated until about 50 ms have passed, in bytes per
 /// second counting the read and the write (as a kernel that reads and writes each byte
-/// once would). On the host backend this is the CPU's `memcpy` through the same API.
+/// once would). On the CPU backend this is the CPU's `memcpy` through the same API.
 pub fn copy_bandwidth(ctx: &Context, bytes: usize) -> Result<f64, BoxError> {
     let len = (bytes / 4).max(1);
     let stream = Stream::non_blocking(ctx)?;
@@ -621,7 +621,7 @@ mod tests {
 
     #[test]
     fn reports_list_notes_and_written_files() {
-        let mut report = Report::new(&Context::host());
+        let mut report = Report::new(&Context::cpu());
         report.notes.push("bandwidth: 1 GB/s".to_owned());
         report.outputs.push(PathBuf::from("out.png"));
         let text = report.to_string();

@@ -14,7 +14,7 @@
 //!    ownership; the borrowed `Stream` does not destroy it), and the pipeline's origin stream
 //!    waits for it before the step.
 //!
-//! On the host backend raw handles do not exist: streams are CPU queues, `Stream::handle` is
+//! On the CPU backend raw handles do not exist: streams are CPU queues, `Stream::handle` is
 //! null and there is no foreign CUDA library to hand one over, so part 2 is skipped with a
 //! message and the input is produced on an ordinary stream instead. Everything else runs.
 
@@ -28,8 +28,8 @@ use gpu_pipeline::{
 
 use crate::common::{BoxError, Check, Report, check_output_path, max_abs_diff};
 
-/// Host implementation of `examples/kernels/interop.cu`.
-pub mod host {
+/// CPU implementation of `examples/kernels/interop.cu`.
+pub mod cpu {
     /// `scale_offset(n, factor, offset, data)`: `data[i] = data[i] * factor + offset`.
     pub fn scale_offset(n: u32, factor: f32, offset: f32, data: &mut [f32]) {
         for v in &mut data[..n as usize] {
@@ -81,7 +81,7 @@ gpu_pipeline! {
         streams { compute(priority = high), copy(non_blocking) }
         unsafe kernels k = ptx(include_str!("../kernels/interop.ptx")) {
             fn scale_offset(n: u32, factor: f32, offset: f32, data: &mut [f32; n])
-                host = crate::interop::host::scale_offset;
+                cpu = crate::interop::cpu::scale_offset;
         }
         params {
             n: u32,
@@ -119,8 +119,8 @@ pub fn duplicate_on_compute(
     name = "interop",
     about = "A pipeline stage calling a library function with its typed stream, and input \
              produced on a foreign stream borrowed from a raw CUDA handle.",
-    after_help = "Backend: CUDA device 0 when available, else the host backend; \
-                  GPU_PIPELINE_BACKEND=cuda|host|host-checked forces one.",
+    after_help = "Backend: CUDA device 0 when available, else the CPU backend; \
+                  GPU_PIPELINE_BACKEND=cuda|cpu|cpu-checked forces one.",
     allow_negative_numbers = true
 )]
 pub struct InteropArgs {
@@ -182,9 +182,9 @@ pub fn run(ctx: &Context, args: &InteropArgs) -> Result<InteropOutcome, BoxError
     // The producer: another library's stream on CUDA, an ordinary stream on the host.
     let foreign = match ctx.backend() {
         Backend::Cuda => Some(vendor::ForeignLibrary::new(ctx)?),
-        Backend::Host => {
+        Backend::Cpu => {
             println!(
-                "host backend: skipping the borrowed foreign stream (raw CUDA stream handles \
+                "CPU backend: skipping the borrowed foreign stream (raw CUDA stream handles \
                  do not exist here); the input is uploaded on an ordinary stream instead"
             );
             None
@@ -232,7 +232,7 @@ pub fn run(ctx: &Context, args: &InteropArgs) -> Result<InteropOutcome, BoxError
                 producer.is_borrowed()
             )
         } else {
-            "host backend: ordinary stream (no raw handles)".to_owned()
+            "CPU backend: ordinary stream (no raw handles)".to_owned()
         },
         passed: foreign.is_none() || producer.is_borrowed(),
     });

@@ -8,16 +8,18 @@
 //! | `nbody` | [`nbody`] | two kernels per step, positions streamed back to pinned memory behind the force kernel; speed against the classic tiled kernel launched with raw driver calls |
 //! | `overlap` | [`overlap`] | copy-in, compute and copy-out of a chunked array on three streams against one stream |
 //! | `interop` | [`interop`] | a stage that calls a library function with its typed stream; a borrowed foreign stream |
+//! | `cublas` | [`cublas`] | cuBLAS SGEMM through cudarc in a captured step, between two of our kernels, replayed with scalars set in place |
 //!
 //! Every example takes `--help`, `--dot` (its stage graphs in Graphviz DOT) and `--trace PATH`
 //! (one profiled step as a Chrome trace); [`common`] holds what they share. Every kernel is
-//! CUDA C in `examples/kernels/*.cu`, embedded as PTX (`tools/build-ptx`), and has a host
-//! implementation here (plain Rust over slices) that the host backend runs: called once per
-//! launch with the whole slices. The host implementations of `heat2d`, `overlap` and
+//! CUDA C in `examples/kernels/*.cu`, embedded as PTX (`tools/build-ptx`), and has a CPU
+//! implementation here (plain Rust over slices) that the CPU backend runs: called once per
+//! launch with the whole slices. The CPU implementations of `heat2d`, `overlap` and
 //! `interop` do the same arithmetic in the same order as their kernels, bit for bit; `nbody`'s
 //! force kernel uses `rsqrtf`, so its backends agree within tolerances.
 
 pub mod common;
+pub mod cublas;
 pub mod heat2d;
 pub mod interop;
 pub mod nbody;

@@ -1,4 +1,4 @@
-//! Every example at a small size on the checked host backend: its own checks pass and the
+//! Every example at a small size on the checked CPU backend: its own checks pass and the
 //! race detector reports nothing. Plus the flag parsing each `main` relies on, and the
 //! example programs themselves run as a user runs them (`--help`, `--dot`, misuse: exit code
 //! and message).
@@ -8,13 +8,14 @@ use std::process::{Command, Output};
 
 use clap::Parser;
 use examples::common::Report;
+use examples::cublas::{self, CublasArgs};
 use examples::heat2d::{self, Heat2dArgs, HeatStep};
 use examples::interop::{self, InteropArgs};
 use examples::nbody::{self, NbodyArgs};
 use examples::overlap::{self, OverlapArgs};
 use gpu_pipeline::Context;
 
-const EXAMPLES: [&str; 4] = ["heat2d", "nbody", "overlap", "interop"];
+const EXAMPLES: [&str; 5] = ["heat2d", "nbody", "overlap", "interop", "cublas"];
 
 /// A small run of each example, for the tests that need one to reach the end.
 fn small_run(name: &str) -> &'static [&'static str] {
@@ -40,12 +41,13 @@ fn small_run(name: &str) -> &'static [&'static str] {
             "1",
             "-q",
         ],
+        "cublas" => &["--m", "9", "--n", "7", "--k", "5", "--replays", "2", "-q"],
         _ => &["--elements", "16"],
     }
 }
 
 /// The example program `name`, built beside this test binary (`cargo test` builds the
-/// examples; the GPU bundle keeps the same layout), forced onto the host backend.
+/// examples; the GPU bundle keeps the same layout), forced onto the CPU backend.
 fn example(name: &str) -> Command {
     let exe = std::env::current_exe().expect("the test binary's path");
     let dir = exe
@@ -61,21 +63,19 @@ fn example(name: &str) -> Command {
         path.display()
     );
     let mut command = Command::new(path);
-    command.env("GPU_PIPELINE_BACKEND", "host");
+    command.env("GPU_PIPELINE_BACKEND", "cpu");
     command
 }
 
 /// Whether this runs under NVIDIA's compute-sanitizer (`bash .gpu/run sanitize`), which
 /// would also instrument the example processes the CLI tests start; those never call CUDA
-/// (they run on the host backend), which the sanitizer counts as an error. The CLI tests
+/// (they run on the CPU backend), which the sanitizer counts as an error. The CLI tests
 /// ran in the normal run.
 fn under_compute_sanitizer() -> bool {
     let skip = std::env::var_os("NVTX_INJECTION64_PATH")
         .is_some_and(|path| path.to_string_lossy().contains("sanitizer"));
     if skip {
-        println!(
-            "skipped under compute-sanitizer: it starts example processes on the host backend"
-        );
+        println!("skipped under compute-sanitizer: it starts example processes on the CPU backend");
     }
     skip
 }
@@ -117,7 +117,7 @@ fn assert_passed(ctx: &Context, report: &Report) {
 }
 
 #[test]
-fn heat2d_host_checked_matches_the_reference_and_conserves_heat() {
+fn heat2d_cpu_checked_matches_the_reference_and_conserves_heat() {
     let dir = scratch("heat2d-png");
     let png = dir.join("field.png");
     let args = Heat2dArgs::parse_from([
@@ -134,7 +134,7 @@ fn heat2d_host_checked_matches_the_reference_and_conserves_heat() {
         "--png",
         png.to_str().unwrap(),
     ]);
-    let ctx = Context::host_checked();
+    let ctx = Context::cpu_checked();
     let outcome = heat2d::run(&ctx, &args).unwrap();
     assert_passed(&ctx, &outcome.report);
     assert!(outcome.full_reference);
@@ -190,7 +190,7 @@ fn heat2d_dot_names_every_stage() {
 }
 
 #[test]
-fn nbody_host_checked_conserves_momentum_and_matches_the_reference() {
+fn nbody_cpu_checked_conserves_momentum_and_matches_the_reference() {
     let args = NbodyArgs::parse_from([
         "nbody",
         "--bodies",
@@ -203,7 +203,7 @@ fn nbody_host_checked_conserves_momentum_and_matches_the_reference() {
         "7",
         "--quiet",
     ]);
-    let ctx = Context::host_checked();
+    let ctx = Context::cpu_checked();
     let outcome = nbody::run(&ctx, &args).unwrap();
     assert_passed(&ctx, &outcome.report);
     let steps: Vec<u32> = outcome.samples.iter().map(|s| s.0).collect();
@@ -214,12 +214,12 @@ fn nbody_host_checked_conserves_momentum_and_matches_the_reference() {
 #[test]
 fn nbody_rejects_a_reference_longer_than_the_run() {
     let args = NbodyArgs::parse_from(["nbody", "--steps", "3", "--reference-steps", "5"]);
-    let err = nbody::run(&Context::host(), &args).unwrap_err();
+    let err = nbody::run(&Context::cpu(), &args).unwrap_err();
     assert!(err.to_string().contains("--reference-steps"), "{err}");
 }
 
 #[test]
-fn overlap_host_checked_matches_the_reference() {
+fn overlap_cpu_checked_matches_the_reference() {
     let args = OverlapArgs::parse_from([
         "overlap",
         "--elements",
@@ -232,7 +232,7 @@ fn overlap_host_checked_matches_the_reference() {
         "1",
         "--quiet",
     ]);
-    let ctx = Context::host_checked();
+    let ctx = Context::cpu_checked();
     let outcome = overlap::run(&ctx, &args).unwrap();
     assert_passed(&ctx, &outcome.report);
 }
@@ -250,7 +250,7 @@ fn overlap_with_one_chunk_still_runs_every_stage() {
         "--repeats",
         "1",
     ]);
-    let ctx = Context::host_checked();
+    let ctx = Context::cpu_checked();
     let outcome = overlap::run(&ctx, &args).unwrap();
     assert_passed(&ctx, &outcome.report);
 }
@@ -258,17 +258,41 @@ fn overlap_with_one_chunk_still_runs_every_stage() {
 #[test]
 fn overlap_rejects_elements_that_do_not_split_into_chunks() {
     let args = OverlapArgs::parse_from(["overlap", "--elements", "10", "--chunks", "3"]);
-    let err = overlap::run(&Context::host(), &args).unwrap_err();
+    let err = overlap::run(&Context::cpu(), &args).unwrap_err();
     assert!(err.to_string().contains("multiple"), "{err}");
 }
 
 #[test]
-fn interop_host_checked_runs_the_library_call_and_skips_raw_handles() {
+fn interop_cpu_checked_runs_the_library_call_and_skips_raw_handles() {
     let args = InteropArgs::parse_from(["interop", "--elements", "1000"]);
-    let ctx = Context::host_checked();
+    let ctx = Context::cpu_checked();
     let outcome = interop::run(&ctx, &args).unwrap();
     assert_passed(&ctx, &outcome.report);
     assert!(!outcome.borrowed_foreign_stream);
+}
+
+#[test]
+fn cublas_cpu_checked_runs_the_step_with_the_naive_kernel() {
+    let args = CublasArgs::parse_from([
+        "cublas",
+        "--m",
+        "33",
+        "--n",
+        "17",
+        "--k",
+        "20",
+        "--replays",
+        "4",
+    ]);
+    let ctx = Context::cpu_checked();
+    let outcome = cublas::run(&ctx, &args).unwrap();
+    assert_passed(&ctx, &outcome.report);
+    assert!(!outcome.used_cublas);
+    assert!(
+        outcome
+            .cublas_missing
+            .is_some_and(|why| why.contains("CPU backend"))
+    );
 }
 
 #[test]
@@ -288,7 +312,7 @@ fn heat2d_bounded_reference_checks_the_last_step_and_the_preview() {
         "--no-png",
         "-q",
     ]);
-    let ctx = Context::host_checked();
+    let ctx = Context::cpu_checked();
     let outcome = heat2d::run(&ctx, &args).unwrap();
     assert_passed(&ctx, &outcome.report);
     assert!(!outcome.full_reference);
@@ -321,7 +345,7 @@ fn nbody_samples_the_forces_when_the_replay_is_skipped() {
         "bounded",
         "-q",
     ]);
-    let ctx = Context::host_checked();
+    let ctx = Context::cpu_checked();
     let outcome = nbody::run(&ctx, &args).unwrap();
     assert_passed(&ctx, &outcome.report);
     assert!(!outcome.full_reference);
@@ -375,12 +399,13 @@ fn every_example_prints_its_stage_graph_with_dot() {
         ("nbody", "digraph NbodyStep"),
         ("overlap", "digraph OverlapStep"),
         ("interop", "digraph Interop"),
+        ("cublas", "digraph GemmStep"),
     ] {
         let output = run_example(name, &["--dot"]);
         let (stdout, _) = assert_exit(&output, 0, "");
         assert!(stdout.contains(pipeline), "{name} --dot:\n{stdout}");
         // Nothing ran: no backend banner, no report.
-        assert!(!stdout.contains(" on host"), "{name} --dot ran:\n{stdout}");
+        assert!(!stdout.contains(" on cpu"), "{name} --dot ran:\n{stdout}");
     }
     let output = run_example("overlap", &["--dot"]);
     assert!(String::from_utf8_lossy(&output.stdout).contains("digraph SerialChunk"));
@@ -445,6 +470,7 @@ fn negative_numbers_get_clap_range_messages() {
             &["--elements", "-3"],
             "-3 is not in 1..=4294967295",
         ),
+        ("cublas", &["--k", "-8"], "-8 is not in 1..=8192"),
     ] {
         assert_exit(&run_example(name, args), 2, message);
     }
@@ -462,7 +488,7 @@ fn output_paths_are_checked_before_the_run() {
         let output = run_example(name, &["--trace", missing]);
         let (stdout, _) = assert_exit(&output, 2, "`--trace ");
         assert_exit(&output, 2, "cannot write there");
-        assert!(!stdout.contains(" on host"), "{name} ran:\n{stdout}");
+        assert!(!stdout.contains(" on cpu"), "{name} ran:\n{stdout}");
     }
     let output = run_example("heat2d", &["--png", missing]);
     assert_exit(&output, 2, "`--png ");
@@ -528,7 +554,7 @@ fn every_example_writes_a_trace_and_lists_it() {
             stdout.contains(&format!("wrote {}", trace.display())),
             "{stdout}"
         );
-        assert!(stdout.contains("all checks passed on host"), "{stdout}");
+        assert!(stdout.contains("all checks passed on cpu"), "{stdout}");
         let json = std::fs::read_to_string(&trace).unwrap();
         assert!(json.starts_with("{\"traceEvents\":["), "{json}");
         assert!(json.contains("\"ph\":\"X\""), "{name}: no stage in\n{json}");
@@ -562,6 +588,32 @@ fn every_example_passes_on_a_gpu() {
     assert!(overlap::run(&ctx, &ov).unwrap().report.passed());
     let io = interop::run(&ctx, &InteropArgs::parse_from(["interop"])).unwrap();
     assert!(io.report.passed() && io.borrowed_foreign_stream);
+}
+
+/// cuBLAS through cudarc in a captured step, between two of our kernels, replayed with both
+/// kernels' scalars set in place, against a CPU reference. cuBLAS is loaded at run time;
+/// without it the test says so and checks the naive kernel instead.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn cublas_in_a_captured_step_matches_the_reference() {
+    let ctx = Context::cuda(0).unwrap();
+    let args = CublasArgs::parse_from([
+        "cublas",
+        "--m",
+        "192",
+        "--n",
+        "160",
+        "--k",
+        "96",
+        "--replays",
+        "10",
+    ]);
+    let outcome = cublas::run(&ctx, &args).unwrap();
+    assert!(outcome.report.passed(), "{}", outcome.report);
+    match &outcome.cublas_missing {
+        None => assert!(outcome.used_cublas),
+        Some(why) => println!("SKIPPED the cuBLAS part: {why} (the naive kernel passed)"),
+    }
 }
 
 /// The raw-driver anchor of `nbody` runs and its state stays finite (a few steps; the

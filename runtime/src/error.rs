@@ -1,7 +1,14 @@
 //! The crate's one error type. Every variant carries its context (which call, which stage,
 //! which buffer) so callers never assemble messages from strings.
+//!
+//! A variant that wraps another error displays only its own layer's context and returns the
+//! wrapped error from [`source`](std::error::Error::source), as the Rust API guidelines
+//! ask: a reporter that walks the chain prints each message once. [`Error::report`] prints
+//! the whole chain on one line.
 
+use std::error::Error as StdError;
 use std::fmt;
+use std::sync::Arc;
 
 use crate::image::ImageError;
 use crate::sys::CUresult;
@@ -10,18 +17,16 @@ use crate::sys::CUresult;
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can go wrong in gpu-pipeline.
-#[derive(Debug, Clone, thiserror::Error)]
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum Error {
     /// No CUDA driver library could be opened. Lists every path tried and why it failed.
-    #[error("no CUDA driver library could be loaded; tried {}", LibraryAttempt::list(.tried))]
     DriverNotFound {
         /// Each library path tried, in order, with the loader's reason.
         tried: Vec<LibraryAttempt>,
     },
 
     /// The loaded driver lacks an entry point or feature this call needs.
-    #[error("`{symbol}` is not supported by this CUDA driver: {reason}")]
     Unsupported {
         /// The driver entry point or feature.
         symbol: &'static str,
@@ -30,11 +35,9 @@ pub enum Error {
     },
 
     /// A driver call returned an error code.
-    #[error(transparent)]
-    Driver(#[from] DriverError),
+    Driver(DriverError),
 
     /// An argument was rejected before anything was enqueued.
-    #[error("{call}: {message}")]
     InvalidArgument {
         /// The API that rejected it, e.g. `Stream::with_priority`.
         call: &'static str,
@@ -45,7 +48,6 @@ pub enum Error {
     /// An image (PTX, cubin or fatbin) was refused before the driver read it: a field it
     /// would trust points outside the image, or the image uses a form that cannot be checked.
     /// The [`ImageError`] names the format, the field, its byte offset and the reason.
-    #[error("{call}: {source}")]
     InvalidImage {
         /// The API that refused it, e.g. `Module::load_cubin`.
         call: &'static str,
@@ -54,7 +56,6 @@ pub enum Error {
     },
 
     /// A host closure enqueued on a stream panicked; the panic was caught at the C boundary.
-    #[error("a host function on stream {stream} panicked: {message}")]
     HostPanic {
         /// The stream's id.
         stream: u64,
@@ -63,7 +64,6 @@ pub enum Error {
     },
 
     /// An operation is not available on this context's backend.
-    #[error("`{call}` is not available on the {backend} backend: {reason}")]
     BackendMismatch {
         /// The API called.
         call: &'static str,
@@ -74,7 +74,6 @@ pub enum Error {
     },
 
     /// A statement of a pipeline stage could not be enqueued.
-    #[error("pipeline `{pipeline}`, stage `{stage}`: {source}")]
     Stage {
         /// The pipeline's name.
         pipeline: &'static str,
@@ -86,13 +85,6 @@ pub enum Error {
 
     /// A pipeline step failed after it was enqueued: an asynchronous fault (or a host
     /// backend fault) surfaced at a wait.
-    #[error(
-        "pipeline `{pipeline}`: a step failed{}: {source}",
-        .stage.map_or_else(
-            || " (no stage named: fault tracking is off, or every stage had completed)".to_owned(),
-            |s| format!(" before stage `{s}` completed")
-        )
-    )]
     Step {
         /// The pipeline's name.
         pipeline: &'static str,
@@ -104,7 +96,6 @@ pub enum Error {
 
     /// Two objects that one operation pairs (a stream and an event, a kernel and a buffer, a
     /// graph and a stream, ...) belong to different contexts, or to different backends.
-    #[error("`{call}`: {what}; create both from one `Context`")]
     ContextMismatch {
         /// The API called.
         call: &'static str,
@@ -114,14 +105,12 @@ pub enum Error {
 
     /// No NCCL library could be opened, or the one found lacks an entry point we call. Lists
     /// every path tried and why it failed.
-    #[error("no usable NCCL library could be loaded; tried {}", LibraryAttempt::list(.tried))]
     NcclNotFound {
         /// Each library path tried, in order, with the loader's reason.
         tried: Vec<LibraryAttempt>,
     },
 
     /// An NCCL call returned an error code.
-    #[error("{call} failed with NCCL error {code}: {message}")]
     Nccl {
         /// The NCCL entry point that failed, e.g. `ncclAllReduce`.
         call: &'static str,
@@ -132,15 +121,21 @@ pub enum Error {
     },
 
     /// Ranks could not meet to set up a communicator.
-    #[error("rendezvous: {0}")]
-    Rendezvous(#[from] crate::rendezvous::RendezvousError),
+    Rendezvous(crate::rendezvous::RendezvousError),
+
+    /// Another library failed: one a pipeline stage `call`s (cuBLAS, NCCL through another
+    /// crate, your own), or one converted from (see [`Error::external`]). The library's own
+    /// error is the [`source`](std::error::Error::source), undisguised: downcast it to get
+    /// its type back.
+    External {
+        /// The library, or the call into it, e.g. `cuBLAS` or `cublasSgemm_v2`.
+        library: String,
+        /// The library's error.
+        source: Arc<dyn StdError + Send + Sync + 'static>,
+    },
 
     /// A device-side `while` loop stopped at its maximum iteration count with its condition
     /// still holding: the loop did not converge (a loop never runs forever).
-    #[error(
-        "the device loop `{label}` stopped after its maximum of {max_iterations} iterations with \
-         its condition still holding; raise its maximum, or find out why it does not converge"
-    )]
     IterationLimit {
         /// The loop's label (its condition, e.g. `residual > tol`).
         label: String,
@@ -150,19 +145,126 @@ pub enum Error {
 
     /// An error from the CPU backend: a failed or panicking operation, a race found by
     /// checked mode, a capture misuse.
-    #[error("CPU backend: {0}")]
     Cpu(crate::cpu::CpuFault),
 
     /// A launch (or a capture, or a kernel-node update) was refused before anything was
     /// enqueued or changed: a buffer is shorter than the bound its kernel declares for it,
     /// or the bound could not be computed (a negative scalar, an overflow).
-    #[error("{call}: {violation}")]
     KernelBound {
         /// The API that refused it, e.g. `TypedKernel::launch`.
         call: &'static str,
         /// The kernel, the buffer, the bound and the values.
         violation: Box<crate::launch::violation::BoundViolation>,
     },
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::IterationLimit {
+                label,
+                max_iterations,
+            } => write!(
+                f,
+                "the device loop `{label}` stopped after its maximum of {max_iterations} \
+                 iterations with its condition still holding; raise its maximum, or find out \
+                 why it does not converge"
+            ),
+            Error::KernelBound { call, violation } => write!(f, "{call}: {violation}"),
+            Error::DriverNotFound { tried } => write!(
+                f,
+                "no CUDA driver library could be loaded; tried {}",
+                LibraryAttempt::list(tried)
+            ),
+            Error::Unsupported { symbol, reason } => {
+                write!(
+                    f,
+                    "`{symbol}` is not supported by this CUDA driver: {reason}"
+                )
+            }
+            Error::Driver(e) => fmt::Display::fmt(e, f),
+            Error::InvalidArgument { call, message } => write!(f, "{call}: {message}"),
+            Error::InvalidImage { call, .. } => write!(f, "{call}: the image was refused"),
+            Error::HostPanic { stream, message } => {
+                write!(f, "a host function on stream {stream} panicked: {message}")
+            }
+            Error::BackendMismatch {
+                call,
+                backend,
+                reason,
+            } => write!(
+                f,
+                "`{call}` is not available on the {backend} backend: {reason}"
+            ),
+            Error::Stage {
+                pipeline, stage, ..
+            } => write!(
+                f,
+                "pipeline `{pipeline}`, stage `{stage}`: a statement could not be enqueued"
+            ),
+            Error::Step {
+                pipeline,
+                stage: Some(stage),
+                ..
+            } => write!(
+                f,
+                "pipeline `{pipeline}`: a step failed before stage `{stage}` completed"
+            ),
+            Error::Step {
+                pipeline,
+                stage: None,
+                ..
+            } => write!(
+                f,
+                "pipeline `{pipeline}`: a step failed (no stage named: fault tracking is off, or \
+                 every stage had completed)"
+            ),
+            Error::ContextMismatch { call, what } => {
+                write!(f, "`{call}`: {what}; create both from one `Context`")
+            }
+            Error::NcclNotFound { tried } => write!(
+                f,
+                "no usable NCCL library could be loaded; tried {}",
+                LibraryAttempt::list(tried)
+            ),
+            Error::Nccl {
+                call,
+                code,
+                message,
+            } => write!(f, "{call} failed with NCCL error {code}: {message}"),
+            Error::Rendezvous(_) => f.write_str("rendezvous failed"),
+            Error::External { library, .. } => write!(f, "{library} failed"),
+            Error::Cpu(fault) => write!(f, "CPU backend: {fault}"),
+        }
+    }
+}
+
+impl StdError for Error {
+    /// The wrapped error of the variants that wrap one; its text is not part of this
+    /// error's [`Display`](fmt::Display). An [`External`](Error::External) error's source
+    /// is the library's error itself (downcast it to its type).
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        match self {
+            Error::InvalidImage { source, .. } => Some(source),
+            Error::Stage { source, .. } | Error::Step { source, .. } => Some(&**source),
+            Error::Rendezvous(e) => Some(e),
+            Error::External { source, .. } => Some(&**source),
+            // Displayed in full above (a driver error is this layer's own text).
+            _ => None,
+        }
+    }
+}
+
+impl From<DriverError> for Error {
+    fn from(e: DriverError) -> Self {
+        Error::Driver(e)
+    }
+}
+
+impl From<crate::rendezvous::RendezvousError> for Error {
+    fn from(e: crate::rendezvous::RendezvousError) -> Self {
+        Error::Rendezvous(e)
+    }
 }
 
 impl From<crate::cpu::CpuFault> for Error {
@@ -209,6 +311,39 @@ impl Error {
         }
     }
 
+    /// Wraps another library's error, naming the library (or the call into it). A stage
+    /// `call` can return it with `?` when its function returns `gpu_pipeline::Result`:
+    ///
+    /// ```
+    /// use gpu_pipeline::Error;
+    ///
+    /// fn parse_tile(text: &str) -> gpu_pipeline::Result<u32> {
+    ///     text.parse::<u32>().map_err(|e| Error::external("tile size", e))
+    /// }
+    ///
+    /// let err = parse_tile("big").unwrap_err();
+    /// assert_eq!(err.to_string(), "tile size failed");
+    /// assert_eq!(err.report().to_string(), "tile size failed: invalid digit found in string");
+    /// let source = std::error::Error::source(&err).unwrap();
+    /// assert!(source.downcast_ref::<std::num::ParseIntError>().is_some());
+    /// ```
+    pub fn external(
+        library: impl Into<String>,
+        error: impl Into<Box<dyn StdError + Send + Sync + 'static>>,
+    ) -> Self {
+        Error::External {
+            library: library.into(),
+            source: Arc::from(error.into()),
+        }
+    }
+
+    /// The error and every [`source`](std::error::Error::source) below it, on one line
+    /// joined by `": "`, for printing where no error reporter walks the chain:
+    /// `pipeline `Step`, stage `gemm`: a statement could not be enqueued: cuBLAS failed: ...`.
+    pub fn report(&self) -> ErrorReport<'_> {
+        ErrorReport(self)
+    }
+
     pub(crate) fn invalid(call: &'static str, message: impl Into<String>) -> Self {
         Error::InvalidArgument {
             call,
@@ -218,6 +353,23 @@ impl Error {
 
     pub(crate) fn invalid_image(call: &'static str, source: ImageError) -> Self {
         Error::InvalidImage { call, source }
+    }
+}
+
+/// An [`Error`] with its whole chain of sources, displayed on one line (see
+/// [`Error::report`]).
+#[derive(Debug, Clone, Copy)]
+pub struct ErrorReport<'a>(&'a Error);
+
+impl fmt::Display for ErrorReport<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut source = self.0.source();
+        while let Some(cause) = source {
+            write!(f, ": {cause}")?;
+            source = cause.source();
+        }
+        Ok(())
     }
 }
 
@@ -322,5 +474,80 @@ mod tests {
             Error::from(e).code(),
             Some(CUresult::CUDA_ERROR_ILLEGAL_ADDRESS)
         );
+    }
+
+    /// Each layer of a chain displays its own context once; `source` hands out the rest.
+    #[test]
+    fn wrapping_errors_display_only_their_own_context() {
+        let driver = DriverError {
+            call: "cuLaunchKernel",
+            code: CUresult::CUDA_ERROR_INVALID_VALUE,
+            name: "CUDA_ERROR_INVALID_VALUE".into(),
+            description: "invalid argument".into(),
+        };
+        let stage = Error::Stage {
+            pipeline: "Heat",
+            stage: "step",
+            source: Box::new(Error::from(driver.clone())),
+        };
+        let step = Error::Step {
+            pipeline: "Heat",
+            stage: Some("save"),
+            source: Box::new(stage.clone()),
+        };
+        let mut texts = Vec::new();
+        let mut next: Option<&(dyn StdError + 'static)> = Some(&step);
+        while let Some(e) = next {
+            texts.push(e.to_string());
+            next = e.source();
+        }
+        assert_eq!(
+            texts,
+            [
+                "pipeline `Heat`: a step failed before stage `save` completed",
+                "pipeline `Heat`, stage `step`: a statement could not be enqueued",
+                "cuLaunchKernel failed with CUDA_ERROR_INVALID_VALUE (1): invalid argument",
+            ]
+        );
+        // Every message appears once in the one-line report.
+        let report = step.report().to_string();
+        for text in &texts {
+            assert_eq!(report.matches(text.as_str()).count(), 1, "{report}");
+        }
+        assert_eq!(report, texts.join(": "));
+
+        let image = Error::invalid_image(
+            "Module::load_cubin",
+            ImageError::whole(crate::image::ImageFormat::Cubin, "length", "too short"),
+        );
+        assert_eq!(
+            image.to_string(),
+            "Module::load_cubin: the image was refused"
+        );
+        assert!(image.source().is_some());
+    }
+
+    #[test]
+    fn external_errors_keep_their_type() {
+        #[derive(Debug)]
+        struct BlasError(i32);
+        impl fmt::Display for BlasError {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "status {}", self.0)
+            }
+        }
+        impl StdError for BlasError {}
+
+        let err = Error::external("cuBLAS", BlasError(7));
+        assert_eq!(err.to_string(), "cuBLAS failed");
+        assert_eq!(err.report().to_string(), "cuBLAS failed: status 7");
+        let source = err.source().expect("the library's error is the source");
+        assert_eq!(source.downcast_ref::<BlasError>().map(|b| b.0), Some(7));
+        // Clone shares the library's error.
+        let copy = err.clone();
+        assert_eq!(copy.report().to_string(), "cuBLAS failed: status 7");
+        // A string is an error too.
+        let text = Error::external("tile parser", "tile size 0");
+        assert_eq!(text.report().to_string(), "tile parser failed: tile size 0");
     }
 }

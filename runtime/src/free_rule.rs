@@ -13,6 +13,9 @@ pub(crate) enum AllocKind {
     StreamOrdered,
     /// `cuMemAllocManaged` (attached globally): one address for host and device.
     Managed,
+    /// Memory another library allocated and owns (a cudarc `CudaSlice` moved in): never
+    /// freed here; its owner is dropped after a context synchronize.
+    Foreign,
 }
 
 /// How [`Stream::free_async`](crate::Stream::free_async) released a buffer.

@@ -60,7 +60,7 @@ pub enum LaunchError {
     #[error("{0}\n\n{USAGE}")]
     Usage(String),
     /// A rank's process could not be started.
-    #[error("could not start rank {rank} (`{program}`): {source}")]
+    #[error("could not start rank {rank} (`{program}`)")]
     Spawn {
         /// The rank.
         rank: usize,
@@ -70,7 +70,7 @@ pub enum LaunchError {
         source: std::io::Error,
     },
     /// No free port was found for the rendezvous.
-    #[error("could not find a free port on {addr}: {source}")]
+    #[error("could not find a free port on {addr}")]
     Port {
         /// The address.
         addr: String,
@@ -78,7 +78,7 @@ pub enum LaunchError {
         source: std::io::Error,
     },
     /// Waiting for a rank failed.
-    #[error("could not wait for rank {rank}: {source}")]
+    #[error("could not wait for rank {rank}")]
     Wait {
         /// The rank.
         rank: usize,

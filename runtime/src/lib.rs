@@ -1,11 +1,238 @@
-//! gpu-pipeline: safe multi-stream CUDA.
+//! Safe multi-stream CUDA for Rust. Declare the stages of one time step of a GPU program
+//! (which stream each runs on, which kernels it launches, what it reads and writes), and the
+//! [`gpu_pipeline!`] macro derives exactly the events that ordering needs, captures the step
+//! as a CUDA graph to replay thousands of times, and turns stream-ordering and borrow
+//! mistakes into compile errors. Without a GPU the same program runs on the CPU backend (CPU
+//! threads with CUDA's semantics), with a race detector.
 //!
-//! The layers, with `unsafe` confined to the lowest three: [`sys`] (raw driver types),
-//! `driver` (the function table, loaded once at run time with `libloading`), and `cuda` (every
-//! driver call and raw handle, each type stating its invariant). Beside `cuda`, `cpu` is the
-//! CPU backend, in safe Rust. The public types ([`Context`], [`Stream`], [`Event`], the
-//! buffers, [`Module`], [`Graph`], ...) each hold one backend's value and dispatch once per
-//! method; objects of two backends or two contexts never mix (an [`Error::ContextMismatch`]).
+//! ```toml
+//! [dependencies]
+//! gpu-pipeline = "0.1"
+//! ```
+//!
+//! # A first pipeline
+//!
+//! The kernel is CUDA C compiled to PTX ahead of time (`nvcc -ptx -arch=compute_75
+//! saxpy.cu`, or the repository's `tools/build-ptx`, which needs no toolkit) and embedded
+//! with `include_str!`, here from a `kernels/` folder beside `src/`. `cpu =` names what the
+//! CPU backend runs instead.
+//!
+//! ```
+//! use gpu_pipeline::{gpu_pipeline, Context, DeviceBuffer, PinnedBuffer, Stream};
+//!
+//! gpu_pipeline! {
+//!     /// `y += a * x` on one stream, then `y` copied back to the host on another.
+//!     pub pipeline Saxpy {
+//!         streams { compute(priority = high), copy(non_blocking) }
+//!         unsafe kernels k = ptx(include_str!("../kernels/saxpy.ptx")) {
+//!             fn saxpy(n: u32, a: f32, x: &[f32], y: &mut [f32]) cpu = saxpy_on_cpu;
+//!         }
+//!         params {
+//!             n: u32,
+//!             a: f32,
+//!             x: &DeviceBuffer<f32>,
+//!             y: &mut DeviceBuffer<f32>,
+//!             out: &mut PinnedBuffer<f32>,
+//!         }
+//!         stage axpy on compute { launch k::saxpy(n, a, x, y) grid n.div_ceil(256) block 256; }
+//!         stage download on copy { copy y -> out; } // reads `y` after `axpy` wrote it: one event
+//!     }
+//! }
+//!
+//! /// What the CPU backend runs for `saxpy`: plain Rust over the whole buffers.
+//! fn saxpy_on_cpu(n: u32, a: f32, x: &[f32], y: &mut [f32]) {
+//!     for i in 0..n as usize {
+//!         y[i] += a * x[i];
+//!     }
+//! }
+//!
+//! # fn main() -> gpu_pipeline::Result<()> {
+//! let ctx = Context::cpu(); // or Context::auto()?: CUDA device 0 when there is one
+//! let stream = Stream::non_blocking(&ctx)?;
+//! let n = 1000;
+//! let x = DeviceBuffer::from_slice(&stream, &vec![1.0f32; n])?;
+//! let mut y = DeviceBuffer::from_slice(&stream, &vec![2.0f32; n])?;
+//! let mut out = PinnedBuffer::<f32>::zeros(&ctx, n)?;
+//!
+//! let mut saxpy = Saxpy::new(&ctx)?; // creates the streams, loads the module
+//! let (n, a) = (n as u32, 3.0);
+//! saxpy.run(SaxpyParams { n, a, x: &x, y: &mut y, out: &mut out })?.wait()?; // y = 2 + 3 * 1
+//! assert!(out.as_slice()?.iter().all(|&v| v == 5.0));
+//!
+//! // Captured once as a graph, replayed; `set_a` updates the kernel node in place.
+//! let mut step = saxpy.capture(SaxpyParams { n, a, x: &x, y: &mut y, out: &mut out })?;
+//! step.launch()?; // y = 8
+//! step.set_a(-1.0)?;
+//! step.launch()?; // y = 7
+//! step.synchronize()?;
+//! drop(step);
+//! assert!(out.as_slice()?.iter().all(|&v| v == 7.0));
+//! # Ok(()) }
+//! ```
+//!
+//! Declare `x` as `&DeviceBuffer<f32>` but pass it where the kernel writes, and the build
+//! stops at your token: ``error: `x` is declared `&` but `saxpy` writes its `y`; declare it
+//! `&mut DeviceBuffer<f32>` ``.
+//!
+//! # The `gpu_pipeline!` language
+//!
+//! ```text
+//! INPUT     := ATTR* VIS pipeline NAME { ITEM* }            one pipeline per invocation
+//! ITEM      := streams { STREAM,* }                          exactly one block, >= 1 stream
+//!            | unsafe kernels MODULE = FORMAT(EXPR) { KERNEL* }
+//!            | params { NAME: TYPE,* }                       at most one block
+//!            | scratch { NAME: TYPE [= LEN],* }              pipeline-owned buffers
+//!            | stage NAME on STREAM [after STAGE,+] { STATEMENT* }
+//!            | concurrent(STAGE, STAGE,+);                   checked, not assumed
+//! STREAM    := NAME [( STREAM_OPT,* )]
+//! STREAM_OPT:= priority = (high | low | default | [-]INT) | non_blocking
+//! FORMAT    := ptx | cubin | fatbin | cuda_c                 cuda_c: compiled with NVRTC
+//! KERNEL    := fn NAME(NAME: KTYPE,*) [cpu = PATH];          KTYPE: scalar, &[T] or &mut [T]
+//! STATEMENT := launch MODULE::KERNEL(ARG,*) grid DIM block DIM [shared EXPR];
+//!            | copy SRC -> DST;                              device <-> pinned, device -> device
+//!            | fill DST = EXPR;
+//!            | wait FLAG (== | >= | &) EXPR;                  a FlagCell, on the device
+//!            | write FLAG = EXPR;
+//!            | host CLOSURE [reads(NAME,*)] [writes(NAME,*)];
+//!            | call PATH(EXPR,*) [reads(NAME,*)] [writes(NAME,*)];
+//! DIM       := EXPR                                          x, (x, y) or (x, y, z)
+//! ```
+//!
+//! The first stream is the *origin*: a step begins and ends there. Params are scalars (any
+//! type by value) or borrowed memory: `&`/`&mut` [`DeviceBuffer`], [`PinnedBuffer`] or
+//! [`FlagCell`]; a reference to any other type (a library handle) may appear only in `call`
+//! and `host` statements. Only `&mut` params and scratch buffers may be written. `unsafe`
+//! on `kernels` is your promise that each declared signature is the kernel's and that it
+//! indexes each buffer within the buffer passed.
+//!
+//! Ordering: stages are in program order. For stages on different streams that touch one
+//! buffer where either writes, the later waits for the earlier; `after` adds such pairs. The
+//! macro emits the transitive reduction of those waits, one event per stage another stream
+//! waits on, and a minimal fork from and join to the origin. A `call` hands the function the
+//! stage's stream as a [`TypedStream`] (typed by a marker of that stream, `SaxpyCompute`
+//! above, and offering only what a graph can replay) followed by its arguments; library
+//! calls (cuBLAS, NCCL, your own) go there.
+//!
+//! Compile errors, each on your token and saying what to write instead: unknown or duplicate
+//! names, `after` cycles, wrong argument counts or scalar types, a `&` buffer something
+//! writes, one buffer passed twice where one use writes, pageable host memory in a copy,
+//! anything a graph cannot capture (a synchronize, a blocking copy, an event from outside),
+//! a `concurrent` claim the accesses contradict. The repository's `ui-tests/README.md` lists
+//! every one.
+//!
+//! # What a pipeline generates
+//!
+//! For `pipeline P` with streams `a` and `b`:
+//!
+//! | item | what it is |
+//! | --- | --- |
+//! | `PParams<'a>` | the params, one field each, borrowed for the step |
+//! | `P::new(&ctx)` | creates the streams, the events and scratch buffers, loads the modules |
+//! | `p.run(params)` | enqueues one step; the returned `PRun` keeps the params borrowed until `wait()` (or its drop, which waits) |
+//! | `p.run_steps(params, n)` | `n` consecutive steps with one guard |
+//! | `p.capture(params)` | records one step as a graph and instantiates it: `PGraph` with `launch()`, `synchronize()`, and `set_<name>(value)` for each scalar the step reads (kernel nodes updated in place; a scalar that anything else reads re-captures) |
+//! | `p.profile(params)` | one step with timing events around each stage: a [`StepProfile`], exportable as a Chrome trace for Perfetto |
+//! | `P::DOT`, `P::STAGES`, `P::NAME` | the stage graph in Graphviz DOT with its event edges, the stage names in order, the name |
+//! | `p.a_stream()`, `p.b_stream()` | each [`Stream`], e.g. to make the origin wait for a producer before a step |
+//! | `PA`, `PB` | the stream markers of [`TypedStream`]s |
+//! | `p.set_fault_tracking(on)` | on by default: a fault at a wait names the first stage that did not complete |
+//!
+//! ```
+//! use gpu_pipeline::{gpu_pipeline, Context, DeviceBuffer, PinnedBuffer, Result, TypedStream};
+//! # fn saxpy_on_cpu(n: u32, a: f32, x: &[f32], y: &mut [f32]) {
+//! #     for i in 0..n as usize { y[i] += a * x[i]; }
+//! # }
+//!
+//! gpu_pipeline! {
+//!     /// Upload, clear, `y += a * x`, a library call, download.
+//!     pub pipeline Step {
+//!         streams { compute, copy(non_blocking) }
+//!         unsafe kernels k = ptx(include_str!("../kernels/saxpy.ptx")) {
+//!             fn saxpy(n: u32, a: f32, x: &[f32], y: &mut [f32]) cpu = saxpy_on_cpu;
+//!         }
+//!         params {
+//!             n: u32,
+//!             a: f32,
+//!             input: &PinnedBuffer<f32>,
+//!             x: &mut DeviceBuffer<f32>,
+//!             y: &mut DeviceBuffer<f32>,
+//!             out: &mut PinnedBuffer<f32>,
+//!         }
+//!         stage upload on copy { copy input -> x; }
+//!         stage clear on compute { fill y = 1.0; }
+//!         concurrent(upload, clear);
+//!         stage axpy on compute { launch k::saxpy(n, a, x, y) grid n.div_ceil(128) block 128; }
+//!         stage mirror on compute { call library_copy(y, x) reads(y) writes(x); }
+//!         stage download on copy { copy x -> out; }
+//!     }
+//! }
+//!
+//! /// Stands for a library call: it gets the stage's stream, typed by its marker.
+//! fn library_copy(
+//!     stream: &TypedStream<'_, StepCompute>,
+//!     src: &DeviceBuffer<f32>,
+//!     dst: &mut DeviceBuffer<f32>,
+//! ) -> Result<()> {
+//!     stream.copy_dtod(src, dst)
+//! }
+//!
+//! # fn main() -> Result<()> {
+//! let ctx = Context::cpu_checked(); // with the race detector
+//! let n = 256;
+//! let input = PinnedBuffer::from_slice(&ctx, &vec![2.0f32; n])?;
+//! let mut x = DeviceBuffer::<f32>::alloc(&ctx, n)?;
+//! let mut y = DeviceBuffer::<f32>::alloc(&ctx, n)?;
+//! let mut out = PinnedBuffer::<f32>::zeros(&ctx, n)?;
+//! let mut step = Step::new(&ctx)?;
+//! assert_eq!(Step::STAGES, ["upload", "clear", "axpy", "mirror", "download"]);
+//! assert!(Step::DOT.starts_with("digraph Step"));
+//!
+//! let (n, a) = (n as u32, 0.5);
+//! let params = StepParams { n, a, input: &input, x: &mut x, y: &mut y, out: &mut out };
+//! step.run_steps(params, 3)?.wait()?;
+//! assert!(out.as_slice()?.iter().all(|&v| v == 2.0)); // 1 + 0.5 * 2
+//!
+//! let params = StepParams { n, a, input: &input, x: &mut x, y: &mut y, out: &mut out };
+//! let profile = step.profile(params)?;
+//! assert_eq!(profile.stages.len(), 5);
+//! assert!(profile.to_chrome_trace().contains("\"name\":\"axpy\""));
+//! assert!(ctx.races().is_empty());
+//! # Ok(()) }
+//! ```
+//!
+//! # Backends
+//!
+//! - **CUDA**: [`Context::cuda`]`(ordinal)` or [`Context::new`] on a [`Device`]. The driver
+//!   (`libcuda.so.1`) is loaded at run time, so building needs no CUDA; a driver for CUDA 12.0
+//!   or newer is needed to run. Without one, CUDA calls return [`Error::DriverNotFound`].
+//! - **CPU**: [`Context::cpu`] runs everything on CPU threads with CUDA's semantics: each
+//!   stream an in-order queue, events, host functions, copies, capture and replay; kernels run
+//!   the `cpu =` implementation their declaration names. [`Context::cpu_checked`] adds a
+//!   vector-clock race detector that names the buffer, both operations and both streams of
+//!   any unordered conflict.
+//! - [`Context::auto`] picks CUDA device 0 when a driver loads and sees a device, the CPU
+//!   backend otherwise; [`BACKEND_ENV`] (`GPU_PIPELINE_BACKEND=cuda|cpu|cpu-checked`) forces
+//!   one.
+//!
+//! The same types serve both: a [`Context`], its [`Stream`]s and [`Event`]s, [`DeviceBuffer`],
+//! [`PinnedBuffer`], [`ManagedBuffer`], [`FlagCell`], [`Module`]s and typed kernels
+//! ([`TypedKernel`]), [`Graph`] and [`GraphExec`]. Hand-written multi-stream code gets the
+//! race detector too:
+//!
+//! ```
+//! use gpu_pipeline::{Context, DeviceBuffer, PinnedBuffer, Stream};
+//! # fn main() -> gpu_pipeline::Result<()> {
+//! let ctx = Context::cpu_checked();
+//! let (a, b) = (Stream::non_blocking(&ctx)?, Stream::non_blocking(&ctx)?);
+//! let input = PinnedBuffer::from_slice(&ctx, &[1u32; 64])?;
+//! let mut field = DeviceBuffer::<u32>::alloc(&ctx, 64)?.named("field");
+//! a.copy_htod(&input, &mut field)?;
+//! b.memset_u32(&mut field, 0)?; // forgot `b.wait(&a)?`
+//! let err = ctx.synchronize().unwrap_err();
+//! assert!(err.to_string().contains("CPU backend"), "{err}");
+//! assert!(ctx.races().iter().any(|race| race.to_string().contains("field")));
+//! # Ok(()) }
+//! ```
 //!
 //! # What the `unsafe` kernel declarations promise
 //!
@@ -32,8 +259,112 @@
 //! of a step before enqueuing any of it, so a refused step, capture or setter leaves nothing
 //! half done. [`Kernel::launch`] is the one unchecked way in: its caller vouches for
 //! everything at every call.
+//!
+//! # Soundness
+//!
+//! No safe code, [`std::mem::forget`] of any guard included, lets the host read, write or
+//! free memory that enqueued work may still touch: buffers are shared (an `Arc`) with every
+//! graph captured while using them; dropping memory waits for the work that may use it, or
+//! frees it in the order of the one stream that used it; the host sees pinned memory only
+//! after the fences of the copies and graph launches that touch it. An asynchronous fault
+//! surfaces at the next wait as an [`Error::Step`] naming the pipeline and the first stage
+//! that did not complete.
+//!
+//! # Interop with cudarc
+//!
+//! With the `cudarc` feature, streams and memory cross to and from
+//! [cudarc](https://docs.rs/cudarc) (what cuBLAS, cuDNN and candle users have):
+//! `Stream::to_cudarc` lends a stream (say, a pipeline stream a `CudaBlas` works on) and
+//! `Stream::from_cudarc` borrows one; `DeviceBuffer::cudarc_view` and
+//! `DeviceBuffer::cudarc_view_mut` lend a buffer as cudarc views for the duration of a
+//! borrow; `DeviceBuffer::from_cudarc` takes a `CudaSlice` in without a copy, for as long
+//! as anything uses it, and `DeviceBuffer::into_cudarc` gives it back. A library's kernels
+//! inside a captured step become nodes of its graph; the step's setters still find their own.
+//! The stream conversions are `unsafe` for one reason: a capture begun through cudarc on the
+//! shared stream would record our work into a graph that keeps none of its memory alive.
+//! Buffer views are refused where cudarc's event tracking manages synchronization (its events
+//! would be recorded inside captures, cudarc#590): call `unsafe { ctx.disable_event_tracking() }`
+//! on cudarc's context first. The repository's `cublas` example runs cuBLAS SGEMM between two
+//! of our kernels in a captured step.
+//!
+//! # Features
+//!
+//! | feature | adds |
+//! | --- | --- |
+//! | `nvrtc` | `cuda_c(...)` modules and `Module::from_cuda_source`, compiled at run time by NVRTC (loaded at run time) |
+//! | `half` | `half::f16` and `half::bf16` as buffer elements and kernel scalars |
+//! | `cudarc` | the conversions above; `cudarc` re-exported |
+//!
+//! # Layers
+//!
+//! `unsafe` is confined to the lowest three: [`sys`] (raw driver types), `driver` (the
+//! function table, loaded once at run time with `libloading`), and `cuda` (every driver call
+//! and raw handle, each type stating its invariant). Beside `cuda`, `cpu` is the CPU backend,
+//! in safe Rust. The public types each hold one backend's value and dispatch once per method;
+//! objects of two backends or two contexts never mix (an [`Error::ContextMismatch`]).
 
 pub use gpu_pipeline_macros::gpu_pipeline;
+
+/// The `bytemuck` crate this one builds on: buffer elements are [`Pod`], kernel scalars are
+/// [`DeviceRepr`] (which requires [`Pod`]). Its derives name `::bytemuck` unless told
+/// otherwise; without a `bytemuck` dependency of your own, write
+/// `#[bytemuck(crate = "gpu_pipeline::bytemuck")]` beside `#[derive(Pod, Zeroable)]`.
+pub use bytemuck;
+/// Plain old data: any bit pattern is a valid value. The bound on buffer elements.
+///
+/// With `bytemuck`'s `derive` (which this crate enables), also the derive macro:
+///
+/// ```
+/// use gpu_pipeline::{Context, DeviceBuffer, DeviceRepr, Pod, Stream, Zeroable};
+///
+/// #[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
+/// #[bytemuck(crate = "gpu_pipeline::bytemuck")]
+/// #[repr(C)]
+/// struct Particle { x: f32, y: f32, mass: f32 }
+/// // SAFETY: `#[repr(C)]`, matching `struct Particle { float x, y, mass; }`.
+/// unsafe impl DeviceRepr for Particle {}
+///
+/// let ctx = Context::cpu();
+/// let stream = Stream::new(&ctx)?;
+/// let p = Particle { x: 1.0, y: 2.0, mass: 0.5 };
+/// let buffer = DeviceBuffer::from_slice(&stream, &[p; 4])?;
+/// assert_eq!(buffer.to_vec(&stream)?, vec![p; 4]);
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
+pub use bytemuck::Pod;
+/// The all-zero bit pattern is a valid value. A supertrait of [`Pod`].
+///
+/// With `bytemuck`'s `derive` (which this crate enables), also the derive macro.
+pub use bytemuck::Zeroable;
+/// The `half` crate (feature `half`): [`half::f16`] and [`half::bf16`] are buffer elements
+/// and kernel scalars ([`DeviceRepr`]), CUDA's `__half` and `__nv_bfloat16`.
+///
+/// ```
+/// # #[cfg(feature = "half")] {
+/// use gpu_pipeline::half::f16;
+/// use gpu_pipeline::{Context, DeviceBuffer, Stream};
+///
+/// let ctx = Context::cpu();
+/// let stream = Stream::new(&ctx)?;
+/// let data: Vec<f16> = [0.5f32, 1.0, 65504.0].into_iter().map(f16::from_f32).collect();
+/// let buffer = DeviceBuffer::from_slice(&stream, &data)?;
+/// assert_eq!(buffer.to_vec(&stream)?, data);
+/// # }
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
+#[cfg(feature = "half")]
+pub use half;
+
+#[cfg(feature = "cudarc")]
+pub use cuda::cudarc::{CudarcStream, CudarcView, CudarcViewMut, IntoCudarcError};
+/// The `cudarc` crate (feature `cudarc`), as this crate sees it: convert streams and device
+/// memory with [`Stream::to_cudarc`], [`Stream::from_cudarc`],
+/// [`DeviceBuffer::cudarc_view`], [`DeviceBuffer::cudarc_view_mut`],
+/// [`DeviceBuffer::from_cudarc`] and [`DeviceBuffer::into_cudarc`]. Depend on `cudarc`
+/// yourself for its other features (cuBLAS, a CUDA version); versions 0.19.10 and later of
+/// 0.19 are the same crate as this one.
+#[cfg(feature = "cudarc")]
+pub use cudarc;
 
 pub mod sys;
 
@@ -41,6 +372,7 @@ pub mod collective;
 pub mod launcher;
 pub mod rendezvous;
 
+mod call_scope;
 mod context;
 mod cpu;
 mod cuda;
@@ -88,7 +420,7 @@ pub use driver::{
     DEFAULT_DRIVER_PATHS, DRIVER_PATH_ENV, is_available as driver_is_available,
     version as driver_version,
 };
-pub use error::{DriverError, Error, LibraryAttempt, Result};
+pub use error::{DriverError, Error, ErrorReport, LibraryAttempt, Result};
 pub use event::{Event, EventFlags};
 pub use graph::{CaptureMode, CaptureStatus, exchange_thread_capture_mode};
 pub use graph::{
@@ -109,3 +441,9 @@ pub use stream::{
     AccessPolicyWindow, AccessProperty, MemOp, Stream, StreamAttribute, StreamAttributeId,
     StreamFlags, SyncPolicy, WaitCondition,
 };
+
+/// The repository's README, whose programs run as doctests of this crate: its first
+/// program is the getting-started example, so it is checked with every `cargo test`.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeDoctests;

@@ -38,7 +38,7 @@ fn assert_refused(ctx: &Context, image: &[u8], field: &str) {
     assert_eq!(*call, "Module::load_cubin");
     assert_eq!(source.format, ImageFormat::Cubin);
     assert_eq!(source.field, field, "{err}");
-    assert!(err.to_string().contains(field), "{err}");
+    assert!(err.report().to_string().contains(field), "{err}");
 }
 
 #[test]
@@ -414,7 +414,10 @@ fn real_fatbins_load_and_compressed_ones_are_refused() {
         if is_compressed(&name) {
             let err = result.unwrap_err();
             assert!(matches!(err, Error::InvalidImage { .. }), "{name}: {err:?}");
-            assert!(err.to_string().contains("compressed"), "{name}: {err}");
+            assert!(
+                err.report().to_string().contains("compressed"),
+                "{name}: {err}"
+            );
             continue;
         }
         let module = result.unwrap_or_else(|e| panic!("{name}: {e}"));

@@ -69,7 +69,9 @@ fn by_default_a_fault_names_the_pipeline_and_says_why_not_the_stage() {
         }
         other => panic!("expected Error::Step, got {other:?}"),
     }
-    let message = err.to_string();
+    // The error's own text, then the whole chain down to the fault.
+    assert!(err.to_string().contains("fault tracking is off"), "{err}");
+    let message = err.report().to_string();
     assert!(
         message.contains("fault tracking is off"),
         "the message says why no stage is named: {message}"
@@ -93,5 +95,6 @@ fn with_tracking_on_the_cpu_fault_still_names_the_failing_launch() {
         ),
         "{err:?}"
     );
-    assert!(err.to_string().contains("write_out_of_bounds"), "{err}");
+    let chain = err.report().to_string();
+    assert!(chain.contains("write_out_of_bounds"), "{chain}");
 }

@@ -26,7 +26,7 @@
 //! step of the field before it, the preview against the field it samples, and the total
 //! heat, which insulated walls conserve, at the end of every phase.
 
-pub mod host;
+pub mod cpu;
 
 use std::ops::Bound;
 use std::path::PathBuf;
@@ -52,10 +52,10 @@ gpu_pipeline! {
             // before every step, capture and setter.
             fn heat_step(nx: u32, ny: u32, alpha: f32, src: &[f32; nx * ny],
                          dst: &mut [f32; nx * ny])
-                host = crate::heat2d::host::heat_step;
+                cpu = crate::heat2d::cpu::heat_step;
             fn sample(nx: u32, ny: u32, stride: u32, mx: u32, my: u32, src: &[f32; nx * ny],
                       dst: &mut [f32; mx * my])
-                host = crate::heat2d::host::sample;
+                cpu = crate::heat2d::cpu::sample;
         }
         params {
             nx: u32,
@@ -93,8 +93,8 @@ gpu_pipeline! {
     about = "Explicit 2-D heat diffusion: one time step as a two-stream gpu-pipeline, captured \
              once as a graph and replayed, checked against a CPU reference; reports the memory \
              bandwidth achieved against the device's copy bandwidth.",
-    after_help = "Backend: CUDA device 0 when available, else the host backend; \
-                  GPU_PIPELINE_BACKEND=cuda|host|host-checked forces one.",
+    after_help = "Backend: CUDA device 0 when available, else the CPU backend; \
+                  GPU_PIPELINE_BACKEND=cuda|cpu|cpu-checked forces one.",
     allow_negative_numbers = true
 )]
 pub struct Heat2dArgs {
@@ -233,7 +233,7 @@ pub fn total_heat(field: &[f32]) -> f64 {
 }
 
 /// One explicit step of the CPU reference, `src -> dst`, rows spread over all cores. Written
-/// apart from the kernel's host implementation (which the host backend runs), sharing only
+/// apart from the kernel's CPU implementation (which the CPU backend runs), sharing only
 /// the arithmetic of one cell.
 pub fn reference_step(src: &[f32], dst: &mut [f32], nx: u32, ny: u32, alpha: f32) {
     let (nx, ny) = (nx as usize, ny as usize);
@@ -241,7 +241,7 @@ pub fn reference_step(src: &[f32], dst: &mut [f32], nx: u32, ny: u32, alpha: f32
         for (k, row) in rows.chunks_mut(nx).enumerate() {
             let y = first / nx + k;
             for (x, out) in row.iter_mut().enumerate() {
-                *out = host::cell(src, nx, ny, x, y, alpha);
+                *out = cpu::cell(src, nx, ny, x, y, alpha);
             }
         }
     });
@@ -282,7 +282,7 @@ pub fn run(ctx: &Context, args: &Heat2dArgs) -> Result<Heat2dOutcome, BoxError> 
     let phases = schedule(args);
     let last_alpha = phases[phases.len() - 1].alpha;
     let stride = args.preview_stride;
-    let (mx, my) = host::preview_size(nx, ny, stride);
+    let (mx, my) = cpu::preview_size(nx, ny, stride);
     let init = initial_field(nx, ny);
     let heat0 = total_heat(&init);
 
@@ -394,7 +394,7 @@ pub fn run(ctx: &Context, args: &Heat2dArgs) -> Result<Heat2dOutcome, BoxError> 
         1e-5,
     ));
     let mut want_preview = vec![0.0f32; snap.len()];
-    host::sample(nx, ny, stride, mx, my, &before_last, &mut want_preview);
+    cpu::sample(nx, ny, stride, mx, my, &before_last, &mut want_preview);
     report.checks.push(Check::at_most(
         format!("preview (every {stride}th cell) vs the field it samples"),
         "max |error|",
@@ -515,16 +515,16 @@ pub fn heat_color(v: f32) -> [u8; 3] {
 mod tests {
     use super::*;
 
-    /// The pipeline's ping-pong through the kernel's host implementation equals the
+    /// The pipeline's ping-pong through the kernel's CPU implementation equals the
     /// reference bit for bit, and the walls keep the heat in.
     #[test]
-    fn ping_pong_of_the_host_kernel_matches_the_reference() {
+    fn ping_pong_of_the_cpu_kernel_matches_the_reference() {
         let (nx, ny) = (37, 23);
         let init = initial_field(nx, ny);
         let (mut field, mut next) = (init.clone(), init.clone());
         for _ in 0..50 {
-            host::heat_step(nx, ny, 0.2, &field, &mut next);
-            host::heat_step(nx, ny, 0.2, &next, &mut field);
+            cpu::heat_step(nx, ny, 0.2, &field, &mut next);
+            cpu::heat_step(nx, ny, 0.2, &next, &mut field);
         }
         let mut want = init.clone();
         reference_steps(&mut want, nx, ny, 0.2, 100);
@@ -536,19 +536,19 @@ mod tests {
     #[test]
     fn the_preview_takes_every_strideth_cell_of_every_strideth_row() {
         let src: Vec<f32> = (0..5 * 4).map(|i| i as f32).collect();
-        assert_eq!(host::preview_size(5, 4, 2), (3, 2));
+        assert_eq!(cpu::preview_size(5, 4, 2), (3, 2));
         let mut dst = vec![0.0; 6];
-        host::sample(5, 4, 2, 3, 2, &src, &mut dst);
+        cpu::sample(5, 4, 2, 3, 2, &src, &mut dst);
         assert_eq!(dst, [0.0, 2.0, 4.0, 10.0, 12.0, 14.0]);
         let mut whole = vec![0.0; 20];
-        host::sample(5, 4, 1, 5, 4, &src, &mut whole);
+        cpu::sample(5, 4, 1, 5, 4, &src, &mut whole);
         assert_eq!(whole, src);
         // A smaller preview crops; a larger one leaves its extra cells alone.
         let mut cropped = vec![-1.0; 4];
-        host::sample(5, 4, 2, 2, 2, &src, &mut cropped);
+        cpu::sample(5, 4, 2, 2, 2, &src, &mut cropped);
         assert_eq!(cropped, [0.0, 2.0, 10.0, 12.0]);
         let mut wide = vec![-1.0; 8];
-        host::sample(5, 4, 2, 4, 2, &src, &mut wide);
+        cpu::sample(5, 4, 2, 4, 2, &src, &mut wide);
         assert_eq!(wide, [0.0, 2.0, 4.0, -1.0, 10.0, 12.0, 14.0, -1.0]);
     }
 

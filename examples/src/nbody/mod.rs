@@ -27,7 +27,7 @@
 //! a replay can switch off. Here the per-step copy costs nothing, being hidden.
 
 pub mod anchor;
-pub mod host;
+pub mod cpu;
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -50,10 +50,10 @@ gpu_pipeline! {
             // which the runtime checks the buffers hold before every step and capture.
             fn kick_drift(n: u32, dt: f32, acc: &[f32; 4 * n], vel: &mut [f32; 4 * n],
                           pos: &mut [f32; 4 * n])
-                host = crate::nbody::host::kick_drift;
+                cpu = crate::nbody::cpu::kick_drift;
             fn accel_kick(n: u32, dt: f32, eps2: f32, pos: &[f32; 4 * n],
                           acc: &mut [f32; 4 * n], vel: &mut [f32; 4 * n])
-                host = crate::nbody::host::accel_kick;
+                cpu = crate::nbody::cpu::accel_kick;
         }
         params {
             n: u32,
@@ -85,8 +85,8 @@ gpu_pipeline! {
     about = "All-pairs N-body leapfrog as a captured two-stream gpu-pipeline; checks momentum \
              conservation and accelerations against a CPU reference, and on CUDA compares its \
              speed with the classic tiled N-body kernel launched with raw driver calls.",
-    after_help = "Backend: CUDA device 0 when available, else the host backend; \
-                  GPU_PIPELINE_BACKEND=cuda|host|host-checked forces one.",
+    after_help = "Backend: CUDA device 0 when available, else the CPU backend; \
+                  GPU_PIPELINE_BACKEND=cuda|cpu|cpu-checked forces one.",
     allow_negative_numbers = true
 )]
 pub struct NbodyArgs {
@@ -208,7 +208,7 @@ pub fn momentum(pos: &[f32], vel: &[f32]) -> ([f64; 3], f64) {
 }
 
 /// The CPU reference's acceleration of body `i`: the textbook `m d / (r^2 (r^2)^(1/2))`, in
-/// f32, written apart from the kernel's host implementation.
+/// f32, written apart from the kernel's CPU implementation.
 fn reference_acceleration(pos: &[f32], i: usize, eps2: f32) -> [f32; 3] {
     let xi = [pos[4 * i], pos[4 * i + 1], pos[4 * i + 2]];
     let mut a = [0.0f32; 3];
@@ -465,9 +465,9 @@ pub fn run(ctx: &Context, args: &NbodyArgs) -> Result<NbodyOutcome, BoxError> {
             Some(comparison)
         }
         Backend::Cuda => None,
-        Backend::Host => {
+        Backend::Cpu => {
             report.notes.push(
-                "speed comparison: skipped on the host backend (the anchor is PTX launched \
+                "speed comparison: skipped on the CPU backend (the anchor is PTX launched \
                  through the CUDA driver)"
                     .to_owned(),
             );
@@ -506,10 +506,10 @@ pub fn run(ctx: &Context, args: &NbodyArgs) -> Result<NbodyOutcome, BoxError> {
 mod tests {
     use super::*;
 
-    /// The two kernels' host implementations in pipeline order agree with the reference to
+    /// The two kernels' CPU implementations in pipeline order agree with the reference to
     /// float rounding, and momentum stays within the example's tolerance.
     #[test]
-    fn host_kernels_match_the_reference_and_conserve_momentum() {
+    fn cpu_kernels_match_the_reference_and_conserve_momentum() {
         let (n, dt, eps2) = (200, 1e-3, 0.05f32 * 0.05);
         let bodies = initial_bodies(n, 3);
         let (p0, scale) = momentum(&bodies.pos, &bodies.vel);
@@ -518,8 +518,8 @@ mod tests {
         let mut want = bodies.clone();
         let mut want_acc = acc.clone();
         for _ in 0..50 {
-            host::kick_drift(n, dt, &acc, &mut vel, &mut pos);
-            host::accel_kick(n, dt, eps2, &pos, &mut acc, &mut vel);
+            cpu::kick_drift(n, dt, &acc, &mut vel, &mut pos);
+            cpu::accel_kick(n, dt, eps2, &pos, &mut acc, &mut vel);
         }
         reference_steps(&mut want, &mut want_acc, dt, eps2, 50);
         assert!(

@@ -18,7 +18,7 @@
 //! Copies in a pipeline take whole buffers, so the host array is held as one pinned buffer
 //! per chunk.
 
-pub mod host;
+pub mod cpu;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -34,7 +34,7 @@ gpu_pipeline! {
         streams { main(non_blocking) }
         unsafe kernels k = ptx(include_str!("../../kernels/overlap.ptx")) {
             fn transform(n: u32, iters: u32, a: f32, input: &[f32; n], output: &mut [f32; n])
-                host = crate::overlap::host::transform;
+                cpu = crate::overlap::cpu::transform;
         }
         params {
             n: u32,
@@ -60,7 +60,7 @@ gpu_pipeline! {
         streams { compute(priority = high), h2d(non_blocking), d2h(non_blocking) }
         unsafe kernels k = ptx(include_str!("../../kernels/overlap.ptx")) {
             fn transform(n: u32, iters: u32, a: f32, input: &[f32; n], output: &mut [f32; n])
-                host = crate::overlap::host::transform;
+                cpu = crate::overlap::cpu::transform;
         }
         params {
             n: u32,
@@ -88,8 +88,8 @@ gpu_pipeline! {
     name = "overlap",
     about = "Copy-in, compute and copy-out of a chunked array overlapped on three streams, \
              timed against one stream.",
-    after_help = "Backend: CUDA device 0 when available, else the host backend; \
-                  GPU_PIPELINE_BACKEND=cuda|host|host-checked forces one.",
+    after_help = "Backend: CUDA device 0 when available, else the CPU backend; \
+                  GPU_PIPELINE_BACKEND=cuda|cpu|cpu-checked forces one.",
     allow_negative_numbers = true
 )]
 pub struct OverlapArgs {
@@ -259,7 +259,7 @@ pub fn run(ctx: &Context, args: &OverlapArgs) -> Result<OverlapOutcome, BoxError
     let start = Instant::now();
     let want: Vec<f32> = data
         .iter()
-        .map(|&x| host::element(x, args.iters, A))
+        .map(|&x| cpu::element(x, args.iters, A))
         .collect();
     let got_serial = concat(&dst_serial)?;
     let got_overlap = concat(&dst_overlap)?;
@@ -391,10 +391,10 @@ mod tests {
     fn the_transform_converges_to_twice_the_input() {
         let x = input(100);
         let mut y = vec![0.0; 100];
-        host::transform(100, 40, A, &x, &mut y);
+        cpu::transform(100, 40, A, &x, &mut y);
         for (x, y) in x.iter().zip(&y) {
             assert!((y - 2.0 * x).abs() < 1e-5, "{x} -> {y}");
-            assert_eq!(*y, host::element(*x, 40, A));
+            assert_eq!(*y, cpu::element(*x, 40, A));
         }
     }
 }

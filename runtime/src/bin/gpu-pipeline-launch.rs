@@ -31,8 +31,20 @@ fn main() -> ExitCode {
             )
         }
         Err(e) => {
-            eprintln!("gpu-pipeline-launch: {e}");
+            eprintln!("gpu-pipeline-launch: {}", chain(&e));
             ExitCode::from(2)
         }
     }
+}
+
+/// The error and its sources on one line (each layer displays only its own context).
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }

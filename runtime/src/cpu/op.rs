@@ -154,6 +154,9 @@ pub(crate) struct KernelTag {
     pub(crate) kernel: u64,
     /// The launch's geometry.
     pub(crate) config: LaunchConfig,
+    /// Launched by code a pipeline's `call` ran (see `call_scope`): not one of the step's
+    /// own launches.
+    pub(crate) in_call: bool,
 }
 
 /// What an operation does when it runs.

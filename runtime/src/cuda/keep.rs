@@ -92,8 +92,12 @@ pub(crate) fn keep(capture: u64, item: Keep) {
 
 /// Records the kernel node a launch just added to capture `capture` on `stream` (call under
 /// the stream's gate, right after the launch): the stream's capture dependencies right after
-/// a kernel launch are exactly that node.
+/// a kernel launch are exactly that node. A launch made by code a pipeline's `call` ran is
+/// that code's, like a library's, and is not recorded (see `call_scope`).
 pub(crate) fn note_kernel_node(stream: &Stream, capture: u64) {
+    if crate::call_scope::in_call() {
+        return;
+    }
     let node = captured_leaf(stream, capture);
     with_record(capture, |record| match node {
         Some(node) => record.kernel_nodes.push(node),

@@ -8,13 +8,29 @@
 //! - stream-ordered memory is freed without a synchronize (`cuMemFreeAsync`) only when nothing
 //!   else holds it and every enqueue that touched it went to the freeing stream outside any
 //!   capture (`free_rule::plan_free`, shared with the CPU backend); each allocation folds the
-//!   streams of its uses into one atomic word for this (`StreamUse`);
+//!   streams of its uses into one atomic word for this (`StreamUse`). That is how
+//!   `Stream::free_async` frees, and how the last holder's drop frees on the stream the
+//!   memory was allocated on while that stream lives ([`StreamLink::with_live`]): a temporary
+//!   used on one stream never stalls the others;
+//! - a raw device address handed out (`device_ptr`, a loan to another library) may be used
+//!   on any stream without our knowing: the memory then counts as used on several streams;
+//! - memory another library allocated (`AllocKind::Foreign`) is not ours to free: the
+//!   allocation holds the library's owning value, and the last holder drops that value after
+//!   a context synchronize, by the same rule as `cuMemAlloc` memory; it is given back to the
+//!   library only by the last holder, after a synchronize (`take_owner`);
+//! - memory from `cuMemAlloc` is freed after a context synchronize: `cuMemFree` is not
+//!   stream-ordered (it may run only once no work can touch the memory, and no stream can be
+//!   told to wait before it), so freeing it without the synchronize would mean parking it
+//!   until an event of its last stream completes and freeing it from another thread, where
+//!   `cuMemFree` itself may still wait for the device. Temporaries that must not stall other
+//!   streams come from the stream-ordered allocator (`Stream::alloc_async`) instead;
 //! - when the wait before a free fails, work may still use the memory: it is leaked, never
 //!   freed;
 //! - the host sees managed memory only through [`HostSlice`]s taken after a context
 //!   synchronize and counted in the allocation ([`BorrowCount`]): a graph launch, which borrows
 //!   nothing, refuses to run while one is alive (see `graph.rs`).
 
+use std::any::Any;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -25,6 +41,7 @@ use crate::error::{Error, Result};
 use crate::free_rule::{AllocKind, FreeMode, StreamUse, plan_free};
 use crate::sys;
 
+use super::stream::StreamLink;
 use super::{Context, Stream};
 
 /// How many host slices of an allocation are alive. Raised only under the allocation's gate
@@ -137,8 +154,12 @@ pub(crate) fn check_host_view<T>(
 /// A device allocation.
 ///
 /// Invariant: `ptr` is the base of a live allocation of at least `max(bytes, 1)` bytes made in
-/// `ctx` as `kind` says, freed at most once (by `free_now`, `free_async` or nothing, when it
-/// is leaked), and only when no enqueued work can touch it any more (the module's rule).
+/// `ctx` as `kind` says, freed at most once (by `free_now`, `free_async`,
+/// `free_on_home_stream` or nothing, when it is leaked), and only when no enqueued work can
+/// touch it any more, or in the stream order after all such work (the module's rule). `home`,
+/// when set, is the stream a stream-ordered allocation was made on. `Foreign` memory is never
+/// freed here: it lies within the allocation `owner` holds, which stays alive until this
+/// value drops or gives it back (`take_owner`), both after a context synchronize.
 /// Managed memory was zeroed at allocation, so the host may read it as any `Pod` type.
 pub(crate) struct DeviceMemory {
     ctx: Arc<Context>,
@@ -146,12 +167,18 @@ pub(crate) struct DeviceMemory {
     bytes: usize,
     kind: AllocKind,
     uses: StreamUse,
+    /// The stream a stream-ordered allocation was made on, where its drop frees it when every
+    /// use was on that stream.
+    home: Option<StreamLink>,
     /// Set once the memory was freed or given up (leaked), so Drop frees nothing.
     freed: AtomicBool,
     /// Orders host access to managed memory with graph launches (see `BorrowCount`).
     gate: Mutex<()>,
     /// Host slices of managed memory alive now.
     borrows: BorrowCount,
+    /// The other library's owning value of `Foreign` memory (`None` for ours, and once given
+    /// back).
+    owner: Mutex<Option<Box<dyn Any + Send + Sync>>>,
 }
 
 // SAFETY: a device address is a plain integer usable from any thread; the driver frees it
@@ -174,10 +201,63 @@ impl DeviceMemory {
             bytes,
             kind,
             uses: StreamUse::new(uses),
+            home: None,
             freed: AtomicBool::new(false),
             gate: Mutex::new(()),
             borrows: BorrowCount::default(),
+            owner: Mutex::new(None),
         }
+    }
+
+    /// Device memory that another library allocated and owns: `owner` is its owning value
+    /// (e.g. a cudarc `CudaSlice`), held until this value drops (then dropped after a context
+    /// synchronize) or gives it back ([`DeviceMemory::take_owner`]).
+    ///
+    /// # Safety
+    /// `ptr` must be the address of at least `max(bytes, 1)` bytes of device memory of
+    /// `ctx`'s context that stay allocated for as long as `owner` is alive, that nothing else
+    /// uses while this value holds `owner` (no other handle to the memory exists outside
+    /// `owner`), and whose contents are initialised.
+    #[cfg(feature = "cudarc")]
+    pub(crate) unsafe fn foreign(
+        ctx: &Arc<Context>,
+        ptr: sys::CUdeviceptr,
+        bytes: usize,
+        owner: Box<dyn Any + Send + Sync>,
+    ) -> DeviceMemory {
+        let memory = DeviceMemory::wrap(ctx, ptr, bytes, AllocKind::Foreign, StreamUse::UNUSED);
+        *memory.owner.lock().unwrap_or_else(PoisonError::into_inner) = Some(owner);
+        memory
+    }
+
+    /// Gives the owning value of `Foreign` memory back, when `this` is the last holder (no
+    /// graph keeps it), after waiting for all work of the context (so no enqueued work can
+    /// touch the memory any more). Otherwise, or for memory of ours, returns `this`.
+    #[cfg(feature = "cudarc")]
+    pub(crate) fn take_owner(
+        this: Arc<Self>,
+    ) -> std::result::Result<Result<Box<dyn Any + Send + Sync>>, Arc<Self>> {
+        if this.kind != AllocKind::Foreign {
+            return Err(this);
+        }
+        let memory = Arc::try_unwrap(this)?;
+        if let Err(e) = memory.ctx.synchronize() {
+            // Work may still use the memory: keep holding it; Drop then leaks it (its own
+            // synchronize fails too, or succeeds and the owner is dropped then).
+            return Ok(Err(e));
+        }
+        memory.freed.store(true, Ordering::Release);
+        let owner = memory
+            .owner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        Ok(owner.ok_or_else(|| {
+            Error::invalid(
+                "DeviceMemory::take_owner",
+                "the memory was given back already",
+            )
+        }))
     }
 
     /// `bytes` of device memory (`cuMemAlloc`; at least one byte, so the address is unique).
@@ -248,13 +328,15 @@ impl DeviceMemory {
             }),
         };
         check(call, code)?;
-        Ok(DeviceMemory::wrap(
+        let mut memory = DeviceMemory::wrap(
             stream.context(),
             ptr,
             bytes,
             AllocKind::StreamOrdered,
             StreamUse::tag(stream.id()),
-        ))
+        );
+        memory.home = Some(stream.link());
+        Ok(memory)
     }
 
     /// The context.
@@ -286,6 +368,12 @@ impl DeviceMemory {
             stream.id(),
             stream.tracked_capture().is_some(),
         ));
+    }
+
+    /// Records that the device address was handed out for untracked use (by the user, or a
+    /// library the memory is lent to): work on any stream may touch it from now on.
+    pub(crate) fn note_escape(&self) {
+        self.uses.record(StreamUse::SHARED);
     }
 
     /// Frees `this` on `stream` by the rule of [`plan_free`] if it is the last holder; else
@@ -333,7 +421,26 @@ impl DeviceMemory {
             return Ok(());
         }
         // Work enqueued on any stream may still read or write this memory: wait for it all.
-        self.ctx.synchronize()?;
+        if let Err(e) = self.ctx.synchronize() {
+            // Another library's memory is leaked by forgetting its owner, which would free it.
+            let owner = self
+                .owner
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+            std::mem::forget(owner);
+            return Err(e);
+        }
+        if self.kind == AllocKind::Foreign {
+            // Not ours: its owner frees it (in its own stream order) when dropped.
+            drop(
+                self.owner
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .take(),
+            );
+            return Ok(());
+        }
         let d = self.ctx.bind()?;
         // SAFETY: allocated by cuMemAlloc / cuMemAllocAsync / cuMemAllocManaged (cuMemFree
         // takes all three); nothing can use it any more (see above), and `freed` stops a
@@ -404,10 +511,69 @@ impl DeviceMemory {
         let slice = unsafe { std::slice::from_raw_parts_mut(ptr, len) };
         Ok(HostSliceMut::new(slice, &self.borrows))
     }
+
+    /// The last holder's free when every use was on the stream the memory was allocated on
+    /// (outside captures) and that stream is live: `cuMemFreeAsync` there, without waiting.
+    /// `None` when the rule does not allow it (the caller then frees with `free_now`).
+    fn free_on_home_stream(&self) -> Option<Result<()>> {
+        let home = self.home.as_ref()?;
+        let tag = StreamUse::tag(home.id());
+        if plan_free(self.kind, self.uses.get(), tag, false) != FreeMode::StreamOrdered {
+            return None;
+        }
+        let d = match self.ctx.bind() {
+            Ok(d) => d,
+            Err(e) => return Some(Err(e)),
+        };
+        home.with_live(|raw| {
+            // A capture begun by other code (possible on a borrowed handle) would turn the
+            // free into a node of its graph: leave such a stream alone.
+            let mut capturing = sys::CUstreamCaptureStatus::NONE;
+            let mut id = 0;
+            // SAFETY: `raw` is live while this closure runs (`with_live`); valid out-pointers,
+            // and null for the outputs not wanted, which the API allows.
+            let code = unsafe {
+                (d.cuStreamGetCaptureInfo)(
+                    raw,
+                    &mut capturing,
+                    &mut id,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                )
+            };
+            if !code.is_success() || capturing != sys::CUstreamCaptureStatus::NONE {
+                return None;
+            }
+            // Whatever the driver says, the memory is not freed again: after a failed free it
+            // is leaked, which is safe.
+            if self.freed.swap(true, Ordering::AcqRel) {
+                return Some(Ok(()));
+            }
+            // SAFETY: a stream-ordered allocation of this context (`kind`) that no one else
+            // holds (this is its drop) and whose address no one was handed (`note_escape`
+            // would have made it shared); every enqueue that touched it went to `raw` outside
+            // any capture (`plan_free`), so the free follows all of them in that stream's
+            // order. `raw` is live and not capturing while the closure runs.
+            Some(check("cuMemFreeAsync", unsafe {
+                (d.cuMemFreeAsync)(self.ptr, raw)
+            }))
+        })
+        .flatten()
+    }
 }
 
 impl Drop for DeviceMemory {
     fn drop(&mut self) {
+        match self.free_on_home_stream() {
+            Some(Ok(())) => return,
+            Some(Err(e)) if self.freed.load(Ordering::Acquire) => {
+                tracing::warn!(error = %e, bytes = self.bytes, "freeing device memory in stream order failed (leaked)");
+                return;
+            }
+            // Not freed: the synchronizing free below.
+            Some(Err(_)) | None => {}
+        }
         if let Err(e) = self.free_now() {
             tracing::warn!(error = %e, bytes = self.bytes, "freeing device memory failed (leaked, since work may still use it)");
         }

@@ -18,6 +18,8 @@ pub(crate) mod attribute;
 mod capture;
 mod context;
 mod copy;
+#[cfg(feature = "cudarc")]
+pub(crate) mod cudarc;
 mod device;
 mod event;
 mod flag;

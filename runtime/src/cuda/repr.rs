@@ -57,6 +57,15 @@ device_repr!(
     f64 => None
 );
 
+// SAFETY: `half::f16` is `#[repr(transparent)]` over the `u16` of its IEEE binary16 bits, the
+// layout of CUDA's `__half` (a struct of one `unsigned short`, 2-byte aligned); `bf16` holds
+// the bfloat16 bits the same way, the layout of `__nv_bfloat16`.
+#[cfg(feature = "half")]
+unsafe impl DeviceRepr for half::f16 {}
+// SAFETY: as above.
+#[cfg(feature = "half")]
+unsafe impl DeviceRepr for half::bf16 {}
+
 // SAFETY: a C array of a `DeviceRepr` type has the same layout as the Rust array.
 unsafe impl<T: DeviceRepr, const N: usize> DeviceRepr for [T; N] where [T; N]: bytemuck::Pod {}
 

@@ -7,8 +7,9 @@
 //! ending a capture, and joining one, hold it exclusively. So an enqueue is either wholly
 //! inside a capture or wholly outside it, whatever other threads do.
 
+use std::any::Any;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{
     Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak,
 };
@@ -33,6 +34,17 @@ pub(crate) struct HandleState {
     /// Panic logs of graphs launched on the handle since the last synchronize: a host node's
     /// panic is reported by the stream that replayed it.
     watched: Mutex<Vec<PanicLog>>,
+    /// How many `Stream` values over the handle are alive and not yet destroying it. A value
+    /// lowers it (under this lock) before it destroys an owned handle or lets go of a borrowed
+    /// one, so while it is above zero and the lock is held, the handle is live: what lets
+    /// work be enqueued on it by code that holds no `Stream` (see [`StreamLink`]).
+    live: Mutex<usize>,
+    /// Objects of other libraries that hold the raw handle (a cudarc stream over it): while
+    /// one lives, the handle is not destroyed (it is leaked instead), and captures are asked
+    /// of the driver, since that library may begin one. `ever_lent` keeps the check off the
+    /// hot path of handles never lent.
+    lent: Mutex<Vec<Weak<dyn Any + Send + Sync>>>,
+    ever_lent: AtomicBool,
 }
 
 /// Handle states by (context, handle): the legacy and per-thread default streams have the
@@ -64,11 +76,59 @@ impl HandleState {
         state
     }
 
+    /// Whether an object another library holds still has the handle.
+    fn is_lent(&self) -> bool {
+        if !self.ever_lent.load(Ordering::Acquire) {
+            return false;
+        }
+        let mut lent = lock(&self.lent);
+        lent.retain(|holder| holder.strong_count() > 0);
+        !lent.is_empty()
+    }
+
     fn tracked(&self) -> Option<u64> {
         match self.capture.load(Ordering::Acquire) {
             0 => None,
             id => Some(id),
         }
+    }
+}
+
+/// A weak link to a stream handle, for enqueueing on it later without keeping it alive: a
+/// stream-ordered allocation remembers the stream it was allocated on, to be freed there.
+#[derive(Debug, Clone)]
+pub(crate) struct StreamLink {
+    state: Weak<HandleState>,
+    raw: sys::CUstream,
+    id: u64,
+}
+
+// SAFETY: the raw handle is only passed to the driver, and only while `with_live` has
+// established that it is live; the state is atomics and locks.
+unsafe impl Send for StreamLink {}
+// SAFETY: as above.
+unsafe impl Sync for StreamLink {}
+
+impl StreamLink {
+    /// The driver's id of the linked stream.
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Calls `f` with the raw handle while it is certainly live and outside any capture this
+    /// crate tracks: some `Stream` value over it is alive and cannot finish destroying it
+    /// until `f` returns, and no capture can begin on it through this crate meanwhile (the
+    /// handle's gate is held shared). `None`, without calling `f`, when that cannot be
+    /// established at once (the stream is gone, capturing, or its gate is contended: the gate
+    /// is only tried, never waited for, so a caller that holds it already cannot deadlock).
+    pub(crate) fn with_live<R>(&self, f: impl FnOnce(sys::CUstream) -> R) -> Option<R> {
+        let state = self.state.upgrade()?;
+        let _gate = state.gate.try_read().ok()?;
+        if state.tracked().is_some() {
+            return None;
+        }
+        let live = lock(&state.live);
+        (*live > 0).then(|| f(self.raw))
     }
 }
 
@@ -85,6 +145,8 @@ pub(crate) struct Stream {
     /// The driver's process-unique id (`cuStreamGetId`), read once at creation.
     id: u64,
     state: Arc<HandleState>,
+    /// Whether this value is counted in `state.live` (until it retires).
+    counted: bool,
 }
 
 // SAFETY: a CUstream may be used from any thread once its context is current, which every
@@ -129,12 +191,15 @@ impl Stream {
     }
 
     fn wrap(ctx: &Arc<Context>, raw: sys::CUstream, owned: bool) -> Result<Stream> {
+        let state = HandleState::of(ctx, raw);
+        *lock(&state.live) += 1;
         let mut stream = Stream {
             ctx: ctx.clone(),
             raw,
             owned,
             id: 0,
-            state: HandleState::of(ctx, raw),
+            state,
+            counted: true,
         };
         // On failure `stream` drops and destroys an owned handle, so nothing leaks.
         let d = ctx.bind()?;
@@ -158,6 +223,31 @@ impl Stream {
     /// The driver's process-unique id.
     pub(crate) fn id(&self) -> u64 {
         self.id
+    }
+
+    /// A weak link to the handle (see [`StreamLink`]).
+    pub(crate) fn link(&self) -> StreamLink {
+        StreamLink {
+            state: Arc::downgrade(&self.state),
+            raw: self.raw,
+            id: self.id,
+        }
+    }
+
+    /// Records that `holder`, an object of another library, holds the raw handle: the handle
+    /// is not destroyed while it lives, and captures on it are asked of the driver.
+    #[cfg(feature = "cudarc")]
+    pub(crate) fn lend(&self, holder: Weak<dyn Any + Send + Sync>) {
+        lock(&self.state.lent).push(holder);
+        self.state.ever_lent.store(true, Ordering::Release);
+    }
+
+    /// Stops counting this value as keeping the handle live (once): after this, links no
+    /// longer enqueue on it through this value.
+    fn retire(&mut self) {
+        if std::mem::replace(&mut self.counted, false) {
+            *lock(&self.state.live) -= 1;
+        }
     }
 
     /// Whether this value owns (and destroys) the handle.
@@ -355,7 +445,7 @@ impl Stream {
     #[inline]
     pub(crate) fn capture_now(&self) -> Result<Option<u64>> {
         let tracked = self.state.tracked();
-        if self.owned {
+        if self.owned && !self.state.is_lent() {
             return Ok(tracked);
         }
         match self.capture_info()? {
@@ -413,8 +503,19 @@ impl Stream {
     /// Destroys an owned stream now and returns the driver's verdict. Work already enqueued
     /// still completes (the driver defers the release).
     pub(crate) fn destroy(&mut self) -> Result<()> {
+        self.retire();
         if !std::mem::replace(&mut self.owned, false) {
             return Ok(());
+        }
+        if self.state.is_lent() {
+            // Another library still holds the handle (see `lend`): destroying it would leave
+            // that holder with a dangling handle, so it is leaked instead.
+            tracing::warn!(
+                stream = self.id,
+                "a stream lent to another library is dropped while that library still holds \
+                 it; its handle is leaked, not destroyed"
+            );
+            return self.take_panics();
         }
         let d = self.bind()?;
         // SAFETY: we own the stream (the type's invariant) and release it once: `owned` is

@@ -252,9 +252,11 @@ impl Graph {
                     .ok_or_else(|| cpu::missing_cpu_impl(CALL, k.name(), k.module_name()))?;
                 let values = cpu_args::<Sig, A>(CALL, &ctx, &args)?;
                 let label = format!("launch {}::{}", k.module_name(), k.name());
+                // A node the builder adds is the step's own launch, never a called function's.
                 let tag = cpu::KernelTag {
                     kernel: k.inner.id,
                     config,
+                    in_call: false,
                 };
                 let op = cpu::Op::kernel(label, cpu_impl.kernel_fn(), values, tag)
                     .keep(k.module_keep_cpu());

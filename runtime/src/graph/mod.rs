@@ -350,19 +350,7 @@ impl Graph {
                 .nodes()
                 .iter()
                 .enumerate()
-                .filter_map(|(index, node)| {
-                    let tag = node.kernel_tag()?;
-                    Some(KernelNode {
-                        node: GraphNode {
-                            graph: self.id,
-                            scope: 0,
-                            kind: GraphNodeType::KERNEL,
-                            id: NodeId::Cpu(index),
-                        },
-                        kernel: KernelIdentity::Cpu(tag.kernel),
-                        config: tag.config,
-                    })
-                })
+                .filter_map(|(index, node)| Some(self.cpu_kernel_node(index, node.kernel_tag()?)))
                 .collect()),
         }
     }
@@ -371,11 +359,12 @@ impl Graph {
     /// during the capture: what code that captured a known sequence of launches uses to
     /// find the node of each (e.g. to [set its parameters](GraphExec::set_kernel_params)).
     ///
-    /// On CUDA each launch on a capturing stream records the node it added; kernel nodes
-    /// that other code added to the capture (a library called inside it) are not in the
-    /// list. A graph built node by node, or captured without our launches, gives
-    /// [`Graph::kernel_nodes`]. It is an error when some launch's node could not be
-    /// identified. On the CPU backend nodes are numbered in capture order already.
+    /// Each launch on a capturing stream records the node it added; kernel nodes that other
+    /// code added to the capture are not in the list: a library called inside it (cuBLAS
+    /// through cudarc, say), and launches made through the [`TypedStream`](crate::TypedStream)
+    /// a pipeline's `call` statement hands to the function it calls. A graph built node by
+    /// node, or captured without our launches, gives [`Graph::kernel_nodes`]. It is an error
+    /// when some launch's node could not be identified.
     pub fn kernel_nodes_in_launch_order(&self) -> Result<Vec<KernelNode>> {
         match &self.backend {
             GraphBackend::Cuda(g) => Ok(g
@@ -383,7 +372,29 @@ impl Graph {
                 .into_iter()
                 .map(|info| self.cuda_kernel_node(info))
                 .collect()),
-            GraphBackend::Cpu(_) => self.kernel_nodes(),
+            // Nodes are numbered in capture order already.
+            GraphBackend::Cpu(g) => Ok(g
+                .nodes()
+                .iter()
+                .enumerate()
+                .filter_map(|(index, node)| {
+                    let tag = node.kernel_tag().filter(|tag| !tag.in_call)?;
+                    Some(self.cpu_kernel_node(index, tag))
+                })
+                .collect()),
+        }
+    }
+
+    fn cpu_kernel_node(&self, index: usize, tag: cpu::KernelTag) -> KernelNode {
+        KernelNode {
+            node: GraphNode {
+                graph: self.id,
+                scope: 0,
+                kind: GraphNodeType::KERNEL,
+                id: NodeId::Cpu(index),
+            },
+            kernel: KernelIdentity::Cpu(tag.kernel),
+            config: tag.config,
         }
     }
 
@@ -466,7 +477,42 @@ impl std::fmt::Debug for Graph {
     }
 }
 
-/// An executable graph: launch it on any stream of its context, as often as needed.
+/// An executable graph: launch it on any stream of its context, as often as needed, and
+/// change a kernel node's arguments in place between launches.
+///
+/// ```
+/// # fn main() -> gpu_pipeline::Result<()> {
+/// use gpu_pipeline::{CaptureMode, Context, CpuKernel, DeviceBuffer, LaunchConfig, Module, Stream};
+///
+/// fn saxpy_on_cpu(n: u32, a: f32, x: &[f32], y: &mut [f32]) {
+///     for i in 0..n as usize {
+///         y[i] += a * x[i];
+///     }
+/// }
+///
+/// let ctx = Context::cpu();
+/// let stream = Stream::non_blocking(&ctx)?;
+/// let module = Module::load_ptx(&ctx, include_str!("../../kernels/saxpy.ptx"))?;
+/// // SAFETY: `saxpy(unsigned n, float a, const float* x, float* y)` touches `x[i]`, `y[i]`
+/// // for `i < n` only, and `n` is the buffers' length below.
+/// let saxpy = unsafe { module.function("saxpy")?.typed::<(u32, f32, &[f32], &mut [f32])>()? }
+///     .with_cpu(CpuKernel::new(saxpy_on_cpu));
+/// let x = DeviceBuffer::from_slice(&stream, &[1.0f32; 64])?;
+/// let mut y = DeviceBuffer::from_slice(&stream, &[0.0f32; 64])?;
+/// let config = LaunchConfig::new(1, 64);
+///
+/// let graph = stream.capture(CaptureMode::ThreadLocal, |s| {
+///     saxpy.launch(s, config, (64u32, 2.0f32, &x, &mut y))
+/// })?;
+/// let mut exec = graph.instantiate()?;
+/// exec.launch(&stream)?; // y = 2
+/// let node = graph.kernel_nodes_in_launch_order()?[0];
+/// exec.set_kernel_params(&node, &saxpy, config, (64u32, 0.5f32, &x, &mut y))?;
+/// exec.launch(&stream)?; // y = 2.5
+/// drop((exec, graph)); // waits for the launches, which use `y`
+/// assert_eq!(y.to_vec(&stream)?, vec![2.5f32; 64]);
+/// # Ok(()) }
+/// ```
 pub struct GraphExec {
     ctx: Context,
     /// The id of the graph it was instantiated from.

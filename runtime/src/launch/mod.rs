@@ -330,6 +330,7 @@ impl<Sig: Signature + 'static> TypedKernel<Sig> {
         let tag = cpu::KernelTag {
             kernel: kernel.inner.id,
             config: *config,
+            in_call: crate::call_scope::in_call(),
         };
         let module = kernel.module_keep_cpu();
         Ok(s.launch_kernel(label, cpu_impl.kernel_fn(), values, tag, module)?)

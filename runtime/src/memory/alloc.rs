@@ -104,6 +104,20 @@ impl DeviceAlloc {
         }
     }
 
+    /// The device address of the first byte, handed out for use the crate does not track
+    /// (a user's raw pointer, a library the memory is lent to): from now on the memory
+    /// counts as used on every stream, so its drop waits for the whole context. `None` on the
+    /// CPU backend.
+    pub(crate) fn escaped_ptr(&self) -> Option<sys::CUdeviceptr> {
+        match &self.memory {
+            DeviceMemory::Cuda(m) => {
+                m.note_escape();
+                Some(m.ptr())
+            }
+            DeviceMemory::Cpu(_) => None,
+        }
+    }
+
     /// Names the memory in the CPU backend's race reports; no effect on CUDA.
     pub(crate) fn name(&self, name: &str) {
         if let DeviceMemory::Cpu(m) = &self.memory {

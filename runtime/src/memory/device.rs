@@ -26,21 +26,32 @@ use crate::sys;
 /// work reads, `&mut` where it writes.
 ///
 /// The memory is shared (through an `Arc`) with every graph captured while using it, so it
-/// outlives them. Dropping the buffer when it is the last holder synchronizes the context
-/// (waits for all work of every stream in it) and then frees; to free stream-ordered memory
-/// without waiting, hand it to [`Stream::free_async`].
+/// outlives them. Dropping the buffer when it is the last holder frees it:
+/// - memory from [`Stream::alloc_async`] or [`Stream::alloc_from_pool`] whose every use was
+///   on the stream that allocated it, outside captures, and whose address was never handed
+///   out ([`device_ptr`](Self::device_ptr)), is freed in that stream's order
+///   (`cuMemFreeAsync`) while the stream lives: nothing waits, and other streams run on;
+/// - any other memory is freed after the context is synchronized (all work of every stream
+///   in it waits). For `cuMemAlloc` memory ([`DeviceBuffer::alloc`]) this remains so, since
+///   `cuMemFree` is not stream-ordered: allocate temporaries of a time loop with
+///   [`Stream::alloc_async`] on the stream that uses them.
+///
+/// [`Stream::free_async`] frees on a stream of your choice by the same rule.
 ///
 /// On the CPU backend the memory is a heap allocation, registered with the race detector (see
 /// [`named`](Self::named)), and it has no device address.
 ///
-/// ```no_run
+/// ```
 /// # fn main() -> gpu_pipeline::Result<()> {
 /// use gpu_pipeline::{Context, DeviceBuffer, Stream};
-/// let ctx = Context::cuda(0)?;
+/// let ctx = Context::cpu(); // or Context::cuda(0)?: the same code
 /// let stream = Stream::non_blocking(&ctx)?;
 /// let mut field = DeviceBuffer::from_slice(&stream, &[1.0f32, 2.0, 3.0, 4.0])?;
 /// stream.memset_u32(&mut field.slice_mut(2..)?, 0)?;
 /// assert_eq!(field.to_vec(&stream)?, [1.0, 2.0, 0.0, 0.0]);
+/// // A temporary in stream order: freed on `stream` when dropped, without waiting.
+/// let scratch = stream.alloc_async::<f32>(1024)?;
+/// drop(scratch);
 /// # Ok(()) }
 /// ```
 pub struct DeviceBuffer<T: Pod> {
@@ -141,10 +152,13 @@ impl<T: Pod> DeviceBuffer<T> {
     }
 
     /// The device address of the first element, for interop (e.g. a CUDA library call);
-    /// `None` on the CPU backend. Work enqueued through the raw address is not tracked:
-    /// synchronize before dropping the buffer or freeing it with [`Stream::free_async`].
+    /// `None` on the CPU backend. Work enqueued through the raw address is not tracked, so
+    /// from this call on the buffer counts as used on every stream: its drop (and
+    /// [`Stream::free_async`]) synchronizes the whole context before freeing. The code that
+    /// enqueues work through the address (with `unsafe`) must still keep the buffer alive
+    /// until that work is enqueued.
     pub fn device_ptr(&self) -> Option<sys::CUdeviceptr> {
-        self.alloc.ptr()
+        self.alloc.escaped_ptr()
     }
 
     /// The context the memory belongs to.
@@ -181,6 +195,12 @@ impl<T: Pod> DeviceBuffer<T> {
         mid: usize,
     ) -> Result<(DeviceViewMut<'_, T>, DeviceViewMut<'_, T>)> {
         self.as_view_mut().split_at_mut(mid)
+    }
+
+    /// The allocation, for the backends' interop code.
+    #[cfg(feature = "cudarc")]
+    pub(crate) fn allocation(&self) -> &DeviceAlloc {
+        &self.alloc
     }
 
     /// Gives up the allocation, for [`Stream::free_async`].

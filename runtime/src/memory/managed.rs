@@ -63,6 +63,18 @@ impl AttachScope {
 /// that touches it instead of synchronizing the context.
 ///
 /// Dropping the buffer synchronizes the context and frees.
+///
+/// ```
+/// # fn main() -> gpu_pipeline::Result<()> {
+/// use gpu_pipeline::{Context, ManagedBuffer, Stream};
+/// let ctx = Context::cpu(); // on CUDA: a device with concurrent managed access
+/// let stream = Stream::non_blocking(&ctx)?;
+/// let mut counts = ManagedBuffer::<u32>::zeros(&ctx, 8)?;
+/// counts.as_mut_slice()?[3] = 7; // the host writes directly
+/// stream.memset_u32(&mut counts.slice_mut(4..)?, 1)?; // the device too
+/// assert_eq!(*counts.as_slice()?, [0, 0, 0, 7, 1, 1, 1, 1]); // waits for the memset
+/// # Ok(()) }
+/// ```
 pub struct ManagedBuffer<T: Pod> {
     alloc: DeviceAlloc,
     len: usize,
@@ -127,7 +139,7 @@ impl<T: Pod> ManagedBuffer<T> {
     /// The unified address of the first element, valid on the host and the device; `None`
     /// on the CPU backend.
     pub fn device_ptr(&self) -> Option<sys::CUdeviceptr> {
-        self.alloc.ptr()
+        self.alloc.escaped_ptr()
     }
 
     /// The context the memory belongs to.

@@ -30,10 +30,10 @@ use crate::error::{Error, Result};
 /// host access waits for the work that touches the memory, and a host slice holds the
 /// memory's lock while it lives.
 ///
-/// ```no_run
+/// ```
 /// # fn main() -> gpu_pipeline::Result<()> {
 /// use gpu_pipeline::{Context, DeviceBuffer, PinnedBuffer, Stream};
-/// let ctx = Context::cuda(0)?;
+/// let ctx = Context::cpu(); // or Context::cuda(0)?: the same code
 /// let stream = Stream::non_blocking(&ctx)?;
 /// let field = DeviceBuffer::<f32>::zeros(&stream, 1024)?;
 /// let mut snapshot = PinnedBuffer::<f32>::zeros(&ctx, 1024)?;

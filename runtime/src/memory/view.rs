@@ -71,6 +71,11 @@ impl<'a> DeviceRegion<'a> {
         self.alloc.ptr().map(|p| p + self.offset as u64)
     }
 
+    /// [`ptr`](Self::ptr), handed out for untracked use (see `DeviceAlloc::escaped_ptr`).
+    pub(crate) fn escaped_ptr(&self) -> Option<sys::CUdeviceptr> {
+        self.alloc.escaped_ptr().map(|p| p + self.offset as u64)
+    }
+
     /// The CUDA range, when the memory is CUDA memory.
     pub(crate) fn cuda(&self) -> Option<cuda::DeviceRange<'a>> {
         match &self.alloc.memory {
@@ -267,10 +272,11 @@ fn sub(
 
 impl<'a, T: Pod> DeviceView<'a, T> {
     /// The device address of the first element, for interop (e.g. passing it to a CUDA
-    /// library); `None` on the CPU backend. Work enqueued through it is not tracked: see the
-    /// crate's soundness rule.
+    /// library); `None` on the CPU backend. Work enqueued through it is not tracked, so from
+    /// now on the buffer's drop synchronizes the context (see
+    /// [`DeviceBuffer::device_ptr`](crate::DeviceBuffer::device_ptr)).
     pub fn device_ptr(&self) -> Option<sys::CUdeviceptr> {
-        device_region::<T>(self.alloc, self.start, self.len).ptr()
+        device_region::<T>(self.alloc, self.start, self.len).escaped_ptr()
     }
 
     /// A narrower view; `range` is relative to this view. Out of bounds is an error.
@@ -281,9 +287,10 @@ impl<'a, T: Pod> DeviceView<'a, T> {
 }
 
 impl<'a, T: Pod> DeviceViewMut<'a, T> {
-    /// The device address of the first element, for interop; `None` on the CPU backend.
+    /// The device address of the first element, for interop; `None` on the CPU backend. As
+    /// for [`DeviceView::device_ptr`], the buffer's drop then synchronizes the context.
     pub fn device_ptr(&self) -> Option<sys::CUdeviceptr> {
-        device_region::<T>(self.alloc, self.start, self.len).ptr()
+        device_region::<T>(self.alloc, self.start, self.len).escaped_ptr()
     }
 
     /// A shared view of the same elements.

@@ -242,7 +242,7 @@ pub fn step_error_at(
 
 /// Logs an error a `Drop` could not return.
 pub fn log_unobserved_error(pipeline: &'static str, error: &Error) {
-    tracing::error!(pipeline, %error, "a pipeline step failed and nobody waited on it");
+    tracing::error!(pipeline, error = %error.report(), "a pipeline step failed and nobody waited on it");
 }
 
 #[cfg(test)]
@@ -267,6 +267,11 @@ mod tests {
         );
         assert_eq!(
             twice.to_string(),
+            "pipeline `P`: a step failed (no stage named: fault tracking is off, or every stage \
+             had completed)"
+        );
+        assert_eq!(
+            twice.report().to_string(),
             "pipeline `P`: a step failed (no stage named: fault tracking is off, or every stage \
              had completed): x: y"
         );

@@ -93,6 +93,13 @@ impl<'s, M> TypedStream<'s, M> {
         }
     }
 
+    /// The stream, for the backends' interop code (not public: a called function must not
+    /// get the full `Stream` back).
+    #[cfg(feature = "cudarc")]
+    pub(crate) fn stream(&self) -> &'s Stream {
+        self.stream
+    }
+
     /// `Pipeline.stream`, as declared.
     pub fn label(&self) -> &'static str {
         self.label
@@ -121,7 +128,9 @@ impl<'s, M> TypedStream<'s, M> {
         self.stream.is_capturing()
     }
 
-    /// Launches `kernel` on this stream ([`TypedKernel::launch`]).
+    /// Launches `kernel` on this stream ([`TypedKernel::launch`]). Inside a captured step
+    /// the launch's kernel node is the called code's, as a library's would be: it is not one
+    /// of the nodes the step's setters update.
     pub fn launch<Sig, A>(
         &self,
         kernel: &TypedKernel<Sig>,
@@ -132,7 +141,7 @@ impl<'s, M> TypedStream<'s, M> {
         Sig: Signature + 'static,
         A: KernelArgsFor<Sig>,
     {
-        kernel.launch(self.stream, config, args)
+        crate::call_scope::as_called(|| kernel.launch(self.stream, config, args))
     }
 
     /// Copies pinned host memory to device memory ([`Stream::copy_htod`]).

@@ -16,7 +16,8 @@ mod copy;
 mod host_fn;
 mod memop;
 
-use std::sync::OnceLock;
+use std::any::Any;
+use std::sync::{Arc, OnceLock};
 
 use crate::context::{Context, ContextBackend};
 use crate::cpu;
@@ -79,6 +80,9 @@ pub struct Stream {
     /// A reusable event for [`Stream::wait`]: re-recording is fine, since a wait captures the
     /// event's state at the time it is enqueued.
     join_event: OnceLock<Event>,
+    /// What keeps a borrowed handle alive, when the stream came from another library's
+    /// owning value (a cudarc stream): dropped after `backend`, which never destroys it.
+    _lender: Option<Arc<dyn Any + Send + Sync>>,
 }
 
 /// The one backend value a [`Stream`] holds.
@@ -128,6 +132,7 @@ impl Stream {
             ctx: ctx.clone(),
             backend,
             join_event: OnceLock::new(),
+            _lender: None,
         })
     }
 
@@ -137,6 +142,21 @@ impl Stream {
             ctx: ctx.clone(),
             backend,
             join_event: OnceLock::new(),
+            _lender: None,
+        }
+    }
+
+    /// A stream over a handle another library owns, keeping `lender` (the library's owning
+    /// value) alive for as long as the stream.
+    #[cfg(feature = "cudarc")]
+    pub(crate) fn with_lender(
+        ctx: &Context,
+        backend: StreamBackend,
+        lender: Arc<dyn Any + Send + Sync>,
+    ) -> Stream {
+        Stream {
+            _lender: Some(lender),
+            ..Stream::from_backend(ctx, backend)
         }
     }
 

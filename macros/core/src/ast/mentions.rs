@@ -116,8 +116,13 @@ impl<'ast> Visit<'ast> for Finder {
     }
 
     fn visit_arm(&mut self, arm: &'ast syn::Arm) {
-        self.with_bound(&[&arm.pat], |finder| {
-            if let Some((_, guard)) = &arm.guard {
+        // syn 3 keeps an arm's `if` guard in its pattern; the guard sees the pattern's names.
+        let (pat, guard) = match &arm.pat {
+            Pat::Guard(guarded) => (&*guarded.pat, Some(&*guarded.guard)),
+            pat => (pat, None),
+        };
+        self.with_bound(&[pat], |finder| {
+            if let Some(guard) = guard {
                 finder.visit_expr(guard);
             }
             finder.visit_expr(&arm.body);
@@ -268,6 +273,18 @@ mod tests {
         assert_eq!(
             names("match q { Some(v) => v, None => w }"),
             [("q".to_owned(), Use::Other), ("w".to_owned(), Use::Other)]
+        );
+    }
+
+    #[test]
+    fn match_guards_see_the_arm_names_and_mention_the_rest() {
+        assert_eq!(
+            names("match q { Some(v) if v > lim => v, _ => w }"),
+            [
+                ("q".to_owned(), Use::Other),
+                ("lim".to_owned(), Use::Other),
+                ("w".to_owned(), Use::Other)
+            ]
         );
     }
 }

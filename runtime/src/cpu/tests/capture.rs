@@ -12,6 +12,7 @@ fn tag() -> KernelTag {
     KernelTag {
         kernel: 1,
         config: crate::launch::LaunchConfig::new(1, 1),
+        in_call: false,
     }
 }
 

@@ -276,6 +276,7 @@ fn kernel_buffer_arguments_declare_accesses() {
         let tag = crate::cpu::KernelTag {
             kernel: 1,
             config: crate::launch::LaunchConfig::new(1, 1),
+            in_call: false,
         };
         let kernel = |args| {
             Op::kernel(

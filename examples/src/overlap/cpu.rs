@@ -1,4 +1,4 @@
-//! Host implementation of `examples/kernels/overlap.cu`: what the host backend runs for one
+//! CPU implementation of `examples/kernels/overlap.cu`: what the CPU backend runs for one
 //! launch, over the whole slices. The same arithmetic as the CUDA C (no FMA contraction
 //! there), so both backends produce the same bits.
 

@@ -1,4 +1,4 @@
-//! Host implementation of `examples/kernels/heat2d.cu`: what the host backend runs for one
+//! CPU implementation of `examples/kernels/heat2d.cu`: what the CPU backend runs for one
 //! launch, over the whole slices. Same arithmetic in the same order as the CUDA C (which
 //! forbids FMA contraction), so both backends produce the same bits.
 

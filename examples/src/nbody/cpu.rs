@@ -1,4 +1,4 @@
-//! Host implementations of `examples/kernels/nbody.cu`: what the host backend runs for one
+//! CPU implementations of `examples/kernels/nbody.cu`: what the CPU backend runs for one
 //! launch, over the whole slices (4 floats per body). The same formulas summed in the same
 //! order as the CUDA C; the kernel's `rsqrtf` (2 ulp) and FMA contraction change the last
 //! bits, so the backends agree within the example's tolerance, not bit for bit.
