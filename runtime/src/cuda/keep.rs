@@ -91,8 +91,9 @@ pub(crate) fn keep(capture: u64, item: Keep) {
 }
 
 /// Records the kernel node a launch just added to capture `capture` on `stream` (call under
-/// the stream's gate, right after the launch): the stream's capture dependencies right after
-/// a kernel launch are exactly that node.
+/// the stream's gate held exclusively, right after the launch): the stream's capture
+/// dependencies right after a kernel launch are exactly that node, and no other thread can
+/// enqueue on the handle in between.
 pub(crate) fn note_kernel_node(stream: &Stream, capture: u64) {
     let node = captured_leaf(stream, capture);
     with_record(capture, |record| match node {
@@ -110,7 +111,9 @@ fn captured_leaf(stream: &Stream, capture: u64) -> Option<sys::CUgraphNode> {
     let mut deps: *const sys::CUgraphNode = std::ptr::null();
     let mut count = 0;
     // SAFETY: a live stream (Stream's invariant) and valid out-pointers; the graph output is
-    // not wanted (null).
+    // not wanted (null). The caller holds the handle's gate exclusively, so no other thread
+    // changes the capture's dependencies (which would free the array `deps` points at) until
+    // it is read below.
     let code = unsafe {
         (d.cuStreamGetCaptureInfo)(
             stream.raw(),
@@ -130,6 +133,6 @@ fn captured_leaf(stream: &Stream, capture: u64) -> Option<sys::CUgraphNode> {
         return None;
     }
     // SAFETY: the driver reports `count == 1` node at `deps`, valid until the next capture
-    // call on the stream; it is copied out at once.
+    // call on the stream, which no thread can make before this read (exclusive gate, above).
     Some(unsafe { *deps })
 }
