@@ -16,12 +16,31 @@ pub(crate) fn begin(stream: &Stream, mode: CUstreamCaptureMode) -> Result<()> {
     check("cuStreamBeginCapture", unsafe {
         (d.cuStreamBeginCapture)(stream.raw(), mode)
     })?;
-    // Hot paths (launches, copies) read the tracked id instead of asking the driver.
-    let (status, id) = stream.capture_info()?;
-    if status == CUstreamCaptureStatus::ACTIVE {
-        stream.set_tracked_capture(Some(id));
+    // Hot paths (launches, copies) read the tracked id instead of asking the driver, so the
+    // capture must be tracked from its first enqueue on: work recorded into a capture we do
+    // not track would keep nothing alive in its graph.
+    match stream.capture_info() {
+        Ok((CUstreamCaptureStatus::ACTIVE, id)) => {
+            stream.set_tracked_capture(Some(id));
+            Ok(())
+        }
+        other => {
+            // Not known: end it again at once, before anything is recorded into it.
+            let mut graph = std::ptr::null_mut();
+            // SAFETY: a live stream and a valid out-pointer.
+            let code = unsafe { (d.cuStreamEndCapture)(stream.raw(), &mut graph) };
+            if code.is_success() && !graph.is_null() {
+                // SAFETY: the empty graph the driver just returned, which nothing else owns.
+                unsafe { (d.cuGraphDestroy)(graph) };
+            }
+            Err(other.err().unwrap_or_else(|| {
+                Error::invalid(
+                    "Stream::begin_capture",
+                    "the driver began a capture it then did not report as active",
+                )
+            }))
+        }
     }
-    Ok(())
 }
 
 /// Ends the capture begun on `stream`: the recorded graph, holding what the capture
