@@ -85,7 +85,10 @@ pub(super) fn span<T: Pod, M: DeviceSource<T> + ?Sized>(
 /// between (see `cuda/stream.rs`), so each operation is wholly inside a capture, which keeps
 /// its memory, or wholly outside one, where its use is recorded for the free rule.
 pub(super) struct Gates<'s> {
-    _guards: Vec<RwLockReadGuard<'s, ()>>,
+    /// The one gate of an ungrouped operation (no allocation per operation).
+    _one: Option<RwLockReadGuard<'s, ()>>,
+    /// The gates of a group's other streams.
+    _more: Vec<RwLockReadGuard<'s, ()>>,
 }
 
 /// Takes the gates of `streams` (each handle once; nothing to take on the CPU backend, which
@@ -94,16 +97,17 @@ pub(super) struct Gates<'s> {
 /// the gates of the streams that joined it, so holding one gate while waiting for another
 /// could deadlock with it.
 pub(super) fn gates<'s>(streams: &[&'s Stream]) -> Gates<'s> {
+    if let [one] = streams {
+        return Gates {
+            _one: one.cuda_only("nccl").ok().map(|s| s.gate()),
+            _more: Vec::new(),
+        };
+    }
     let mut cuda: Vec<&'s crate::cuda::Stream> = Vec::new();
     for s in streams.iter().filter_map(|s| s.cuda_only("nccl").ok()) {
         if !cuda.iter().any(|c| c.gate_key() == s.gate_key()) {
             cuda.push(s);
         }
-    }
-    if let [one] = cuda[..] {
-        return Gates {
-            _guards: vec![one.gate()],
-        };
     }
     loop {
         let mut guards = Vec::with_capacity(cuda.len());
@@ -118,7 +122,10 @@ pub(super) fn gates<'s>(streams: &[&'s Stream]) -> Gates<'s> {
             }
         }
         let Some(busy) = busy else {
-            return Gates { _guards: guards };
+            return Gates {
+                _one: None,
+                _more: guards,
+            };
         };
         drop(guards);
         // Wait for the busy one with nothing held, then try again.
