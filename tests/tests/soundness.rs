@@ -844,3 +844,34 @@ fn cuda_a_graph_launched_inside_a_capture_outlives_the_launched_graph() {
     stream.synchronize().unwrap();
     assert!(output.as_slice().unwrap().iter().all(|&x| x == 2.0));
 }
+
+/// A stream dropped while it captures ends its capture first: a stream that joined it leaves
+/// it too, so its later work runs eagerly with fences, rather than being taken for captured
+/// work (kept in a dead capture, never fenced) while the driver runs it.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn cuda_dropping_a_capturing_stream_takes_the_streams_that_joined_out_of_it() {
+    let (_gpu, ctx) = gpu();
+    let (origin, joined) = (
+        Stream::non_blocking(&ctx).unwrap(),
+        Stream::non_blocking(&ctx).unwrap(),
+    );
+    let source = DeviceBuffer::from_slice(&joined, &[9u32; 64]).unwrap();
+    let mut target = PinnedBuffer::<u32>::zeros(&ctx, 64).unwrap();
+    origin.begin_capture(CaptureMode::ThreadLocal).unwrap();
+    let fork = origin.record().unwrap();
+    joined.wait_event(&fork).unwrap();
+    origin.wait(&joined).unwrap();
+    drop(fork);
+    drop(origin);
+    assert!(!joined.is_capturing().unwrap());
+    let go = FlagCell::<u32>::new(&ctx, 0).unwrap();
+    let _release = ReleaseOnDrop(&go);
+    joined
+        .wait_value_32(&go, WaitCondition::GreaterOrEqual, 1)
+        .unwrap();
+    joined.copy_dtoh(&source, &mut target).unwrap();
+    assert!(target.is_busy().unwrap(), "the eager copy has no fence");
+    go.store(1);
+    assert!(target.as_slice().unwrap().iter().all(|&x| x == 9));
+}

@@ -473,10 +473,56 @@ impl Stream {
             return Ok(());
         }
         let d = self.bind()?;
+        if let Some(id) = self.state.tracked()
+            && !self.joined(id)
+            && !self.abandon_capture(d, id)
+        {
+            return Err(Error::invalid(
+                "Stream::close",
+                "the stream was closed while capturing and the capture could not be ended; \
+                 the stream is leaked",
+            ));
+        }
         // SAFETY: we own the stream (the type's invariant) and release it once: `owned` is
         // cleared above.
         check("cuStreamDestroy", unsafe { (d.cuStreamDestroy)(self.raw) })?;
         self.take_panics()
+    }
+}
+
+impl Stream {
+    /// Ends capture `id`, begun on this handle, which is going away without ending it: every
+    /// stream that joined it leaves it now, under its gate, rather than go on tracking a
+    /// capture the driver may drop with the handle (its enqueues would then run unkept and
+    /// unfenced). The graph is destroyed unused; what the capture kept is leaked with its
+    /// record, which nothing launches. `false` when the driver refused to end it: the
+    /// capture goes on, so the handle must not be destroyed.
+    fn abandon_capture(&self, d: &crate::driver::Driver, id: u64) -> bool {
+        let _gate = self.gate_exclusive();
+        let joined = self.joined_handles(id);
+        let _joined_gates: Vec<_> = joined.iter().map(|state| state.gate_exclusive()).collect();
+        let mut graph = std::ptr::null_mut();
+        // SAFETY: a live stream (destroyed only after this) and a valid out-pointer.
+        let code = unsafe { (d.cuStreamEndCapture)(self.raw, &mut graph) };
+        if code.is_success() && !graph.is_null() {
+            // SAFETY: the graph the driver just returned, which nothing else owns or launches.
+            unsafe { (d.cuGraphDestroy)(graph) };
+        }
+        if !code.is_success()
+            && let Ok((status, now)) = self.capture_info()
+            && status != CUstreamCaptureStatus::NONE
+            && now == id
+        {
+            // Still capturing (ending it was refused): the streams stay in it, and so does
+            // this handle, which is leaked with the capture rather than destroyed.
+            return false;
+        }
+        self.set_tracked_capture(None);
+        for state in &joined {
+            state.leave(id);
+        }
+        Stream::forget_joined(id);
+        true
     }
 }
 
