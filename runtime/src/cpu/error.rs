@@ -208,9 +208,16 @@ pub enum CpuFault {
     },
     /// Pinned memory whose work could not be fenced: the host may not touch it any more.
     #[error(
-        "work touching `{buffer}` could not be fenced or awaited, so the host may not access it          any more"
+        "work touching `{buffer}` could not be fenced or awaited, so the host may not access it \
+         any more"
     )]
     MemoryLost { buffer: Arc<str> },
+    /// A host slice of memory that a host slice never dropped (`mem::forget`) still holds.
+    #[error(
+        "`{buffer}` is held by a host slice (`as_slice` / `as_mut_slice`) that was never \
+         dropped, so it cannot be viewed again"
+    )]
+    ForgottenHostSlice { buffer: Arc<str> },
     /// A host slice of memory the host cannot reach (device memory).
     #[error("`{buffer}` is device memory, which the host cannot read or write directly")]
     NotHostAccessible { buffer: Arc<str> },

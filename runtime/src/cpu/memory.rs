@@ -31,6 +31,7 @@ use std::any::Any;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{
     Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard,
+    TryLockError,
 };
 
 use bytemuck::Pod;
@@ -436,8 +437,13 @@ impl Memory {
     ) -> Result<HostSlice<'_, T>, CpuFault> {
         let range = self.view_range::<T>(offset, len)?;
         self.begin_host_access(Access::Read)?;
+        let guard = match self.data.try_read() {
+            Ok(guard) => guard,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => self.forgotten_slice(|| self.data.read())?,
+        };
         Ok(HostSlice {
-            guard: poisoned(self.data.read()),
+            guard,
             range,
             len,
             borrows: &self.host_borrows,
@@ -453,8 +459,13 @@ impl Memory {
     ) -> Result<HostSliceMut<'_, T>, CpuFault> {
         let range = self.view_range::<T>(offset, len)?;
         self.begin_host_access(Access::Write)?;
+        let guard = match self.data.try_write() {
+            Ok(guard) => guard,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => self.forgotten_slice(|| self.data.write())?,
+        };
         Ok(HostSliceMut {
-            guard: poisoned(self.data.write()),
+            guard,
             range,
             len,
             borrows: &self.host_borrows,
@@ -510,6 +521,25 @@ impl Memory {
         let mut out = vec![T::zeroed(); len];
         bytemuck::cast_slice_mut::<T, u8>(&mut out).copy_from_slice(&storage.bytes()[range]);
         Ok(out)
+    }
+
+    /// The lock of a host slice whose first try found the memory held: by a host slice that
+    /// was never dropped (the borrow checker keeps a live one away, and queued work was waited
+    /// for), which would hold it for ever, so that is an error rather than a hang; or by an
+    /// operation that reads it while this slice reads too, which `lock` waits for. The slice
+    /// counted in [`Memory::begin_host_access`] is uncounted on error.
+    fn forgotten_slice<G>(
+        &self,
+        lock: impl FnOnce() -> Result<G, PoisonError<G>>,
+    ) -> Result<G, CpuFault> {
+        // Ours is counted already: another one means a slice that was never dropped.
+        if self.host_borrows.load(Ordering::Acquire) > 1 {
+            self.host_borrows.fetch_sub(1, Ordering::AcqRel);
+            return Err(CpuFault::ForgottenHostSlice {
+                buffer: self.name(),
+            });
+        }
+        Ok(poisoned(lock()))
     }
 
     fn view_range<T>(&self, offset: usize, len: usize) -> Result<std::ops::Range<usize>, CpuFault> {

@@ -20,7 +20,7 @@ use super::error::{CpuFault, OpSite};
 use super::event::{Event, LatestRecord, RecordPoint};
 use super::graph::{ExecPlan, Graph, GraphExec};
 use super::memory::Pending;
-use super::op::Op;
+use super::op::{Op, run_guarded};
 use super::shared::{ContextShared, become_worker, lock, on_worker_thread, wait};
 
 /// Options of a new stream.
@@ -520,7 +520,23 @@ impl StreamShared {
                     state.worker_idle = false;
                 }
             };
-            let fault = self.execute(item);
+            // The work itself runs guarded; what is left to catch here is a panic while the
+            // item is dropped (the last handle of a graph's closures, say, whose drop is user
+            // code). The worker must survive it: a dead worker never completes its queue, so
+            // every synchronize of the stream would wait for ever.
+            let mut fault = None;
+            if let Err(failure) = run_guarded(|| {
+                fault = self.execute(item);
+                Ok(())
+            }) {
+                fault = Some(CpuFault::from_failure(
+                    &self.name,
+                    self.id,
+                    "dropping a finished operation",
+                    false,
+                    failure,
+                ));
+            }
             let mut state = lock(&self.state);
             state.completed += 1;
             if let Some(fault) = fault {

@@ -1,9 +1,11 @@
 //! The device's primary context, retained once per [`Context`] and made current before each
 //! driver call.
 
+use std::cell::Cell;
+
 use crate::driver::{Driver, check, driver};
-use crate::error::{Error, Result};
-use crate::sys::{self, CUstreamCaptureMode};
+use crate::error::{DriverError, Error, Result};
+use crate::sys::{self, CUresult, CUstreamCaptureMode};
 
 use super::attribute::SyncPolicy;
 use super::device::Device;
@@ -73,6 +75,53 @@ fn already_active(
             device.ordinal()
         ),
     )
+}
+
+thread_local! {
+    /// Set while a host function this crate enqueued runs on the calling thread (the driver's
+    /// callback thread).
+    static IN_HOST_FUNCTION: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether the calling thread runs a host function of this crate now.
+#[inline]
+pub(crate) fn in_host_function() -> bool {
+    IN_HOST_FUNCTION.with(Cell::get)
+}
+
+/// Marks the calling thread as running a host function until dropped (see
+/// [`Context::bind`]). Scopes nest: the flag is restored to what it was.
+pub(crate) struct HostFnScope {
+    outer: bool,
+}
+
+impl HostFnScope {
+    /// Enters a host function.
+    pub(crate) fn enter() -> HostFnScope {
+        HostFnScope {
+            outer: IN_HOST_FUNCTION.with(|flag| flag.replace(true)),
+        }
+    }
+}
+
+impl Drop for HostFnScope {
+    fn drop(&mut self) {
+        IN_HOST_FUNCTION.with(|flag| flag.set(self.outer));
+    }
+}
+
+#[cold]
+fn host_function_error() -> crate::Error {
+    DriverError {
+        call: "cuCtxSetCurrent",
+        code: CUresult::CUDA_ERROR_NOT_PERMITTED,
+        name: "CUDA_ERROR_NOT_PERMITTED".to_owned(),
+        description: "CUDA calls are not permitted inside a host function (`launch_host_func`, \
+                      `launch_host_fn`, `add_callback`): gpu-pipeline refuses them there, and \
+                      what a drop there would free is leaked instead"
+            .to_owned(),
+    }
+    .into()
 }
 
 /// A retained primary context.
@@ -150,8 +199,16 @@ impl Context {
 
     /// Makes the context current on the calling thread. Cheap: the driver keeps a per-thread
     /// current pointer.
+    ///
+    /// Refused inside a host function this crate enqueued ([`HostFnScope`]): CUDA forbids
+    /// driver calls there, and a synchronize there (what dropping memory does) may wait for
+    /// the very host function that makes it. So every driver call of the crate fails there
+    /// instead, and a drop that cannot wait leaks what it would have freed.
     #[inline]
     pub(crate) fn bind(&self) -> Result<&'static Driver> {
+        if in_host_function() {
+            return Err(host_function_error());
+        }
         // SAFETY: `raw` is a retained primary context (the type's invariant).
         check("cuCtxSetCurrent", unsafe {
             (self.driver.cuCtxSetCurrent)(self.raw)
@@ -215,6 +272,14 @@ impl Context {
 
 impl Drop for Context {
     fn drop(&mut self) {
+        if in_host_function() {
+            // Releasing the last reference destroys the context, which waits for its work:
+            // the host function running now included. Kept retained instead.
+            tracing::warn!(
+                "a CUDA context's last handle was dropped inside a host function; it stays retained"
+            );
+            return;
+        }
         // SAFETY: balances the retain in `Context::retain`; the device handle is valid.
         let code = unsafe { (self.driver.cuDevicePrimaryCtxRelease)(self.device.handle()) };
         if !code.is_success() {

@@ -12,7 +12,8 @@ use crate::sys;
 impl Stream {
     /// Borrows a stream created by another library. It is not destroyed on drop. Work
     /// enqueued through it while it captures is tracked like any other, through this or any
-    /// other `Stream` over the same handle.
+    /// other `Stream` over the same handle. `CU_STREAM_PER_THREAD` (`0x2`) is refused: it
+    /// names another stream on every thread, and a `Stream` may move between threads.
     ///
     /// # Safety
     /// `raw` must be a valid stream of `ctx`'s context (or the NULL/legacy stream) and stay

@@ -91,9 +91,10 @@ pub(crate) fn keep(capture: u64, item: Keep) {
 }
 
 /// Records the kernel node a launch just added to capture `capture` on `stream` (call under
-/// the stream's gate, right after the launch): the stream's capture dependencies right after
-/// a kernel launch are exactly that node. A launch made by code a pipeline's `call` ran is
-/// that code's, like a library's, and is not recorded (see `call_scope`).
+/// the stream's gate held exclusively, right after the launch): the stream's capture
+/// dependencies right after a kernel launch are exactly that node, and no other thread can
+/// enqueue on the handle in between. A launch made by code a pipeline's `call` ran is that
+/// code's, like a library's, and is not recorded (see `call_scope`).
 pub(crate) fn note_kernel_node(stream: &Stream, capture: u64) {
     if crate::call_scope::in_call() {
         return;
@@ -114,7 +115,9 @@ fn captured_leaf(stream: &Stream, capture: u64) -> Option<sys::CUgraphNode> {
     let mut deps: *const sys::CUgraphNode = std::ptr::null();
     let mut count = 0;
     // SAFETY: a live stream (Stream's invariant) and valid out-pointers; the graph output is
-    // not wanted (null).
+    // not wanted (null). The caller holds the handle's gate exclusively, so no other thread
+    // changes the capture's dependencies (which would free the array `deps` points at) until
+    // it is read below.
     let code = unsafe {
         (d.cuStreamGetCaptureInfo)(
             stream.raw(),
@@ -134,6 +137,6 @@ fn captured_leaf(stream: &Stream, capture: u64) -> Option<sys::CUgraphNode> {
         return None;
     }
     // SAFETY: the driver reports `count == 1` node at `deps`, valid until the next capture
-    // call on the stream; it is copied out at once.
+    // call on the stream, which no thread can make before this read (exclusive gate, above).
     Some(unsafe { *deps })
 }

@@ -60,8 +60,17 @@ pub(crate) fn launch(
 ) -> Result<()> {
     check_contexts(call, stream, function, args)?;
     function.ensure_dynamic_shared(config.shared_mem_bytes)?;
-    let _gate = stream.gate();
-    let capture = stream.capture_now()?;
+    let mut shared = Some(stream.gate());
+    let mut capture = stream.capture_now()?;
+    let mut _exclusive = None;
+    if capture.is_some() {
+        // A captured launch identifies its node as the capture's one leaf right after it
+        // (`note_kernel_node`): no other enqueue on the handle may come in between, so it
+        // holds the gate exclusively (captures are not hot paths).
+        drop(shared.take());
+        _exclusive = Some(stream.gate_exclusive());
+        capture = stream.capture_now()?;
+    }
     args.visit_memory(&mut |memory| {
         memory.note_use(stream);
         if let Some(id) = capture {

@@ -21,6 +21,10 @@ use crate::sys::{self, CUresult, CUstreamCaptureStatus};
 
 use super::{Context, Device, Event};
 
+/// `CU_STREAM_PER_THREAD`: the calling thread's default stream, a different stream on every
+/// thread under one handle value.
+const CU_STREAM_PER_THREAD: usize = 0x2;
+
 /// What every `Stream` over one handle shares.
 #[derive(Debug, Default)]
 pub(crate) struct HandleState {
@@ -91,6 +95,19 @@ impl HandleState {
             0 => None,
             id => Some(id),
         }
+    }
+
+    /// Held exclusively while the handle begins, ends or joins a capture, or leaves one.
+    pub(super) fn gate_exclusive(&self) -> RwLockWriteGuard<'_, ()> {
+        self.gate.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Takes the handle out of capture `id` if it still tracks it (call under its exclusive
+    /// gate).
+    pub(super) fn leave(&self, id: u64) {
+        let _ = self
+            .capture
+            .compare_exchange(id, 0, Ordering::AcqRel, Ordering::Acquire);
     }
 }
 
@@ -187,6 +204,15 @@ impl Stream {
     /// valid for as long as the returned value and anything enqueued through it, and that no
     /// code other than this crate captures while the returned value is alive.
     pub(crate) unsafe fn borrow(ctx: &Arc<Context>, raw: sys::CUstream) -> Result<Stream> {
+        if raw as usize == CU_STREAM_PER_THREAD {
+            return Err(Error::invalid(
+                "Stream::from_handle",
+                "`CU_STREAM_PER_THREAD` names another stream on every thread, and a `Stream` \
+                 may move between threads: its id, capture state and pinned fences would \
+                 belong to one thread's stream while its work goes to another's (create a \
+                 stream, or borrow a real handle)",
+            ));
+        }
         Stream::wrap(ctx, raw, false)
     }
 
@@ -424,6 +450,20 @@ impl Stream {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// [`Stream::gate`] if it can be had at once.
+    pub(crate) fn try_gate(&self) -> Option<RwLockReadGuard<'_, ()>> {
+        match self.state.gate.try_read() {
+            Ok(guard) => Some(guard),
+            Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
+    }
+
+    /// The identity of the handle's gate: two `Stream`s over one handle share it.
+    pub(crate) fn gate_key(&self) -> usize {
+        Arc::as_ptr(&self.state) as usize
+    }
+
     /// Held exclusively while the handle begins, ends or joins a capture.
     pub(crate) fn gate_exclusive(&self) -> RwLockWriteGuard<'_, ()> {
         self.state
@@ -484,19 +524,35 @@ impl Stream {
         self.state.capture.store(id.unwrap_or(0), Ordering::Release);
     }
 
-    /// Takes every handle that joined capture `id` out of it (this handle, its origin, ended
-    /// it while holding its own gate, which is therefore not taken again).
-    pub(crate) fn leave_capture(&self, id: u64) {
-        let joined = lock(&JOINED)
-            .as_mut()
-            .and_then(|m| m.remove(&id))
-            .unwrap_or_default();
-        let joined = joined.iter().filter_map(Weak::upgrade);
-        for state in joined.filter(|state| !Arc::ptr_eq(state, &self.state)) {
-            let _gate = state.gate.write().unwrap_or_else(PoisonError::into_inner);
-            let _ = state
-                .capture
-                .compare_exchange(id, 0, Ordering::AcqRel, Ordering::Acquire);
+    /// The states of the other handles that joined capture `id` (this one, its origin, left
+    /// out), each once. The origin ends the capture holding their exclusive gates as well as
+    /// its own (see `capture::end`), always in that order: origin first.
+    pub(crate) fn joined_handles(&self, id: u64) -> Vec<Arc<HandleState>> {
+        let joined = lock(&JOINED);
+        let mut states: Vec<Arc<HandleState>> = Vec::new();
+        let all = joined.as_ref().and_then(|m| m.get(&id));
+        for state in all.into_iter().flatten().filter_map(Weak::upgrade) {
+            if !Arc::ptr_eq(&state, &self.state) && !states.iter().any(|s| Arc::ptr_eq(s, &state)) {
+                states.push(state);
+            }
+        }
+        states
+    }
+
+    /// Whether this handle takes part in capture `id` by having joined it (rather than having
+    /// begun it).
+    pub(crate) fn joined(&self, id: u64) -> bool {
+        let joined = lock(&JOINED);
+        let all = joined.as_ref().and_then(|m| m.get(&id));
+        all.into_iter()
+            .flatten()
+            .any(|state| std::ptr::eq(state.as_ptr(), Arc::as_ptr(&self.state)))
+    }
+
+    /// Forgets which handles joined capture `id` (it is over).
+    pub(crate) fn forget_joined(id: u64) {
+        if let Some(map) = lock(&JOINED).as_mut() {
+            map.remove(&id);
         }
     }
 
@@ -518,10 +574,56 @@ impl Stream {
             return self.take_panics();
         }
         let d = self.bind()?;
+        if let Some(id) = self.state.tracked()
+            && !self.joined(id)
+            && !self.abandon_capture(d, id)
+        {
+            return Err(Error::invalid(
+                "Stream::close",
+                "the stream was closed while capturing and the capture could not be ended; \
+                 the stream is leaked",
+            ));
+        }
         // SAFETY: we own the stream (the type's invariant) and release it once: `owned` is
         // cleared above.
         check("cuStreamDestroy", unsafe { (d.cuStreamDestroy)(self.raw) })?;
         self.take_panics()
+    }
+}
+
+impl Stream {
+    /// Ends capture `id`, begun on this handle, which is going away without ending it: every
+    /// stream that joined it leaves it now, under its gate, rather than go on tracking a
+    /// capture the driver may drop with the handle (its enqueues would then run unkept and
+    /// unfenced). The graph is destroyed unused; what the capture kept is leaked with its
+    /// record, which nothing launches. `false` when the driver refused to end it: the
+    /// capture goes on, so the handle must not be destroyed.
+    fn abandon_capture(&self, d: &crate::driver::Driver, id: u64) -> bool {
+        let _gate = self.gate_exclusive();
+        let joined = self.joined_handles(id);
+        let _joined_gates: Vec<_> = joined.iter().map(|state| state.gate_exclusive()).collect();
+        let mut graph = std::ptr::null_mut();
+        // SAFETY: a live stream (destroyed only after this) and a valid out-pointer.
+        let code = unsafe { (d.cuStreamEndCapture)(self.raw, &mut graph) };
+        if code.is_success() && !graph.is_null() {
+            // SAFETY: the graph the driver just returned, which nothing else owns or launches.
+            unsafe { (d.cuGraphDestroy)(graph) };
+        }
+        if !code.is_success()
+            && let Ok((status, now)) = self.capture_info()
+            && status != CUstreamCaptureStatus::NONE
+            && now == id
+        {
+            // Still capturing (ending it was refused): the streams stay in it, and so does
+            // this handle, which is leaked with the capture rather than destroyed.
+            return false;
+        }
+        self.set_tracked_capture(None);
+        for state in &joined {
+            state.leave(id);
+        }
+        Stream::forget_joined(id);
+        true
     }
 }
 

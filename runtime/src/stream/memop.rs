@@ -195,10 +195,15 @@ impl Stream {
             }
         }
         match &self.backend {
-            StreamBackend::Cuda(s) => {
-                let ops: Option<Vec<cuda::MemOp<'_>>> = ops.iter().map(MemOp::as_cuda).collect();
-                s.mem_ops(&ops.ok_or_else(|| mixed(call, "flag cell"))?)
-            }
+            // One operation (every `write_value_*` / `wait_value_*`) allocates nothing.
+            StreamBackend::Cuda(s) => match ops {
+                [op] => s.mem_ops(&[op.as_cuda().ok_or_else(|| mixed(call, "flag cell"))?]),
+                _ => {
+                    let ops: Option<Vec<cuda::MemOp<'_>>> =
+                        ops.iter().map(MemOp::as_cuda).collect();
+                    s.mem_ops(&ops.ok_or_else(|| mixed(call, "flag cell"))?)
+                }
+            },
             StreamBackend::Cpu(s) => {
                 if ops.is_empty() {
                     return Ok(());

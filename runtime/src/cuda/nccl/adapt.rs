@@ -3,7 +3,7 @@
 //! the runtime's internals changes these and nothing else in `nccl/`.
 
 use std::any::Any;
-use std::sync::Arc;
+use std::sync::{Arc, RwLockReadGuard};
 
 use bytemuck::Pod;
 
@@ -80,15 +80,71 @@ pub(super) fn span<T: Pod, M: DeviceSource<T> + ?Sized>(
     }
 }
 
+/// The gates of the streams of an NCCL operation (or group), held shared from its
+/// bookkeeping until NCCL has enqueued it: a capture cannot begin or end on those streams in
+/// between (see `cuda/stream.rs`), so each operation is wholly inside a capture, which keeps
+/// its memory, or wholly outside one, where its use is recorded for the free rule.
+pub(super) struct Gates<'s> {
+    /// The one gate of an ungrouped operation (no allocation per operation).
+    _one: Option<RwLockReadGuard<'s, ()>>,
+    /// The gates of a group's other streams.
+    _more: Vec<RwLockReadGuard<'s, ()>>,
+}
+
+/// Takes the gates of `streams` (each handle once; nothing to take on the CPU backend, which
+/// NCCL refuses anyway). Several are taken all at once or not at all, waiting for the one that
+/// was not free with none held: ending a capture holds its origin's gate while it waits for
+/// the gates of the streams that joined it, so holding one gate while waiting for another
+/// could deadlock with it.
+pub(super) fn gates<'s>(streams: &[&'s Stream]) -> Gates<'s> {
+    if let [one] = streams {
+        return Gates {
+            _one: one.cuda_only("nccl").ok().map(|s| s.gate()),
+            _more: Vec::new(),
+        };
+    }
+    let mut cuda: Vec<&'s crate::cuda::Stream> = Vec::new();
+    for s in streams.iter().filter_map(|s| s.cuda_only("nccl").ok()) {
+        if !cuda.iter().any(|c| c.gate_key() == s.gate_key()) {
+            cuda.push(s);
+        }
+    }
+    loop {
+        let mut guards = Vec::with_capacity(cuda.len());
+        let mut busy = None;
+        for s in &cuda {
+            match s.try_gate() {
+                Some(guard) => guards.push(guard),
+                None => {
+                    busy = Some(*s);
+                    break;
+                }
+            }
+        }
+        let Some(busy) = busy else {
+            return Gates {
+                _one: None,
+                _more: guards,
+            };
+        };
+        drop(guards);
+        // Wait for the busy one with nothing held, then try again.
+        drop(busy.gate());
+    }
+}
+
 /// Records that work touching `memory` is enqueued on `stream` (for the stream-ordered free
-/// rule) and keeps its allocation alive in the graph being captured there, if any. Takes the
-/// stream's gate for the bookkeeping; the NCCL call itself is made after it is released.
-pub(super) fn note_enqueue<T: Pod, M: DeviceSource<T> + ?Sized>(memory: &M, stream: &Stream) {
+/// rule) and keeps its allocation alive in the graph being captured there, if any. The
+/// caller holds `stream`'s gate in `_gates`.
+pub(super) fn note_enqueue<T: Pod, M: DeviceSource<T> + ?Sized>(
+    memory: &M,
+    stream: &Stream,
+    _gates: &Gates<'_>,
+) {
     let region = memory.device_region();
     let (Some(range), Ok(s)) = (region.cuda(), stream.cuda_only("nccl")) else {
         return;
     };
-    let _gate = s.gate();
     range.memory.note_use(s);
     if let Ok(Some(capture)) = s.capture_now() {
         keep(capture, Keep::Device(range.memory.clone()));
@@ -96,11 +152,15 @@ pub(super) fn note_enqueue<T: Pod, M: DeviceSource<T> + ?Sized>(memory: &M, stre
 }
 
 /// Keeps `object` (the communicator) alive in the graph being captured on `stream`, if any.
-pub(super) fn keep_in_capture(stream: &Stream, object: Arc<dyn Any + Send + Sync>) {
+/// The caller holds `stream`'s gate in `_gates`.
+pub(super) fn keep_in_capture(
+    stream: &Stream,
+    object: Arc<dyn Any + Send + Sync>,
+    _gates: &Gates<'_>,
+) {
     let Ok(s) = stream.cuda_only("nccl") else {
         return;
     };
-    let _gate = s.gate();
     if let Ok(Some(capture)) = s.capture_now() {
         keep(capture, Keep::Object(object));
     }

@@ -13,9 +13,9 @@
 //!   context synchronize, or in stream order on a stream every recorded use precedes (each
 //!   operation records its use on the stream, like a copy does);
 //! - in a capture, the graph keeps every buffer and the communicator alive (`adapt` hands
-//!   them to the runtime's capture keep-alive; as for every enqueue of this layout, a capture
-//!   that another thread begins on the same stream between that check and the enqueue is
-//!   not seen).
+//!   them to the runtime's capture keep-alive). The streams' gates are held from that
+//!   bookkeeping until NCCL has enqueued the operation (a group's, until `ncclGroupEnd`), so
+//!   a capture that another thread begins or ends on those streams cannot fall in between.
 //!
 //! What the types cannot check: the *other ranks*. NCCL requires every rank to issue the
 //! same collectives in the same order, and each send to meet a recv of the same count and
@@ -256,8 +256,8 @@ impl Communicator {
     }
 
     /// Keeps the communicator alive in the graph being captured on `stream`, if any.
-    fn keep_in_capture(&self, stream: &Stream) {
-        adapt::keep_in_capture(stream, self.shared());
+    fn keep_in_capture(&self, stream: &Stream, gates: &adapt::Gates<'_>) {
+        adapt::keep_in_capture(stream, self.shared(), gates);
     }
 
     /// Makes the raw call of a prepared operation.
@@ -304,8 +304,10 @@ impl Communicator {
         const CALL: &str = "Communicator::send";
         refuse_in_group(CALL)?;
         let p = self.prepare_send(CALL, stream, data, peer)?;
-        adapt::note_enqueue(data, stream);
-        self.keep_in_capture(stream);
+        // Held until NCCL has enqueued the operation (see `adapt::Gates`).
+        let gates = adapt::gates(&[stream]);
+        adapt::note_enqueue(data, stream, &gates);
+        self.keep_in_capture(stream, &gates);
         // SAFETY: `data` is borrowed for this call and checked to be CUDA memory of the
         // stream's context; its use is recorded, so the allocation outlives the work (see the
         // module docs); no group is open, so NCCL enqueues it now.
@@ -322,8 +324,10 @@ impl Communicator {
         const CALL: &str = "Communicator::recv";
         refuse_in_group(CALL)?;
         let p = self.prepare_recv(CALL, stream, data, peer)?;
-        adapt::note_enqueue(data, stream);
-        self.keep_in_capture(stream);
+        // Held until NCCL has enqueued the operation (see `adapt::Gates`).
+        let gates = adapt::gates(&[stream]);
+        adapt::note_enqueue(data, stream, &gates);
+        self.keep_in_capture(stream, &gates);
         // SAFETY: as in `send`; `data` is borrowed `&mut`, so nothing else of this call
         // aliases it.
         unsafe { self.issue(&p) }
@@ -340,9 +344,11 @@ impl Communicator {
         const CALL: &str = "Communicator::all_reduce";
         refuse_in_group(CALL)?;
         let p = self.prepare_all_reduce(CALL, stream, Some(send), recv, op)?;
-        adapt::note_enqueue(send, stream);
-        adapt::note_enqueue(recv, stream);
-        self.keep_in_capture(stream);
+        // Held until NCCL has enqueued the operation (see `adapt::Gates`).
+        let gates = adapt::gates(&[stream]);
+        adapt::note_enqueue(send, stream, &gates);
+        adapt::note_enqueue(recv, stream, &gates);
+        self.keep_in_capture(stream, &gates);
         // SAFETY: as in `send` and `recv`; `send` and `recv` cannot alias (`&` and `&mut`).
         unsafe { self.issue(&p) }
     }
@@ -357,8 +363,10 @@ impl Communicator {
         const CALL: &str = "Communicator::all_reduce_in_place";
         refuse_in_group(CALL)?;
         let p = self.prepare_all_reduce::<T, D, D>(CALL, stream, None, data, op)?;
-        adapt::note_enqueue(data, stream);
-        self.keep_in_capture(stream);
+        // Held until NCCL has enqueued the operation (see `adapt::Gates`).
+        let gates = adapt::gates(&[stream]);
+        adapt::note_enqueue(data, stream, &gates);
+        self.keep_in_capture(stream, &gates);
         // SAFETY: as in `recv` (NCCL reads and writes the one buffer, in place).
         unsafe { self.issue(&p) }
     }
@@ -373,8 +381,10 @@ impl Communicator {
         const CALL: &str = "Communicator::broadcast";
         refuse_in_group(CALL)?;
         let p = self.prepare_broadcast::<T, D, D>(CALL, stream, None, data, root)?;
-        adapt::note_enqueue(data, stream);
-        self.keep_in_capture(stream);
+        // Held until NCCL has enqueued the operation (see `adapt::Gates`).
+        let gates = adapt::gates(&[stream]);
+        adapt::note_enqueue(data, stream, &gates);
+        self.keep_in_capture(stream, &gates);
         // SAFETY: as in `recv`.
         unsafe { self.issue(&p) }
     }
@@ -391,9 +401,11 @@ impl Communicator {
         const CALL: &str = "Communicator::broadcast_from";
         refuse_in_group(CALL)?;
         let p = self.prepare_broadcast(CALL, stream, Some(send), recv, root)?;
-        adapt::note_enqueue(send, stream);
-        adapt::note_enqueue(recv, stream);
-        self.keep_in_capture(stream);
+        // Held until NCCL has enqueued the operation (see `adapt::Gates`).
+        let gates = adapt::gates(&[stream]);
+        adapt::note_enqueue(send, stream, &gates);
+        adapt::note_enqueue(recv, stream, &gates);
+        self.keep_in_capture(stream, &gates);
         // SAFETY: as in `all_reduce`.
         unsafe { self.issue(&p) }
     }
@@ -409,9 +421,11 @@ impl Communicator {
         const CALL: &str = "Communicator::all_gather";
         refuse_in_group(CALL)?;
         let p = self.prepare_all_gather(CALL, stream, send, recv)?;
-        adapt::note_enqueue(send, stream);
-        adapt::note_enqueue(recv, stream);
-        self.keep_in_capture(stream);
+        // Held until NCCL has enqueued the operation (see `adapt::Gates`).
+        let gates = adapt::gates(&[stream]);
+        adapt::note_enqueue(send, stream, &gates);
+        adapt::note_enqueue(recv, stream, &gates);
+        self.keep_in_capture(stream, &gates);
         // SAFETY: as in `all_reduce`; `recv` holds `size` times `send`'s elements (checked).
         unsafe { self.issue(&p) }
     }
@@ -428,9 +442,11 @@ impl Communicator {
         const CALL: &str = "Communicator::reduce_scatter";
         refuse_in_group(CALL)?;
         let p = self.prepare_reduce_scatter(CALL, stream, send, recv, op)?;
-        adapt::note_enqueue(send, stream);
-        adapt::note_enqueue(recv, stream);
-        self.keep_in_capture(stream);
+        // Held until NCCL has enqueued the operation (see `adapt::Gates`).
+        let gates = adapt::gates(&[stream]);
+        adapt::note_enqueue(send, stream, &gates);
+        adapt::note_enqueue(recv, stream, &gates);
+        self.keep_in_capture(stream, &gates);
         // SAFETY: as in `all_reduce`; `send` holds `size` times `recv`'s elements (checked).
         unsafe { self.issue(&p) }
     }
@@ -470,6 +486,7 @@ impl Communicator {
         let mut group = Group {
             comm: self,
             pending: Vec::new(),
+            streams: Vec::new(),
             open: true,
             _not_send: PhantomData,
         };
@@ -481,6 +498,9 @@ impl Communicator {
         ended.map(|()| value)
     }
 }
+
+/// The bookkeeping of one grouped operation, run under the group's gates when it ends.
+type Track<'a> = Box<dyn FnOnce(&adapt::Gates<'_>) + 'a>;
 
 /// The operations of one [`Communicator::group`]: the communicator's methods, with the
 /// buffers and streams borrowed until the group ends (NCCL enqueues them only then).
@@ -507,7 +527,9 @@ pub struct Group<'a> {
     comm: &'a Communicator,
     /// Records the uses of the group's buffers right before NCCL enqueues them, so that a
     /// capture begun after an operation was recorded still keeps its buffers alive.
-    pending: Vec<Box<dyn FnOnce() + 'a>>,
+    pending: Vec<Track<'a>>,
+    /// The streams of the recorded operations, whose gates `end` holds.
+    streams: Vec<&'a Stream>,
     open: bool,
     _not_send: PhantomData<*const ()>,
 }
@@ -533,24 +555,28 @@ impl Drop for Group<'_> {
 
 impl<'a> Group<'a> {
     /// Records the uses of an operation NCCL accepted into the group.
-    fn record(&mut self, stream: &'a Stream, track: impl FnOnce() + 'a) {
+    fn record(&mut self, stream: &'a Stream, track: impl FnOnce(&adapt::Gates<'_>) + 'a) {
         let comm = self.comm;
-        self.pending.push(Box::new(move || {
-            track();
-            comm.keep_in_capture(stream);
+        self.streams.push(stream);
+        self.pending.push(Box::new(move |gates| {
+            track(gates);
+            comm.keep_in_capture(stream, gates);
         }));
     }
 
-    /// Enqueues everything recorded (`ncclGroupEnd`).
+    /// Enqueues everything recorded (`ncclGroupEnd`), holding the gates of the group's
+    /// streams from the bookkeeping until NCCL has enqueued the operations.
     fn end(&mut self) -> Result<()> {
         self.open = false;
+        let gates = adapt::gates(&self.streams);
         for track in self.pending.drain(..) {
-            track();
+            track(&gates);
         }
         set_in_group(false);
         // SAFETY: every buffer and stream of the group's operations is borrowed for `'a`,
         // which outlives the group, was checked when recorded, and has its use recorded just
-        // above; from here on the allocation rules keep it valid (module docs).
+        // above, under the gates still held; from here on the allocation rules keep it valid
+        // (module docs).
         unsafe { self.comm.raw_group_end() }
     }
 
@@ -564,7 +590,9 @@ impl<'a> Group<'a> {
         let p = self.comm.prepare_send("Group::send", stream, data, peer)?;
         // SAFETY: NCCL holds the operation until the group ends; see `end`.
         unsafe { self.comm.issue(&p)? };
-        self.record(stream, move || adapt::note_enqueue(data, stream));
+        self.record(stream, move |gates| {
+            adapt::note_enqueue(data, stream, gates)
+        });
         Ok(())
     }
 
@@ -578,7 +606,9 @@ impl<'a> Group<'a> {
         let p = self.comm.prepare_recv("Group::recv", stream, data, peer)?;
         // SAFETY: as in `send`; `data` is borrowed `&mut` for the group.
         unsafe { self.comm.issue(&p)? };
-        self.record(stream, move || adapt::note_enqueue(data, stream));
+        self.record(stream, move |gates| {
+            adapt::note_enqueue(data, stream, gates)
+        });
         Ok(())
     }
 
@@ -595,9 +625,9 @@ impl<'a> Group<'a> {
             .prepare_all_reduce("Group::all_reduce", stream, Some(send), recv, op)?;
         // SAFETY: as in `send`.
         unsafe { self.comm.issue(&p)? };
-        self.record(stream, move || {
-            adapt::note_enqueue(send, stream);
-            adapt::note_enqueue(recv, stream);
+        self.record(stream, move |gates| {
+            adapt::note_enqueue(send, stream, gates);
+            adapt::note_enqueue(recv, stream, gates);
         });
         Ok(())
     }
@@ -618,7 +648,9 @@ impl<'a> Group<'a> {
         )?;
         // SAFETY: as in `send`.
         unsafe { self.comm.issue(&p)? };
-        self.record(stream, move || adapt::note_enqueue(data, stream));
+        self.record(stream, move |gates| {
+            adapt::note_enqueue(data, stream, gates)
+        });
         Ok(())
     }
 
@@ -634,7 +666,9 @@ impl<'a> Group<'a> {
                 .prepare_broadcast::<T, D, D>("Group::broadcast", stream, None, data, root)?;
         // SAFETY: as in `send`.
         unsafe { self.comm.issue(&p)? };
-        self.record(stream, move || adapt::note_enqueue(data, stream));
+        self.record(stream, move |gates| {
+            adapt::note_enqueue(data, stream, gates)
+        });
         Ok(())
     }
 
@@ -650,9 +684,9 @@ impl<'a> Group<'a> {
             .prepare_all_gather("Group::all_gather", stream, send, recv)?;
         // SAFETY: as in `send`.
         unsafe { self.comm.issue(&p)? };
-        self.record(stream, move || {
-            adapt::note_enqueue(send, stream);
-            adapt::note_enqueue(recv, stream);
+        self.record(stream, move |gates| {
+            adapt::note_enqueue(send, stream, gates);
+            adapt::note_enqueue(recv, stream, gates);
         });
         Ok(())
     }
@@ -670,9 +704,9 @@ impl<'a> Group<'a> {
                 .prepare_reduce_scatter("Group::reduce_scatter", stream, send, recv, op)?;
         // SAFETY: as in `send`.
         unsafe { self.comm.issue(&p)? };
-        self.record(stream, move || {
-            adapt::note_enqueue(send, stream);
-            adapt::note_enqueue(recv, stream);
+        self.record(stream, move |gates| {
+            adapt::note_enqueue(send, stream, gates);
+            adapt::note_enqueue(recv, stream, gates);
         });
         Ok(())
     }
