@@ -1,14 +1,19 @@
 //! The only place NCCL touches the rest of the runtime: streams, contexts, device memory and
 //! capture keep-alive. Each function is this layout's spelling of one question; a change of
 //! the runtime's internals changes these and nothing else in `nccl/`.
+//!
+//! Enqueues follow the rule of every other stream operation (`cuda/stream.rs`): the stream's
+//! gate is held, shared, from the capture check through the bookkeeping to the NCCL call that
+//! enqueues, so an operation is wholly inside a capture (and kept alive by its graph) or
+//! wholly outside it, whatever other threads do. [`Enqueue`] is that held gate.
 
 use std::any::Any;
-use std::sync::Arc;
+use std::sync::{Arc, RwLockReadGuard};
 
 use bytemuck::Pod;
 
 use crate::context::{Backend, Context};
-use crate::cuda::{Keep, keep_in_capture as keep};
+use crate::cuda::{self, Keep, keep_in_capture as keep};
 use crate::error::{Error, Result};
 use crate::memory::view::DeviceSource;
 use crate::stream::Stream;
@@ -26,7 +31,8 @@ pub(super) fn device_ordinal(ctx: &Context) -> Option<usize> {
 }
 
 /// The raw stream NCCL enqueues on, after checking it is a CUDA stream of `ctx` (the
-/// communicator's context).
+/// communicator's context). Whether it is captured is decided later, under its gate
+/// ([`Enqueue::begin`]).
 pub(super) fn raw_stream(
     call: &'static str,
     stream: &Stream,
@@ -46,10 +52,7 @@ pub(super) fn raw_stream(
             "the stream belongs to another context (device) than the communicator",
         ));
     }
-    let s = stream.cuda_only(call)?;
-    // A borrowed stream that foreign code captures could not keep this work's memory alive.
-    s.capture_now()?;
-    Ok(s.raw())
+    Ok(stream.cuda_only(call)?.raw())
 }
 
 /// A checked device range: its address and length in elements.
@@ -80,28 +83,56 @@ pub(super) fn span<T: Pod, M: DeviceSource<T> + ?Sized>(
     }
 }
 
-/// Records that work touching `memory` is enqueued on `stream` (for the stream-ordered free
-/// rule) and keeps its allocation alive in the graph being captured there, if any. Takes the
-/// stream's gate for the bookkeeping; the NCCL call itself is made after it is released.
-pub(super) fn note_enqueue<T: Pod, M: DeviceSource<T> + ?Sized>(memory: &M, stream: &Stream) {
-    let region = memory.device_region();
-    let (Some(range), Ok(s)) = (region.cuda(), stream.cuda_only("nccl")) else {
-        return;
-    };
-    let _gate = s.gate();
-    range.memory.note_use(s);
-    if let Ok(Some(capture)) = s.capture_now() {
-        keep(capture, Keep::Device(range.memory.clone()));
-    }
+/// One stream's gate, held shared from the capture check until the NCCL call that enqueues
+/// on the stream has returned (drop it after that call).
+pub(super) struct Enqueue<'a> {
+    stream: &'a cuda::Stream,
+    capture: Option<u64>,
+    _gate: RwLockReadGuard<'a, ()>,
 }
 
-/// Keeps `object` (the communicator) alive in the graph being captured on `stream`, if any.
-pub(super) fn keep_in_capture(stream: &Stream, object: Arc<dyn Any + Send + Sync>) {
-    let Ok(s) = stream.cuda_only("nccl") else {
-        return;
-    };
-    let _gate = s.gate();
-    if let Ok(Some(capture)) = s.capture_now() {
-        keep(capture, Keep::Object(object));
+impl<'a> Enqueue<'a> {
+    /// Takes `stream`'s gate and finds the capture an enqueue made now is recorded into (a
+    /// capture of a borrowed stream begun by foreign code is an error: its graph could not
+    /// keep this work's memory alive).
+    pub(super) fn begin(call: &'static str, stream: &'a Stream) -> Result<Enqueue<'a>> {
+        let stream = stream.cuda_only(call)?;
+        let gate = stream.gate();
+        let capture = stream.capture_now()?;
+        Ok(Enqueue {
+            stream,
+            capture,
+            _gate: gate,
+        })
+    }
+
+    /// The handle whose gate this holds, to tell two `Stream` values over one handle apart
+    /// from two handles (the gate must never be taken twice by one thread).
+    pub(super) fn key(stream: &Stream) -> Option<(usize, usize)> {
+        let s = stream.cuda_only("nccl").ok()?;
+        Some((s.context().raw() as usize, s.raw() as usize))
+    }
+
+    /// Records that the work touches `memory` (for the stream-ordered free rule) and keeps
+    /// its allocation alive in the graph being captured, if any.
+    pub(super) fn note<T: Pod, M: DeviceSource<T> + ?Sized>(&self, memory: &M) {
+        if let Some(range) = memory.device_region().cuda() {
+            self.note_memory(range.memory);
+        }
+    }
+
+    /// [`Enqueue::note`] of an allocation.
+    pub(super) fn note_memory(&self, memory: &Arc<cuda::DeviceMemory>) {
+        memory.note_use(self.stream);
+        if let Some(capture) = self.capture {
+            keep(capture, Keep::Device(memory.clone()));
+        }
+    }
+
+    /// Keeps `object` (the communicator) alive in the graph being captured, if any.
+    pub(super) fn keep(&self, object: Arc<dyn Any + Send + Sync>) {
+        if let Some(capture) = self.capture {
+            keep(capture, Keep::Object(object));
+        }
     }
 }

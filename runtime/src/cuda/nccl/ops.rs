@@ -13,9 +13,10 @@
 //!   context synchronize, or in stream order on a stream every recorded use precedes (each
 //!   operation records its use on the stream, like a copy does);
 //! - in a capture, the graph keeps every buffer and the communicator alive (`adapt` hands
-//!   them to the runtime's capture keep-alive; as for every enqueue of this layout, a capture
-//!   that another thread begins on the same stream between that check and the enqueue is
-//!   not seen).
+//!   them to the runtime's capture keep-alive). As for every other stream operation, the
+//!   stream's gate is held from the capture check to the NCCL call that enqueues (for a
+//!   [`Group`], the gates of all its streams around `ncclGroupEnd`), so a capture another
+//!   thread begins or ends on the stream cannot fall between them.
 //!
 //! What the types cannot check: the *other ranks*. NCCL requires every rank to issue the
 //! same collectives in the same order, and each send to meet a recv of the same count and
@@ -255,9 +256,19 @@ impl Communicator {
         })
     }
 
-    /// Keeps the communicator alive in the graph being captured on `stream`, if any.
-    fn keep_in_capture(&self, stream: &Stream) {
-        adapt::keep_in_capture(stream, self.shared());
+    /// Enters `stream`'s gate for one enqueue: notes the uses of `memory`, keeps it and the
+    /// communicator alive in the graph being captured, if any. Hold the result across the
+    /// NCCL call.
+    fn enter<'s>(
+        &self,
+        call: &'static str,
+        stream: &'s Stream,
+        note: impl FnOnce(&adapt::Enqueue<'s>),
+    ) -> Result<adapt::Enqueue<'s>> {
+        let enqueue = adapt::Enqueue::begin(call, stream)?;
+        note(&enqueue);
+        enqueue.keep(self.shared());
+        Ok(enqueue)
     }
 
     /// Makes the raw call of a prepared operation.
@@ -265,7 +276,8 @@ impl Communicator {
     /// # Safety
     /// The spans' memory and the stream must satisfy the raw level's contract (see
     /// `comm.rs`) from now until the work completes: the callers below hold the borrows for
-    /// the enqueue (or the group) and have recorded the uses (`adapt::note_enqueue`).
+    /// the enqueue (or the group) and record the uses under the stream's gate
+    /// (`adapt::Enqueue`), held across the call.
     unsafe fn issue(&self, p: &Prepared) -> Result<()> {
         let (ty, s) = (p.ty, p.stream);
         // SAFETY: the caller's contract, passed on; the spans and counts were checked
@@ -304,11 +316,11 @@ impl Communicator {
         const CALL: &str = "Communicator::send";
         refuse_in_group(CALL)?;
         let p = self.prepare_send(CALL, stream, data, peer)?;
-        adapt::note_enqueue(data, stream);
-        self.keep_in_capture(stream);
+        let _gate = self.enter(CALL, stream, |e| e.note(data))?;
         // SAFETY: `data` is borrowed for this call and checked to be CUDA memory of the
-        // stream's context; its use is recorded, so the allocation outlives the work (see the
-        // module docs); no group is open, so NCCL enqueues it now.
+        // stream's context; its use is recorded (and kept by a capture) under the gate held
+        // across this call, so the allocation outlives the work (see the module docs); no
+        // group is open, so NCCL enqueues it now.
         unsafe { self.issue(&p) }
     }
 
@@ -322,8 +334,7 @@ impl Communicator {
         const CALL: &str = "Communicator::recv";
         refuse_in_group(CALL)?;
         let p = self.prepare_recv(CALL, stream, data, peer)?;
-        adapt::note_enqueue(data, stream);
-        self.keep_in_capture(stream);
+        let _gate = self.enter(CALL, stream, |e| e.note(data))?;
         // SAFETY: as in `send`; `data` is borrowed `&mut`, so nothing else of this call
         // aliases it.
         unsafe { self.issue(&p) }
@@ -340,9 +351,10 @@ impl Communicator {
         const CALL: &str = "Communicator::all_reduce";
         refuse_in_group(CALL)?;
         let p = self.prepare_all_reduce(CALL, stream, Some(send), recv, op)?;
-        adapt::note_enqueue(send, stream);
-        adapt::note_enqueue(recv, stream);
-        self.keep_in_capture(stream);
+        let _gate = self.enter(CALL, stream, |e| {
+            e.note(send);
+            e.note(recv);
+        })?;
         // SAFETY: as in `send` and `recv`; `send` and `recv` cannot alias (`&` and `&mut`).
         unsafe { self.issue(&p) }
     }
@@ -357,8 +369,7 @@ impl Communicator {
         const CALL: &str = "Communicator::all_reduce_in_place";
         refuse_in_group(CALL)?;
         let p = self.prepare_all_reduce::<T, D, D>(CALL, stream, None, data, op)?;
-        adapt::note_enqueue(data, stream);
-        self.keep_in_capture(stream);
+        let _gate = self.enter(CALL, stream, |e| e.note(data))?;
         // SAFETY: as in `recv` (NCCL reads and writes the one buffer, in place).
         unsafe { self.issue(&p) }
     }
@@ -373,8 +384,7 @@ impl Communicator {
         const CALL: &str = "Communicator::broadcast";
         refuse_in_group(CALL)?;
         let p = self.prepare_broadcast::<T, D, D>(CALL, stream, None, data, root)?;
-        adapt::note_enqueue(data, stream);
-        self.keep_in_capture(stream);
+        let _gate = self.enter(CALL, stream, |e| e.note(data))?;
         // SAFETY: as in `recv`.
         unsafe { self.issue(&p) }
     }
@@ -391,9 +401,10 @@ impl Communicator {
         const CALL: &str = "Communicator::broadcast_from";
         refuse_in_group(CALL)?;
         let p = self.prepare_broadcast(CALL, stream, Some(send), recv, root)?;
-        adapt::note_enqueue(send, stream);
-        adapt::note_enqueue(recv, stream);
-        self.keep_in_capture(stream);
+        let _gate = self.enter(CALL, stream, |e| {
+            e.note(send);
+            e.note(recv);
+        })?;
         // SAFETY: as in `all_reduce`.
         unsafe { self.issue(&p) }
     }
@@ -409,9 +420,10 @@ impl Communicator {
         const CALL: &str = "Communicator::all_gather";
         refuse_in_group(CALL)?;
         let p = self.prepare_all_gather(CALL, stream, send, recv)?;
-        adapt::note_enqueue(send, stream);
-        adapt::note_enqueue(recv, stream);
-        self.keep_in_capture(stream);
+        let _gate = self.enter(CALL, stream, |e| {
+            e.note(send);
+            e.note(recv);
+        })?;
         // SAFETY: as in `all_reduce`; `recv` holds `size` times `send`'s elements (checked).
         unsafe { self.issue(&p) }
     }
@@ -428,9 +440,10 @@ impl Communicator {
         const CALL: &str = "Communicator::reduce_scatter";
         refuse_in_group(CALL)?;
         let p = self.prepare_reduce_scatter(CALL, stream, send, recv, op)?;
-        adapt::note_enqueue(send, stream);
-        adapt::note_enqueue(recv, stream);
-        self.keep_in_capture(stream);
+        let _gate = self.enter(CALL, stream, |e| {
+            e.note(send);
+            e.note(recv);
+        })?;
         // SAFETY: as in `all_reduce`; `send` holds `size` times `recv`'s elements (checked).
         unsafe { self.issue(&p) }
     }
@@ -505,9 +518,10 @@ impl Communicator {
 /// ```
 pub struct Group<'a> {
     comm: &'a Communicator,
-    /// Records the uses of the group's buffers right before NCCL enqueues them, so that a
-    /// capture begun after an operation was recorded still keeps its buffers alive.
-    pending: Vec<Box<dyn FnOnce() + 'a>>,
+    /// Records the uses of the group's buffers right before NCCL enqueues them, under the
+    /// gate of the stream each was given (so a capture begun after an operation was
+    /// recorded still keeps its buffers alive).
+    pending: Vec<Pending<'a>>,
     open: bool,
     _not_send: PhantomData<*const ()>,
 }
@@ -531,27 +545,61 @@ impl Drop for Group<'_> {
     }
 }
 
+/// The bookkeeping of one operation of a group, run at the group's end under the gate of
+/// its stream.
+struct Pending<'a> {
+    stream: &'a Stream,
+    track: Box<dyn FnOnce(&adapt::Enqueue<'_>) + 'a>,
+}
+
 impl<'a> Group<'a> {
     /// Records the uses of an operation NCCL accepted into the group.
-    fn record(&mut self, stream: &'a Stream, track: impl FnOnce() + 'a) {
-        let comm = self.comm;
-        self.pending.push(Box::new(move || {
-            track();
-            comm.keep_in_capture(stream);
-        }));
+    fn record(&mut self, stream: &'a Stream, track: impl FnOnce(&adapt::Enqueue<'_>) + 'a) {
+        self.pending.push(Pending {
+            stream,
+            track: Box::new(track),
+        });
     }
 
-    /// Enqueues everything recorded (`ncclGroupEnd`).
+    /// Enqueues everything recorded (`ncclGroupEnd`), holding the gate of every stream of
+    /// the group (each handle once, in one order) from the capture checks to the end.
     fn end(&mut self) -> Result<()> {
         self.open = false;
-        for track in self.pending.drain(..) {
-            track();
-        }
         set_in_group(false);
+        let pending: Vec<Pending<'a>> = self.pending.drain(..).collect();
+        let mut streams: Vec<(&'a Stream, (usize, usize))> = pending
+            .iter()
+            .filter_map(|p| Some((p.stream, adapt::Enqueue::key(p.stream)?)))
+            .collect();
+        streams.sort_by_key(|&(_, key)| key);
+        streams.dedup_by_key(|&mut (_, key)| key);
+        let mut gates = Vec::with_capacity(streams.len());
+        let mut entered = Ok(());
+        for &(stream, key) in &streams {
+            match adapt::Enqueue::begin("Group::end", stream) {
+                Ok(gate) => gates.push((key, gate)),
+                Err(e) => {
+                    entered = Err(e);
+                    break;
+                }
+            }
+        }
+        for p in pending {
+            let key = adapt::Enqueue::key(p.stream);
+            if let Some((_, gate)) = gates.iter().find(|(k, _)| Some(*k) == key) {
+                (p.track)(gate);
+                gate.keep(self.comm.shared());
+            }
+        }
+        // NCCL cannot drop a group's operations: it is ended even when a gate could not be
+        // entered (a foreign capture), and that error reported after.
         // SAFETY: every buffer and stream of the group's operations is borrowed for `'a`,
-        // which outlives the group, was checked when recorded, and has its use recorded just
-        // above; from here on the allocation rules keep it valid (module docs).
-        unsafe { self.comm.raw_group_end() }
+        // which outlives the group, and was checked when recorded; their uses are recorded
+        // (and kept by a capture) under the gates held across this call; from here on the
+        // allocation rules keep them valid (module docs).
+        let ended = unsafe { self.comm.raw_group_end() };
+        drop(gates);
+        entered.and(ended)
     }
 
     /// [`Communicator::send`] in the group.
@@ -564,7 +612,7 @@ impl<'a> Group<'a> {
         let p = self.comm.prepare_send("Group::send", stream, data, peer)?;
         // SAFETY: NCCL holds the operation until the group ends; see `end`.
         unsafe { self.comm.issue(&p)? };
-        self.record(stream, move || adapt::note_enqueue(data, stream));
+        self.record(stream, move |e| e.note(data));
         Ok(())
     }
 
@@ -578,7 +626,7 @@ impl<'a> Group<'a> {
         let p = self.comm.prepare_recv("Group::recv", stream, data, peer)?;
         // SAFETY: as in `send`; `data` is borrowed `&mut` for the group.
         unsafe { self.comm.issue(&p)? };
-        self.record(stream, move || adapt::note_enqueue(data, stream));
+        self.record(stream, move |e| e.note(data));
         Ok(())
     }
 
@@ -595,9 +643,9 @@ impl<'a> Group<'a> {
             .prepare_all_reduce("Group::all_reduce", stream, Some(send), recv, op)?;
         // SAFETY: as in `send`.
         unsafe { self.comm.issue(&p)? };
-        self.record(stream, move || {
-            adapt::note_enqueue(send, stream);
-            adapt::note_enqueue(recv, stream);
+        self.record(stream, move |e| {
+            e.note(send);
+            e.note(recv);
         });
         Ok(())
     }
@@ -618,7 +666,7 @@ impl<'a> Group<'a> {
         )?;
         // SAFETY: as in `send`.
         unsafe { self.comm.issue(&p)? };
-        self.record(stream, move || adapt::note_enqueue(data, stream));
+        self.record(stream, move |e| e.note(data));
         Ok(())
     }
 
@@ -634,7 +682,7 @@ impl<'a> Group<'a> {
                 .prepare_broadcast::<T, D, D>("Group::broadcast", stream, None, data, root)?;
         // SAFETY: as in `send`.
         unsafe { self.comm.issue(&p)? };
-        self.record(stream, move || adapt::note_enqueue(data, stream));
+        self.record(stream, move |e| e.note(data));
         Ok(())
     }
 
@@ -650,9 +698,9 @@ impl<'a> Group<'a> {
             .prepare_all_gather("Group::all_gather", stream, send, recv)?;
         // SAFETY: as in `send`.
         unsafe { self.comm.issue(&p)? };
-        self.record(stream, move || {
-            adapt::note_enqueue(send, stream);
-            adapt::note_enqueue(recv, stream);
+        self.record(stream, move |e| {
+            e.note(send);
+            e.note(recv);
         });
         Ok(())
     }
@@ -670,9 +718,9 @@ impl<'a> Group<'a> {
                 .prepare_reduce_scatter("Group::reduce_scatter", stream, send, recv, op)?;
         // SAFETY: as in `send`.
         unsafe { self.comm.issue(&p)? };
-        self.record(stream, move || {
-            adapt::note_enqueue(send, stream);
-            adapt::note_enqueue(recv, stream);
+        self.record(stream, move |e| {
+            e.note(send);
+            e.note(recv);
         });
         Ok(())
     }
