@@ -15,6 +15,7 @@ pub mod collective;
 pub mod launcher;
 pub mod rendezvous;
 
+mod communicator;
 mod context;
 mod cpu;
 mod cuda;
@@ -40,6 +41,7 @@ pub use cuda::nvrtc;
 mod private;
 mod stream;
 
+pub use communicator::Communicator;
 pub use context::{BACKEND_ENV, Backend, Context, StreamPriorityRange};
 /// [`CpuFault`] under the name of earlier versions.
 #[doc(hidden)]
