@@ -29,6 +29,7 @@ mod launch;
 mod memory;
 mod module;
 mod panic_log;
+mod peer;
 mod pipeline;
 /// Hidden: what `gpu_pipeline!` expansions name. Not a public API. The version in its name
 /// changes whenever what it holds does, so a mismatched macro crate fails to resolve it.

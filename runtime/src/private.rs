@@ -16,8 +16,8 @@ pub use crate::memory::{DeviceBuffer, FlagCell, PinnedBuffer};
 pub use crate::module::Module;
 pub use crate::pipeline::ops::step_error_at;
 pub use crate::pipeline::ops::{
-    copy, ensure_scratch, events, fill, host_closure, log_unobserved_error, scratch, stage_error,
-    step_error, wait_flag, write_flag,
+    check_devices, copy, enable_peer_access, ensure_scratch, events, events_on, fill, host_closure,
+    log_unobserved_error, scratch, stage_error, step_error, wait_flag, write_flag,
 };
 pub use crate::pipeline::{CommStage, Rank};
 pub use crate::pipeline::{Profiler, Progress, StepProfile, StreamPriority, TypedStream};

@@ -152,6 +152,9 @@ pub(crate) struct DeviceMemory {
     gate: Mutex<()>,
     /// Host slices of managed memory alive now.
     borrows: BorrowCount,
+    /// The contexts of other devices whose streams used this memory (peer copies): freeing
+    /// waits for them too, since synchronizing this context does not.
+    peers: Mutex<Vec<Arc<Context>>>,
 }
 
 // SAFETY: a device address is a plain integer usable from any thread; the driver frees it
@@ -177,6 +180,7 @@ impl DeviceMemory {
             freed: AtomicBool::new(false),
             gate: Mutex::new(()),
             borrows: BorrowCount::default(),
+            peers: Mutex::new(Vec::new()),
         }
     }
 
@@ -288,6 +292,22 @@ impl DeviceMemory {
         ));
     }
 
+    /// Records that work touching this memory is being enqueued on `stream`, a stream of
+    /// another device's context (a peer copy; call under the stream's gate, before the
+    /// enqueue). The memory then counts as used on several streams, and its free waits for
+    /// that context as well as its own.
+    pub(crate) fn note_peer_use(&self, stream: &Stream) {
+        self.uses.record(StreamUse::SHARED);
+        let ctx = stream.context();
+        if ctx.raw() == self.ctx.raw() {
+            return;
+        }
+        let mut peers = self.peers.lock().unwrap_or_else(PoisonError::into_inner);
+        if !peers.iter().any(|p| p.raw() == ctx.raw()) {
+            peers.push(ctx.clone());
+        }
+    }
+
     /// Frees `this` on `stream` by the rule of [`plan_free`] if it is the last holder; else
     /// drops this reference and reports [`FreeMode::Deferred`]. `keep_in_capture` hands the
     /// memory to the graph being captured when the stream captures.
@@ -332,8 +352,13 @@ impl DeviceMemory {
         if self.freed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
-        // Work enqueued on any stream may still read or write this memory: wait for it all.
+        // Work enqueued on any stream may still read or write this memory: wait for it all,
+        // on the other devices whose streams used it too.
         self.ctx.synchronize()?;
+        let peers = std::mem::take(&mut *self.peers.lock().unwrap_or_else(PoisonError::into_inner));
+        for peer in peers {
+            peer.synchronize()?;
+        }
         let d = self.ctx.bind()?;
         // SAFETY: allocated by cuMemAlloc / cuMemAllocAsync / cuMemAllocManaged (cuMemFree
         // takes all three); nothing can use it any more (see above), and `freed` stops a

@@ -610,7 +610,8 @@ impl GraphExec {
                 e.set_kernel_params(&raw, function, &config, &CudaArgsOf(&args))
             }
             (ExecBackend::Cpu(e), NodeId::Cpu(index)) => {
-                let values = cpu_args::<Sig, A>(CALL, &self.ctx, &args)?;
+                // The kernel's own device: a graph may span devices (a multi-device step).
+                let values = cpu_args::<Sig, A>(CALL, k.context(), &args)?;
                 e.exec.set_kernel_args(index, values, config)?;
                 e.refresh();
                 Ok(())
