@@ -77,7 +77,7 @@ pub use launch::{
 };
 pub use memory::*;
 pub use module::{FunctionAttribute, Kernel, KernelAttributes, Module};
-pub use pipeline::{StageTiming, StepProfile, StreamPriority, TypedStream};
+pub use pipeline::{CommStage, Rank, StageTiming, StepProfile, StreamPriority, TypedStream};
 pub use stream::{
     AccessPolicyWindow, AccessProperty, MemOp, Stream, StreamAttribute, StreamAttributeId,
     StreamFlags, SyncPolicy, WaitCondition,

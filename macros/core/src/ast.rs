@@ -17,8 +17,12 @@ use syn::{
 
 use crate::symbol::{NOT_CAPTURABLE, kw};
 
+mod collective;
+mod device;
 mod mentions;
 
+pub use collective::{Comm, CommOp, Operand};
+pub use device::{Device, Devices, OnDevice};
 pub use mentions::{Mention, Use, mentions, token_mentions};
 
 /// A whole `gpu_pipeline!` input: one pipeline declaration.
@@ -51,6 +55,8 @@ pub enum Item {
     Stage(Stage),
     /// `concurrent(a, b, ...);`.
     Concurrent(Concurrent),
+    /// `devices { ... }`.
+    Devices(Devices),
 }
 
 /// `streams { compute(priority = high), copy(non_blocking) }`.
@@ -75,6 +81,8 @@ pub struct Stream {
     pub priority: Option<PriorityOption>,
     /// `non_blocking`, if given.
     pub non_blocking: Option<kw::non_blocking>,
+    /// `on DEVICE`, if given.
+    pub device: Option<OnDevice>,
 }
 
 /// `priority = high | low | default | INTEGER`, with the span of the value.
@@ -244,6 +252,8 @@ pub struct Param {
     pub name: Ident,
     /// Its declared type.
     pub ty: Type,
+    /// `on DEVICE`, if given.
+    pub device: Option<OnDevice>,
 }
 
 /// `scratch { tmp: DeviceBuffer<f32> = LEN }`.
@@ -266,6 +276,8 @@ pub struct Scratch {
     pub name: Ident,
     /// Its type: `DeviceBuffer<T>`, `PinnedBuffer<T>` or `FlagCell`.
     pub ty: Type,
+    /// `on DEVICE`, if given.
+    pub device: Option<OnDevice>,
     /// The length expression, evaluated over the params when the pipeline is built.
     pub len: Option<Expr>,
 }
@@ -304,6 +316,8 @@ pub enum Statement {
     Host(Host),
     /// `call path(args) reads(...) writes(...);`.
     Call(Call),
+    /// `send`, `recv`, `all_reduce`, `broadcast`, `all_gather` or `reduce_scatter`.
+    Comm(Box<Comm>),
     /// A statement that cannot be part of a captured step, kept to reject it by name.
     NotCapturable(NotCapturable),
 }
@@ -523,6 +537,14 @@ impl Pipeline {
         })
     }
 
+    /// Every declared device, over all `devices` blocks.
+    pub fn devices(&self) -> impl Iterator<Item = &Device> {
+        self.items.iter().flat_map(|item| match item {
+            Item::Devices(block) => block.devices.as_slice(),
+            _ => &[],
+        })
+    }
+
     /// Every `concurrent(...)` claim.
     pub fn claims(&self) -> impl Iterator<Item = &Concurrent> {
         self.items.iter().filter_map(|item| match item {
@@ -589,6 +611,14 @@ impl Parse for Item {
             }))
         } else if lookahead.peek(kw::stage) {
             parse_stage(input, attrs).map(Item::Stage)
+        } else if lookahead.peek(kw::devices) {
+            let keyword = input.parse()?;
+            let devices = braced_list(input)?;
+            Ok(Item::Devices(Devices {
+                attrs,
+                keyword,
+                devices,
+            }))
         } else if lookahead.peek(kw::concurrent) {
             let keyword = input.parse()?;
             let content;
@@ -643,11 +673,13 @@ impl Parse for Stream {
                 }
             }
         }
+        let device = OnDevice::parse_optional(input)?;
         Ok(Stream {
             attrs,
             name,
             priority,
             non_blocking,
+            device,
         })
     }
 }
@@ -783,7 +815,13 @@ impl Parse for Param {
         let name = input.parse()?;
         input.parse::<Token![:]>()?;
         let ty = input.parse()?;
-        Ok(Param { attrs, name, ty })
+        let device = OnDevice::parse_optional(input)?;
+        Ok(Param {
+            attrs,
+            name,
+            ty,
+            device,
+        })
     }
 }
 
@@ -793,6 +831,7 @@ impl Parse for Scratch {
         let name = input.parse()?;
         input.parse::<Token![:]>()?;
         let ty = input.parse()?;
+        let device = OnDevice::parse_optional(input)?;
         let len = if input.peek(Token![=]) {
             input.parse::<Token![=]>()?;
             Some(input.parse()?)
@@ -803,6 +842,7 @@ impl Parse for Scratch {
             attrs,
             name,
             ty,
+            device,
             len,
         })
     }
@@ -887,6 +927,8 @@ impl Parse for Statement {
                 closure,
                 accesses,
             })
+        } else if collective::peek(&lookahead) {
+            Statement::Comm(Box::new(input.parse()?))
         } else if lookahead.peek(kw::call) {
             let keyword = input.parse()?;
             let call = input.call(parse_call)?;

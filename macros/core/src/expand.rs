@@ -16,6 +16,7 @@
 //! Generated code reaches the runtime only through `::gpu_pipeline::__private_0_1`
 //! ([`names::PRIVATE_MODULE`]). A pipeline with errors expands to a [`stub()`] instead.
 
+mod collective;
 mod graph;
 mod names;
 mod params;

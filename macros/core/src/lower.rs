@@ -6,6 +6,7 @@
 //! syntax tree again. The ordering itself is computed on plain ids in [`graph`]; [`dot`]
 //! renders the result.
 
+mod collective;
 mod dot;
 mod graph;
 
@@ -45,6 +46,9 @@ pub struct Pipeline<'a> {
     pub input: &'a ast::Pipeline,
     /// The pipeline's name.
     pub name: String,
+    /// Declared devices in order (what `new` takes one context each for); empty for a
+    /// pipeline on one device.
+    pub devices: Vec<String>,
     /// Streams in declaration order; the first is the origin.
     pub streams: Vec<Stream<'a>>,
     /// Kernel modules.
@@ -90,6 +94,8 @@ pub struct Stream<'a> {
     /// Name of the zero-sized marker type that types this stream: pipeline name plus the
     /// stream's name in camel case (`HeatStepCompute`).
     pub marker: String,
+    /// The device it runs on (index into [`Pipeline::devices`]; 0 on one device).
+    pub device: usize,
 }
 
 /// A kernel module.
@@ -176,6 +182,8 @@ pub struct Buffer<'a> {
     pub mutable: bool,
     /// Whether the pipeline owns it (`scratch`) rather than borrowing it (`params`).
     pub scratch: bool,
+    /// The device it lives on (index into [`Pipeline::devices`]; 0 on one device).
+    pub device: usize,
 }
 
 /// A stage.
@@ -267,6 +275,15 @@ pub enum StatementKind<'a> {
         /// As written, with the closure and its `reads(...)`/`writes(...)`.
         source: &'a ast::Host,
     },
+    /// A communication statement: `send`, `recv` or a collective through the communicator.
+    Comm {
+        /// As written, with its operands, ranges, peer or root.
+        source: &'a ast::Comm,
+        /// The communicator param.
+        communicator: BufferId,
+        /// Each operand's buffer and whether it is written, in the order written.
+        operands: Vec<(BufferId, Mode)>,
+    },
     /// A Rust function given the stage's stream.
     Call {
         /// As written, with the function, its arguments and its `reads(...)`/`writes(...)`.
@@ -356,7 +373,8 @@ pub fn lower<'a>(scope: &Scope<'a>) -> Result<Pipeline<'a>, Unresolved> {
     let streams = scope
         .streams
         .iter()
-        .map(|&decl| Stream {
+        .enumerate()
+        .map(|(id, &decl)| Stream {
             decl,
             name: name(&decl.name),
             priority: decl
@@ -365,6 +383,7 @@ pub fn lower<'a>(scope: &Scope<'a>) -> Result<Pipeline<'a>, Unresolved> {
                 .map_or(Priority::Default, |option| option.level),
             non_blocking: decl.non_blocking.is_some(),
             marker: marker(&input.name, &decl.name),
+            device: scope.stream_device(id),
         })
         .collect();
     let modules = scope
@@ -392,7 +411,8 @@ pub fn lower<'a>(scope: &Scope<'a>) -> Result<Pipeline<'a>, Unresolved> {
     let buffers = scope
         .buffers
         .iter()
-        .map(|buffer| Buffer {
+        .enumerate()
+        .map(|(id, buffer)| Buffer {
             ident: buffer.name,
             referent: buffer.referent,
             elem: buffer.elem,
@@ -405,6 +425,7 @@ pub fn lower<'a>(scope: &Scope<'a>) -> Result<Pipeline<'a>, Unresolved> {
             memory: buffer.memory,
             mutable: buffer.mutable,
             scratch: buffer.scratch,
+            device: scope.buffer_device(id),
         })
         .collect();
     let stages: Vec<Stage<'a>> = scope
@@ -439,6 +460,7 @@ pub fn lower<'a>(scope: &Scope<'a>) -> Result<Pipeline<'a>, Unresolved> {
     Ok(Pipeline {
         input,
         name: name(&input.name),
+        devices: scope.device_names(),
         streams,
         modules,
         kernels,
@@ -621,6 +643,7 @@ fn lower_statement<'a>(
                 .collect();
             StatementKind::Call { source: call, args }
         }
+        ast::Statement::Comm(comm) => collective::lower(scope, comm)?,
         ast::Statement::NotCapturable(statement) => return Err(unresolved(&statement.word)),
     };
     Ok(Statement {
@@ -691,6 +714,7 @@ fn expressions(kind: &StatementKind<'_>) -> TokenStream {
         StatementKind::Write { source, .. } => source.value.to_tokens(&mut tokens),
         StatementKind::Host { source, .. } => source.closure.to_tokens(&mut tokens),
         StatementKind::Call { source, .. } => source.call.to_tokens(&mut tokens),
+        StatementKind::Comm { source, .. } => collective::expressions(source, &mut tokens),
     }
     tokens
 }
@@ -781,6 +805,11 @@ fn accesses<'a>(scope: &Scope<'a>, kind: &StatementKind<'a>) -> Vec<Touch<'a>> {
         }
         StatementKind::Host { source } => declared(&source.accesses),
         StatementKind::Call { source, .. } => declared(&source.accesses),
+        StatementKind::Comm {
+            source,
+            communicator,
+            ..
+        } => collective::accesses(scope, source, *communicator),
     }
 }
 

@@ -134,8 +134,32 @@ impl Planned {
     }
 }
 
-/// The communication statements of one stage, recorded in order and enqueued as one group
-/// by [`finish`](CommStage::finish). What generated code drives; not a public API.
+/// Sends, receives and collectives recorded in order and enqueued as one group on a stream
+/// by [`finish`](CommStage::finish), on either backend: what each run of communication
+/// statements of a `gpu_pipeline!` stage becomes, and usable by hand.
+///
+/// The buffers are borrowed for each call only (the group keeps their allocations), so one
+/// buffer can give a row to send and another row to receive; [`finish`](CommStage::finish)
+/// refuses a group in which a written range overlaps any other range.
+///
+/// ```
+/// use gpu_pipeline::collective::ReduceOp;
+/// use gpu_pipeline::{CommStage, Communicator, Context, DeviceBuffer, Stream};
+/// # fn main() -> gpu_pipeline::Result<()> {
+/// let comm = Communicator::cpu_ranks(1)?.remove(0);
+/// let ctx = Context::cpu();
+/// let stream = Stream::new(&ctx)?;
+/// let mut field = DeviceBuffer::from_slice(&stream, &[0.0f32, 0.0, 1.0, 2.0])?;
+/// let mut norm = DeviceBuffer::from_slice(&stream, &[3.0f32])?;
+/// let mut group = CommStage::new(&comm, &stream);
+/// group.send(&field, 2..4, 0)?; // to itself: the only rank
+/// group.recv(&mut field, 0..2, 0)?;
+/// group.all_reduce_in_place(&mut norm, .., ReduceOp::Sum)?;
+/// group.finish()?;
+/// assert_eq!(field.to_vec(&stream)?, [1.0, 2.0, 1.0, 2.0]);
+/// assert_eq!(norm.to_vec(&stream)?, [3.0]);
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 pub struct CommStage<'s> {
     comm: &'s Communicator,

@@ -22,6 +22,7 @@ pub fn check(cx: &Ctxt, scope: &Scope<'_>) {
                 Statement::Write(write) => flag_statement(cx, scope, &write.flag, "write"),
                 Statement::Host(host) => host_statement(cx, scope, host),
                 Statement::Call(call) => call_statement(cx, scope, call),
+                Statement::Comm(comm) => super::collective::statement(cx, scope, comm),
                 Statement::NotCapturable(statement) => not_capturable(cx, statement),
             }
         }
@@ -31,7 +32,7 @@ pub fn check(cx: &Ctxt, scope: &Scope<'_>) {
 /// Resolves a name that must be a buffer. Reports unknown names and scalars (`role` says what
 /// the statement takes instead); stays silent about buffers whose declaration is already
 /// reported, so one mistake gives one error.
-fn resolve<'s>(
+pub(super) fn resolve<'s>(
     cx: &Ctxt,
     scope: &'s Scope<'_>,
     name: &Ident,
@@ -55,7 +56,7 @@ fn resolve<'s>(
 }
 
 /// "`v` is pageable host memory (`&mut Vec<f32>`)" and the like, for messages.
-fn what(buffer: &BufferDecl<'_>) -> String {
+pub(super) fn what(buffer: &BufferDecl<'_>) -> String {
     let name = buffer.name;
     let ty = type_string(buffer.ty);
     match buffer.memory {
@@ -69,7 +70,7 @@ fn what(buffer: &BufferDecl<'_>) -> String {
 
 /// A statement writes only memory declared `&mut` (or owned scratch): a `&` param is shared
 /// with the caller, who may read it while the step runs.
-fn writable(cx: &Ctxt, buffer: &BufferDecl<'_>, at: &Ident, action: &str) {
+pub(super) fn writable(cx: &Ctxt, buffer: &BufferDecl<'_>, at: &Ident, action: &str) {
     if !buffer.mutable {
         let name = buffer.name;
         let referent = type_string(buffer.referent);
@@ -297,7 +298,7 @@ fn launch_argument<'a>(
 
 /// Whether two types, as written, are two different primitive types: the only pair of
 /// spellings known to be different types without asking the compiler.
-fn distinct_primitives(a: &str, b: &str) -> bool {
+pub(super) fn distinct_primitives(a: &str, b: &str) -> bool {
     a != b && PRIMITIVE_SCALARS.contains(&a) && PRIMITIVE_SCALARS.contains(&b)
 }
 

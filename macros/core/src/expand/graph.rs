@@ -66,6 +66,7 @@ fn fixed_uses(pipeline: &Pipeline<'_>, scalar: ScalarId) -> Vec<String> {
                 StatementKind::Call { source, .. } => {
                     format!("`call {}`", ast::function_name(&source.call))
                 }
+                StatementKind::Comm { source, .. } => format!("`{}`", source.word()),
             };
             uses.push(format!("{what} in stage `{}`", stage.name));
         }

@@ -122,11 +122,10 @@ pub fn enqueue_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                 waits.push(quote!(#rt::Stream::wait_event(__stream, &__events[#k])));
             }
         }
-        let statements = stage
-            .statements
-            .iter()
-            .map(|statement| statement_tokens(pipeline, stage, &statement.kind));
-        let statements: Vec<TokenStream> = statements.collect();
+        let statements: Vec<TokenStream> =
+            super::collective::stage_statements(pipeline, stage, |kind| {
+                statement_tokens(pipeline, stage, kind)
+            });
         let record =
             event_of(stage_id).map(|k| quote!(#rt::Stream::record_into(__stream, &__events[#k])?;));
         let stream_index = stage.stream.0;
@@ -245,6 +244,8 @@ fn statement_tokens(
             quote_spanned!(closure.span()=> #rt::host_closure(__stream, #closure)?;)
         }
         StatementKind::Call { source, args, .. } => call_tokens(pipeline, stage, source, args),
+        // Grouped with their neighbours by `collective::stage_statements`.
+        StatementKind::Comm { .. } => quote!(),
     }
 }
 
