@@ -611,6 +611,13 @@ impl Parse for Item {
             }))
         } else if lookahead.peek(kw::stage) {
             parse_stage(input, attrs).map(Item::Stage)
+        } else if lookahead.peek(kw::concurrent) {
+            let keyword = input.parse()?;
+            let content;
+            parenthesized!(content in input);
+            let stages = Punctuated::parse_terminated(&content)?;
+            input.parse::<Token![;]>()?;
+            Ok(Item::Concurrent(Concurrent { keyword, stages }))
         } else if lookahead.peek(kw::devices) {
             let keyword = input.parse()?;
             let devices = braced_list(input)?;
@@ -619,13 +626,6 @@ impl Parse for Item {
                 keyword,
                 devices,
             }))
-        } else if lookahead.peek(kw::concurrent) {
-            let keyword = input.parse()?;
-            let content;
-            parenthesized!(content in input);
-            let stages = Punctuated::parse_terminated(&content)?;
-            input.parse::<Token![;]>()?;
-            Ok(Item::Concurrent(Concurrent { keyword, stages }))
         } else {
             Err(lookahead.error())
         }
@@ -927,8 +927,6 @@ impl Parse for Statement {
                 closure,
                 accesses,
             })
-        } else if collective::peek(&lookahead) {
-            Statement::Comm(Box::new(input.parse()?))
         } else if lookahead.peek(kw::call) {
             let keyword = input.parse()?;
             let call = input.call(parse_call)?;
@@ -938,6 +936,8 @@ impl Parse for Statement {
                 call,
                 accesses,
             })
+        } else if collective::peek(&lookahead) {
+            Statement::Comm(Box::new(input.parse()?))
         } else {
             return Err(lookahead.error());
         };

@@ -17,6 +17,7 @@
 //! ([`names::PRIVATE_MODULE`]). A pipeline with errors expands to a [`stub()`] instead.
 
 mod collective;
+mod device;
 mod graph;
 mod names;
 mod params;

@@ -281,8 +281,6 @@ pub enum StatementKind<'a> {
         source: &'a ast::Comm,
         /// The communicator param.
         communicator: BufferId,
-        /// Each operand's buffer and whether it is written, in the order written.
-        operands: Vec<(BufferId, Mode)>,
     },
     /// A Rust function given the stage's stream.
     Call {

@@ -22,11 +22,14 @@ struct LaunchSite<'p> {
     args: &'p [Arg],
     /// The scalar params its arguments and dimensions read.
     scalars: &'p BTreeSet<ScalarId>,
+    /// The device its stage runs on.
+    device: usize,
 }
 
 fn launch_sites<'p>(pipeline: &'p Pipeline<'_>) -> Vec<LaunchSite<'p>> {
     let mut sites = Vec::new();
     for &stage_id in &pipeline.order {
+        let device = super::device::stage_device(pipeline, stage_id.0);
         for statement in &pipeline.stages[stage_id.0].statements {
             if let StatementKind::Launch {
                 source,
@@ -40,6 +43,7 @@ fn launch_sites<'p>(pipeline: &'p Pipeline<'_>) -> Vec<LaunchSite<'p>> {
                     source,
                     args,
                     scalars: &statement.scalars,
+                    device,
                 });
             }
         }
@@ -213,7 +217,7 @@ fn setter(
     let updates = affected.iter().map(|site| {
         let (config, args) =
             launch_parts(pipeline, site.source, site.kernel, site.args, Retype::Cast);
-        let kernel = format_ident!("k{}", site.kernel.0);
+        let kernel = format_ident!("{}", super::device::kernel_field(site.kernel, site.device));
         let index = site.index;
         quote! {
             __exec.set_kernel_params(&__nodes[#index], &__kernels.#kernel, #config, #args)

@@ -6,7 +6,7 @@ use quote::{format_ident, quote, quote_spanned};
 use syn::{Ident, Lifetime, Type};
 
 use crate::ast::{self, KernelParamType, ungroup_type};
-use crate::lower::Pipeline;
+use crate::lower::{KernelId, Pipeline};
 
 /// The hidden runtime module generated code names, versioned like thiserror's `__private17`:
 /// a macro crate and a runtime crate that disagree on what it holds fail to resolve the path
@@ -74,6 +74,11 @@ impl Names {
     /// The field of kernel `k`.
     pub fn kernel_field(&self, k: usize) -> Ident {
         format_ident!("k{}", k)
+    }
+
+    /// The field of kernel `k` loaded on device `d` (the first device's is `kernel_field`).
+    pub fn kernel_field_on(&self, k: usize, d: usize) -> Ident {
+        format_ident!("{}", super::device::kernel_field(KernelId(k), d))
     }
 
     /// The field of a scratch buffer.

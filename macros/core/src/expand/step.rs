@@ -66,9 +66,10 @@ pub fn prepare_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             let len = b.len?;
             let field = names.scratch_field(b.ident);
             let referent = b.referent;
+            let ctx = super::device::scratch_context(pipeline, b.device);
             Some(quote! {
                 let __len: usize = #len;
-                #rt::ensure_scratch::<#referent>(&mut self.#field, &self.__ctx, __len)?;
+                #rt::ensure_scratch::<#referent>(&mut self.#field, #ctx, __len)?;
             })
         });
     quote! {
@@ -202,7 +203,8 @@ fn statement_tokens(
             kernel,
             args,
         } => {
-            let field = format_ident!("k{}", kernel.0);
+            let device = pipeline.streams[stage.stream.0].device;
+            let field = format_ident!("{}", super::device::kernel_field(*kernel, device));
             let (config, args) = launch_parts(pipeline, source, *kernel, args, Retype::Assert);
             quote!(__kernels.#field.launch(__stream, #config, #args)?;)
         }

@@ -11,7 +11,7 @@ use super::{BufferId, Mode, StatementKind, Touch, Unresolved, buffer};
 use crate::ast;
 use crate::scope::Scope;
 
-/// The statement, resolved: the communicator and each operand's buffer.
+/// The statement, resolved: its communicator, and every operand checked to name a buffer.
 pub fn lower<'a>(scope: &Scope<'a>, comm: &'a ast::Comm) -> Result<StatementKind<'a>, Unresolved> {
     let communicator = scope
         .buffers
@@ -22,18 +22,12 @@ pub fn lower<'a>(scope: &Scope<'a>, comm: &'a ast::Comm) -> Result<StatementKind
             what: format!("the communicator of `{}`", comm.word()),
             span: comm.keyword,
         })?;
-    let operands = comm
-        .operands()
-        .into_iter()
-        .map(|(operand, writes)| {
-            let mode = if writes { Mode::Write } else { Mode::Read };
-            Ok((buffer(scope, &operand.name)?, mode))
-        })
-        .collect::<Result<_, Unresolved>>()?;
+    for (operand, _) in comm.operands() {
+        buffer(scope, &operand.name)?;
+    }
     Ok(StatementKind::Comm {
         source: comm,
         communicator,
-        operands,
     })
 }
 
