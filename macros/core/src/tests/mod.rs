@@ -10,6 +10,7 @@ mod checks;
 mod dot;
 mod limits;
 mod lowering;
+mod multi;
 mod parse;
 mod properties;
 mod protocols;
