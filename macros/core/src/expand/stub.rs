@@ -62,7 +62,12 @@ pub fn stub(input: &ast::Pipeline, errors: syn::Error) -> TokenStream {
     });
     let unreachable = quote!(::core::unreachable!("this pipeline failed to compile"));
     // `new` takes one context per declared device, as the real expansion does.
-    let devices: Vec<&syn::Ident> = input.devices().map(|d| &d.name).collect();
+    let mut seen = HashSet::new();
+    let devices: Vec<&syn::Ident> = input
+        .devices()
+        .map(|d| &d.name)
+        .filter(|name| seen.insert(name.to_string()))
+        .collect();
     let new_fn = if devices.is_empty() {
         quote!(pub fn new(ctx: &#rt::Context) -> #rt::Result<Self> { #unreachable })
     } else {
