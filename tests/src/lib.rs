@@ -10,6 +10,8 @@
 
 use std::ffi::c_uint;
 
+pub mod multi;
+
 /// Whether this process runs under compute-sanitizer (it injects its collector library).
 pub fn under_compute_sanitizer() -> bool {
     std::env::var_os("NVTX_INJECTION64_PATH")
