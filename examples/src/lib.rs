@@ -8,6 +8,7 @@
 //! | `nbody` | [`nbody`] | two kernels per step, positions streamed back to pinned memory behind the force kernel; speed against the classic tiled kernel launched with raw driver calls |
 //! | `overlap` | [`overlap`] | copy-in, compute and copy-out of a chunked array on three streams against one stream |
 //! | `interop` | [`interop`] | a stage that calls a library function with its typed stream; a borrowed foreign stream |
+//! | `jacobi_multi` | [`jacobi_multi`] | 2-D Jacobi split over ranks (one GPU each): halos exchanged with NCCL send/recv and the residual all-reduced inside the replayed graph; checked against one rank |
 //!
 //! Every example takes `--help`, `--dot` (its stage graphs in Graphviz DOT) and `--trace PATH`
 //! (one profiled step as a Chrome trace); [`common`] holds what they share. Every kernel is
@@ -20,6 +21,7 @@
 pub mod common;
 pub mod heat2d;
 pub mod interop;
+pub mod jacobi_multi;
 pub mod nbody;
 pub mod overlap;
 
