@@ -41,6 +41,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use gpu_pipeline::launcher::Launch;
 use gpu_pipeline::nccl::{self, UniqueId};
 use gpu_pipeline::rendezvous::RankInfo;
 use gpu_pipeline::{Backend, Communicator, Context, Device, DeviceBuffer, Stream, gpu_pipeline};
@@ -167,6 +168,11 @@ pub struct JacobiMultiArgs {
     /// process per rank); if given there, it must match.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=64))]
     pub ranks: Option<u64>,
+    /// On GPUs, start this many ranks on this host, one process per GPU (what
+    /// `gpu-pipeline-launch -n N -- jacobi_multi ...` does). Ignored by a process the
+    /// launcher, `mpirun` or `srun` already started as a rank.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=64), conflicts_with = "ranks")]
+    pub gpus: Option<u64>,
     /// How much of the run to replay with a plain CPU solver: `auto` replays all of it when
     /// that costs at most 4e9 cell updates.
     #[arg(long, value_enum, default_value_t = ReferenceMode::Auto)]
@@ -204,7 +210,7 @@ impl JacobiMultiArgs {
                 self.iterations
             ));
         }
-        if let Some(ranks) = self.ranks {
+        if let Some(ranks) = self.ranks.or(self.gpus) {
             rows_per_rank(self.ny, ranks as usize)?;
         }
         if let Some(path) = &self.trace {
@@ -734,6 +740,40 @@ pub fn run_cuda_rank(args: &JacobiMultiArgs) -> Result<RankOutcome, BoxError> {
     })
 }
 
+/// `--gpus N` outside a launch: this program again, as N ranks of one launch (its output
+/// forwarded with a `[rank R]` prefix); its exit code.
+fn launch_ranks(gpus: u64) -> ExitCode {
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(e) => {
+            return finish(Err(
+                format!("cannot find this program to launch it: {e}").into()
+            ));
+        }
+    };
+    // Every flag but `--gpus N` (or `--gpus=N`), which the ranks must not act on again.
+    let mut args: Vec<std::ffi::OsString> = Vec::new();
+    let mut skip = false;
+    for arg in std::env::args_os().skip(1) {
+        if std::mem::take(&mut skip) {
+            continue;
+        }
+        match arg.to_str() {
+            Some("--gpus") => skip = true,
+            Some(a) if a.starts_with("--gpus=") => {}
+            _ => args.push(arg),
+        }
+    }
+    match Launch::new(gpus as usize, exe).args(args).run() {
+        Ok(report) if report.success() => ExitCode::SUCCESS,
+        Ok(report) => {
+            eprintln!("error: a rank failed\n{}", report.summary());
+            ExitCode::FAILURE
+        }
+        Err(e) => finish(Err(e.into())),
+    }
+}
+
 /// The program: ranks as processes on GPUs, as threads on the CPU backend; rank 0 prints
 /// the report (and the CSV line), every rank's checks decide the exit code.
 pub fn main() -> ExitCode {
@@ -749,10 +789,16 @@ pub fn main() -> ExitCode {
     let outcomes = match probe.backend() {
         Backend::Cuda => {
             drop(probe);
+            if let Some(gpus) = args.gpus
+                && RankInfo::from_env().is_err()
+                && gpus > 1
+            {
+                return launch_ranks(gpus);
+            }
             run_cuda_rank(&args).map(|outcome| vec![outcome])
         }
         Backend::Cpu => {
-            let ranks = args.ranks.unwrap_or(2) as usize;
+            let ranks = args.ranks.or(args.gpus).unwrap_or(2) as usize;
             println!(
                 "jacobi_multi: {} ranks as threads on the CPU backend{}",
                 ranks,
