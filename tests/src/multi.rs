@@ -172,7 +172,8 @@ pub fn check_ring(field: &[f32], total: f32, rank: usize, size: usize, nx: usize
 }
 
 /// One rank of [`Ring`] on `ctx`: two eager steps, then a captured step replayed three
-/// times, each checked. Every rank must call it (the steps communicate).
+/// times, then captured again by a setter and replayed once, each checked. Every rank must
+/// call it (the steps communicate).
 pub fn ring_rank(ctx: &Context, comm: &Communicator, nx: usize, rows: usize) {
     let (rank, size) = (comm.rank(), comm.size());
     let stream = Stream::non_blocking(ctx).unwrap();
@@ -205,8 +206,13 @@ pub fn ring_rank(ctx: &Context, comm: &Communicator, nx: usize, rows: usize) {
             graph.launch().unwrap();
         }
         graph.synchronize().unwrap();
+        // `up` feeds a `recv`, which a replay cannot change in place: its setter captures
+        // the step again, on every rank alike.
+        graph.set_up(up).unwrap();
+        graph.launch().unwrap();
+        graph.synchronize().unwrap();
     }
-    check_ring(&read(&field), read(&total)[0], rank, size, nx, 5);
+    check_ring(&read(&field), read(&total)[0], rank, size, nx, 6);
     assert!(ctx.races().is_empty(), "rank {rank}: {:?}", ctx.races());
 }
 
@@ -300,5 +306,21 @@ pub fn halves(gpu0: &Context, gpu1: &Context, n: u32) {
     // y0 = 21 + 1 + 2 * (21 + 10) = 84.
     all(&y0, &s0, 84.0);
     all(&y1, &s1, 84.0);
+    // A profiled step: every stage timed on its own device.
+    let profile = pipeline
+        .profile(HalvesParams {
+            n,
+            y0: &mut y0,
+            y1: &mut y1,
+        })
+        .unwrap();
+    assert_eq!(profile.stages.len(), 5);
+    assert!(
+        profile
+            .stages
+            .iter()
+            .all(|s| s.end_ms >= s.start_ms && s.start_ms >= 0.0),
+        "{profile}"
+    );
     assert!(gpu0.races().is_empty(), "{:?}", gpu0.races());
 }

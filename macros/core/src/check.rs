@@ -47,7 +47,7 @@ pub fn declarations(scope: &Scope<'_>) -> syn::Result<()> {
     claim_names(&cx, scope);
     statements::check(&cx, scope);
     accesses::check(&cx, scope);
-    collective::communicator(&cx, scope);
+    collective::check(&cx, scope);
     devices::check(&cx, scope);
     limits::check(&cx, scope);
     cx.check()

@@ -119,7 +119,10 @@ impl Context {
         // this context is current.
         match unsafe { f(peer.raw, 0) } {
             sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED => Ok(true),
-            sys::CUresult::CUDA_ERROR_PEER_ACCESS_UNSUPPORTED => Ok(false),
+            // No direct path, or the device's peer table is full (8 peers on most GPUs):
+            // copies are staged instead.
+            sys::CUresult::CUDA_ERROR_PEER_ACCESS_UNSUPPORTED
+            | sys::CUresult::CUDA_ERROR_TOO_MANY_PEERS => Ok(false),
             code => check("cuCtxEnablePeerAccess", code).map(|()| true),
         }
     }

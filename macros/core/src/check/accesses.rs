@@ -27,8 +27,8 @@ pub fn check(cx: &Ctxt, scope: &Scope<'_>) {
                 Statement::Write(write) => value_expression(cx, scope, &write.value, "write"),
                 Statement::Host(host) => host_closure(cx, scope, host),
                 Statement::Call(call) => call_arguments(cx, scope, call),
-                Statement::Comm(comm) => super::collective::expressions(cx, scope, comm),
-                Statement::Copy(_) | Statement::NotCapturable(_) => {}
+                // Judged in `collective`.
+                Statement::Comm(_) | Statement::Copy(_) | Statement::NotCapturable(_) => {}
             }
         }
     }

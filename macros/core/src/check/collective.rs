@@ -19,6 +19,20 @@ use crate::ctxt::Ctxt;
 use crate::scope::{BufferDecl, Memory, Scope};
 use crate::symbol::REDUCE_OPS;
 
+/// Every rule on communication: one communicator, and each statement's operands and
+/// host expressions.
+pub fn check(cx: &Ctxt, scope: &Scope<'_>) {
+    communicator(cx, scope);
+    for stage in &scope.stages {
+        for statement in &stage.statements {
+            if let Statement::Comm(comm) = statement {
+                self::statement(cx, scope, comm);
+                expressions(cx, scope, comm);
+            }
+        }
+    }
+}
+
 /// The communicator params of the pipeline, in declaration order.
 pub fn communicators<'s>(scope: &'s Scope<'_>) -> Vec<&'s BufferDecl<'s>> {
     scope
@@ -30,7 +44,7 @@ pub fn communicators<'s>(scope: &'s Scope<'_>) -> Vec<&'s BufferDecl<'s>> {
 
 /// A pipeline that communicates declares exactly one communicator param: every statement
 /// goes through it, so every rank orders its operations the same way.
-pub fn communicator(cx: &Ctxt, scope: &Scope<'_>) {
+fn communicator(cx: &Ctxt, scope: &Scope<'_>) {
     let declared = communicators(scope);
     if let [first, rest @ ..] = declared.as_slice() {
         for other in rest {
@@ -65,7 +79,7 @@ pub fn communicator(cx: &Ctxt, scope: &Scope<'_>) {
 }
 
 /// The rules on one statement.
-pub fn statement(cx: &Ctxt, scope: &Scope<'_>, comm: &Comm) {
+fn statement(cx: &Ctxt, scope: &Scope<'_>, comm: &Comm) {
     let word = comm.word();
     let mut resolved: Vec<(&ast::Operand, &BufferDecl<'_>, bool)> = Vec::new();
     for (operand, writes) in comm.operands() {
@@ -191,7 +205,7 @@ fn reduce_operator(cx: &Ctxt, word: &str, op: &Ident, elem: Option<&syn::Type>) 
 /// Ranges, peers and roots are computed on the host when the step is enqueued: a buffer in
 /// them (other than its length, or the communicator's rank and size) would be read before
 /// the stages that write it have run.
-pub fn expressions(cx: &Ctxt, scope: &Scope<'_>, comm: &Comm) {
+fn expressions(cx: &Ctxt, scope: &Scope<'_>, comm: &Comm) {
     let word = comm.word();
     for expr in comm.expressions() {
         let role = match &comm.op {

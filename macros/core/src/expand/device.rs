@@ -51,16 +51,6 @@ pub fn kernel_instances(pipeline: &Pipeline<'_>) -> Vec<(KernelId, usize)> {
         .collect()
 }
 
-/// The name of the field of kernel `k` loaded on device `d`, as `Names::kernel_field_on`
-/// spells it.
-pub fn kernel_field(k: KernelId, d: usize) -> String {
-    if d == 0 {
-        format!("k{}", k.0)
-    } else {
-        format!("k{}_on{}", k.0, d)
-    }
-}
-
 /// The device of the stream stage `stage` runs on.
 pub fn stage_device(pipeline: &Pipeline<'_>, stage: usize) -> usize {
     pipeline.streams[pipeline.stages[stage].stream.0].device

@@ -217,7 +217,10 @@ fn setter(
     let updates = affected.iter().map(|site| {
         let (config, args) =
             launch_parts(pipeline, site.source, site.kernel, site.args, Retype::Cast);
-        let kernel = format_ident!("{}", super::device::kernel_field(site.kernel, site.device));
+        let kernel = format_ident!(
+            "{}",
+            super::names::kernel_field_name(site.kernel, site.device)
+        );
         let index = site.index;
         quote! {
             __exec.set_kernel_params(&__nodes[#index], &__kernels.#kernel, #config, #args)

@@ -78,7 +78,7 @@ impl Names {
 
     /// The field of kernel `k` loaded on device `d` (the first device's is `kernel_field`).
     pub fn kernel_field_on(&self, k: usize, d: usize) -> Ident {
-        format_ident!("{}", super::device::kernel_field(KernelId(k), d))
+        format_ident!("{}", kernel_field_name(KernelId(k), d))
     }
 
     /// The field of a scratch buffer.
@@ -105,6 +105,16 @@ impl Names {
             }
         });
         quote!((#(#params,)*))
+    }
+}
+
+/// The name of the field of kernel `k` loaded on device `d`: `k3` on the first device,
+/// `k3_on1` on the second.
+pub fn kernel_field_name(k: KernelId, d: usize) -> String {
+    if d == 0 {
+        format!("k{}", k.0)
+    } else {
+        format!("k{}_on{}", k.0, d)
     }
 }
 

@@ -204,7 +204,7 @@ fn statement_tokens(
             args,
         } => {
             let device = pipeline.streams[stage.stream.0].device;
-            let field = format_ident!("{}", super::device::kernel_field(*kernel, device));
+            let field = format_ident!("{}", super::names::kernel_field_name(*kernel, device));
             let (config, args) = launch_parts(pipeline, source, *kernel, args, Retype::Assert);
             quote!(__kernels.#field.launch(__stream, #config, #args)?;)
         }
