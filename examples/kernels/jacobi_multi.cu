@@ -30,13 +30,14 @@ __global__ void jacobi_edge(unsigned int nx, const float* __restrict__ above,
     out[x] = __fmul_rn(0.25f, sum);
 }
 
-// The bulk: the `rows` rows of `mid` into `out` (same layout), and the squared residual
-// (new - old)^2 of every interior cell of the block, `top` and `bot` rows included (their new
-// values are computed here again, as `jacobi_edge` computes them, but not written), added to
-// norm[0]. Threads cover virtual rows 0 (`top`), 1..rows (`mid`) and rows + 1 (`bot`) and
-// columns 0..nx: launch a 2-D grid of at least nx by rows + 2 threads with blocks of up to
-// 1024 threads, blockDim.x a multiple of 32. One atomic add per block.
-__global__ void jacobi_bulk(unsigned int nx, unsigned int rows,
+// The bulk: the `rows` rows of `mid` into `out` (same layout) and, when `with_norm` is not
+// 0, the squared residual (new - old)^2 of every interior cell of the block, `top` and `bot`
+// rows included (their new values are computed here again, as `jacobi_edge` computes them,
+// but not written), added to norm[0]; with `with_norm` 0, `norm` is not touched. Threads
+// cover virtual rows 0 (`top`), 1..rows (`mid`) and rows + 1 (`bot`) and columns 0..nx:
+// launch a 2-D grid of at least nx by rows + 2 threads with blocks of up to 1024 threads,
+// blockDim.x a multiple of 32. One atomic add per block.
+__global__ void jacobi_bulk(unsigned int nx, unsigned int rows, unsigned int with_norm,
                             const float* __restrict__ halo_top, const float* __restrict__ top,
                             const float* __restrict__ mid, const float* __restrict__ bot,
                             const float* __restrict__ halo_bot, float* __restrict__ out,
@@ -45,7 +46,10 @@ __global__ void jacobi_bulk(unsigned int nx, unsigned int rows,
     unsigned int x = blockIdx.x * blockDim.x + threadIdx.x;
     unsigned int v = blockIdx.y * blockDim.y + threadIdx.y;
     float residue = 0.0f;
-    if (x >= 1 && x + 1 < nx && v < rows + 2) {
+    // Without the residual, the top and bottom rows (virtual rows 0 and rows + 1) have
+    // nothing to do.
+    bool cell = with_norm != 0 ? v < rows + 2 : v >= 1 && v <= rows;
+    if (x >= 1 && x + 1 < nx && cell) {
         const float* center;
         const float* up;
         const float* down;
@@ -70,6 +74,9 @@ __global__ void jacobi_bulk(unsigned int nx, unsigned int rows,
         }
         float diff = __fsub_rn(value, center[x]);
         residue = __fmul_rn(diff, diff);
+    }
+    if (with_norm == 0) {
+        return;
     }
     // The block's sum: each warp's with shuffles, then the warps' in the first warp.
     for (int offset = 16; offset > 0; offset >>= 1) {

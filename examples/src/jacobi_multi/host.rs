@@ -42,12 +42,14 @@ pub fn row_update(center: &[f32], up: &[f32], down: &[f32], mut out: Option<&mut
     residual
 }
 
-/// `jacobi_bulk`: the `rows` rows of `mid` into `out`, and the squared residual of every
-/// interior cell of the block (`top` and `bot` too) added to `norm[0]`.
+/// `jacobi_bulk`: the `rows` rows of `mid` into `out`, and, when `with_norm` is not 0, the
+/// squared residual of every interior cell of the block (`top` and `bot` too) added to
+/// `norm[0]`.
 #[allow(clippy::too_many_arguments)]
 pub fn jacobi_bulk(
     nx: u32,
     rows: u32,
+    with_norm: u32,
     halo_top: &[f32],
     top: &[f32],
     mid: &[f32],
@@ -66,5 +68,7 @@ pub fn jacobi_bulk(
         residual += row_update(row(r), up, down, Some(out));
     }
     residual += row_update(bot, row(rows - 1), &halo_bot[..nx], None);
-    norm[0] += residual;
+    if with_norm != 0 {
+        norm[0] += residual;
+    }
 }

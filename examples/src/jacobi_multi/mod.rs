@@ -22,10 +22,10 @@
 //! row and the residual of the whole block. A rank's block is five buffers per grid (`halo_top`,
 //! `top`, `mid`, `bot`, `halo_bot`), so the ordering the macro derives from whole buffers lets
 //! the exchange and the bulk run at once (`concurrent(...)` claims it, and the macro checks
-//! the claim). The residual of a step is reduced at the start of the next one, on its own
-//! stream, so the reduction's latency hides behind the first iteration (as the "delayed
-//! norm" of NVIDIA's `multi_threaded_p2p_opt` does); the last step's is reduced after the
-//! replays by a one-statement pipeline.
+//! the claim). The residual of a step (its second iteration's) is reduced at the start of the
+//! next one, on its own stream, and zeroed there, so the reduction's latency hides behind the
+//! first iteration (as the "delayed norm" of NVIDIA's `multi_threaded_p2p_opt` does); the
+//! last step's is reduced after the replays by a one-statement pipeline.
 //!
 //! Processes: on GPUs one process per rank, started by `gpu-pipeline-launch -n N -- ...`
 //! (or `mpirun`, `srun`); on the CPU backend `--ranks N` threads, each with its own context,
@@ -61,8 +61,9 @@ gpu_pipeline! {
             fn jacobi_edge(nx: u32, above: &[f32], above_row: u32, center: &[f32],
                            below: &[f32], below_row: u32, out: &mut [f32])
                 cpu = crate::jacobi_multi::host::jacobi_edge;
-            fn jacobi_bulk(nx: u32, rows: u32, halo_top: &[f32], top: &[f32], mid: &[f32],
-                           bot: &[f32], halo_bot: &[f32], out: &mut [f32], norm: &mut [f32])
+            fn jacobi_bulk(nx: u32, rows: u32, with_norm: u32, halo_top: &[f32], top: &[f32],
+                           mid: &[f32], bot: &[f32], halo_bot: &[f32], out: &mut [f32],
+                           norm: &mut [f32])
                 cpu = crate::jacobi_multi::host::jacobi_bulk;
         }
         params {
@@ -84,9 +85,12 @@ gpu_pipeline! {
             norm: &mut DeviceBuffer<f32>,
             total: &mut DeviceBuffer<f32>,
         }
-        scratch { first_norm: DeviceBuffer<f32> = 1 }
+        // The first iteration's bulk computes no residual; its `norm` argument is never
+        // touched.
+        scratch { no_norm: DeviceBuffer<f32> = 1 }
         stage reduce on side {
             all_reduce(sum) norm -> total;
+            fill norm = 0.0;
         }
         stage edges_ab on halo {
             launch jacobi::jacobi_edge(nx, a_halo_top, 0, a_top, a_mid, 0, b_top)
@@ -101,9 +105,8 @@ gpu_pipeline! {
             send b_top to up;
         }
         stage bulk_ab on compute {
-            fill first_norm = 0.0;
-            launch jacobi::jacobi_bulk(nx, rows, a_halo_top, a_top, a_mid, a_bot, a_halo_bot,
-                                       b_mid, first_norm)
+            launch jacobi::jacobi_bulk(nx, rows, 0, a_halo_top, a_top, a_mid, a_bot, a_halo_bot,
+                                       b_mid, no_norm)
                 grid (nx.div_ceil(32), (rows + 2).div_ceil(32)) block (32u32, 32u32);
         }
         stage edges_ba on halo {
@@ -119,8 +122,7 @@ gpu_pipeline! {
             send a_top to up;
         }
         stage bulk_ba on compute {
-            fill norm = 0.0;
-            launch jacobi::jacobi_bulk(nx, rows, b_halo_top, b_top, b_mid, b_bot, b_halo_bot,
+            launch jacobi::jacobi_bulk(nx, rows, 1, b_halo_top, b_top, b_mid, b_bot, b_halo_bot,
                                        a_mid, norm)
                 grid (nx.div_ceil(32), (rows + 2).div_ceil(32)) block (32u32, 32u32);
         }
@@ -908,6 +910,7 @@ mod tests {
             host::jacobi_bulk(
                 nx,
                 rows,
+                1,
                 &src[..w],
                 &src[w..2 * w],
                 &src[2 * w..10 * w],
