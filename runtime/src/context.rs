@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use crate::cpu::{self, RaceReport};
+use crate::cuda::attribute::SyncPolicy;
 use crate::cuda::{self, Device};
 use crate::error::{Error, Result};
 
@@ -104,6 +105,68 @@ impl Context {
         Context::new(&Device::get(ordinal)?)
     }
 
+    /// The primary context of `device`, whose host threads wait for the device as `policy`
+    /// says (the context's `CU_CTX_SCHED_*` flag): spinning (lowest latency, one busy core
+    /// per waiting thread), yielding, or blocking on an OS primitive (no CPU use while
+    /// waiting, a few microseconds more latency). It applies to every wait: stream, event and
+    /// context synchronizes, and the waits inside `as_slice` and friends.
+    ///
+    /// The policy is a property of the primary context, which the whole process shares (the
+    /// CUDA runtime too): it can be chosen only while the context is inactive, i.e. before
+    /// anything in the process uses the device, or after every [`Context`] of it was dropped.
+    /// Asking for another policy than the one an active context has is an
+    /// [`Error::InvalidArgument`] naming both; asking for the same one just returns the
+    /// context. [`Context::new`] and [`Context::cuda`] keep whatever policy is set.
+    ///
+    /// ```no_run
+    /// # fn main() -> gpu_pipeline::Result<()> {
+    /// use gpu_pipeline::{Context, Device, SyncPolicy};
+    /// let device = Device::get(0)?;
+    /// let ctx = Context::new_with_sync_policy(&device, SyncPolicy::BlockingSync)?;
+    /// assert_eq!(ctx.sync_policy()?, SyncPolicy::BlockingSync);
+    /// // The primary context is active now: another policy is refused.
+    /// assert!(Context::new_with_sync_policy(&device, SyncPolicy::Spin).is_err());
+    /// # Ok(()) }
+    /// ```
+    pub fn new_with_sync_policy(device: &Device, policy: SyncPolicy) -> Result<Context> {
+        Ok(Context {
+            backend: ContextBackend::Cuda(Arc::new(cuda::Context::retain_with(device, policy)?)),
+        })
+    }
+
+    /// [`Context::new_with_sync_policy`] for the device with this ordinal.
+    ///
+    /// ```no_run
+    /// # fn main() -> gpu_pipeline::Result<()> {
+    /// use gpu_pipeline::{Context, SyncPolicy};
+    /// // A host thread waiting for this context sleeps instead of spinning.
+    /// let ctx = Context::cuda_with_sync_policy(0, SyncPolicy::BlockingSync)?;
+    /// ctx.synchronize()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn cuda_with_sync_policy(ordinal: usize, policy: SyncPolicy) -> Result<Context> {
+        Context::new_with_sync_policy(&Device::get(ordinal)?, policy)
+    }
+
+    /// How host threads waiting for this context are scheduled: on CUDA, the primary
+    /// context's `CU_CTX_SCHED_*` flag as the driver reports it; on the CPU backend, the
+    /// policy it was created with ([`SyncPolicy::Auto`] unless
+    /// [`Context::cpu_with_sync_policy`] says otherwise), which is recorded only: CPU-backend
+    /// waits always block.
+    ///
+    /// ```
+    /// # fn main() -> gpu_pipeline::Result<()> {
+    /// use gpu_pipeline::{Context, SyncPolicy};
+    /// assert_eq!(Context::cpu().sync_policy()?, SyncPolicy::Auto);
+    /// # Ok(()) }
+    /// ```
+    pub fn sync_policy(&self) -> Result<SyncPolicy> {
+        match &self.backend {
+            ContextBackend::Cuda(c) => c.sync_policy(),
+            ContextBackend::Cpu(c) => Ok(c.sync_policy()),
+        }
+    }
+
     /// A CPU-backend context: streams are in-order queues on CPU threads, device memory is
     /// host memory, and kernels run their CPU implementations.
     pub fn cpu() -> Context {
@@ -147,6 +210,44 @@ impl Context {
                 backend: ContextBackend::Cpu(c),
             })
             .collect()
+    }
+
+    /// A CPU-backend context that records `policy` as its scheduling policy, so code written
+    /// for [`Context::cuda_with_sync_policy`] runs unchanged on the CPU backend. The policy
+    /// has no effect there (waits always block) and [`Context::sync_policy`] reports it.
+    ///
+    /// ```
+    /// # fn main() -> gpu_pipeline::Result<()> {
+    /// use gpu_pipeline::{Context, SyncPolicy};
+    /// let ctx = Context::cpu_with_sync_policy(SyncPolicy::Yield);
+    /// assert_eq!(ctx.sync_policy()?, SyncPolicy::Yield);
+    /// # Ok(()) }
+    /// ```
+    pub fn cpu_with_sync_policy(policy: SyncPolicy) -> Context {
+        Context::cpu().with_cpu_sync_policy(policy)
+    }
+
+    /// [`Context::cpu_checked`] recording `policy` (see [`Context::cpu_with_sync_policy`]).
+    ///
+    /// ```
+    /// # fn main() -> gpu_pipeline::Result<()> {
+    /// use gpu_pipeline::{Context, SyncPolicy};
+    /// let ctx = Context::cpu_checked_with_sync_policy(SyncPolicy::Spin);
+    /// assert!(ctx.is_checked());
+    /// assert_eq!(ctx.sync_policy()?, SyncPolicy::Spin);
+    /// # Ok(()) }
+    /// ```
+    pub fn cpu_checked_with_sync_policy(policy: SyncPolicy) -> Context {
+        Context::cpu_checked().with_cpu_sync_policy(policy)
+    }
+
+    fn with_cpu_sync_policy(self, policy: SyncPolicy) -> Context {
+        match self.backend {
+            ContextBackend::Cpu(c) => Context {
+                backend: ContextBackend::Cpu(c.with_sync_policy(policy)),
+            },
+            cuda @ ContextBackend::Cuda(_) => Context { backend: cuda },
+        }
     }
 
     /// [`Context::cpu`] under the name of earlier versions.

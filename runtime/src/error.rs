@@ -88,7 +88,10 @@ pub enum Error {
     /// backend fault) surfaced at a wait.
     #[error(
         "pipeline `{pipeline}`: a step failed{}: {source}",
-        .stage.map(|s| format!(" before stage `{s}` completed")).unwrap_or_default()
+        .stage.map_or_else(
+            || " (no stage named: fault tracking is off, or every stage had completed)".to_owned(),
+            |s| format!(" before stage `{s}` completed")
+        )
     )]
     Step {
         /// The pipeline's name.

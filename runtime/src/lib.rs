@@ -56,7 +56,9 @@ pub use cpu::CpuKernelFn as HostKernelFn;
 /// [`CpuParam`] under the name of earlier versions.
 #[doc(hidden)]
 pub use cpu::CpuParam as HostParam;
-pub use cpu::{CpuFault, CpuKernel, CpuKernelFn, CpuParam, Hazard, OpSite, RaceReport};
+pub use cpu::{
+    CpuFault, CpuKernel, CpuKernelFn, CpuKernelGeometryFn, CpuParam, Hazard, OpSite, RaceReport,
+};
 pub use cuda::nccl;
 pub use cuda::{Device, DeviceAttribute};
 pub use driver::{
@@ -68,6 +70,7 @@ pub use event::{Event, EventFlags};
 pub use graph::{CaptureMode, CaptureStatus, exchange_thread_capture_mode};
 pub use graph::{
     Graph, GraphExec, GraphNode, GraphNodeType, GraphUpdate, GraphUpdateResult, KernelNode,
+    KernelUpdates,
 };
 pub use image::{ImageError, ImageFormat};
 pub use launch::{
@@ -77,7 +80,9 @@ pub use launch::{
 };
 pub use memory::*;
 pub use module::{FunctionAttribute, Kernel, KernelAttributes, Module};
-pub use pipeline::{CommStage, Rank, StageTiming, StepProfile, StreamPriority, TypedStream};
+pub use pipeline::{
+    CommStage, Rank, StageTiming, StepProfile, StreamPriority, TRACK_FAULTS_ENV, TypedStream,
+};
 pub use stream::{
     AccessPolicyWindow, AccessProperty, MemOp, Stream, StreamAttribute, StreamAttributeId,
     StreamFlags, SyncPolicy, WaitCondition,

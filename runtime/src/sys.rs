@@ -264,6 +264,13 @@ pub const CU_MEM_ATTACH_HOST: c_uint = 0x2;
 pub const CU_MEM_ATTACH_SINGLE: c_uint = 0x4;
 pub const CU_MEMHOSTALLOC_PORTABLE: c_uint = 0x1;
 pub const CU_MEMHOSTALLOC_DEVICEMAP: c_uint = 0x2;
+pub const CU_MEMHOSTREGISTER_PORTABLE: c_uint = 0x1;
+pub const CU_MEMHOSTREGISTER_DEVICEMAP: c_uint = 0x2;
+pub const CU_CTX_SCHED_AUTO: c_uint = 0x0;
+pub const CU_CTX_SCHED_SPIN: c_uint = 0x1;
+pub const CU_CTX_SCHED_YIELD: c_uint = 0x2;
+pub const CU_CTX_SCHED_BLOCKING_SYNC: c_uint = 0x4;
+pub const CU_CTX_SCHED_MASK: c_uint = 0x7;
 pub const CU_STREAM_WAIT_VALUE_GEQ: c_uint = 0x0;
 pub const CU_STREAM_WAIT_VALUE_EQ: c_uint = 0x1;
 pub const CU_STREAM_WAIT_VALUE_AND: c_uint = 0x2;
@@ -410,8 +417,13 @@ pub type PFN_cuDeviceGetDefaultMemPool =
 pub type PFN_cuDevicePrimaryCtxRetain =
     unsafe extern "C" fn(ctx: *mut CUcontext, device: CUdevice) -> CUresult;
 pub type PFN_cuDevicePrimaryCtxRelease = unsafe extern "C" fn(device: CUdevice) -> CUresult;
+pub type PFN_cuDevicePrimaryCtxGetState =
+    unsafe extern "C" fn(device: CUdevice, flags: *mut c_uint, active: *mut c_int) -> CUresult;
+pub type PFN_cuDevicePrimaryCtxSetFlags =
+    unsafe extern "C" fn(device: CUdevice, flags: c_uint) -> CUresult;
 pub type PFN_cuCtxSetCurrent = unsafe extern "C" fn(ctx: CUcontext) -> CUresult;
 pub type PFN_cuCtxGetCurrent = unsafe extern "C" fn(ctx: *mut CUcontext) -> CUresult;
+pub type PFN_cuCtxGetFlags = unsafe extern "C" fn(flags: *mut c_uint) -> CUresult;
 pub type PFN_cuCtxSynchronize = unsafe extern "C" fn() -> CUresult;
 pub type PFN_cuCtxGetStreamPriorityRange =
     unsafe extern "C" fn(least: *mut c_int, greatest: *mut c_int) -> CUresult;
@@ -524,6 +536,9 @@ pub type PFN_cuMemHostAlloc =
 pub type PFN_cuMemHostGetDevicePointer =
     unsafe extern "C" fn(dptr: *mut CUdeviceptr, host: *mut c_void, flags: c_uint) -> CUresult;
 pub type PFN_cuMemFreeHost = unsafe extern "C" fn(ptr: *mut c_void) -> CUresult;
+pub type PFN_cuMemHostRegister =
+    unsafe extern "C" fn(ptr: *mut c_void, bytes: usize, flags: c_uint) -> CUresult;
+pub type PFN_cuMemHostUnregister = unsafe extern "C" fn(ptr: *mut c_void) -> CUresult;
 pub type PFN_cuMemGetInfo = unsafe extern "C" fn(free: *mut usize, total: *mut usize) -> CUresult;
 pub type PFN_cuMemcpyHtoDAsync = unsafe extern "C" fn(
     dst: CUdeviceptr,

@@ -1,12 +1,32 @@
 //! The `gpu-pipeline-launch` binary end to end: prefixes, variables, exit statuses.
+//!
+//! Cargo builds the binary beside the tests; where the test binary was copied to another
+//! machine (the GPU bundle), `GPU_PIPELINE_LAUNCH_BIN` names the copied launcher instead.
 
+use std::path::PathBuf;
 use std::process::Command;
 
-const LAUNCH: &str = env!("CARGO_BIN_EXE_gpu-pipeline-launch");
+/// The launcher: cargo's build, else the one `GPU_PIPELINE_LAUNCH_BIN` names.
+fn launcher() -> Command {
+    let built = PathBuf::from(env!("CARGO_BIN_EXE_gpu-pipeline-launch"));
+    let path = if built.exists() {
+        built
+    } else {
+        std::env::var_os("GPU_PIPELINE_LAUNCH_BIN")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| {
+                panic!(
+                    "{} is missing and GPU_PIPELINE_LAUNCH_BIN is unset: name the launcher binary",
+                    built.display()
+                )
+            })
+    };
+    Command::new(path)
+}
 
 #[test]
 fn the_binary_prefixes_output_and_passes_the_rank() {
-    let out = Command::new(LAUNCH)
+    let out = launcher()
         .args([
             "-n",
             "2",
@@ -26,7 +46,7 @@ fn the_binary_prefixes_output_and_passes_the_rank() {
 
 #[test]
 fn the_binary_exits_with_the_failing_ranks_status() {
-    let out = Command::new(LAUNCH)
+    let out = launcher()
         .args([
             "-n",
             "3",
@@ -50,7 +70,7 @@ fn the_binary_exits_with_the_failing_ranks_status() {
 
 #[test]
 fn a_bad_command_line_is_status_two_with_the_usage() {
-    let out = Command::new(LAUNCH).args(["prog"]).output().unwrap();
+    let out = launcher().args(["prog"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(

@@ -4,10 +4,13 @@
 //! | case | work per iteration |
 //! | --- | --- |
 //! | `eager 1 kernel` | one empty-kernel step, 10 000 steps enqueued, then one synchronize |
+//! | `eager 1 kernel: tracked vs untracked` | the step with fault tracking on against off (the default) |
 //! | `eager cross-stream` | kernel on A, record, B waits, kernel on B, record, A waits; 10 000 steps |
 //! | `capture 100 kernels` | begin capture, 100 launches, end, instantiate |
 //! | `replay 100 kernels` | one launch of the instantiated 100-kernel graph, 1 000 replays |
-//! | `set scalar` | update the scalar of all 100 kernel nodes in place |
+//! | `replay 100 kernels: tracked vs untracked` | the replay with fault tracking on against off (the default) |
+//! | `set scalar` | update the scalar of all 100 kernel nodes in place (one batch) |
+//! | `set 2 scalars, apply once` | both scalars of all 100 nodes changed, then one `apply_updates`; runtime and raw columns repeat `set scalar`'s |
 //!
 //! Each case runs once to warm up, then `REPS` times with the three variants interleaved; the
 //! table shows medians of host-clock times around enqueue + synchronize, per step, node or
@@ -98,6 +101,8 @@ struct Raw {
     graph_destroy: sys::PFN_cuGraphDestroy,
     get_nodes: sys::PFN_cuGraphGetNodes,
     set_params: sys::PFN_cuGraphExecKernelNodeSetParams,
+    /// The same entry point as `cuGetProcAddress` resolves it (what the runtime calls).
+    set_params_resolved: sys::PFN_cuGraphExecKernelNodeSetParams,
     _library: Library,
 }
 
@@ -125,10 +130,31 @@ impl Raw {
                 graph_destroy: *library.get(b"cuGraphDestroy\0")?,
                 get_nodes: *library.get(b"cuGraphGetNodes\0")?,
                 set_params: *library.get(b"cuGraphExecKernelNodeSetParams_v2\0")?,
+                set_params_resolved: resolve(&library, c"cuGraphExecKernelNodeSetParams")?,
                 _library: library,
             })
         }
     }
+}
+
+/// `symbol` as `cuGetProcAddress_v2` gives it for the CUDA 12.0 ABI, the way the runtime's
+/// driver table resolves its entry points.
+///
+/// # Safety
+/// `T` must be the function-pointer type of `symbol`'s 12.0 ABI.
+unsafe fn resolve<T: Copy>(library: &Library, symbol: &std::ffi::CStr) -> BoxResult<T> {
+    // SAFETY: the exported symbol has this signature (sys documents it).
+    let get: sys::PFN_cuGetProcAddress_v2 = unsafe { *library.get(b"cuGetProcAddress_v2\0")? };
+    let (mut pfn, mut status) = (std::ptr::null_mut(), 0);
+    // SAFETY: a NUL-terminated name and valid out-pointers.
+    let code = unsafe { get(symbol.as_ptr(), &mut pfn, 12000, 0, &mut status) };
+    ok(code, "cuGetProcAddress_v2")?;
+    if pfn.is_null() {
+        return Err(format!("cuGetProcAddress found no {symbol:?} (status {status})").into());
+    }
+    assert_eq!(std::mem::size_of::<T>(), std::mem::size_of::<*mut c_void>());
+    // SAFETY: a non-null function pointer of the type the caller names.
+    Ok(unsafe { std::mem::transmute_copy(&pfn) })
 }
 
 fn ok(code: CUresult, call: &str) -> BoxResult<()> {
@@ -189,6 +215,7 @@ fn run(ctx: &Context) -> BoxResult<Vec<Row>> {
         // Like for like: the hand-written variants do not track faults either.
         pipeline.set_fault_tracking(false);
         let mut tracked = Empty::new(ctx)?;
+        tracked.set_fault_tracking(true);
         let stream = Stream::non_blocking(ctx)?;
         let one = LaunchConfig::new(1u32, 1u32);
         let function = empty.kernel().handle().ok_or("a CUDA context")?;
@@ -234,7 +261,7 @@ fn run(ctx: &Context) -> BoxResult<Vec<Row>> {
             raw: w,
         });
         // The same step with fault tracking on (one more memory operation per stage and per
-        // step), against the untracked pipeline; the raw column is unused here.
+        // step), against the untracked default; the raw column is unused here.
         let [g, r, _] = measure(STEPS, &mut |variant| match variant {
             0 => Ok(tracked.run_steps(EmptyParams {}, STEPS)?.wait()?),
             1 => Ok(pipeline.run_steps(EmptyParams {}, STEPS)?.wait()?),
@@ -517,6 +544,42 @@ fn run(ctx: &Context) -> BoxResult<Vec<Row>> {
             raw: w,
         });
 
+        // The same replay with fault tracking on (a reset and a mark node around the 100
+        // kernels), against the untracked graph; the raw column is unused here.
+        {
+            let mut tracked = Chain::new(ctx)?;
+            tracked.set_fault_tracking(true);
+            let mut tracked_data = DeviceBuffer::<f32>::zeros(&stream, 32)?;
+            stream.synchronize()?;
+            let mut tracked = tracked.capture(ChainParams {
+                n: 32,
+                value: 1.0,
+                data: &mut tracked_data,
+            })?;
+            let [t, u, _] = measure(REPLAYS * CHAIN, &mut |variant| match variant {
+                0 => {
+                    for _ in 0..REPLAYS {
+                        tracked.launch()?;
+                    }
+                    Ok(tracked.synchronize()?)
+                }
+                1 => {
+                    for _ in 0..REPLAYS {
+                        generated.launch()?;
+                    }
+                    Ok(generated.synchronize()?)
+                }
+                _ => Ok(()),
+            })?;
+            rows.push(Row {
+                case: "replay 100 kernels: tracked vs untracked",
+                unit: "µs/node",
+                generated: t,
+                runtime: u,
+                raw: u,
+            });
+        }
+
         // Scalar update of all 100 kernel nodes.
         let mut hand_exec = hand.0;
         let hand_nodes = hand.1.kernel_nodes()?;
@@ -531,12 +594,14 @@ fn run(ctx: &Context) -> BoxResult<Vec<Row>> {
         let [g, r, w] = measure(CHAIN, &mut |variant| match variant {
             0 => {
                 v += 1.0;
-                Ok(generated.set_value(v)?)
+                generated.set_value(v)?;
+                Ok(generated.apply_updates()?)
             }
             1 => {
                 v += 1.0;
+                let mut updates = hand_exec.kernel_updates()?;
                 for node in &hand_nodes {
-                    hand_exec.set_kernel_params(node, &add, cfg, (32u32, v, &mut hand_data))?;
+                    updates.set(node, &add, cfg, (32u32, v, &mut hand_data))?;
                 }
                 Ok(())
             }
@@ -570,8 +635,62 @@ fn run(ctx: &Context) -> BoxResult<Vec<Row>> {
                 Ok(())
             }
         })?;
+        // Diagnostic: the raw update through the entry point `cuGetProcAddress` returns
+        // (the runtime's) against the `dlsym`'d `_v2` export, same parameters.
+        let [a, b, _] = measure(CHAIN, &mut |variant| {
+            let set = match variant {
+                0 => raw.set_params_resolved,
+                1 => raw.set_params,
+                _ => return Ok(()),
+            };
+            value += 1.0;
+            let mut p: [*mut c_void; 3] = [
+                (&raw mut n).cast(),
+                (&raw mut value).cast(),
+                (&raw mut ptr).cast(),
+            ];
+            let params = sys::CUDA_KERNEL_NODE_PARAMS {
+                func: function,
+                gridDimX: 1,
+                gridDimY: 1,
+                gridDimZ: 1,
+                blockDimX: 32,
+                blockDimY: 1,
+                blockDimZ: 1,
+                sharedMemBytes: 0,
+                kernelParams: p.as_mut_ptr(),
+                extra: std::ptr::null_mut(),
+                kern: std::ptr::null_mut(),
+                ctx: std::ptr::null_mut(),
+            };
+            for &node in &raw_nodes {
+                // SAFETY: as for the raw variant above.
+                ok(unsafe { set(raw_exec, node, &params) }, "set params")?;
+            }
+            Ok(())
+        })?;
+        println!(
+            "diagnostic: raw set scalar {a:.4} µs/node via cuGetProcAddress, {b:.4} via dlsym"
+        );
         rows.push(Row {
             case: "set scalar",
+            unit: "µs/node",
+            generated: g,
+            runtime: r,
+            raw: w,
+        });
+        // Two scalars of every node changed, then applied: each node is still updated once.
+        let [g, _, _] = measure(CHAIN, &mut |variant| {
+            if variant == 0 {
+                v += 1.0;
+                generated.set_n(32)?;
+                generated.set_value(v)?;
+                generated.apply_updates()?;
+            }
+            Ok(())
+        })?;
+        rows.push(Row {
+            case: "set 2 scalars, apply once",
             unit: "µs/node",
             generated: g,
             runtime: r,

@@ -22,7 +22,7 @@ gpu_pipeline! {
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn a_device_fault_names_the_pipeline_and_the_first_incomplete_stage() {
+fn with_tracking_on_a_device_fault_names_the_pipeline_and_the_first_incomplete_stage() {
     if tests::skip_under_compute_sanitizer("a kernel writes an illegal address on purpose") {
         return;
     }
@@ -33,6 +33,7 @@ fn a_device_fault_names_the_pipeline_and_the_first_incomplete_stage() {
     let mut other = DeviceBuffer::<f32>::zeros(&stream, 32).unwrap();
     stream.synchronize().unwrap();
     let mut pipeline = Faulty::new(&ctx).unwrap();
+    pipeline.set_fault_tracking(true);
     let run = pipeline
         .run(FaultyParams {
             n: 32,

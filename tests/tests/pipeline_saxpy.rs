@@ -132,6 +132,20 @@ fn eager_and_captured_runs_match_the_reference(ctx: &Context) {
             graph.launch().unwrap();
             want = reference(&xs, &want, -1.0, 0.5);
         }
+        // Setters apply together at the next launch. A value the kernels refuse (an empty
+        // grid) fails that launch, naming the pipeline, and stays pending until replaced;
+        // the launch that fails enqueues nothing.
+        graph.set_a(3.0).unwrap();
+        graph.set_n(0).unwrap();
+        let e = graph.launch().unwrap_err();
+        assert!(e.to_string().contains("Saxpy"), "{e}");
+        assert!(
+            graph.apply_updates().is_err(),
+            "the bad value is still pending"
+        );
+        graph.set_n(n).unwrap();
+        graph.launch().unwrap();
+        want = reference(&xs, &want, 3.0, 0.5);
         graph.synchronize().unwrap();
     }
     assert_close(&out.to_vec().unwrap(), &want);

@@ -128,10 +128,11 @@ pub struct Heat2dArgs {
     /// trace (open it in ui.perfetto.dev to see the two streams).
     #[arg(long, value_name = "PATH")]
     pub trace: Option<PathBuf>,
-    /// Turn the pipeline's fault tracking off: no stream memory operations (one per stage and
-    /// one reset per replay); an asynchronous fault then names the pipeline but not the stage.
+    /// Turn the pipeline's fault tracking on: an asynchronous fault then names the first stage
+    /// that did not complete, at the cost of one stream memory operation per stage and one
+    /// reset per replay (off by default: a fault names the pipeline only).
     #[arg(long)]
-    pub no_fault_tracking: bool,
+    pub track_faults: bool,
     /// No progress bar.
     #[arg(long, short)]
     pub quiet: bool,
@@ -290,7 +291,7 @@ pub fn run(ctx: &Context, args: &Heat2dArgs) -> Result<Heat2dOutcome, BoxError> 
     // The pipeline's streams must not touch the buffers before the setup stream is done.
     setup.synchronize()?;
     let mut pipeline = HeatStep::new(ctx)?;
-    pipeline.set_fault_tracking(!args.no_fault_tracking);
+    pipeline.set_fault_tracking(args.track_faults);
     report
         .timings
         .add("setup", start.elapsed(), "alloc, upload, load kernels");

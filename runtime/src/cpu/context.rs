@@ -10,6 +10,7 @@ use super::error::{CpuFault, RaceReport};
 use super::event::{Event, EventOptions};
 use super::shared::{ContextShared, lock, on_worker_thread};
 use super::stream::{Stream, StreamOptions, StreamShared};
+use crate::cuda::attribute::SyncPolicy;
 
 /// Stream priorities as CUDA reports them: (least, greatest); lower numbers are higher.
 const PRIORITY_RANGE: (i32, i32) = (0, -5);
@@ -34,6 +35,8 @@ pub(crate) struct Context {
     device: usize,
     /// Weak, so streams own the context and not the other way round.
     streams: Arc<Mutex<Vec<Weak<StreamShared>>>>,
+    /// The scheduling policy asked for: recorded, with no effect (waits always block).
+    sync_policy: SyncPolicy,
 }
 
 impl Context {
@@ -50,8 +53,22 @@ impl Context {
                 shared: shared.clone(),
                 device,
                 streams: Arc::default(),
+                sync_policy: SyncPolicy::Auto,
             })
             .collect()
+    }
+
+    /// The same context, recording `policy` as its scheduling policy.
+    pub(crate) fn with_sync_policy(self, policy: SyncPolicy) -> Self {
+        Context {
+            sync_policy: policy,
+            ..self
+        }
+    }
+
+    /// The scheduling policy it was created with.
+    pub(crate) fn sync_policy(&self) -> SyncPolicy {
+        self.sync_policy
     }
 
     /// Whether `other` is a handle to this very context (device).

@@ -122,7 +122,11 @@ impl Node {
     fn run(&self) -> Result<(), OpFailure> {
         run_guarded(|| match &self.work {
             NodeWork::Host(work) => work(),
-            NodeWork::Kernel { func, args } => func(args),
+            NodeWork::Kernel { func, args } => match &self.kernel {
+                Some(tag) => func(&tag.config, args),
+                // `Node::from_op` keeps the kernel op's tag.
+                None => Err("a kernel node without its launch geometry".to_owned()),
+            },
         })
     }
 }

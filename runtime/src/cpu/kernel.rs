@@ -18,6 +18,8 @@
 //! kernel's declaration). Each parameter type of the signature maps to the type the function
 //! receives ([`CpuParam::Value`]): scalars to themselves, `&[T]` to `&[T]`, `&mut [T]` to
 //! `&mut [T]`, each slice exactly as long as the buffer or view passed.
+//! [`CpuKernel::with_geometry`] wraps an implementation that also receives the launch's
+//! [`LaunchConfig`] first, to loop over blocks and threads as the CUDA kernel does.
 //!
 //! A launch enqueues one operation whose buffer arguments declare their accesses (written
 //! where the signature says `&mut`), so the race detector sees them. When it runs, the
@@ -35,7 +37,7 @@ use super::access::Access;
 use super::memory::{Locked, Memory, lock_all};
 use super::op::{KernelArgValue, KernelFn};
 use crate::error::Error;
-use crate::launch::{DeviceRepr, KernelParam};
+use crate::launch::{DeviceRepr, KernelParam, LaunchConfig};
 
 /// One argument as a CPU implementation receives it while its launch runs: a scalar's bytes,
 /// or the bytes of a buffer region, shared or exclusive.
@@ -217,7 +219,7 @@ macro_rules! cpu_fns {
     (@unit $P:ident) => { () };
 }
 
-fn arity(expected: usize, got: usize) -> String {
+pub(super) fn arity(expected: usize, got: usize) -> String {
     format!("the kernel takes {expected} arguments but the launch passed {got}")
 }
 
@@ -239,15 +241,29 @@ cpu_fns! {
 }
 
 /// The CPU implementation of a kernel with signature `Sig`, shared (cloning is cheap).
-/// Attach it with [`TypedKernel::with_cpu`](crate::TypedKernel::with_cpu).
+/// Attach it with [`TypedKernel::with_cpu`](crate::TypedKernel::with_cpu). Built with
+/// [`CpuKernel::new`] from a function of the arguments, or with
+/// [`CpuKernel::with_geometry`] from one that also receives the launch's geometry.
 pub struct CpuKernel<Sig> {
-    f: Arc<dyn CpuKernelFn<Sig>>,
+    f: CpuImpl,
+    _sig: std::marker::PhantomData<fn(Sig)>,
 }
+
+/// A CPU implementation with its arguments resolved, given the launch's geometry.
+type CpuCall = dyn Fn(&LaunchConfig, Vec<KernelArg<'_>>) -> Result<(), String> + Send + Sync;
+type CpuImpl = Arc<CpuCall>;
 
 impl<Sig> CpuKernel<Sig> {
     /// Wraps a CPU implementation (see [`CpuKernelFn`]).
     pub fn new<F: CpuKernelFn<Sig>>(f: F) -> CpuKernel<Sig> {
-        CpuKernel { f: Arc::new(f) }
+        CpuKernel::from_impl(Arc::new(move |_: &LaunchConfig, args| f.call(args)))
+    }
+
+    pub(super) fn from_impl(f: CpuImpl) -> CpuKernel<Sig> {
+        CpuKernel {
+            f,
+            _sig: std::marker::PhantomData,
+        }
     }
 }
 
@@ -256,13 +272,13 @@ impl<Sig: 'static> CpuKernel<Sig> {
     /// implementation once.
     pub(crate) fn kernel_fn(&self) -> KernelFn {
         let f = self.f.clone();
-        Arc::new(move |args: &[KernelArgValue]| run(&*f, args))
+        Arc::new(move |config: &LaunchConfig, args: &[KernelArgValue]| run(&*f, config, args))
     }
 }
 
 impl<Sig> Clone for CpuKernel<Sig> {
     fn clone(&self) -> Self {
-        CpuKernel { f: self.f.clone() }
+        CpuKernel::from_impl(self.f.clone())
     }
 }
 
@@ -303,7 +319,7 @@ impl Region {
     }
 }
 
-fn run<Sig: 'static>(f: &dyn CpuKernelFn<Sig>, args: &[KernelArgValue]) -> Result<(), String> {
+fn run(f: &CpuCall, config: &LaunchConfig, args: &[KernelArgValue]) -> Result<(), String> {
     // The buffer arguments, grouped by allocation.
     let mut groups: Vec<(Arc<Memory>, Vec<Region>)> = Vec::new();
     for (index, arg) in args.iter().enumerate() {
@@ -379,7 +395,7 @@ fn run<Sig: 'static>(f: &dyn CpuKernelFn<Sig>, args: &[KernelArgValue]) -> Resul
         .enumerate()
         .map(|(i, arg)| arg.ok_or_else(|| format!("argument {i} could not be resolved")))
         .collect::<Result<_, _>>()?;
-    f.call(resolved)
+    f(config, resolved)
 }
 
 /// Cuts one locked allocation into the slices of its regions: written regions (which overlap

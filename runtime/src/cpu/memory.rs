@@ -22,7 +22,12 @@
 //!
 //! Operations and graph nodes hold the allocations they touch (`Arc<Memory>`), so memory is
 //! freed only when nothing that can still run holds it.
+//!
+//! The bytes are the crate's own 16-byte-aligned chunks, or a `Vec` the user handed over
+//! ([`Memory::from_vec`], behind `PinnedBuffer::register`): the same heap block, viewed as
+//! bytes, which [`Memory::take_vec`] hands back untouched when no graph holds the memory.
 
+use std::any::Any;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{
     Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard,
@@ -39,8 +44,89 @@ use crate::free_rule::{AllocKind, FreeMode, StreamUse, plan_free};
 /// every multiple of its size.
 type Chunk = u128;
 
-/// The alignment every allocation's first byte has.
+/// The alignment the first byte of every allocation the crate makes has.
 pub(crate) const ALIGN: usize = std::mem::align_of::<Chunk>();
+
+/// The bytes of an allocation.
+pub(crate) enum Storage {
+    /// Allocated by the crate: `ALIGN`-aligned chunks.
+    Chunks(Vec<Chunk>),
+    /// A `Vec` handed over by the user, kept as it is so it can be handed back.
+    Vec(Box<dyn UserVec>),
+    /// The user's `Vec` was handed back ([`Memory::take_vec`]): no bytes are left.
+    Taken,
+}
+
+/// A user's `Vec<T>`, seen as bytes.
+pub(crate) trait UserVec: Send + Sync {
+    /// The elements' bytes.
+    fn bytes(&self) -> &[u8];
+    /// The elements' bytes, writable.
+    fn bytes_mut(&mut self) -> &mut [u8];
+    /// The `Vec<T>` itself, to check its type.
+    fn as_any(&self) -> &dyn Any;
+    /// The `Vec<T>` itself, to downcast.
+    fn into_any(self: Box<Self>) -> Box<dyn Any>;
+}
+
+impl<T: Pod + Send + Sync> UserVec for Vec<T> {
+    fn bytes(&self) -> &[u8] {
+        // Zero-sized elements have no bytes (and bytemuck refuses to cast them).
+        if std::mem::size_of::<T>() == 0 {
+            return &[];
+        }
+        bytemuck::cast_slice(self)
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        if std::mem::size_of::<T>() == 0 {
+            return &mut [];
+        }
+        bytemuck::cast_slice_mut(self)
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+}
+
+impl std::fmt::Debug for Storage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Storage::Chunks(chunks) => write!(f, "Chunks({} bytes)", chunks.len() * ALIGN),
+            Storage::Vec(vec) => write!(f, "Vec({} bytes)", vec.bytes().len()),
+            Storage::Taken => f.write_str("Taken"),
+        }
+    }
+}
+
+impl Storage {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Storage::Chunks(chunks) => bytemuck::cast_slice(chunks),
+            Storage::Vec(vec) => vec.bytes(),
+            Storage::Taken => &[],
+        }
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        match self {
+            Storage::Chunks(chunks) => bytemuck::cast_slice_mut(chunks),
+            Storage::Vec(vec) => vec.bytes_mut(),
+            Storage::Taken => &mut [],
+        }
+    }
+}
+
+/// `len` zero-sized elements: no memory, so a leaked empty `Vec` provides them for free.
+fn zero_sized<'a, T: Pod>(len: usize) -> &'a mut [T] {
+    debug_assert_eq!(std::mem::size_of::<T>(), 0);
+    Vec::leak(vec![T::zeroed(); len])
+}
 
 /// What an allocation stands in for, which decides how the host reaches it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,7 +156,9 @@ pub(crate) struct Memory {
     id: BufferId,
     kind: MemoryKind,
     bytes: usize,
-    data: RwLock<Vec<Chunk>>,
+    /// The alignment of the first byte: [`ALIGN`], or the element alignment of a user's `Vec`.
+    align: usize,
+    data: RwLock<Storage>,
     name: Mutex<Arc<str>>,
     /// Queued work that touches the memory and has not run yet (see [`Pending`]).
     pending: Mutex<usize>,
@@ -112,20 +200,53 @@ impl Memory {
         alloc: AllocKind,
         uses: u64,
     ) -> Result<Arc<Memory>, String> {
-        static NEXT: AtomicU64 = AtomicU64::new(1);
         let chunks = bytes.div_ceil(std::mem::size_of::<Chunk>());
         let mut data = Vec::new();
         data.try_reserve_exact(chunks)
             .map_err(|_| format!("out of host memory: {bytes} bytes could not be allocated"))?;
         data.resize(chunks, 0);
+        Ok(Memory::with_storage(
+            ctx,
+            (Storage::Chunks(data), bytes, ALIGN),
+            kind,
+            alloc,
+            uses,
+        ))
+    }
+
+    /// `data` itself (no copy) as memory of `kind`: what `PinnedBuffer::register` makes.
+    /// [`Memory::take_vec`] hands it back.
+    pub(crate) fn from_vec<T: Pod + Send + Sync>(
+        ctx: &Arc<ContextShared>,
+        data: Vec<T>,
+        kind: MemoryKind,
+    ) -> Arc<Memory> {
+        let bytes = std::mem::size_of_val(data.as_slice());
+        let storage = (
+            Storage::Vec(Box::new(data)),
+            bytes,
+            std::mem::align_of::<T>(),
+        );
+        Memory::with_storage(ctx, storage, kind, AllocKind::Plain, StreamUse::UNUSED)
+    }
+
+    fn with_storage(
+        ctx: &Arc<ContextShared>,
+        (data, bytes, align): (Storage, usize, usize),
+        kind: MemoryKind,
+        alloc: AllocKind,
+        uses: u64,
+    ) -> Arc<Memory> {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
         let serial = NEXT.fetch_add(1, Ordering::Relaxed);
         let name: Arc<str> = Arc::from(format!("{} #{serial}", kind.noun()));
         let id = ctx.register_buffer(name.to_string());
-        Ok(Arc::new(Memory {
+        Arc::new(Memory {
             ctx: ctx.clone(),
             id,
             kind,
             bytes,
+            align,
             data: RwLock::new(data),
             name: Mutex::new(name),
             pending: Mutex::new(0),
@@ -135,7 +256,7 @@ impl Memory {
             alloc,
             uses: StreamUse::new(uses),
             graph_holds: AtomicUsize::new(0),
-        }))
+        })
     }
 
     /// The id the race detector knows it by.
@@ -167,14 +288,26 @@ impl Memory {
     /// Writes `data` at byte `offset` from the host, at creation (nothing else sees the
     /// memory yet).
     pub(crate) fn fill_from(&self, offset: usize, data: &[u8]) {
-        let mut chunks = poisoned(self.data.write());
-        let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut chunks);
-        bytes[offset..offset + data.len()].copy_from_slice(data);
+        let mut storage = poisoned(self.data.write());
+        storage.bytes_mut()[offset..offset + data.len()].copy_from_slice(data);
     }
 
     /// The lock an operation takes: it waits for other operations, but fails when a host
     /// slice holds the memory (only a forgotten one can, see the module docs).
     pub(crate) fn lock_for_op(&self, access: Access) -> Result<Locked<'_>, String> {
+        let locked = self.lock_inner(access)?;
+        if matches!(locked.storage(), Storage::Taken) {
+            // Unreachable through the public API: the memory is handed back only when nothing
+            // can enqueue work on it any more.
+            return Err(format!(
+                "`{}` was handed back to the host (`PinnedBuffer::into_vec`)",
+                self.name()
+            ));
+        }
+        Ok(locked)
+    }
+
+    fn lock_inner(&self, access: Access) -> Result<Locked<'_>, String> {
         let attempt = match access {
             Access::Read => self
                 .data
@@ -306,6 +439,7 @@ impl Memory {
         Ok(HostSlice {
             guard: poisoned(self.data.read()),
             range,
+            len,
             borrows: &self.host_borrows,
             _elem: std::marker::PhantomData,
         })
@@ -322,9 +456,60 @@ impl Memory {
         Ok(HostSliceMut {
             guard: poisoned(self.data.write()),
             range,
+            len,
             borrows: &self.host_borrows,
             _elem: std::marker::PhantomData,
         })
+    }
+
+    /// The first `len` elements of `T` as a `Vec`, for `PinnedBuffer::into_vec`, whose buffer
+    /// gives up its handle: after the work that touches the memory has run, the very `Vec`
+    /// given to [`Memory::from_vec`] when no graph holds the memory (nothing can touch it any
+    /// more, so its storage is taken), a copy otherwise (the graph's replays keep using it).
+    pub(crate) fn take_vec<T: Pod + Send + Sync>(&self, len: usize) -> Result<Vec<T>, CpuFault> {
+        let range = self.view_range::<T>(0, len)?;
+        let _gate = self.gate();
+        self.wait_for_work()?;
+        self.ctx.host_access(
+            format!("host read of {} (into_vec)", self.name()),
+            &[(self.id, Access::Read)],
+        )?;
+        // A forgotten host slice keeps the lock: the `Vec` cannot be taken then, but a
+        // forgotten shared slice still lets the elements be copied out below.
+        let writable = match self.data.try_write() {
+            Ok(guard) => Some(guard),
+            Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        };
+        if let Some(mut storage) =
+            writable.filter(|_| self.graph_holds.load(Ordering::Acquire) == 0)
+        {
+            let is_ours = matches!(&*storage, Storage::Vec(v) if v.as_any().is::<Vec<T>>());
+            if is_ours
+                && range.end == self.bytes
+                && let Storage::Vec(v) = std::mem::replace(&mut *storage, Storage::Taken)
+                && let Ok(vec) = v.into_any().downcast::<Vec<T>>()
+            {
+                return Ok(*vec);
+            }
+        }
+        let storage = match self.data.try_read() {
+            Ok(guard) => guard,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                return Err(CpuFault::BadHostView {
+                    buffer: self.name(),
+                    detail: "a `Vec`: a forgotten mutable host slice (`mem::forget`) holds it"
+                        .to_owned(),
+                });
+            }
+        };
+        if std::mem::size_of::<T>() == 0 {
+            return Ok(vec![T::zeroed(); len]);
+        }
+        let mut out = vec![T::zeroed(); len];
+        bytemuck::cast_slice_mut::<T, u8>(&mut out).copy_from_slice(&storage.bytes()[range]);
+        Ok(out)
     }
 
     fn view_range<T>(&self, offset: usize, len: usize) -> Result<std::ops::Range<usize>, CpuFault> {
@@ -334,7 +519,7 @@ impl Memory {
             Some(end)
                 if end <= self.bytes
                     && offset.is_multiple_of(std::mem::align_of::<T>())
-                    && std::mem::align_of::<T>() <= ALIGN =>
+                    && std::mem::align_of::<T>() <= self.align =>
             {
                 Ok(offset..end)
             }
@@ -405,9 +590,9 @@ impl Drop for Pending {
 #[derive(Debug)]
 pub(crate) enum Locked<'a> {
     /// Read access.
-    Read(RwLockReadGuard<'a, Vec<Chunk>>),
+    Read(RwLockReadGuard<'a, Storage>),
     /// Write access.
-    Write(RwLockWriteGuard<'a, Vec<Chunk>>),
+    Write(RwLockWriteGuard<'a, Storage>),
 }
 
 enum TryLockFailure<'a> {
@@ -415,8 +600,8 @@ enum TryLockFailure<'a> {
     WouldBlock,
 }
 
-impl<'a> From<std::sync::TryLockError<RwLockReadGuard<'a, Vec<Chunk>>>> for TryLockFailure<'a> {
-    fn from(e: std::sync::TryLockError<RwLockReadGuard<'a, Vec<Chunk>>>) -> Self {
+impl<'a> From<std::sync::TryLockError<RwLockReadGuard<'a, Storage>>> for TryLockFailure<'a> {
+    fn from(e: std::sync::TryLockError<RwLockReadGuard<'a, Storage>>) -> Self {
         match e {
             std::sync::TryLockError::Poisoned(p) => {
                 TryLockFailure::Poisoned(Locked::Read(p.into_inner()))
@@ -426,8 +611,8 @@ impl<'a> From<std::sync::TryLockError<RwLockReadGuard<'a, Vec<Chunk>>>> for TryL
     }
 }
 
-impl<'a> From<std::sync::TryLockError<RwLockWriteGuard<'a, Vec<Chunk>>>> for TryLockFailure<'a> {
-    fn from(e: std::sync::TryLockError<RwLockWriteGuard<'a, Vec<Chunk>>>) -> Self {
+impl<'a> From<std::sync::TryLockError<RwLockWriteGuard<'a, Storage>>> for TryLockFailure<'a> {
+    fn from(e: std::sync::TryLockError<RwLockWriteGuard<'a, Storage>>) -> Self {
         match e {
             std::sync::TryLockError::Poisoned(p) => {
                 TryLockFailure::Poisoned(Locked::Write(p.into_inner()))
@@ -438,35 +623,43 @@ impl<'a> From<std::sync::TryLockError<RwLockWriteGuard<'a, Vec<Chunk>>>> for Try
 }
 
 impl Locked<'_> {
+    fn storage(&self) -> &Storage {
+        match self {
+            Locked::Read(g) => g,
+            Locked::Write(g) => g,
+        }
+    }
+
     /// The bytes, read-only.
     pub(crate) fn bytes(&self) -> &[u8] {
-        match self {
-            Locked::Read(g) => bytemuck::cast_slice(g),
-            Locked::Write(g) => bytemuck::cast_slice(g),
-        }
+        self.storage().bytes()
     }
 
     /// The bytes, writable; `None` for a read lock.
     pub(crate) fn bytes_mut(&mut self) -> Option<&mut [u8]> {
         match self {
             Locked::Read(_) => None,
-            Locked::Write(g) => Some(bytemuck::cast_slice_mut(g)),
+            Locked::Write(g) => Some(g.bytes_mut()),
         }
     }
 }
 
 /// The elements of CPU-backend memory, readable by the host; holds the memory's read lock.
 pub(crate) struct HostSlice<'a, T> {
-    guard: RwLockReadGuard<'a, Vec<Chunk>>,
+    guard: RwLockReadGuard<'a, Storage>,
     range: std::ops::Range<usize>,
+    /// Elements (the range alone does not tell for zero-sized ones).
+    len: usize,
     borrows: &'a AtomicUsize,
     _elem: std::marker::PhantomData<T>,
 }
 
 /// The elements of CPU-backend memory, writable by the host; holds the memory's write lock.
 pub(crate) struct HostSliceMut<'a, T> {
-    guard: RwLockWriteGuard<'a, Vec<Chunk>>,
+    guard: RwLockWriteGuard<'a, Storage>,
     range: std::ops::Range<usize>,
+    /// Elements (the range alone does not tell for zero-sized ones).
+    len: usize,
     borrows: &'a AtomicUsize,
     _elem: std::marker::PhantomData<T>,
 }
@@ -474,22 +667,28 @@ pub(crate) struct HostSliceMut<'a, T> {
 impl<T: Pod> HostSlice<'_, T> {
     /// The elements (alignment and bounds were checked when the slice was taken).
     pub(crate) fn get(&self) -> &[T] {
-        let bytes: &[u8] = bytemuck::cast_slice(&self.guard);
-        bytemuck::cast_slice(&bytes[self.range.clone()])
+        if std::mem::size_of::<T>() == 0 {
+            return zero_sized(self.len);
+        }
+        bytemuck::cast_slice(&self.guard.bytes()[self.range.clone()])
     }
 }
 
 impl<T: Pod> HostSliceMut<'_, T> {
     /// The elements.
     pub(crate) fn get(&self) -> &[T] {
-        let bytes: &[u8] = bytemuck::cast_slice(&self.guard);
-        bytemuck::cast_slice(&bytes[self.range.clone()])
+        if std::mem::size_of::<T>() == 0 {
+            return zero_sized(self.len);
+        }
+        bytemuck::cast_slice(&self.guard.bytes()[self.range.clone()])
     }
 
     /// The elements, mutably.
     pub(crate) fn get_mut(&mut self) -> &mut [T] {
-        let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut self.guard);
-        bytemuck::cast_slice_mut(&mut bytes[self.range.clone()])
+        if std::mem::size_of::<T>() == 0 {
+            return zero_sized(self.len);
+        }
+        bytemuck::cast_slice_mut(&mut self.guard.bytes_mut()[self.range.clone()])
     }
 }
 

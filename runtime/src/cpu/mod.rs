@@ -28,7 +28,8 @@
 //!   `Event::elapsed_time(&start, &end) -> Result<f32>` (milliseconds), `name()`,
 //!   `has_timing()`.
 //! - [`Op`]: `replayable(label, Fn() -> Result<(), String>)`,
-//!   `kernel(label, KernelFn, Vec<KernelArgValue>)`, `once(label, FnOnce() -> Result<(), String>)`,
+//!   `kernel(label, KernelFn, Vec<KernelArgValue>)` (a `KernelFn` receives the launch's
+//!   `LaunchConfig` and the arguments), `once(label, FnOnce() -> Result<(), String>)`,
 //!   then `.reads(id)`, `.writes(id)`, `.access(id, Access)`, `.retain(Arc<dyn Any>)` (kept
 //!   alive with the op or its graph node), `.retain_in_graph(Arc<dyn Any>)` (kept only by
 //!   its graph node); kernel buffer arguments declare
@@ -91,6 +92,7 @@ mod clock;
 mod context;
 mod error;
 mod event;
+mod geometry;
 mod graph;
 mod kernel;
 mod memory;
@@ -110,6 +112,7 @@ pub(crate) use access::BufferId;
 pub(crate) use context::{Context, ContextOptions};
 pub use error::{CpuFault, Hazard, OpSite, RaceReport};
 pub(crate) use event::{Event, EventOptions};
+pub use geometry::CpuKernelGeometryFn;
 pub(crate) use graph::{Graph, GraphExec, Node};
 pub(crate) use kernel::missing_cpu_impl;
 pub use kernel::{CpuKernel, CpuKernelFn, CpuParam};

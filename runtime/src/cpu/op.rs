@@ -89,8 +89,10 @@ impl KernelArgValue {
 
 /// Replayable host work: runs once per execution, including every graph replay.
 pub(crate) type Work = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
-/// A kernel's host implementation, called with the current arguments.
-pub(crate) type KernelFn = Arc<dyn Fn(&[KernelArgValue]) -> Result<(), String> + Send + Sync>;
+/// A kernel's host implementation, called with the launch's geometry and the current
+/// arguments.
+pub(crate) type KernelFn =
+    Arc<dyn Fn(&LaunchConfig, &[KernelArgValue]) -> Result<(), String> + Send + Sync>;
 /// One-shot host work (a host function); it cannot be captured.
 pub(crate) type OnceWork = Box<dyn FnOnce() -> Result<(), String> + Send>;
 /// Something a graph node keeps alive for the graph's whole life, and that the graph's
@@ -308,12 +310,17 @@ impl Op {
             label,
             work,
             host_function,
+            kernel,
             ..
         } = self;
         // The work is moved into the guard so that its drop (user captures) is guarded too.
         let result = run_guarded(move || match work {
             OpWork::Replayable(f) => f(),
-            OpWork::Kernel { func, args } => func(&args),
+            OpWork::Kernel { func, args } => match kernel {
+                Some(tag) => func(&tag.config, &args),
+                // `Op::kernel` always tags the op.
+                None => Err("a kernel operation without its launch geometry".to_owned()),
+            },
             OpWork::Once(f) => f(),
         });
         result.map_err(|failure| (label, host_function, failure))

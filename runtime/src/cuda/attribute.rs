@@ -55,7 +55,16 @@ pub enum AccessProperty {
     Persisting,
 }
 
-/// `CUsynchronizationPolicy`.
+/// How a host thread waiting for the device is scheduled: a stream's
+/// `CUsynchronizationPolicy` ([`StreamAttribute::SynchronizationPolicy`]), or a whole
+/// context's `CU_CTX_SCHED_*` flag
+/// ([`Context::cuda_with_sync_policy`](crate::Context::cuda_with_sync_policy)).
+///
+/// ```
+/// use gpu_pipeline::{Context, SyncPolicy};
+/// let ctx = Context::cpu_with_sync_policy(SyncPolicy::BlockingSync);
+/// assert_eq!(ctx.sync_policy().unwrap(), SyncPolicy::BlockingSync);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SyncPolicy {
     /// The driver decides.

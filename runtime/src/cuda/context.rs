@@ -2,10 +2,78 @@
 //! driver call.
 
 use crate::driver::{Driver, check, driver};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::sys::{self, CUstreamCaptureMode};
 
+use super::attribute::SyncPolicy;
 use super::device::Device;
+
+impl SyncPolicy {
+    /// The context scheduling flag (`CU_CTX_SCHED_*`) of this policy.
+    fn ctx_flag(self) -> std::ffi::c_uint {
+        match self {
+            SyncPolicy::Auto => sys::CU_CTX_SCHED_AUTO,
+            SyncPolicy::Spin => sys::CU_CTX_SCHED_SPIN,
+            SyncPolicy::Yield => sys::CU_CTX_SCHED_YIELD,
+            SyncPolicy::BlockingSync => sys::CU_CTX_SCHED_BLOCKING_SYNC,
+        }
+    }
+
+    /// The policy of a context's flags; `None` for a scheduling value CUDA does not define.
+    fn from_ctx_flags(flags: std::ffi::c_uint) -> Option<SyncPolicy> {
+        [
+            SyncPolicy::Auto,
+            SyncPolicy::Spin,
+            SyncPolicy::Yield,
+            SyncPolicy::BlockingSync,
+        ]
+        .into_iter()
+        .find(|p| p.ctx_flag() == flags & sys::CU_CTX_SCHED_MASK)
+    }
+}
+
+/// `(flags, active)` of `device`'s primary context.
+fn primary_state(d: &Driver, device: &Device) -> Result<(std::ffi::c_uint, bool)> {
+    let (mut flags, mut active) = (0, 0);
+    // SAFETY: valid out-pointers and a valid device handle (Device's invariant).
+    check("cuDevicePrimaryCtxGetState", unsafe {
+        (d.cuDevicePrimaryCtxGetState)(device.handle(), &mut flags, &mut active)
+    })?;
+    Ok((flags, active != 0))
+}
+
+fn policy_of(call: &'static str, flags: std::ffi::c_uint) -> Result<SyncPolicy> {
+    SyncPolicy::from_ctx_flags(flags).ok_or_else(|| {
+        Error::invalid(
+            call,
+            format!(
+                "the context's scheduling flags {:#x} are none of CUDA's",
+                flags & sys::CU_CTX_SCHED_MASK
+            ),
+        )
+    })
+}
+
+/// The error of asking for `wanted` when the primary context is already active with
+/// `current`.
+fn already_active(
+    call: &'static str,
+    device: &Device,
+    current: SyncPolicy,
+    wanted: SyncPolicy,
+) -> Error {
+    Error::invalid(
+        call,
+        format!(
+            "the primary context of device {} is already active with `SyncPolicy::{current:?}`, \
+             and a context's scheduling cannot change once it is active; ask for \
+             `SyncPolicy::{wanted:?}` before anything else in the process uses the device (the \
+             first `Context` of it, or the CUDA runtime), or drop every `Context` of the device \
+             first, or use `SyncPolicy::{current:?}`",
+            device.ordinal()
+        ),
+    )
+}
 
 /// A retained primary context.
 ///
@@ -38,6 +106,46 @@ impl Context {
             raw,
             driver: d,
         })
+    }
+
+    /// Retains the primary context of `device`, which schedules host threads that wait for
+    /// it as `policy` says. The policy is set while the primary context is inactive; once it
+    /// is active (this process already uses the device) its flags cannot change, so asking
+    /// for another policy than the active one is an error, never silently ignored.
+    pub(crate) fn retain_with(device: &Device, policy: SyncPolicy) -> Result<Context> {
+        const CALL: &str = "Context::new_with_sync_policy";
+        let d = driver()?;
+        let (flags, active) = primary_state(d, device)?;
+        if let Some(current) = SyncPolicy::from_ctx_flags(flags).filter(|_| active)
+            && current != policy
+        {
+            return Err(already_active(CALL, device, current, policy));
+        }
+        if !active && flags & sys::CU_CTX_SCHED_MASK != policy.ctx_flag() {
+            let flags = (flags & !sys::CU_CTX_SCHED_MASK) | policy.ctx_flag();
+            // SAFETY: a valid device handle (Device's invariant) and flags CUDA defines (the
+            // other bits are the ones the driver reported).
+            check("cuDevicePrimaryCtxSetFlags", unsafe {
+                (d.cuDevicePrimaryCtxSetFlags)(device.handle(), flags)
+            })?;
+        }
+        let ctx = Context::retain(device)?;
+        // Another thread may have activated the context between the check and the retain:
+        // the flags of the context now current say what it really does.
+        let current = ctx.sync_policy()?;
+        if current != policy {
+            return Err(already_active(CALL, device, current, policy));
+        }
+        Ok(ctx)
+    }
+
+    /// How host threads waiting for this context are scheduled (its `CU_CTX_SCHED_*` flags).
+    pub(crate) fn sync_policy(&self) -> Result<SyncPolicy> {
+        let d = self.bind()?;
+        let mut flags = 0;
+        // SAFETY: a valid out-pointer; the context is current.
+        check("cuCtxGetFlags", unsafe { (d.cuCtxGetFlags)(&mut flags) })?;
+        policy_of("Context::sync_policy", flags)
     }
 
     /// Makes the context current on the calling thread. Cheap: the driver keeps a per-thread
@@ -160,5 +268,32 @@ impl std::fmt::Debug for Context {
         f.debug_struct("cuda::Context")
             .field("device", &self.device.ordinal())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scheduling_flags_map_both_ways_and_ignore_the_other_bits() {
+        for policy in [
+            SyncPolicy::Auto,
+            SyncPolicy::Spin,
+            SyncPolicy::Yield,
+            SyncPolicy::BlockingSync,
+        ] {
+            assert_eq!(SyncPolicy::from_ctx_flags(policy.ctx_flag()), Some(policy));
+            // CU_CTX_MAP_HOST (0x8) and CU_CTX_LMEM_RESIZE_TO_MAX (0x10) are not scheduling.
+            let other_bits = policy.ctx_flag() | 0x8 | 0x10;
+            assert_eq!(SyncPolicy::from_ctx_flags(other_bits), Some(policy));
+        }
+        assert_eq!(SyncPolicy::Spin.ctx_flag(), 0x1);
+        assert_eq!(SyncPolicy::Yield.ctx_flag(), 0x2);
+        assert_eq!(SyncPolicy::BlockingSync.ctx_flag(), 0x4);
+        // Two scheduling bits at once is no policy.
+        assert_eq!(SyncPolicy::from_ctx_flags(0x3), None);
+        let err = policy_of("Context::sync_policy", 0x6).unwrap_err();
+        assert!(err.to_string().contains("0x6"), "{err}");
     }
 }

@@ -42,14 +42,14 @@ pub(crate) use copy::{DeviceRange, PinnedRange};
 pub use device::{Device, DeviceAttribute};
 pub(crate) use event::Event;
 pub(crate) use flag::FlagWord;
-pub(crate) use graph::{Graph, GraphExec, KernelNodeInfo, NodeRef};
+pub(crate) use graph::{Graph, GraphExec, KernelNodeInfo, KernelUpdates, NodeRef};
 pub use interop::declare_kernel;
 pub(crate) use keep::{Keep, keep as keep_in_capture};
 pub(crate) use launch::{CudaArgs, launch};
 pub(crate) use memop::MemOp;
 pub(crate) use memory::{DeviceMemory, HostSlice, HostSliceMut};
 pub(crate) use module::{Function, FunctionId, Module, ModuleImage};
-pub(crate) use pinned::PinnedMemory;
+pub(crate) use pinned::{PinnedMemory, Refused};
 pub(crate) use pool::MemoryPool;
 pub(crate) use stream::Stream;
 

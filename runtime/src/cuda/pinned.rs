@@ -15,7 +15,19 @@
 //! - work that could be neither fenced nor waited for marks the memory lost: the host never
 //!   sees it again, and it is leaked rather than freed;
 //! - the memory is freed only when the last holder drops, after every fence completed.
+//!
+//! The memory has one of two origins, and the rule holds for both alike (every method below
+//! but allocation and release is blind to the origin):
+//! - `cuMemHostAlloc`: the crate allocates it and frees it with `cuMemFreeHost`;
+//! - a `Vec` the user hands over (`PinnedBuffer::register`): its heap block, page-locked in
+//!   place with `cuMemHostRegister`. Owning the `Vec` is what keeps the block from moving or
+//!   being freed while it is registered: no one else can reach it. Releasing it waits for the
+//!   fences, unregisters, and then either frees the block as the `Vec` it was or hands that
+//!   `Vec` back (`into_vec`, when no graph still holds the memory). A block that could not be
+//!   unregistered is leaked, never freed, so the allocator cannot reuse pages the driver may
+//!   still treat as pinned.
 
+use std::any::TypeId;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -32,17 +44,65 @@ use super::{Context, Event, Stream};
 /// One fence per stream, by the driver's unique stream id (never reused).
 type Fences = Vec<(u64, Event)>;
 
-/// Page-locked host memory from `cuMemHostAlloc`.
+/// Why registering a `Vec` failed, with the `Vec`, untouched.
+pub(crate) type Refused<T> = Box<(Error, Vec<T>)>;
+
+/// The raw parts of a user's `Vec<T>` (pointer aside), with what it takes to rebuild it.
+#[derive(Clone, Copy, Debug)]
+struct VecParts {
+    len: usize,
+    capacity: usize,
+    elem: TypeId,
+    /// Rebuilds the `Vec<T>` from the parts and drops it (see [`free_vec`]).
+    free: unsafe fn(NonNull<u8>, usize, usize),
+}
+
+/// Where the memory came from, which decides how it is released.
+#[derive(Clone, Copy, Debug)]
+enum Origin {
+    /// `cuMemHostAlloc`: freed with `cuMemFreeHost`.
+    HostAlloc,
+    /// A user's `Vec`, page-locked with `cuMemHostRegister` when `registered`.
+    Vec { parts: VecParts, registered: bool },
+    /// Nothing is left to release: the `Vec` was handed back (`into_vec`).
+    Released,
+}
+
+/// Rebuilds a `Vec<T>` from its raw parts and drops it, freeing its block with its own
+/// layout.
 ///
-/// Invariant: `ptr` is the first of `max(bytes, 1)` bytes allocated by `cuMemHostAlloc` in
-/// `ctx`, zeroed or copied into at allocation (so always initialised), freed once in `Drop`
-/// after every fence completed; the host reads or writes them only through [`HostSlice`]s
-/// taken after the fences (the module's rule), the device only through work that records a
-/// fence or is launched by a graph that does.
+/// # Safety
+/// `ptr`, `len` and `capacity` are the parts of a `Vec<T>` given up with `ManuallyDrop`,
+/// used at most once.
+unsafe fn free_vec<T>(ptr: NonNull<u8>, len: usize, capacity: usize) {
+    // SAFETY: the caller's contract is exactly `Vec::from_raw_parts`'s.
+    drop(unsafe { Vec::from_raw_parts(ptr.as_ptr().cast::<T>(), len, capacity) });
+}
+
+/// Page-locked host memory: from `cuMemHostAlloc`, or a user's `Vec` registered in place.
+///
+/// Invariant, per `origin`:
+/// - `HostAlloc`: `ptr` is the first of `max(bytes, 1)` bytes allocated by `cuMemHostAlloc`
+///   in `ctx`, zeroed or copied into at allocation, freed once in `Drop`;
+/// - `Vec { parts, registered }`: `ptr`, `parts.len` and `parts.capacity` are the raw parts
+///   of a `Vec<E>` (`TypeId::of::<E>() == parts.elem`, `bytes == parts.len *
+///   size_of::<E>()`) that the crate alone owns, so its block neither moves nor is freed
+///   until `Drop` or `into_vec` rebuilds the `Vec` (once); `registered` is true exactly
+///   when `bytes > 0` and `cuMemHostRegister` page-locked `[ptr, ptr + bytes)`. When
+///   `bytes == 0`, `ptr` may be dangling (aligned and non-null, as a `Vec`'s is) and no
+///   device work can touch a byte of it;
+/// - `Released`: the parts were handed back; nothing is touched or freed again.
+///
+/// For every origin the `bytes` bytes at `ptr` are initialised (zeroed, copied into, or a
+/// `Vec`'s elements), and while the memory is live the host reads or writes them only
+/// through [`HostSlice`]s taken after the fences (the module's rule), the device only
+/// through work that records a fence or is launched by a graph that does; the memory is
+/// released only after every fence completed.
 pub(crate) struct PinnedMemory {
     ctx: Arc<Context>,
     ptr: NonNull<u8>,
     bytes: usize,
+    origin: Origin,
     fences: Mutex<Fences>,
     /// Set when work touching this memory was enqueued but could be neither fenced nor
     /// waited for.
@@ -51,7 +111,9 @@ pub(crate) struct PinnedMemory {
 }
 
 // SAFETY: the memory is plain host memory; host access goes through slices taken after the
-// fences, and the fence list is behind a mutex.
+// fences, and the fence list is behind a mutex. A registered `Vec`'s elements are `Pod`
+// (`Copy`, so without drop glue): freeing it on another thread runs no code of its element
+// type, and `PinnedBuffer::register` asks `Send + Sync` of that type for the host's slices.
 unsafe impl Send for PinnedMemory {}
 // SAFETY: as above.
 unsafe impl Sync for PinnedMemory {}
@@ -111,6 +173,7 @@ impl PinnedMemory {
             ctx: ctx.clone(),
             ptr,
             bytes,
+            origin: Origin::HostAlloc,
             fences: Mutex::new(Vec::new()),
             lost: AtomicBool::new(false),
             borrows: BorrowCount::default(),
@@ -125,6 +188,115 @@ impl PinnedMemory {
     /// A pinned copy of `data`.
     pub(crate) fn alloc_copy(ctx: &Arc<Context>, data: &[u8]) -> Result<PinnedMemory> {
         PinnedMemory::alloc_with(ctx, data.len(), |fresh| fresh.copy_from_slice(data))
+    }
+
+    /// `data` itself, page-locked in place with `cuMemHostRegister` (portable, like
+    /// `cuMemHostAlloc` memory). Nothing is registered for zero bytes (an empty `Vec` or
+    /// zero-sized elements), which the driver refuses and no copy touches. On failure the
+    /// `Vec` comes back with the error, untouched.
+    pub(crate) fn register<T: Pod>(
+        ctx: &Arc<Context>,
+        data: Vec<T>,
+    ) -> std::result::Result<PinnedMemory, Refused<T>> {
+        let bytes = std::mem::size_of_val(data.as_slice());
+        // The crate takes the block over: the `Vec` is given up (handed back on failure).
+        let mut data = std::mem::ManuallyDrop::new(data);
+        // A `Vec`'s pointer is never null (dangling but aligned when nothing is allocated).
+        let Some(ptr) = NonNull::new(data.as_mut_ptr().cast::<u8>()) else {
+            let e = Error::invalid("PinnedBuffer::register", "the Vec has a null pointer");
+            return Err(Box::new((e, std::mem::ManuallyDrop::into_inner(data))));
+        };
+        if bytes > 0 {
+            let registered = ctx.bind().and_then(|d| {
+                // SAFETY: `[ptr, ptr + bytes)` are the initialised elements of `data`, a live
+                // heap block; the driver only page-locks it here (no access yet).
+                check("cuMemHostRegister", unsafe {
+                    (d.cuMemHostRegister)(
+                        ptr.as_ptr().cast(),
+                        bytes,
+                        sys::CU_MEMHOSTREGISTER_PORTABLE,
+                    )
+                })
+            });
+            if let Err(e) = registered {
+                return Err(Box::new((e, std::mem::ManuallyDrop::into_inner(data))));
+            }
+        }
+        let parts = VecParts {
+            len: data.len(),
+            capacity: data.capacity(),
+            elem: TypeId::of::<T>(),
+            free: free_vec::<T>,
+        };
+        Ok(PinnedMemory {
+            ctx: ctx.clone(),
+            ptr,
+            bytes,
+            origin: Origin::Vec {
+                parts,
+                registered: bytes > 0,
+            },
+            fences: Mutex::new(Vec::new()),
+            lost: AtomicBool::new(false),
+            borrows: BorrowCount::default(),
+        })
+    }
+
+    /// The first `len` elements of `T` as a `Vec`, for `PinnedBuffer::into_vec`, whose buffer
+    /// gives up its handle `this`. Waits for every fence; then, when `this` was the last
+    /// handle (no graph holds the memory) and the memory is a registered `Vec<T>`, unregisters
+    /// it and hands that very `Vec` back. Otherwise (a graph holds the memory, it came from
+    /// `cuMemHostAlloc`, or unregistering failed) the elements are copied out, and the memory
+    /// stays with its other holders (or is released by its drop).
+    pub(crate) fn into_vec<T: Pod>(this: Arc<PinnedMemory>, len: usize) -> Result<Vec<T>> {
+        const CALL: &str = "PinnedBuffer::into_vec";
+        let memory = match Arc::try_unwrap(this) {
+            Ok(mut memory) => {
+                memory.wait_for_device()?;
+                if let Some(vec) = memory.take_vec::<T>(len) {
+                    return Ok(vec);
+                }
+                Arc::new(memory)
+            }
+            Err(shared) => shared,
+        };
+        Ok(memory.host_slice::<T>(CALL, 0, len)?.get().to_vec())
+    }
+
+    /// Unregisters a `Vec<T>` of `len` elements and rebuilds it; `None` when the memory is no
+    /// such `Vec` or unregistering failed. The caller holds the only handle and has waited
+    /// for every fence.
+    fn take_vec<T: Pod>(&mut self, len: usize) -> Option<Vec<T>> {
+        let Origin::Vec { parts, registered } = self.origin else {
+            return None;
+        };
+        if parts.elem != TypeId::of::<T>() || parts.len != len {
+            return None;
+        }
+        if let Err(e) = self.unregister_if(registered) {
+            tracing::warn!(error = %e, "unregistering pinned memory failed; copying it out instead");
+            return None;
+        }
+        self.origin = Origin::Released;
+        // SAFETY: the parts of a `Vec<T>` (the `Vec` origin's invariant; `T` checked above),
+        // rebuilt once: the origin is now `Released`, so neither `Drop` nor a second call
+        // touches them. It is no longer registered, and no device work can touch it: every
+        // fence has completed and the caller holds the only handle, so no graph can launch
+        // work on it.
+        Some(unsafe { Vec::from_raw_parts(self.ptr.as_ptr().cast::<T>(), len, parts.capacity) })
+    }
+
+    /// `cuMemHostUnregister` of the block, when `registered` (the `Vec` origin's flag).
+    fn unregister_if(&self, registered: bool) -> Result<()> {
+        if !registered {
+            return Ok(());
+        }
+        let d = self.ctx.bind()?;
+        // SAFETY: `ptr` is the base address `cuMemHostRegister` page-locked (the `Vec`
+        // origin's invariant, which the callers checked); unregistering changes no byte.
+        check("cuMemHostUnregister", unsafe {
+            (d.cuMemHostUnregister)(self.ptr.as_ptr().cast())
+        })
     }
 
     /// The context.
@@ -284,23 +456,43 @@ impl PinnedMemory {
 
 impl Drop for PinnedMemory {
     fn drop(&mut self) {
+        if let Origin::Released = self.origin {
+            return;
+        }
         if let Err(e) = self.wait_for_device() {
             // The device may still read or write it: leak rather than free under it.
             tracing::warn!(error = %e, bytes = self.bytes, "waiting for device work before freeing pinned memory failed; leaking it");
             return;
         }
-        let Ok(d) = self.ctx.bind() else {
-            tracing::warn!(
-                bytes = self.bytes,
-                "could not bind the context to free pinned memory; leaking it"
-            );
-            return;
-        };
-        // SAFETY: allocated by cuMemHostAlloc (the type's invariant); no fence is pending and
-        // no holder remains.
-        let code = unsafe { (d.cuMemFreeHost)(self.ptr.as_ptr().cast()) };
-        if !code.is_success() {
-            tracing::warn!(?code, "cuMemFreeHost failed while dropping pinned memory");
+        match self.origin {
+            Origin::HostAlloc => {
+                let Ok(d) = self.ctx.bind() else {
+                    tracing::warn!(
+                        bytes = self.bytes,
+                        "could not bind the context to free pinned memory; leaking it"
+                    );
+                    return;
+                };
+                // SAFETY: allocated by cuMemHostAlloc (the `HostAlloc` origin's invariant);
+                // no fence is pending and no holder remains.
+                let code = unsafe { (d.cuMemFreeHost)(self.ptr.as_ptr().cast()) };
+                if !code.is_success() {
+                    tracing::warn!(?code, "cuMemFreeHost failed while dropping pinned memory");
+                }
+            }
+            Origin::Vec { parts, registered } => {
+                if let Err(e) = self.unregister_if(registered) {
+                    // The driver may still treat the pages as pinned: never hand them back
+                    // to the allocator.
+                    tracing::warn!(error = %e, bytes = self.bytes, "unregistering pinned memory failed; leaking it");
+                    return;
+                }
+                // SAFETY: the raw parts of the user's `Vec` (the `Vec` origin's invariant),
+                // rebuilt once (this is the last use of the memory); no fence is pending, no
+                // holder remains, and the block is no longer registered.
+                unsafe { (parts.free)(self.ptr, parts.len, parts.capacity) };
+            }
+            Origin::Released => {}
         }
     }
 }
@@ -310,6 +502,7 @@ impl std::fmt::Debug for PinnedMemory {
         f.debug_struct("PinnedMemory")
             .field("ptr", &self.ptr)
             .field("bytes", &self.bytes)
+            .field("origin", &self.origin)
             .finish()
     }
 }

@@ -15,17 +15,19 @@
 //! place as on CUDA. Building graphs node by node is CUDA-only.
 
 mod capture;
+mod updates;
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
 pub use capture::{CaptureMode, CaptureStatus, exchange_thread_capture_mode};
+pub use updates::KernelUpdates;
 
 use crate::context::Context;
 use crate::cpu;
 use crate::cuda;
 use crate::error::{Error, Result};
-use crate::launch::{CudaArgsOf, KernelArgsFor, LaunchConfig, Signature, TypedKernel, cpu_args};
+use crate::launch::{CudaArgsOf, KernelArgsFor, LaunchConfig, Signature, TypedKernel};
 use crate::module::KernelBackend;
 use crate::stream::{Stream, StreamBackend, mixed};
 use crate::sys;
@@ -582,6 +584,7 @@ impl GraphExec {
     /// launches: the way to update scalars between replays without re-instantiating.
     /// `node` must come from the graph this was instantiated from ([`Graph::kernel_nodes`])
     /// and launch `kernel`. New buffers are kept alive by the executable graph from now on.
+    /// To update many nodes, one batch ([`GraphExec::kernel_updates`]) costs less.
     pub fn set_kernel_params<Sig: Signature + 'static, A: KernelArgsFor<Sig>>(
         &mut self,
         node: &KernelNode,
@@ -589,35 +592,7 @@ impl GraphExec {
         config: LaunchConfig,
         args: A,
     ) -> Result<()> {
-        const CALL: &str = "GraphExec::set_kernel_params";
-        if node.node.graph != self.source {
-            return Err(Error::invalid(
-                CALL,
-                "the node belongs to another graph than the one this was instantiated from",
-            ));
-        }
-        let k = kernel.kernel();
-        if !node.launches(kernel) {
-            return Err(Error::invalid(
-                CALL,
-                format!("the node does not launch `{}`", k.name()),
-            ));
-        }
-        k.validate_for(CALL, &config)?;
-        match (&mut self.backend, node.node.id) {
-            (ExecBackend::Cuda(e), NodeId::Cuda(raw)) => {
-                let function = k.cuda_only(CALL)?;
-                e.set_kernel_params(&raw, function, &config, &CudaArgsOf(&args))
-            }
-            (ExecBackend::Cpu(e), NodeId::Cpu(index)) => {
-                // The kernel's own device: a graph may span devices (a multi-device step).
-                let values = cpu_args::<Sig, A>(CALL, k.context(), &args)?;
-                e.exec.set_kernel_args(index, values, config)?;
-                e.refresh();
-                Ok(())
-            }
-            _ => Err(mixed(CALL, "node")),
-        }
+        self.kernel_updates()?.set(node, kernel, config, args)
     }
 
     /// Updates the whole executable graph to `graph`'s parameters: `graph` must have the

@@ -412,7 +412,9 @@ fn name_in_header(
 }
 
 /// When an entry records ptxas options, the `(offset, size)` pair at `options_offset` and
-/// the options it points to (both from the entry's start) lie inside the entry header.
+/// the options it points to (both from the entry's start) lie inside the entry header. A PTX
+/// entry must record them (an empty record will do): the driver (580, on an H100) follows a
+/// PTX entry's `options_offset` of 0 and crashes, and nvcc always writes the record.
 fn options_in_header(
     image: Bytes<'_>,
     h: &EntryHeader,
@@ -420,6 +422,14 @@ fn options_in_header(
     field: &dyn Fn(&str) -> String,
 ) -> Result<(), ImageError> {
     if h.options_offset == 0 {
+        if h.kind == KIND_PTX {
+            return Err(fail(
+                at + E_OPTIONS_OFFSET,
+                field("options_offset"),
+                "is 0, but a PTX entry needs its ptxas options record (an empty one will do: \
+                 `(offset, 0)`), which nvcc always writes; the driver crashes without it",
+            ));
+        }
         return Ok(());
     }
     let pair = u64::from(h.options_offset);
@@ -558,6 +568,10 @@ mod tests {
         // The PTX entry's header has room for an options record at 64.
         let e = broken(1, 64, &[60, 0, 0, 0, 40, 0, 0, 0]);
         assert_eq!(e.field, "entry 1 `options`");
+        // A PTX entry without an options record crashed the driver on an H100.
+        let e = broken(1, E_OPTIONS_OFFSET, &0u32.to_le_bytes());
+        assert_eq!(e.field, "entry 1 `options_offset`");
+        assert!(e.reason.contains("PTX entry needs"), "{e}");
     }
 
     #[test]

@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 
+use bytemuck::Pod;
+
 use crate::context::{Context, ContextBackend};
 use crate::cpu;
 use crate::cuda;
@@ -141,6 +143,38 @@ impl PinnedAlloc {
             ctx: ctx.clone(),
             memory,
         })
+    }
+
+    /// `data` itself as pinned memory (registered in place on CUDA); on failure the error,
+    /// with `data` untouched.
+    pub(crate) fn register<T: Pod + Send + Sync>(
+        ctx: &Context,
+        data: Vec<T>,
+    ) -> std::result::Result<PinnedAlloc, cuda::Refused<T>> {
+        let memory = match ctx.kind() {
+            ContextBackend::Cuda(c) => {
+                PinnedMemory::Cuda(Arc::new(cuda::PinnedMemory::register(c, data)?))
+            }
+            ContextBackend::Cpu(c) => PinnedMemory::Cpu(cpu::Memory::from_vec(
+                c.shared(),
+                data,
+                cpu::MemoryKind::Pinned,
+            )),
+        };
+        Ok(PinnedAlloc {
+            ctx: ctx.clone(),
+            memory,
+        })
+    }
+
+    /// The first `len` elements as a `Vec`, giving up this handle: the registered `Vec`
+    /// itself where this was the last holder, a copy otherwise (see the backends'
+    /// `into_vec`).
+    pub(crate) fn into_vec<T: Pod + Send + Sync>(self, len: usize) -> Result<Vec<T>> {
+        match self.memory {
+            PinnedMemory::Cuda(m) => cuda::PinnedMemory::into_vec(m, len),
+            PinnedMemory::Cpu(m) => Ok(m.take_vec(len)?),
+        }
     }
 
     /// Names the memory in the CPU backend's race reports; no effect on CUDA.

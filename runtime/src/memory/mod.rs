@@ -4,7 +4,7 @@
 //! | type | memory | host access |
 //! | --- | --- | --- |
 //! | [`DeviceBuffer`] | device (`cuMemAlloc`, or stream-ordered from a [`MemoryPool`]) | none; copy through a [`PinnedBuffer`] |
-//! | [`PinnedBuffer`] | page-locked host | [`PinnedBuffer::as_slice`] ([`HostSlice`]) after its fences |
+//! | [`PinnedBuffer`] | page-locked host (allocated, or a `Vec` registered in place) | [`PinnedBuffer::as_slice`] ([`HostSlice`]) after its fences |
 //! | [`ManagedBuffer`] | managed (unified) | [`ManagedBuffer::as_slice`] ([`HostSlice`]) after a context synchronize |
 //! | [`FlagCell`] | one mapped host word | atomics, any time |
 //!
@@ -31,7 +31,7 @@ pub use crate::free_rule::FreeMode;
 pub use device::DeviceBuffer;
 pub use flag::{FlagCell, FlagWord};
 pub use managed::{AttachScope, ManagedBuffer};
-pub use pinned::PinnedBuffer;
+pub use pinned::{PinnedBuffer, RegisterError};
 pub use pool::MemoryPool;
 pub use slice::{HostSlice, HostSliceMut};
 pub use view::{

@@ -12,7 +12,7 @@ use super::view::{
     self, PinnedDest, PinnedRegion, PinnedSource, PinnedView, PinnedViewMut, sealed,
 };
 use crate::context::Context;
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// `len` elements of `T` in page-locked host memory, which the device copies from and to
 /// asynchronously ([`Stream::copy_htod`](crate::Stream::copy_htod),
@@ -70,6 +70,87 @@ impl<T: Pod> PinnedBuffer<T> {
             len,
             _elem: PhantomData,
         })
+    }
+
+    /// Pins `data` in place, without a copy: the buffer takes the `Vec` over (its heap block
+    /// cannot move or be freed while the driver has it page-locked), and
+    /// [`into_vec`](Self::into_vec) hands it back. On CUDA the block is page-locked with
+    /// `cuMemHostRegister`; an empty `Vec` or zero-sized elements need no pinning (the driver
+    /// refuses zero bytes, and no copy touches them), so nothing is registered then. The
+    /// buffer follows the same rules as one from [`zeros`](Self::zeros): host access waits
+    /// for the work that touches it, and dropping it waits, unregisters and frees the `Vec`.
+    ///
+    /// On failure the `Vec` comes back inside the [`RegisterError`], untouched
+    /// ([`RegisterError::into_data`]); `?` turns the error into an [`Error`] (dropping the
+    /// `Vec`).
+    ///
+    /// Page-locking works on whole pages, and locking much memory slows the rest of the
+    /// system: register large, long-lived staging buffers, not many small ones.
+    ///
+    /// ```no_run
+    /// # fn main() -> gpu_pipeline::Result<()> {
+    /// use gpu_pipeline::{Context, DeviceBuffer, PinnedBuffer, Stream};
+    /// let ctx = Context::cuda(0)?;
+    /// let stream = Stream::non_blocking(&ctx)?;
+    /// let frames: Vec<f32> = vec![1.0; 1 << 20]; // filled by some other library
+    /// let pinned = PinnedBuffer::register(&ctx, frames)?;
+    /// let mut device = DeviceBuffer::<f32>::alloc(&ctx, pinned.len())?;
+    /// stream.copy_htod(&pinned, &mut device)?; // asynchronous: the memory is page-locked
+    /// let frames: Vec<f32> = pinned.into_vec()?; // waits for the copy, unregisters
+    /// assert_eq!(frames.len(), 1 << 20);
+    /// # Ok(()) }
+    /// ```
+    pub fn register(ctx: &Context, data: Vec<T>) -> Result<Self, RegisterError<T>>
+    where
+        T: Send + Sync,
+    {
+        let len = data.len();
+        match PinnedAlloc::register(ctx, data) {
+            Ok(alloc) => Ok(PinnedBuffer {
+                alloc,
+                len,
+                _elem: PhantomData,
+            }),
+            Err(inner) => Err(RegisterError { inner }),
+        }
+    }
+
+    /// The elements as a `Vec`, giving the buffer up. Waits for every pending piece of work
+    /// that touches the buffer first. When the buffer came from [`register`](Self::register)
+    /// and nothing else holds its memory, this is the very `Vec` that was registered (same
+    /// heap block, no copy), unregistered. When a captured graph still holds the memory (its
+    /// replays keep copying from or to it), or the buffer was allocated by the crate, the
+    /// elements are copied into a new `Vec` and the memory stays with the graph until it
+    /// drops; the data is never lost either way.
+    ///
+    /// An asynchronous fault of the work that touched the buffer is returned as the error;
+    /// the memory is then leaked rather than handed back, as the device may still use it.
+    ///
+    /// ```
+    /// # fn main() -> gpu_pipeline::Result<()> {
+    /// use gpu_pipeline::{Context, DeviceBuffer, PinnedBuffer, Stream};
+    /// let ctx = Context::cpu();
+    /// let stream = Stream::new(&ctx)?;
+    /// let data = vec![1u32, 2, 3, 4];
+    /// let block = data.as_ptr();
+    /// let mut pinned = PinnedBuffer::register(&ctx, data)?;
+    /// let device = DeviceBuffer::from_slice(&stream, &[5u32, 6, 7, 8])?;
+    /// stream.copy_dtoh(&device, &mut pinned)?;
+    /// let data = pinned.into_vec()?; // waits for the copy
+    /// assert_eq!(data, [5, 6, 7, 8]);
+    /// assert_eq!(data.as_ptr(), block); // the same allocation, handed back
+    /// # Ok(()) }
+    /// ```
+    pub fn into_vec(self) -> Result<Vec<T>>
+    where
+        T: Send + Sync,
+    {
+        let len = self.len;
+        // `PinnedBuffer` has a `Drop`, so its fields cannot be moved out: keep a handle to
+        // the memory and drop the buffer (which only waits for work on the CPU backend).
+        let alloc = self.alloc.clone();
+        drop(self);
+        alloc.into_vec(len)
     }
 
     /// Names the buffer in the CPU backend's race reports and operation labels (e.g. after
@@ -200,5 +281,152 @@ impl<T: Pod> Drop for PinnedBuffer<T> {
         if let PinnedMemory::Cpu(m) = &self.alloc.memory {
             let _ = m.wait_for_work();
         }
+    }
+}
+
+/// The error of [`PinnedBuffer::register`]: why registering failed, and the `Vec` that was
+/// to be registered, handed back untouched.
+///
+/// ```no_run
+/// # fn main() -> gpu_pipeline::Result<()> {
+/// use gpu_pipeline::{Context, PinnedBuffer};
+/// let ctx = Context::cuda(0)?;
+/// let pinned = match PinnedBuffer::register(&ctx, vec![0u8; 1 << 20]) {
+///     Ok(pinned) => pinned,
+///     // Registering failed: fall back to a pinned copy of the same data.
+///     Err(e) => {
+///         eprintln!("{e}");
+///         PinnedBuffer::from_slice(&ctx, &e.into_data())?
+///     }
+/// };
+/// assert_eq!(pinned.len(), 1 << 20);
+/// # Ok(()) }
+/// ```
+pub struct RegisterError<T> {
+    /// Boxed: an `Err` as small as a pointer.
+    inner: Box<(Error, Vec<T>)>,
+}
+
+impl<T> RegisterError<T> {
+    /// Why registering failed (e.g. the driver's `cuMemHostRegister` error).
+    ///
+    /// ```no_run
+    /// # fn main() -> gpu_pipeline::Result<()> {
+    /// use gpu_pipeline::{Context, PinnedBuffer};
+    /// let ctx = Context::cuda(0)?;
+    /// if let Err(e) = PinnedBuffer::register(&ctx, vec![1.0f32; 1 << 20]) {
+    ///     eprintln!("not pinned: {}", e.error());
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn error(&self) -> &Error {
+        &self.inner.0
+    }
+
+    /// The `Vec` that was to be registered, untouched.
+    ///
+    /// ```no_run
+    /// # fn main() -> gpu_pipeline::Result<()> {
+    /// use gpu_pipeline::{Context, PinnedBuffer};
+    /// let ctx = Context::cuda(0)?;
+    /// if let Err(e) = PinnedBuffer::register(&ctx, vec![1.0f32; 1 << 20]) {
+    ///     let data: Vec<f32> = e.into_data(); // nothing is lost
+    ///     assert_eq!(data.len(), 1 << 20);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn into_data(self) -> Vec<T> {
+        self.inner.1
+    }
+
+    /// The error and the `Vec`.
+    ///
+    /// ```no_run
+    /// # fn main() -> gpu_pipeline::Result<()> {
+    /// use gpu_pipeline::{Context, PinnedBuffer};
+    /// let ctx = Context::cuda(0)?;
+    /// if let Err(e) = PinnedBuffer::register(&ctx, vec![1.0f32; 1 << 20]) {
+    ///     let (error, data) = e.into_parts();
+    ///     eprintln!("{error}; copying {} elements instead", data.len());
+    ///     let _copy = PinnedBuffer::from_slice(&ctx, &data)?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn into_parts(self) -> (Error, Vec<T>) {
+        *self.inner
+    }
+}
+
+impl<T> std::fmt::Debug for RegisterError<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegisterError")
+            .field("error", &self.inner.0)
+            .field("len", &self.inner.1.len())
+            .finish()
+    }
+}
+
+impl<T> std::fmt::Display for RegisterError<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "registering {} elements as pinned memory failed: {}",
+            self.inner.1.len(),
+            self.inner.0
+        )
+    }
+}
+
+impl<T> std::error::Error for RegisterError<T> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.inner.0)
+    }
+}
+
+impl<T> From<RegisterError<T>> for Error {
+    /// The error alone (the `Vec` is dropped).
+    fn from(e: RegisterError<T>) -> Error {
+        e.inner.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_register_error_hands_the_vec_back_and_converts_into_an_error() {
+        let refused = || RegisterError {
+            inner: Box::new((
+                Error::invalid("cuMemHostRegister", "refused"),
+                vec![1u8, 2, 3],
+            )),
+        };
+        let e = refused();
+        assert!(e.to_string().contains("registering 3 elements"), "{e}");
+        assert!(e.to_string().contains("refused"), "{e}");
+        assert!(std::error::Error::source(&e).is_some());
+        assert!(matches!(e.error(), Error::InvalidArgument { .. }));
+        assert_eq!(e.into_data(), [1, 2, 3]);
+        let (error, data) = refused().into_parts();
+        assert_eq!(
+            (error.to_string(), data),
+            (refused().error().to_string(), vec![1, 2, 3])
+        );
+        let as_error: Error = refused().into();
+        assert!(matches!(
+            as_error,
+            Error::InvalidArgument {
+                call: "cuMemHostRegister",
+                ..
+            }
+        ));
+        // `?` in a function returning the crate's `Result`.
+        fn register_or_fail() -> Result<()> {
+            Err(RegisterError {
+                inner: Box::new((Error::invalid("x", "y"), vec![0u32])),
+            })?
+        }
+        assert!(register_or_fail().is_err());
     }
 }

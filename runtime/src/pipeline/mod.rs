@@ -8,7 +8,7 @@ mod typed_stream;
 
 pub use collective::{CommStage, Rank};
 pub use profile::{Profiler, StageTiming, StepProfile};
-pub use progress::{Progress, StageSite};
+pub use progress::{Progress, StageSite, TRACK_FAULTS_ENV};
 pub use typed_stream::{StreamPriority, TypedStream};
 
 pub(crate) mod ops;

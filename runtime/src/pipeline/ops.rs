@@ -299,6 +299,10 @@ mod tests {
         assert!(
             matches!(&twice, Error::Step { source, .. } if matches!(**source, Error::InvalidArgument { .. }))
         );
-        assert_eq!(twice.to_string(), "pipeline `P`: a step failed: x: y");
+        assert_eq!(
+            twice.to_string(),
+            "pipeline `P`: a step failed (no stage named: fault tracking is off, or every stage \
+             had completed): x: y"
+        );
     }
 }

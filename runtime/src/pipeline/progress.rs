@@ -2,13 +2,46 @@
 //! per-stream progress word after its work, and the origin stream zeroes the words at the
 //! start of each step (or replay). The words live in mapped host memory, so the host can
 //! read them after a fault that poisons every later driver call.
+//!
+//! Off by default: each mark is one more stream operation, which the GPU front end pays like
+//! a launch (about 1 µs), so a step of one small kernel runs about 1.7 times as long with
+//! tracking on (docs/PERFORMANCE.md). A fault names the pipeline either way; turn tracking on
+//! (`set_fault_tracking(true)`, or [`TRACK_FAULTS_ENV`] for every pipeline of a process)
+//! to learn the stage.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::context::Context;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::memory::FlagCell;
 use crate::stream::{MemOp, Stream};
+
+/// The environment variable that sets whether new pipelines track faults: `1`, `true` or
+/// `on` turns tracking on, `0`, `false`, `off` or nothing leaves it off.
+pub const TRACK_FAULTS_ENV: &str = "GPU_PIPELINE_TRACK_FAULTS";
+
+/// Whether a new pipeline tracks faults, from [`TRACK_FAULTS_ENV`].
+fn tracking_by_default() -> Result<bool> {
+    let value = std::env::var(TRACK_FAULTS_ENV).ok();
+    parse_tracking(value.as_deref()).ok_or_else(|| {
+        Error::invalid(
+            "Progress::new",
+            format!(
+                "{TRACK_FAULTS_ENV}={:?} is not a switch; set it to 1 or 0 (or true/false, on/off)",
+                value.unwrap_or_default()
+            ),
+        )
+    })
+}
+
+/// `Some(on)` for a recognised value of [`TRACK_FAULTS_ENV`] (unset or empty: off).
+fn parse_tracking(value: Option<&str>) -> Option<bool> {
+    match value.map(str::trim).map(str::to_ascii_lowercase).as_deref() {
+        None | Some("" | "0" | "false" | "off" | "no") => Some(false),
+        Some("1" | "true" | "on" | "yes") => Some(true),
+        Some(_) => None,
+    }
+}
 
 /// One stage as the step enqueues it: name, stream index, and its 1-based position.
 pub type StageSite = (&'static str, usize, u32);
@@ -25,7 +58,7 @@ pub struct Progress {
 }
 
 impl Progress {
-    /// Words for `streams` streams, tracking on.
+    /// Words for `streams` streams; tracking as [`TRACK_FAULTS_ENV`] says (off when unset).
     pub fn new(ctx: &Context, streams: usize) -> Result<Progress> {
         Progress::on_devices(ctx, &vec![ctx; streams])
     }
@@ -33,6 +66,7 @@ impl Progress {
     /// Words for streams on the devices `streams` gives, one per stream, of which those on
     /// `origin`'s device are tracked.
     pub fn on_devices(origin: &Context, streams: &[&Context]) -> Result<Progress> {
+        let enabled = tracking_by_default()?;
         let cells = streams
             .iter()
             .map(|ctx| {
@@ -43,7 +77,7 @@ impl Progress {
             .collect::<Result<Vec<_>>>()?;
         Ok(Progress {
             cells,
-            enabled: AtomicBool::new(true),
+            enabled: AtomicBool::new(enabled),
         })
     }
 
@@ -99,6 +133,7 @@ mod tests {
     fn the_first_unreached_stage_in_order_is_named() {
         let ctx = Context::host();
         let progress = Progress::new(&ctx, 2).unwrap();
+        progress.set_enabled(true);
         let stages = [("a", 0, 1), ("b", 1, 2), ("c", 0, 3)];
         assert_eq!(progress.first_incomplete(&stages), Some("a"));
         progress.cells[0].as_ref().unwrap().store(1);
@@ -127,5 +162,19 @@ mod tests {
         progress.cells[2].as_ref().unwrap().store(2);
         assert_eq!(progress.first_incomplete(&stages), None);
         assert!(progress.cells[1].is_none());
+    }
+
+    #[test]
+    fn the_environment_switch_reads_the_usual_spellings() {
+        assert_eq!(parse_tracking(None), Some(false));
+        assert_eq!(parse_tracking(Some("")), Some(false));
+        for on in ["1", "true", "ON", " yes "] {
+            assert_eq!(parse_tracking(Some(on)), Some(true), "{on}");
+        }
+        for off in ["0", "False", "off", "no"] {
+            assert_eq!(parse_tracking(Some(off)), Some(false), "{off}");
+        }
+        assert_eq!(parse_tracking(Some("2")), None);
+        assert_eq!(parse_tracking(Some("enabled")), None);
     }
 }

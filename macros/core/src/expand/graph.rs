@@ -91,10 +91,12 @@ pub fn graph_struct(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
     let name = &input.name;
     let graph = &names.graph;
     let params_ty = names.params_ty(quote!('a));
+    let launches = launch_count(pipeline);
     let doc = format!(
         "One step of [`{name}`] captured as a graph and instantiated: [`{graph}::launch`] replays \
          it. It borrows the step's params for its whole life; dropping it waits for the launches \
-         in flight. Scalar params the step reads have `set_<name>` setters."
+         in flight. Scalar params the step reads have `set_<name>` setters, applied together \
+         before the next launch."
     );
     quote! {
         #[doc = #doc]
@@ -104,6 +106,11 @@ pub fn graph_struct(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             exec: #rt::GraphExec,
             nodes: ::std::vec::Vec<#rt::KernelNode>,
             _graph: #rt::Graph,
+            /// Per kernel node, in launch order: whether a setter changed a scalar it reads
+            /// since the node was last updated.
+            stale: [bool; #launches],
+            /// Whether a setter changed a scalar that only a new capture can apply.
+            recapture: bool,
         }
     }
 }
@@ -115,12 +122,14 @@ pub fn graph_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
     let params_ty = names.params_ty(quote!('a));
     let name_str = pipeline.name.as_str();
     let sites = launch_sites(pipeline);
-    let setters =
-        (0..pipeline.scalars.len()).map(|id| setter(pipeline, names, &sites, ScalarId(id)));
+    let setters = (0..pipeline.scalars.len()).map(|id| setter(pipeline, &sites, ScalarId(id)));
+    let apply = apply_fn(pipeline, names, &sites);
     quote! {
         impl<'a> #graph<'a> {
             /// Enqueues one replay of the step on the pipeline's origin stream.
+            /// Applies the setters called since the last launch first.
             pub fn launch(&mut self) -> #rt::Result<()> {
+                self.apply_updates()?;
                 // The captured step begins by resetting the progress marks itself.
                 self.exec.launch(self.pipeline.__origin()).map_err(|e| #rt::step_error(#name_str, e))
             }
@@ -145,34 +154,108 @@ pub fn graph_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                 self._graph.node_count()
             }
 
+            #apply
+
             #(#setters)*
         }
     }
 }
 
-/// `set_<scalar>`. A scalar that only kernel launches read is updated in place in their kernel
-/// nodes; one that anything else reads (a fill value, a flag value, a host closure, a called
-/// function, a scratch length) is baked into nodes a replay cannot change, so its setter
-/// captures the step again; the setter of a scalar nothing reads is a compile error that says
-/// so.
-fn setter(
-    pipeline: &Pipeline<'_>,
-    names: &Names,
-    sites: &[LaunchSite<'_>],
-    id: ScalarId,
-) -> TokenStream {
+/// How many kernel nodes the step's graph has: one per launch statement.
+pub fn launch_count(pipeline: &Pipeline<'_>) -> usize {
+    launch_sites(pipeline).len()
+}
+
+/// `apply_updates`: what the setters changed, applied to the executable graph in one pass
+/// that touches each stale kernel node once, or a new capture when a changed scalar feeds a
+/// node a replay cannot update.
+fn apply_fn(pipeline: &Pipeline<'_>, names: &Names, sites: &[LaunchSite<'_>]) -> TokenStream {
+    let rt = rt();
+    let name = &pipeline.input.name;
+    let name_str = pipeline.name.as_str();
+    let launches = sites.len();
+    let scratch_fields: Vec<Ident> = pipeline
+        .buffers
+        .iter()
+        .filter(|b| b.scratch)
+        .map(|b| names.scratch_field(b.ident))
+        .collect();
+    let bind = bindings(pipeline, names, &quote!(__p));
+    let updates = sites
+        .iter()
+        .filter(|site| !site.scalars.is_empty())
+        .map(|site| {
+            let (config, args) =
+                launch_parts(pipeline, site.source, site.kernel, site.args, Retype::Cast);
+            let kernel = format_ident!(
+                "{}",
+                super::names::kernel_field_name(site.kernel, site.device)
+            );
+            let index = site.index;
+            quote! {
+                if __stale[#index] {
+                    __updates.set(&__nodes[#index], &__kernels.#kernel, #config, #args)
+                        .map_err(|e| #rt::step_error(#name_str, e))?;
+                }
+            }
+        });
+    quote! {
+        /// Applies the setters called since the last launch (which does this itself): each
+        /// kernel node that reads a changed scalar is updated once, in place; when a changed
+        /// scalar also feeds work a replay cannot update, the step is captured again instead,
+        /// after the launches in flight. Errors name the pipeline; what failed stays pending.
+        #[allow(unused_variables, clippy::all)]
+        pub fn apply_updates(&mut self) -> #rt::Result<()> {
+            if self.recapture {
+                self.pipeline.__wait()?;
+                let (graph, exec, nodes) = self.pipeline.__capture(&mut self.params)?;
+                self.exec = exec;
+                self.nodes = nodes;
+                self._graph = graph;
+                self.recapture = false;
+                self.stale = [false; #launches];
+                return ::core::result::Result::Ok(());
+            }
+            if !self.stale.contains(&true) {
+                return ::core::result::Result::Ok(());
+            }
+            {
+                let Self { pipeline, params: __p, exec: __exec, nodes: __nodes, stale: __stale, .. } = self;
+                let #name { __kernels, #(#scratch_fields,)* .. } = &mut **pipeline;
+                #bind
+                let mut __updates = __exec.kernel_updates().map_err(|e| #rt::step_error(#name_str, e))?;
+                #(#updates)*
+            }
+            self.stale = [false; #launches];
+            ::core::result::Result::Ok(())
+        }
+    }
+}
+
+/// `set_<scalar>`: records the value and what it makes stale, for `apply_updates` (which the
+/// next launch runs). A scalar that only kernel launches read is updated in place in their
+/// kernel nodes; one that anything else reads (a fill value, a flag value, a host closure, a
+/// called function, a scratch length) is baked into nodes a replay cannot change, so it makes
+/// the step be captured again; the setter of a scalar nothing reads is a compile error that
+/// says so.
+fn setter(pipeline: &Pipeline<'_>, sites: &[LaunchSite<'_>], id: ScalarId) -> TokenStream {
     let rt = rt();
     let scalar = &pipeline.scalars[id.0];
     let param = scalar.decl;
     let field = &param.name;
     let ty = &param.ty;
     let setter = format_ident!("set_{}", param.name, span = param.name.span());
-    let affected: Vec<&LaunchSite<'_>> = sites.iter().filter(|s| s.scalars.contains(&id)).collect();
+    let affected: Vec<usize> = sites
+        .iter()
+        .filter(|s| s.scalars.contains(&id))
+        .map(|s| s.index)
+        .collect();
     let fixed = fixed_uses(pipeline, id);
     if !fixed.is_empty() {
         let doc = format!(
-            "Sets `{}` and captures the step again: it also feeds {}, which a replayed graph \
-             cannot update in place. Waits for the launches in flight first.",
+            "Sets `{}`; it also feeds {}, which a replayed graph cannot update in place, so \
+             the next launch (or `apply_updates`) captures the step again, after the launches \
+             in flight.",
             scalar.name,
             fixed.join(", ")
         );
@@ -180,11 +263,7 @@ fn setter(
             #[doc = #doc]
             pub fn #setter(&mut self, #field: #ty) -> #rt::Result<()> {
                 self.params.#field = #field;
-                self.pipeline.__wait()?;
-                let (graph, exec, nodes) = self.pipeline.__capture(&mut self.params)?;
-                self.exec = exec;
-                self.nodes = nodes;
-                self._graph = graph;
+                self.recapture = true;
                 ::core::result::Result::Ok(())
             }
         };
@@ -205,43 +284,18 @@ fn setter(
             }
         };
     }
-    let name = &pipeline.input.name;
-    let name_str = pipeline.name.as_str();
-    let scratch_fields: Vec<Ident> = pipeline
-        .buffers
-        .iter()
-        .filter(|b| b.scratch)
-        .map(|b| names.scratch_field(b.ident))
-        .collect();
-    let bind = bindings(pipeline, names, &quote!(__p));
-    let updates = affected.iter().map(|site| {
-        let (config, args) =
-            launch_parts(pipeline, site.source, site.kernel, site.args, Retype::Cast);
-        let kernel = format_ident!(
-            "{}",
-            super::names::kernel_field_name(site.kernel, site.device)
-        );
-        let index = site.index;
-        quote! {
-            __exec.set_kernel_params(&__nodes[#index], &__kernels.#kernel, #config, #args)
-                .map_err(|e| #rt::step_error(#name_str, e))?;
-        }
-    });
     let doc = format!(
-        "Sets `{}` for the following launches, updating the {} kernel node(s) that use \
-         it in place (no re-capture, no re-instantiation).",
+        "Sets `{}` for the following launches: the next launch (or `apply_updates`) updates \
+         the {} kernel node(s) that read it in place (no re-capture, no re-instantiation), \
+         each node once however many setters changed it.",
         scalar.name,
         affected.len()
     );
     quote! {
         #[doc = #doc]
-        #[allow(unused_variables, clippy::all)]
         pub fn #setter(&mut self, #field: #ty) -> #rt::Result<()> {
             self.params.#field = #field;
-            let Self { pipeline, params: __p, exec: __exec, nodes: __nodes, .. } = self;
-            let #name { __kernels, #(#scratch_fields,)* .. } = &mut **pipeline;
-            #bind
-            #(#updates)*
+            #(self.stale[#affected] = true;)*
             ::core::result::Result::Ok(())
         }
     }

@@ -135,7 +135,7 @@ pub fn pipeline_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
         run_fn(names),
         run_steps_fn(names),
         profile_fn(pipeline, names),
-        capture_fn(names),
+        capture_fn(pipeline, names),
         capture_step_fn(names),
         fault_tracking_fn(),
         step_counts(pipeline),
@@ -377,8 +377,9 @@ fn profile_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
 }
 
 /// `capture`: one step recorded as a graph and instantiated.
-fn capture_fn(names: &Names) -> TokenStream {
+fn capture_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
     let rt = rt();
+    let launches = super::graph::launch_count(pipeline);
     let params_ty = names.params_ty(quote!('a));
     let graph_ty = &names.graph;
     let doc = format!(
@@ -391,7 +392,15 @@ fn capture_fn(names: &Names) -> TokenStream {
         pub fn capture<'a>(&'a mut self, params: #params_ty) -> #rt::Result<#graph_ty<'a>> {
             let mut params = params;
             let (graph, exec, nodes) = self.__capture(&mut params)?;
-            ::core::result::Result::Ok(#graph_ty { pipeline: self, params, exec, nodes, _graph: graph })
+            ::core::result::Result::Ok(#graph_ty {
+                pipeline: self,
+                params,
+                exec,
+                nodes,
+                _graph: graph,
+                stale: [false; #launches],
+                recapture: false,
+            })
         }
     }
 }
@@ -424,10 +433,13 @@ fn capture_step_fn(names: &Names) -> TokenStream {
 /// `set_fault_tracking`.
 fn fault_tracking_fn() -> TokenStream {
     quote! {
-        /// Fault tracking, on by default: each stage marks its completion with one stream
-        /// memory operation, and each step (or replay) starts with one more that resets
-        /// the marks, so a fault names the first stage that did not complete. Turn it off
-        /// to save those operations; it applies to steps enqueued or captured afterwards.
+        /// Fault tracking, off by default: when on, each stage marks its completion with one
+        /// stream memory operation, and each step (or replay) starts with one more that resets
+        /// the marks, so an asynchronous fault names the first stage that did not complete
+        /// (off, it names the pipeline only). Each mark costs about what a launch costs, so
+        /// steps of small kernels slow down noticeably. The environment variable
+        /// `GPU_PIPELINE_TRACK_FAULTS=1` turns it on for every pipeline created afterwards;
+        /// this call applies to steps enqueued or captured afterwards.
         pub fn set_fault_tracking(&mut self, on: bool) {
             self.__progress.set_enabled(on);
         }

@@ -153,6 +153,7 @@ pub fn stub(input: &ast::Pipeline, errors: syn::Error) -> TokenStream {
             pub fn params<#(#generics),*>(&self) -> &#params_ty { #unreachable }
             pub fn exec(&self) -> &#rt::GraphExec { #unreachable }
             pub fn node_count(&self) -> #rt::Result<usize> { #unreachable }
+            pub fn apply_updates(&mut self) -> #rt::Result<()> { #unreachable }
             #(#setters)*
         }
     }

@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use super::{Gate, Log, bounded, context, stream};
 use crate::cpu::{CpuFault, EventOptions, Graph, KernelArgValue, KernelFn, KernelTag, Op, Stream};
+use crate::launch::LaunchConfig;
 
 /// A kernel tag for tests (any kernel id, one block).
 fn tag() -> KernelTag {
@@ -27,7 +28,7 @@ fn update(value: &Arc<Mutex<i64>>, label: &'static str, f: fn(i64) -> i64) -> Op
 /// A kernel adding its one scalar argument to `total`.
 fn add_kernel(total: &Arc<AtomicI64>) -> KernelFn {
     let total = total.clone();
-    Arc::new(move |args: &[KernelArgValue]| {
+    Arc::new(move |_: &LaunchConfig, args: &[KernelArgValue]| {
         let amount = args
             .first()
             .and_then(KernelArgValue::as_scalar::<i64>)

@@ -280,7 +280,7 @@ fn kernel_buffer_arguments_declare_accesses() {
         let kernel = |args| {
             Op::kernel(
                 "stencil",
-                Arc::new(|_: &[KernelArgValue]| Ok(())),
+                Arc::new(|_: &crate::launch::LaunchConfig, _: &[KernelArgValue]| Ok(())),
                 args,
                 tag,
             )

@@ -7,10 +7,10 @@ use super::*;
 /// every launch of it completed (or leaked, with everything it keeps, when that cannot be
 /// known); `keep` holds everything its nodes point at, including what in-place updates added.
 pub(crate) struct GraphExec {
-    raw: sys::CUgraphExec,
-    source: Arc<GraphHandle>,
+    pub(super) raw: sys::CUgraphExec,
+    pub(super) source: Arc<GraphHandle>,
     keep: Vec<Keep>,
-    keep_keys: HashSet<usize>,
+    pub(super) keep_keys: HashSet<usize>,
     /// The pinned allocations among `keep`, fenced after each launch; sorted by address, the
     /// order launches take their gates in.
     pinned: Vec<Arc<PinnedMemory>>,
@@ -66,7 +66,7 @@ impl GraphExec {
     }
 
     /// Holds `items` for the rest of its life (before the driver may use them).
-    fn retain(&mut self, items: impl IntoIterator<Item = Keep>) {
+    pub(super) fn retain(&mut self, items: impl IntoIterator<Item = Keep>) {
         let before = self.keep.len();
         if !extend_keep(&mut self.keep, &mut self.keep_keys, items) {
             return;
@@ -154,59 +154,13 @@ impl GraphExec {
         })
     }
 
-    /// Changes the arguments and geometry of a kernel node of the source graph, for the next
-    /// launches. The caller checked that `node` launches `function`, validated `config` and
-    /// vouched for the arguments, as for a launch.
-    pub(crate) fn set_kernel_params(
-        &mut self,
-        node: &NodeRef,
-        function: &Function,
-        config: &LaunchConfig,
-        args: &impl CudaArgs,
-    ) -> Result<()> {
-        const CALL: &str = "GraphExec::set_kernel_params";
-        if node.graph != self.source.id {
-            return Err(Error::invalid(
-                CALL,
-                "the node belongs to another graph than the one this was instantiated from",
-            ));
-        }
-        // The hot path of scalar setters: the same buffers and module again, so nothing is
-        // allocated or retained unless something new comes.
-        let ctx = self.source.ctx.raw();
-        let (mut foreign, mut new) = (false, Vec::new());
-        let key = |ptr: *const ()| ptr as usize;
-        if !self
-            .keep_keys
-            .contains(&key(Arc::as_ptr(function.module()).cast()))
-        {
-            new.push(Keep::Object(function.module().clone()));
-        }
-        args.visit_memory(&mut |memory| {
-            foreign |= memory.context().raw() != ctx;
-            if !self.keep_keys.contains(&key(Arc::as_ptr(memory).cast())) {
-                new.push(Keep::Device(memory.clone()));
-            }
-        })?;
-        if foreign {
-            return Err(Error::mismatch(
-                CALL,
-                "a buffer argument belongs to another context than the graph",
-            ));
-        }
-        // New buffers must outlive every later launch: retained before the driver sees them.
-        if !new.is_empty() {
-            self.retain(new);
-        }
-        let d = self.source.ctx.bind()?;
-        let raw = self.raw;
-        with_node_params(function, config, args, |params| {
-            // SAFETY: a live executable graph, a kernel node of its source graph (checked by
-            // id) that runs this function (the caller's check), and parameters valid for the
-            // call (the driver copies them).
-            check("cuGraphExecKernelNodeSetParams", unsafe {
-                (d.cuGraphExecKernelNodeSetParams)(raw, node.raw, params)
-            })
+    /// Starts a batch of kernel-node updates: binds the context once for the batch.
+    pub(crate) fn kernel_updates(&mut self) -> Result<KernelUpdates<'_>> {
+        let driver = self.source.ctx.bind()?;
+        Ok(KernelUpdates {
+            exec: self,
+            driver,
+            checked: Vec::new(),
         })
     }
 

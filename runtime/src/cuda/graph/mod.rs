@@ -28,8 +28,10 @@ use super::module::FunctionId;
 use super::{Context, DeviceMemory, Function, PinnedMemory, Stream};
 
 mod exec;
+mod updates;
 
 pub(crate) use exec::GraphExec;
+pub(crate) use updates::KernelUpdates;
 
 /// Process-unique graph ids, so a node of one graph is never taken for one of another (raw
 /// `CUgraph` addresses are reused after a graph is destroyed).

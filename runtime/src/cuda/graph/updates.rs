@@ -1,0 +1,107 @@
+//! Batches of in-place kernel-node updates: the hot path of scalar setters.
+//!
+//! A batch binds the context once and checks each module and buffer once, the first time one
+//! of its nodes names it: later nodes that name the same ones cost a pointer comparison, the
+//! argument packing and the driver's own `cuGraphExecKernelNodeSetParams`.
+
+use std::sync::Arc;
+
+use crate::driver::{Driver, check};
+use crate::error::{Error, Result};
+use crate::launch::config::LaunchConfig;
+
+use super::super::Function;
+use super::super::keep::Keep;
+use super::super::launch::{CudaArgs, with_node_params};
+use super::{GraphExec, NodeRef};
+
+/// How many modules and buffers a batch remembers as checked; past that it asks the
+/// executable graph's set, which costs a hash per lookup but stays correct.
+const REMEMBERED: usize = 64;
+
+/// A batch of kernel-node updates on one executable graph, holding it exclusively.
+///
+/// Invariant: the context of `exec` was made current when the batch began, and every
+/// pointer key in `checked` names a module or allocation that `exec` keeps alive and that
+/// belongs to its context.
+pub(crate) struct KernelUpdates<'a> {
+    pub(super) exec: &'a mut GraphExec,
+    pub(super) driver: &'static Driver,
+    pub(super) checked: Vec<usize>,
+}
+
+impl KernelUpdates<'_> {
+    /// Changes the arguments and geometry of a kernel node of the source graph, for the next
+    /// launches. The caller checked that `node` launches `function`, validated `config` and
+    /// vouched for the arguments, as for a launch.
+    pub(crate) fn set(
+        &mut self,
+        node: &NodeRef,
+        function: &Function,
+        config: &LaunchConfig,
+        args: &impl CudaArgs,
+    ) -> Result<()> {
+        const CALL: &str = "GraphExec::set_kernel_params";
+        if node.graph != self.exec.source.id {
+            return Err(Error::invalid(
+                CALL,
+                "the node belongs to another graph than the one this was instantiated from",
+            ));
+        }
+        let ctx = self.exec.source.ctx.raw();
+        // What this call checks for the first time; remembered only once it is retained, so
+        // an error part-way leaves the batch's invariant intact.
+        let (mut foreign, mut fresh, mut new) = (false, Vec::new(), Vec::new());
+        let module = function.module();
+        let module_key = Arc::as_ptr(module) as usize;
+        if !self.checked.contains(&module_key) {
+            if module.context().raw() != ctx {
+                return Err(Error::mismatch(
+                    CALL,
+                    "the kernel is loaded in another context than the graph's",
+                ));
+            }
+            if !self.exec.keep_keys.contains(&module_key) {
+                new.push(Keep::Object(module.clone()));
+            }
+            fresh.push(module_key);
+        }
+        let (checked, keep_keys) = (&self.checked, &self.exec.keep_keys);
+        args.visit_memory(&mut |memory| {
+            let key = Arc::as_ptr(memory) as usize;
+            if checked.contains(&key) || fresh.contains(&key) {
+                return;
+            }
+            foreign |= memory.context().raw() != ctx;
+            if !keep_keys.contains(&key) {
+                new.push(Keep::Device(memory.clone()));
+            }
+            fresh.push(key);
+        })?;
+        if foreign {
+            return Err(Error::mismatch(
+                CALL,
+                "a buffer argument belongs to another context than the graph",
+            ));
+        }
+        // New buffers must outlive every later launch: retained before the driver sees them.
+        if !new.is_empty() {
+            self.exec.retain(new);
+        }
+        for key in fresh {
+            if self.checked.len() < REMEMBERED {
+                self.checked.push(key);
+            }
+        }
+        let (d, raw) = (self.driver, self.exec.raw);
+        with_node_params(function, config, args, |params| {
+            // SAFETY: a live executable graph whose context the batch made current (the
+            // type's invariant), a kernel node of its source graph (checked by id) that runs
+            // this function (the caller's check), and parameters valid for the call (the
+            // driver copies them before returning).
+            check("cuGraphExecKernelNodeSetParams", unsafe {
+                (d.cuGraphExecKernelNodeSetParams)(raw, node.raw, params)
+            })
+        })
+    }
+}

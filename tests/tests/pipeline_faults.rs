@@ -1,0 +1,97 @@
+//! A fault inside a generated pipeline on the CPU backend (a kernel implementation that
+//! panics) surfaces at the wait as an error naming the pipeline and, through the fault
+//! itself, the launch that failed. CPU streams keep running after a fault, so the progress
+//! marks of fault tracking name no stage there; the CUDA twins, where a fault stops all later
+//! work, are `gpu_fault_pipeline.rs` (tracking on) and `gpu_fault_untracked.rs` (default).
+
+use gpu_pipeline::{Context, DeviceBuffer, Error, Stream, gpu_pipeline};
+
+mod cpu {
+    pub fn add_scalar(n: u32, value: f32, data: &mut [f32]) {
+        data[..n as usize].iter_mut().for_each(|x| *x += value);
+    }
+
+    pub fn write_out_of_bounds(data: &mut [f32]) {
+        // What the CUDA kernel does, as safe Rust: an index past the end panics.
+        let past = data.len();
+        data[past] = 1.0;
+    }
+}
+
+gpu_pipeline! {
+    /// `ok` runs, `crash` fails, `after` waits for `crash`, `independent` does not.
+    pipeline Faulty {
+        streams { main, side }
+        unsafe kernels k = ptx(include_str!("../../runtime/kernels/test_kernels.ptx")) {
+            fn add_scalar(n: u32, value: f32, data: &mut [f32]) cpu = cpu::add_scalar;
+            fn write_out_of_bounds(data: &mut [f32]) cpu = cpu::write_out_of_bounds;
+        }
+        params { n: u32, data: &mut DeviceBuffer<f32>, other: &mut DeviceBuffer<f32> }
+        stage ok on main { launch k::add_scalar(n, 1.0f32, data) grid 1u32 block 32u32; }
+        stage crash on main { launch k::write_out_of_bounds(data) grid 1u32 block 1u32; }
+        stage after on side { launch k::add_scalar(n, 1.0f32, data) grid 1u32 block 32u32; }
+        stage independent on side { launch k::add_scalar(n, 2.0f32, other) grid 1u32 block 32u32; }
+    }
+}
+
+/// Runs one faulting step with tracking as `tracking` sets it (`None`: the default) and
+/// returns its error.
+fn fault(tracking: Option<bool>) -> Error {
+    let ctx = Context::cpu();
+    let stream = Stream::non_blocking(&ctx).unwrap();
+    let mut data = DeviceBuffer::<f32>::zeros(&stream, 32).unwrap();
+    let mut other = DeviceBuffer::<f32>::zeros(&stream, 32).unwrap();
+    stream.synchronize().unwrap();
+    let mut pipeline = Faulty::new(&ctx).unwrap();
+    if let Some(on) = tracking {
+        pipeline.set_fault_tracking(on);
+    }
+    pipeline
+        .run(FaultyParams {
+            n: 32,
+            data: &mut data,
+            other: &mut other,
+        })
+        .unwrap()
+        .wait()
+        .unwrap_err()
+}
+
+#[test]
+fn by_default_a_fault_names_the_pipeline_and_says_why_not_the_stage() {
+    let err = fault(None);
+    match &err {
+        Error::Step {
+            pipeline, stage, ..
+        } => {
+            assert_eq!(*pipeline, "Faulty");
+            assert_eq!(*stage, None, "tracking is off by default: {err}");
+        }
+        other => panic!("expected Error::Step, got {other:?}"),
+    }
+    let message = err.to_string();
+    assert!(
+        message.contains("fault tracking is off"),
+        "the message says why no stage is named: {message}"
+    );
+    assert!(
+        message.contains("write_out_of_bounds") && message.contains("panicked"),
+        "the fault names the failing launch: {message}"
+    );
+}
+
+#[test]
+fn with_tracking_on_the_cpu_fault_still_names_the_failing_launch() {
+    let err = fault(Some(true));
+    assert!(
+        matches!(
+            err,
+            Error::Step {
+                pipeline: "Faulty",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("write_out_of_bounds"), "{err}");
+}
