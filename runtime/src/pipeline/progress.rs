@@ -156,6 +156,7 @@ mod tests {
         let devices = Context::cpu_devices(2);
         let progress =
             Progress::on_devices(&devices[0], &[&devices[0], &devices[1], &devices[0]]).unwrap();
+        progress.set_enabled(true);
         let stages = [("a", 1, 1), ("b", 2, 2)];
         // Stage `a` runs on device 1: untracked, so no claim about it.
         assert_eq!(progress.first_incomplete(&stages), Some("b"));
