@@ -9,6 +9,7 @@
 //! | `overlap` | [`overlap`] | copy-in, compute and copy-out of a chunked array on three streams against one stream |
 //! | `interop` | [`interop`] | a stage that calls a library function with its typed stream; a borrowed foreign stream |
 //! | `cublas` | [`cublas`] | cuBLAS SGEMM through cudarc in a captured step, between two of our kernels, replayed with scalars set in place |
+//! | `jacobi_multi` | [`jacobi_multi`] | 2-D Jacobi split over ranks (one GPU each): halos exchanged with NCCL send/recv and the residual all-reduced inside the replayed graph; checked against one rank |
 //!
 //! Every example takes `--help`, `--dot` (its stage graphs in Graphviz DOT) and `--trace PATH`
 //! (one profiled step as a Chrome trace); [`common`] holds what they share. Every kernel is
@@ -22,6 +23,7 @@ pub mod common;
 pub mod cublas;
 pub mod heat2d;
 pub mod interop;
+pub mod jacobi_multi;
 pub mod nbody;
 pub mod overlap;
 

@@ -11,11 +11,19 @@ use examples::common::Report;
 use examples::cublas::{self, CublasArgs};
 use examples::heat2d::{self, Heat2dArgs, HeatStep};
 use examples::interop::{self, InteropArgs};
+use examples::jacobi_multi::{self, JacobiMultiArgs, JacobiStep};
 use examples::nbody::{self, NbodyArgs};
 use examples::overlap::{self, OverlapArgs};
 use gpu_pipeline::Context;
 
-const EXAMPLES: [&str; 5] = ["heat2d", "nbody", "overlap", "interop", "cublas"];
+const EXAMPLES: [&str; 6] = [
+    "heat2d",
+    "nbody",
+    "overlap",
+    "interop",
+    "cublas",
+    "jacobi_multi",
+];
 
 /// A small run of each example, for the tests that need one to reach the end.
 fn small_run(name: &str) -> &'static [&'static str] {
@@ -42,6 +50,17 @@ fn small_run(name: &str) -> &'static [&'static str] {
             "-q",
         ],
         "cublas" => &["--m", "9", "--n", "7", "--k", "5", "--replays", "2", "-q"],
+        "jacobi_multi" => &[
+            "--nx",
+            "16",
+            "--ny",
+            "14",
+            "--iterations",
+            "4",
+            "--ranks",
+            "2",
+            "-q",
+        ],
         _ => &["--elements", "16"],
     }
 }
@@ -271,6 +290,81 @@ fn interop_cpu_checked_runs_the_library_call_and_skips_raw_handles() {
     assert!(!outcome.borrowed_foreign_stream);
 }
 
+/// `jacobi_multi` on 2 and 4 simulated ranks (checked): every rank's block equals the same
+/// grid solved by one rank and by a plain CPU solver, and the race detector finds nothing.
+#[test]
+fn jacobi_multi_on_two_and_four_ranks_matches_one_rank_and_the_cpu_solver() {
+    for ranks in [2, 4] {
+        let args = JacobiMultiArgs::parse_from([
+            "jacobi_multi",
+            "--nx",
+            "37",
+            "--ny",
+            "30",
+            "--iterations",
+            "12",
+            "-q",
+        ]);
+        let outcomes = jacobi_multi::run_cpu_ranks(&args, ranks, true).unwrap();
+        assert_eq!(outcomes.len(), ranks);
+        let mut rows = 0;
+        for outcome in &outcomes {
+            assert_eq!(outcome.ranks, ranks);
+            assert!(
+                outcome.report.passed(),
+                "rank {}: {}",
+                outcome.rank,
+                outcome.report
+            );
+            let names: Vec<&str> = outcome
+                .report
+                .checks
+                .iter()
+                .map(|c| c.name.as_str())
+                .collect();
+            for wanted in [
+                "vs the same grid on one rank",
+                "vs a CPU solver",
+                "race detector",
+            ] {
+                assert!(names.iter().any(|n| n.contains(wanted)), "{names:?}");
+            }
+            assert!(outcome.single.is_some());
+            rows += outcome.solved.block.len() / 37;
+        }
+        assert_eq!(rows, 28, "the ranks' blocks cover every interior row once");
+        let residual = outcomes[0].solved.residual;
+        assert!(outcomes.iter().all(|o| o.solved.residual == residual));
+    }
+}
+
+#[test]
+fn jacobi_multi_rejects_odd_iterations_and_too_few_rows() {
+    let odd = JacobiMultiArgs::parse_from(["jacobi_multi", "--iterations", "7"]);
+    assert!(odd.validate().unwrap_err().contains("odd"));
+    let thin = JacobiMultiArgs::parse_from(["jacobi_multi", "--ny", "12", "--ranks", "4"]);
+    assert!(
+        thin.validate().unwrap_err().contains("fewer than 3"),
+        "{:?}",
+        thin.validate()
+    );
+    // Without --ranks the count is known only when the ranks start.
+    let args = JacobiMultiArgs::parse_from(["jacobi_multi", "--ny", "12", "-q"]);
+    let err = jacobi_multi::run_cpu_ranks(&args, 4, false).unwrap_err();
+    assert!(err.to_string().contains("fewer than 3"), "{err}");
+    assert!(JacobiMultiArgs::try_parse_from(["jacobi_multi", "--nx", "2"]).is_err());
+    for stage in [
+        "reduce",
+        "edges_ab",
+        "exchange_b",
+        "bulk_ab",
+        "exchange_a",
+        "bulk_ba",
+    ] {
+        assert!(JacobiStep::DOT.contains(stage), "{}", JacobiStep::DOT);
+    }
+}
+
 #[test]
 fn cublas_cpu_checked_runs_the_step_with_the_naive_kernel() {
     let args = CublasArgs::parse_from([
@@ -400,6 +494,7 @@ fn every_example_prints_its_stage_graph_with_dot() {
         ("overlap", "digraph OverlapStep"),
         ("interop", "digraph Interop"),
         ("cublas", "digraph GemmStep"),
+        ("jacobi_multi", "digraph JacobiStep"),
     ] {
         let output = run_example(name, &["--dot"]);
         let (stdout, _) = assert_exit(&output, 0, "");
@@ -614,6 +709,31 @@ fn cublas_in_a_captured_step_matches_the_reference() {
         None => assert!(outcome.used_cublas),
         Some(why) => println!("SKIPPED the cuBLAS part: {why} (the naive kernel passed)"),
     }
+}
+
+/// `jacobi_multi` as one rank on GPU 0 (no launcher variables: a one-rank NCCL
+/// communicator): the halo exchange with itself and the residual's all-reduce inside the
+/// replayed graph, checked against the single-rank run and the CPU solver.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn jacobi_multi_runs_as_one_rank_on_a_gpu() {
+    match gpu_pipeline::nccl::version() {
+        Ok(version) => println!("NCCL {version}"),
+        Err(e) => return println!("skipped: {e}"),
+    }
+    let args = JacobiMultiArgs::parse_from([
+        "jacobi_multi",
+        "--nx",
+        "1024",
+        "--ny",
+        "1024",
+        "--iterations",
+        "100",
+        "-q",
+    ]);
+    let outcome = jacobi_multi::run_cuda_rank(&args).unwrap();
+    assert!(outcome.report.passed(), "{}", outcome.report);
+    println!("{}", outcome.report);
 }
 
 /// The raw-driver anchor of `nbody` runs and its state stays finite (a few steps; the

@@ -53,7 +53,8 @@
 //!            | scratch { NAME: TYPE [= LEN],* }              at most one block
 //!            | stage NAME on STREAM [after STAGE,+] { STATEMENT* }
 //!            | concurrent(STAGE, STAGE,+);
-//! STREAM    := NAME [( STREAM_OPT,* )]
+//!            | devices { DEVICE,+ }                        at most one block
+//! STREAM    := NAME [( STREAM_OPT,* )] [on DEVICE]
 //! STREAM_OPT:= priority = (high | low | default | [-]INT) | non_blocking
 //! FORMAT    := ptx | cubin | fatbin | cuda_c                 cuda_c is compiled with NVRTC
 //! KERNEL    := fn NAME(NAME: KTYPE,*) [cpu = PATH];          `host = PATH` is accepted too
@@ -72,6 +73,14 @@
 //!            | if COND { STATEMENT* }
 //! COND      := BUFFER (> | >= | < | <= | == | !=) EXPR       first element of a DeviceBuffer
 //!            | step % EXPR == EXPR                           `if` only: the step counter
+//!            | send BUF to EXPR;                              point to point, by rank
+//!            | recv BUF from EXPR;
+//!            | all_reduce(OP) BUF [-> BUF];                   OP: sum prod max min avg
+//!            | broadcast BUF [-> BUF] from EXPR;
+//!            | all_gather BUF -> BUF;
+//!            | reduce_scatter(OP) BUF -> BUF;
+//! BUF       := NAME [ [RANGE] ]                              an element range: [a..b]
+//! PARAM     := NAME: TYPE [on DEVICE]                        SCRATCH: NAME: TYPE [on DEVICE] [= LEN]
 //! DIM       := EXPR                                          x, (x, y) or (x, y, z)
 //! ```
 //!
@@ -109,6 +118,29 @@
 //! with `Error::IterationLimit` (eagerly at once, for a graph at its `synchronize`). A body
 //! holds what a conditional node may hold: launches, copies, fills and nested `while`/`if`; a
 //! host closure, `call`, `wait` or `write` there is an error on it that says where to move it.
+//!
+//! # Several GPUs
+//!
+//! **Ranks** (one process per GPU, NCCL's recommendation; or threads on the CPU backend):
+//! a pipeline with one `comm: &Communicator` param may `send`, `recv`, `all_reduce`,
+//! `broadcast`, `all_gather` and `reduce_scatter` device buffers (or element ranges of
+//! them). Each run of consecutive communication statements of a stage is one group
+//! (`ncclGroupStart` ... `ncclGroupEnd`), so a halo exchange's sends and receives progress
+//! together in any order; a group may not write a range another of its statements uses.
+//! Every communication statement reads what it sends and writes what it receives, and
+//! writes the communicator too, so communication stages are ordered in program order on
+//! every rank, and captured into the step's graph like any other statement. Every rank runs
+//! the same expansion, so every rank enqueues and captures the same operations in the same
+//! order, as NCCL requires; peers and roots are host expressions (scalars, or the
+//! communicator's `rank()` and `size()`), and which rank a peer names is the program's.
+//!
+//! **Devices** (several GPUs driven by one process): `devices { gpu0, gpu1 }` makes `new`
+//! take one context per device; `on DEVICE` puts a stream, buffer param, scratch buffer or
+//! the communicator on one (the first device otherwise). A kernel, `fill`, flag operation,
+//! `call` or communication statement reaches only its own stage's device's memory; a copy
+//! between two devices is a peer copy (direct where peer access can be enabled, staged by
+//! the driver otherwise) on a stream of either. Cross-device ordering is derived like any
+//! other: events work across devices.
 //!
 //! Every appearance of a buffer is an access the macro orders: outside the places above, a
 //! buffer may appear only as its length (`x.len()`), since scalar arguments, launch dimensions

@@ -95,6 +95,12 @@ mod sealed {
 ///
 /// Sealed: NCCL trusts [`KIND`](Element::KIND) for the element size, so a foreign
 /// implementation that lied about it could make NCCL write past a buffer.
+#[diagnostic::on_unimplemented(
+    message = "collectives cannot carry `{Self}`",
+    label = "not an element type NCCL reduces",
+    note = "sends, receives and collectives move buffers of `i8`, `u8`, `i32`, `u32`, `i64`, \
+            `u64`, `f32` or `f64`"
+)]
 pub trait Element: Pod + sealed::Sealed {
     /// The kind of this type.
     const KIND: ElementKind;

@@ -181,6 +181,37 @@ impl Context {
         Context::cpu_with(cpu::ContextOptions { checked: true })
     }
 
+    /// `count` simulated devices of the CPU backend (at least one), as
+    /// [`Context::cuda`]`(0..count)` would give on a machine with that many GPUs: each
+    /// buffer and stream belongs to one device, events order streams across devices, and
+    /// [`Stream::copy_peer`](crate::Stream::copy_peer) copies between them. What a
+    /// multi-device pipeline runs on in CI.
+    ///
+    /// ```
+    /// use gpu_pipeline::Context;
+    /// let devices = Context::cpu_devices(2);
+    /// assert_eq!(devices[1].device_index(), 1);
+    /// ```
+    pub fn cpu_devices(count: usize) -> Vec<Context> {
+        Context::cpu_devices_with(cpu::ContextOptions { checked: false }, count)
+    }
+
+    /// [`Context::cpu_devices`] in checked mode: one race detector sees every device, so a
+    /// race between work on two devices (a kernel reading what a peer copy writes, with no
+    /// event between them) is reported like any other.
+    pub fn cpu_checked_devices(count: usize) -> Vec<Context> {
+        Context::cpu_devices_with(cpu::ContextOptions { checked: true }, count)
+    }
+
+    fn cpu_devices_with(options: cpu::ContextOptions, count: usize) -> Vec<Context> {
+        cpu::Context::devices(options, count)
+            .into_iter()
+            .map(|c| Context {
+                backend: ContextBackend::Cpu(c),
+            })
+            .collect()
+    }
+
     /// A CPU-backend context that records `policy` as its scheduling policy, so code written
     /// for [`Context::cuda_with_sync_policy`] runs unchanged on the CPU backend. The policy
     /// has no effect there (waits always block) and [`Context::sync_policy`] reports it.
@@ -320,6 +351,15 @@ impl Context {
         }
     }
 
+    /// The device's index: the CUDA device ordinal, or the simulated device's index among
+    /// those [`Context::cpu_devices`] made (0 for [`Context::cpu`]).
+    pub fn device_index(&self) -> usize {
+        match &self.backend {
+            ContextBackend::Cuda(c) => c.device().ordinal(),
+            ContextBackend::Cpu(c) => c.device(),
+        }
+    }
+
     /// The raw `CUcontext`, for interop; `None` on the CPU backend.
     pub fn handle(&self) -> Option<crate::sys::CUcontext> {
         match &self.backend {
@@ -362,6 +402,17 @@ impl Context {
         }
     }
 
+    /// Whether work of this context may be ordered after events of `other`, and copy peer
+    /// to peer with it: any two CUDA contexts of the process (CUDA events work across
+    /// devices), or CPU-backend devices made together.
+    pub(crate) fn same_machine(&self, other: &Context) -> bool {
+        match (&self.backend, &other.backend) {
+            (ContextBackend::Cuda(_), ContextBackend::Cuda(_)) => true,
+            (ContextBackend::Cpu(a), ContextBackend::Cpu(b)) => a.same_machine(b),
+            _ => false,
+        }
+    }
+
     /// Whether memory of this context may be used by work of `other`: the same context, or
     /// two handles to the same driver context (`Context::cuda(0)` twice gives the one
     /// primary context).
@@ -378,9 +429,7 @@ impl std::fmt::Debug for Context {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut s = f.debug_struct("Context");
         s.field("backend", &self.backend());
-        if let Some(device) = self.device() {
-            s.field("device", &device.ordinal());
-        }
+        s.field("device", &self.device_index());
         s.finish()
     }
 }

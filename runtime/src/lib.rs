@@ -373,6 +373,7 @@ pub mod launcher;
 pub mod rendezvous;
 
 mod call_scope;
+mod communicator;
 mod context;
 mod cpu;
 mod cuda;
@@ -386,6 +387,7 @@ mod launch;
 mod memory;
 mod module;
 mod panic_log;
+mod peer;
 mod pipeline;
 /// Hidden: what `gpu_pipeline!` expansions name. Not a public API. The version in its name
 /// changes whenever what it holds does, so a mismatched macro crate fails to resolve it.
@@ -398,6 +400,7 @@ pub use cuda::nvrtc;
 mod private;
 mod stream;
 
+pub use communicator::Communicator;
 pub use context::{BACKEND_ENV, Backend, Context, StreamPriorityRange};
 /// [`CpuFault`] under the name of earlier versions.
 #[doc(hidden)]
@@ -436,7 +439,9 @@ pub use launch::{
 };
 pub use memory::*;
 pub use module::{FunctionAttribute, Kernel, KernelAttributes, Module};
-pub use pipeline::{StageTiming, StepProfile, StreamPriority, TRACK_FAULTS_ENV, TypedStream};
+pub use pipeline::{
+    CommStage, Rank, StageTiming, StepProfile, StreamPriority, TRACK_FAULTS_ENV, TypedStream,
+};
 pub use stream::{
     AccessPolicyWindow, AccessProperty, MemOp, Stream, StreamAttribute, StreamAttributeId,
     StreamFlags, SyncPolicy, WaitCondition,

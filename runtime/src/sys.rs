@@ -55,6 +55,7 @@ c_enum! {
         CUDA_ERROR_INVALID_IMAGE = 200,
         CUDA_ERROR_INVALID_CONTEXT = 201,
         CUDA_ERROR_NO_BINARY_FOR_GPU = 209,
+        CUDA_ERROR_PEER_ACCESS_UNSUPPORTED = 217,
         CUDA_ERROR_INVALID_PTX = 218,
         CUDA_ERROR_UNSUPPORTED_PTX_VERSION = 222,
         CUDA_ERROR_INVALID_SOURCE = 300,
@@ -64,6 +65,8 @@ c_enum! {
         CUDA_ERROR_ILLEGAL_ADDRESS = 700,
         CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES = 701,
         CUDA_ERROR_LAUNCH_TIMEOUT = 702,
+        CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704,
+        CUDA_ERROR_TOO_MANY_PEERS = 711,
         CUDA_ERROR_ILLEGAL_INSTRUCTION = 715,
         CUDA_ERROR_MISALIGNED_ADDRESS = 716,
         CUDA_ERROR_INVALID_PC = 718,
@@ -555,6 +558,18 @@ pub type PFN_cuMemcpyDtoDAsync = unsafe extern "C" fn(
     bytes: usize,
     stream: CUstream,
 ) -> CUresult;
+pub type PFN_cuMemcpyPeerAsync = unsafe extern "C" fn(
+    dst: CUdeviceptr,
+    dst_ctx: CUcontext,
+    src: CUdeviceptr,
+    src_ctx: CUcontext,
+    bytes: usize,
+    stream: CUstream,
+) -> CUresult;
+pub type PFN_cuDeviceCanAccessPeer =
+    unsafe extern "C" fn(can_access: *mut c_int, dev: CUdevice, peer: CUdevice) -> CUresult;
+pub type PFN_cuCtxEnablePeerAccess =
+    unsafe extern "C" fn(peer_ctx: CUcontext, flags: c_uint) -> CUresult;
 pub type PFN_cuMemsetD8 =
     unsafe extern "C" fn(dst: CUdeviceptr, value: u8, count: usize) -> CUresult;
 pub type PFN_cuMemsetD8Async =

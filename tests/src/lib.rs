@@ -10,6 +10,7 @@
 
 use std::ffi::c_uint;
 
+pub mod multi;
 pub mod sync_policy;
 
 /// Whether this process runs under compute-sanitizer (it injects its collector library).

@@ -17,10 +17,14 @@ use syn::{
 
 use crate::symbol::{NOT_CAPTURABLE, kw};
 
+mod collective;
 mod control;
+mod device;
 mod mentions;
 
+pub use collective::{Comm, CommOp, Operand};
 pub use control::{Comparison, Condition, Control, flatten};
+pub use device::{Device, Devices, OnDevice};
 pub use mentions::{Mention, Use, mentions, token_mentions};
 
 /// A whole `gpu_pipeline!` input: one pipeline declaration.
@@ -53,6 +57,8 @@ pub enum Item {
     Stage(Stage),
     /// `concurrent(a, b, ...);`.
     Concurrent(Concurrent),
+    /// `devices { ... }`.
+    Devices(Devices),
 }
 
 /// `streams { compute(priority = high), copy(non_blocking) }`.
@@ -77,6 +83,8 @@ pub struct Stream {
     pub priority: Option<PriorityOption>,
     /// `non_blocking`, if given.
     pub non_blocking: Option<kw::non_blocking>,
+    /// `on DEVICE`, if given.
+    pub device: Option<OnDevice>,
 }
 
 /// `priority = high | low | default | INTEGER`, with the span of the value.
@@ -257,6 +265,8 @@ pub struct Param {
     pub name: Ident,
     /// Its declared type.
     pub ty: Type,
+    /// `on DEVICE`, if given.
+    pub device: Option<OnDevice>,
 }
 
 /// `scratch { tmp: DeviceBuffer<f32> = LEN }`.
@@ -279,6 +289,8 @@ pub struct Scratch {
     pub name: Ident,
     /// Its type: `DeviceBuffer<T>`, `PinnedBuffer<T>` or `FlagCell`.
     pub ty: Type,
+    /// `on DEVICE`, if given.
+    pub device: Option<OnDevice>,
     /// The length expression, evaluated over the params when the pipeline is built.
     pub len: Option<Expr>,
 }
@@ -320,6 +332,8 @@ pub enum Statement {
     /// `while COND max N { ... }` or `if COND { ... }`: device-side control flow
     /// (`ast/control.rs`).
     Control(Box<Control>),
+    /// `send`, `recv`, `all_reduce`, `broadcast`, `all_gather` or `reduce_scatter`.
+    Comm(Box<Comm>),
     /// A statement that cannot be part of a captured step, kept to reject it by name.
     NotCapturable(NotCapturable),
 }
@@ -539,6 +553,14 @@ impl Pipeline {
         })
     }
 
+    /// Every declared device, over all `devices` blocks.
+    pub fn devices(&self) -> impl Iterator<Item = &Device> {
+        self.items.iter().flat_map(|item| match item {
+            Item::Devices(block) => block.devices.as_slice(),
+            _ => &[],
+        })
+    }
+
     /// Every `concurrent(...)` claim.
     pub fn claims(&self) -> impl Iterator<Item = &Concurrent> {
         self.items.iter().filter_map(|item| match item {
@@ -612,6 +634,14 @@ impl Parse for Item {
             let stages = Punctuated::parse_terminated(&content)?;
             input.parse::<Token![;]>()?;
             Ok(Item::Concurrent(Concurrent { keyword, stages }))
+        } else if lookahead.peek(kw::devices) {
+            let keyword = input.parse()?;
+            let devices = braced_list(input)?;
+            Ok(Item::Devices(Devices {
+                attrs,
+                keyword,
+                devices,
+            }))
         } else {
             Err(lookahead.error())
         }
@@ -659,11 +689,13 @@ impl Parse for Stream {
                 }
             }
         }
+        let device = OnDevice::parse_optional(input)?;
         Ok(Stream {
             attrs,
             name,
             priority,
             non_blocking,
+            device,
         })
     }
 }
@@ -799,7 +831,13 @@ impl Parse for Param {
         let name = input.parse()?;
         input.parse::<Token![:]>()?;
         let ty = input.parse()?;
-        Ok(Param { attrs, name, ty })
+        let device = OnDevice::parse_optional(input)?;
+        Ok(Param {
+            attrs,
+            name,
+            ty,
+            device,
+        })
     }
 }
 
@@ -809,6 +847,7 @@ impl Parse for Scratch {
         let name = input.parse()?;
         input.parse::<Token![:]>()?;
         let ty = input.parse()?;
+        let device = OnDevice::parse_optional(input)?;
         let len = if input.peek(Token![=]) {
             input.parse::<Token![=]>()?;
             Some(input.parse()?)
@@ -819,6 +858,7 @@ impl Parse for Scratch {
             attrs,
             name,
             ty,
+            device,
             len,
         })
     }
@@ -915,6 +955,8 @@ impl Parse for Statement {
                 call,
                 accesses,
             })
+        } else if collective::peek(&lookahead) {
+            Statement::Comm(Box::new(input.parse()?))
         } else {
             return Err(lookahead.error());
         };

@@ -3,16 +3,19 @@
 //!
 //! Two passes, around lowering. [`declarations`] runs on the syntax tree: the rules here on
 //! declarations and names, those in [`bounds`] on kernel bounds, those in [`statements`] on
-//! what each statement names, those in
-//! [`accesses`] on every other appearance of a buffer, and those in [`limits`] on values no GPU
-//! accepts. Only when none of them fails is the pipeline lowered. [`ordering()`] then runs the rules that need
+//! what each statement names, those in [`accesses`] on every other appearance of a buffer,
+//! those in [`collective`] on communication statements, those in [`devices`] on which device
+//! each statement's work reaches, and those in [`limits`] on values no GPU accepts. Only when
+//! none of them fails is the pipeline lowered. [`ordering()`] then runs the rules that need
 //! the stage graph, in [`mod@ordering`]: `after` cycles and `concurrent` claims. Nothing reaches
 //! code generation unless every rule passed.
 
 mod accesses;
 mod bounds;
+mod collective;
 mod constant;
 mod control;
+mod devices;
 mod hint;
 mod limits;
 mod ordering;
@@ -49,6 +52,8 @@ pub fn declarations(scope: &Scope<'_>) -> syn::Result<()> {
     statements::check(&cx, scope);
     control::check(&cx, scope);
     accesses::check(&cx, scope);
+    collective::check(&cx, scope);
+    devices::check(&cx, scope);
     limits::check(&cx, scope);
     cx.check()
 }
@@ -155,6 +160,13 @@ fn attributes(cx: &Ctxt, input: &ast::Pipeline) {
                     .for_each(|buffer| all.extend(&buffer.attrs));
             }
             ast::Item::Stage(stage) => all.extend(&stage.attrs),
+            ast::Item::Devices(block) => {
+                all.extend(&block.attrs);
+                block
+                    .devices
+                    .iter()
+                    .for_each(|device| all.extend(&device.attrs));
+            }
             ast::Item::Concurrent(_) => {}
         }
     }

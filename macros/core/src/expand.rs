@@ -18,7 +18,9 @@
 
 mod bounds;
 mod build;
+mod collective;
 mod control;
+mod device;
 mod graph;
 mod launch;
 mod names;

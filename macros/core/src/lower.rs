@@ -8,6 +8,7 @@
 
 pub mod bound;
 mod built;
+mod collective;
 mod control;
 mod dot;
 mod graph;
@@ -49,6 +50,9 @@ pub struct Pipeline<'a> {
     pub input: &'a ast::Pipeline,
     /// The pipeline's name.
     pub name: String,
+    /// Declared devices in order (what `new` takes one context each for); empty for a
+    /// pipeline on one device.
+    pub devices: Vec<String>,
     /// Streams in declaration order; the first is the origin.
     pub streams: Vec<Stream<'a>>,
     /// Kernel modules.
@@ -94,6 +98,8 @@ pub struct Stream<'a> {
     /// Name of the zero-sized marker type that types this stream: pipeline name plus the
     /// stream's name in camel case (`HeatStepCompute`).
     pub marker: String,
+    /// The device it runs on (index into [`Pipeline::devices`]; 0 on one device).
+    pub device: usize,
 }
 
 /// A kernel module.
@@ -181,6 +187,8 @@ pub struct Buffer<'a> {
     pub mutable: bool,
     /// Whether the pipeline owns it (`scratch`) rather than borrowing it (`params`).
     pub scratch: bool,
+    /// The device it lives on (index into [`Pipeline::devices`]; 0 on one device).
+    pub device: usize,
 }
 
 /// A stage.
@@ -271,6 +279,13 @@ pub enum StatementKind<'a> {
     Host {
         /// As written, with the closure and its `reads(...)`/`writes(...)`.
         source: &'a ast::Host,
+    },
+    /// A communication statement: `send`, `recv` or a collective through the communicator.
+    Comm {
+        /// As written, with its operands, ranges, peer or root.
+        source: &'a ast::Comm,
+        /// The communicator param.
+        communicator: BufferId,
     },
     /// A Rust function given the stage's stream.
     Call {
@@ -370,7 +385,8 @@ pub fn lower<'a>(scope: &Scope<'a>) -> Result<Pipeline<'a>, Unresolved> {
     let streams = scope
         .streams
         .iter()
-        .map(|&decl| Stream {
+        .enumerate()
+        .map(|(id, &decl)| Stream {
             decl,
             name: name(&decl.name),
             priority: decl
@@ -379,6 +395,7 @@ pub fn lower<'a>(scope: &Scope<'a>) -> Result<Pipeline<'a>, Unresolved> {
                 .map_or(Priority::Default, |option| option.level),
             non_blocking: decl.non_blocking.is_some(),
             marker: marker(&input.name, &decl.name),
+            device: scope.stream_device(id),
         })
         .collect();
     let modules = scope
@@ -406,7 +423,8 @@ pub fn lower<'a>(scope: &Scope<'a>) -> Result<Pipeline<'a>, Unresolved> {
     let buffers = scope
         .buffers
         .iter()
-        .map(|buffer| Buffer {
+        .enumerate()
+        .map(|(id, buffer)| Buffer {
             ident: buffer.name,
             referent: buffer.referent,
             elem: buffer.elem,
@@ -419,6 +437,7 @@ pub fn lower<'a>(scope: &Scope<'a>) -> Result<Pipeline<'a>, Unresolved> {
             memory: buffer.memory,
             mutable: buffer.mutable,
             scratch: buffer.scratch,
+            device: scope.buffer_device(id),
         })
         .collect();
     let stages: Vec<Stage<'a>> = scope
@@ -453,6 +472,7 @@ pub fn lower<'a>(scope: &Scope<'a>) -> Result<Pipeline<'a>, Unresolved> {
     Ok(Pipeline {
         input,
         name: name(&input.name),
+        devices: scope.device_names(),
         streams,
         modules,
         kernels,
@@ -646,6 +666,7 @@ fn lower_statement<'a>(
             StatementKind::Call { source: call, args }
         }
         ast::Statement::Control(control) => return control::lower(scope, control),
+        ast::Statement::Comm(comm) => collective::lower(scope, comm)?,
         ast::Statement::NotCapturable(statement) => return Err(unresolved(&statement.word)),
     };
     Ok(Statement {
@@ -718,6 +739,7 @@ fn expressions(kind: &StatementKind<'_>) -> TokenStream {
         StatementKind::Call { source, .. } => source.call.to_tokens(&mut tokens),
         // Lowered whole in `control.rs`, with its body's scalars.
         StatementKind::Control(_) => {}
+        StatementKind::Comm { source, .. } => collective::expressions(source, &mut tokens),
     }
     tokens
 }
@@ -809,6 +831,11 @@ fn accesses<'a>(scope: &Scope<'a>, kind: &StatementKind<'a>) -> Vec<Touch<'a>> {
         StatementKind::Host { source } => declared(&source.accesses),
         StatementKind::Call { source, .. } => declared(&source.accesses),
         StatementKind::Control(control) => control.accesses(),
+        StatementKind::Comm {
+            source,
+            communicator,
+            ..
+        } => collective::accesses(scope, source, *communicator),
     }
 }
 

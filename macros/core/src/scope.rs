@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use syn::{Expr, Ident, Type};
 
 use crate::ast::{self, ungroup_type};
-use crate::symbol::{DEVICE_BUFFER, FLAG_CELL, PINNED_BUFFER, VEC};
+use crate::symbol::{COMMUNICATOR, DEVICE_BUFFER, FLAG_CELL, PINNED_BUFFER, VEC};
 
 /// The declarations of one pipeline, by name.
 #[derive(Debug)]
@@ -28,6 +28,10 @@ pub struct Scope<'a> {
     pub buffers: Vec<BufferDecl<'a>>,
     /// Stages in program order; the index is the stage id.
     pub stages: Vec<&'a ast::Stage>,
+    /// Declared devices in order; none for a pipeline on one device (its `new` takes one
+    /// context).
+    pub devices: Vec<&'a ast::Device>,
+    device_ids: HashMap<String, usize>,
     stream_ids: HashMap<String, usize>,
     module_ids: HashMap<String, usize>,
     kernel_ids: HashMap<(usize, String), usize>,
@@ -91,6 +95,25 @@ pub struct BufferDecl<'a> {
     /// What is wrong with the declaration, if anything. Statements that use a buffer with a
     /// problem are not checked further, so one mistake gives one error.
     pub problem: Option<DeclProblem>,
+    /// `on DEVICE`, if given.
+    pub device: Option<&'a ast::OnDevice>,
+}
+
+impl BufferDecl<'_> {
+    /// Whether this is the pipeline's communicator (`&Communicator`), which communication
+    /// statements go through.
+    pub fn is_communicator(&self) -> bool {
+        self.memory == Memory::Opaque
+            && !self.scratch
+            && match self.referent {
+                Type::Path(path) => path
+                    .path
+                    .segments
+                    .last()
+                    .is_some_and(|last| last.ident == COMMUNICATOR && last.arguments.is_none()),
+                _ => false,
+            }
+    }
 }
 
 /// A declaration `check` rejects.
@@ -186,12 +209,21 @@ impl<'a> Scope<'a> {
             scalars: Vec::new(),
             buffers: Vec::new(),
             stages: Vec::new(),
+            devices: Vec::new(),
+            device_ids: HashMap::new(),
             stream_ids: HashMap::new(),
             module_ids: HashMap::new(),
             kernel_ids: HashMap::new(),
             values: HashMap::new(),
             stage_ids: HashMap::new(),
         };
+        for device in input.devices() {
+            scope
+                .device_ids
+                .entry(device.name.to_string())
+                .or_insert(scope.devices.len());
+            scope.devices.push(device);
+        }
         for stream in input.streams() {
             scope
                 .stream_ids
@@ -279,6 +311,40 @@ impl<'a> Scope<'a> {
         self.stage_ids.get(&name.to_string()).copied()
     }
 
+    /// The id of the device called `name`.
+    pub fn device(&self, name: &Ident) -> Option<usize> {
+        self.device_ids.get(&name.to_string()).copied()
+    }
+
+    /// The device `on DEVICE` names, or the first one where none is named (an unknown name
+    /// too: `check` reports it).
+    pub fn device_of(&self, on: Option<&ast::OnDevice>) -> usize {
+        on.and_then(|on| self.device(&on.device)).unwrap_or(0)
+    }
+
+    /// The device stream `id` runs on.
+    pub fn stream_device(&self, id: usize) -> usize {
+        self.device_of(self.streams.get(id).and_then(|s| s.device.as_ref()))
+    }
+
+    /// The device buffer `id` lives on.
+    pub fn buffer_device(&self, id: usize) -> usize {
+        self.device_of(self.buffers.get(id).and_then(|b| b.device))
+    }
+
+    /// The device's name for messages: as declared, or "its device" for a pipeline on one.
+    pub fn device_name(&self, id: usize) -> String {
+        match self.devices.get(id) {
+            Some(device) => format!("`{}`", device.name),
+            None => "its device".to_owned(),
+        }
+    }
+
+    /// Names of the declared devices.
+    pub fn device_names(&self) -> Vec<String> {
+        self.devices.iter().map(|d| d.name.to_string()).collect()
+    }
+
     /// Names of the declared streams, for "declared streams are ..." hints.
     pub fn stream_names(&self) -> Vec<String> {
         self.streams
@@ -329,6 +395,7 @@ fn param_buffer(param: &ast::Param) -> Option<BufferDecl<'_>> {
         scratch: false,
         len: None,
         problem,
+        device: param.device.as_ref(),
     })
 }
 
@@ -356,5 +423,6 @@ fn scratch_buffer(scratch: &ast::Scratch) -> BufferDecl<'_> {
         scratch: true,
         len: scratch.len.as_ref(),
         problem,
+        device: scratch.device.as_ref(),
     }
 }

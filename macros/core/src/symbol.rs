@@ -18,6 +18,7 @@ pub mod kw {
     syn::custom_keyword!(scratch);
     syn::custom_keyword!(stage);
     syn::custom_keyword!(concurrent);
+    syn::custom_keyword!(devices);
 
     // Stream options.
     syn::custom_keyword!(priority);
@@ -53,6 +54,15 @@ pub mod kw {
 
     // `while COND max N { ... }` (`ast/control.rs`).
     syn::custom_keyword!(max);
+    // Communication statements and their clauses.
+    syn::custom_keyword!(send);
+    syn::custom_keyword!(recv);
+    syn::custom_keyword!(all_reduce);
+    syn::custom_keyword!(broadcast);
+    syn::custom_keyword!(all_gather);
+    syn::custom_keyword!(reduce_scatter);
+    syn::custom_keyword!(to);
+    syn::custom_keyword!(from);
 }
 
 /// A word of the language that is not a keyword: a runtime type name or a statement we
@@ -87,6 +97,18 @@ pub const PINNED_BUFFER: Symbol = Symbol("PinnedBuffer");
 pub const FLAG_CELL: Symbol = Symbol("FlagCell");
 /// The pipeline's step counter in an `if` condition: `if step % k == 0 { ... }`.
 pub const STEP: Symbol = Symbol("step");
+/// The communicator of one rank (`gpu_pipeline::Communicator`), which communication
+/// statements go through.
+pub const COMMUNICATOR: Symbol = Symbol("Communicator");
+/// The reduction operators of `all_reduce(OP)` and `reduce_scatter(OP)`, as the runtime's
+/// `ReduceOp` variants name them.
+pub const REDUCE_OPS: &[(&str, &str)] = &[
+    ("sum", "Sum"),
+    ("prod", "Prod"),
+    ("max", "Max"),
+    ("min", "Min"),
+    ("avg", "Avg"),
+];
 /// Pageable host memory, recognised so that copies of it are rejected by name.
 pub const VEC: Symbol = Symbol("Vec");
 

@@ -22,11 +22,17 @@ pub(crate) struct ContextOptions {
     pub(crate) checked: bool,
 }
 
-/// A CPU-backend context. Cloning shares it; streams and events keep it alive, so dropping
-/// the last handle while work is in flight is fine.
+/// A CPU-backend context: one simulated device. Cloning shares it; streams and events keep
+/// it alive, so dropping the last handle while work is in flight is fine.
+///
+/// Simulated devices made together ([`Context::devices`]) share one race detector (so it
+/// sees races between devices, and events of one device order streams of another, as CUDA
+/// events do across devices) but not their memory: each buffer belongs to one device.
 #[derive(Clone, Debug)]
 pub(crate) struct Context {
     shared: Arc<ContextShared>,
+    /// Which simulated device of `shared` this is.
+    device: usize,
     /// Weak, so streams own the context and not the other way round.
     streams: Arc<Mutex<Vec<Weak<StreamShared>>>>,
     /// The scheduling policy asked for: recorded, with no effect (waits always block).
@@ -36,11 +42,20 @@ pub(crate) struct Context {
 impl Context {
     /// A context; `options.checked` turns the race detector on.
     pub(crate) fn new(options: ContextOptions) -> Self {
-        Context {
-            shared: ContextShared::new(options.checked),
-            streams: Arc::default(),
-            sync_policy: SyncPolicy::Auto,
-        }
+        Context::devices(options, 1).remove(0)
+    }
+
+    /// `count` simulated devices sharing one race detector (at least one).
+    pub(crate) fn devices(options: ContextOptions, count: usize) -> Vec<Self> {
+        let shared = ContextShared::new(options.checked);
+        (0..count.max(1))
+            .map(|device| Context {
+                shared: shared.clone(),
+                device,
+                streams: Arc::default(),
+                sync_policy: SyncPolicy::Auto,
+            })
+            .collect()
     }
 
     /// The same context, recording `policy` as its scheduling policy.
@@ -56,9 +71,20 @@ impl Context {
         self.sync_policy
     }
 
-    /// Whether `other` is a handle to this very context.
+    /// Whether `other` is a handle to this very context (device).
     pub(crate) fn same_as(&self, other: &Context) -> bool {
+        Arc::ptr_eq(&self.shared, &other.shared) && self.device == other.device
+    }
+
+    /// Whether `other` is a device made together with this one (or this one): events and
+    /// peer copies work between them.
+    pub(crate) fn same_machine(&self, other: &Context) -> bool {
         Arc::ptr_eq(&self.shared, &other.shared)
+    }
+
+    /// The simulated device's index among those made together.
+    pub(crate) fn device(&self) -> usize {
+        self.device
     }
 
     /// Whether the race detector is on.

@@ -20,6 +20,8 @@
 //!   `wait_stream(&Stream)`, `begin_capture()` (all `-> Result<()>`),
 //!   `end_capture() -> Result<Graph>`, `synchronize() -> Result<()>`, `query() -> bool`,
 //!   `is_capturing() -> bool`, `id()`, `name()`, `priority()`, `is_non_blocking()`.
+//! - `Stream::parts(label, Vec<Part>, PartsWork)`: one operation over several ranges at
+//!   once, each handed to the work as a read or written byte slice (a stage's collectives).
 //! - `on_worker_thread()`: whether the caller runs inside a stream's operation (where
 //!   blocking calls fail).
 //! - [`Event`]: `query() -> bool`, `synchronize() -> Result<()>`,
@@ -97,6 +99,7 @@ mod graph;
 mod kernel;
 mod memory;
 mod op;
+mod parts;
 mod race;
 mod shared;
 mod stream;
@@ -105,8 +108,9 @@ pub(crate) mod work;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use access::Access;
 #[cfg(test)]
-pub(crate) use access::{Access, BufferId};
+pub(crate) use access::BufferId;
 pub(crate) use condition::{Condition, ValueKind};
 pub(crate) use context::{Context, ContextOptions};
 pub use error::{CpuFault, Hazard, OpSite, RaceReport};
@@ -119,5 +123,6 @@ pub(crate) use memory::{HostSlice, HostSliceMut, Memory, MemoryKind};
 #[cfg(test)]
 pub(crate) use op::KernelFn;
 pub(crate) use op::{BufferArg, Keep, KernelArgValue, KernelTag, NodeKind, Op};
+pub(crate) use parts::{Part, PartBytes, PartsWork, overlapping_write};
 pub(crate) use stream::{Stream, StreamOptions};
 pub(crate) use work::{MemOp, Range, WaitCondition};

@@ -44,7 +44,7 @@ impl Range {
 impl Stream {
     /// Enqueues `op`, then records on the memory it touches whether it was captured (the
     /// free rule's input).
-    fn submit(&self, op: Op) -> Result<(), CpuFault> {
+    pub(super) fn submit(&self, op: Op) -> Result<(), CpuFault> {
         let touched: Vec<Arc<Memory>> = op.touched().cloned().collect();
         let captured = self.enqueue_tracked(op)?;
         for memory in touched {

@@ -255,6 +255,43 @@ impl Context {
         check("cuCtxSynchronize", unsafe { (d.cuCtxSynchronize)() })
     }
 
+    /// Whether this context's device can address `peer`'s memory directly
+    /// (`cuDeviceCanAccessPeer`: NVLink or a PCIe path the platform allows).
+    pub(crate) fn can_access_peer(&self, peer: &Context) -> Result<bool> {
+        if self.device.handle() == peer.device.handle() {
+            return Ok(true);
+        }
+        let d = self.bind()?;
+        let f = d.optional(d.cuDeviceCanAccessPeer, "cuDeviceCanAccessPeer")?;
+        let mut can = 0;
+        // SAFETY: a valid out-pointer and two valid device handles (Device's invariant).
+        check("cuDeviceCanAccessPeer", unsafe {
+            f(&mut can, self.device.handle(), peer.device.handle())
+        })?;
+        Ok(can != 0)
+    }
+
+    /// Lets this context's work address `peer`'s memory directly (`cuCtxEnablePeerAccess`),
+    /// where the topology allows it: `Ok(true)` once enabled (now or earlier), `Ok(false)`
+    /// where it cannot be (peer copies are then staged by the driver).
+    pub(crate) fn enable_peer_access(&self, peer: &Context) -> Result<bool> {
+        if self.raw == peer.raw || !self.can_access_peer(peer)? {
+            return Ok(self.raw == peer.raw);
+        }
+        let d = self.bind()?;
+        let f = d.optional(d.cuCtxEnablePeerAccess, "cuCtxEnablePeerAccess")?;
+        // SAFETY: `peer.raw` is a retained primary context (its invariant); flags must be 0;
+        // this context is current.
+        match unsafe { f(peer.raw, 0) } {
+            sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED => Ok(true),
+            // No direct path, or the device's peer table is full (8 peers on most GPUs):
+            // copies are staged instead.
+            sys::CUresult::CUDA_ERROR_PEER_ACCESS_UNSUPPORTED
+            | sys::CUresult::CUDA_ERROR_TOO_MANY_PEERS => Ok(false),
+            code => check("cuCtxEnablePeerAccess", code).map(|()| true),
+        }
+    }
+
     /// Exchanges the calling thread's capture mode and returns the previous one.
     pub(crate) fn exchange_capture_mode(
         &self,

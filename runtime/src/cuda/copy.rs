@@ -193,6 +193,54 @@ impl Stream {
         Ok(())
     }
 
+    /// Copies device memory to device memory of another device (`cuMemcpyPeerAsync`: direct
+    /// over NVLink or PCIe where peer access is enabled, staged by the driver otherwise), in
+    /// this stream's order. The stream belongs to one of the two contexts; the memory of the
+    /// other notes this stream's context, so freeing it waits for that context too.
+    pub(crate) fn copy_peer(&self, src: DeviceRange<'_>, dst: DeviceRange<'_>) -> Result<()> {
+        const CALL: &str = "Stream::copy_peer";
+        within(CALL, src.offset, src.bytes, src.memory.bytes())?;
+        within(CALL, dst.offset, dst.bytes, dst.memory.bytes())?;
+        same_len(CALL, src.bytes, dst.bytes)?;
+        let own = self.context().raw();
+        let ours = |range: &DeviceRange<'_>| range.memory.context().raw() == own;
+        if !ours(&src) && !ours(&dst) {
+            return Err(Error::mismatch(
+                CALL,
+                "the stream belongs to neither buffer's device; enqueue a peer copy on a stream \
+                 of the source's or the destination's device",
+            ));
+        }
+        let _gate = self.gate();
+        let capture = self.capture_now()?;
+        for range in [&src, &dst] {
+            if ours(range) {
+                range.memory.note_use(self);
+            } else {
+                range.memory.note_peer_use(self);
+            }
+            if let Some(id) = capture {
+                keep::keep(id, Keep::Device(range.memory.clone()));
+            }
+        }
+        let d = self.bind()?;
+        let copy = d.optional(d.cuMemcpyPeerAsync, "cuMemcpyPeerAsync")?;
+        // SAFETY: in-bounds ranges (checked above) of live device allocations of the two
+        // contexts, kept alive by their `Arc`s (or the graph being captured); both noted
+        // their use on this stream under its gate, so neither is freed before the copy ends
+        // (the other device's memory synchronizes this context when freed).
+        check("cuMemcpyPeerAsync", unsafe {
+            copy(
+                dst.ptr(),
+                dst.memory.context().raw(),
+                src.ptr(),
+                src.memory.context().raw(),
+                src.bytes,
+                self.raw(),
+            )
+        })
+    }
+
     /// Sets every byte of `dst` to `value`, in this stream's order.
     pub(crate) fn memset_u8(&self, dst: DeviceRange<'_>, value: u8) -> Result<()> {
         const CALL: &str = "Stream::memset_u8";

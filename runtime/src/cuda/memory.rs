@@ -179,6 +179,9 @@ pub(crate) struct DeviceMemory {
     /// The other library's owning value of `Foreign` memory (`None` for ours, and once given
     /// back).
     owner: Mutex<Option<Box<dyn Any + Send + Sync>>>,
+    /// The contexts of other devices whose streams used this memory (peer copies): freeing
+    /// waits for them too, since synchronizing this context does not.
+    peers: Mutex<Vec<Arc<Context>>>,
 }
 
 // SAFETY: a device address is a plain integer usable from any thread; the driver frees it
@@ -206,6 +209,7 @@ impl DeviceMemory {
             gate: Mutex::new(()),
             borrows: BorrowCount::default(),
             owner: Mutex::new(None),
+            peers: Mutex::new(Vec::new()),
         }
     }
 
@@ -376,6 +380,22 @@ impl DeviceMemory {
         self.uses.record(StreamUse::SHARED);
     }
 
+    /// Records that work touching this memory is being enqueued on `stream`, a stream of
+    /// another device's context (a peer copy; call under the stream's gate, before the
+    /// enqueue). The memory then counts as used on several streams, and its free waits for
+    /// that context as well as its own.
+    pub(crate) fn note_peer_use(&self, stream: &Stream) {
+        self.uses.record(StreamUse::SHARED);
+        let ctx = stream.context();
+        if ctx.raw() == self.ctx.raw() {
+            return;
+        }
+        let mut peers = self.peers.lock().unwrap_or_else(PoisonError::into_inner);
+        if !peers.iter().any(|p| p.raw() == ctx.raw()) {
+            peers.push(ctx.clone());
+        }
+    }
+
     /// Frees `this` on `stream` by the rule of [`plan_free`] if it is the last holder; else
     /// drops this reference and reports [`FreeMode::Deferred`]. `keep_in_capture` hands the
     /// memory to the graph being captured when the stream captures.
@@ -420,8 +440,14 @@ impl DeviceMemory {
         if self.freed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
-        // Work enqueued on any stream may still read or write this memory: wait for it all.
-        if let Err(e) = self.ctx.synchronize() {
+        // Work enqueued on any stream may still read or write this memory: wait for it all,
+        // on the other devices whose streams used it too.
+        let waited = self.ctx.synchronize().and_then(|()| {
+            let peers =
+                std::mem::take(&mut *self.peers.lock().unwrap_or_else(PoisonError::into_inner));
+            peers.iter().try_for_each(|peer| peer.synchronize())
+        });
+        if let Err(e) = waited {
             // Another library's memory is leaked by forgetting its owner, which would free it.
             let owner = self
                 .owner

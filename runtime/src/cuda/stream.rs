@@ -450,20 +450,6 @@ impl Stream {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// [`Stream::gate`] if it can be had at once.
-    pub(crate) fn try_gate(&self) -> Option<RwLockReadGuard<'_, ()>> {
-        match self.state.gate.try_read() {
-            Ok(guard) => Some(guard),
-            Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
-            Err(std::sync::TryLockError::WouldBlock) => None,
-        }
-    }
-
-    /// The identity of the handle's gate: two `Stream`s over one handle share it.
-    pub(crate) fn gate_key(&self) -> usize {
-        Arc::as_ptr(&self.state) as usize
-    }
-
     /// Held exclusively while the handle begins, ends or joins a capture.
     pub(crate) fn gate_exclusive(&self) -> RwLockWriteGuard<'_, ()> {
         self.state

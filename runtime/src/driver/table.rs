@@ -165,6 +165,11 @@ driver_table! {
         cuGraphGetEdges: PFN_cuGraphGetEdges @ 10000,
     }
     optional {
+        // Peer copies and peer access between devices (every CUDA 12/13 driver has them;
+        // optional so a single-device program never depends on them).
+        cuMemcpyPeerAsync: PFN_cuMemcpyPeerAsync @ ABI_VERSION,
+        cuDeviceCanAccessPeer: PFN_cuDeviceCanAccessPeer @ ABI_VERSION,
+        cuCtxEnablePeerAccess: PFN_cuCtxEnablePeerAccess @ ABI_VERSION,
         // CUDA 12.8.
         cuStreamGetDevice: PFN_cuStreamGetDevice @ 12080,
         // CUDA 12.4.

@@ -1,6 +1,5 @@
 //! Batches of in-place kernel-node updates: what scalar setters of a replayed step use.
 
-use crate::context::Context;
 use crate::cuda;
 use crate::error::{Error, Result};
 use crate::launch::{CudaArgsOf, KernelArgsFor, LaunchConfig, Signature, TypedKernel, cpu_args};
@@ -48,7 +47,6 @@ use crate::module::{Kernel, KernelBackend};
 /// # Ok(()) }
 /// ```
 pub struct KernelUpdates<'a> {
-    ctx: &'a Context,
     source: u64,
     backend: UpdatesBackend<'a>,
 }
@@ -70,7 +68,6 @@ impl GraphExec {
             ExecBackend::Cpu(e) => UpdatesBackend::Cpu(e, false),
         };
         Ok(KernelUpdates {
-            ctx: &self.ctx,
             source: self.source,
             backend,
         })
@@ -140,7 +137,8 @@ impl KernelUpdates<'_> {
         }
         match (&mut self.backend, node.node.id) {
             (UpdatesBackend::Cpu(exec, changed), NodeId::Cpu(index)) => {
-                let values = cpu_args::<Sig, A>(CALL, self.ctx, &args)?;
+                // The kernel's own device: a graph may span devices (a multi-device step).
+                let values = cpu_args::<Sig, A>(CALL, k.context(), &args)?;
                 exec.exec.set_kernel_args(index, values, config)?;
                 *changed = true;
                 Ok(())

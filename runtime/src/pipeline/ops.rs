@@ -32,7 +32,8 @@ impl<T: Pod> CopyInto<PinnedBuffer<T>> for DeviceBuffer<T> {
 
 impl<T: Pod> CopyInto<DeviceBuffer<T>> for DeviceBuffer<T> {
     fn copy_into(&self, stream: &Stream, dst: &mut DeviceBuffer<T>) -> Result<()> {
-        stream.copy_dtod(self, dst)
+        // Between two devices a peer copy; within one, a device-to-device copy.
+        stream.copy_peer(self, dst)
     }
 }
 
@@ -200,6 +201,39 @@ pub fn events<const N: usize>(ctx: &Context) -> Result<[Event; N]> {
     events
         .try_into()
         .map_err(|_| Error::invalid("pipeline", "event count mismatch"))
+}
+
+/// `N` ordering events, event `i` on device `devices[i]` (the device of the stream that
+/// records it).
+pub fn events_on<const N: usize>(devices: [&Context; N]) -> Result<[Event; N]> {
+    let events = devices
+        .iter()
+        .map(|ctx| Event::with_flags(ctx, EventFlags::ORDERING))
+        .collect::<Result<Vec<_>>>()?;
+    events
+        .try_into()
+        .map_err(|_| Error::invalid("pipeline", "event count mismatch"))
+}
+
+/// The devices of a multi-device pipeline, checked: one backend (CPU-backend devices made
+/// together by `Context::cpu_devices`).
+pub fn check_devices(devices: &[&Context]) -> Result<()> {
+    match devices.split_first() {
+        Some((first, rest)) if !rest.iter().all(|d| first.same_machine(d)) => Err(Error::invalid(
+            "pipeline devices",
+            "the devices are of different backends (or CPU-backend devices not made together \
+             by `Context::cpu_devices`)",
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Enables peer access both ways between two devices a pipeline copies between, where the
+/// topology allows it (elsewhere the driver stages the copies through host memory).
+pub fn enable_peer_access(a: &Context, b: &Context) -> Result<()> {
+    a.enable_peer_access(b)?;
+    b.enable_peer_access(a)?;
+    Ok(())
 }
 
 /// Gives an enqueue error its stage.

@@ -2,6 +2,7 @@
 //! stage on its own stream, read back after the step, and exportable as a Chrome trace
 //! (open it in Perfetto or chrome://tracing) to see the streams overlap without nsys.
 
+use std::cell::Cell;
 use std::fmt;
 
 use crate::context::Context;
@@ -10,22 +11,69 @@ use crate::event::Event;
 use crate::stream::Stream;
 
 /// The timing events of one profiled step: a start on the origin, then a pair per stage.
+///
+/// In a step over several devices, a stage on another device than the origin's is timed
+/// from a start event its device records when its first stage starts (events of two devices
+/// cannot be compared): its times count from that point, which follows the step's start by
+/// the fork's latency.
 #[derive(Debug)]
 pub struct Profiler {
     start: Event,
     stages: Vec<(Event, Event)>,
+    /// Per stage: the index of its device's own start in `device_starts`, or `None` on the
+    /// origin's device.
+    device_of: Vec<Option<usize>>,
+    /// Each other device's start, and whether it was recorded in this step.
+    device_starts: Vec<(Event, Cell<bool>)>,
 }
 
 impl Profiler {
     /// Events for `stages` stages (timing on).
     pub fn new(ctx: &Context, stages: usize) -> Result<Profiler> {
-        let pairs = (0..stages)
-            .map(|_| Ok((Event::new(ctx)?, Event::new(ctx)?)))
+        Profiler::on_devices(ctx, &vec![ctx; stages])
+    }
+
+    /// Events for stages on the devices `stages` gives, in enqueue order, of a step that
+    /// starts on `origin`'s device.
+    pub fn on_devices(origin: &Context, stages: &[&Context]) -> Result<Profiler> {
+        let pairs = stages
+            .iter()
+            .map(|ctx| Ok((Event::new(ctx)?, Event::new(ctx)?)))
+            .collect::<Result<Vec<_>>>()?;
+        let mut others: Vec<&Context> = Vec::new();
+        let mut device_of = Vec::with_capacity(stages.len());
+        for ctx in stages {
+            if ctx.shares_memory_with(origin) {
+                device_of.push(None);
+                continue;
+            }
+            let index = match others.iter().position(|o| o.shares_memory_with(ctx)) {
+                Some(index) => index,
+                None => {
+                    others.push(ctx);
+                    others.len() - 1
+                }
+            };
+            device_of.push(Some(index));
+        }
+        let device_starts = others
+            .iter()
+            .map(|ctx| Ok((Event::new(ctx)?, Cell::new(false))))
             .collect::<Result<Vec<_>>>()?;
         Ok(Profiler {
-            start: Event::new(ctx)?,
+            start: Event::new(origin)?,
             stages: pairs,
+            device_of,
+            device_starts,
         })
+    }
+
+    /// The start event stage `index` is timed from.
+    fn start_of(&self, index: usize) -> &Event {
+        match self.device_of.get(index).copied().flatten() {
+            Some(device) => &self.device_starts[device].0,
+            None => &self.start,
+        }
     }
 
     /// Marks the step's start on the origin stream.
@@ -35,6 +83,12 @@ impl Profiler {
 
     /// Marks the start of the stage at `index` (in enqueue order) on its stream.
     pub fn stage_start(&self, stream: &Stream, index: usize) -> Result<()> {
+        if let Some(device) = self.device_of.get(index).copied().flatten() {
+            let (start, recorded) = &self.device_starts[device];
+            if !recorded.replace(true) {
+                stream.record_into(start)?;
+            }
+        }
         match self.stages.get(index) {
             Some((start, _)) => stream.record_into(start),
             None => Ok(()),
@@ -57,12 +111,14 @@ impl Profiler {
         sites: &[(&'static str, &'static str)],
     ) -> Result<StepProfile> {
         let mut stages = Vec::with_capacity(self.stages.len());
-        for (&(stage, stream), (start, end)) in sites.iter().zip(&self.stages) {
+        for (index, (&(stage, stream), (start, end))) in sites.iter().zip(&self.stages).enumerate()
+        {
+            let origin = self.start_of(index);
             stages.push(StageTiming {
                 stage,
                 stream,
-                start_ms: Event::elapsed_time(&self.start, start)?,
-                end_ms: Event::elapsed_time(&self.start, end)?,
+                start_ms: Event::elapsed_time(origin, start)?,
+                end_ms: Event::elapsed_time(origin, end)?,
             });
         }
         Ok(StepProfile { pipeline, stages })

@@ -47,18 +47,33 @@ fn parse_tracking(value: Option<&str>) -> Option<bool> {
 pub type StageSite = (&'static str, usize, u32);
 
 /// The progress words of one pipeline, one per stream.
+///
+/// In a pipeline over several devices only the streams of the origin's device are tracked
+/// (the origin zeroes the words, and a word is memory of one device); a fault then names
+/// the first of their stages that did not complete.
 #[derive(Debug)]
 pub struct Progress {
-    cells: Vec<FlagCell<u32>>,
+    cells: Vec<Option<FlagCell<u32>>>,
     enabled: AtomicBool,
 }
 
 impl Progress {
     /// Words for `streams` streams; tracking as [`TRACK_FAULTS_ENV`] says (off when unset).
     pub fn new(ctx: &Context, streams: usize) -> Result<Progress> {
+        Progress::on_devices(ctx, &vec![ctx; streams])
+    }
+
+    /// Words for streams on the devices `streams` gives, one per stream, of which those on
+    /// `origin`'s device are tracked.
+    pub fn on_devices(origin: &Context, streams: &[&Context]) -> Result<Progress> {
         let enabled = tracking_by_default()?;
-        let cells = (0..streams)
-            .map(|_| FlagCell::new(ctx, 0))
+        let cells = streams
+            .iter()
+            .map(|ctx| {
+                ctx.shares_memory_with(origin)
+                    .then(|| FlagCell::new(origin, 0))
+                    .transpose()
+            })
             .collect::<Result<Vec<_>>>()?;
         Ok(Progress {
             cells,
@@ -84,6 +99,7 @@ impl Progress {
         let ops: Vec<MemOp<'_>> = self
             .cells
             .iter()
+            .flatten()
             .map(|cell| MemOp::WriteValue32 { cell, value: 0 })
             .collect();
         origin.batch_mem_op(&ops)
@@ -91,7 +107,7 @@ impl Progress {
 
     /// Marks the stage at `position` done on its stream.
     pub fn mark(&self, stream: &Stream, stream_index: usize, position: u32) -> Result<()> {
-        match self.cells.get(stream_index) {
+        match self.cells.get(stream_index).and_then(Option::as_ref) {
             Some(cell) if self.is_enabled() => stream.write_value_32(cell, position),
             _ => Ok(()),
         }
@@ -105,6 +121,7 @@ impl Progress {
         }
         self.cells
             .iter()
+            .flatten()
             .map(|cell| MemOp::WriteValue32 { cell, value: 0 })
             .collect()
     }
@@ -112,7 +129,11 @@ impl Progress {
     /// The operation that marks the stage at `position` done on stream `stream_index` (what
     /// [`Progress::mark`] enqueues), for a node of a built graph; `None` while tracking is off.
     pub fn mark_op(&self, stream_index: usize, position: u32) -> Option<MemOp<'_>> {
-        let cell = self.cells.get(stream_index).filter(|_| self.is_enabled())?;
+        let cell = self
+            .cells
+            .get(stream_index)
+            .and_then(Option::as_ref)
+            .filter(|_| self.is_enabled())?;
         Some(MemOp::WriteValue32 {
             cell,
             value: position,
@@ -125,8 +146,8 @@ impl Progress {
             return None;
         }
         stages.iter().find_map(|&(name, stream, position)| {
-            let reached = self.cells.get(stream).map_or(0, FlagCell::load);
-            (reached < position).then_some(name)
+            let cell = self.cells.get(stream)?.as_ref()?;
+            (cell.load() < position).then_some(name)
         })
     }
 }
@@ -142,19 +163,33 @@ mod tests {
         progress.set_enabled(true);
         let stages = [("a", 0, 1), ("b", 1, 2), ("c", 0, 3)];
         assert_eq!(progress.first_incomplete(&stages), Some("a"));
-        progress.cells[0].store(1);
+        progress.cells[0].as_ref().unwrap().store(1);
         assert_eq!(progress.first_incomplete(&stages), Some("b"));
-        progress.cells[1].store(2);
+        progress.cells[1].as_ref().unwrap().store(2);
         assert_eq!(progress.first_incomplete(&stages), Some("c"));
-        progress.cells[0].store(3);
+        progress.cells[0].as_ref().unwrap().store(3);
         assert_eq!(progress.first_incomplete(&stages), None);
         progress.set_enabled(false);
-        progress.cells[0].store(0);
+        progress.cells[0].as_ref().unwrap().store(0);
         assert_eq!(
             progress.first_incomplete(&stages),
             None,
             "no claim without tracking"
         );
+    }
+
+    #[test]
+    fn only_the_origin_devices_streams_are_tracked() {
+        let devices = Context::cpu_devices(2);
+        let progress =
+            Progress::on_devices(&devices[0], &[&devices[0], &devices[1], &devices[0]]).unwrap();
+        progress.set_enabled(true);
+        let stages = [("a", 1, 1), ("b", 2, 2)];
+        // Stage `a` runs on device 1: untracked, so no claim about it.
+        assert_eq!(progress.first_incomplete(&stages), Some("b"));
+        progress.cells[2].as_ref().unwrap().store(2);
+        assert_eq!(progress.first_incomplete(&stages), None);
+        assert!(progress.cells[1].is_none());
     }
 
     #[test]

@@ -250,16 +250,18 @@ impl Stream {
     }
 
     /// Makes later work on this stream wait until `event`'s most recent record completes.
-    /// Waiting on an event that was never recorded is a no-op, as in CUDA.
+    /// Waiting on an event that was never recorded is a no-op, as in CUDA. The event may
+    /// belong to another device (as in CUDA; on the CPU backend, a device made together with
+    /// this stream's by [`Context::cpu_devices`]).
     pub fn wait_event(&self, event: &Event) -> Result<()> {
         const CALL: &str = "Stream::wait_event";
         match (&self.backend, event.kind()) {
             (StreamBackend::Cuda(s), EventBackend::Cuda(e)) => {
-                self.same_context(CALL, event.context())?;
+                self.same_machine(CALL, event.context())?;
                 s.wait_event(e)
             }
             (StreamBackend::Cpu(s), EventBackend::Cpu(e)) => {
-                self.same_context(CALL, event.context())?;
+                self.same_machine(CALL, event.context())?;
                 Ok(s.wait(e)?)
             }
             _ => Err(mixed(CALL, "event")),
@@ -270,7 +272,7 @@ impl Stream {
     pub fn wait(&self, other: &Stream) -> Result<()> {
         const CALL: &str = "Stream::wait";
         if let (StreamBackend::Cpu(s), StreamBackend::Cpu(o)) = (&self.backend, &other.backend) {
-            self.same_context(CALL, other.context())?;
+            self.same_machine(CALL, other.context())?;
             return Ok(s.wait_stream(o)?);
         }
         let event = match other.join_event.get() {
@@ -336,6 +338,20 @@ impl Stream {
             StreamBackend::Cuda(mut s) => s.destroy(),
             // Dropping the queue runs what is queued and joins its worker.
             StreamBackend::Cpu(s) => Ok(s.close()?),
+        }
+    }
+
+    /// Checks that `other` (an event's or stream's context) may order this stream: a context
+    /// of the same machine (see `Context::same_machine`).
+    pub(crate) fn same_machine(&self, call: &'static str, other: &Context) -> Result<()> {
+        if self.ctx.same_machine(other) {
+            Ok(())
+        } else {
+            Err(Error::mismatch(
+                call,
+                "the event or stream belongs to a context this stream cannot wait on (another \
+                 backend, or CPU-backend devices not made together by `Context::cpu_devices`)",
+            ))
         }
     }
 

@@ -27,18 +27,26 @@ pub fn check(cx: &Ctxt, scope: &Scope<'_>) {
                 Statement::Write(write) => value_expression(cx, scope, &write.value, "write"),
                 Statement::Host(host) => host_closure(cx, scope, host),
                 Statement::Call(call) => call_arguments(cx, scope, call),
-                // `control.rs` checks the expressions of `while`/`if`.
-                Statement::Copy(_) | Statement::NotCapturable(_) | Statement::Control(_) => {}
+                // `control.rs` checks the expressions of `while`/`if`; `collective` judges
+                // communication.
+                Statement::Comm(_)
+                | Statement::Copy(_)
+                | Statement::NotCapturable(_)
+                | Statement::Control(_) => {}
             }
         }
     }
 }
 
-/// The buffers among `mentions`, with what each mention does.
-fn buffers<'m>(scope: &Scope<'_>, mentions: &'m [Mention]) -> Vec<&'m Mention> {
+/// The buffers among `mentions`, with what each mention does. The communicator is not one
+/// here: its rank and size are host-side values no stage changes.
+pub(super) fn buffers<'m>(scope: &Scope<'_>, mentions: &'m [Mention]) -> Vec<&'m Mention> {
     mentions
         .iter()
-        .filter(|m| matches!(scope.value(&m.ident), Some(Value::Buffer(_))))
+        .filter(|m| match scope.value(&m.ident) {
+            Some(Value::Buffer(id)) => !scope.buffers[id].is_communicator(),
+            _ => false,
+        })
         .collect()
 }
 

@@ -142,6 +142,12 @@ fn body_statement(cx: &Ctxt, control: &Control, statement: &Statement) {
             "a `write` of a flag (a stream memory operation)",
             "write it before or after the loop, or `fill` a device buffer inside it",
         ),
+        Statement::Comm(comm) => (
+            comm.keyword,
+            "a communication statement (NCCL work every rank must enqueue the same number of \
+             times, which a device-decided loop cannot promise)",
+            "communicate before or after the loop, or decide the loop on the host",
+        ),
     };
     cx.error_at(
         span,

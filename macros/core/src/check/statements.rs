@@ -22,6 +22,8 @@ pub fn check(cx: &Ctxt, scope: &Scope<'_>) {
                 Statement::Write(write) => flag_statement(cx, scope, &write.flag, "write"),
                 Statement::Host(host) => host_statement(cx, scope, host),
                 Statement::Call(call) => call_statement(cx, scope, call),
+                // Judged in `collective`.
+                Statement::Comm(_) => {}
                 Statement::NotCapturable(statement) => not_capturable(cx, statement),
                 // `control.rs` has the rules of `while`/`if` themselves.
                 Statement::Control(_) => {}
@@ -71,7 +73,7 @@ pub(super) fn what(buffer: &BufferDecl<'_>) -> String {
 
 /// A statement writes only memory declared `&mut` (or owned scratch): a `&` param is shared
 /// with the caller, who may read it while the step runs.
-fn writable(cx: &Ctxt, buffer: &BufferDecl<'_>, at: &Ident, action: &str) {
+pub(super) fn writable(cx: &Ctxt, buffer: &BufferDecl<'_>, at: &Ident, action: &str) {
     if !buffer.mutable {
         let name = buffer.name;
         let referent = type_string(buffer.referent);
@@ -299,7 +301,7 @@ fn launch_argument<'a>(
 
 /// Whether two types, as written, are two different primitive types: the only pair of
 /// spellings known to be different types without asking the compiler.
-fn distinct_primitives(a: &str, b: &str) -> bool {
+pub(super) fn distinct_primitives(a: &str, b: &str) -> bool {
     a != b && PRIMITIVE_SCALARS.contains(&a) && PRIMITIVE_SCALARS.contains(&b)
 }
 

@@ -34,6 +34,8 @@ pub struct LaunchSite<'p> {
     pub args: &'p [Arg],
     /// The scalar params its arguments and dimensions read.
     pub scalars: &'p std::collections::BTreeSet<lower::ScalarId>,
+    /// The device its stage runs on (which copy of the kernel it launches).
+    pub device: usize,
 }
 
 /// Every launch of the step, in enqueue order.
@@ -55,6 +57,7 @@ pub fn launch_sites<'p>(pipeline: &'p Pipeline<'_>) -> Vec<LaunchSite<'p>> {
                     source,
                     args,
                     scalars: &s.scalars,
+                    device: pipeline.streams[pipeline.stages[stage.0].stream.0].device,
                 });
             }
         }
@@ -186,7 +189,10 @@ pub fn check_first(
             }
         }
     }
-    let field = format_ident!("k{}", site.kernel.0);
+    let field = format_ident!(
+        "{}",
+        super::names::kernel_field_name(site.kernel, site.device)
+    );
     let pipeline_name = pipeline.name.as_str();
     let stage_name = pipeline.stages[site.stage.0].name.as_str();
     quote! {

@@ -48,6 +48,10 @@ impl Target {
 
 /// `GRAPH_EDGES`: the edges between stages of the built graph.
 pub fn constants(pipeline: &Pipeline<'_>) -> TokenStream {
+    if super::device::is_multi(pipeline) {
+        // Such a step is captured, not built: its edges are the capture's.
+        return quote!();
+    }
     let count = pipeline.graph_edges().len();
     quote! {
         /// Edges between the stages of the step's graph ([`capture`](Self::capture) builds
@@ -61,6 +65,9 @@ pub fn constants(pipeline: &Pipeline<'_>) -> TokenStream {
 /// `__capture`: prepares the scratch buffers, builds the step's graph and instantiates it,
 /// with the kernel nodes of its top-level launches in enqueue order (what the setters use).
 pub fn capture_step_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
+    if super::device::is_multi(pipeline) {
+        return captured_step_fn(names);
+    }
     let rt = rt();
     let params_ty = names.params_ty(quote!('_));
     let name = pipeline.name.as_str();
@@ -93,11 +100,13 @@ pub fn capture_step_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
         } else {
             quote!([#(&#before[..]),*].concat())
         };
-        let statements: Vec<TokenStream> = stage
-            .statements
-            .iter()
-            .map(|statement| statement_node(pipeline, stage, statement, Target::Graph))
-            .collect();
+        // A run of communication statements is one NCCL group, captured into the graph.
+        let statements: Vec<TokenStream> = super::collective::stage_statements(
+            pipeline,
+            stage,
+            |index, _| statement_node(pipeline, stage, &stage.statements[index], Target::Graph),
+            |group| captured_into_graph(&group),
+        );
         let empty = statements
             .is_empty()
             .then(|| quote!(__tail = ::std::vec![__graph.add_empty_node(&__deps)?];));
@@ -178,7 +187,8 @@ fn statement_node(
             kernel,
             args,
         } => {
-            let field = format_ident!("k{}", kernel.0);
+            let device = pipeline.streams[stage.stream.0].device;
+            let field = format_ident!("{}", super::names::kernel_field_name(*kernel, device));
             let (config, args) =
                 launch_parts(pipeline, source, *kernel, args, Retype::Assert, None);
             // Only top-level launches are nodes the setters update in place.
@@ -235,17 +245,26 @@ fn statement_node(
             quote_spanned!(closure.span()=> __tail = ::std::vec![#rt::host_node(&mut __graph, &__tail, #closure)?];)
         }
         StatementKind::Call { source, args } => {
-            let call = call_tokens(pipeline, stage, source, args);
-            quote! {
-                let __before = __tail.clone();
-                let __captured = __graph.capture_into(&__tail, __stream, |__stream: &#rt::Stream| -> #rt::Result<()> {
-                    #call
-                    ::core::result::Result::Ok(())
-                })?;
-                __tail = #rt::own_tail(&mut __graph, &__before, __captured)?;
-            }
+            captured_into_graph(&call_tokens(pipeline, stage, source, args))
         }
         StatementKind::Control(control) => control_node(pipeline, stage, control, target),
+        // Grouped with their neighbours by `collective::stage_statements`; `check` keeps them
+        // out of `while`/`if` bodies.
+        StatementKind::Comm { .. } => quote!(),
+    }
+}
+
+/// Work that enqueues on `__stream`, captured into the graph being built after `__tail`
+/// (`call` statements and communication groups).
+fn captured_into_graph(work: &TokenStream) -> TokenStream {
+    let rt = rt();
+    quote! {
+        let __before = __tail.clone();
+        let __captured = __graph.capture_into(&__tail, __stream, |__stream: &#rt::Stream| -> #rt::Result<()> {
+            #work
+            ::core::result::Result::Ok(())
+        })?;
+        __tail = #rt::own_tail(&mut __graph, &__before, __captured)?;
     }
 }
 
@@ -295,6 +314,33 @@ fn control_node(
         quote! {
             let __condition = #condition;
             __tail = ::std::vec![#recv.add_if_node(&__tail, __condition, #body)?];
+        }
+    }
+}
+
+/// `__capture` of a pipeline over several devices: one graph holds nodes of several contexts,
+/// which stream capture records across devices through the step's events, so the step is
+/// captured from its eager enqueue rather than built node by node.
+fn captured_step_fn(names: &Names) -> TokenStream {
+    let rt = rt();
+    let params_ty = names.params_ty(quote!('_));
+    quote! {
+        /// Prepares the scratch buffers, records one step from the origin stream and
+        /// instantiates it, with its kernel nodes in launch order.
+        fn __capture(
+            &mut self,
+            params: &mut #params_ty,
+        ) -> #rt::Result<(#rt::Graph, #rt::GraphExec, ::std::vec::Vec<#rt::KernelNode>)> {
+            self.__prepare(params)?;
+            self.__origin().begin_capture(#rt::CaptureMode::ThreadLocal)?;
+            let enqueued = self.__enqueue(params, ::core::option::Option::None);
+            // The capture always ends, also when enqueueing failed.
+            let graph = self.__origin().end_capture();
+            enqueued?;
+            let graph = graph?;
+            let exec = graph.instantiate()?;
+            let nodes = #rt::kernel_nodes_in_launch_order(&graph)?;
+            ::core::result::Result::Ok((graph, exec, nodes))
         }
     }
 }

@@ -35,6 +35,7 @@ fn fixed_uses(pipeline: &Pipeline<'_>, scalar: ScalarId) -> Vec<String> {
                 // Its condition, maximum and body are baked into a conditional node, whose
                 // body nodes are not updated in place.
                 StatementKind::Control(control) => format!("a `{}`", control.source.word()),
+                StatementKind::Comm { source, .. } => format!("`{}`", source.word()),
             };
             uses.push(format!("{what} in stage `{}`", stage.name));
         }
@@ -171,7 +172,10 @@ fn apply_fn(pipeline: &Pipeline<'_>, names: &Names, sites: &[LaunchSite<'_>]) ->
                 Retype::Cast,
                 None,
             );
-            let kernel = format_ident!("k{}", site.kernel.0);
+            let kernel = format_ident!(
+                "{}",
+                super::names::kernel_field_name(site.kernel, site.device)
+            );
             let index = site.index;
             quote! {
                 if __stale[#index] {

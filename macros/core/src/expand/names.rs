@@ -6,7 +6,7 @@ use quote::{format_ident, quote, quote_spanned};
 use syn::{Ident, Lifetime, Type};
 
 use crate::ast::{self, KernelParamType, ungroup_type};
-use crate::lower::Pipeline;
+use crate::lower::{KernelId, Pipeline};
 
 /// The hidden runtime module generated code names, versioned like thiserror's `__private17`:
 /// a macro crate and a runtime crate that disagree on what it holds fail to resolve the path
@@ -76,6 +76,11 @@ impl Names {
         format_ident!("k{}", k)
     }
 
+    /// The field of kernel `k` loaded on device `d` (the first device's is `kernel_field`).
+    pub fn kernel_field_on(&self, k: usize, d: usize) -> Ident {
+        format_ident!("{}", kernel_field_name(KernelId(k), d))
+    }
+
     /// The field of a scratch buffer.
     pub fn scratch_field(&self, name: &Ident) -> Ident {
         format_ident!("__scratch_{}", name)
@@ -102,6 +107,16 @@ impl Names {
             }
         });
         quote!((#(#params,)*))
+    }
+}
+
+/// The name of the field of kernel `k` loaded on device `d`: `k3` on the first device,
+/// `k3_on1` on the second.
+pub fn kernel_field_name(k: KernelId, d: usize) -> String {
+    if d == 0 {
+        format!("k{}", k.0)
+    } else {
+        format!("k{}_on{}", k.0, d)
     }
 }
 

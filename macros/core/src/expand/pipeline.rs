@@ -4,11 +4,12 @@
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
+use syn::Ident;
 use syn::spanned::Spanned;
 
 use super::bounds;
 use super::names::{Names, rt};
-use super::step;
+use super::{device, step};
 use crate::ast::KernelParamType;
 use crate::lower::{ImageFormat, KernelId, Memory, Pipeline, Priority};
 
@@ -41,11 +42,13 @@ pub fn stream_markers(pipeline: &Pipeline<'_>) -> TokenStream {
 pub fn kernels_struct(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
     let rt = rt();
     let ty = &names.kernels;
-    let fields = pipeline.kernels.iter().enumerate().map(|(k, kernel)| {
-        let field = names.kernel_field(k);
-        let sig = names.kernel_signature(kernel.decl);
-        quote!(#field: #rt::TypedKernel<#sig>)
-    });
+    let fields = device::kernel_instances(pipeline)
+        .into_iter()
+        .map(|(k, d)| {
+            let field = names.kernel_field_on(k.0, d);
+            let sig = names.kernel_signature(pipeline.kernels[k.0].decl);
+            quote!(#field: #rt::TypedKernel<#sig>)
+        });
     quote! {
         #[doc(hidden)]
         #[allow(non_camel_case_types)]
@@ -73,11 +76,16 @@ pub fn pipeline_struct(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
         quote!(#field: ::core::option::Option<#referent>)
     });
     let control_fields = super::control::struct_fields(pipeline);
+    let devices = device::is_multi(pipeline).then(|| {
+        let count = pipeline.devices.len();
+        quote!(__devices: [#rt::Context; #count],)
+    });
     quote! {
         #(#attrs)*
         #doc
         #vis struct #name {
             __ctx: #rt::Context,
+            #devices
             #(#stream_fields,)*
             __fork: #rt::Event,
             __progress: #rt::Progress,
@@ -167,10 +175,8 @@ fn constants(pipeline: &Pipeline<'_>) -> TokenStream {
 /// `new`: creates the streams and events and loads the kernels.
 fn new_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
     let rt = rt();
-    let kernels_ty = &names.kernels;
-    let event_count = pipeline.events.len();
-    let stream_count = pipeline.streams.len();
-    let stream_inits = pipeline.streams.iter().enumerate().map(|(i, stream)| {
+    let stream_init = |i: usize, ctx: &Ident| {
+        let stream = &pipeline.streams[i];
         let field = names.stream_field(i);
         let priority = match stream.priority {
             Priority::High => quote!(#rt::StreamPriority::High),
@@ -179,28 +185,26 @@ fn new_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             Priority::Value(v) => quote!(#rt::StreamPriority::Value(#v)),
         };
         let non_blocking = stream.non_blocking;
-        quote!(#field: #priority.new_stream(ctx, #non_blocking)?)
-    });
-    let module_loads = pipeline.modules.iter().enumerate().map(|(m, module)| {
-        let var = format_ident!("__module_{}", m);
+        quote!(#field: #priority.new_stream(#ctx, #non_blocking)?)
+    };
+    let module_load = |m: usize, ctx: &Ident| {
+        let module = &pipeline.modules[m];
         let image = &module.decl.image;
         let label = module.decl.name.to_string();
-        let load = match module.format {
-            ImageFormat::Ptx => quote!(#rt::load_ptx(ctx, #image, #label)),
-            ImageFormat::Cubin => quote!(#rt::load_cubin(ctx, #image, #label)),
-            ImageFormat::Fatbin => quote!(#rt::load_fatbin(ctx, #image, #label)),
-            ImageFormat::CudaC => quote!(#rt::compile_cuda_c(ctx, #image, #label)),
-        };
-        quote!(let #var = #load?;)
-    });
-    let kernel_inits = pipeline.kernels.iter().enumerate().map(|(k, kernel)| {
-        let field = names.kernel_field(k);
-        let module = format_ident!("__module_{}", kernel.module.0);
+        match module.format {
+            ImageFormat::Ptx => quote!(#rt::load_ptx(#ctx, #image, #label)),
+            ImageFormat::Cubin => quote!(#rt::load_cubin(#ctx, #image, #label)),
+            ImageFormat::Fatbin => quote!(#rt::load_fatbin(#ctx, #image, #label)),
+            ImageFormat::CudaC => quote!(#rt::compile_cuda_c(#ctx, #image, #label)),
+        }
+    };
+    let kernel_init = |k: KernelId, module: &Ident| {
+        let kernel = &pipeline.kernels[k.0];
         let kernel_name = kernel.name.as_str();
         let sig = names.kernel_signature(kernel.decl);
         let unsafe_token = pipeline.modules[kernel.module.0].decl.unsafe_token;
-        let bounds = bounds::bounds_value(pipeline, KernelId(k));
-        let integers = bounds::integer_assertions(pipeline, KernelId(k));
+        let bounds = bounds::bounds_value(pipeline, k);
+        let integers = bounds::integer_assertions(pipeline, k);
         // The user wrote `unsafe kernels`: the signature and its bounds are their promise
         // about the image. A token stream cannot carry a `// SAFETY:` comment; the user's
         // `unsafe kernels` is it.
@@ -239,10 +243,29 @@ fn new_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                     let host: #signature = #path;
                     host
                 });
-                quote!(#field: #rt::with_cpu::<#sig, _>(#declared, #host))
+                quote!(#rt::with_cpu::<#sig, _>(#declared, #host))
             }
-            None => quote!(#field: #declared),
+            None => declared,
         }
+    };
+    if device::is_multi(pipeline) {
+        return device::new_fn(pipeline, names, stream_init, module_load, kernel_init);
+    }
+    let kernels_ty = &names.kernels;
+    let event_count = pipeline.events.len();
+    let stream_count = pipeline.streams.len();
+    let ctx = format_ident!("ctx");
+    let stream_inits = (0..pipeline.streams.len()).map(|i| stream_init(i, &ctx));
+    let module_loads = (0..pipeline.modules.len()).map(|m| {
+        let var = device::module_var(m, 0);
+        let load = module_load(m, &ctx);
+        quote!(let #var = #load?;)
+    });
+    let kernel_inits = (0..pipeline.kernels.len()).map(|k| {
+        let field = names.kernel_field(k);
+        let module = device::module_var(pipeline.kernels[k].module.0, 0);
+        let init = kernel_init(KernelId(k), &module);
+        quote!(#field: #init)
     });
     let scratch_inits = pipeline.buffers.iter().filter(|b| b.scratch).map(|b| {
         let field = names.scratch_field(b.ident);
@@ -351,6 +374,7 @@ fn profile_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
     let rt = rt();
     let name_str = pipeline.input.name.to_string();
     let params_ty = names.params_ty(quote!('_));
+    let profiler = device::profiler(pipeline);
     let profile_sites = pipeline.order.iter().map(|stage| {
         let stage = &pipeline.stages[stage.0];
         let (name, stream) = (
@@ -368,7 +392,7 @@ fn profile_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
         pub fn profile(&mut self, params: #params_ty) -> #rt::Result<#rt::StepProfile> {
             let mut params = params;
             self.__prepare(&params)?;
-            let profiler = #rt::Profiler::new(&self.__ctx, Self::__STAGE_SITES.len())?;
+            let profiler = #profiler;
             self.__enqueue(&mut params, ::core::option::Option::Some(&profiler))?;
             self.__wait()?;
             profiler.finish(#name_str, Self::__PROFILE_SITES)

@@ -59,9 +59,10 @@ pub fn prepare_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             let len = b.len?;
             let field = names.scratch_field(b.ident);
             let referent = b.referent;
+            let ctx = super::device::scratch_context(pipeline, b.device);
             Some(quote! {
                 let __len: usize = #len;
-                #rt::ensure_scratch::<#referent>(&mut self.#field, &self.__ctx, __len)?;
+                #rt::ensure_scratch::<#referent>(&mut self.#field, #ctx, __len)?;
             })
         });
     quote! {
@@ -135,10 +136,12 @@ pub fn enqueue_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                 waits.push(quote!(#rt::Stream::wait_event(__stream, &__events[#k])));
             }
         }
-        let statements = stage.statements.iter().enumerate().map(|(i, statement)| {
-            statement_tokens(pipeline, stage, &statement.kind, local_site(stage_id, i))
-        });
-        let statements: Vec<TokenStream> = statements.collect();
+        let statements: Vec<TokenStream> = super::collective::stage_statements(
+            pipeline,
+            stage,
+            |index, kind| statement_tokens(pipeline, stage, kind, local_site(stage_id, index)),
+            |group| group,
+        );
         let record =
             event_of(stage_id).map(|k| quote!(#rt::Stream::record_into(__stream, &__events[#k])?;));
         let stream_index = stage.stream.0;
@@ -220,7 +223,8 @@ pub(super) fn statement_tokens(
             kernel,
             args,
         } => {
-            let field = format_ident!("k{}", kernel.0);
+            let device = pipeline.streams[stage.stream.0].device;
+            let field = format_ident!("{}", super::names::kernel_field_name(*kernel, device));
             let (config, args) =
                 launch_parts(pipeline, source, *kernel, args, Retype::Assert, locals);
             quote!(__kernels.#field.launch(__stream, #config, #args)?;)
@@ -281,6 +285,8 @@ pub(super) fn statement_tokens(
                 .collect();
             super::control::eager(pipeline, control, body)
         }
+        // Grouped with their neighbours by `collective::stage_statements`.
+        StatementKind::Comm { .. } => quote!(),
     }
 }
 

@@ -61,6 +61,21 @@ pub fn stub(input: &ast::Pipeline, errors: syn::Error) -> TokenStream {
         }
     });
     let unreachable = quote!(::core::unreachable!("this pipeline failed to compile"));
+    // `new` takes one context per declared device, as the real expansion does.
+    let mut seen = HashSet::new();
+    let devices: Vec<&syn::Ident> = input
+        .devices()
+        .map(|d| &d.name)
+        .filter(|name| seen.insert(name.to_string()))
+        .collect();
+    let new_fn = if devices.is_empty() {
+        quote!(pub fn new(ctx: &#rt::Context) -> #rt::Result<Self> { #unreachable })
+    } else {
+        quote! {
+            pub fn new(#(#devices: &#rt::Context),*) -> #rt::Result<Self> { #unreachable }
+            pub fn devices(&self) -> &[#rt::Context] { #unreachable }
+        }
+    };
 
     // One marker type and one accessor per stream name, as the real expansion has, so that
     // `call` functions typed `&TypedStream<PMain>` resolve.
@@ -116,7 +131,7 @@ pub fn stub(input: &ast::Pipeline, errors: syn::Error) -> TokenStream {
             pub const NAME: &'static str = "";
             pub const STAGES: &'static [&'static str] = &[];
             pub const DOT: &'static str = "";
-            pub fn new(ctx: &#rt::Context) -> #rt::Result<Self> { #unreachable }
+            #new_fn
             pub fn context(&self) -> &#rt::Context { #unreachable }
             #(#accessors)*
             pub fn run<'a, #(#generics),*>(&'a mut self, params: #params_ty) -> #rt::Result<#run<'a>> { #unreachable }
@@ -166,7 +181,8 @@ pub fn after_parse_error(tokens: TokenStream, error: syn::Error) -> TokenStream 
     }
 }
 
-/// The header of a pipeline and its `streams` and `params` blocks, skipping everything else.
+/// The header of a pipeline and its `streams`, `devices` and `params` blocks, skipping
+/// everything else.
 fn outline(input: ParseStream<'_>) -> syn::Result<ast::Pipeline> {
     let attrs = input.call(Attribute::parse_outer)?;
     let vis = input.parse()?;
@@ -183,6 +199,15 @@ fn outline(input: ParseStream<'_>) -> syn::Result<ast::Pipeline> {
                     attrs: Vec::new(),
                     keyword,
                     streams,
+                }));
+            }
+        } else if content.peek(kw::devices) && content.peek2(token::Brace) {
+            let keyword = content.parse()?;
+            if let Some(devices) = block(&content)? {
+                items.push(ast::Item::Devices(ast::Devices {
+                    attrs: Vec::new(),
+                    keyword,
+                    devices,
                 }));
             }
         } else if content.peek(kw::params) && content.peek2(token::Brace) {

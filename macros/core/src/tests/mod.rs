@@ -12,6 +12,7 @@ mod control;
 mod dot;
 mod limits;
 mod lowering;
+mod multi;
 mod parse;
 mod properties;
 mod protocols;

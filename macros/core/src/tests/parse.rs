@@ -149,6 +149,7 @@ fn every_statement_form_parses() {
             Statement::Host(_) => "host",
             Statement::Call(_) => "call",
             Statement::Control(control) => control.word(),
+            Statement::Comm(comm) => comm.word(),
             Statement::NotCapturable(statement) => {
                 if statement.word == "synchronize" {
                     "synchronize"
@@ -220,7 +221,7 @@ fn a_repeated_option_is_an_error_at_the_second() {
 fn unexpected_words_list_what_was_expected() {
     assert_eq!(
         parse_error(&with("stage s on s1 { a.synchronize(); }")),
-        "expected one of: `launch`, `copy`, `fill`, `wait`, `write`, `host`, `call`"
+        "expected one of: `launch`, `copy`, `fill`, `wait`, `write`, `host`, `call`, `send`, `recv`, `all_reduce`, `broadcast`, `all_gather`, `reduce_scatter`"
     );
     assert_eq!(
         parse_error("pipeline P { streams { s(fast) } }"),
@@ -228,7 +229,7 @@ fn unexpected_words_list_what_was_expected() {
     );
     assert_eq!(
         parse_error("pipeline P { stream { s } }"),
-        "expected one of: `streams`, `kernels`, `params`, `scratch`, `stage`, `concurrent`"
+        "expected one of: `streams`, `kernels`, `params`, `scratch`, `stage`, `concurrent`, `devices`"
     );
     assert_eq!(
         parse_error(r#"pipeline P { unsafe kernels k = spirv("") {} }"#),

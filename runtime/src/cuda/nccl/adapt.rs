@@ -1,6 +1,11 @@
 //! The only place NCCL touches the rest of the runtime: streams, contexts, device memory and
 //! capture keep-alive. Each function is this layout's spelling of one question; a change of
 //! the runtime's internals changes these and nothing else in `nccl/`.
+//!
+//! Enqueues follow the rule of every other stream operation (`cuda/stream.rs`): the stream's
+//! gate is held, shared, from the capture check through the bookkeeping to the NCCL call that
+//! enqueues, so an operation is wholly inside a capture (and kept alive by its graph) or
+//! wholly outside it, whatever other threads do. [`Enqueue`] is that held gate.
 
 use std::any::Any;
 use std::sync::{Arc, RwLockReadGuard};
@@ -8,7 +13,7 @@ use std::sync::{Arc, RwLockReadGuard};
 use bytemuck::Pod;
 
 use crate::context::{Backend, Context};
-use crate::cuda::{Keep, keep_in_capture as keep};
+use crate::cuda::{self, Keep, keep_in_capture as keep};
 use crate::error::{Error, Result};
 use crate::memory::view::DeviceSource;
 use crate::stream::Stream;
@@ -26,7 +31,8 @@ pub(super) fn device_ordinal(ctx: &Context) -> Option<usize> {
 }
 
 /// The raw stream NCCL enqueues on, after checking it is a CUDA stream of `ctx` (the
-/// communicator's context).
+/// communicator's context). Whether it is captured is decided later, under its gate
+/// ([`Enqueue::begin`]).
 pub(super) fn raw_stream(
     call: &'static str,
     stream: &Stream,
@@ -46,10 +52,7 @@ pub(super) fn raw_stream(
             "the stream belongs to another context (device) than the communicator",
         ));
     }
-    let s = stream.cuda_only(call)?;
-    // A borrowed stream that foreign code captures could not keep this work's memory alive.
-    s.capture_now()?;
-    Ok(s.raw())
+    Ok(stream.cuda_only(call)?.raw())
 }
 
 /// A checked device range: its address and length in elements.
@@ -80,88 +83,56 @@ pub(super) fn span<T: Pod, M: DeviceSource<T> + ?Sized>(
     }
 }
 
-/// The gates of the streams of an NCCL operation (or group), held shared from its
-/// bookkeeping until NCCL has enqueued it: a capture cannot begin or end on those streams in
-/// between (see `cuda/stream.rs`), so each operation is wholly inside a capture, which keeps
-/// its memory, or wholly outside one, where its use is recorded for the free rule.
-pub(super) struct Gates<'s> {
-    /// The one gate of an ungrouped operation (no allocation per operation).
-    _one: Option<RwLockReadGuard<'s, ()>>,
-    /// The gates of a group's other streams.
-    _more: Vec<RwLockReadGuard<'s, ()>>,
+/// One stream's gate, held shared from the capture check until the NCCL call that enqueues
+/// on the stream has returned (drop it after that call).
+pub(super) struct Enqueue<'a> {
+    stream: &'a cuda::Stream,
+    capture: Option<u64>,
+    _gate: RwLockReadGuard<'a, ()>,
 }
 
-/// Takes the gates of `streams` (each handle once; nothing to take on the CPU backend, which
-/// NCCL refuses anyway). Several are taken all at once or not at all, waiting for the one that
-/// was not free with none held: ending a capture holds its origin's gate while it waits for
-/// the gates of the streams that joined it, so holding one gate while waiting for another
-/// could deadlock with it.
-pub(super) fn gates<'s>(streams: &[&'s Stream]) -> Gates<'s> {
-    if let [one] = streams {
-        return Gates {
-            _one: one.cuda_only("nccl").ok().map(|s| s.gate()),
-            _more: Vec::new(),
-        };
+impl<'a> Enqueue<'a> {
+    /// Takes `stream`'s gate and finds the capture an enqueue made now is recorded into (a
+    /// capture of a borrowed stream begun by foreign code is an error: its graph could not
+    /// keep this work's memory alive).
+    pub(super) fn begin(call: &'static str, stream: &'a Stream) -> Result<Enqueue<'a>> {
+        let stream = stream.cuda_only(call)?;
+        let gate = stream.gate();
+        let capture = stream.capture_now()?;
+        Ok(Enqueue {
+            stream,
+            capture,
+            _gate: gate,
+        })
     }
-    let mut cuda: Vec<&'s crate::cuda::Stream> = Vec::new();
-    for s in streams.iter().filter_map(|s| s.cuda_only("nccl").ok()) {
-        if !cuda.iter().any(|c| c.gate_key() == s.gate_key()) {
-            cuda.push(s);
+
+    /// The handle whose gate this holds, to tell two `Stream` values over one handle apart
+    /// from two handles (the gate must never be taken twice by one thread).
+    pub(super) fn key(stream: &Stream) -> Option<(usize, usize)> {
+        let s = stream.cuda_only("nccl").ok()?;
+        Some((s.context().raw() as usize, s.raw() as usize))
+    }
+
+    /// Records that the work touches `memory` (for the stream-ordered free rule) and keeps
+    /// its allocation alive in the graph being captured, if any.
+    pub(super) fn note<T: Pod, M: DeviceSource<T> + ?Sized>(&self, memory: &M) {
+        if let Some(range) = memory.device_region().cuda() {
+            self.note_memory(range.memory);
         }
     }
-    loop {
-        let mut guards = Vec::with_capacity(cuda.len());
-        let mut busy = None;
-        for s in &cuda {
-            match s.try_gate() {
-                Some(guard) => guards.push(guard),
-                None => {
-                    busy = Some(*s);
-                    break;
-                }
-            }
+
+    /// [`Enqueue::note`] of an allocation.
+    pub(super) fn note_memory(&self, memory: &Arc<cuda::DeviceMemory>) {
+        memory.note_use(self.stream);
+        if let Some(capture) = self.capture {
+            keep(capture, Keep::Device(memory.clone()));
         }
-        let Some(busy) = busy else {
-            return Gates {
-                _one: None,
-                _more: guards,
-            };
-        };
-        drop(guards);
-        // Wait for the busy one with nothing held, then try again.
-        drop(busy.gate());
     }
-}
 
-/// Records that work touching `memory` is enqueued on `stream` (for the stream-ordered free
-/// rule) and keeps its allocation alive in the graph being captured there, if any. The
-/// caller holds `stream`'s gate in `_gates`.
-pub(super) fn note_enqueue<T: Pod, M: DeviceSource<T> + ?Sized>(
-    memory: &M,
-    stream: &Stream,
-    _gates: &Gates<'_>,
-) {
-    let region = memory.device_region();
-    let (Some(range), Ok(s)) = (region.cuda(), stream.cuda_only("nccl")) else {
-        return;
-    };
-    range.memory.note_use(s);
-    if let Ok(Some(capture)) = s.capture_now() {
-        keep(capture, Keep::Device(range.memory.clone()));
-    }
-}
-
-/// Keeps `object` (the communicator) alive in the graph being captured on `stream`, if any.
-/// The caller holds `stream`'s gate in `_gates`.
-pub(super) fn keep_in_capture(
-    stream: &Stream,
-    object: Arc<dyn Any + Send + Sync>,
-    _gates: &Gates<'_>,
-) {
-    let Ok(s) = stream.cuda_only("nccl") else {
-        return;
-    };
-    if let Ok(Some(capture)) = s.capture_now() {
-        keep(capture, Keep::Object(object));
+    /// Keeps `object` (the communicator) alive in the graph being captured, if any.
+    pub(super) fn keep(&self, object: Arc<dyn Any + Send + Sync>) {
+        if let Some(capture) = self.capture {
+            keep(capture, Keep::Object(object));
+        }
     }
 }

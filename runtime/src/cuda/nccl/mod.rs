@@ -13,8 +13,9 @@
 //!
 //! Layers: `sys` (raw types), `library` (the function table), `comm` (communicators and the
 //! unsafe raw enqueue, `pub(crate)`), `ops` (the safe level; its docs say what it checks and
-//! what it cannot: the other ranks' matching calls), `adapt` (the runtime's streams, memory
-//! and capture keep-alive, in one place).
+//! what it cannot: the other ranks' matching calls), `stage` (a `gpu_pipeline!` stage's
+//! communication as one group, over ranges the generated step holds borrowed), `adapt` (the
+//! runtime's streams, memory and capture keep-alive, in one place).
 //!
 //! Launch one process per GPU (`gpu-pipeline-launch -n 2 -- ./program`, `mpirun`, `srun`);
 //! keep `NCCL_NVLS_ENABLE=0` set (the launcher does). Captured into a graph, every rank must
@@ -26,6 +27,7 @@ mod adapt;
 mod comm;
 mod library;
 mod ops;
+mod stage;
 mod sys;
 
 pub use comm::{CommConfig, Communicator, UniqueId};
@@ -34,3 +36,4 @@ pub use library::{
     library_path, python_package_dirs, version,
 };
 pub use ops::Group;
+pub(crate) use stage::{Part as StagePart, StageOp};

@@ -13,9 +13,10 @@
 //!   context synchronize, or in stream order on a stream every recorded use precedes (each
 //!   operation records its use on the stream, like a copy does);
 //! - in a capture, the graph keeps every buffer and the communicator alive (`adapt` hands
-//!   them to the runtime's capture keep-alive). The streams' gates are held from that
-//!   bookkeeping until NCCL has enqueued the operation (a group's, until `ncclGroupEnd`), so
-//!   a capture that another thread begins or ends on those streams cannot fall in between.
+//!   them to the runtime's capture keep-alive). As for every other stream operation, the
+//!   stream's gate is held from the capture check to the NCCL call that enqueues (for a
+//!   [`Group`], the gates of all its streams around `ncclGroupEnd`), so a capture another
+//!   thread begins or ends on the stream cannot fall between them.
 //!
 //! What the types cannot check: the *other ranks*. NCCL requires every rank to issue the
 //! same collectives in the same order, and each send to meet a recv of the same count and
@@ -255,9 +256,19 @@ impl Communicator {
         })
     }
 
-    /// Keeps the communicator alive in the graph being captured on `stream`, if any.
-    fn keep_in_capture(&self, stream: &Stream, gates: &adapt::Gates<'_>) {
-        adapt::keep_in_capture(stream, self.shared(), gates);
+    /// Enters `stream`'s gate for one enqueue: notes the uses of `memory`, keeps it and the
+    /// communicator alive in the graph being captured, if any. Hold the result across the
+    /// NCCL call.
+    fn enter<'s>(
+        &self,
+        call: &'static str,
+        stream: &'s Stream,
+        note: impl FnOnce(&adapt::Enqueue<'s>),
+    ) -> Result<adapt::Enqueue<'s>> {
+        let enqueue = adapt::Enqueue::begin(call, stream)?;
+        note(&enqueue);
+        enqueue.keep(self.shared());
+        Ok(enqueue)
     }
 
     /// Makes the raw call of a prepared operation.
@@ -265,7 +276,8 @@ impl Communicator {
     /// # Safety
     /// The spans' memory and the stream must satisfy the raw level's contract (see
     /// `comm.rs`) from now until the work completes: the callers below hold the borrows for
-    /// the enqueue (or the group) and have recorded the uses (`adapt::note_enqueue`).
+    /// the enqueue (or the group) and record the uses under the stream's gate
+    /// (`adapt::Enqueue`), held across the call.
     unsafe fn issue(&self, p: &Prepared) -> Result<()> {
         let (ty, s) = (p.ty, p.stream);
         // SAFETY: the caller's contract, passed on; the spans and counts were checked
@@ -304,13 +316,11 @@ impl Communicator {
         const CALL: &str = "Communicator::send";
         refuse_in_group(CALL)?;
         let p = self.prepare_send(CALL, stream, data, peer)?;
-        // Held until NCCL has enqueued the operation (see `adapt::Gates`).
-        let gates = adapt::gates(&[stream]);
-        adapt::note_enqueue(data, stream, &gates);
-        self.keep_in_capture(stream, &gates);
+        let _gate = self.enter(CALL, stream, |e| e.note(data))?;
         // SAFETY: `data` is borrowed for this call and checked to be CUDA memory of the
-        // stream's context; its use is recorded, so the allocation outlives the work (see the
-        // module docs); no group is open, so NCCL enqueues it now.
+        // stream's context; its use is recorded (and kept by a capture) under the gate held
+        // across this call, so the allocation outlives the work (see the module docs); no
+        // group is open, so NCCL enqueues it now.
         unsafe { self.issue(&p) }
     }
 
@@ -324,10 +334,7 @@ impl Communicator {
         const CALL: &str = "Communicator::recv";
         refuse_in_group(CALL)?;
         let p = self.prepare_recv(CALL, stream, data, peer)?;
-        // Held until NCCL has enqueued the operation (see `adapt::Gates`).
-        let gates = adapt::gates(&[stream]);
-        adapt::note_enqueue(data, stream, &gates);
-        self.keep_in_capture(stream, &gates);
+        let _gate = self.enter(CALL, stream, |e| e.note(data))?;
         // SAFETY: as in `send`; `data` is borrowed `&mut`, so nothing else of this call
         // aliases it.
         unsafe { self.issue(&p) }
@@ -344,11 +351,10 @@ impl Communicator {
         const CALL: &str = "Communicator::all_reduce";
         refuse_in_group(CALL)?;
         let p = self.prepare_all_reduce(CALL, stream, Some(send), recv, op)?;
-        // Held until NCCL has enqueued the operation (see `adapt::Gates`).
-        let gates = adapt::gates(&[stream]);
-        adapt::note_enqueue(send, stream, &gates);
-        adapt::note_enqueue(recv, stream, &gates);
-        self.keep_in_capture(stream, &gates);
+        let _gate = self.enter(CALL, stream, |e| {
+            e.note(send);
+            e.note(recv);
+        })?;
         // SAFETY: as in `send` and `recv`; `send` and `recv` cannot alias (`&` and `&mut`).
         unsafe { self.issue(&p) }
     }
@@ -363,10 +369,7 @@ impl Communicator {
         const CALL: &str = "Communicator::all_reduce_in_place";
         refuse_in_group(CALL)?;
         let p = self.prepare_all_reduce::<T, D, D>(CALL, stream, None, data, op)?;
-        // Held until NCCL has enqueued the operation (see `adapt::Gates`).
-        let gates = adapt::gates(&[stream]);
-        adapt::note_enqueue(data, stream, &gates);
-        self.keep_in_capture(stream, &gates);
+        let _gate = self.enter(CALL, stream, |e| e.note(data))?;
         // SAFETY: as in `recv` (NCCL reads and writes the one buffer, in place).
         unsafe { self.issue(&p) }
     }
@@ -381,10 +384,7 @@ impl Communicator {
         const CALL: &str = "Communicator::broadcast";
         refuse_in_group(CALL)?;
         let p = self.prepare_broadcast::<T, D, D>(CALL, stream, None, data, root)?;
-        // Held until NCCL has enqueued the operation (see `adapt::Gates`).
-        let gates = adapt::gates(&[stream]);
-        adapt::note_enqueue(data, stream, &gates);
-        self.keep_in_capture(stream, &gates);
+        let _gate = self.enter(CALL, stream, |e| e.note(data))?;
         // SAFETY: as in `recv`.
         unsafe { self.issue(&p) }
     }
@@ -401,11 +401,10 @@ impl Communicator {
         const CALL: &str = "Communicator::broadcast_from";
         refuse_in_group(CALL)?;
         let p = self.prepare_broadcast(CALL, stream, Some(send), recv, root)?;
-        // Held until NCCL has enqueued the operation (see `adapt::Gates`).
-        let gates = adapt::gates(&[stream]);
-        adapt::note_enqueue(send, stream, &gates);
-        adapt::note_enqueue(recv, stream, &gates);
-        self.keep_in_capture(stream, &gates);
+        let _gate = self.enter(CALL, stream, |e| {
+            e.note(send);
+            e.note(recv);
+        })?;
         // SAFETY: as in `all_reduce`.
         unsafe { self.issue(&p) }
     }
@@ -421,11 +420,10 @@ impl Communicator {
         const CALL: &str = "Communicator::all_gather";
         refuse_in_group(CALL)?;
         let p = self.prepare_all_gather(CALL, stream, send, recv)?;
-        // Held until NCCL has enqueued the operation (see `adapt::Gates`).
-        let gates = adapt::gates(&[stream]);
-        adapt::note_enqueue(send, stream, &gates);
-        adapt::note_enqueue(recv, stream, &gates);
-        self.keep_in_capture(stream, &gates);
+        let _gate = self.enter(CALL, stream, |e| {
+            e.note(send);
+            e.note(recv);
+        })?;
         // SAFETY: as in `all_reduce`; `recv` holds `size` times `send`'s elements (checked).
         unsafe { self.issue(&p) }
     }
@@ -442,11 +440,10 @@ impl Communicator {
         const CALL: &str = "Communicator::reduce_scatter";
         refuse_in_group(CALL)?;
         let p = self.prepare_reduce_scatter(CALL, stream, send, recv, op)?;
-        // Held until NCCL has enqueued the operation (see `adapt::Gates`).
-        let gates = adapt::gates(&[stream]);
-        adapt::note_enqueue(send, stream, &gates);
-        adapt::note_enqueue(recv, stream, &gates);
-        self.keep_in_capture(stream, &gates);
+        let _gate = self.enter(CALL, stream, |e| {
+            e.note(send);
+            e.note(recv);
+        })?;
         // SAFETY: as in `all_reduce`; `send` holds `size` times `recv`'s elements (checked).
         unsafe { self.issue(&p) }
     }
@@ -486,7 +483,6 @@ impl Communicator {
         let mut group = Group {
             comm: self,
             pending: Vec::new(),
-            streams: Vec::new(),
             open: true,
             _not_send: PhantomData,
         };
@@ -498,9 +494,6 @@ impl Communicator {
         ended.map(|()| value)
     }
 }
-
-/// The bookkeeping of one grouped operation, run under the group's gates when it ends.
-type Track<'a> = Box<dyn FnOnce(&adapt::Gates<'_>) + 'a>;
 
 /// The operations of one [`Communicator::group`]: the communicator's methods, with the
 /// buffers and streams borrowed until the group ends (NCCL enqueues them only then).
@@ -525,11 +518,10 @@ type Track<'a> = Box<dyn FnOnce(&adapt::Gates<'_>) + 'a>;
 /// ```
 pub struct Group<'a> {
     comm: &'a Communicator,
-    /// Records the uses of the group's buffers right before NCCL enqueues them, so that a
-    /// capture begun after an operation was recorded still keeps its buffers alive.
-    pending: Vec<Track<'a>>,
-    /// The streams of the recorded operations, whose gates `end` holds.
-    streams: Vec<&'a Stream>,
+    /// Records the uses of the group's buffers right before NCCL enqueues them, under the
+    /// gate of the stream each was given (so a capture begun after an operation was
+    /// recorded still keeps its buffers alive).
+    pending: Vec<Pending<'a>>,
     open: bool,
     _not_send: PhantomData<*const ()>,
 }
@@ -553,31 +545,61 @@ impl Drop for Group<'_> {
     }
 }
 
+/// The bookkeeping of one operation of a group, run at the group's end under the gate of
+/// its stream.
+struct Pending<'a> {
+    stream: &'a Stream,
+    track: Box<dyn FnOnce(&adapt::Enqueue<'_>) + 'a>,
+}
+
 impl<'a> Group<'a> {
     /// Records the uses of an operation NCCL accepted into the group.
-    fn record(&mut self, stream: &'a Stream, track: impl FnOnce(&adapt::Gates<'_>) + 'a) {
-        let comm = self.comm;
-        self.streams.push(stream);
-        self.pending.push(Box::new(move |gates| {
-            track(gates);
-            comm.keep_in_capture(stream, gates);
-        }));
+    fn record(&mut self, stream: &'a Stream, track: impl FnOnce(&adapt::Enqueue<'_>) + 'a) {
+        self.pending.push(Pending {
+            stream,
+            track: Box::new(track),
+        });
     }
 
-    /// Enqueues everything recorded (`ncclGroupEnd`), holding the gates of the group's
-    /// streams from the bookkeeping until NCCL has enqueued the operations.
+    /// Enqueues everything recorded (`ncclGroupEnd`), holding the gate of every stream of
+    /// the group (each handle once, in one order) from the capture checks to the end.
     fn end(&mut self) -> Result<()> {
         self.open = false;
-        let gates = adapt::gates(&self.streams);
-        for track in self.pending.drain(..) {
-            track(&gates);
-        }
         set_in_group(false);
+        let pending: Vec<Pending<'a>> = self.pending.drain(..).collect();
+        let mut streams: Vec<(&'a Stream, (usize, usize))> = pending
+            .iter()
+            .filter_map(|p| Some((p.stream, adapt::Enqueue::key(p.stream)?)))
+            .collect();
+        streams.sort_by_key(|&(_, key)| key);
+        streams.dedup_by_key(|&mut (_, key)| key);
+        let mut gates = Vec::with_capacity(streams.len());
+        let mut entered = Ok(());
+        for &(stream, key) in &streams {
+            match adapt::Enqueue::begin("Group::end", stream) {
+                Ok(gate) => gates.push((key, gate)),
+                Err(e) => {
+                    entered = Err(e);
+                    break;
+                }
+            }
+        }
+        for p in pending {
+            let key = adapt::Enqueue::key(p.stream);
+            if let Some((_, gate)) = gates.iter().find(|(k, _)| Some(*k) == key) {
+                (p.track)(gate);
+                gate.keep(self.comm.shared());
+            }
+        }
+        // NCCL cannot drop a group's operations: it is ended even when a gate could not be
+        // entered (a foreign capture), and that error reported after.
         // SAFETY: every buffer and stream of the group's operations is borrowed for `'a`,
-        // which outlives the group, was checked when recorded, and has its use recorded just
-        // above, under the gates still held; from here on the allocation rules keep it valid
-        // (module docs).
-        unsafe { self.comm.raw_group_end() }
+        // which outlives the group, and was checked when recorded; their uses are recorded
+        // (and kept by a capture) under the gates held across this call; from here on the
+        // allocation rules keep them valid (module docs).
+        let ended = unsafe { self.comm.raw_group_end() };
+        drop(gates);
+        entered.and(ended)
     }
 
     /// [`Communicator::send`] in the group.
@@ -590,9 +612,7 @@ impl<'a> Group<'a> {
         let p = self.comm.prepare_send("Group::send", stream, data, peer)?;
         // SAFETY: NCCL holds the operation until the group ends; see `end`.
         unsafe { self.comm.issue(&p)? };
-        self.record(stream, move |gates| {
-            adapt::note_enqueue(data, stream, gates)
-        });
+        self.record(stream, move |e| e.note(data));
         Ok(())
     }
 
@@ -606,9 +626,7 @@ impl<'a> Group<'a> {
         let p = self.comm.prepare_recv("Group::recv", stream, data, peer)?;
         // SAFETY: as in `send`; `data` is borrowed `&mut` for the group.
         unsafe { self.comm.issue(&p)? };
-        self.record(stream, move |gates| {
-            adapt::note_enqueue(data, stream, gates)
-        });
+        self.record(stream, move |e| e.note(data));
         Ok(())
     }
 
@@ -625,9 +643,9 @@ impl<'a> Group<'a> {
             .prepare_all_reduce("Group::all_reduce", stream, Some(send), recv, op)?;
         // SAFETY: as in `send`.
         unsafe { self.comm.issue(&p)? };
-        self.record(stream, move |gates| {
-            adapt::note_enqueue(send, stream, gates);
-            adapt::note_enqueue(recv, stream, gates);
+        self.record(stream, move |e| {
+            e.note(send);
+            e.note(recv);
         });
         Ok(())
     }
@@ -648,9 +666,7 @@ impl<'a> Group<'a> {
         )?;
         // SAFETY: as in `send`.
         unsafe { self.comm.issue(&p)? };
-        self.record(stream, move |gates| {
-            adapt::note_enqueue(data, stream, gates)
-        });
+        self.record(stream, move |e| e.note(data));
         Ok(())
     }
 
@@ -666,9 +682,7 @@ impl<'a> Group<'a> {
                 .prepare_broadcast::<T, D, D>("Group::broadcast", stream, None, data, root)?;
         // SAFETY: as in `send`.
         unsafe { self.comm.issue(&p)? };
-        self.record(stream, move |gates| {
-            adapt::note_enqueue(data, stream, gates)
-        });
+        self.record(stream, move |e| e.note(data));
         Ok(())
     }
 
@@ -684,9 +698,9 @@ impl<'a> Group<'a> {
             .prepare_all_gather("Group::all_gather", stream, send, recv)?;
         // SAFETY: as in `send`.
         unsafe { self.comm.issue(&p)? };
-        self.record(stream, move |gates| {
-            adapt::note_enqueue(send, stream, gates);
-            adapt::note_enqueue(recv, stream, gates);
+        self.record(stream, move |e| {
+            e.note(send);
+            e.note(recv);
         });
         Ok(())
     }
@@ -704,9 +718,9 @@ impl<'a> Group<'a> {
                 .prepare_reduce_scatter("Group::reduce_scatter", stream, send, recv, op)?;
         // SAFETY: as in `send`.
         unsafe { self.comm.issue(&p)? };
-        self.record(stream, move |gates| {
-            adapt::note_enqueue(send, stream, gates);
-            adapt::note_enqueue(recv, stream, gates);
+        self.record(stream, move |e| {
+            e.note(send);
+            e.note(recv);
         });
         Ok(())
     }

@@ -1,0 +1,231 @@
+//! Rules on communication statements (`send`, `recv`, `all_reduce`, `broadcast`,
+//! `all_gather`, `reduce_scatter`): they go through the pipeline's one communicator, move
+//! device buffers, write only what the pipeline may write, reduce with an operator the
+//! element type has, and compute their ranges, peers and roots on the host from scalars.
+//!
+//! Every rank runs the same expansion, so every rank enqueues (and captures) the same
+//! operations in the same order: what NCCL requires of collectives and of graphs that
+//! contain them. What the macro cannot see is which rank a `PEER` expression names on each
+//! rank; a send must meet a receive of the same length on the peer, which the runtime
+//! reports as a mismatch (CPU backend) or NCCL as a hang.
+
+use syn::{Expr, Ident};
+
+use super::accesses::buffers;
+use super::hint::suggestion;
+use super::statements::{distinct_primitives, resolve, what, writable};
+use crate::ast::{self, Comm, CommOp, Statement, Use, mentions, type_string, ungroup_expr};
+use crate::ctxt::Ctxt;
+use crate::scope::{BufferDecl, Memory, Scope};
+use crate::symbol::REDUCE_OPS;
+
+/// Every rule on communication: one communicator, and each statement's operands and
+/// host expressions.
+pub fn check(cx: &Ctxt, scope: &Scope<'_>) {
+    communicator(cx, scope);
+    for stage in &scope.stages {
+        for statement in &stage.statements {
+            if let Statement::Comm(comm) = statement {
+                self::statement(cx, scope, comm);
+                expressions(cx, scope, comm);
+            }
+        }
+    }
+}
+
+/// The communicator params of the pipeline, in declaration order.
+pub fn communicators<'s>(scope: &'s Scope<'_>) -> Vec<&'s BufferDecl<'s>> {
+    scope
+        .buffers
+        .iter()
+        .filter(|buffer| buffer.is_communicator())
+        .collect()
+}
+
+/// A pipeline that communicates declares exactly one communicator param: every statement
+/// goes through it, so every rank orders its operations the same way.
+fn communicator(cx: &Ctxt, scope: &Scope<'_>) {
+    let declared = communicators(scope);
+    if let [first, rest @ ..] = declared.as_slice() {
+        for other in rest {
+            cx.error_spanned_by(
+                other.name,
+                format!(
+                    "a pipeline communicates through one communicator, and `{}` is already one; remove `{}`",
+                    first.name, other.name
+                ),
+            );
+        }
+        return;
+    }
+    let first = scope.stages.iter().find_map(|stage| {
+        stage
+            .statements
+            .iter()
+            .find_map(|statement| match statement {
+                Statement::Comm(comm) => Some(comm),
+                _ => None,
+            })
+    });
+    if let Some(comm) = first {
+        cx.error_at(
+            comm.keyword,
+            format!(
+                "`{}` goes through the pipeline's communicator, but none is declared; add `comm: &Communicator` to `params {{ ... }}` (an NCCL communicator on CUDA, a `World` rank on the CPU backend)",
+                comm.word()
+            ),
+        );
+    }
+}
+
+/// The rules on one statement.
+fn statement(cx: &Ctxt, scope: &Scope<'_>, comm: &Comm) {
+    let word = comm.word();
+    let mut resolved: Vec<(&ast::Operand, &BufferDecl<'_>, bool)> = Vec::new();
+    for (operand, writes) in comm.operands() {
+        let role = format!("`{word}` moves a `DeviceBuffer`");
+        let Some(buffer) = resolve(cx, scope, &operand.name, &role) else {
+            continue;
+        };
+        let name = &operand.name;
+        let hint = match buffer.memory {
+            Memory::Device => None,
+            Memory::Pinned => Some(format!(
+                "{}; `{word}` moves device memory: `copy` it into a `DeviceBuffer` and use that",
+                what(buffer)
+            )),
+            Memory::Flag | Memory::Pageable | Memory::Opaque => {
+                Some(format!("{}; `{word}` moves a `DeviceBuffer`", what(buffer)))
+            }
+        };
+        if let Some(hint) = hint {
+            cx.error_spanned_by(name, hint);
+            continue;
+        }
+        if writes {
+            writable(cx, buffer, name, &format!("`{word}` writes it"));
+        }
+        if let Some(range) = &operand.range {
+            element_range(cx, name, range);
+        }
+        resolved.push((operand, buffer, writes));
+    }
+    if let [(src, src_buffer, false), (dst, dst_buffer, true)] = resolved.as_slice() {
+        same_element(cx, word, src, src_buffer, dst, dst_buffer);
+    }
+    if let Some(op) = comm.reduce_op() {
+        let elem = resolved.first().and_then(|(_, buffer, _)| buffer.elem);
+        reduce_operator(cx, word, op, elem);
+    }
+}
+
+/// `[RANGE]` is an element range: `[a..b]`, `[a..]`, `[..b]`, `[a..=b]` or `[..]`.
+fn element_range(cx: &Ctxt, name: &Ident, range: &Expr) {
+    if !matches!(ungroup_expr(range), Expr::Range(_)) {
+        cx.error_spanned_by(
+            range,
+            format!(
+                "`[...]` after `{name}` takes an element range such as `[0..n]`; for one element write `[i..i + 1]`"
+            ),
+        );
+    }
+}
+
+/// The two sides of a collective are two buffers (or ranges of two buffers) of one element
+/// type. The same buffer on both sides is the in-place form, written with one operand.
+fn same_element(
+    cx: &Ctxt,
+    word: &str,
+    src: &ast::Operand,
+    src_buffer: &BufferDecl<'_>,
+    dst: &ast::Operand,
+    dst_buffer: &BufferDecl<'_>,
+) {
+    if src.name == dst.name {
+        let name = &dst.name;
+        let hint = match word {
+            "all_reduce" | "broadcast" => format!(
+                "for the in-place form write one operand, e.g. `{word}{} {name}`",
+                if word == "all_reduce" { "(sum)" } else { "" }
+            ),
+            _ => "use two different buffers".to_owned(),
+        };
+        cx.error_spanned_by(
+            name,
+            format!("`{word}` reads and writes `{name}` at once; {hint}"),
+        );
+        return;
+    }
+    if let (Some(from), Some(to)) = (
+        src_buffer.elem.map(type_string),
+        dst_buffer.elem.map(type_string),
+    ) && distinct_primitives(&from, &to)
+    {
+        cx.error_between(
+            src.name.span(),
+            dst.name.span(),
+            format!(
+                "`{word} {} -> {}` moves `{from}` into `{to}`; both buffers must hold the same element type",
+                src.name, dst.name
+            ),
+        );
+    }
+}
+
+/// The operator is one NCCL has, and `avg` reduces floats only (both backends refuse an
+/// integer mean; a sum divided by the number of ranks says what is meant).
+fn reduce_operator(cx: &Ctxt, word: &str, op: &Ident, elem: Option<&syn::Type>) {
+    let names: Vec<String> = REDUCE_OPS
+        .iter()
+        .map(|(name, _)| (*name).to_owned())
+        .collect();
+    if !REDUCE_OPS.iter().any(|(name, _)| op == name) {
+        let hint = suggestion(
+            op,
+            &names,
+            "write one of `sum`, `prod`, `max`, `min`, `avg`",
+        );
+        cx.error_spanned_by(op, format!("`{word}` has no operator `{op}`; {hint}"));
+        return;
+    }
+    let integer = elem
+        .map(type_string)
+        .is_some_and(|ty| ["i8", "u8", "i32", "u32", "i64", "u64"].contains(&ty.as_str()));
+    if op == "avg" && integer {
+        cx.error_spanned_by(
+            op,
+            format!(
+                "`{word}(avg)` needs a floating-point element type, not `{}`; reduce with `sum` and divide by the number of ranks",
+                elem.map(type_string).unwrap_or_default()
+            ),
+        );
+    }
+}
+
+/// Ranges, peers and roots are computed on the host when the step is enqueued: a buffer in
+/// them (other than its length, or the communicator's rank and size) would be read before
+/// the stages that write it have run.
+fn expressions(cx: &Ctxt, scope: &Scope<'_>, comm: &Comm) {
+    let word = comm.word();
+    for expr in comm.expressions() {
+        let role = match &comm.op {
+            CommOp::Send { peer, .. } | CommOp::Recv { peer, .. } if std::ptr::eq(peer, expr) => {
+                "the peer"
+            }
+            CommOp::Broadcast { root, .. } if std::ptr::eq(root, expr) => "the root",
+            _ => "a range",
+        };
+        for mention in buffers(scope, &mentions(expr)) {
+            if mention.use_ == Use::Length {
+                continue;
+            }
+            let name = &mention.ident;
+            cx.error_spanned_by(
+                name,
+                format!(
+                    "`{name}` is a buffer, used in {role} of `{word}`: it is computed on the host when the step is enqueued, before the stages that write `{name}` have run; use a scalar param, `{name}.len()`, or the communicator's `rank()` and `size()`"
+                ),
+            );
+        }
+    }
+}

@@ -1,0 +1,141 @@
+//! Communication statements: each run of consecutive `send`, `recv` and collective
+//! statements of a stage becomes one group (`CommStage`) on the stage's stream, enqueued
+//! with `ncclGroupStart` ... `ncclGroupEnd` on CUDA, so a halo exchange's sends and receives
+//! progress together whatever their order, and one stream operation on the CPU backend.
+
+use proc_macro2::{Span, TokenStream};
+use quote::{quote, quote_spanned};
+use syn::Ident;
+
+use super::names::rt;
+use crate::ast::{Comm, CommOp, Operand};
+use crate::lower::{Pipeline, Stage, StatementKind};
+use crate::symbol::REDUCE_OPS;
+
+/// The tokens of a stage's statements in order: communication statements grouped by runs,
+/// every other statement through `one`.
+///
+/// `wrap` turns a group's tokens (which enqueue on `__stream`) into the stage's: the identity
+/// for an eager step, a capture into the graph being built for a built one.
+pub fn stage_statements(
+    pipeline: &Pipeline<'_>,
+    stage: &Stage<'_>,
+    one: impl Fn(usize, &StatementKind<'_>) -> TokenStream,
+    wrap: impl Fn(TokenStream) -> TokenStream,
+) -> Vec<TokenStream> {
+    let mut out = Vec::new();
+    let mut run: Vec<&Comm> = Vec::new();
+    let mut communicator = None;
+    for (index, statement) in stage.statements.iter().enumerate() {
+        match &statement.kind {
+            StatementKind::Comm {
+                source,
+                communicator: id,
+                ..
+            } => {
+                communicator = Some(pipeline.buffers[id.0].ident);
+                run.push(source);
+            }
+            kind => {
+                if let Some(comm) = communicator.filter(|_| !run.is_empty()) {
+                    out.push(wrap(group(comm, &std::mem::take(&mut run))));
+                }
+                out.push(one(index, kind));
+            }
+        }
+    }
+    if let Some(comm) = communicator.filter(|_| !run.is_empty()) {
+        out.push(wrap(group(comm, &run)));
+    }
+    out
+}
+
+/// One group: the statements recorded in order, then enqueued together.
+fn group(communicator: &Ident, run: &[&Comm]) -> TokenStream {
+    let rt = rt();
+    let statements = run.iter().map(|comm| statement(comm));
+    quote! {
+        {
+            let mut __group = #rt::CommStage::new(&*#communicator, __stream);
+            #(#statements)*
+            __group.finish()?;
+        }
+    }
+}
+
+/// `BUF` or `BUF[RANGE]` as the buffer and range arguments of a `CommStage` method.
+fn operand(operand: &Operand, write: bool) -> (TokenStream, TokenStream) {
+    let name = &operand.name;
+    let buffer = if write {
+        quote_spanned!(name.span()=> &mut *#name)
+    } else {
+        quote_spanned!(name.span()=> &*#name)
+    };
+    let range = match &operand.range {
+        Some(range) => quote!(#range),
+        None => quote!(..),
+    };
+    (buffer, range)
+}
+
+/// The runtime's `ReduceOp` for an operator the checks accepted.
+fn reduce_op(op: &Ident) -> TokenStream {
+    let rt = rt();
+    let variant = REDUCE_OPS
+        .iter()
+        .find(|(name, _)| op == name)
+        .map_or("Sum", |(_, variant)| variant);
+    let variant = Ident::new(variant, op.span());
+    quote!(#rt::ReduceOp::#variant)
+}
+
+/// One statement, as a call on `__group` spanned on its keyword.
+fn statement(comm: &Comm) -> TokenStream {
+    let span: Span = comm.keyword;
+    match &comm.op {
+        CommOp::Send { data, peer } => {
+            let (buffer, range) = operand(data, false);
+            quote_spanned!(span=> __group.send(#buffer, #range, #peer)?;)
+        }
+        CommOp::Recv { data, peer } => {
+            let (buffer, range) = operand(data, true);
+            quote_spanned!(span=> __group.recv(#buffer, #range, #peer)?;)
+        }
+        CommOp::AllReduce { op, src, dst } => {
+            let op = reduce_op(op);
+            match dst {
+                Some(dst) => {
+                    let (send, send_range) = operand(src, false);
+                    let (recv, recv_range) = operand(dst, true);
+                    quote_spanned!(span=> __group.all_reduce(#send, #send_range, #recv, #recv_range, #op)?;)
+                }
+                None => {
+                    let (data, range) = operand(src, true);
+                    quote_spanned!(span=> __group.all_reduce_in_place(#data, #range, #op)?;)
+                }
+            }
+        }
+        CommOp::Broadcast { src, dst, root } => match dst {
+            Some(dst) => {
+                let (send, send_range) = operand(src, false);
+                let (recv, recv_range) = operand(dst, true);
+                quote_spanned!(span=> __group.broadcast(#send, #send_range, #recv, #recv_range, #root)?;)
+            }
+            None => {
+                let (data, range) = operand(src, true);
+                quote_spanned!(span=> __group.broadcast_in_place(#data, #range, #root)?;)
+            }
+        },
+        CommOp::AllGather { src, dst } => {
+            let (send, send_range) = operand(src, false);
+            let (recv, recv_range) = operand(dst, true);
+            quote_spanned!(span=> __group.all_gather(#send, #send_range, #recv, #recv_range)?;)
+        }
+        CommOp::ReduceScatter { op, src, dst } => {
+            let op = reduce_op(op);
+            let (send, send_range) = operand(src, false);
+            let (recv, recv_range) = operand(dst, true);
+            quote_spanned!(span=> __group.reduce_scatter(#send, #send_range, #recv, #recv_range, #op)?;)
+        }
+    }
+}

@@ -1,0 +1,200 @@
+//! What a pipeline over several devices (`devices { ... }`) generates differently: `new`
+//! takes one context per device and creates each stream, event, scratch buffer and kernel
+//! on its own device, enables peer access between the devices it copies between, and the
+//! step's events and progress words live on the device of the stream that uses them.
+//!
+//! A pipeline without a `devices` block has one device, the context `new` is given: none
+//! of this applies, and the single-device expansion is unchanged.
+
+use std::collections::BTreeSet;
+
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote};
+use syn::Ident;
+
+use super::names::{Names, rt};
+use crate::lower::{KernelId, Memory, Pipeline, StatementKind};
+
+/// Whether the pipeline declares devices.
+pub fn is_multi(pipeline: &Pipeline<'_>) -> bool {
+    !pipeline.devices.is_empty()
+}
+
+/// The name of device `d`'s context parameter in `new`.
+pub fn device_param(pipeline: &Pipeline<'_>, d: usize) -> Ident {
+    match pipeline.input.devices().nth(d) {
+        Some(device) => device.name.clone(),
+        None => format_ident!("ctx"),
+    }
+}
+
+/// The `(kernel, device)` pairs the step launches; a kernel no stage launches is loaded on
+/// the first device, so its declaration is still checked against the image.
+pub fn kernel_instances(pipeline: &Pipeline<'_>) -> Vec<(KernelId, usize)> {
+    let mut instances = BTreeSet::new();
+    for stage in &pipeline.stages {
+        let device = pipeline.streams[stage.stream.0].device;
+        for statement in &stage.statements {
+            if let StatementKind::Launch { kernel, .. } = &statement.kind {
+                instances.insert((kernel.0, device));
+            }
+        }
+    }
+    for k in 0..pipeline.kernels.len() {
+        if !instances.iter().any(|&(kernel, _)| kernel == k) {
+            instances.insert((k, 0));
+        }
+    }
+    instances
+        .into_iter()
+        .map(|(k, d)| (KernelId(k), d))
+        .collect()
+}
+
+/// The device of the stream stage `stage` runs on.
+pub fn stage_device(pipeline: &Pipeline<'_>, stage: usize) -> usize {
+    pipeline.streams[pipeline.stages[stage].stream.0].device
+}
+
+/// The pairs of devices that a `copy` goes between (each pair once, lower device first).
+fn peer_pairs(pipeline: &Pipeline<'_>) -> BTreeSet<(usize, usize)> {
+    let mut pairs = BTreeSet::new();
+    for stage in &pipeline.stages {
+        for statement in &stage.statements {
+            if let StatementKind::Copy { src, dst, .. } = &statement.kind {
+                let (a, b) = (&pipeline.buffers[src.0], &pipeline.buffers[dst.0]);
+                if a.memory == Memory::Device && b.memory == Memory::Device && a.device != b.device
+                {
+                    pairs.insert((a.device.min(b.device), a.device.max(b.device)));
+                }
+            }
+        }
+    }
+    pairs
+}
+
+/// `new(gpu0: &Context, gpu1: &Context)`: everything on its own device.
+pub fn new_fn(
+    pipeline: &Pipeline<'_>,
+    names: &Names,
+    stream_init: impl Fn(usize, &Ident) -> TokenStream,
+    module_load: impl Fn(usize, &Ident) -> TokenStream,
+    kernel_init: impl Fn(KernelId, &Ident) -> TokenStream,
+) -> TokenStream {
+    let rt = rt();
+    let kernels_ty = &names.kernels;
+    let device_count = pipeline.devices.len();
+    let params: Vec<Ident> = (0..device_count)
+        .map(|d| device_param(pipeline, d))
+        .collect();
+    let ctx_of = |d: usize| &params[d.min(device_count - 1)];
+    let origin = ctx_of(pipeline.streams[0].device);
+    let stream_inits = pipeline
+        .streams
+        .iter()
+        .enumerate()
+        .map(|(i, stream)| stream_init(i, ctx_of(stream.device)));
+    let instances = kernel_instances(pipeline);
+    let modules: BTreeSet<(usize, usize)> = instances
+        .iter()
+        .map(|&(k, d)| (pipeline.kernels[k.0].module.0, d))
+        .collect();
+    let module_loads = modules.iter().map(|&(m, d)| {
+        let load = module_load(m, ctx_of(d));
+        let var = module_var(m, d);
+        quote!(let #var = #load?;)
+    });
+    let kernel_inits = instances.iter().map(|&(k, d)| {
+        let field = names.kernel_field_on(k.0, d);
+        let module = module_var(pipeline.kernels[k.0].module.0, d);
+        let init = kernel_init(k, &module);
+        quote!(#field: #init)
+    });
+    let peers = peer_pairs(pipeline).into_iter().map(|(a, b)| {
+        let (a, b) = (ctx_of(a), ctx_of(b));
+        quote!(#rt::enable_peer_access(#a, #b)?;)
+    });
+    let event_devices = pipeline.events.iter().map(|&stage| {
+        let ctx = ctx_of(stage_device(pipeline, stage.0));
+        quote!(#ctx)
+    });
+    let event_count = pipeline.events.len();
+    let stream_devices = pipeline.streams.iter().map(|s| ctx_of(s.device));
+    let scratch_inits = pipeline.buffers.iter().filter(|b| b.scratch).map(|b| {
+        let field = names.scratch_field(b.ident);
+        if b.memory == Memory::Flag {
+            let referent = b.referent;
+            let ctx = ctx_of(b.device);
+            quote!(#field: ::core::option::Option::Some(<#referent>::new(#ctx, 0)?))
+        } else {
+            quote!(#field: ::core::option::Option::None)
+        }
+    });
+    let doc = format!(
+        "Creates the pipeline on its devices ({}), one context each, in the order \
+         `devices {{ ... }}` declares them: each stream, event and scratch buffer on its own \
+         device, its kernels loaded where they run, and peer access enabled between the \
+         devices it copies between (where the topology allows; the driver stages the copies \
+         otherwise).",
+        pipeline
+            .devices
+            .iter()
+            .map(|d| format!("`{d}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    quote! {
+        #[doc = #doc]
+        pub fn new(#(#params: &#rt::Context),*) -> #rt::Result<Self> {
+            #rt::check_devices(&[#(#params),*])?;
+            #(#peers)*
+            #(#module_loads)*
+            ::core::result::Result::Ok(Self {
+                __ctx: #origin.clone(),
+                __devices: [#(#params.clone()),*],
+                #(#stream_inits,)*
+                __fork: #rt::Event::with_flags(#origin, #rt::EventFlags::ORDERING)?,
+                __progress: #rt::Progress::on_devices(#origin, &[#(#stream_devices),*])?,
+                __events: #rt::events_on::<#event_count>([#(#event_devices),*])?,
+                __kernels: #kernels_ty { #(#kernel_inits,)* },
+                #(#scratch_inits,)*
+            })
+        }
+
+        /// The contexts of the pipeline's devices, in the order `devices { ... }` declares them.
+        pub fn devices(&self) -> &[#rt::Context] {
+            &self.__devices
+        }
+    }
+}
+
+/// The variable a module loaded on device `d` is bound to in `new`.
+pub fn module_var(m: usize, d: usize) -> Ident {
+    if d == 0 {
+        format_ident!("__module_{}", m)
+    } else {
+        format_ident!("__module_{}_on{}", m, d)
+    }
+}
+
+/// The profiler of one step: its events on each stage's device.
+pub fn profiler(pipeline: &Pipeline<'_>) -> TokenStream {
+    let rt = rt();
+    if !is_multi(pipeline) {
+        return quote!(#rt::Profiler::new(&self.__ctx, Self::__STAGE_SITES.len())?);
+    }
+    let stages = pipeline.order.iter().map(|&stage| {
+        let d = stage_device(pipeline, stage.0);
+        quote!(&self.__devices[#d])
+    });
+    quote!(#rt::Profiler::on_devices(&self.__ctx, &[#(#stages),*])?)
+}
+
+/// The context scratch buffer `b`'s memory is allocated in.
+pub fn scratch_context(pipeline: &Pipeline<'_>, device: usize) -> TokenStream {
+    if is_multi(pipeline) {
+        quote!(&self.__devices[#device])
+    } else {
+        quote!(&self.__ctx)
+    }
+}

@@ -1,0 +1,295 @@
+//! Communication statements and devices: parsing, the checks (each misuse one error, with
+//! what to write), and the ordering they lower to.
+
+use super::{assert_error, errors, lower_ok, parse, stage};
+use crate::lower::{Mode, StatementKind};
+
+/// A pipeline with a communicator and buffers of each kind, with `items` appended.
+fn comm(items: &str) -> String {
+    format!(
+        r#"pipeline P {{
+            streams {{ s1, s2 }}
+            unsafe kernels k = ptx("k.ptx") {{
+                fn touch(buf: &mut [f32]);
+                fn read(buf: &[f32]);
+            }}
+            params {{
+                comm: &Communicator,
+                nx: usize, peer: usize,
+                a: &mut DeviceBuffer<f32>, b: &mut DeviceBuffer<f32>, c: &DeviceBuffer<f32>,
+                i: &mut DeviceBuffer<i32>, d: &mut DeviceBuffer<f64>,
+                h: &mut PinnedBuffer<f32>,
+            }}
+            {items}
+        }}"#
+    )
+}
+
+/// Two devices, a stream on each, and buffers on each.
+fn two(items: &str) -> String {
+    format!(
+        r#"pipeline P {{
+            devices {{ gpu0, gpu1 }}
+            streams {{ s0, s1 on gpu1 }}
+            unsafe kernels k = ptx("k.ptx") {{
+                fn touch(buf: &mut [f32]);
+                fn read(buf: &[f32]);
+            }}
+            params {{
+                n: u32,
+                x0: &mut DeviceBuffer<f32>,
+                x1: &mut DeviceBuffer<f32> on gpu1,
+                h0: &mut PinnedBuffer<f32>,
+                h1: &mut PinnedBuffer<f32> on gpu1,
+                f1: &mut FlagCell on gpu1,
+            }}
+            {items}
+        }}"#
+    )
+}
+
+#[test]
+fn communication_statements_parse_with_ranges_peers_and_operators() {
+    let input = parse(&comm(
+        "stage x on s1 {
+            send a[nx..2 * nx] to peer;
+            recv a[0..nx] from (peer + 1) % comm.size();
+            all_reduce(sum) c -> b;
+            all_reduce(max) b[..1];
+            broadcast a from 0;
+            broadcast c -> b from peer;
+            all_gather c -> a;
+            reduce_scatter(min) c[..] -> a;
+        }",
+    ))
+    .expect("parses");
+    let stage = input.stages().next().expect("stage");
+    let words: Vec<&str> = stage
+        .statements
+        .iter()
+        .map(|s| match s {
+            crate::ast::Statement::Comm(c) => c.word(),
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(
+        words,
+        [
+            "send",
+            "recv",
+            "all_reduce",
+            "all_reduce",
+            "broadcast",
+            "broadcast",
+            "all_gather",
+            "reduce_scatter"
+        ]
+    );
+}
+
+#[test]
+fn every_communication_stage_writes_the_communicator_so_they_run_in_program_order() {
+    let pipeline = lower_ok(&comm(
+        "stage x on s1 { send c to peer; }
+         stage y on s2 { recv a from peer; }
+         stage z on s1 { launch k::touch(b) grid 1 block 1; }",
+    ));
+    // `y` (on s2) touches nothing `x` touches but the communicator, which both write.
+    let edge = pipeline
+        .edges
+        .iter()
+        .find(|e| e.from == stage(0) && e.to == stage(1))
+        .expect("y waits for x");
+    let comm = pipeline
+        .buffers
+        .iter()
+        .position(|b| b.name == "comm")
+        .unwrap();
+    assert!(
+        edge.reasons.iter().any(|r| matches!(r,
+            crate::lower::Reason::Hazard { buffer, .. } if buffer.0 == comm)),
+        "{:?}",
+        edge.reasons
+    );
+    let x = &pipeline.stages[0].statements[0];
+    assert!(matches!(x.kind, StatementKind::Comm { .. }));
+    let modes: Vec<(String, Mode)> = x
+        .accesses
+        .iter()
+        .map(|t| (t.name.to_string(), t.mode))
+        .collect();
+    assert_eq!(
+        modes,
+        [
+            ("c".to_owned(), Mode::Read),
+            ("comm".to_owned(), Mode::Write)
+        ]
+    );
+    // The launch on s1 touches neither: no edge from `y` to `z`.
+    assert!(!pipeline.edges.iter().any(|e| e.to == stage(2)));
+}
+
+#[test]
+fn communication_needs_one_communicator() {
+    assert_error(
+        &super::with("stage x on s1 { send a to 0; }"),
+        "`send` goes through the pipeline's communicator, but none is declared; add `comm: &Communicator` to `params { ... }` (an NCCL communicator on CUDA, a `World` rank on the CPU backend)",
+        "send",
+    );
+    let source = comm("stage x on s1 { send a to 0; }").replace(
+        "comm: &Communicator,",
+        "comm: &Communicator, other: &gpu_pipeline::Communicator,",
+    );
+    assert_error(
+        &source,
+        "a pipeline communicates through one communicator, and `comm` is already one; remove `other`",
+        "other",
+    );
+}
+
+#[test]
+fn communication_moves_writable_device_buffers() {
+    assert_error(
+        &comm("stage x on s1 { send h to peer; }"),
+        "`h` is a `PinnedBuffer` (`&mut PinnedBuffer<f32>`); `send` moves device memory: `copy` it into a `DeviceBuffer` and use that",
+        "h",
+    );
+    assert_error(
+        &comm("stage x on s1 { recv c from peer; }"),
+        "`c` is declared `&` but `recv` writes it; declare it `&mut DeviceBuffer<f32>`",
+        "c",
+    );
+    assert_error(
+        &comm("stage x on s1 { send nx to peer; }"),
+        "`nx` is a scalar param; `send` moves a `DeviceBuffer`",
+        "nx",
+    );
+    assert_error(
+        &comm("stage x on s1 { all_reduce(sum) e -> a; }"),
+        "unknown buffer `e`; did you mean `a`?",
+        "e",
+    );
+}
+
+#[test]
+fn collectives_take_two_buffers_of_one_type_and_a_known_operator() {
+    assert_error(
+        &comm("stage x on s1 { all_reduce(sum) a -> a; }"),
+        "`all_reduce` reads and writes `a` at once; for the in-place form write one operand, e.g. `all_reduce(sum) a`",
+        "a",
+    );
+    assert_error(
+        &comm("stage x on s1 { all_gather c -> d; }"),
+        "`all_gather c -> d` moves `f32` into `f64`; both buffers must hold the same element type",
+        "c -> d",
+    );
+    assert_error(
+        &comm("stage x on s1 { all_reduce(mean) a; }"),
+        "`all_reduce` has no operator `mean`; expected one of `sum`, `prod`, `max`, `min`, `avg`",
+        "mean",
+    );
+    assert_error(
+        &comm("stage x on s1 { all_reduce(avg) i; }"),
+        "`all_reduce(avg)` needs a floating-point element type, not `i32`; reduce with `sum` and divide by the number of ranks",
+        "avg",
+    );
+    assert_error(
+        &comm("stage x on s1 { send a[3] to peer; }"),
+        "`[...]` after `a` takes an element range such as `[0..n]`; for one element write `[i..i + 1]`",
+        "3",
+    );
+}
+
+#[test]
+fn ranges_peers_and_roots_are_host_values() {
+    assert_error(
+        &comm("stage x on s1 { send a to b[0]; }"),
+        "`b` is a buffer, used in the peer of `send`: it is computed on the host when the step is enqueued, before the stages that write `b` have run; use a scalar param, `b.len()`, or the communicator's `rank()` and `size()`",
+        "b",
+    );
+    // Lengths and the communicator's rank and size are host values.
+    lower_ok(&comm(
+        "stage x on s1 { send a[..b.len() / 2] to (comm.rank() + 1) % comm.size(); recv a[a.len() / 2..] from peer; }",
+    ));
+}
+
+#[test]
+fn devices_are_declared_once_and_named_where_used() {
+    assert_error(
+        &super::with("stage x on s1 { launch k::touch(a) grid 1 block 1; }")
+            .replace("streams { s1, s2 }", "streams { s1 on gpu1, s2 }"),
+        "`on gpu1` names a device, but the pipeline declares none; add `devices { ... }` with `gpu1` among them (its `new` then takes one context per device)",
+        "gpu1",
+    );
+    assert_error(
+        &two("stage x on s0 { launch k::touch(x0) grid 1 block 1; }")
+            .replace("s1 on gpu1", "s1 on gpu2"),
+        "unknown device `gpu2`; did you mean `gpu0`?",
+        "gpu2",
+    );
+    assert_error(
+        &two("stage x on s0 { launch k::touch(x0) grid 1 block 1; }")
+            .replace("n: u32,", "n: u32 on gpu1,"),
+        "`n` is a scalar, copied into each step on the host; only buffers live on a device: remove `on gpu1`",
+        "gpu1",
+    );
+    let errors = errors(
+        &two("stage x on s0 { launch k::touch(x0) grid 1 block 1; }")
+            .replace("devices { gpu0, gpu1 }", "devices { gpu0, gpu1, gpu0 }"),
+    );
+    assert_eq!(errors, ["duplicate device `gpu0`"]);
+}
+
+#[test]
+fn a_kernel_reaches_only_its_own_devices_memory() {
+    assert_error(
+        &two("stage x on s0 { launch k::touch(x1) grid 1 block 1; }"),
+        "`x1` lives on device `gpu1`, but stage `x` runs on stream `s0`, on device `gpu0`: kernel `touch` reaches only its own device's memory; copy it first, in a stage ordered before this one (`copy x1 -> x1_gpu0;` into a buffer declared `on gpu0`), or run this stage on a stream `on gpu1`",
+        "x1",
+    );
+    assert_error(
+        &two("stage x on s1 { fill x0 = 0.0; }"),
+        "`x0` lives on device `gpu0`, but stage `x` runs on stream `s1`, on device `gpu1`: a `fill` reaches only its own device's memory; copy it first, in a stage ordered before this one (`copy x0 -> x0_gpu1;` into a buffer declared `on gpu1`), or run this stage on a stream `on gpu0`",
+        "x0",
+    );
+    assert_error(
+        &two("stage x on s0 { copy x1 -> h0; }"),
+        "`x1` lives on device `gpu1`, but stage `x` runs on stream `s0`, on device `gpu0`: a `copy` to or from host memory reaches only its own device's memory; copy it first, in a stage ordered before this one (`copy x1 -> x1_gpu0;` into a buffer declared `on gpu0`), or run this stage on a stream `on gpu1`",
+        "x1",
+    );
+    assert_error(
+        &two("stage x on s0 { write f1 = 1; }"),
+        "`f1` lives on device `gpu1`, but stage `x` runs on stream `s0`, on device `gpu0`: a `write` reaches only its own device's memory; copy it first, in a stage ordered before this one (`copy f1 -> f1_gpu0;` into a buffer declared `on gpu0`), or run this stage on a stream `on gpu1`",
+        "f1",
+    );
+}
+
+#[test]
+fn peer_copies_run_on_a_stream_of_either_device_and_are_ordered_across_devices() {
+    let pipeline = lower_ok(&two(
+        "stage grow on s1 { launch k::touch(x1) grid 1 block 1; }
+         stage pull on s0 { copy x1 -> x0; }
+         stage push on s1 { copy x0 -> x1; }",
+    ));
+    assert_eq!(pipeline.devices, ["gpu0", "gpu1"]);
+    assert_eq!(pipeline.streams[1].device, 1);
+    assert_eq!(pipeline.buffers[1].device, 1);
+    // `pull` (device 0) reads what `grow` (device 1) wrote; `push` writes what `pull` read.
+    let pairs: Vec<(usize, usize)> = pipeline.edges.iter().map(|e| (e.from.0, e.to.0)).collect();
+    assert_eq!(pairs, [(0, 1), (1, 2)]);
+}
+
+#[test]
+fn the_communicator_runs_on_one_device() {
+    let source =
+        two("stage x on s1 { send x1 to 0; }").replace("n: u32,", "n: u32, comm: &Communicator,");
+    assert_error(
+        &source,
+        "`send` goes through `comm`, which runs on device `gpu0`, but stage `x` runs on stream `s1`, on device `gpu1`; put the stage on a stream of device `gpu0`",
+        "send",
+    );
+    lower_ok(
+        &two("stage x on s1 { send x1 to 0; }")
+            .replace("n: u32,", "n: u32, comm: &Communicator on gpu1,"),
+    );
+}

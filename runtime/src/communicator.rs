@@ -1,0 +1,149 @@
+//! The communicator of one rank, on either backend: what a pipeline's `send`, `recv` and
+//! collective statements go through.
+//!
+//! On CUDA it is an NCCL communicator ([`nccl::Communicator`]; one process per GPU, ranks
+//! meeting through [`crate::rendezvous`]). On the CPU backend it is one rank of a
+//! [`World`]: ranks are threads of one process, and a stage's communication runs on the
+//! stage's stream worker, exchanging bytes with the other ranks' workers with NCCL's
+//! meaning, so CI runs every multi-rank pipeline (and the race detector sees its accesses).
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use crate::collective::{Comm, World};
+use crate::context::{Backend, Context};
+use crate::cuda::nccl;
+use crate::error::{Error, Result};
+
+/// One rank's communicator for `gpu_pipeline!` communication statements: NCCL on CUDA, a
+/// [`World`] rank on the CPU backend.
+///
+/// ```
+/// use gpu_pipeline::Communicator;
+/// // Four simulated ranks (the CPU backend): move each to its own thread.
+/// let ranks = Communicator::cpu_ranks(4).unwrap();
+/// assert_eq!(ranks.len(), 4);
+/// assert_eq!((ranks[2].rank(), ranks[2].size()), (2, 4));
+/// ```
+///
+/// On GPUs, one process per rank (`gpu-pipeline-launch -n 2 -- ./program`):
+///
+/// ```no_run
+/// # fn main() -> gpu_pipeline::Result<()> {
+/// use gpu_pipeline::rendezvous::RankInfo;
+/// use gpu_pipeline::{Communicator, Context};
+/// let me = RankInfo::from_env_or_single()?;
+/// let ctx = Context::cuda(me.local_rank)?;
+/// let comm = Communicator::from_env(&ctx)?;
+/// println!("rank {} of {}", comm.rank(), comm.size());
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct Communicator {
+    backend: CommBackend,
+    rank: usize,
+    size: usize,
+}
+
+/// The one backend value a [`Communicator`] holds.
+#[derive(Debug)]
+pub(crate) enum CommBackend {
+    /// An NCCL communicator.
+    Nccl(nccl::Communicator),
+    /// A CPU-backend rank, shared with the stream operations that use it (one at a time).
+    Cpu(Arc<Mutex<Comm>>),
+}
+
+impl Communicator {
+    /// The communicator of an NCCL rank.
+    pub fn nccl(comm: nccl::Communicator) -> Communicator {
+        let (rank, size) = (comm.rank(), comm.size());
+        Communicator {
+            backend: CommBackend::Nccl(comm),
+            rank,
+            size,
+        }
+    }
+
+    /// The communicator of one rank of a CPU-backend [`World`].
+    pub fn cpu(comm: Comm) -> Communicator {
+        let (rank, size) = (comm.rank(), comm.size());
+        Communicator {
+            backend: CommBackend::Cpu(Arc::new(Mutex::new(comm))),
+            rank,
+            size,
+        }
+    }
+
+    /// The communicators of a new CPU-backend world of `size` ranks, in rank order: give
+    /// each to its own thread, with its own CPU context and pipeline.
+    pub fn cpu_ranks(size: usize) -> Result<Vec<Communicator>> {
+        let comms = World::new(size)
+            .and_then(World::into_comms)
+            .map_err(|e| Error::invalid("Communicator::cpu_ranks", e.to_string()))?;
+        Ok(comms.into_iter().map(Communicator::cpu).collect())
+    }
+
+    /// This process's rank on `ctx`'s device, from the launcher's variables: an NCCL
+    /// communicator ([`nccl::Communicator::from_env`]; a single rank when no launcher
+    /// variable is set). The CPU backend simulates ranks as threads of one process instead:
+    /// use [`Communicator::cpu_ranks`] there.
+    pub fn from_env(ctx: &Context) -> Result<Communicator> {
+        match ctx.backend() {
+            Backend::Cuda => Ok(Communicator::nccl(nccl::Communicator::from_env(ctx)?)),
+            Backend::Cpu => Err(Error::BackendMismatch {
+                call: "Communicator::from_env",
+                backend: "cpu",
+                reason: "the CPU backend runs ranks as threads of one process; make them with \
+                         `Communicator::cpu_ranks`"
+                    .to_owned(),
+            }),
+        }
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// The number of ranks.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// Which backend it communicates on.
+    pub fn backend(&self) -> Backend {
+        match self.backend {
+            CommBackend::Nccl(_) => Backend::Cuda,
+            CommBackend::Cpu(_) => Backend::Cpu,
+        }
+    }
+
+    /// The NCCL communicator, on CUDA.
+    pub fn as_nccl(&self) -> Option<&nccl::Communicator> {
+        match &self.backend {
+            CommBackend::Nccl(comm) => Some(comm),
+            CommBackend::Cpu(_) => None,
+        }
+    }
+
+    /// An error found while running enqueued communication (NCCL's asynchronous error, such
+    /// as a peer that died); always `Ok` on the CPU backend, whose errors surface at the
+    /// next synchronize of the stream that ran the operation.
+    pub fn async_error(&self) -> Result<()> {
+        match &self.backend {
+            CommBackend::Nccl(comm) => comm.async_error(),
+            CommBackend::Cpu(_) => Ok(()),
+        }
+    }
+
+    /// The backend value, for the crate's dispatch.
+    pub(crate) fn kind(&self) -> &CommBackend {
+        &self.backend
+    }
+}
+
+/// Locks a CPU rank's communicator for one operation. The operations under the lock only
+/// exchange bytes, so a poisoned lock carries no broken state.
+pub(crate) fn lock_cpu(comm: &Mutex<Comm>) -> MutexGuard<'_, Comm> {
+    comm.lock().unwrap_or_else(PoisonError::into_inner)
+}

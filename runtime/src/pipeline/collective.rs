@@ -1,0 +1,853 @@
+//! A stage's communication: the consecutive `send`, `recv`, `all_reduce`, `broadcast`,
+//! `all_gather` and `reduce_scatter` statements of one stage, which `gpu_pipeline!`
+//! enqueues as one group on the stage's stream ([`CommStage`]).
+//!
+//! The generated step records each statement with the buffer it names (borrowed for the
+//! statement; the step holds every buffer borrowed until it is enqueued) and the element
+//! range it gives, then [`CommStage::finish`] checks the group as a whole and hands it to
+//! the backend: one NCCL group on CUDA (`cuda/nccl/stage.rs`), one stream operation over the
+//! ranges on the CPU backend (`cpu/parts.rs`), whose sends and receives are posted together
+//! like NCCL's and whose collectives follow in statement order.
+//!
+//! What is checked before anything is enqueued, the same on both backends: the buffers are
+//! memory of the stage stream's device; ranges lie inside their buffers; peers and roots are
+//! ranks; the two sides of a collective have the lengths it needs (`all_gather`'s output is
+//! `size` times its input, ...); `avg` reduces floats; no range the group writes overlaps
+//! another range of the group (its operations run at once).
+
+use std::ops::{Bound, RangeBounds};
+use std::sync::{Arc, Mutex};
+
+use bytemuck::Pod;
+
+use crate::collective::{Comm, Element, ElementKind, ReduceOp};
+use crate::communicator::{CommBackend, Communicator, lock_cpu};
+use crate::cpu::{self, PartBytes};
+use crate::cuda::nccl::{StageOp, StagePart};
+use crate::error::{Error, Result};
+use crate::memory::DeviceBuffer;
+use crate::memory::alloc::DeviceMemory;
+use crate::memory::view::sealed::DeviceMemory as _;
+use crate::stream::{Stream, StreamBackend};
+
+/// A rank as a statement names it (`send x to (rank + 1) % size`): any integer type.
+#[diagnostic::on_unimplemented(
+    message = "a peer or root rank must be an integer, not `{Self}`",
+    label = "not a rank",
+    note = "write the rank as an integer expression, e.g. `(comm.rank() + 1) % comm.size()`"
+)]
+pub trait Rank: Copy {
+    /// The rank, or `None` when negative or too large.
+    fn index(self) -> Option<usize>;
+}
+
+macro_rules! ranks {
+    ($($ty:ty),*) => {$(
+        impl Rank for $ty {
+            fn index(self) -> Option<usize> {
+                usize::try_from(self).ok()
+            }
+        }
+    )*};
+}
+
+ranks!(usize, u8, u16, u32, u64, i8, i16, i32, i64, isize);
+
+/// Elements `start..end` of one device allocation.
+#[derive(Clone, Debug)]
+struct Part {
+    memory: DeviceMemory,
+    /// Bytes from the allocation's start.
+    offset: usize,
+    /// Elements.
+    len: usize,
+    /// Bytes per element.
+    elem: usize,
+}
+
+impl Part {
+    fn bytes(&self) -> usize {
+        self.len * self.elem
+    }
+
+    /// Whether two parts share bytes of one allocation.
+    fn overlaps(&self, other: &Part) -> bool {
+        let same = match (&self.memory, &other.memory) {
+            (DeviceMemory::Cuda(a), DeviceMemory::Cuda(b)) => Arc::ptr_eq(a, b),
+            (DeviceMemory::Cpu(a), DeviceMemory::Cpu(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        };
+        same && self.offset < other.offset + other.bytes()
+            && other.offset < self.offset + self.bytes()
+    }
+}
+
+/// One statement, checked.
+#[derive(Clone, Debug)]
+enum Planned {
+    Send {
+        data: Part,
+        peer: usize,
+    },
+    Recv {
+        data: Part,
+        peer: usize,
+    },
+    /// `send: None` is in place.
+    AllReduce {
+        send: Option<Part>,
+        recv: Part,
+        op: ReduceOp,
+    },
+    /// `send: None` is in place.
+    Broadcast {
+        send: Option<Part>,
+        recv: Part,
+        root: usize,
+    },
+    AllGather {
+        send: Part,
+        recv: Part,
+    },
+    ReduceScatter {
+        send: Part,
+        recv: Part,
+        op: ReduceOp,
+    },
+}
+
+impl Planned {
+    /// The parts the statement touches, and whether it writes each.
+    fn parts(&self) -> Vec<(&Part, bool)> {
+        match self {
+            Planned::Send { data, .. } => vec![(data, false)],
+            Planned::Recv { data, .. } => vec![(data, true)],
+            Planned::AllReduce { send, recv, .. } | Planned::Broadcast { send, recv, .. } => {
+                let mut parts = vec![(recv, true)];
+                parts.extend(send.iter().map(|s| (s, false)));
+                parts
+            }
+            Planned::AllGather { send, recv } | Planned::ReduceScatter { send, recv, .. } => {
+                vec![(recv, true), (send, false)]
+            }
+        }
+    }
+}
+
+/// Sends, receives and collectives recorded in order and enqueued as one group on a stream
+/// by [`finish`](CommStage::finish), on either backend: what each run of communication
+/// statements of a `gpu_pipeline!` stage becomes, and usable by hand.
+///
+/// The buffers are borrowed for each call only (the group keeps their allocations), so one
+/// buffer can give a row to send and another row to receive; [`finish`](CommStage::finish)
+/// refuses a group in which a written range overlaps any other range.
+///
+/// ```
+/// use gpu_pipeline::collective::ReduceOp;
+/// use gpu_pipeline::{CommStage, Communicator, Context, DeviceBuffer, Stream};
+/// # fn main() -> gpu_pipeline::Result<()> {
+/// let comm = Communicator::cpu_ranks(1)?.remove(0);
+/// let ctx = Context::cpu();
+/// let stream = Stream::new(&ctx)?;
+/// let mut field = DeviceBuffer::from_slice(&stream, &[0.0f32, 0.0, 1.0, 2.0])?;
+/// let mut norm = DeviceBuffer::from_slice(&stream, &[3.0f32])?;
+/// let mut group = CommStage::new(&comm, &stream);
+/// group.send(&field, 2..4, 0)?; // to itself: the only rank
+/// group.recv(&mut field, 0..2, 0)?;
+/// group.all_reduce_in_place(&mut norm, .., ReduceOp::Sum)?;
+/// group.finish()?;
+/// assert_eq!(field.to_vec(&stream)?, [1.0, 2.0, 1.0, 2.0]);
+/// assert_eq!(norm.to_vec(&stream)?, [3.0]);
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct CommStage<'s> {
+    comm: &'s Communicator,
+    stream: &'s Stream,
+    ops: Vec<(ElementKind, Planned)>,
+}
+
+/// `lo..hi` of the range bounds, checked against a buffer of `len` elements.
+fn elements(
+    call: &'static str,
+    len: usize,
+    range: impl RangeBounds<usize>,
+) -> Result<(usize, usize)> {
+    let start = match range.start_bound() {
+        Bound::Included(&s) => Some(s),
+        Bound::Excluded(&s) => s.checked_add(1),
+        Bound::Unbounded => Some(0),
+    };
+    let end = match range.end_bound() {
+        Bound::Included(&e) => e.checked_add(1),
+        Bound::Excluded(&e) => Some(e),
+        Bound::Unbounded => Some(len),
+    };
+    match (start, end) {
+        (Some(start), Some(end)) if start <= end && end <= len => Ok((start, end)),
+        _ => Err(Error::invalid(
+            call,
+            format!(
+                "the range {:?}..{:?} is not inside the buffer's {len} elements",
+                range.start_bound(),
+                range.end_bound()
+            ),
+        )),
+    }
+}
+
+impl<'s> CommStage<'s> {
+    /// An empty group of `comm`'s operations on `stream` (the stage's stream).
+    pub fn new(comm: &'s Communicator, stream: &'s Stream) -> CommStage<'s> {
+        CommStage {
+            comm,
+            stream,
+            ops: Vec::new(),
+        }
+    }
+
+    /// The elements `range` of `buffer`, checked to be memory of the stream's device.
+    fn part<T: Pod>(
+        &self,
+        call: &'static str,
+        buffer: &DeviceBuffer<T>,
+        range: impl RangeBounds<usize>,
+    ) -> Result<Part> {
+        let region = buffer.device_region();
+        if !region.alloc.ctx.shares_memory_with(self.stream.context()) {
+            return Err(Error::mismatch(
+                call,
+                "the buffer is memory of another device (context) than the stage's stream",
+            ));
+        }
+        let elem = std::mem::size_of::<T>();
+        let (start, end) = elements(call, region.len, range)?;
+        Ok(Part {
+            memory: region.alloc.memory.clone(),
+            offset: region.offset + start * elem,
+            len: end - start,
+            elem,
+        })
+    }
+
+    fn rank(&self, call: &'static str, what: &str, rank: impl Rank) -> Result<usize> {
+        match rank.index() {
+            Some(r) if r < self.comm.size() => Ok(r),
+            _ => Err(Error::invalid(
+                call,
+                format!(
+                    "the {what} is not one of the communicator's {} ranks",
+                    self.comm.size()
+                ),
+            )),
+        }
+    }
+
+    fn same_len(call: &'static str, send: &Part, recv: &Part) -> Result<()> {
+        if send.len == recv.len {
+            Ok(())
+        } else {
+            Err(Error::invalid(
+                call,
+                format!(
+                    "the source has {} elements and the destination {}; they must be equal",
+                    send.len, recv.len
+                ),
+            ))
+        }
+    }
+
+    fn times_size(&self, call: &'static str, what: &str, big: usize, small: usize) -> Result<()> {
+        let size = self.comm.size();
+        if Some(big) == small.checked_mul(size) {
+            Ok(())
+        } else {
+            Err(Error::invalid(
+                call,
+                format!("the {what} must hold {size} ranks times {small} elements, but has {big}"),
+            ))
+        }
+    }
+
+    fn reduce(call: &'static str, op: ReduceOp, kind: ElementKind) -> Result<()> {
+        op.check(kind).map_err(|m| Error::invalid(call, m))
+    }
+
+    /// `send BUFFER[RANGE] to PEER;`.
+    pub fn send<T: Element>(
+        &mut self,
+        buffer: &DeviceBuffer<T>,
+        range: impl RangeBounds<usize>,
+        peer: impl Rank,
+    ) -> Result<()> {
+        const CALL: &str = "send";
+        let data = self.part(CALL, buffer, range)?;
+        let peer = self.rank(CALL, "peer", peer)?;
+        self.ops.push((T::KIND, Planned::Send { data, peer }));
+        Ok(())
+    }
+
+    /// `recv BUFFER[RANGE] from PEER;`.
+    pub fn recv<T: Element>(
+        &mut self,
+        buffer: &mut DeviceBuffer<T>,
+        range: impl RangeBounds<usize>,
+        peer: impl Rank,
+    ) -> Result<()> {
+        const CALL: &str = "recv";
+        let data = self.part(CALL, buffer, range)?;
+        let peer = self.rank(CALL, "peer", peer)?;
+        self.ops.push((T::KIND, Planned::Recv { data, peer }));
+        Ok(())
+    }
+
+    /// `all_reduce(OP) SRC[RANGE] -> DST[RANGE];`.
+    pub fn all_reduce<T: Element>(
+        &mut self,
+        send: &DeviceBuffer<T>,
+        send_range: impl RangeBounds<usize>,
+        recv: &mut DeviceBuffer<T>,
+        recv_range: impl RangeBounds<usize>,
+        op: ReduceOp,
+    ) -> Result<()> {
+        const CALL: &str = "all_reduce";
+        Self::reduce(CALL, op, T::KIND)?;
+        let send = self.part(CALL, send, send_range)?;
+        let recv = self.part(CALL, recv, recv_range)?;
+        Self::same_len(CALL, &send, &recv)?;
+        self.ops.push((
+            T::KIND,
+            Planned::AllReduce {
+                send: Some(send),
+                recv,
+                op,
+            },
+        ));
+        Ok(())
+    }
+
+    /// `all_reduce(OP) BUFFER[RANGE];`: in place.
+    pub fn all_reduce_in_place<T: Element>(
+        &mut self,
+        data: &mut DeviceBuffer<T>,
+        range: impl RangeBounds<usize>,
+        op: ReduceOp,
+    ) -> Result<()> {
+        const CALL: &str = "all_reduce";
+        Self::reduce(CALL, op, T::KIND)?;
+        let recv = self.part(CALL, data, range)?;
+        self.ops.push((
+            T::KIND,
+            Planned::AllReduce {
+                send: None,
+                recv,
+                op,
+            },
+        ));
+        Ok(())
+    }
+
+    /// `broadcast SRC[RANGE] -> DST[RANGE] from ROOT;` (`SRC` is read on the root only).
+    pub fn broadcast<T: Element>(
+        &mut self,
+        send: &DeviceBuffer<T>,
+        send_range: impl RangeBounds<usize>,
+        recv: &mut DeviceBuffer<T>,
+        recv_range: impl RangeBounds<usize>,
+        root: impl Rank,
+    ) -> Result<()> {
+        const CALL: &str = "broadcast";
+        let root = self.rank(CALL, "root", root)?;
+        let send = self.part(CALL, send, send_range)?;
+        let recv = self.part(CALL, recv, recv_range)?;
+        Self::same_len(CALL, &send, &recv)?;
+        self.ops.push((
+            T::KIND,
+            Planned::Broadcast {
+                send: Some(send),
+                recv,
+                root,
+            },
+        ));
+        Ok(())
+    }
+
+    /// `broadcast BUFFER[RANGE] from ROOT;`: in place.
+    pub fn broadcast_in_place<T: Element>(
+        &mut self,
+        data: &mut DeviceBuffer<T>,
+        range: impl RangeBounds<usize>,
+        root: impl Rank,
+    ) -> Result<()> {
+        const CALL: &str = "broadcast";
+        let root = self.rank(CALL, "root", root)?;
+        let recv = self.part(CALL, data, range)?;
+        self.ops.push((
+            T::KIND,
+            Planned::Broadcast {
+                send: None,
+                recv,
+                root,
+            },
+        ));
+        Ok(())
+    }
+
+    /// `all_gather SRC[RANGE] -> DST[RANGE];`: `DST` holds `size` times `SRC`, rank order.
+    pub fn all_gather<T: Element>(
+        &mut self,
+        send: &DeviceBuffer<T>,
+        send_range: impl RangeBounds<usize>,
+        recv: &mut DeviceBuffer<T>,
+        recv_range: impl RangeBounds<usize>,
+    ) -> Result<()> {
+        const CALL: &str = "all_gather";
+        let send = self.part(CALL, send, send_range)?;
+        let recv = self.part(CALL, recv, recv_range)?;
+        self.times_size(CALL, "destination", recv.len, send.len)?;
+        self.ops.push((T::KIND, Planned::AllGather { send, recv }));
+        Ok(())
+    }
+
+    /// `reduce_scatter(OP) SRC[RANGE] -> DST[RANGE];`: `SRC` holds `size` times `DST`.
+    pub fn reduce_scatter<T: Element>(
+        &mut self,
+        send: &DeviceBuffer<T>,
+        send_range: impl RangeBounds<usize>,
+        recv: &mut DeviceBuffer<T>,
+        recv_range: impl RangeBounds<usize>,
+        op: ReduceOp,
+    ) -> Result<()> {
+        const CALL: &str = "reduce_scatter";
+        Self::reduce(CALL, op, T::KIND)?;
+        let send = self.part(CALL, send, send_range)?;
+        let recv = self.part(CALL, recv, recv_range)?;
+        self.times_size(CALL, "source", send.len, recv.len)?;
+        self.ops
+            .push((T::KIND, Planned::ReduceScatter { send, recv, op }));
+        Ok(())
+    }
+
+    /// Checks the group as a whole and enqueues it on the stage's stream.
+    pub fn finish(self) -> Result<()> {
+        const CALL: &str = "communication";
+        if self.ops.is_empty() {
+            return Ok(());
+        }
+        let parts: Vec<(&Part, bool)> = self.ops.iter().flat_map(|(_, op)| op.parts()).collect();
+        for (i, (a, writes)) in parts.iter().enumerate() {
+            for (j, (b, other_writes)) in parts.iter().enumerate() {
+                if i != j && (*writes || *other_writes) && a.overlaps(b) {
+                    return Err(Error::invalid(
+                        CALL,
+                        format!(
+                            "one statement writes elements that another statement of the stage's group also uses (bytes {}..{} and {}..{} of one buffer); the group's operations run at once, so they would race: use disjoint ranges, or put them in separate stages",
+                            a.offset,
+                            a.offset + a.bytes(),
+                            b.offset,
+                            b.offset + b.bytes()
+                        ),
+                    ));
+                }
+            }
+        }
+        match (self.comm.kind(), self.stream.kind()) {
+            (CommBackend::Nccl(comm), StreamBackend::Cuda(_)) => {
+                let ops = self
+                    .ops
+                    .iter()
+                    .map(|(kind, op)| Ok((*kind, nccl_op(op)?)))
+                    .collect::<Result<Vec<_>>>()?;
+                comm.enqueue_stage(CALL, self.stream, &ops)
+            }
+            (CommBackend::Cpu(comm), StreamBackend::Cpu(stream)) => {
+                cpu_group(comm, stream, &self.ops)
+            }
+            (comm, _) => Err(Error::BackendMismatch {
+                call: CALL,
+                backend: self.stream.context().backend().name(),
+                reason: format!(
+                    "the communicator is {}, the stage's stream is not",
+                    match comm {
+                        CommBackend::Nccl(_) => "NCCL (CUDA)",
+                        CommBackend::Cpu(_) => "a CPU-backend rank",
+                    }
+                ),
+            }),
+        }
+    }
+}
+
+/// The NCCL range of a part.
+fn nccl_part(part: &Part) -> Result<StagePart> {
+    match &part.memory {
+        DeviceMemory::Cuda(memory) => Ok(StagePart {
+            memory: memory.clone(),
+            offset: part.offset,
+            len: part.len,
+        }),
+        DeviceMemory::Cpu(_) => Err(Error::mismatch(
+            "communication",
+            "a CPU-backend buffer in an NCCL operation",
+        )),
+    }
+}
+
+fn nccl_op(op: &Planned) -> Result<StageOp> {
+    // An in-place operation passes its one range as both sides, as NCCL spells it.
+    let or_same = |send: &Option<Part>, recv: &Part| nccl_part(send.as_ref().unwrap_or(recv));
+    Ok(match op {
+        Planned::Send { data, peer } => StageOp::Send {
+            data: nccl_part(data)?,
+            peer: *peer,
+        },
+        Planned::Recv { data, peer } => StageOp::Recv {
+            data: nccl_part(data)?,
+            peer: *peer,
+        },
+        Planned::AllReduce { send, recv, op } => StageOp::AllReduce {
+            send: or_same(send, recv)?,
+            recv: nccl_part(recv)?,
+            op: *op,
+        },
+        Planned::Broadcast { send, recv, root } => StageOp::Broadcast {
+            send: or_same(send, recv)?,
+            recv: nccl_part(recv)?,
+            root: *root,
+        },
+        Planned::AllGather { send, recv } => StageOp::AllGather {
+            send: nccl_part(send)?,
+            recv: nccl_part(recv)?,
+        },
+        Planned::ReduceScatter { send, recv, op } => StageOp::ReduceScatter {
+            send: nccl_part(send)?,
+            recv: nccl_part(recv)?,
+            op: *op,
+        },
+    })
+}
+
+/// What one statement does with the parts of the CPU operation, by index.
+#[derive(Clone, Copy, Debug)]
+enum Role {
+    Send(usize, usize),
+    Recv(usize, usize),
+    AllReduce {
+        send: Option<usize>,
+        recv: usize,
+        kind: ElementKind,
+        op: ReduceOp,
+    },
+    Broadcast {
+        send: Option<usize>,
+        recv: usize,
+        root: usize,
+    },
+    AllGather(usize, usize),
+    ReduceScatter {
+        send: usize,
+        recv: usize,
+        kind: ElementKind,
+        op: ReduceOp,
+    },
+}
+
+/// The CPU backend: one stream operation over every part, which posts the group's sends and
+/// receives together (as NCCL does), then runs its collectives in statement order.
+fn cpu_group(
+    comm: &Arc<Mutex<Comm>>,
+    stream: &cpu::Stream,
+    ops: &[(ElementKind, Planned)],
+) -> Result<()> {
+    let mut parts: Vec<cpu::Part> = Vec::new();
+    let mut labels: Vec<String> = Vec::new();
+    let mut add = |part: &Part, writes: bool| -> Result<usize> {
+        let DeviceMemory::Cpu(memory) = &part.memory else {
+            return Err(Error::mismatch(
+                "communication",
+                "a CUDA buffer in a CPU-backend operation",
+            ));
+        };
+        parts.push(cpu::Part {
+            range: cpu::Range {
+                memory: memory.clone(),
+                offset: part.offset,
+                bytes: part.bytes(),
+            },
+            access: if writes {
+                cpu::Access::Write
+            } else {
+                cpu::Access::Read
+            },
+        });
+        Ok(parts.len() - 1)
+    };
+    let mut roles = Vec::with_capacity(ops.len());
+    for (kind, op) in ops {
+        let role = match op {
+            Planned::Send { data, peer } => Role::Send(add(data, false)?, *peer),
+            Planned::Recv { data, peer } => Role::Recv(add(data, true)?, *peer),
+            Planned::AllReduce { send, recv, op } => Role::AllReduce {
+                recv: add(recv, true)?,
+                send: send.as_ref().map(|s| add(s, false)).transpose()?,
+                kind: *kind,
+                op: *op,
+            },
+            Planned::Broadcast { send, recv, root } => Role::Broadcast {
+                recv: add(recv, true)?,
+                send: send.as_ref().map(|s| add(s, false)).transpose()?,
+                root: *root,
+            },
+            Planned::AllGather { send, recv } => {
+                Role::AllGather(add(send, false)?, add(recv, true)?)
+            }
+            Planned::ReduceScatter { send, recv, op } => Role::ReduceScatter {
+                send: add(send, false)?,
+                recv: add(recv, true)?,
+                kind: *kind,
+                op: *op,
+            },
+        };
+        roles.push(role);
+    }
+    for (role, (kind, _)) in roles.iter().zip(ops) {
+        let size = kind.size();
+        let describe = |i: usize| parts[i].range.describe(size);
+        labels.push(match *role {
+            Role::Send(i, peer) => format!("send {} to rank {peer}", describe(i)),
+            Role::Recv(i, peer) => format!("recv {} from rank {peer}", describe(i)),
+            Role::AllReduce { send, recv, op, .. } => match send {
+                Some(s) => format!("all_reduce({op}) {} -> {}", describe(s), describe(recv)),
+                None => format!("all_reduce({op}) {}", describe(recv)),
+            },
+            Role::Broadcast { send, recv, root } => match send {
+                Some(s) => format!(
+                    "broadcast {} -> {} from rank {root}",
+                    describe(s),
+                    describe(recv)
+                ),
+                None => format!("broadcast {} from rank {root}", describe(recv)),
+            },
+            Role::AllGather(s, r) => format!("all_gather {} -> {}", describe(s), describe(r)),
+            Role::ReduceScatter { send, recv, op, .. } => {
+                format!(
+                    "reduce_scatter({op}) {} -> {}",
+                    describe(send),
+                    describe(recv)
+                )
+            }
+        });
+    }
+    if let Some((a, b)) = cpu::overlapping_write(&parts) {
+        return Err(Error::invalid(
+            "communication",
+            format!(
+                "`{}` and `{}` overlap in one buffer, and one writes it",
+                parts[a].range.describe(1),
+                parts[b].range.describe(1)
+            ),
+        ));
+    }
+    let comm = comm.clone();
+    let roles: Arc<[Role]> = roles.into();
+    let work: cpu::PartsWork = Arc::new(move |slices: &mut [PartBytes<'_>]| {
+        let comm = lock_cpu(&comm);
+        run_group(&comm, &roles, slices).map_err(|e| e.to_string())
+    });
+    Ok(stream.parts(labels.join("; "), parts, work)?)
+}
+
+/// Part `r` read and part `w` written, at once (`r != w`).
+fn read_write<'b>(
+    slices: &'b mut [PartBytes<'_>],
+    r: usize,
+    w: usize,
+) -> std::result::Result<(&'b [u8], &'b mut [u8]), String> {
+    if r == w {
+        return Err("a part is both read and written".to_owned());
+    }
+    let (low, high) = slices.split_at_mut(r.max(w));
+    let (first, second) = (&mut low[r.min(w)], &mut high[0]);
+    let (reader, writer) = if r < w {
+        (first, second)
+    } else {
+        (second, first)
+    };
+    let read: &[u8] = match reader {
+        PartBytes::Read(bytes) => bytes,
+        PartBytes::Write(bytes) => bytes,
+    };
+    match writer {
+        PartBytes::Write(bytes) => Ok((read, bytes)),
+        PartBytes::Read(_) => Err("a written part was locked for reading".to_owned()),
+    }
+}
+
+fn written<'b>(
+    slices: &'b mut [PartBytes<'_>],
+    i: usize,
+) -> std::result::Result<&'b mut [u8], String> {
+    match &mut slices[i] {
+        PartBytes::Write(bytes) => Ok(bytes),
+        PartBytes::Read(_) => Err("a written part was locked for reading".to_owned()),
+    }
+}
+
+/// One run of a stage's group on the CPU backend.
+fn run_group(
+    comm: &Comm,
+    roles: &[Role],
+    slices: &mut [PartBytes<'_>],
+) -> std::result::Result<(), String> {
+    let p2p: Vec<Option<Role>> = (0..slices.len())
+        .map(|i| {
+            roles.iter().copied().find(|role| match *role {
+                Role::Send(part, _) | Role::Recv(part, _) => part == i,
+                _ => false,
+            })
+        })
+        .collect();
+    if p2p.iter().any(Option::is_some) {
+        let view: &mut [PartBytes<'_>] = &mut *slices;
+        comm.group(move |g| {
+            for (slice, role) in IntoIterator::into_iter(view).zip(&p2p) {
+                match (role, slice) {
+                    (Some(Role::Send(_, peer)), PartBytes::Read(bytes)) => {
+                        g.send_bytes(*peer, bytes)?
+                    }
+                    (Some(Role::Recv(_, peer)), PartBytes::Write(bytes)) => {
+                        g.recv_bytes(*peer, bytes)?
+                    }
+                    _ => {}
+                }
+            }
+            Ok(())
+        })
+        .map_err(|e| e.to_string())?;
+    }
+    for role in roles {
+        let result = match *role {
+            Role::Send(..) | Role::Recv(..) => Ok(()),
+            Role::AllReduce {
+                send,
+                recv,
+                kind,
+                op,
+            } => match send {
+                Some(s) => {
+                    let (send, recv) = read_write(slices, s, recv)?;
+                    comm.all_reduce_bytes(kind, op, send, recv)
+                }
+                None => {
+                    let data = written(slices, recv)?;
+                    let send = data.to_vec();
+                    comm.all_reduce_bytes(kind, op, &send, data)
+                }
+            },
+            Role::Broadcast { send, recv, root } => {
+                if let Some(s) = send
+                    && comm.rank() == root
+                {
+                    let (send, recv) = read_write(slices, s, recv)?;
+                    recv.copy_from_slice(send);
+                }
+                comm.broadcast_bytes(root, written(slices, recv)?)
+            }
+            Role::AllGather(s, r) => {
+                let (send, recv) = read_write(slices, s, r)?;
+                comm.all_gather_bytes(send, recv)
+            }
+            Role::ReduceScatter {
+                send,
+                recv,
+                kind,
+                op,
+            } => {
+                let (send, recv) = read_write(slices, send, recv)?;
+                comm.reduce_scatter_bytes(kind, op, send, recv)
+            }
+        };
+        result.map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{CaptureMode, Context};
+
+    /// Two ranks on the checked CPU backend: a halo exchange between two rows of one buffer
+    /// and an all-reduce in one group, eagerly and replayed from a captured graph.
+    #[test]
+    fn a_stage_group_exchanges_rows_and_reduces_on_cpu_ranks() {
+        let ranks = Communicator::cpu_ranks(2).unwrap();
+        std::thread::scope(|scope| {
+            for comm in ranks {
+                scope.spawn(move || {
+                    let ctx = Context::cpu_checked();
+                    let stream = Stream::new(&ctx).unwrap();
+                    let (rank, other) = (comm.rank(), 1 - comm.rank());
+                    let me = rank as f32 + 1.0;
+                    // Row 0 is received, row 1 is sent.
+                    let mut field = DeviceBuffer::from_slice(&stream, &[0.0, 0.0, me, me]).unwrap();
+                    let norm = DeviceBuffer::from_slice(&stream, &[me]).unwrap();
+                    let mut sum = DeviceBuffer::<f32>::alloc(&ctx, 1).unwrap();
+                    let step = |field: &mut DeviceBuffer<f32>, sum: &mut DeviceBuffer<f32>| {
+                        let mut group = CommStage::new(&comm, &stream);
+                        group.send(&*field, 2..4, other)?;
+                        group.recv(field, 0..2, other)?;
+                        group.all_reduce(&norm, .., sum, .., ReduceOp::Sum)?;
+                        group.finish()
+                    };
+                    step(&mut field, &mut sum).unwrap();
+                    stream.synchronize().unwrap();
+                    let theirs = other as f32 + 1.0;
+                    assert_eq!(field.to_vec(&stream).unwrap(), [theirs, theirs, me, me]);
+                    assert_eq!(sum.to_vec(&stream).unwrap(), [3.0]);
+
+                    stream.begin_capture(CaptureMode::ThreadLocal).unwrap();
+                    let recorded = step(&mut field, &mut sum);
+                    let graph = stream.end_capture().unwrap();
+                    recorded.unwrap();
+                    let exec = graph.instantiate().unwrap();
+                    for _ in 0..3 {
+                        exec.launch(&stream).unwrap();
+                    }
+                    stream.synchronize().unwrap();
+                    assert_eq!(field.to_vec(&stream).unwrap(), [theirs, theirs, me, me]);
+                    assert!(ctx.races().is_empty(), "{:?}", ctx.races());
+                });
+            }
+        });
+    }
+
+    #[test]
+    fn overlapping_ranges_and_bad_ranks_are_refused_before_enqueue() {
+        let comm = Communicator::cpu_ranks(1).unwrap().remove(0);
+        let ctx = Context::cpu();
+        let stream = Stream::new(&ctx).unwrap();
+        let mut field = DeviceBuffer::<f32>::alloc(&ctx, 4).unwrap();
+        let mut group = CommStage::new(&comm, &stream);
+        group.send(&field, 0..2, 0).unwrap();
+        group.recv(&mut field, 1..3, 0).unwrap();
+        let err = group.finish().unwrap_err().to_string();
+        assert!(err.contains("would race"), "{err}");
+
+        let mut group = CommStage::new(&comm, &stream);
+        let err = group.send(&field, 0..2, 1).unwrap_err().to_string();
+        assert!(
+            err.contains("not one of the communicator's 1 ranks"),
+            "{err}"
+        );
+        let err = group.send(&field, 3..9, 0).unwrap_err().to_string();
+        assert!(err.contains("not inside the buffer's 4 elements"), "{err}");
+        let ints = DeviceBuffer::<i32>::alloc(&ctx, 4).unwrap();
+        let mut out = DeviceBuffer::<i32>::alloc(&ctx, 4).unwrap();
+        let err = group
+            .all_reduce(&ints, .., &mut out, .., ReduceOp::Avg)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("floating-point"), "{err}");
+    }
+}
