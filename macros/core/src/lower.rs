@@ -3,11 +3,10 @@
 //!
 //! Every lowered item keeps a reference to what the user wrote (`decl` on declarations, `source`
 //! on statements), so later phases read expressions and spans there instead of searching the
-//! syntax tree again. The ordering itself is computed on plain ids in [`graph`]; [`dot`]
-//! renders the result.
+//! syntax tree again. The ordering itself is computed on plain ids by the
+//! `gpu-pipeline-schedule` crate, which the runtime shares; [`dot`] renders the result.
 
 mod dot;
-mod graph;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -21,7 +20,7 @@ use crate::scope::{Scope, Value};
 
 pub use crate::ast::{ImageFormat, Priority, WaitCondition};
 pub use crate::scope::Memory;
-pub use graph::{
+pub use gpu_pipeline_schedule::{
     Access, BufferId, Cycle, Edge, Hazard, Hop, Mode, Node, ORIGIN, Reason, StageId, StreamId, Via,
     schedule,
 };
@@ -346,7 +345,7 @@ impl Pipeline<'_> {
     /// A shortest path of orderings from `from` to `to`, if `to` runs after `from`.
     pub fn path(&self, from: StageId, to: StageId) -> Option<Vec<Hop>> {
         let streams: Vec<StreamId> = self.stages.iter().map(|stage| stage.stream).collect();
-        graph::path(&streams, &self.dependencies, from, to)
+        gpu_pipeline_schedule::path(&streams, &self.dependencies, from, to)
     }
 }
 
@@ -789,10 +788,7 @@ fn merged(statements: &[Statement<'_>]) -> Vec<Access> {
     let mut order = Vec::new();
     let mut modes = BTreeMap::new();
     for access in statements.iter().flat_map(|statement| &statement.accesses) {
-        let access = Access {
-            buffer: access.buffer,
-            mode: access.mode,
-        };
+        let access = Access::whole(access.buffer, access.mode);
         let entry = modes.entry(access.buffer).or_insert_with(|| {
             order.push(access.buffer);
             access.mode
@@ -801,11 +797,6 @@ fn merged(statements: &[Statement<'_>]) -> Vec<Access> {
     }
     order
         .into_iter()
-        .filter_map(|buffer| {
-            Some(Access {
-                buffer,
-                mode: *modes.get(&buffer)?,
-            })
-        })
+        .filter_map(|buffer| Some(Access::whole(buffer, *modes.get(&buffer)?)))
         .collect()
 }
