@@ -30,7 +30,7 @@ use std::sync::{
 
 use bytemuck::Pod;
 
-use super::access::{Access, BufferId};
+use super::access::{Access, BufferId, Span};
 use super::error::CpuFault;
 use super::shared::{ContextShared, on_worker_thread};
 use crate::free_rule::{AllocKind, FreeMode, StreamUse, plan_free};
@@ -289,7 +289,7 @@ impl Memory {
         let verb = if access.is_write() { "write" } else { "read" };
         self.ctx.host_access(
             format!("host {verb} of {}", self.name()),
-            &[(self.id, access)],
+            &[(self.id, access, Span::ALL)],
         )?;
         self.host_borrows.fetch_add(1, Ordering::AcqRel);
         Ok(())
