@@ -11,12 +11,19 @@ pub use crate::graph::{Graph, GraphExec, KernelNode};
 pub use crate::launch::Signature;
 pub use crate::launch::{LaunchConfig, TypedKernel};
 pub use crate::memory::{DeviceBuffer, FlagCell, PinnedBuffer};
+pub use crate::memory::{HostSlice, HostSliceMut};
 pub use crate::module::Module;
+pub use crate::pipeline::host_data::{HostFrame, HostRegion, host_closure_with};
 pub use crate::pipeline::ops::step_error_at;
 pub use crate::pipeline::ops::{
     copy, ensure_scratch, events, fill, host_closure, log_unobserved_error, scratch, stage_error,
     step_error, wait_flag, write_flag,
 };
+pub use crate::pipeline::plan::{
+    Captured, Claim, Describe, Description, Instance, Ref, StepMode, StepPlan, StreamDecl,
+    ensure_events, ensure_streams, internal, plan_for,
+};
+pub use crate::pipeline::refs::{Sliced, element, element_mut, fill_view, view, view_mut};
 pub use crate::pipeline::{Profiler, Progress, StepProfile, StreamPriority, TypedStream};
 pub use crate::stream::{Stream, WaitCondition};
 

@@ -96,8 +96,19 @@ impl Stream {
     /// whole life and reports its panics on the stream that launched it.
     pub(crate) fn launch_repeat(&self, f: Arc<dyn Fn() + Send + Sync>) -> Result<()> {
         let _gate = self.gate();
+        let capture = self.capture_now()?;
+        self.launch_repeat_gated(f, capture)
+    }
+
+    /// [`Stream::launch_repeat`] for a caller that holds the stream's gate and asked
+    /// `capture_now`, which returned `capture`.
+    pub(super) fn launch_repeat_gated(
+        &self,
+        f: Arc<dyn Fn() + Send + Sync>,
+        capture: Option<u64>,
+    ) -> Result<()> {
         let d = self.bind()?;
-        match self.capture_now()? {
+        match capture {
             None => {
                 let data = Box::into_raw(Box::new(RepeatCall {
                     f,

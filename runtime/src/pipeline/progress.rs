@@ -32,6 +32,14 @@ impl Progress {
         })
     }
 
+    /// Makes room for `streams` streams (a pipeline whose stream arrays grew).
+    pub fn ensure(&mut self, ctx: &Context, streams: usize) -> Result<()> {
+        while self.cells.len() < streams {
+            self.cells.push(FlagCell::new(ctx, 0)?);
+        }
+        Ok(())
+    }
+
     /// Turns tracking on or off for steps enqueued (or captured) from now on.
     pub fn set_enabled(&self, on: bool) {
         self.enabled.store(on, Ordering::Relaxed);
