@@ -23,8 +23,12 @@ pub use crate::pipeline::plan::{
     Captured, Claim, Describe, Description, Instance, Ref, StepMode, StepPlan, StreamDecl,
     ensure_events, ensure_streams, internal, plan_for,
 };
-pub use crate::pipeline::refs::{Sliced, element, element_mut, fill_view, view, view_mut};
-pub use crate::pipeline::{Profiler, Progress, StepProfile, StreamPriority, TypedStream};
+pub use crate::pipeline::refs::{
+    Sliced, element, element_mut, fill_view, scratch_ref, view, view_mut,
+};
+pub use crate::pipeline::{
+    Profiler, Progress, StageSite, StepProfile, StreamPriority, TypedStream,
+};
 pub use crate::stream::{Stream, WaitCondition};
 
 /// `unsafe kernels NAME = ptx(IMAGE)`: loads PTX text.

@@ -9,10 +9,12 @@
 //! code generation unless every rule passed.
 
 mod accesses;
-mod constant;
+pub mod constant;
 mod hint;
 mod limits;
 mod ordering;
+mod repetition;
+pub use repetition::statement_refs;
 mod statements;
 
 use std::collections::HashMap;
@@ -43,6 +45,7 @@ pub fn declarations(scope: &Scope<'_>) -> syn::Result<()> {
     empty_stages(&cx, scope);
     claim_names(&cx, scope);
     statements::check(&cx, scope);
+    repetition::check(&cx, scope);
     accesses::check(&cx, scope);
     limits::check(&cx, scope);
     cx.check()
@@ -119,7 +122,21 @@ fn unsafe_kernels(cx: &Ctxt, input: &ast::Pipeline) {
 /// dropped, or (`#[cfg]`) would change which stages exist after the graph was computed.
 fn attributes(cx: &Ctxt, input: &ast::Pipeline) {
     let mut all: Vec<&syn::Attribute> = Vec::new();
-    for item in &input.items {
+    item_attributes(&input.items, &mut all);
+    for attr in all.into_iter().filter(|attr| !attr.path().is_ident("doc")) {
+        let path = ast::tokens_string(attr.path());
+        cx.error_spanned_by(
+            attr,
+            format!(
+                "unsupported attribute `#[{path}]`; only doc comments are allowed inside a pipeline"
+            ),
+        );
+    }
+}
+
+/// The attributes of `items` and everything inside them.
+fn item_attributes<'a>(items: &'a [ast::Item], all: &mut Vec<&'a syn::Attribute>) {
+    for item in items {
         match item {
             ast::Item::Streams(block) => {
                 all.extend(&block.attrs);
@@ -150,17 +167,13 @@ fn attributes(cx: &Ctxt, input: &ast::Pipeline) {
                     .for_each(|buffer| all.extend(&buffer.attrs));
             }
             ast::Item::Stage(stage) => all.extend(&stage.attrs),
-            ast::Item::Concurrent(_) => {}
+            ast::Item::For(body) => item_attributes(&body.items, all),
+            ast::Item::Step(block) => {
+                all.extend(&block.attrs);
+                item_attributes(&block.items, all);
+            }
+            ast::Item::Concurrent(_) | ast::Item::Swap(_) => {}
         }
-    }
-    for attr in all.into_iter().filter(|attr| !attr.path().is_ident("doc")) {
-        let path = ast::tokens_string(attr.path());
-        cx.error_spanned_by(
-            attr,
-            format!(
-                "unsupported attribute `#[{path}]`; only doc comments are allowed inside a pipeline"
-            ),
-        );
     }
 }
 

@@ -45,14 +45,15 @@ pub fn expand(p: &Pipeline<'_>) -> TokenStream {
         pipeline::pipeline_impl(p, &names),
         pipeline::pipeline_debug(p),
         run::run_struct(p, &names),
-        run::run_impl(&names),
+        run::run_impl(p, &names),
         run::run_drop(p, &names),
         run::run_debug(&names),
-        run::wait_fn(p, &names),
+        run::wait_fn(p),
         graph::graph_struct(p, &names),
         graph::graph_impl(p, &names),
         graph::graph_drop(p, &names),
         graph::graph_debug(&names),
+        graph::window_items(p, &names),
     ];
     quote!(#(#items)*)
 }

@@ -18,6 +18,8 @@ pub mod kw {
     syn::custom_keyword!(scratch);
     syn::custom_keyword!(stage);
     syn::custom_keyword!(concurrent);
+    syn::custom_keyword!(step);
+    syn::custom_keyword!(swap);
 
     // Stream options.
     syn::custom_keyword!(priority);

@@ -82,6 +82,16 @@ pub fn element_mut<B>(buffers: &mut [B], r: Ref) -> Result<&mut B> {
     buffers.get_mut(r.element).ok_or_else(|| no_element(len, r))
 }
 
+/// The scratch buffer `name`, read (its length, when a step is described).
+pub fn scratch_ref<'a, B>(slot: Option<&'a B>, name: &'static str) -> Result<&'a B> {
+    slot.ok_or_else(|| {
+        Error::invalid(
+            "pipeline step",
+            format!("scratch buffer `{name}` is not allocated"),
+        )
+    })
+}
+
 /// Implements [`CopyInto`] for each pair of source and destination types, through the
 /// stream copy `$copy`.
 macro_rules! copies {

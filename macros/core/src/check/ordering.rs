@@ -14,7 +14,11 @@ use crate::lower::{
 /// judged on a graph that lacks the `after` the user wrote.
 pub fn check(cx: &Ctxt, pipeline: &Pipeline<'_>) {
     if pipeline.cycles.is_empty() {
-        concurrent_claims(cx, pipeline);
+        // A dynamic pipeline's graph is a sketch; its claims are checked on the instances,
+        // before each step is enqueued.
+        if !pipeline.dynamic {
+            concurrent_claims(cx, pipeline);
+        }
         flag_waits(cx, pipeline);
         scratch_written_first(cx, pipeline);
     }

@@ -36,6 +36,8 @@ pub struct Names {
     pub run: Ident,
     /// `PGraph`.
     pub graph: Ident,
+    /// `PWindow`.
+    pub window: Ident,
     /// The hidden struct of loaded kernels.
     pub kernels: Ident,
     /// Whether the params struct borrows anything (and so takes a lifetime).
@@ -51,6 +53,7 @@ impl Names {
             params: format_ident!("{}Params", name, span = span),
             run: format_ident!("{}Run", name, span = span),
             graph: format_ident!("{}Graph", name, span = span),
+            window: format_ident!("{}Window", name, span = span),
             kernels: format_ident!("__{}Kernels", name, span = span),
             params_borrow: pipeline.buffers.iter().any(|b| !b.scratch),
         }
@@ -64,11 +67,6 @@ impl Names {
         } else {
             quote!(#params)
         }
-    }
-
-    /// The field of stream `i`.
-    pub fn stream_field(&self, i: usize) -> Ident {
-        format_ident!("__stream_{}", i)
     }
 
     /// The field of kernel `k`.

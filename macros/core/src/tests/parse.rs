@@ -227,7 +227,7 @@ fn unexpected_words_list_what_was_expected() {
     );
     assert_eq!(
         parse_error("pipeline P { stream { s } }"),
-        "expected one of: `streams`, `kernels`, `params`, `scratch`, `stage`, `concurrent`"
+        "expected one of: `streams`, `kernels`, `params`, `scratch`, `stage`, `for`, `step`, `swap`, `concurrent`"
     );
     assert_eq!(
         parse_error(r#"pipeline P { unsafe kernels k = spirv("") {} }"#),
