@@ -32,6 +32,10 @@ use crate::stream::Stream;
 /// element of a buffer array (0 for a plain buffer) and the range of its elements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Ref {
+    /// The buffer (its index among the pipeline's buffers).
+    pub buffer: usize,
+    /// Whether the statement writes it.
+    pub write: bool,
     /// Index into a buffer array; 0 for a plain buffer.
     pub element: usize,
     /// The first element.
@@ -71,6 +75,8 @@ pub struct Instance {
     pub refs: Vec<Ref>,
     accesses: Vec<Access>,
     after: Vec<(usize, bool)>,
+    /// Where the current statement's references start in `refs` (while describing).
+    statement: usize,
 }
 
 impl Instance {
@@ -188,7 +194,17 @@ impl Describe {
             refs: Vec::new(),
             accesses: Vec::new(),
             after: Vec::new(),
+            statement: 0,
         });
+        Ok(())
+    }
+
+    /// Starts the next statement of the current stage: the references it makes must not
+    /// overlap where one of them is written (a kernel's pointer parameters are `__restrict__`,
+    /// and a copy's source and destination must be apart).
+    pub fn statement(&mut self) -> Result<()> {
+        let stage = self.current()?;
+        stage.statement = stage.refs.len();
         Ok(())
     }
 
@@ -226,7 +242,27 @@ impl Describe {
             )));
         }
         let stage = self.current()?;
+        let clash = stage.refs[stage.statement.min(stage.refs.len())..]
+            .iter()
+            .find(|r| {
+                r.buffer == buffer
+                    && r.element == element
+                    && (r.write || write)
+                    && r.start < end
+                    && start < r.end
+            })
+            .copied();
+        if let Some(other) = clash {
+            return Err(self.error(format!(
+                "stage `{label}` passes elements {}..{} and {start}..{end} of `{name}` to one \
+                 statement, and one of them is written: they overlap",
+                other.start, other.end
+            )));
+        }
+        let stage = self.current()?;
         stage.refs.push(Ref {
+            buffer,
+            write,
             element,
             start,
             end,
@@ -644,6 +680,8 @@ mod tests {
         assert_eq!(
             plan.instances[0].refs[0],
             Ref {
+                buffer: 0,
+                write: true,
                 element: 0,
                 start: 0,
                 end: 4
@@ -673,6 +711,25 @@ mod tests {
             .touch(0, "bufs", Some((3, 2)), None, None, 8, true)
             .unwrap_err();
         assert!(err.to_string().contains("`bufs[3]`"), "{err}");
+    }
+
+    #[test]
+    fn overlapping_references_of_one_statement_are_errors_when_one_is_written() {
+        let mut d = Describe::new("P", &[1]).unwrap();
+        d.stage(0, "copy", None, 0, "main", 0).unwrap();
+        d.statement().unwrap();
+        d.touch(0, "x", None, Some(0), Some(4), 8, false).unwrap();
+        let err = d
+            .touch(0, "x", None, Some(3), Some(7), 8, true)
+            .unwrap_err();
+        assert!(err.to_string().contains("they overlap"), "{err}");
+        // Apart, or both read, or in another statement: fine.
+        d.touch(0, "x", None, Some(4), Some(8), 8, true).unwrap();
+        d.touch(0, "x", None, Some(0), Some(2), 8, false).unwrap();
+        d.touch(0, "x", None, Some(5), Some(6), 8, false)
+            .unwrap_err();
+        d.statement().unwrap();
+        d.touch(0, "x", None, Some(0), Some(8), 8, true).unwrap();
     }
 
     #[test]

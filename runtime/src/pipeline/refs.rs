@@ -147,6 +147,8 @@ mod tests {
             DeviceBuffer::<u32>::zeros(&stream, 8).unwrap(),
         ];
         let r = Ref {
+            buffer: 0,
+            write: true,
             element: 1,
             start: 2,
             end: 6,
@@ -163,6 +165,7 @@ mod tests {
                 element: 0,
                 start: 0,
                 end: 4,
+                ..r
             },
         )
         .unwrap();
@@ -171,11 +174,7 @@ mod tests {
         assert_eq!(xs[1].to_vec(&stream).unwrap(), [0, 0, 7, 7, 7, 7, 0, 0]);
         assert_eq!(xs[0].to_vec(&stream).unwrap(), [0, 0, 3, 3, 3, 3, 0, 0]);
         assert_eq!(pinned.to_vec().unwrap(), [7, 7, 7, 7, 7, 7, 7, 7]);
-        let missing = Ref {
-            element: 2,
-            start: 0,
-            end: 1,
-        };
+        let missing = Ref { element: 2, ..r };
         assert!(element(&xs, missing).is_err());
     }
 }

@@ -247,11 +247,13 @@ fn describe_stage(pipeline: &Pipeline<'_>, id: usize, looped: Option<usize>) -> 
         Some(lane) => quote_spanned!(lane.span()=> { let __lane: usize = #lane; __lane }),
         None => quote!(0usize),
     };
-    let touches = stage
-        .statements
-        .iter()
-        .flat_map(|statement| &statement.accesses)
-        .map(|touch| describe_touch(pipeline, touch));
+    let touches = stage.statements.iter().map(|statement| {
+        let touches = statement
+            .accesses
+            .iter()
+            .map(|touch| describe_touch(pipeline, touch));
+        quote!(__d.statement()?; #(#touches)*)
+    });
     let afters = stage.after.iter().map(|after| {
         let other = &pipeline.stages[after.0];
         let same = looped.is_some() && other.looped == looped;
