@@ -212,6 +212,31 @@ pub fn read_access<A: ReadAccess<T>, T>(buffer: A) -> T {
     buffer.read_access()
 }
 
+/// What a scalar param of a pipeline is: a value each step gets its own copy of (cloned, so
+/// an `Arc` works as well as an `f32`).
+#[diagnostic::on_unimplemented(
+    message = "the scalar param's type `{Self}` is not `Clone`, but each step gets its own copy",
+    label = "`{Self}` is not `Clone`",
+    note = "wrap a value that cannot be cloned in an `Arc` (an `Arc<Mutex<T>>` to change it from a \
+            host closure), or pass it by reference to a `call`"
+)]
+pub trait ScalarParam {
+    /// The step's copy.
+    fn step_copy(&self) -> Self;
+}
+
+#[diagnostic::do_not_recommend]
+impl<T: Clone> ScalarParam for T {
+    fn step_copy(&self) -> T {
+        self.clone()
+    }
+}
+
+/// A scalar param's value for one step (see [`ScalarParam`]).
+pub fn scalar<T: ScalarParam>(value: &T) -> T {
+    value.step_copy()
+}
+
 /// What a captured graph's `set_<name>` needs: a step that reads the scalar. The setter of
 /// a scalar param no statement reads exists only to say so; no type implements this trait.
 #[diagnostic::on_unimplemented(

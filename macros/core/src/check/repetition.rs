@@ -421,6 +421,10 @@ fn host_params(cx: &Ctxt, scope: &Scope<'_>, host: &ast::Host) {
         let Some(decl) = scope.buffer(name).map(|id| &scope.buffers[id]) else {
             continue;
         };
+        // Device memory and flags in a host closure's lists are reported with the lists.
+        if matches!(decl.memory, Memory::Device | Memory::Flag) {
+            continue;
+        }
         if decl.memory != Memory::Pinned || decl.array {
             cx.error_spanned_by(
                 name,

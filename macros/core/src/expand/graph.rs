@@ -13,7 +13,7 @@ use syn::Ident;
 
 use super::names::{Names, rt, rt_fn};
 use super::pipeline::suffix;
-use super::step::{Retype, bindings, launch_parts, ref_slots, stage_header};
+use super::step::{Retype, bindings, launch_parts, ref_slots, stage_header, used_scalars};
 use crate::ast;
 use crate::lower::{Memory, Pipeline, ScalarId, StatementKind};
 
@@ -276,7 +276,7 @@ fn setter(pipeline: &Pipeline<'_>, names: &Names, id: ScalarId) -> TokenStream {
         .filter(|b| b.scratch)
         .map(|b| names.scratch_field(b.ident))
         .collect();
-    let bind = bindings(pipeline, names, &quote!(__p));
+    let bind = bindings(pipeline, names, &quote!(__p), &used_scalars(pipeline, true));
     let arms = pipeline.stages.iter().enumerate().filter_map(|(t, stage)| {
         let slots = ref_slots(stage);
         let launches: Vec<TokenStream> = stage

@@ -15,20 +15,53 @@ use syn::{Expr, Ident, Pat};
 
 use super::names::{Names, rt, rt_fn};
 use crate::ast::{self, BufRef, KernelParamType, type_string};
+use std::collections::BTreeSet;
+
 use crate::lower::{
-    Arg, BufferId, CallArg, KernelId, Memory, Mode, Pipeline, Stage, StatementKind, Touch,
-    WaitCondition,
+    Arg, BufferId, CallArg, KernelId, Memory, Mode, Pipeline, ScalarId, Stage, StatementKind,
+    Touch, WaitCondition,
 };
 
-/// `let` bindings that give every param and scratch buffer its declared name inside
-/// generated code: scalars cloned (a copy for `Copy` types), buffers reborrowed (`&mut *` for
-/// `&mut`).
-pub fn bindings(pipeline: &Pipeline<'_>, names: &Names, params: &TokenStream) -> TokenStream {
+/// `let name = rt::scalar::<Ty>(&__p.name);`: one step's copy of a scalar param. Every
+/// binding of a param is spelled alike, at its declaration, so a type that is not `Clone` is
+/// one error there.
+fn scalar_binding(decl: &ast::Param) -> TokenStream {
+    let name = &decl.name;
+    let ty = &decl.ty;
+    let scalar = rt_fn(name.span(), "scalar");
+    let params = Ident::new("__p", name.span());
+    quote_spanned!(name.span()=> let #name = #scalar::<#ty>(&#params.#name);)
+}
+
+/// The scalar params a function needs bound: those the statements read (only launches' when
+/// `launches`) and those that shape the step (a stage's header evaluates the loop's `let`s).
+/// Binding only these keeps a param that is not `Clone` to one error, where it is used.
+pub fn used_scalars(pipeline: &Pipeline<'_>, launches: bool) -> BTreeSet<ScalarId> {
+    let mut used = pipeline.structural.clone();
+    for statement in pipeline.stages.iter().flat_map(|s| &s.statements) {
+        if !launches || matches!(statement.kind, StatementKind::Launch { .. }) {
+            used.extend(statement.scalars.iter().copied());
+        }
+    }
+    used
+}
+
+/// `let` bindings that give the `used` scalar params and every buffer its declared name
+/// inside generated code: scalars cloned (a copy for `Copy` types), buffers reborrowed
+/// (`&mut *` for `&mut`).
+pub fn bindings(
+    pipeline: &Pipeline<'_>,
+    names: &Names,
+    params: &TokenStream,
+    used: &BTreeSet<ScalarId>,
+) -> TokenStream {
     let rt = rt();
-    let scalars = pipeline.scalars.iter().map(|scalar| {
-        let name = &scalar.decl.name;
-        quote_spanned!(name.span()=> let #name = ::core::clone::Clone::clone(&#params.#name);)
-    });
+    let scalars = pipeline
+        .scalars
+        .iter()
+        .enumerate()
+        .filter(|(id, _)| used.contains(&ScalarId(*id)))
+        .map(|(_, scalar)| scalar_binding(scalar.decl));
     let buffers = pipeline.buffers.iter().map(|b| {
         let name = b.ident;
         if b.scratch {
@@ -82,10 +115,16 @@ pub fn ref_slots(stage: &Stage<'_>) -> Vec<Vec<Option<usize>>> {
 pub fn prepare_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
     let rt = rt();
     let params_ty = names.params_ty(quote!('_));
-    let scalars = pipeline.scalars.iter().map(|scalar| {
-        let name = &scalar.decl.name;
-        quote!(let #name = ::core::clone::Clone::clone(&__p.#name);)
-    });
+    let mut used: BTreeSet<ScalarId> = pipeline.structural.clone();
+    for buffer in &pipeline.buffers {
+        used.extend(buffer.len_scalars.iter().copied());
+    }
+    let scalars = pipeline
+        .scalars
+        .iter()
+        .enumerate()
+        .filter(|(id, _)| used.contains(&ScalarId(*id)))
+        .map(|(_, scalar)| scalar_binding(scalar.decl));
     let params = pipeline.buffers.iter().filter(|b| !b.scratch).map(|b| {
         let name = b.ident;
         quote!(let #name = &*__p.#name;)
@@ -158,10 +197,12 @@ pub fn describe_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
     let rt = rt();
     let params_ty = names.params_ty(quote!('_));
     let name = pipeline.name.as_str();
-    let scalars = pipeline.scalars.iter().map(|scalar| {
-        let name = &scalar.decl.name;
-        quote!(let #name = ::core::clone::Clone::clone(&__p.#name);)
-    });
+    let scalars = pipeline
+        .scalars
+        .iter()
+        .enumerate()
+        .filter(|(id, _)| pipeline.structural.contains(&ScalarId(*id)))
+        .map(|(_, scalar)| scalar_binding(scalar.decl));
     let buffers = pipeline.buffers.iter().map(|b| {
         let name = b.ident;
         if b.scratch {
@@ -381,7 +422,12 @@ pub fn enqueue_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
         .filter(|b| b.scratch)
         .map(|b| names.scratch_field(b.ident))
         .collect();
-    let bind = bindings(pipeline, names, &quote!(__p));
+    let bind = bindings(
+        pipeline,
+        names,
+        &quote!(__p),
+        &used_scalars(pipeline, false),
+    );
     let arms = pipeline.stages.iter().enumerate().map(|(t, stage)| {
         let slots = ref_slots(stage);
         let header = stage_header(pipeline, stage);
@@ -601,6 +647,13 @@ fn host_tokens(pipeline: &Pipeline<'_>, stage: &Stage<'_>, source: &ast::Host) -
     let rt = rt();
     let mut closure = source.closure.clone();
     closure.capture = Some(<syn::Token![move]>::default());
+    let scalar_decl = |name: &Ident| {
+        pipeline
+            .scalars
+            .iter()
+            .find(|s| s.decl.name == *name)
+            .map(|s| s.decl)
+    };
     let mentioned: Vec<&Ident> = {
         let body = Expr::Closure(source.closure.clone());
         let named: Vec<String> = ast::mentions(&body)
@@ -616,9 +669,12 @@ fn host_tokens(pipeline: &Pipeline<'_>, stage: &Stage<'_>, source: &ast::Host) -
         names.retain(|name| named.iter().any(|n| *name == n));
         names
     };
-    let clones = mentioned
-        .iter()
-        .map(|name| quote!(let #name = ::core::clone::Clone::clone(&#name);));
+    let clones = mentioned.iter().map(|name| match scalar_decl(name) {
+        // A scalar param: cloned as the bindings are, so a type that is not `Clone` is one
+        // error, at its declaration.
+        Some(decl) => scalar_binding(decl),
+        None => quote!(let #name = ::core::clone::Clone::clone(&#name);),
+    });
     if closure.inputs.is_empty() {
         return quote_spanned! {source.closure.span()=>
             {
