@@ -8,6 +8,9 @@
 //! | `nbody` | [`nbody`] | two kernels per step, positions streamed back to pinned memory behind the force kernel; speed against the classic tiled kernel launched with raw driver calls |
 //! | `overlap` | [`overlap`] | copy-in, compute and copy-out of a chunked array on three streams against one stream |
 //! | `interop` | [`interop`] | a stage that calls a library function with its typed stream; a borrowed foreign stream |
+//! | `jacobi` | [`jacobi`] | a solver to a tolerance: one captured sweep, its grids swapped in place between replays, the residual read through the graph's window |
+//! | `stream_chunks` | [`stream_chunks`] | copy-in, compute, copy-out of one array in chunks (ranges of it) over a stream array, steps running ahead of each other; bandwidth against the two-way copy limit |
+//! | `halo` | [`halo`] | the interior and boundary rows of one field computed concurrently (ranges), the boundary rows streamed in from the host through the window each replay |
 //!
 //! Every example takes `--help`, `--dot` (its stage graphs in Graphviz DOT) and `--trace PATH`
 //! (one profiled step as a Chrome trace); [`common`] holds what they share. Every kernel is
@@ -18,10 +21,13 @@
 //! force kernel uses `rsqrtf`, so its backends agree within tolerances.
 
 pub mod common;
+pub mod halo;
 pub mod heat2d;
 pub mod interop;
+pub mod jacobi;
 pub mod nbody;
 pub mod overlap;
+pub mod stream_chunks;
 
 #[cfg(test)]
 mod tests {

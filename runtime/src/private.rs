@@ -21,7 +21,7 @@ pub use crate::pipeline::ops::{
 };
 pub use crate::pipeline::plan::{
     Captured, Claim, Describe, Description, Instance, Ref, StepMode, StepPlan, StreamDecl,
-    ensure_events, ensure_streams, internal, plan_for,
+    ensure_events, ensure_streams, internal, plan_for, profile_sites,
 };
 pub use crate::pipeline::refs::{
     Sliced, element, element_mut, fill_view, scratch_ref, view, view_mut,

@@ -452,6 +452,7 @@ impl StepPlan {
             .instances
             .iter()
             .map(|i| (i.stream, i.decl, i.lane))
+            .chain([(0, 0, 0)])
             .collect();
         slots.sort();
         slots.dedup();
@@ -464,7 +465,7 @@ impl StepPlan {
             };
             writeln!(out, "    subgraph cluster_{slot} {{")?;
             writeln!(out, "        label = \"{title}\";")?;
-            let chain: Vec<String> = self
+            let mut chain: Vec<String> = self
                 .closed
                 .stages
                 .iter()
@@ -473,6 +474,13 @@ impl StepPlan {
                 .collect();
             for node in &chain {
                 writeln!(out, "        {node};")?;
+            }
+            // The origin starts and ends the step.
+            if slot == 0 {
+                writeln!(out, "        \"(start)\" [shape=circle];")?;
+                writeln!(out, "        \"(end)\" [shape=doublecircle];")?;
+                chain.insert(0, "\"(start)\"".to_owned());
+                chain.push("\"(end)\"".to_owned());
             }
             if chain.len() > 1 {
                 writeln!(out, "        {} [style=dotted];", chain.join(" -> "))?;
@@ -500,6 +508,22 @@ impl StepPlan {
                 reasons.join(", ")
             )?;
         }
+        for planned in self.closed.stages.iter().filter(|p| p.fork) {
+            writeln!(
+                out,
+                "    \"(start)\" -> {} [label=\"fork\"];",
+                label(planned.stage)
+            )?;
+        }
+        for &slot in &self.closed.join {
+            if let Some(planned) = self.closed.stages.iter().find(|p| p.record == Some(slot)) {
+                writeln!(
+                    out,
+                    "    {} -> \"(end)\" [label=\"join\"];",
+                    label(planned.stage)
+                )?;
+            }
+        }
         writeln!(out, "}}")
     }
 }
@@ -511,6 +535,52 @@ fn claim_names(claim: &Claim, stages: &[Instance]) -> String {
         .filter_map(|&t| stages.iter().find(|s| s.template == t).map(|s| s.name))
         .collect();
     names.join(", ")
+}
+
+/// A label that lives as long as the program, for profiles (`load[3]` on `work[1]`): each
+/// distinct label is kept once, so a pipeline's labels cost their text, once.
+pub fn intern(label: String) -> &'static str {
+    use std::collections::HashSet;
+    use std::sync::{Mutex, PoisonError};
+    static LABELS: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
+    let mut labels = LABELS.lock().unwrap_or_else(PoisonError::into_inner);
+    let labels = labels.get_or_insert_with(HashSet::new);
+    if let Some(&known) = labels.get(label.as_str()) {
+        return known;
+    }
+    let leaked: &'static str = Box::leak(label.into_boxed_str());
+    labels.insert(leaked);
+    leaked
+}
+
+/// The stage and stream names of a profiled step, in the closed plan's enqueue order:
+/// `load[3]` on `work[1]` (interned, see [`intern`]); `streams` names each declaration.
+pub fn profile_sites(
+    plan: &StepPlan,
+    streams: &[&'static str],
+) -> Vec<(&'static str, &'static str)> {
+    plan.closed
+        .stages
+        .iter()
+        .filter_map(|planned| {
+            let instance = plan.instances.get(planned.stage.0)?;
+            let stream = streams.get(instance.decl).copied().unwrap_or("?");
+            let array = plan
+                .instances
+                .iter()
+                .any(|i| i.decl == instance.decl && i.lane > 0);
+            let stage = match instance.index {
+                Some(_) => intern(instance.label()),
+                None => instance.name,
+            };
+            let stream = if array {
+                intern(format!("{stream}[{}]", instance.lane))
+            } else {
+                stream
+            };
+            Some((stage, stream))
+        })
+        .collect()
 }
 
 /// The cached plan of one kind of step: rebuilt when the description changes.

@@ -434,16 +434,7 @@ fn kind_methods(pipeline: &Pipeline<'_>, names: &Names, k: usize, kind: &Kind<'_
             self.__last = ::core::option::Option::Some(plan.clone());
             self.__enqueue(&mut params, &plan, #rt::StepMode::Closed, ::core::option::Option::Some(&profiler))?;
             self.__wait()?;
-            let sites: ::std::vec::Vec<(&'static str, &'static str)> = plan
-                .closed
-                .stages
-                .iter()
-                .filter_map(|planned| {
-                    let instance = plan.instances.get(planned.stage.0)?;
-                    let stream = Self::__STREAM_NAMES.get(instance.decl).copied().unwrap_or("?");
-                    ::core::option::Option::Some((instance.name, stream))
-                })
-                .collect();
+            let sites = #rt::profile_sites(&plan, Self::__STREAM_NAMES);
             profiler.finish(#name_str, &sites)
         }
 

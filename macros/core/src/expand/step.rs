@@ -565,10 +565,22 @@ fn statement_tokens(
                 let src = buffer(src);
                 return quote!(#rt::copy(__stream, &*#src, #dst_tokens)?;);
             }
-            let src = subscripted(pipeline, *src, Mode::Read, src_slot);
-            let dst = subscripted(pipeline, *dst, Mode::Write, dst_slot);
+            let src = match src_slot {
+                Some(_) => {
+                    let view = subscripted(pipeline, *src, Mode::Read, src_slot);
+                    quote!(&#view)
+                }
+                None => reborrow(buffer(src), Mode::Read),
+            };
+            let dst = match dst_slot {
+                Some(_) => {
+                    let view = subscripted(pipeline, *dst, Mode::Write, dst_slot);
+                    quote!(&mut #view)
+                }
+                None => reborrow(buffer(dst), Mode::Write),
+            };
             let copy = rt_fn(source.keyword.span, "copy");
-            quote!(#copy(__stream, &#src, &mut #dst)?;)
+            quote!(#copy(__stream, #src, #dst)?;)
         }
         StatementKind::Fill { source, dst } => {
             let value = &source.value;
