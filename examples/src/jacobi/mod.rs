@@ -20,6 +20,7 @@
 //! otherwise the last sweep against a CPU sweep of the grid before it, which the swap leaves
 //! in `u_new`.
 
+pub mod anchor;
 pub mod host;
 
 use std::path::PathBuf;
@@ -323,15 +324,17 @@ pub fn run(ctx: &Context, args: &JacobiArgs) -> Result<JacobiOutcome, BoxError> 
     })
 }
 
-/// Sweeps per second at a grid size, for the benchmark: `iterations` replays of a captured
-/// sweep with a swap after each and the residual read every `check_every`.
+/// The pipeline's side of the benchmark: `iterations` replays (after two warm-up replays,
+/// one per arrangement) of the captured sweep with a swap after each and the residual read
+/// through the window every `check_every`; returns the time and the final grid (to compare
+/// with the raw-driver solver's, [`anchor::time_sweeps`], bit for bit).
 pub fn time_sweeps(
     ctx: &Context,
     nx: u32,
     ny: u32,
     iterations: u32,
     check_every: u32,
-) -> Result<Duration, BoxError> {
+) -> Result<(Duration, Vec<f32>), BoxError> {
     let init = initial_grid(nx, ny);
     let setup = Stream::non_blocking(ctx)?;
     let mut u = DeviceBuffer::from_slice(&setup, &init)?;
@@ -369,7 +372,8 @@ pub fn time_sweeps(
         }
     }
     graph.synchronize()?;
-    Ok(start.elapsed())
+    let elapsed = start.elapsed();
+    Ok((elapsed, graph.params().u.to_vec(&setup)?))
 }
 
 #[cfg(test)]

@@ -345,6 +345,59 @@ pub fn run(ctx: &Context, args: &StreamChunksArgs) -> Result<StreamChunksOutcome
     })
 }
 
+/// The benchmark's side of `stream_chunks`: `passes` passes of `elements` `f32`s in `chunks`
+/// chunks on `streams` streams (`iters` of arithmetic each), running ahead or closed, best of
+/// `repeats` after a warm-up pass; the output is checked against the CPU every time. Returns
+/// the best time.
+pub fn time_passes(
+    ctx: &Context,
+    elements: u32,
+    chunks: u32,
+    streams: u32,
+    passes: u32,
+    ahead: bool,
+    repeats: u32,
+) -> Result<Duration, BoxError> {
+    let args = StreamChunksArgs::parse_from([
+        "stream_chunks".to_owned(),
+        format!("--elements={elements}"),
+        format!("--chunks={chunks}"),
+        format!("--streams={streams}"),
+        format!("--passes={passes}"),
+    ]);
+    args.validate()?;
+    let data = input(elements);
+    let want: Vec<f32> = data
+        .iter()
+        .map(|&v| host::element(v, args.iters, args.a))
+        .collect();
+    let input = PinnedBuffer::from_slice(ctx, &data)?;
+    let mut output = PinnedBuffer::<f32>::zeros(ctx, elements as usize)?;
+    let mut x = DeviceBuffer::<f32>::alloc(ctx, elements as usize)?;
+    let mut pipeline = ChunkPass::new(ctx)?;
+    pipeline.set_fault_tracking(false);
+    pipeline
+        .run(pass_params(&args, &input, &mut x, &mut output))?
+        .wait()?;
+    let mut best = Duration::MAX;
+    for _ in 0..repeats {
+        output.as_mut_slice()?.fill(f32::NAN);
+        let start = Instant::now();
+        let params = pass_params(&args, &input, &mut x, &mut output);
+        let run = if ahead {
+            pipeline.run_ahead(params, passes as usize)?
+        } else {
+            pipeline.run_steps(params, passes as usize)?
+        };
+        run.wait()?;
+        best = best.min(start.elapsed());
+        if max_abs_diff(&output.to_vec()?, &want) != 0.0 {
+            return Err("stream_chunks produced a wrong output".into());
+        }
+    }
+    Ok(best)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
