@@ -8,6 +8,7 @@
 mod accesses;
 mod checks;
 mod dot;
+mod language;
 mod limits;
 mod lowering;
 mod parse;
