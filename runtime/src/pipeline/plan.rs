@@ -554,7 +554,8 @@ pub fn intern(label: String) -> &'static str {
 }
 
 /// The stage and stream names of a profiled step, in the closed plan's enqueue order:
-/// `load[3]` on `work[1]` (interned, see [`intern`]); `streams` names each declaration.
+/// `load[3]` on `work[1]` (interned: each distinct label is kept once); `streams` names each
+/// declaration.
 pub fn profile_sites(
     plan: &StepPlan,
     streams: &[&'static str],
