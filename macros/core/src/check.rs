@@ -9,12 +9,10 @@
 //! code generation unless every rule passed.
 
 mod accesses;
-pub mod constant;
 mod hint;
 mod limits;
 mod ordering;
 mod repetition;
-pub use repetition::statement_refs;
 mod statements;
 
 use std::collections::HashMap;

@@ -18,7 +18,7 @@ use syn::{Expr, Ident, Type};
 use crate::ast::{
     self, BufRef, KernelParamType, bare_ident, token_mentions, type_string, ungroup_expr,
 };
-use crate::check::constant;
+use crate::constant;
 use crate::scope::{Scope, Value};
 
 pub use crate::ast::{ImageFormat, Priority, WaitCondition};
@@ -642,7 +642,7 @@ fn structural_scalars(scope: &Scope<'_>) -> BTreeSet<ScalarId> {
     for stage in &scope.stages {
         stage.lane.to_tokens(&mut tokens);
         for statement in &stage.statements {
-            for reference in crate::check::statement_refs(scope, statement) {
+            for reference in scope.statement_refs(statement) {
                 for expr in reference.subscript_exprs() {
                     expr.to_tokens(&mut tokens);
                 }

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use syn::{Expr, Ident, Type};
 
-use crate::ast::{self, ungroup_type};
+use crate::ast::{self, BufRef, KernelParamType, ungroup_type};
 use crate::symbol::{DEVICE_BUFFER, FLAG_CELL, PINNED_BUFFER, VEC};
 
 /// The declarations of one pipeline, by name.
@@ -328,6 +328,32 @@ impl<'a> Scope<'a> {
             .iter()
             .map(|stage| stage.name.to_string())
             .collect()
+    }
+
+    /// The buffer references of one statement: kernel arguments for slice parameters, a copy's
+    /// source and destination, a fill's destination.
+    pub fn statement_refs(&self, statement: &'a ast::Statement) -> Vec<BufRef<'a>> {
+        match statement {
+            ast::Statement::Launch(launch) => {
+                let Some(kernel) = launch
+                    .target()
+                    .and_then(|(module, kernel)| self.kernel(self.module(module)?, kernel))
+                    .map(|id| self.kernels[id].decl)
+                else {
+                    return Vec::new();
+                };
+                kernel
+                    .params
+                    .iter()
+                    .zip(&launch.args)
+                    .filter(|(param, _)| matches!(param.kind(), KernelParamType::Slice { .. }))
+                    .filter_map(|(_, arg)| BufRef::of_expr(arg))
+                    .collect()
+            }
+            ast::Statement::Copy(copy) => vec![copy.src_ref.borrow(), copy.dst_ref.borrow()],
+            ast::Statement::Fill(fill) => vec![fill.dst_ref.borrow()],
+            _ => Vec::new(),
+        }
     }
 
     /// Names of every buffer.

@@ -2,8 +2,8 @@
 //! close no cycle, every `concurrent(...)` claim holds, every flag `wait` can be satisfied by
 //! a write ordered before it, and no scratch buffer is read before something writes it.
 
-use super::constant;
 use crate::ast::tokens_string;
+use crate::constant;
 use crate::ctxt::Ctxt;
 use crate::lower::{
     BufferId, Cycle, Hazard, Hop, Memory, Mode, Pipeline, Reason, StageId, StatementKind, Via,

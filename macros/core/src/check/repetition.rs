@@ -6,8 +6,8 @@ use std::collections::HashMap;
 
 use syn::{Expr, Ident, Pat};
 
-use super::constant;
-use crate::ast::{self, BufRef, KernelParamType, Statement, Use, mentions, type_string};
+use crate::ast::{self, BufRef, Statement, Use, mentions, type_string};
+use crate::constant;
 use crate::ctxt::Ctxt;
 use crate::scope::{BufferDecl, Memory, Scope, Value};
 
@@ -286,37 +286,11 @@ fn swaps(cx: &Ctxt, scope: &Scope<'_>) {
     }
 }
 
-/// The buffer references of one statement: kernel arguments for slice parameters, a copy's
-/// source and destination, a fill's destination.
-pub fn statement_refs<'a>(scope: &Scope<'a>, statement: &'a Statement) -> Vec<BufRef<'a>> {
-    match statement {
-        Statement::Launch(launch) => {
-            let Some(kernel) = launch
-                .target()
-                .and_then(|(module, kernel)| scope.kernel(scope.module(module)?, kernel))
-                .map(|id| scope.kernels[id].decl)
-            else {
-                return Vec::new();
-            };
-            kernel
-                .params
-                .iter()
-                .zip(&launch.args)
-                .filter(|(param, _)| matches!(param.kind(), KernelParamType::Slice { .. }))
-                .filter_map(|(_, arg)| BufRef::of_expr(arg))
-                .collect()
-        }
-        Statement::Copy(copy) => vec![copy.src_ref.borrow(), copy.dst_ref.borrow()],
-        Statement::Fill(fill) => vec![fill.dst_ref.borrow()],
-        _ => Vec::new(),
-    }
-}
-
 /// An array is named with one element (`xs[k]`), a buffer without one; a range (`x[lo..hi]`)
 /// is of device or pinned memory, and a constant one is not inverted; subscripts read buffers
 /// only as lengths. `reads(...)`/`writes(...)` lists name whole buffers, not arrays.
 fn subscripts(cx: &Ctxt, scope: &Scope<'_>, statement: &Statement) {
-    for reference in statement_refs(scope, statement) {
+    for reference in scope.statement_refs(statement) {
         let Some(decl) = scope
             .buffer(reference.name)
             .map(|id| &scope.buffers[id])

@@ -216,9 +216,7 @@ fn new_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
         // A constant array is created now; one sized by a param before its first step.
         let count = match stream.count {
             None => Some(1usize),
-            Some(count) => {
-                crate::check::constant::value(count).and_then(|v| usize::try_from(v).ok())
-            }
+            Some(count) => crate::constant::value(count).and_then(|v| usize::try_from(v).ok()),
         };
         match count {
             Some(count) => quote! {
