@@ -153,7 +153,7 @@ pub fn graph_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
 
             /// Blocks until every launch so far has finished.
             pub fn synchronize(&self) -> #rt::Result<()> {
-                self.pipeline.__wait()
+                self.pipeline.__wait_origin()
             }
 
             /// Waits for every launch so far, then hands out the graph's pinned buffers (`&mut`
@@ -163,7 +163,7 @@ pub fn graph_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             /// launches and wait for device work on their own, so nothing can touch memory a
             /// replay may still use.
             pub fn window(&mut self) -> #rt::Result<#window<'_, 'a>> {
-                self.pipeline.__wait()?;
+                self.pipeline.__wait_origin()?;
                 ::core::result::Result::Ok(#window { graph: self })
             }
 

@@ -129,6 +129,24 @@ pub fn wait_fn(pipeline: &Pipeline<'_>) -> TokenStream {
                 }
                 ::core::result::Result::Ok(())
             }
+
+            /// After graph launches: on CUDA the origin stream only, since each launch is a
+            /// closed fork–join region that ends on the origin and a fault anywhere surfaces
+            /// there too (the context's errors are sticky, and the host nodes' panics are
+            /// reported on the launching stream); on the CPU backend, whose streams report
+            /// their own failures, every stream.
+            fn __wait_origin(&self) -> #rt::Result<()> {
+                if self.__ctx.backend() != #rt::Backend::Cuda {
+                    return self.__wait();
+                }
+                let sites: &[#rt::StageSite] = match &self.__last {
+                    ::core::option::Option::Some(plan) => &plan.sites,
+                    ::core::option::Option::None => &[],
+                };
+                let origin = self.__origin()?;
+                #rt::Stream::synchronize(origin)
+                    .map_err(|e| #rt::step_error_at(#name_str, &self.__progress, sites, e))
+            }
         }
     }
 }
