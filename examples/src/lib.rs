@@ -10,6 +10,9 @@
 //! | `interop` | [`interop`] | a stage that calls a library function with its typed stream; a borrowed foreign stream |
 //! | `cublas` | [`cublas`] | cuBLAS SGEMM through cudarc in a captured step, between two of our kernels, replayed with scalars set in place |
 //! | `jacobi_multi` | [`jacobi_multi`] | 2-D Jacobi split over ranks (one GPU each): halos exchanged with NCCL send/recv and the residual all-reduced inside the replayed graph; checked against one rank |
+//! | `jacobi` | [`jacobi`] | a solver to a tolerance: one captured sweep, its grids swapped in place between replays, the residual read through the graph's window |
+//! | `stream_chunks` | [`stream_chunks`] | copy-in, compute, copy-out of one array in chunks (ranges of it) over a stream array, steps running ahead of each other; bandwidth against the two-way copy limit |
+//! | `halo` | [`halo`] | the interior and boundary rows of one field computed concurrently (ranges), the boundary rows streamed in from the host through the window each replay |
 //!
 //! Every example takes `--help`, `--dot` (its stage graphs in Graphviz DOT) and `--trace PATH`
 //! (one profiled step as a Chrome trace); [`common`] holds what they share. Every kernel is
@@ -21,11 +24,14 @@
 
 pub mod common;
 pub mod cublas;
+pub mod halo;
 pub mod heat2d;
 pub mod interop;
+pub mod jacobi;
 pub mod jacobi_multi;
 pub mod nbody;
 pub mod overlap;
+pub mod stream_chunks;
 
 #[cfg(test)]
 mod tests {

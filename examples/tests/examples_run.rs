@@ -9,20 +9,26 @@ use std::process::{Command, Output};
 use clap::Parser;
 use examples::common::Report;
 use examples::cublas::{self, CublasArgs};
+use examples::halo::{self, HaloArgs};
 use examples::heat2d::{self, Heat2dArgs, HeatStep};
 use examples::interop::{self, InteropArgs};
+use examples::jacobi::{self, JacobiArgs};
 use examples::jacobi_multi::{self, JacobiMultiArgs, JacobiStep};
 use examples::nbody::{self, NbodyArgs};
 use examples::overlap::{self, OverlapArgs};
+use examples::stream_chunks::{self, StreamChunksArgs};
 use gpu_pipeline::Context;
 
-const EXAMPLES: [&str; 6] = [
+const EXAMPLES: [&str; 9] = [
     "heat2d",
     "nbody",
     "overlap",
     "interop",
     "cublas",
     "jacobi_multi",
+    "jacobi",
+    "stream_chunks",
+    "halo",
 ];
 
 /// A small run of each example, for the tests that need one to reach the end.
@@ -61,6 +67,21 @@ fn small_run(name: &str) -> &'static [&'static str] {
             "2",
             "-q",
         ],
+        "jacobi" => &["--nx", "12", "--ny", "10", "--tol", "1e-3", "-q"],
+        "stream_chunks" => &[
+            "--elements",
+            "100",
+            "--chunks",
+            "7",
+            "--streams",
+            "3",
+            "--passes",
+            "2",
+            "--repeats",
+            "1",
+            "-q",
+        ],
+        "halo" => &["--nx", "16", "--ny", "9", "--steps", "5", "-q"],
         _ => &["--elements", "16"],
     }
 }
@@ -282,6 +303,97 @@ fn overlap_rejects_elements_that_do_not_split_into_chunks() {
 }
 
 #[test]
+fn jacobi_cpu_checked_converges_and_matches_the_reference_bit_for_bit() {
+    let args = JacobiArgs::parse_from([
+        "jacobi", "--nx", "20", "--ny", "14", "--tol", "1e-4", "--quiet",
+    ]);
+    let ctx = Context::cpu_checked();
+    let outcome = jacobi::run(&ctx, &args).unwrap();
+    assert_passed(&ctx, &outcome.report);
+    assert!(outcome.full_reference);
+    assert!(outcome.residual < 1e-4, "{}", outcome.residual);
+    assert!(outcome.iterations > 10, "{}", outcome.iterations);
+    // Hot lid on top, cold walls: the first interior row is the warmest.
+    let row = |y: usize| outcome.grid[y * 20 + 10];
+    assert!(
+        row(1) > row(7) && row(7) > row(12),
+        "{:?}",
+        &outcome.grid[..40]
+    );
+}
+
+#[test]
+fn jacobi_stops_at_max_iters_and_checks_the_residual_every_k_sweeps() {
+    let args = JacobiArgs::parse_from([
+        "jacobi",
+        "--nx",
+        "16",
+        "--ny",
+        "16",
+        "--tol",
+        "1e-9",
+        "--max-iters",
+        "25",
+        "--check-every",
+        "10",
+        "--reference",
+        "bounded",
+        "-q",
+    ]);
+    let ctx = Context::cpu_checked();
+    let outcome = jacobi::run(&ctx, &args).unwrap();
+    assert_passed(&ctx, &outcome.report);
+    assert_eq!(outcome.iterations, 25);
+    assert!(!outcome.full_reference);
+}
+
+#[test]
+fn stream_chunks_cpu_checked_runs_ahead_and_matches_the_reference() {
+    for (elements, chunks, streams) in [("1000", "8", "3"), ("37", "37", "1"), ("9", "4", "4")] {
+        let args = StreamChunksArgs::parse_from([
+            "stream_chunks",
+            "--elements",
+            elements,
+            "--chunks",
+            chunks,
+            "--streams",
+            streams,
+            "--passes",
+            "3",
+            "--repeats",
+            "1",
+            "-q",
+        ]);
+        let ctx = Context::cpu_checked();
+        let outcome = stream_chunks::run(&ctx, &args).unwrap();
+        assert_passed(&ctx, &outcome.report);
+        assert!(outcome.two_way_limit > 0.0 && outcome.achieved > 0.0);
+    }
+}
+
+#[test]
+fn stream_chunks_rejects_more_chunks_than_elements() {
+    let args = StreamChunksArgs::parse_from(["stream_chunks", "--elements", "3", "--chunks", "4"]);
+    let err = stream_chunks::run(&Context::cpu(), &args).unwrap_err();
+    assert!(err.to_string().contains("fewer than --chunks"), "{err}");
+}
+
+#[test]
+fn halo_cpu_checked_streams_ghost_rows_and_matches_the_reference() {
+    let args = HaloArgs::parse_from(["halo", "--nx", "23", "--ny", "11", "--steps", "12", "-q"]);
+    let ctx = Context::cpu_checked();
+    let outcome = halo::run(&ctx, &args).unwrap();
+    assert_passed(&ctx, &outcome.report);
+    assert!(outcome.full_reference);
+    assert_eq!(outcome.band.len(), 23 * 11);
+    assert_eq!(outcome.edges.len(), 2 * 23);
+    // The warm top edge has heated the first row above the bottom one.
+    let first: f32 = outcome.band[..23].iter().sum();
+    let last: f32 = outcome.band[10 * 23..].iter().sum();
+    assert!(first > last, "{first} {last}");
+}
+
+#[test]
 fn interop_cpu_checked_runs_the_library_call_and_skips_raw_handles() {
     let args = InteropArgs::parse_from(["interop", "--elements", "1000"]);
     let ctx = Context::cpu_checked();
@@ -495,6 +607,9 @@ fn every_example_prints_its_stage_graph_with_dot() {
         ("interop", "digraph Interop"),
         ("cublas", "digraph GemmStep"),
         ("jacobi_multi", "digraph JacobiStep"),
+        ("jacobi", "digraph JacobiStep"),
+        ("stream_chunks", "digraph ChunkPass"),
+        ("halo", "digraph HaloStep"),
     ] {
         let output = run_example(name, &["--dot"]);
         let (stdout, _) = assert_exit(&output, 0, "");
@@ -683,6 +798,17 @@ fn every_example_passes_on_a_gpu() {
     assert!(overlap::run(&ctx, &ov).unwrap().report.passed());
     let io = interop::run(&ctx, &InteropArgs::parse_from(["interop"])).unwrap();
     assert!(io.report.passed() && io.borrowed_foreign_stream);
+    let jc = JacobiArgs::parse_from(["jacobi", "--nx", "256", "--ny", "256", "-q"]);
+    let outcome = jacobi::run(&ctx, &jc).unwrap();
+    assert!(outcome.report.passed(), "{}", outcome.report);
+    assert!(outcome.full_reference);
+    let sc = StreamChunksArgs::parse_from(["stream_chunks", "--elements", "1048577", "-q"]);
+    let outcome = stream_chunks::run(&ctx, &sc).unwrap();
+    assert!(outcome.report.passed(), "{}", outcome.report);
+    let ha = HaloArgs::parse_from(["halo", "--nx", "300", "--ny", "200", "--steps", "100", "-q"]);
+    let outcome = halo::run(&ctx, &ha).unwrap();
+    assert!(outcome.report.passed(), "{}", outcome.report);
+    assert!(outcome.full_reference);
 }
 
 /// cuBLAS through cudarc in a captured step, between two of our kernels, replayed with both

@@ -51,10 +51,15 @@
 //!            | unsafe kernels MODULE = FORMAT(EXPR) { KERNEL* }    one module per block
 //!            | params { NAME: TYPE,* }                       at most one block
 //!            | scratch { NAME: TYPE [= LEN],* }              at most one block
-//!            | stage NAME on STREAM [after STAGE,+] { STATEMENT* }
+//!            | STAGE_ITEM
+//!            | step NAME { STAGE_ITEM* }                     a kind of step
+//!            | swap(NAME, NAME);                             two buffer params, at most 4 swaps
+//! STAGE_ITEM:= stage NAME on STREAM_REF [after STAGE,+] { STATEMENT* }
+//!            | for NAME in EXPR..EXPR { (let NAME = EXPR;)* STAGE_ITEM* }   no nesting
 //!            | concurrent(STAGE, STAGE,+);
 //!            | devices { DEVICE,+ }                        at most one block
-//! STREAM    := NAME [( STREAM_OPT,* )] [on DEVICE]
+//! STREAM    := NAME [[COUNT]] [( STREAM_OPT,* )] [on DEVICE]  NAME[COUNT]: a stream array
+//! STREAM_REF:= NAME | NAME[EXPR]                             NAME[EXPR]: one of an array
 //! STREAM_OPT:= priority = (high | low | default | [-]INT) | non_blocking
 //! FORMAT    := ptx | cubin | fatbin | cuda_c                 cuda_c is compiled with NVRTC
 //! KERNEL    := fn NAME(NAME: KTYPE,*) [cpu = PATH];          `host = PATH` is accepted too
@@ -63,23 +68,25 @@
 //! PRODUCT   := FACTOR (* FACTOR)*                            at most 4 parameters
 //! FACTOR    := NAME | INT | ( PRODUCT )                      NAME: an integer parameter
 //! STATEMENT := launch MODULE::KERNEL(ARG,*) grid DIM block DIM [shared EXPR];
-//!            | copy SRC -> DST;
-//!            | fill DST = EXPR;
+//!            | copy BUF -> BUF;
+//!            | fill BUF = EXPR;
 //!            | wait FLAG (== | >= | &) EXPR;                  `&`: until any bit is set
 //!            | write FLAG = EXPR;
 //!            | host CLOSURE [reads(NAME,*)] [writes(NAME,*)];
 //!            | call PATH(EXPR,*) [reads(NAME,*)] [writes(NAME,*)];
 //!            | while COND max EXPR { STATEMENT* }             decided on the device
 //!            | if COND { STATEMENT* }
-//! COND      := BUFFER (> | >= | < | <= | == | !=) EXPR       first element of a DeviceBuffer
+//!            | send CBUF to EXPR;                             point to point, by rank
+//!            | recv CBUF from EXPR;
+//!            | all_reduce(OP) CBUF [-> CBUF];                 OP: sum prod max min avg
+//!            | broadcast CBUF [-> CBUF] from EXPR;
+//!            | all_gather CBUF -> CBUF;
+//!            | reduce_scatter(OP) CBUF -> CBUF;
+//! COND      := NAME (> | >= | < | <= | == | !=) EXPR         first element of a DeviceBuffer
 //!            | step % EXPR == EXPR                           `if` only: the step counter
-//!            | send BUF to EXPR;                              point to point, by rank
-//!            | recv BUF from EXPR;
-//!            | all_reduce(OP) BUF [-> BUF];                   OP: sum prod max min avg
-//!            | broadcast BUF [-> BUF] from EXPR;
-//!            | all_gather BUF -> BUF;
-//!            | reduce_scatter(OP) BUF -> BUF;
-//! BUF       := NAME [ [RANGE] ]                              an element range: [a..b]
+//! BUF       := NAME | NAME[EXPR] | NAME[RANGE] | NAME[EXPR][RANGE]   (also as a launch ARG)
+//! RANGE     := [EXPR]..[EXPR]                                half-open elements lo..hi
+//! CBUF      := NAME [ [RANGE] ]                              communication: a whole buffer's range
 //! PARAM     := NAME: TYPE [on DEVICE]                        SCRATCH: NAME: TYPE [on DEVICE] [= LEN]
 //! DIM       := EXPR                                          x, (x, y) or (x, y, z)
 //! ```
@@ -88,9 +95,10 @@
 //! may annotate items inside the pipeline. Options and clauses (`priority`, `non_blocking`,
 //! `cpu =`, `grid`, `block`, `shared`, `reads`, `writes`) come in any order, each once.
 //!
-//! Params are scalars (any type by value) or borrowed memory: `&`/`&mut DeviceBuffer<T>`,
-//! `&`/`&mut PinnedBuffer<T>`, `&`/`&mut FlagCell`. A reference to any other type (a library
-//! handle) may appear only in `call`/`host` accesses. `Vec<T>` and `[T]` are pageable host
+//! Params are scalars (any `Clone` type, by value) or borrowed memory: `&`/`&mut
+//! DeviceBuffer<T>`, `&`/`&mut PinnedBuffer<T>`, `&`/`&mut FlagCell`, or an array of buffers
+//! `&`/`&mut [DeviceBuffer<T>]` (or of `PinnedBuffer<T>`). A reference to any other type (a
+//! library handle) may appear only in `call`/`host` accesses. `Vec<T>` and `[T]` are pageable host
 //! memory, which no kernel, copy or fill accepts. Scratch buffers are owned by the pipeline:
 //! `DeviceBuffer<T> = LEN` or `PinnedBuffer<T> = LEN` (LEN an expression over the params) or
 //! `FlagCell`. Only `&mut` params and scratch may be written.
@@ -105,6 +113,14 @@
 //! `writes(...)`, and is passed as listed (`&` for `reads`). A `host` closure runs on the CPU
 //! in stream order, borrows no buffer, and declares the host memory it orders against.
 //! A stage without statements is allowed only with `after`: a barrier for its stream.
+//!
+//! A host closure may take the pinned buffers it declares as parameters, by name:
+//! `host |snapshot: &[f32]| { .. } reads(snapshot);` gets the buffer's elements as `&[T]`, and
+//! one listed in `writes(...)` as `&mut [T]` (what it leaves there is written back). It runs
+//! in stream order at every step and replay, on a copy of the elements taken when it runs (so
+//! it never aliases memory a copy engine may write). Scalar params a closure names are cloned
+//! into it, so a param that is not `Copy` works, such as an `Arc<Mutex<Vec<f32>>>` log; each
+//! step gets its own copy of every scalar param, which must be `Clone`.
 //! `synchronize`, `sync`, `copy_blocking`, `copy_sync`, `wait_event`, `record_event`, `alloc`,
 //! `malloc` and `free` are recognised and rejected with the reason and the alternative.
 //!
@@ -182,9 +198,67 @@
 //! guard is one whose bound is not `n`).
 //!
 //! So that a refused step leaves nothing half done, the scalar arguments of a launch whose
-//! kernel has bounds are evaluated once, when the step starts (before any stage is
-//! enqueued), rather than when their stage is enqueued; they are host values computed from
-//! the params either way. The runtime checks each launch again when it enqueues it.
+//! kernel has bounds are evaluated once per stage instance when the step starts (before any
+//! stage is enqueued, with the loop variable and `let`s of its iteration bound), rather than
+//! when their stage is enqueued; they are host values computed from the params either way.
+//! A buffer passed as a range (`x[lo..hi]`) is checked with the range's length. The runtime
+//! checks each launch again when it enqueues it. Swapping buffers (`swap_a_b`) checks the
+//! bounds of the new arrangement too, and refuses the swap where one breaks.
+//!
+//! # Beyond one straight-line step
+//!
+//! **Ranges of one buffer.** `x[lo..hi]` (either bound may be left out) names elements `lo`
+//! to `hi - 1` of a device or pinned buffer wherever a buffer goes: a launch argument (the
+//! kernel gets the view's address and may index it from 0), a copy's source or destination,
+//! a fill's destination. Two stages that touch disjoint ranges of one buffer do not conflict
+//! and run concurrently; overlapping ranges are ordered like whole buffers. Constant ranges
+//! (`x[0..512]`) are ordered, and an inverted one rejected, when the program compiles; others
+//! are evaluated before each step is enqueued, checked against the buffer's length, and
+//! ordered then. One statement may name two ranges of one buffer only if they are apart
+//! (checked before the step is enqueued) or both read.
+//!
+//! **Repetition.** `streams { main, work[n] }` declares an array of `n` streams (`n` an
+//! expression over the params; the first stream, the origin, is never an array); a stage runs
+//! on one of them, `on work[i % n]`. A param `xs: &mut [DeviceBuffer<T>]` is an array of
+//! buffers, each statement naming one element, `xs[k]` (or a range of one, `xs[k][lo..hi]`).
+//! `for i in START..END { ... }` repeats its stages for each `i` (a `usize` in the body, as are
+//! the `let`s that may open it); each instance is ordered and checked like any stage (an
+//! `after` inside the loop means the same iteration's stage; a `concurrent` claim inside the
+//! loop claims the stages of one iteration). Loop bounds, `let`s, stream counts and indices,
+//! and subscripts are the *shape* of a step: a step whose shape depends on params is described
+//! before it is enqueued, instance by instance, and ordered by the same analysis the macro
+//! runs at compile time (the `gpu-pipeline-schedule` crate), its `concurrent` claims checked
+//! on the instances; the plan is cached until the shape changes. `P::plan_dot(&params)` draws
+//! that plan.
+//!
+//! **Kinds of step.** `step iterate { ... } step finish { ... }` declares kinds of step over
+//! the same streams, kernels, params and scratch buffers (with `step` blocks every stage
+//! belongs to one). Each kind has its own methods: `run_iterate`, `run_iterate_steps`,
+//! `run_iterate_ahead`, `profile_iterate`, `plan_dot_iterate`, and `launch_iterate` on the
+//! captured graph; the eager guard enqueues more steps of any kind with `then_iterate()`,
+//! ordered on the GPU after those before, with no host wait. `capture` captures every kind.
+//!
+//! **Steps that run ahead.** `run_ahead(params, n)` (and `run_<step>_ahead`) enqueues `n`
+//! steps in which each stage waits only for the stages of the step before that it conflicts
+//! with (a two-step application of the ordering; `after`s need no wait across steps), instead
+//! of a closed fork–join per step: the first step forks from the origin, the last joins it.
+//! Consecutive steps use two sets of events alternately. Graph replays never overlap on their
+//! stream, so running ahead is for eager steps.
+//!
+//! **New input each replay.** `graph.window()` waits for the launches so far and returns a
+//! `PWindow` holding the graph exclusively: each pinned param `x` has `x()` (its elements, to
+//! read the last replay's output) and, when declared `&mut`, `x_mut()` (to write the next
+//! replay's input), and `window.launch()` ends the window with the next replay. While the
+//! window lives nothing can launch the graph, and its slices wait for device work and block
+//! launches on their own (runtime guards that `mem::forget` cannot turn into a race).
+//!
+//! **Buffer swaps.** `swap(a, b);` declares two buffer params of one type that a captured graph
+//! exchanges between replays with `graph.swap_a_b()`: afterwards the step reads and writes `b`
+//! where it declares `a`, and the other way round (`graph.params()` shows the arrangement).
+//! The graph keeps one instantiation per kind of step and arrangement, captured the first
+//! time the arrangement is needed, so a swap costs nothing at replay time, as two hand-made
+//! graphs (one per parity) would; both buffers stay borrowed by the graph for its whole life.
+//! Eager steps swap by passing the buffers the other way round.
 //!
 //! # Ordering
 //!
@@ -203,18 +277,21 @@
 //! that nothing in the pipeline could satisfy is left to the world outside), or the stream
 //! would wait for ever; and a scratch `DeviceBuffer` must be written before anything reads it.
 //!
-//! `capture` builds the step's graph straight from this stage graph rather than by stream
-//! capture: a chain of nodes per stage, and between stages exactly the reduced edges (stream
-//! order and the waits, transitively reduced together; `GRAPH_EDGES` counts them), so the graph
-//! has no edge the data does not need and no fork or join events. A `call` is still captured,
-//! from its stage's stream into the graph being built; fault-tracking marks are memory-operation
-//! nodes beside the stages. `run` enqueues on the streams with events, as before.
+//! `capture` builds the step's graph straight from its plan rather than by stream capture: a
+//! chain of nodes per stage instance, and between instances exactly the reduced edges (stream
+//! order and the waits, transitively reduced together; `GRAPH_EDGES` counts them where the
+//! step's shape is fixed), so the graph has no edge the data does not need and no fork or join
+//! events. Ranges become copy, memset and kernel nodes on views. A `call`, a communication
+//! group and a host closure that receives buffers are still captured, from their stage's stream
+//! into the graph being built; fault-tracking marks are memory-operation nodes beside the
+//! stages. A pipeline with `devices` is captured from its streams instead (its graph spans
+//! several contexts). `run` enqueues on the streams with events, as before.
 //!
 //! A captured graph has a `set_<name>` for each scalar param the step reads: it updates the
 //! kernel nodes in place when only launches read the scalar, and builds the step again when
 //! anything a replay cannot change does (a `fill` or flag value, a host closure, a `call`, a
-//! scratch length, a `while`/`if` condition or body). Either way a value that breaks a
-//! kernel's bound is refused and changes nothing.
+//! scratch length, a `while`/`if` condition or body, the shape of the step). Either way a value
+//! that breaks a kernel's bound is refused and changes nothing.
 //!
 //! # Phases
 //!
@@ -224,6 +301,13 @@
 //! referring to its source; `check::ordering` validates what needs the derived order; `expand`
 //! generates code, one function per item. Each check reports every error on the user's tokens,
 //! all together, and nothing is generated unless it passed.
+//!
+//! The generated code enqueues every step from a *plan*: `__describe` lists the stage
+//! instances of a kind of step (stream, and each subscripted buffer resolved to an element and
+//! a range), the runtime schedules them (`gpu-pipeline-schedule`, the analysis the macro ran)
+//! and caches the plan, and `__enqueue` walks it, waiting and recording exactly the plan's
+//! events, each stage's statements generated once. The statements use the plan's resolved
+//! ranges, so what runs is what was ordered.
 #![forbid(unsafe_code)]
 
 use proc_macro::TokenStream;

@@ -3,7 +3,7 @@
 
 pub use crate::collective::ReduceOp;
 pub use crate::communicator::Communicator;
-pub use crate::context::Context;
+pub use crate::context::{Backend, Context};
 pub use crate::cpu::{CpuKernel, CpuKernelFn};
 pub use crate::cuda::{declare_bounded_kernel, declare_kernel};
 pub use crate::error::{Error, Result};
@@ -15,19 +15,31 @@ pub use crate::launch::Signature;
 pub use crate::launch::{Bound, Bounds};
 pub use crate::launch::{LaunchConfig, TypedKernel};
 pub use crate::memory::{DeviceBuffer, FlagCell, PinnedBuffer};
+pub use crate::memory::{HostSlice, HostSliceMut};
 pub use crate::module::Module;
 pub use crate::pipeline::build::{
     ConditionStaging, FillValue, FlagValue, copy_node, fill_checked, fill_node, fill_value,
-    flag_value, host_condition, host_node, iteration_limit, loop_maximum, own_tail, step_selects,
-    wait_flag_checked, wait_flag_node, write_flag_checked, write_flag_node,
+    fill_view_checked, fill_view_value, flag_value, host_condition, host_node, iteration_limit,
+    loop_maximum, own_tail, step_selects, wait_flag_checked, wait_flag_node, write_flag_checked,
+    write_flag_node,
 };
+pub use crate::pipeline::host_data::{HostFrame, HostRegion, host_closure_with};
 pub use crate::pipeline::ops::step_error_at;
 pub use crate::pipeline::ops::{
     check_devices, copy, enable_peer_access, ensure_scratch, events, events_on, fill, host_closure,
     log_unobserved_error, scratch, stage_error, step_error, wait_flag, write_flag,
 };
+pub use crate::pipeline::plan::{
+    Captured, Claim, Describe, Description, Instance, Ref, StepMode, StepPlan, StreamDecl,
+    ensure_events, ensure_streams, internal, plan_for, profile_sites,
+};
+pub use crate::pipeline::refs::{
+    Sliced, element, element_mut, fill_view, scratch_ref, view, view_mut,
+};
 pub use crate::pipeline::{CommStage, Rank};
-pub use crate::pipeline::{Profiler, Progress, StepProfile, StreamPriority, TypedStream};
+pub use crate::pipeline::{
+    Profiler, Progress, StageSite, StepProfile, StreamPriority, TypedStream,
+};
 pub use crate::stream::{Stream, WaitCondition};
 
 /// `unsafe kernels NAME = ptx(IMAGE)`: loads PTX text.
@@ -227,6 +239,31 @@ pub struct Shared<'a, T: ?Sized>(pub &'a T);
 /// A buffer listed in `reads(...)`, passed to a `call` (see [`ReadAccess`]).
 pub fn read_access<A: ReadAccess<T>, T>(buffer: A) -> T {
     buffer.read_access()
+}
+
+/// What a scalar param of a pipeline is: a value each step gets its own copy of (cloned, so
+/// an `Arc` works as well as an `f32`).
+#[diagnostic::on_unimplemented(
+    message = "the scalar param's type `{Self}` is not `Clone`, but each step gets its own copy",
+    label = "`{Self}` is not `Clone`",
+    note = "wrap a value that cannot be cloned in an `Arc` (an `Arc<Mutex<T>>` to change it from a \
+            host closure), or pass it by reference to a `call`"
+)]
+pub trait ScalarParam {
+    /// The step's copy.
+    fn step_copy(&self) -> Self;
+}
+
+#[diagnostic::do_not_recommend]
+impl<T: Clone> ScalarParam for T {
+    fn step_copy(&self) -> T {
+        self.clone()
+    }
+}
+
+/// A scalar param's value for one step (see [`ScalarParam`]).
+pub fn scalar<T: ScalarParam>(value: &T) -> T {
+    value.step_copy()
 }
 
 /// What a captured graph's `set_<name>` needs: a step that reads the scalar. The setter of

@@ -166,6 +166,85 @@ fn unordered_copies_into_one_buffer_stay_whole() {
 }
 
 /// compute-sanitizer fails a binary that never calls CUDA; this gives it one call there.
+/// Two streams run `add_scalar` on views `a` and `b` of one buffer, with no event between
+/// them, and a third copies `c` back; returns the races the checked detector reported.
+fn views_on_two_streams(
+    a: std::ops::Range<usize>,
+    b: std::ops::Range<usize>,
+) -> (Vec<gpu_pipeline::RaceReport>, Vec<f32>) {
+    let ctx = Context::host_checked();
+    let (s1, s2) = (
+        Stream::non_blocking(&ctx).unwrap(),
+        Stream::non_blocking(&ctx).unwrap(),
+    );
+    let kernel = add_scalar(&ctx);
+    let mut field = DeviceBuffer::from_slice(&s1, &vec![0.0f32; 64])
+        .unwrap()
+        .named("field");
+    s1.synchronize().unwrap();
+    for (stream, range, value) in [(&s1, a, 1.0f32), (&s2, b, 2.0)] {
+        let n = range.len() as u32;
+        let mut view = field.slice_mut(range).unwrap();
+        kernel
+            .launch(
+                stream,
+                LaunchConfig::for_elements(n, 64),
+                (n, value, &mut view),
+            )
+            .unwrap();
+    }
+    // In checked mode a race is also the error of the synchronize that observes it.
+    let synced = [s1.synchronize(), s2.synchronize()];
+    assert_eq!(
+        synced.iter().any(Result::is_err),
+        !ctx.races().is_empty(),
+        "{synced:?}"
+    );
+    let values = field.to_vec(&s1).unwrap();
+    (ctx.races(), values)
+}
+
+#[test]
+fn kernels_on_disjoint_views_of_one_buffer_do_not_race() {
+    let (races, values) = views_on_two_streams(0..32, 32..64);
+    assert!(races.is_empty(), "{races:#?}");
+    assert!(values[..32].iter().all(|&x| x == 1.0));
+    assert!(values[32..].iter().all(|&x| x == 2.0));
+}
+
+#[test]
+fn kernels_on_overlapping_views_of_one_buffer_race() {
+    let (races, values) = views_on_two_streams(0..33, 32..64);
+    assert_eq!(races.len(), 1, "{races:#?}");
+    assert_eq!(races[0].hazard, Hazard::WriteAfterWrite);
+    assert_eq!(&*races[0].buffer_name, "field");
+    // The locks keep the overlapping element exact.
+    assert_eq!(values[32], 3.0);
+}
+
+#[test]
+fn copies_into_disjoint_views_of_one_pinned_buffer_do_not_race() {
+    let ctx = Context::host_checked();
+    let (s1, s2) = (
+        Stream::non_blocking(&ctx).unwrap(),
+        Stream::non_blocking(&ctx).unwrap(),
+    );
+    let src =
+        DeviceBuffer::from_slice(&s1, &(0..16).map(|x| x as f32).collect::<Vec<_>>()).unwrap();
+    s1.synchronize().unwrap();
+    let mut out = PinnedBuffer::<f32>::zeros(&ctx, 16).unwrap().named("out");
+    {
+        let (mut lo, mut hi) = out.split_at_mut(8).unwrap();
+        s1.copy_dtoh(&src.slice(..8).unwrap(), &mut lo).unwrap();
+        s2.copy_dtoh(&src.slice(8..).unwrap(), &mut hi).unwrap();
+    }
+    s1.synchronize().unwrap();
+    s2.synchronize().unwrap();
+    assert!(ctx.races().is_empty(), "{:#?}", ctx.races());
+    let got = out.to_vec().unwrap();
+    assert_eq!(got, (0..16).map(|x| x as f32).collect::<Vec<_>>());
+}
+
 #[test]
 fn instrumented_under_compute_sanitizer() {
     tests::touch_cuda_for_compute_sanitizer();

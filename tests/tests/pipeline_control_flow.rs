@@ -166,11 +166,18 @@ fn loops_count_exit_early_and_stop_at_the_limit(ctx: &Context) {
         graph.launch().unwrap();
     }
     graph.synchronize().unwrap();
-    assert_eq!(graph.exec().loops()[0].iterations(), 5);
+    assert_eq!(
+        graph.exec().expect("the step is captured").loops()[0].iterations(),
+        5
+    );
     graph.set_start(0.25).unwrap();
     graph.launch().unwrap();
     graph.synchronize().unwrap();
-    assert_eq!(graph.exec().loops()[0].iterations(), 0, "early exit");
+    assert_eq!(
+        graph.exec().expect("the step is captured").loops()[0].iterations(),
+        0,
+        "early exit"
+    );
     graph.set_start(5.0).unwrap();
     graph.set_limit(3).unwrap();
     graph.launch().unwrap();
@@ -242,7 +249,7 @@ fn snapshots_on_every_kth_step(ctx: &Context) {
         graph.launch().unwrap();
     }
     graph.synchronize().unwrap();
-    let loops = graph.exec().loops();
+    let loops = graph.exec().expect("the step is captured").loops();
     assert_eq!(loops.len(), 1);
     assert_eq!(
         loops[0].iterations(),

@@ -12,7 +12,7 @@ use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
 use syn::{
     Attribute, Expr, ExprCall, ExprClosure, Ident, LitInt, Path, Token, Type, Visibility, braced,
-    parenthesized, token,
+    bracketed, parenthesized, token,
 };
 
 use crate::symbol::{NOT_CAPTURABLE, kw};
@@ -59,6 +59,250 @@ pub enum Item {
     Concurrent(Concurrent),
     /// `devices { ... }`.
     Devices(Devices),
+    /// `for i in START..END { ... }`: its stages once per `i`.
+    For(ForLoop),
+    /// `step NAME { ... }`: one kind of step.
+    Step(StepBlock),
+    /// `swap(a, b);`: two buffer params a captured graph can exchange between replays.
+    Swap(Swap),
+}
+
+/// `for i in 0..n { let lo = i * c; stage ... }`.
+#[derive(Debug)]
+pub struct ForLoop {
+    /// The `for` keyword.
+    pub keyword: Token![for],
+    /// The loop variable, a `usize` in the body.
+    pub var: Ident,
+    /// The first value.
+    pub start: Expr,
+    /// One past the last value.
+    pub end: Expr,
+    /// `let NAME = EXPR;` bindings, computed per iteration before its stages.
+    pub lets: Vec<Let>,
+    /// The stages and `concurrent` claims of one iteration.
+    pub items: Vec<Item>,
+}
+
+/// `let NAME = EXPR;` at the start of a `for` body.
+#[derive(Debug)]
+pub struct Let {
+    /// The `let` keyword.
+    pub keyword: Token![let],
+    /// The name bound.
+    pub name: Ident,
+    /// Its value, over the params, the loop variable and earlier `let`s.
+    pub value: Expr,
+}
+
+/// `step finish { stage ... }`: a kind of step of the pipeline.
+#[derive(Debug)]
+pub struct StepBlock {
+    /// Doc comments.
+    pub attrs: Vec<Attribute>,
+    /// The `step` keyword.
+    pub keyword: kw::step,
+    /// The step's name, which names its methods (`run_finish`, `launch_finish`, ...).
+    pub name: Ident,
+    /// Its stages, loops and claims.
+    pub items: Vec<Item>,
+}
+
+/// `swap(a, b);`.
+#[derive(Debug)]
+pub struct Swap {
+    /// The `swap` keyword.
+    pub keyword: kw::swap,
+    /// The first buffer param.
+    pub a: Ident,
+    /// The second.
+    pub b: Ident,
+}
+
+/// A buffer as a statement names it: `x`, `xs[k]` (an element of a buffer array), `x[lo..hi]`
+/// (a range of elements) or `xs[k][lo..hi]`.
+#[derive(Debug, Clone)]
+pub struct BufferRef {
+    /// The buffer's name.
+    pub name: Ident,
+    /// `[k]`: the element of a buffer array.
+    pub index: Option<Expr>,
+    /// `[lo..hi]`: the range of elements.
+    pub range: Option<Bounds>,
+}
+
+/// The bounds of `x[lo..hi]`; either may be left out (`x[..hi]`, `x[lo..]`, `x[..]`).
+#[derive(Debug, Clone)]
+pub struct Bounds {
+    /// The first element, 0 when left out.
+    pub start: Option<Expr>,
+    /// One past the last element, the length when left out.
+    pub end: Option<Expr>,
+    /// The brackets' span, for messages.
+    pub span: Span,
+}
+
+impl BufferRef {
+    /// A bare name.
+    pub fn bare(name: Ident) -> BufferRef {
+        BufferRef {
+            name,
+            index: None,
+            range: None,
+        }
+    }
+
+    /// The reference, borrowed.
+    pub fn borrow(&self) -> BufRef<'_> {
+        BufRef {
+            name: &self.name,
+            index: self.index.as_ref(),
+            range: self.range.as_ref().map(|b| BoundsRef {
+                start: b.start.as_ref(),
+                end: b.end.as_ref(),
+                span: b.span,
+            }),
+        }
+    }
+}
+
+/// A buffer reference borrowed from the syntax tree: a `copy`'s or `fill`'s buffer, or a
+/// `launch` argument for a slice parameter.
+#[derive(Debug, Clone, Copy)]
+pub struct BufRef<'a> {
+    /// The buffer's name.
+    pub name: &'a Ident,
+    /// `[k]`: the element of a buffer array.
+    pub index: Option<&'a Expr>,
+    /// `[lo..hi]`: the range of elements.
+    pub range: Option<BoundsRef<'a>>,
+}
+
+/// [`Bounds`], borrowed.
+#[derive(Debug, Clone, Copy)]
+pub struct BoundsRef<'a> {
+    /// The first element, 0 when left out.
+    pub start: Option<&'a Expr>,
+    /// One past the last element, the length when left out.
+    pub end: Option<&'a Expr>,
+    /// The brackets' span.
+    pub span: Span,
+}
+
+impl<'a> BufRef<'a> {
+    /// Whether it has a subscript.
+    pub fn is_subscripted(&self) -> bool {
+        self.index.is_some() || self.range.is_some()
+    }
+
+    /// The expressions of its subscripts.
+    pub fn subscript_exprs(&self) -> Vec<&'a Expr> {
+        let mut exprs: Vec<&Expr> = self.index.into_iter().collect();
+        if let Some(range) = self.range {
+            exprs.extend(range.start);
+            exprs.extend(range.end);
+        }
+        exprs
+    }
+
+    /// The buffer reference an expression is: `x`, `x[k]`, `x[a..b]` or `x[k][a..b]`. A `..=`
+    /// range, a range before an element, or a third subscript give `None`.
+    pub fn of_expr(expr: &'a Expr) -> Option<BufRef<'a>> {
+        match ungroup_expr(expr) {
+            Expr::Index(outer) => {
+                let (inner, last) = (&*outer.expr, &*outer.index);
+                let span = outer.bracket_token.span.join();
+                match (ungroup_expr(inner), bounds_ref(last, span)) {
+                    (Expr::Index(first), Some(range)) => {
+                        if matches!(ungroup_expr(&first.index), Expr::Range(_)) {
+                            return None;
+                        }
+                        Some(BufRef {
+                            name: bare_ident(&first.expr)?,
+                            index: Some(&first.index),
+                            range: Some(range),
+                        })
+                    }
+                    (_, Some(range)) => Some(BufRef {
+                        name: bare_ident(inner)?,
+                        index: None,
+                        range: Some(range),
+                    }),
+                    (_, None) => {
+                        if matches!(ungroup_expr(last), Expr::Range(_)) {
+                            return None;
+                        }
+                        Some(BufRef {
+                            name: bare_ident(inner)?,
+                            index: Some(last),
+                            range: None,
+                        })
+                    }
+                }
+            }
+            _ => Some(BufRef {
+                name: bare_ident(expr)?,
+                index: None,
+                range: None,
+            }),
+        }
+    }
+}
+
+/// The bounds of a half-open range expression `a..b` (`..=` is not one).
+fn bounds(expr: &Expr, span: Span) -> Option<Bounds> {
+    bounds_ref(expr, span).map(|b| Bounds {
+        start: b.start.cloned(),
+        end: b.end.cloned(),
+        span,
+    })
+}
+
+fn bounds_ref(expr: &Expr, span: Span) -> Option<BoundsRef<'_>> {
+    match ungroup_expr(expr) {
+        Expr::Range(range) if matches!(range.limits, syn::RangeLimits::HalfOpen(_)) => {
+            Some(BoundsRef {
+                start: range.start.as_deref(),
+                end: range.end.as_deref(),
+                span,
+            })
+        }
+        _ => None,
+    }
+}
+
+/// `name` followed by up to two bracketed subscripts, as `copy` and `fill` name buffers.
+fn parse_buffer_ref(input: ParseStream<'_>) -> syn::Result<BufferRef> {
+    let name: Ident = input.parse()?;
+    let mut reference = BufferRef::bare(name);
+    while input.peek(token::Bracket) {
+        let content;
+        let bracket = bracketed!(content in input);
+        let expr: Expr = content.parse()?;
+        let span = bracket.span.join();
+        if let Expr::Range(range) = ungroup_expr(&expr)
+            && matches!(range.limits, syn::RangeLimits::Closed(_))
+        {
+            return Err(syn::Error::new(
+                span,
+                "a buffer range is half-open: write `x[a..b]` for elements a to b - 1",
+            ));
+        }
+        match bounds(&expr, span) {
+            Some(range) if reference.range.is_none() => reference.range = Some(range),
+            None if reference.index.is_none() && reference.range.is_none() => {
+                reference.index = Some(expr)
+            }
+            _ => {
+                return Err(syn::Error::new(
+                    span,
+                    "a buffer takes at most an element and a range: `xs[k]`, `x[a..b]` or \
+                     `xs[k][a..b]`",
+                ));
+            }
+        }
+    }
+    Ok(reference)
 }
 
 /// `streams { compute(priority = high), copy(non_blocking) }`.
@@ -85,6 +329,8 @@ pub struct Stream {
     pub non_blocking: Option<kw::non_blocking>,
     /// `on DEVICE`, if given.
     pub device: Option<OnDevice>,
+    /// `name[COUNT]`: an array of `COUNT` streams (an expression over the params).
+    pub count: Option<Expr>,
 }
 
 /// `priority = high | low | default | INTEGER`, with the span of the value.
@@ -306,6 +552,8 @@ pub struct Stage {
     pub name: Ident,
     /// The stream it runs on.
     pub stream: Ident,
+    /// `on name[EXPR]`: the element of a stream array.
+    pub lane: Option<Expr>,
     /// Stages it must run after although no data access says so.
     pub after: Vec<Ident>,
     /// The statements, run in order on the stage's stream.
@@ -318,9 +566,9 @@ pub enum Statement {
     /// `launch module::kernel(args) grid G block B [shared S];`.
     Launch(Box<Launch>),
     /// `copy src -> dst;`.
-    Copy(Copy),
+    Copy(Box<Copy>),
     /// `fill dst = VALUE;`.
-    Fill(Fill),
+    Fill(Box<Fill>),
     /// `wait flag == VALUE;` (also `>=`, `&`).
     Wait(Wait),
     /// `write flag = VALUE;`.
@@ -393,8 +641,12 @@ pub struct Copy {
     pub keyword: kw::copy,
     /// The buffer read.
     pub src: Ident,
+    /// The buffer read, with its subscripts.
+    pub src_ref: BufferRef,
     /// The buffer written.
     pub dst: Ident,
+    /// The buffer written, with its subscripts.
+    pub dst_ref: BufferRef,
 }
 
 /// `fill dst = VALUE;`.
@@ -404,6 +656,8 @@ pub struct Fill {
     pub keyword: kw::fill,
     /// The buffer written.
     pub dst: Ident,
+    /// The buffer written, with its subscripts.
+    pub dst_ref: BufferRef,
     /// The element value.
     pub value: Expr,
 }
@@ -512,7 +766,110 @@ pub struct Concurrent {
     pub stages: Punctuated<Ident, Token![,]>,
 }
 
+/// Where a stage sits: in which kind of step, and in which loop.
+#[derive(Debug, Clone, Copy)]
+pub struct StagePlace<'a> {
+    /// The stage.
+    pub stage: &'a Stage,
+    /// The `step` block it is in, if any.
+    pub step: Option<&'a StepBlock>,
+    /// The `for` loop it is in, if any.
+    pub looped: Option<&'a ForLoop>,
+    /// A `for` inside a `for` (rejected by the checks; the stage sits in the innermost).
+    pub nested: bool,
+}
+
+/// Every stage in program order, with where it sits.
+fn places<'a>(
+    items: &'a [Item],
+    step: Option<&'a StepBlock>,
+    looped: Option<&'a ForLoop>,
+    nested: bool,
+    out: &mut Vec<StagePlace<'a>>,
+) {
+    for item in items {
+        match item {
+            Item::Stage(stage) => out.push(StagePlace {
+                stage,
+                step,
+                looped,
+                nested,
+            }),
+            Item::For(body) => places(&body.items, step, Some(body), looped.is_some(), out),
+            Item::Step(block) => places(&block.items, Some(block), looped, nested, out),
+            _ => {}
+        }
+    }
+}
+
+/// Every claim in the items, with its loop.
+fn claims_in<'a>(
+    items: &'a [Item],
+    looped: Option<&'a ForLoop>,
+    out: &mut Vec<(&'a Concurrent, Option<&'a ForLoop>)>,
+) {
+    for item in items {
+        match item {
+            Item::Concurrent(claim) => out.push((claim, looped)),
+            Item::For(body) => claims_in(&body.items, Some(body), out),
+            Item::Step(block) => claims_in(&block.items, looped, out),
+            _ => {}
+        }
+    }
+}
+
+/// Every loop in the items, nested ones included, in program order.
+fn loops_in<'a>(items: &'a [Item], out: &mut Vec<&'a ForLoop>) {
+    for item in items {
+        match item {
+            Item::For(body) => {
+                out.push(body);
+                loops_in(&body.items, out);
+            }
+            Item::Step(block) => loops_in(&block.items, out),
+            _ => {}
+        }
+    }
+}
+
 impl Pipeline {
+    /// Every stage in program order, with the step and loop it sits in.
+    pub fn stage_places(&self) -> Vec<StagePlace<'_>> {
+        let mut out = Vec::new();
+        places(&self.items, None, None, false, &mut out);
+        out
+    }
+
+    /// Every `step` block.
+    pub fn steps(&self) -> impl Iterator<Item = &StepBlock> {
+        self.items.iter().filter_map(|item| match item {
+            Item::Step(block) => Some(block),
+            _ => None,
+        })
+    }
+
+    /// Every `for` loop, nested ones included.
+    pub fn loops(&self) -> Vec<&ForLoop> {
+        let mut out = Vec::new();
+        loops_in(&self.items, &mut out);
+        out
+    }
+
+    /// Every `swap(a, b)`.
+    pub fn swaps(&self) -> impl Iterator<Item = &Swap> {
+        self.items.iter().filter_map(|item| match item {
+            Item::Swap(swap) => Some(swap),
+            _ => None,
+        })
+    }
+
+    /// Every `concurrent(...)` claim, with the loop it sits in.
+    pub fn claims_with_loops(&self) -> Vec<(&Concurrent, Option<&ForLoop>)> {
+        let mut out = Vec::new();
+        claims_in(&self.items, None, &mut out);
+        out
+    }
+
     /// Every declared stream, over all `streams` blocks.
     pub fn streams(&self) -> impl Iterator<Item = &Stream> {
         self.items.iter().flat_map(|item| match item {
@@ -545,12 +902,9 @@ impl Pipeline {
         })
     }
 
-    /// Every stage in program order.
+    /// Every stage in program order, those inside `step` blocks and `for` loops included.
     pub fn stages(&self) -> impl Iterator<Item = &Stage> {
-        self.items.iter().filter_map(|item| match item {
-            Item::Stage(stage) => Some(stage),
-            _ => None,
-        })
+        self.stage_places().into_iter().map(|place| place.stage)
     }
 
     /// Every declared device, over all `devices` blocks.
@@ -561,12 +915,9 @@ impl Pipeline {
         })
     }
 
-    /// Every `concurrent(...)` claim.
+    /// Every `concurrent(...)` claim, those inside `step` blocks and `for` loops included.
     pub fn claims(&self) -> impl Iterator<Item = &Concurrent> {
-        self.items.iter().filter_map(|item| match item {
-            Item::Concurrent(claim) => Some(claim),
-            _ => None,
-        })
+        self.claims_with_loops().into_iter().map(|(claim, _)| claim)
     }
 }
 
@@ -627,6 +978,38 @@ impl Parse for Item {
             }))
         } else if lookahead.peek(kw::stage) {
             parse_stage(input, attrs).map(Item::Stage)
+        } else if lookahead.peek(Token![for]) {
+            parse_for(input).map(Item::For)
+        } else if lookahead.peek(kw::step) && input.peek2(Ident) {
+            let keyword = input.parse()?;
+            let name = input.parse()?;
+            let content;
+            braced!(content in input);
+            let mut items = Vec::new();
+            while !content.is_empty() {
+                items.push(content.parse()?);
+            }
+            Ok(Item::Step(StepBlock {
+                attrs,
+                keyword,
+                name,
+                items,
+            }))
+        } else if lookahead.peek(kw::swap) {
+            let keyword = input.parse()?;
+            let content;
+            parenthesized!(content in input);
+            let a = content.parse()?;
+            content.parse::<Token![,]>()?;
+            let b = content.parse()?;
+            if content.peek(Token![,]) {
+                content.parse::<Token![,]>()?;
+            }
+            if !content.is_empty() {
+                return Err(content.error("`swap` exchanges two buffers: `swap(a, b);`"));
+            }
+            input.parse::<Token![;]>()?;
+            Ok(Item::Swap(Swap { keyword, a, b }))
         } else if lookahead.peek(kw::concurrent) {
             let keyword = input.parse()?;
             let content;
@@ -660,6 +1043,13 @@ impl Parse for Stream {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
         let attrs = input.call(Attribute::parse_outer)?;
         let name: Ident = input.parse()?;
+        let count = if input.peek(token::Bracket) {
+            let content;
+            bracketed!(content in input);
+            Some(content.parse()?)
+        } else {
+            None
+        };
         let mut priority = None;
         let mut non_blocking = None;
         if input.peek(token::Paren) {
@@ -696,6 +1086,7 @@ impl Parse for Stream {
             priority,
             non_blocking,
             device,
+            count,
         })
     }
 }
@@ -869,6 +1260,13 @@ fn parse_stage(input: ParseStream<'_>, attrs: Vec<Attribute>) -> syn::Result<Sta
     let name = input.parse()?;
     input.parse::<kw::on>()?;
     let stream = input.parse()?;
+    let lane = if input.peek(token::Bracket) {
+        let content;
+        bracketed!(content in input);
+        Some(content.parse()?)
+    } else {
+        None
+    };
     let mut after = Vec::new();
     if input.peek(kw::after) {
         input.parse::<kw::after>()?;
@@ -891,8 +1289,58 @@ fn parse_stage(input: ParseStream<'_>, attrs: Vec<Attribute>) -> syn::Result<Sta
         keyword,
         name,
         stream,
+        lane,
         after,
         statements,
+    })
+}
+
+/// `for i in START..END { let ...; stage ...; concurrent(...); }`.
+fn parse_for(input: ParseStream<'_>) -> syn::Result<ForLoop> {
+    let keyword = input.parse()?;
+    let var = input.parse()?;
+    input.parse::<Token![in]>()?;
+    let range = input.call(Expr::parse_without_eager_brace)?;
+    let (start, end) = match ungroup_expr(&range) {
+        Expr::Range(syn::ExprRange {
+            start: Some(start),
+            limits: syn::RangeLimits::HalfOpen(_),
+            end: Some(end),
+            ..
+        }) => ((**start).clone(), (**end).clone()),
+        _ => {
+            return Err(syn::Error::new_spanned(
+                &range,
+                "a pipeline `for` runs over a half-open range: `for i in START..END`",
+            ));
+        }
+    };
+    let content;
+    braced!(content in input);
+    let mut lets = Vec::new();
+    while content.peek(Token![let]) {
+        let keyword = content.parse()?;
+        let name = content.parse()?;
+        content.parse::<Token![=]>()?;
+        let value = content.parse()?;
+        content.parse::<Token![;]>()?;
+        lets.push(Let {
+            keyword,
+            name,
+            value,
+        });
+    }
+    let mut items = Vec::new();
+    while !content.is_empty() {
+        items.push(content.parse()?);
+    }
+    Ok(ForLoop {
+        keyword,
+        var,
+        start,
+        end,
+        lets,
+        items,
     })
 }
 
@@ -911,20 +1359,27 @@ impl Parse for Statement {
             Statement::Launch(Box::new(input.call(parse_launch)?))
         } else if lookahead.peek(kw::copy) {
             let keyword = input.parse()?;
-            let src = input.parse()?;
+            let src_ref = input.call(parse_buffer_ref)?;
             input.parse::<Token![->]>()?;
-            let dst = input.parse()?;
-            Statement::Copy(Copy { keyword, src, dst })
+            let dst_ref = input.call(parse_buffer_ref)?;
+            Statement::Copy(Box::new(Copy {
+                keyword,
+                src: src_ref.name.clone(),
+                src_ref,
+                dst: dst_ref.name.clone(),
+                dst_ref,
+            }))
         } else if lookahead.peek(kw::fill) {
             let keyword = input.parse()?;
-            let dst = input.parse()?;
+            let dst_ref = input.call(parse_buffer_ref)?;
             input.parse::<Token![=]>()?;
             let value = input.parse()?;
-            Statement::Fill(Fill {
+            Statement::Fill(Box::new(Fill {
                 keyword,
-                dst,
+                dst: dst_ref.name.clone(),
+                dst_ref,
                 value,
-            })
+            }))
         } else if lookahead.peek(kw::wait) {
             Statement::Wait(input.call(parse_wait)?)
         } else if lookahead.peek(kw::write) {

@@ -13,12 +13,12 @@
 mod accesses;
 mod bounds;
 mod collective;
-mod constant;
 mod control;
 mod devices;
 mod hint;
 mod limits;
 mod ordering;
+mod repetition;
 mod statements;
 
 use std::collections::HashMap;
@@ -51,6 +51,7 @@ pub fn declarations(scope: &Scope<'_>) -> syn::Result<()> {
     claim_names(&cx, scope);
     statements::check(&cx, scope);
     control::check(&cx, scope);
+    repetition::check(&cx, scope);
     accesses::check(&cx, scope);
     collective::check(&cx, scope);
     devices::check(&cx, scope);
@@ -129,7 +130,21 @@ fn unsafe_kernels(cx: &Ctxt, input: &ast::Pipeline) {
 /// dropped, or (`#[cfg]`) would change which stages exist after the graph was computed.
 fn attributes(cx: &Ctxt, input: &ast::Pipeline) {
     let mut all: Vec<&syn::Attribute> = Vec::new();
-    for item in &input.items {
+    item_attributes(&input.items, &mut all);
+    for attr in all.into_iter().filter(|attr| !attr.path().is_ident("doc")) {
+        let path = ast::tokens_string(attr.path());
+        cx.error_spanned_by(
+            attr,
+            format!(
+                "unsupported attribute `#[{path}]`; only doc comments are allowed inside a pipeline"
+            ),
+        );
+    }
+}
+
+/// The attributes of `items` and everything inside them.
+fn item_attributes<'a>(items: &'a [ast::Item], all: &mut Vec<&'a syn::Attribute>) {
+    for item in items {
         match item {
             ast::Item::Streams(block) => {
                 all.extend(&block.attrs);
@@ -167,17 +182,13 @@ fn attributes(cx: &Ctxt, input: &ast::Pipeline) {
                     .iter()
                     .for_each(|device| all.extend(&device.attrs));
             }
-            ast::Item::Concurrent(_) => {}
+            ast::Item::For(body) => item_attributes(&body.items, all),
+            ast::Item::Step(block) => {
+                all.extend(&block.attrs);
+                item_attributes(&block.items, all);
+            }
+            ast::Item::Concurrent(_) | ast::Item::Swap(_) => {}
         }
-    }
-    for attr in all.into_iter().filter(|attr| !attr.path().is_ident("doc")) {
-        let path = ast::tokens_string(attr.path());
-        cx.error_spanned_by(
-            attr,
-            format!(
-                "unsupported attribute `#[{path}]`; only doc comments are allowed inside a pipeline"
-            ),
-        );
     }
 }
 

@@ -4,14 +4,15 @@
 //! - one zero-sized marker type per stream ([`crate::lower::Stream::marker`]), so a stream of one
 //!   pipeline cannot fill another's typed slot;
 //! - `PParams<'a>`, the scalars and borrowed buffers of one step ([`params`]);
-//! - `P`, owning its typed streams, events, loaded kernels and scratch buffers, with `new`,
-//!   `run` (one eager step, returning a guard to wait on), `capture` (one step recorded as a
-//!   graph that borrows the params for its whole life) and the constants `NAME`, `STAGES`
-//!   and `DOT` ([`pipeline`]); the step itself is [`step`];
-//! - `PRun<'a>`, the guard of an eager step ([`run`]);
-//! - `PGraph<'a>`, the captured step, with `launch` and one `set_<scalar>` per scalar param
-//!   that a kernel launch uses, which updates the instantiated graph's kernel nodes in place
-//!   ([`graph`]).
+//! - `P`, owning its streams, events, plans, loaded kernels and scratch buffers, with `new`,
+//!   per kind of step `run`, `run_steps`, `run_ahead`, `profile` and `plan_dot`, `capture`
+//!   (every kind of step built as a graph that borrows the params for its whole life) and the
+//!   constants `NAME`, `STAGES` and `DOT` ([`pipeline`]); the step itself, described,
+//!   planned and enqueued, is [`step`], the graph built from its plan [`build`];
+//! - `PRun<'a>`, the guard of eager steps ([`run`]);
+//! - `PGraph<'a>`, the captured steps, with `launch`, `window`, one `swap_a_b` per `swap`
+//!   and one `set_<scalar>` per scalar param a step reads ([`graph`]), and `PWindow`, the
+//!   pinned buffers between replays.
 //!
 //! Generated code reaches the runtime only through `::gpu_pipeline::__private_0_1`
 //! ([`names::PRIVATE_MODULE`]). A pipeline with errors expands to a [`stub()`] instead.
@@ -22,6 +23,7 @@ mod collective;
 mod control;
 mod device;
 mod graph;
+mod instance;
 mod launch;
 mod names;
 mod params;
@@ -51,14 +53,15 @@ pub fn expand(p: &Pipeline<'_>) -> TokenStream {
         pipeline::pipeline_impl(p, &names),
         pipeline::pipeline_debug(p),
         run::run_struct(p, &names),
-        run::run_impl(&names),
+        run::run_impl(p, &names),
         run::run_drop(p, &names),
         run::run_debug(&names),
-        run::wait_fn(p, &names),
+        run::wait_fn(p),
         graph::graph_struct(p, &names),
         graph::graph_impl(p, &names),
         graph::graph_drop(p, &names),
         graph::graph_debug(&names),
+        graph::window_items(p, &names),
     ];
     quote!(#(#items)*)
 }

@@ -18,7 +18,9 @@ mod expand;
 mod lower;
 mod scope;
 
-// What the phases share: the words of the language and the error collector.
+// What the phases share: the words of the language, the error collector, and the values of
+// constant expressions.
+mod constant;
 mod ctxt;
 mod symbol;
 

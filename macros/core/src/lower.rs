@@ -3,15 +3,13 @@
 //!
 //! Every lowered item keeps a reference to what the user wrote (`decl` on declarations, `source`
 //! on statements), so later phases read expressions and spans there instead of searching the
-//! syntax tree again. The ordering itself is computed on plain ids in [`graph`]; [`dot`]
-//! renders the result.
+//! syntax tree again. The ordering itself is computed on plain ids by the
+//! `gpu-pipeline-schedule` crate, which the runtime shares; [`dot`] renders the result.
 
 pub mod bound;
-mod built;
 mod collective;
 mod control;
 mod dot;
-mod graph;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -20,15 +18,18 @@ use quote::ToTokens;
 use syn::ext::IdentExt;
 use syn::{Expr, Ident, Type};
 
-use crate::ast::{self, KernelParamType, bare_ident, token_mentions, type_string, ungroup_expr};
+use crate::ast::{
+    self, BufRef, KernelParamType, bare_ident, token_mentions, type_string, ungroup_expr,
+};
+use crate::constant;
 use crate::scope::{Scope, Value};
 
 pub use crate::ast::{ImageFormat, Priority, WaitCondition};
 pub use crate::scope::Memory;
 pub use control::{Control, ControlCondition};
-pub use graph::{
-    Access, BufferId, Cycle, Edge, Hazard, Hop, Mode, Node, ORIGIN, Reason, StageId, StreamId, Via,
-    schedule,
+pub use gpu_pipeline_schedule::{
+    Access, BufferId, Cycle, Edge, Extent, Hazard, Hop, Mode, Node, ORIGIN, Reason, StageId,
+    StreamId, Via, schedule,
 };
 
 /// Index into [`Pipeline::scalars`].
@@ -70,7 +71,9 @@ pub struct Pipeline<'a> {
     /// The waits to emit: the transitive reduction of [`Pipeline::dependencies`], given stream
     /// order. Each edge becomes one `cuStreamWaitEvent` on the target's stream.
     pub edges: Vec<Edge>,
-    /// An order to enqueue stages in: topological, and program order wherever that is free.
+    /// An order to enqueue stages in: topological, and program order wherever that is free
+    /// (each kind of step's in turn).
+    #[cfg_attr(not(test), expect(dead_code, reason = "lowered for the unit tests"))]
     pub order: Vec<StageId>,
     /// Stages that record an event after their last statement: the sources of
     /// [`Pipeline::edges`] and the last stage of each stream in [`Pipeline::join`].
@@ -82,6 +85,38 @@ pub struct Pipeline<'a> {
     /// `after`s left out of the graph because they would close a cycle. The ordering checks
     /// reject them; the graph above is what the other orderings give.
     pub cycles: Vec<Cycle>,
+    /// The kinds of step: the `step` blocks, or one unnamed kind.
+    pub kinds: Vec<Kind<'a>>,
+    /// The `for` loops.
+    pub loops: Vec<&'a ast::ForLoop>,
+    /// `swap(a, b)`s, as buffer pairs.
+    pub swaps: Vec<(BufferId, BufferId)>,
+    /// Whether the step's shape is only known when it is enqueued: a loop, a stream array, a
+    /// buffer array, or a range whose bounds are not constants. The ordering above is then a
+    /// sketch (each loop stage once, each stream array one stream, each range its whole
+    /// buffer), and the runtime orders the stage instances; checks that need the exact order
+    /// (`concurrent` claims) run there too.
+    pub dynamic: bool,
+    /// Scalar params that shape the step (loop bounds, `let`s, stream indices and counts,
+    /// subscripts): setting one captures the step again.
+    pub structural: BTreeSet<ScalarId>,
+}
+
+/// One kind of step.
+#[derive(Debug, Clone)]
+pub struct Kind<'a> {
+    /// The `step` block, or `None` for the one unnamed kind.
+    pub decl: Option<&'a ast::StepBlock>,
+    /// Its stages, in program order.
+    pub stages: Vec<StageId>,
+    /// An enqueue order of its stages.
+    pub order: Vec<StageId>,
+    /// Its stages that record an event.
+    pub events: Vec<StageId>,
+    /// Streams its step forks.
+    pub fork: Vec<StreamId>,
+    /// Streams its step joins.
+    pub join: Vec<StreamId>,
 }
 
 /// A declared stream.
@@ -95,6 +130,8 @@ pub struct Stream<'a> {
     pub priority: Priority,
     /// Whether it was declared `non_blocking` (no implicit sync with the legacy stream).
     pub non_blocking: bool,
+    /// `name[COUNT]`: the number of streams of a stream array.
+    pub count: Option<&'a Expr>,
     /// Name of the zero-sized marker type that types this stream: pipeline name plus the
     /// stream's name in camel case (`HeatStepCompute`).
     pub marker: String,
@@ -189,6 +226,8 @@ pub struct Buffer<'a> {
     pub scratch: bool,
     /// The device it lives on (index into [`Pipeline::devices`]; 0 on one device).
     pub device: usize,
+    /// Whether it is a slice of buffers (`&mut [DeviceBuffer<T>]`).
+    pub array: bool,
 }
 
 /// A stage.
@@ -206,6 +245,12 @@ pub struct Stage<'a> {
     pub accesses: Vec<Access>,
     /// The stages named in its `after` clause.
     pub after: Vec<StageId>,
+    /// Its kind of step.
+    pub kind: usize,
+    /// Its loop, if it is inside one.
+    pub looped: Option<usize>,
+    /// `on s[EXPR]`: the element of a stream array.
+    pub lane: Option<&'a Expr>,
 }
 
 /// A statement: what it does, the buffers it touches and the scalars it reads.
@@ -229,6 +274,8 @@ pub struct Touch<'a> {
     pub mode: Mode,
     /// The name in the statement that makes the access, for messages.
     pub name: &'a Ident,
+    /// The reference with its subscripts, when it has any (`xs[k]`, `x[lo..hi]`).
+    pub subscript: Option<BufRef<'a>>,
 }
 
 /// What a statement does, with names resolved. `source` is the statement as written.
@@ -365,17 +412,39 @@ impl From<Unresolved> for syn::Error {
 }
 
 impl Pipeline<'_> {
-    /// The edges of the step built as a graph: stream order and the waits, transitively
-    /// reduced together, sorted (`built.rs`).
-    pub fn graph_edges(&self) -> Vec<(StageId, StageId)> {
+    /// The edges of kind `kind`'s step built as a graph: stream order and the waits,
+    /// transitively reduced together, sorted (see `gpu_pipeline_schedule::stage_edges`).
+    pub fn graph_edges(&self, kind: usize) -> Vec<(StageId, StageId)> {
+        let Some(kind) = self.kinds.get(kind) else {
+            return Vec::new();
+        };
         let streams: Vec<StreamId> = self.stages.iter().map(|stage| stage.stream).collect();
-        built::stage_edges(&streams, &self.order, &self.edges)
+        let waits: Vec<Edge> = self
+            .edges
+            .iter()
+            .filter(|edge| kind.stages.contains(&edge.to))
+            .cloned()
+            .collect();
+        gpu_pipeline_schedule::stage_edges(&streams, &kind.order, &waits)
     }
 
     /// A shortest path of orderings from `from` to `to`, if `to` runs after `from`.
+    /// Stages of different kinds of step are never ordered here: each kind is its own step.
     pub fn path(&self, from: StageId, to: StageId) -> Option<Vec<Hop>> {
-        let streams: Vec<StreamId> = self.stages.iter().map(|stage| stage.stream).collect();
-        graph::path(&streams, &self.dependencies, from, to)
+        // Each kind gets its own stream numbers, so stream order never links two kinds.
+        let count = self.streams.len().max(1);
+        let streams: Vec<StreamId> = self
+            .stages
+            .iter()
+            .map(|stage| StreamId(stage.stream.0 + stage.kind * count))
+            .collect();
+        let mut hops = gpu_pipeline_schedule::path(&streams, &self.dependencies, from, to)?;
+        for hop in &mut hops {
+            if let Via::Stream(stream) = &mut hop.via {
+                *stream = StreamId(stream.0 % count);
+            }
+        }
+        Some(hops)
     }
 }
 
@@ -394,10 +463,11 @@ pub fn lower<'a>(scope: &Scope<'a>) -> Result<Pipeline<'a>, Unresolved> {
                 .as_ref()
                 .map_or(Priority::Default, |option| option.level),
             non_blocking: decl.non_blocking.is_some(),
+            count: decl.count.as_ref(),
             marker: marker(&input.name, &decl.name),
             device: scope.stream_device(id),
         })
-        .collect();
+        .collect::<Vec<_>>();
     let modules = scope
         .modules
         .iter()
@@ -438,37 +508,125 @@ pub fn lower<'a>(scope: &Scope<'a>) -> Result<Pipeline<'a>, Unresolved> {
             mutable: buffer.mutable,
             scratch: buffer.scratch,
             device: scope.buffer_device(id),
+            array: buffer.array,
         })
-        .collect();
+        .collect::<Vec<Buffer<'a>>>();
     let stages: Vec<Stage<'a>> = scope
         .stages
         .iter()
-        .map(|&stage| lower_stage(scope, stage))
+        .enumerate()
+        .map(|(id, &stage)| lower_stage(scope, id, stage))
         .collect::<Result<_, _>>()?;
+    let swaps = input
+        .swaps()
+        .map(|swap| Ok((buffer(scope, &swap.a)?, buffer(scope, &swap.b)?)))
+        .collect::<Result<_, Unresolved>>()?;
+    let loops = scope.loops.clone();
+    let dynamic = !loops.is_empty()
+        || streams.iter().any(|s| s.count.is_some())
+        || buffers.iter().any(|b| b.array)
+        || stages.iter().any(|stage| {
+            stage.statements.iter().any(|statement| {
+                statement
+                    .accesses
+                    .iter()
+                    .filter_map(|touch| touch.subscript)
+                    .any(|r| r.index.is_some() || extent(&r).is_none())
+            })
+        });
+    let structural = structural_scalars(scope);
 
-    let mut nodes: Vec<Node> = stages
-        .iter()
-        .map(|stage| Node {
-            stream: stage.stream,
-            accesses: stage.accesses.clone(),
-            after: stage.after.clone(),
-        })
-        .collect();
-    let (schedule, cycles) = match schedule(scope.streams.len(), &nodes) {
-        Ok(schedule) => (schedule, Vec::new()),
-        Err(cycles) => {
-            // `schedule` judges each `after` naming a later stage against the orderings kept so
-            // far; without the ones it rejected it keeps the same ones again and succeeds.
-            for cycle in cycles.iter().rev() {
-                nodes[cycle.stage.0].after.remove(cycle.after);
+    // Each kind of step is ordered on its own; the pipeline-wide lists hold them all.
+    let mut all = Vec::new();
+    let mut kinds = Vec::new();
+    for (kind, decl) in scope.kinds.iter().enumerate() {
+        let members: Vec<usize> = (0..stages.len())
+            .filter(|&id| stages[id].kind == kind)
+            .collect();
+        let local = |global: StageId| members.iter().position(|&m| m == global.0);
+        let mut nodes: Vec<Node> = members
+            .iter()
+            .map(|&id| {
+                let stage = &stages[id];
+                Node {
+                    stream: stage.stream,
+                    accesses: stage.accesses.clone(),
+                    // `after` across kinds is rejected by the checks; left out here.
+                    after: stage
+                        .after
+                        .iter()
+                        .filter_map(|&a| local(a).map(StageId))
+                        .collect(),
+                }
+            })
+            .collect();
+        let (one, cycles) = match schedule(scope.streams.len(), &nodes) {
+            Ok(one) => (one, Vec::new()),
+            Err(cycles) => {
+                // `schedule` judges each `after` naming a later stage against the orderings
+                // kept so far; without the ones it rejected it keeps the same ones again and
+                // succeeds.
+                for cycle in cycles.iter().rev() {
+                    nodes[cycle.stage.0].after.remove(cycle.after);
+                }
+                let one = schedule(scope.streams.len(), &nodes).map_err(|_| Unresolved {
+                    what: "the stage graph without its cycles".to_owned(),
+                    span: input.name.span(),
+                })?;
+                (one, cycles)
             }
-            let schedule = schedule(scope.streams.len(), &nodes).map_err(|_| Unresolved {
-                what: "the stage graph without its cycles".to_owned(),
-                span: input.name.span(),
-            })?;
-            (schedule, cycles)
-        }
-    };
+        };
+        let global = |s: StageId| StageId(members[s.0]);
+        let global_edge = |e: &Edge| Edge {
+            from: global(e.from),
+            to: global(e.to),
+            reasons: e.reasons.clone(),
+        };
+        let cycles: Vec<Cycle> = cycles
+            .into_iter()
+            .map(|cycle| Cycle {
+                stage: global(cycle.stage),
+                after: cycle.after,
+                path: cycle
+                    .path
+                    .iter()
+                    .map(|hop| Hop {
+                        from: global(hop.from),
+                        to: global(hop.to),
+                        via: hop.via,
+                    })
+                    .collect(),
+            })
+            .collect();
+        kinds.push(Kind {
+            decl: *decl,
+            stages: members.iter().map(|&m| StageId(m)).collect(),
+            order: one.order.iter().map(|&s| global(s)).collect(),
+            events: one.events.iter().map(|&s| global(s)).collect(),
+            fork: one.fork.clone(),
+            join: one.join.clone(),
+        });
+        all.push((
+            one.dependencies.iter().map(global_edge).collect::<Vec<_>>(),
+            one.edges.iter().map(global_edge).collect::<Vec<_>>(),
+            cycles,
+        ));
+    }
+    let mut dependencies = Vec::new();
+    let mut edges = Vec::new();
+    let mut cycles = Vec::new();
+    for (d, e, c) in all {
+        dependencies.extend(d);
+        edges.extend(e);
+        cycles.extend(c);
+    }
+    let order = kinds.iter().flat_map(|k| k.order.clone()).collect();
+    let mut events: Vec<StageId> = kinds.iter().flat_map(|k| k.events.clone()).collect();
+    events.sort();
+    let (fork, join) = kinds
+        .first()
+        .map(|k| (k.fork.clone(), k.join.clone()))
+        .unwrap_or_default();
     Ok(Pipeline {
         input,
         name: name(&input.name),
@@ -479,14 +637,61 @@ pub fn lower<'a>(scope: &Scope<'a>) -> Result<Pipeline<'a>, Unresolved> {
         scalars,
         buffers,
         stages,
-        dependencies: schedule.dependencies,
-        edges: schedule.edges,
-        order: schedule.order,
-        events: schedule.events,
-        fork: schedule.fork,
-        join: schedule.join,
+        dependencies,
+        edges,
+        order,
+        events,
+        fork,
+        join,
         cycles,
+        kinds,
+        loops,
+        swaps,
+        dynamic,
+        structural,
     })
+}
+
+/// The constant element range a reference names, when it names one: `x[2..8]`; `Some(None)`
+/// for no range at all. `None` when a bound is not a constant.
+pub fn extent(reference: &BufRef<'_>) -> Option<Option<Extent>> {
+    let Some(range) = reference.range else {
+        return Some(None);
+    };
+    let start = match range.start {
+        Some(start) => u64::try_from(constant::value(start)?).ok()?,
+        None => 0,
+    };
+    // An open end runs to the buffer's end, which the macro does not know.
+    let end = u64::try_from(constant::value(range.end?)?).ok()?;
+    Some(Some(Extent::new(start, end)))
+}
+
+/// The scalar params that shape a step: loop bounds, `let`s, stream counts and indices, and
+/// buffer subscripts. A replayed graph keeps the shape it was captured with.
+fn structural_scalars(scope: &Scope<'_>) -> BTreeSet<ScalarId> {
+    let mut tokens = TokenStream::new();
+    for body in &scope.loops {
+        body.start.to_tokens(&mut tokens);
+        body.end.to_tokens(&mut tokens);
+        for binding in &body.lets {
+            binding.value.to_tokens(&mut tokens);
+        }
+    }
+    for stream in &scope.streams {
+        stream.count.to_tokens(&mut tokens);
+    }
+    for stage in &scope.stages {
+        stage.lane.to_tokens(&mut tokens);
+        for statement in &stage.statements {
+            for reference in scope.statement_refs(statement) {
+                for expr in reference.subscript_exprs() {
+                    expr.to_tokens(&mut tokens);
+                }
+            }
+        }
+    }
+    scalars_read(scope, tokens)
 }
 
 /// A name as the generated code spells it: `r#type` becomes `type`.
@@ -550,10 +755,15 @@ fn lower_kernel(module: usize, decl: &ast::Kernel) -> Result<Kernel<'_>, Unresol
     })
 }
 
-fn lower_stage<'a>(scope: &Scope<'a>, decl: &'a ast::Stage) -> Result<Stage<'a>, Unresolved> {
+fn lower_stage<'a>(
+    scope: &Scope<'a>,
+    id: usize,
+    decl: &'a ast::Stage,
+) -> Result<Stage<'a>, Unresolved> {
     let stream = scope
         .stream(&decl.stream)
         .ok_or_else(|| unresolved(&decl.stream))?;
+    let looped = scope.stage_loops.get(id).copied().flatten();
     let after = decl
         .after
         .iter()
@@ -567,7 +777,7 @@ fn lower_stage<'a>(scope: &Scope<'a>, decl: &'a ast::Stage) -> Result<Stage<'a>,
     let statements: Vec<Statement<'a>> = decl
         .statements
         .iter()
-        .map(|statement| lower_statement(scope, statement))
+        .map(|statement| lower_statement(scope, looped.map(|l| scope.loops[l]), statement))
         .collect::<Result<_, _>>()?;
     Ok(Stage {
         decl,
@@ -576,6 +786,9 @@ fn lower_stage<'a>(scope: &Scope<'a>, decl: &'a ast::Stage) -> Result<Stage<'a>,
         accesses: merged(&statements),
         statements,
         after,
+        kind: scope.stage_kinds.get(id).copied().unwrap_or(0),
+        looped,
+        lane: decl.lane.as_ref(),
     })
 }
 
@@ -608,6 +821,7 @@ fn declared(
 
 fn lower_statement<'a>(
     scope: &Scope<'a>,
+    looped: Option<&'a ast::ForLoop>,
     statement: &'a ast::Statement,
 ) -> Result<Statement<'a>, Unresolved> {
     let kind = match statement {
@@ -665,13 +879,14 @@ fn lower_statement<'a>(
                 .collect();
             StatementKind::Call { source: call, args }
         }
-        ast::Statement::Control(control) => return control::lower(scope, control),
+        ast::Statement::Control(control) => return control::lower(scope, looped, control),
         ast::Statement::Comm(comm) => collective::lower(scope, comm)?,
         ast::Statement::NotCapturable(statement) => return Err(unresolved(&statement.word)),
     };
+    let scalars = scalars_with_lets(scope, looped, expressions(&kind));
     Ok(Statement {
         accesses: accesses(scope, &kind),
-        scalars: scalars_read(scope, expressions(&kind)),
+        scalars,
         kind,
     })
 }
@@ -718,6 +933,33 @@ fn lower_call_arg<'a>(scope: &Scope<'a>, arg: &'a Expr, writes: &[BufferId]) -> 
     CallArg::Expr { expr: arg, buffers }
 }
 
+/// The scalar params `tokens` read, directly or through the `let`s of the loop they sit in
+/// (a `let` the tokens name brings the scalars it reads, earlier `let`s included).
+fn scalars_with_lets(
+    scope: &Scope<'_>,
+    looped: Option<&ast::ForLoop>,
+    tokens: TokenStream,
+) -> BTreeSet<ScalarId> {
+    let mut scalars = scalars_read(scope, tokens.clone());
+    if let Some(body) = looped {
+        let mut wanted_names: Vec<String> = token_mentions(tokens)
+            .iter()
+            .map(|m| m.ident.to_string())
+            .collect();
+        for binding in body.lets.iter().rev() {
+            if wanted_names.iter().any(|n| binding.name == n) {
+                scalars.extend(scalars_read(scope, binding.value.to_token_stream()));
+                wanted_names.extend(
+                    token_mentions(binding.value.to_token_stream())
+                        .iter()
+                        .map(|m| m.ident.to_string()),
+                );
+            }
+        }
+    }
+    scalars
+}
+
 /// The tokens of a statement's expressions: what it may read scalars from.
 fn expressions(kind: &StatementKind<'_>) -> TokenStream {
     let mut tokens = TokenStream::new();
@@ -760,7 +1002,9 @@ fn scalars_read(scope: &Scope<'_>, tokens: TokenStream) -> BTreeSet<ScalarId> {
 fn lower_arg(scope: &Scope<'_>, param: &ast::KernelParam, arg: &Expr) -> Result<Arg, Unresolved> {
     match param.kind() {
         KernelParamType::Slice { mutable, .. } => {
-            let ident = bare_ident(arg).ok_or_else(|| unresolved(&param.name))?;
+            let ident = BufRef::of_expr(arg)
+                .map(|r| r.name)
+                .ok_or_else(|| unresolved(&param.name))?;
             let mode = if mutable { Mode::Write } else { Mode::Read };
             Ok(Arg::Buffer {
                 buffer: buffer(scope, ident)?,
@@ -792,6 +1036,15 @@ fn accesses<'a>(scope: &Scope<'a>, kind: &StatementKind<'a>) -> Vec<Touch<'a>> {
             buffer: BufferId(id),
             mode,
             name,
+            subscript: None,
+        })
+    };
+    let touch_ref = |reference: BufRef<'a>, mode: Mode| {
+        scope.buffer(reference.name).map(|id| Touch {
+            buffer: BufferId(id),
+            mode,
+            name: reference.name,
+            subscript: reference.is_subscripted().then_some(reference),
         })
     };
     // A buffer in `writes(...)` is written (and maybe read); one only in `reads(...)` is read.
@@ -812,18 +1065,20 @@ fn accesses<'a>(scope: &Scope<'a>, kind: &StatementKind<'a>) -> Vec<Touch<'a>> {
             .iter()
             .zip(&source.args)
             .filter_map(|(arg, expr)| match arg {
-                Arg::Buffer { mode, .. } => touch(bare_ident(expr)?, *mode),
+                Arg::Buffer { mode, .. } => touch_ref(BufRef::of_expr(expr)?, *mode),
                 Arg::Scalar { .. } => None,
             })
             .collect(),
         StatementKind::Copy { source, .. } => [
-            touch(&source.src, Mode::Read),
-            touch(&source.dst, Mode::Write),
+            touch_ref(source.src_ref.borrow(), Mode::Read),
+            touch_ref(source.dst_ref.borrow(), Mode::Write),
         ]
         .into_iter()
         .flatten()
         .collect(),
-        StatementKind::Fill { source, .. } => touch(&source.dst, Mode::Write).into_iter().collect(),
+        StatementKind::Fill { source, .. } => touch_ref(source.dst_ref.borrow(), Mode::Write)
+            .into_iter()
+            .collect(),
         StatementKind::Wait { source, .. } => touch(&source.flag, Mode::Read).into_iter().collect(),
         StatementKind::Write { source, .. } => {
             touch(&source.flag, Mode::Write).into_iter().collect()
@@ -839,27 +1094,31 @@ fn accesses<'a>(scope: &Scope<'a>, kind: &StatementKind<'a>) -> Vec<Touch<'a>> {
     }
 }
 
-/// The buffers a stage touches, in first-use order, each once; a write covers a read.
+/// The buffers a stage touches, in first-use order, each once per constant range (a
+/// subscript the macro cannot compute, or an element of an array, counts as the whole
+/// buffer); a write covers a read.
 fn merged(statements: &[Statement<'_>]) -> Vec<Access> {
     let mut order = Vec::new();
     let mut modes = BTreeMap::new();
-    for access in statements.iter().flat_map(|statement| &statement.accesses) {
-        let access = Access {
-            buffer: access.buffer,
-            mode: access.mode,
+    for touch in statements.iter().flat_map(|statement| &statement.accesses) {
+        let extent = match touch.subscript {
+            Some(reference) if reference.index.is_none() => extent(&reference).flatten(),
+            _ => None,
         };
-        let entry = modes.entry(access.buffer).or_insert_with(|| {
-            order.push(access.buffer);
-            access.mode
+        let key = (touch.buffer, extent);
+        let entry = modes.entry(key).or_insert_with(|| {
+            order.push(key);
+            touch.mode
         });
-        *entry = (*entry).max(access.mode);
+        *entry = (*entry).max(touch.mode);
     }
     order
         .into_iter()
-        .filter_map(|buffer| {
+        .filter_map(|key| {
             Some(Access {
-                buffer,
-                mode: *modes.get(&buffer)?,
+                buffer: key.0,
+                mode: *modes.get(&key)?,
+                extent: key.1,
             })
         })
         .collect()

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use syn::{Expr, Ident, Type};
 
-use crate::ast::{self, ungroup_type};
+use crate::ast::{self, BufRef, KernelParamType, ungroup_type};
 use crate::symbol::{COMMUNICATOR, DEVICE_BUFFER, FLAG_CELL, PINNED_BUFFER, VEC};
 
 /// The declarations of one pipeline, by name.
@@ -32,6 +32,16 @@ pub struct Scope<'a> {
     /// context).
     pub devices: Vec<&'a ast::Device>,
     device_ids: HashMap<String, usize>,
+    /// Where each stage sits (parallel to `stages`).
+    pub places: Vec<ast::StagePlace<'a>>,
+    /// The kinds of step: the `step` blocks in order, or one unnamed kind when there are none.
+    pub kinds: Vec<Option<&'a ast::StepBlock>>,
+    /// The kind of each stage (parallel to `stages`).
+    pub stage_kinds: Vec<usize>,
+    /// The `for` loops, in program order.
+    pub loops: Vec<&'a ast::ForLoop>,
+    /// The loop of each stage (parallel to `stages`).
+    pub stage_loops: Vec<Option<usize>>,
     stream_ids: HashMap<String, usize>,
     module_ids: HashMap<String, usize>,
     kernel_ids: HashMap<(usize, String), usize>,
@@ -90,6 +100,9 @@ pub struct BufferDecl<'a> {
     pub elem: Option<&'a Type>,
     /// Whether it is pipeline-owned scratch rather than a param.
     pub scratch: bool,
+    /// Whether the param is a slice of buffers (`&mut [DeviceBuffer<f32>]`), each statement
+    /// naming one element (`xs[k]`).
+    pub array: bool,
     /// The length expression of a scratch buffer.
     pub len: Option<&'a Expr>,
     /// What is wrong with the declaration, if anything. Statements that use a buffer with a
@@ -211,6 +224,11 @@ impl<'a> Scope<'a> {
             stages: Vec::new(),
             devices: Vec::new(),
             device_ids: HashMap::new(),
+            places: Vec::new(),
+            kinds: Vec::new(),
+            stage_kinds: Vec::new(),
+            loops: input.loops(),
+            stage_loops: Vec::new(),
             stream_ids: HashMap::new(),
             module_ids: HashMap::new(),
             kernel_ids: HashMap::new(),
@@ -268,12 +286,29 @@ impl<'a> Scope<'a> {
                 .entry(scratch.name.to_string())
                 .or_insert(value);
         }
-        for stage in input.stages() {
+        let steps: Vec<&ast::StepBlock> = input.steps().collect();
+        scope.kinds = if steps.is_empty() {
+            vec![None]
+        } else {
+            steps.iter().map(|&step| Some(step)).collect()
+        };
+        for place in input.stage_places() {
+            let stage = place.stage;
             scope
                 .stage_ids
                 .entry(stage.name.to_string())
                 .or_insert(scope.stages.len());
             scope.stages.push(stage);
+            let kind = place
+                .step
+                .and_then(|step| steps.iter().position(|s| std::ptr::eq(*s, step)))
+                .unwrap_or(0);
+            scope.stage_kinds.push(kind);
+            let looped = place
+                .looped
+                .and_then(|body| scope.loops.iter().position(|l| std::ptr::eq(*l, body)));
+            scope.stage_loops.push(looped);
+            scope.places.push(place);
         }
         scope
     }
@@ -361,6 +396,32 @@ impl<'a> Scope<'a> {
             .collect()
     }
 
+    /// The buffer references of one statement: kernel arguments for slice parameters, a copy's
+    /// source and destination, a fill's destination.
+    pub fn statement_refs(&self, statement: &'a ast::Statement) -> Vec<BufRef<'a>> {
+        match statement {
+            ast::Statement::Launch(launch) => {
+                let Some(kernel) = launch
+                    .target()
+                    .and_then(|(module, kernel)| self.kernel(self.module(module)?, kernel))
+                    .map(|id| self.kernels[id].decl)
+                else {
+                    return Vec::new();
+                };
+                kernel
+                    .params
+                    .iter()
+                    .zip(&launch.args)
+                    .filter(|(param, _)| matches!(param.kind(), KernelParamType::Slice { .. }))
+                    .filter_map(|(_, arg)| BufRef::of_expr(arg))
+                    .collect()
+            }
+            ast::Statement::Copy(copy) => vec![copy.src_ref.borrow(), copy.dst_ref.borrow()],
+            ast::Statement::Fill(fill) => vec![fill.dst_ref.borrow()],
+            _ => Vec::new(),
+        }
+    }
+
     /// Names of every buffer.
     pub fn buffer_names(&self) -> Vec<String> {
         self.buffers
@@ -374,6 +435,9 @@ impl<'a> Scope<'a> {
 /// know (a library handle, say) is opaque host memory: it can be declared in `call` and `host`
 /// accesses, but passed to no kernel or copy.
 fn param_buffer(param: &ast::Param) -> Option<BufferDecl<'_>> {
+    if let Some(array) = buffer_array(param) {
+        return Some(array);
+    }
     let shape = shape(&param.ty);
     let (memory, mutable, problem) = match (shape.reference, shape.memory) {
         (None, None) => return None,
@@ -393,8 +457,38 @@ fn param_buffer(param: &ast::Param) -> Option<BufferDecl<'_>> {
         mutable,
         elem: shape.elem,
         scratch: false,
+        array: false,
         len: None,
         problem,
+        device: param.device.as_ref(),
+    })
+}
+
+/// `&mut [DeviceBuffer<T>]` or `&[PinnedBuffer<T>]`: a slice of buffers, each statement
+/// naming one element.
+fn buffer_array(param: &ast::Param) -> Option<BufferDecl<'_>> {
+    let syn::Type::Reference(reference) = ungroup_type(&param.ty) else {
+        return None;
+    };
+    let syn::Type::Slice(slice) = ungroup_type(&reference.elem) else {
+        return None;
+    };
+    let inner = shape(&slice.elem);
+    let memory = match inner.memory {
+        Some(memory @ (Memory::Device | Memory::Pinned)) if inner.reference.is_none() => memory,
+        _ => return None,
+    };
+    Some(BufferDecl {
+        name: &param.name,
+        ty: &param.ty,
+        referent: inner.referent,
+        memory,
+        mutable: reference.mutability.is_some(),
+        elem: inner.elem,
+        scratch: false,
+        array: true,
+        len: None,
+        problem: inner.elem.is_none().then_some(DeclProblem::MissingElem),
         device: param.device.as_ref(),
     })
 }
@@ -421,6 +515,7 @@ fn scratch_buffer(scratch: &ast::Scratch) -> BufferDecl<'_> {
         mutable: true,
         elem: shape.elem,
         scratch: true,
+        array: false,
         len: scratch.len.as_ref(),
         problem,
         device: scratch.device.as_ref(),

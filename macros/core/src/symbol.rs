@@ -19,6 +19,8 @@ pub mod kw {
     syn::custom_keyword!(stage);
     syn::custom_keyword!(concurrent);
     syn::custom_keyword!(devices);
+    syn::custom_keyword!(step);
+    syn::custom_keyword!(swap);
 
     // Stream options.
     syn::custom_keyword!(priority);

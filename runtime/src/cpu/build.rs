@@ -14,7 +14,7 @@
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
-use super::access::{Access, BufferId, merge_accesses};
+use super::access::{Access, Span, Touch, merge_accesses};
 use super::condition::Condition;
 use super::error::CpuFault;
 use super::event::{Event, EventShared, LatestRecord, RecordPoint};
@@ -217,7 +217,7 @@ impl Graph {
         let mut declared = accesses_of(&c.body.nodes);
         let (read, held) = c.condition.touches();
         if let Some(buffer) = read {
-            declared.push((buffer, Access::Read));
+            declared.push((buffer, Access::Read, Span::ALL));
         }
         let keep = vec![held, Keep::Object(c.state.clone())];
         node.declared = merge_accesses(declared);
@@ -315,7 +315,7 @@ impl Graph {
 }
 
 /// Every access of `nodes`, merged.
-fn accesses_of(nodes: &[Node]) -> Vec<(BufferId, Access)> {
+fn accesses_of(nodes: &[Node]) -> Vec<Touch> {
     merge_accesses(nodes.iter().flat_map(Node::accesses).collect())
 }
 

@@ -133,7 +133,11 @@ impl Context {
         label: impl Into<Cow<'static, str>>,
         accesses: &[(BufferId, super::access::Access)],
     ) -> Result<(), CpuFault> {
-        self.shared.host_access(label, accesses)
+        let whole: Vec<super::access::Touch> = accesses
+            .iter()
+            .map(|&(buffer, access)| (buffer, access, super::access::Span::ALL))
+            .collect();
+        self.shared.host_access(label, &whole)
     }
 
     /// Synchronizes every live stream of the context; returns the first fault.

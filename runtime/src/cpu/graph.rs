@@ -10,7 +10,7 @@ use std::fmt::{self, Write as _};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use super::access::{Access, BufferId};
+use super::access::{BufferId, Touch};
 use super::condition::Condition;
 use super::error::OpFailure;
 use super::error::{CpuFault, Hazard};
@@ -43,7 +43,7 @@ pub(crate) struct Node {
     pub(super) captured_on: Arc<str>,
     /// Indices of the nodes this one runs after; always smaller than its own index.
     pub(super) dependencies: Vec<usize>,
-    pub(super) declared: Vec<(BufferId, Access)>,
+    pub(super) declared: Vec<Touch>,
     pub(super) work: NodeWork,
     pub(super) kind: NodeKind,
     pub(super) kernel: Option<KernelTag>,
@@ -122,7 +122,7 @@ impl Node {
     }
 
     /// The buffers the node touches: declared ones plus kernel buffer arguments.
-    pub(crate) fn accesses(&self) -> Vec<(BufferId, Access)> {
+    pub(crate) fn accesses(&self) -> Vec<Touch> {
         effective_accesses(&self.declared, self.kernel_args().unwrap_or(&[]))
     }
 
@@ -250,7 +250,7 @@ fn escape(text: &str) -> String {
 #[derive(Debug)]
 pub(super) struct ExecNode {
     pub(super) node: Node,
-    pub(super) accesses: Vec<(BufferId, Access)>,
+    pub(super) accesses: Vec<Touch>,
 }
 
 impl ExecNode {
@@ -325,11 +325,13 @@ fn find_intra_races(nodes: &[Arc<ExecNode>]) -> Vec<IntraRace> {
             if ancestors[later][earlier / 64] & (1 << (earlier % 64)) != 0 {
                 continue;
             }
-            for &(buffer, first) in &nodes[earlier].accesses {
-                let second = nodes[later].accesses.iter().find(|(b, _)| *b == buffer);
-                if let Some(&(_, second)) = second
-                    && let Some(hazard) = Hazard::between(first, second)
-                {
+            for &(buffer, first, span) in &nodes[earlier].accesses {
+                let hazard = nodes[later]
+                    .accesses
+                    .iter()
+                    .filter(|(b, _, s)| *b == buffer && s.overlaps(span))
+                    .find_map(|&(_, second, _)| Hazard::between(first, second));
+                if let Some(hazard) = hazard {
                     races.push(IntraRace {
                         buffer,
                         hazard,

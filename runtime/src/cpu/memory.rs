@@ -36,7 +36,7 @@ use std::sync::{
 
 use bytemuck::Pod;
 
-use super::access::{Access, BufferId};
+use super::access::{Access, BufferId, Span};
 use super::error::CpuFault;
 use super::shared::{ContextShared, on_worker_thread};
 use crate::free_rule::{AllocKind, FreeMode, StreamUse, plan_free};
@@ -423,7 +423,7 @@ impl Memory {
         let verb = if access.is_write() { "write" } else { "read" };
         self.ctx.host_access(
             format!("host {verb} of {}", self.name()),
-            &[(self.id, access)],
+            &[(self.id, access, Span::ALL)],
         )?;
         self.host_borrows.fetch_add(1, Ordering::AcqRel);
         Ok(())
@@ -483,7 +483,7 @@ impl Memory {
         self.wait_for_work()?;
         self.ctx.host_access(
             format!("host read of {} (into_vec)", self.name()),
-            &[(self.id, Access::Read)],
+            &[(self.id, Access::Read, Span::ALL)],
         )?;
         // A forgotten host slice keeps the lock: the `Vec` cannot be taken then, but a
         // forgotten shared slice still lets the elements be copied out below.

@@ -6,7 +6,9 @@ use std::fmt;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
 
-use super::access::{Access, BufferId, merge_accesses};
+#[cfg(test)]
+use super::access::BufferId;
+use super::access::{Access, Span, Touch, merge_accesses};
 use super::error::OpFailure;
 use super::memory::{Held, Memory};
 use crate::launch::config::LaunchConfig;
@@ -75,15 +77,19 @@ impl KernelArgValue {
         }
     }
 
-    /// The access a buffer argument implies; scalars touch no buffer.
-    fn access(&self) -> Option<(BufferId, Access)> {
+    /// The access a buffer argument implies (its bytes only); scalars touch no buffer.
+    fn access(&self) -> Option<Touch> {
         let arg = self.as_buffer()?;
         let access = if arg.writable {
             Access::Write
         } else {
             Access::Read
         };
-        Some((arg.memory.id(), access))
+        Some((
+            arg.memory.id(),
+            access,
+            Span::bytes(arg.offset, arg.byte_len),
+        ))
     }
 }
 
@@ -179,7 +185,7 @@ pub(super) enum OpWork {
 /// ```
 pub(crate) struct Op {
     pub(super) label: Cow<'static, str>,
-    pub(super) accesses: Vec<(BufferId, Access)>,
+    pub(super) accesses: Vec<Touch>,
     pub(super) work: OpWork,
     pub(super) kind: NodeKind,
     pub(super) kernel: Option<KernelTag>,
@@ -252,11 +258,11 @@ impl Op {
         self
     }
 
-    /// Declares that the operation reads or writes `memory` (for the race detector) and
-    /// keeps it alive in the graph node it may be captured into.
-    pub(crate) fn touches(self, memory: &Arc<Memory>, access: Access) -> Self {
-        self.access(memory.id(), access)
-            .keep(Keep::Memory(Held::new(memory.clone())))
+    /// Declares that the operation reads or writes the bytes `span` of `memory`, and keeps the
+    /// memory alive in the graph node it may be captured into.
+    pub(crate) fn touches_span(mut self, memory: &Arc<Memory>, access: Access, span: Span) -> Self {
+        self.accesses.push((memory.id(), access, span));
+        self.keep(Keep::Memory(Held::new(memory.clone())))
     }
 
     /// Declares that the operation reads `buffer`.
@@ -272,8 +278,9 @@ impl Op {
     }
 
     /// Declares an access to `buffer`.
+    #[cfg(test)]
     pub(crate) fn access(mut self, buffer: BufferId, access: Access) -> Self {
-        self.accesses.push((buffer, access));
+        self.accesses.push((buffer, access, Span::ALL));
         self
     }
 
@@ -307,8 +314,8 @@ impl Op {
         matches!(self.work, OpWork::Once(_))
     }
 
-    /// Declared accesses plus those implied by kernel buffer arguments, one per buffer.
-    pub(crate) fn effective_accesses(&self) -> Vec<(BufferId, Access)> {
+    /// Declared accesses plus those implied by kernel buffer arguments, one per buffer span.
+    pub(crate) fn effective_accesses(&self) -> Vec<Touch> {
         let args = match &self.work {
             OpWork::Kernel { args, .. } => args.as_slice(),
             OpWork::Replayable(_) | OpWork::Once(_) => &[],
@@ -355,12 +362,9 @@ impl fmt::Debug for Op {
     }
 }
 
-/// Declared accesses merged with kernel-argument accesses: sorted, one entry per buffer, a
-/// write winning over a read (so one operation never races with itself).
-pub(super) fn effective_accesses(
-    declared: &[(BufferId, Access)],
-    args: &[KernelArgValue],
-) -> Vec<(BufferId, Access)> {
+/// Declared accesses merged with kernel-argument accesses: sorted, one entry per buffer span,
+/// a write winning over a read.
+pub(super) fn effective_accesses(declared: &[Touch], args: &[KernelArgValue]) -> Vec<Touch> {
     merge_accesses(
         declared
             .iter()
@@ -402,8 +406,15 @@ mod tests {
             elem_size: 4,
             writable: true,
         });
-        let merged = effective_accesses(&[(a, Access::Read), (b, Access::Read)], &[arg]);
-        assert_eq!(merged, vec![(a, Access::Write), (b, Access::Read)]);
+        let whole = Span::bytes(0, 16);
+        let merged = effective_accesses(
+            &[(a, Access::Read, whole), (b, Access::Read, Span::ALL)],
+            &[arg],
+        );
+        assert_eq!(
+            merged,
+            vec![(a, Access::Write, whole), (b, Access::Read, Span::ALL)]
+        );
     }
 
     #[test]

@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use super::access::Access;
+use super::access::{Access, Span};
 use super::error::CpuFault;
 use super::memory::{Memory, lock_all};
 use super::op::Op;
@@ -94,7 +94,11 @@ fn parts_op(label: String, parts: Vec<Part>, work: PartsWork) -> Op {
         Op::replayable(label, move || run(&parts, &accesses, &work))
     };
     for part in &parts {
-        op = op.touches(&part.range.memory, part.access);
+        op = op.touches_span(
+            &part.range.memory,
+            part.access,
+            Span::bytes(part.range.offset, part.range.bytes),
+        );
     }
     op
 }

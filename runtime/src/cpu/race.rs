@@ -14,7 +14,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
-use super::access::{Access, BufferId};
+use super::access::{Access, BufferId, Span, Touch};
 use super::clock::{Epoch, HOST_TIMELINE, Timeline, VectorClock};
 use super::error::{Hazard, OpSite, RaceReport};
 
@@ -79,7 +79,7 @@ impl Detector {
         &mut self,
         timeline: Timeline,
         stream: &Arc<str>,
-        ops: impl IntoIterator<Item = (&'a Arc<str>, &'a [(BufferId, Access)])>,
+        ops: impl IntoIterator<Item = (&'a Arc<str>, &'a [Touch])>,
     ) -> Vec<RaceReport> {
         let Some(clock) = self.streams.get_mut(timeline) else {
             return Vec::new();
@@ -99,11 +99,7 @@ impl Detector {
     }
 
     /// Checks accesses the host itself makes (reads or writes of pinned memory).
-    pub(super) fn host_access(
-        &mut self,
-        label: Arc<str>,
-        accesses: &[(BufferId, Access)],
-    ) -> Vec<RaceReport> {
+    pub(super) fn host_access(&mut self, label: Arc<str>, accesses: &[Touch]) -> Vec<RaceReport> {
         let epoch = self.host.tick(HOST_TIMELINE);
         let clock = self.host.clone();
         let site = OpSite {
@@ -194,15 +190,16 @@ impl Detector {
         epoch: Epoch,
         clock: &VectorClock,
         site: &OpSite,
-        accesses: &[(BufferId, Access)],
+        accesses: &[Touch],
         found: &mut Vec<RaceReport>,
     ) {
-        for &(buffer, access) in accesses {
+        for &(buffer, access, span) in accesses {
             let mut hazards = Vec::new();
             self.shadows.entry(buffer).or_default().access(
                 epoch,
                 clock,
                 access,
+                span,
                 site,
                 |earlier, hazard| hazards.push((earlier.clone(), hazard)),
             );
@@ -245,17 +242,20 @@ struct Lane {
 struct Prior {
     tick: u64,
     access: Access,
+    span: Span,
     site: OpSite,
 }
 
 impl Shadow {
-    /// Calls `report` for every remembered access that conflicts with this one and that the
-    /// accessor's clock has not seen, then remembers this access.
+    /// Calls `report` for every remembered access that conflicts with this one (touches a
+    /// common byte, one of them writing) and that the accessor's clock has not seen, then
+    /// remembers this access.
     fn access(
         &mut self,
         epoch: Epoch,
         clock: &VectorClock,
         access: Access,
+        span: Span,
         site: &OpSite,
         mut report: impl FnMut(&OpSite, Hazard),
     ) {
@@ -263,6 +263,9 @@ impl Shadow {
             let seen = clock.get(lane.timeline);
             let unseen = lane.history.partition_point(|prior| prior.tick <= seen);
             for prior in lane.history.range(unseen..) {
+                if !prior.span.overlaps(span) {
+                    continue;
+                }
                 if let Some(hazard) = Hazard::between(prior.access, access) {
                     report(&prior.site, hazard);
                 }
@@ -271,6 +274,7 @@ impl Shadow {
         let prior = Prior {
             tick: epoch.tick,
             access,
+            span,
             site: site.clone(),
         };
         match self.lanes.iter_mut().find(|l| l.timeline == epoch.timeline) {
@@ -339,12 +343,14 @@ mod tests {
         lane.push(Prior {
             tick: 1,
             access: Access::Write,
+            span: Span::ALL,
             site: site("w", "s"),
         });
         for tick in 2..=(HISTORY_LIMIT as u64 + 1) {
             lane.push(Prior {
                 tick,
                 access: Access::Read,
+                span: Span::ALL,
                 site: site("r", "s"),
             });
         }
@@ -361,7 +367,11 @@ mod tests {
         let buffer = BufferId::fresh();
         let name: Arc<str> = Arc::from("s");
         let label: Arc<str> = Arc::from("w");
-        let races = detector.stream_op(t, &name, [(&label, &[(buffer, Access::Write)][..])]);
+        let races = detector.stream_op(
+            t,
+            &name,
+            [(&label, &[(buffer, Access::Write, Span::ALL)][..])],
+        );
         assert!(races.is_empty());
         assert_eq!(detector.shadows.len(), 1);
         let clock = detector.stream_clock(t);

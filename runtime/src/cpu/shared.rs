@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use std::cell::Cell;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
-use super::access::{Access, BufferId, merge_accesses};
+use super::access::{BufferId, Touch, merge_accesses};
 use super::error::CpuFault;
 use super::race::Detector;
 
@@ -81,7 +81,7 @@ impl ContextShared {
     pub(super) fn host_access(
         &self,
         label: impl Into<Cow<'static, str>>,
-        accesses: &[(BufferId, Access)],
+        accesses: &[Touch],
     ) -> Result<(), CpuFault> {
         if !self.checked {
             return Ok(());

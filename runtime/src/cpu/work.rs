@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::access::Access;
+use super::access::{Access, Span};
 use super::error::CpuFault;
 use super::memory::{Memory, lock_all};
 use super::op::{Keep, KernelArgValue, KernelFn, KernelTag, NodeKind, Op};
@@ -23,6 +23,11 @@ pub(crate) struct Range {
 }
 
 impl Range {
+    /// The bytes it covers, for the race detector.
+    pub(crate) fn span(&self) -> Span {
+        Span::bytes(self.offset, self.bytes)
+    }
+
     /// How labels name the range: the buffer's name, with the element range of a view.
     pub(crate) fn describe(&self, elem_size: usize) -> String {
         let name = self.memory.name();
@@ -133,8 +138,8 @@ pub(crate) fn copy(label: String, src: Range, dst: Range) -> Op {
         dst_bytes[to.offset..dst_end].copy_from_slice(&src_lock.bytes()[from.offset..src_end]);
         Ok(())
     })
-    .touches(&src.memory, Access::Read)
-    .touches(&dst.memory, Access::Write)
+    .touches_span(&src.memory, Access::Read, src.span())
+    .touches_span(&dst.memory, Access::Write, dst.span())
     .kind(NodeKind::Memcpy)
 }
 
@@ -165,7 +170,7 @@ fn fill(label: String, dst: Range, fill: impl Fn(&mut [u8]) + Send + Sync + 'sta
         fill(&mut bytes[target.offset..end]);
         Ok(())
     })
-    .touches(&dst.memory, Access::Write)
+    .touches_span(&dst.memory, Access::Write, dst.span())
     .kind(NodeKind::Memset)
 }
 

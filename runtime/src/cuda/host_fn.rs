@@ -103,7 +103,7 @@ pub(crate) fn host_node_params(
 /// What an enqueue the driver refused hands back, to drop past the stream's gate: dropping a
 /// closure runs user code, which may enqueue on this very stream (the gate is never taken
 /// twice by one thread).
-type Refused = Option<Box<dyn Send>>;
+pub(super) type Refused = Option<Box<dyn Send>>;
 
 impl Stream {
     /// Enqueues a one-shot closure (`cuLaunchHostFunc`). Refused while the handle captures:
@@ -155,8 +155,21 @@ impl Stream {
         refused: &mut Refused,
     ) -> Result<()> {
         let _gate = self.gate();
+        let capture = self.capture_now()?;
+        self.launch_repeat_held(f, capture, refused)
+    }
+
+    /// [`Stream::launch_repeat`] for a caller that holds the stream's gate and asked
+    /// `capture_now`, which returned `capture`; what the driver refused goes to `refused`, for
+    /// the caller to drop past the gate.
+    pub(super) fn launch_repeat_held(
+        &self,
+        f: Arc<dyn Fn() + Send + Sync>,
+        capture: Option<u64>,
+        refused: &mut Refused,
+    ) -> Result<()> {
         let d = self.bind()?;
-        match self.capture_now()? {
+        match capture {
             None => {
                 let data = Box::into_raw(Box::new(RepeatCall {
                     f,

@@ -24,6 +24,7 @@ mod device;
 mod event;
 mod flag;
 mod graph;
+mod host_data;
 mod host_fn;
 mod interop;
 mod keep;

@@ -7,7 +7,10 @@ use bytemuck::Pod;
 
 use crate::error::{Error, Result};
 use crate::graph::{Comparison, ConditionValue, Graph, GraphBody, GraphNode};
-use crate::memory::{DeviceBuffer, FlagCell, PinnedBuffer};
+use crate::memory::{
+    DeviceBuffer, DeviceDest, DeviceSource, DeviceView, DeviceViewMut, FlagCell, PinnedBuffer,
+    PinnedDest, PinnedSource, PinnedView, PinnedViewMut,
+};
 use crate::stream::{MemOp, Stream, WaitCondition};
 
 mod sealed {
@@ -17,41 +20,42 @@ mod sealed {
 }
 
 /// Where generated code adds nodes: a [`Graph`] or a [`GraphBody`] (the node kinds both
-/// hold). Not for use outside generated code.
+/// hold), with whole buffers or views of them (`x[lo..hi]`) at either end. Not for use
+/// outside generated code.
 pub trait NodeSink: sealed::Sealed {
     /// [`Graph::add_copy_htod_node`].
     fn copy_htod<T: Pod>(
         &mut self,
         deps: &[GraphNode],
-        src: &PinnedBuffer<T>,
-        dst: &mut DeviceBuffer<T>,
+        src: &impl PinnedSource<T>,
+        dst: &mut impl DeviceDest<T>,
     ) -> Result<GraphNode>;
     /// [`Graph::add_copy_dtoh_node`].
     fn copy_dtoh<T: Pod>(
         &mut self,
         deps: &[GraphNode],
-        src: &DeviceBuffer<T>,
-        dst: &mut PinnedBuffer<T>,
+        src: &impl DeviceSource<T>,
+        dst: &mut impl PinnedDest<T>,
     ) -> Result<GraphNode>;
     /// [`Graph::add_copy_dtod_node`].
     fn copy_dtod<T: Pod>(
         &mut self,
         deps: &[GraphNode],
-        src: &DeviceBuffer<T>,
-        dst: &mut DeviceBuffer<T>,
+        src: &impl DeviceSource<T>,
+        dst: &mut impl DeviceDest<T>,
     ) -> Result<GraphNode>;
     /// [`Graph::add_memset_u8_node`].
     fn memset_u8<T: Pod>(
         &mut self,
         deps: &[GraphNode],
-        dst: &mut DeviceBuffer<T>,
+        dst: &mut impl DeviceDest<T>,
         value: u8,
     ) -> Result<GraphNode>;
     /// [`Graph::add_memset_u32_node`].
     fn memset_u32<T: Pod>(
         &mut self,
         deps: &[GraphNode],
-        dst: &mut DeviceBuffer<T>,
+        dst: &mut impl DeviceDest<T>,
         value: u32,
     ) -> Result<GraphNode>;
 }
@@ -62,31 +66,31 @@ macro_rules! node_sink {
             fn copy_htod<T: Pod>(
                 &mut self,
                 deps: &[GraphNode],
-                src: &PinnedBuffer<T>,
-                dst: &mut DeviceBuffer<T>,
+                src: &impl PinnedSource<T>,
+                dst: &mut impl DeviceDest<T>,
             ) -> Result<GraphNode> {
                 self.add_copy_htod_node(deps, src, dst)
             }
             fn copy_dtoh<T: Pod>(
                 &mut self,
                 deps: &[GraphNode],
-                src: &DeviceBuffer<T>,
-                dst: &mut PinnedBuffer<T>,
+                src: &impl DeviceSource<T>,
+                dst: &mut impl PinnedDest<T>,
             ) -> Result<GraphNode> {
                 self.add_copy_dtoh_node(deps, src, dst)
             }
             fn copy_dtod<T: Pod>(
                 &mut self,
                 deps: &[GraphNode],
-                src: &DeviceBuffer<T>,
-                dst: &mut DeviceBuffer<T>,
+                src: &impl DeviceSource<T>,
+                dst: &mut impl DeviceDest<T>,
             ) -> Result<GraphNode> {
                 self.add_copy_dtod_node(deps, src, dst)
             }
             fn memset_u8<T: Pod>(
                 &mut self,
                 deps: &[GraphNode],
-                dst: &mut DeviceBuffer<T>,
+                dst: &mut impl DeviceDest<T>,
                 value: u8,
             ) -> Result<GraphNode> {
                 self.add_memset_u8_node(deps, dst, value)
@@ -94,7 +98,7 @@ macro_rules! node_sink {
             fn memset_u32<T: Pod>(
                 &mut self,
                 deps: &[GraphNode],
-                dst: &mut DeviceBuffer<T>,
+                dst: &mut impl DeviceDest<T>,
                 value: u32,
             ) -> Result<GraphNode> {
                 self.add_memset_u32_node(deps, dst, value)
@@ -123,37 +127,48 @@ pub trait CopyNode<D> {
     ) -> Result<GraphNode>;
 }
 
-impl<T: Pod> CopyNode<PinnedBuffer<T>> for DeviceBuffer<T> {
-    fn copy_node<S: NodeSink>(
-        &self,
-        sink: &mut S,
-        deps: &[GraphNode],
-        dst: &mut PinnedBuffer<T>,
-    ) -> Result<GraphNode> {
-        sink.copy_dtoh(deps, self, dst)
-    }
+/// Implements [`CopyNode`] for each pair of source and destination types through the sink's
+/// `$add`: whole buffers and views (`x[lo..hi]`) alike.
+macro_rules! copy_nodes {
+    ($add:ident: $([$($lt:lifetime),*] $src:ty => $dst:ty;)*) => {$(
+        impl<$($lt,)* T: Pod> CopyNode<$dst> for $src {
+            fn copy_node<S: NodeSink>(
+                &self,
+                sink: &mut S,
+                deps: &[GraphNode],
+                dst: &mut $dst,
+            ) -> Result<GraphNode> {
+                sink.$add(deps, self, dst)
+            }
+        }
+    )*};
 }
 
-impl<T: Pod> CopyNode<DeviceBuffer<T>> for DeviceBuffer<T> {
-    fn copy_node<S: NodeSink>(
-        &self,
-        sink: &mut S,
-        deps: &[GraphNode],
-        dst: &mut DeviceBuffer<T>,
-    ) -> Result<GraphNode> {
-        sink.copy_dtod(deps, self, dst)
-    }
+copy_nodes! { copy_dtoh:
+    [] DeviceBuffer<T> => PinnedBuffer<T>;
+    ['s] DeviceView<'s, T> => PinnedBuffer<T>;
+    ['s] DeviceViewMut<'s, T> => PinnedBuffer<T>;
+    ['d] DeviceBuffer<T> => PinnedViewMut<'d, T>;
+    ['s, 'd] DeviceView<'s, T> => PinnedViewMut<'d, T>;
+    ['s, 'd] DeviceViewMut<'s, T> => PinnedViewMut<'d, T>;
 }
 
-impl<T: Pod> CopyNode<DeviceBuffer<T>> for PinnedBuffer<T> {
-    fn copy_node<S: NodeSink>(
-        &self,
-        sink: &mut S,
-        deps: &[GraphNode],
-        dst: &mut DeviceBuffer<T>,
-    ) -> Result<GraphNode> {
-        sink.copy_htod(deps, self, dst)
-    }
+copy_nodes! { copy_dtod:
+    [] DeviceBuffer<T> => DeviceBuffer<T>;
+    ['s] DeviceView<'s, T> => DeviceBuffer<T>;
+    ['s] DeviceViewMut<'s, T> => DeviceBuffer<T>;
+    ['d] DeviceBuffer<T> => DeviceViewMut<'d, T>;
+    ['s, 'd] DeviceView<'s, T> => DeviceViewMut<'d, T>;
+    ['s, 'd] DeviceViewMut<'s, T> => DeviceViewMut<'d, T>;
+}
+
+copy_nodes! { copy_htod:
+    [] PinnedBuffer<T> => DeviceBuffer<T>;
+    ['s] PinnedView<'s, T> => DeviceBuffer<T>;
+    ['s] PinnedViewMut<'s, T> => DeviceBuffer<T>;
+    ['d] PinnedBuffer<T> => DeviceViewMut<'d, T>;
+    ['s, 'd] PinnedView<'s, T> => DeviceViewMut<'d, T>;
+    ['s, 'd] PinnedViewMut<'s, T> => DeviceViewMut<'d, T>;
 }
 
 /// `copy src -> dst;` as a node.
@@ -178,6 +193,13 @@ pub fn fill_value<T: Pod>(dst: &DeviceBuffer<T>, value: T) -> FillValue {
     FillValue(bytemuck::bytes_of(&value).into())
 }
 
+/// The value of `fill x[lo..hi] = value;` (or of an element of a buffer array), typed as the
+/// view's elements: [`fill_value`] for a view.
+pub fn fill_view_value<T: Pod>(dst: &impl DeviceSource<T>, value: T) -> FillValue {
+    let _ = dst;
+    FillValue(bytemuck::bytes_of(&value).into())
+}
+
 impl FillValue {
     /// The value as a `T` (the type [`fill_value`] checked it against).
     fn get<T: Pod>(&self) -> Result<T> {
@@ -194,6 +216,15 @@ pub fn fill_checked<T: Pod>(
     value: FillValue,
 ) -> Result<()> {
     crate::pipeline::ops::fill(stream, dst, value.get()?)
+}
+
+/// `fill x[lo..hi] = value;` with a checked value.
+pub fn fill_view_checked<T: Pod>(
+    stream: &Stream,
+    dst: &mut impl DeviceDest<T>,
+    value: FillValue,
+) -> Result<()> {
+    crate::pipeline::ops::fill_dest(stream, dst, value.get()?)
 }
 
 /// A flag value, checked against the flag's word by [`flag_value`]: its bits.
@@ -230,7 +261,7 @@ pub fn write_flag_checked<W: crate::pipeline::ops::PipelineFlagWord>(
 pub fn fill_node<N: NodeSink, T: Pod>(
     sink: &mut N,
     deps: &[GraphNode],
-    dst: &mut DeviceBuffer<T>,
+    dst: &mut impl DeviceDest<T>,
     value: FillValue,
 ) -> Result<GraphNode> {
     let value: T = value.get()?;

@@ -2,8 +2,11 @@
 //! stream priorities, and the hidden functions the expansion calls (`crate::__private_0_1`).
 
 mod collective;
+pub(crate) mod host_data;
+pub(crate) mod plan;
 mod profile;
 mod progress;
+pub(crate) mod refs;
 mod typed_stream;
 
 pub use collective::{CommStage, Rank};

@@ -8,7 +8,7 @@ use bytemuck::Pod;
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::event::{Event, EventFlags};
-use crate::memory::{DeviceBuffer, FlagCell, PinnedBuffer};
+use crate::memory::{DeviceBuffer, DeviceDest, FlagCell, PinnedBuffer};
 use crate::pipeline::{Progress, StageSite};
 use crate::stream::{Stream, WaitCondition};
 
@@ -59,6 +59,15 @@ fn repeated_byte<T: Pod>(value: &T) -> Option<u8> {
 /// of another size works when all the bytes of `value` are equal (zero, or `-1` as bits);
 /// anything else is an error that says so.
 pub fn fill<T: Pod>(stream: &Stream, dst: &mut DeviceBuffer<T>, value: T) -> Result<()> {
+    fill_dest(stream, dst, value)
+}
+
+/// [`fill`] on any device destination (a buffer or a view of one).
+pub(crate) fn fill_dest<T: Pod, D: DeviceDest<T>>(
+    stream: &Stream,
+    dst: &mut D,
+    value: T,
+) -> Result<()> {
     match std::mem::size_of::<T>() {
         4 => stream.memset_u32(
             dst,

@@ -81,6 +81,36 @@ impl Progress {
         })
     }
 
+    /// Makes room for `streams` streams (a pipeline whose stream arrays grew).
+    pub fn ensure(&mut self, ctx: &Context, streams: usize) -> Result<()> {
+        while self.cells.len() < streams {
+            self.cells.push(Some(FlagCell::new(ctx, 0)?));
+        }
+        Ok(())
+    }
+
+    /// Makes the words match streams on the devices `streams` gives, one per stream slot (a
+    /// pipeline over several devices, whose stream arrays may grow or be laid out anew): as
+    /// in [`Progress::on_devices`], only the slots on `origin`'s device are tracked.
+    pub fn ensure_on(&mut self, origin: &Context, streams: &[&Context]) -> Result<()> {
+        for (slot, ctx) in streams.iter().enumerate() {
+            let tracked = ctx.shares_memory_with(origin);
+            if self
+                .cells
+                .get(slot)
+                .is_some_and(|cell| cell.is_some() == tracked)
+            {
+                continue;
+            }
+            let cell = tracked.then(|| FlagCell::new(origin, 0)).transpose()?;
+            match self.cells.get_mut(slot) {
+                Some(old) => *old = cell,
+                None => self.cells.push(cell),
+            }
+        }
+        Ok(())
+    }
+
     /// Turns tracking on or off for steps enqueued (or captured) from now on.
     pub fn set_enabled(&self, on: bool) {
         self.enabled.store(on, Ordering::Relaxed);

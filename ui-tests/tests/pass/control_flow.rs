@@ -88,7 +88,7 @@ fn solve(
     graph.set_every(100)?;
     graph.launch()?;
     graph.synchronize()?;
-    let loops = graph.exec().loops();
+    let loops = graph.exec().expect("the step is captured").loops();
     let _ = (loops[0].iterations(), loops[0].hit_limit(), graph.edge_count()?);
     Ok(())
 }

@@ -5,8 +5,8 @@
 
 use syn::Expr;
 
-use super::constant;
 use crate::ast::{self, Statement, tokens_string};
+use crate::constant;
 use crate::ctxt::Ctxt;
 use crate::lower::Priority;
 use crate::scope::Scope;

@@ -5,7 +5,7 @@
 use syn::{Expr, Ident};
 
 use super::hint::{suggestion, unknown};
-use crate::ast::{self, KernelParamType, Statement, bare_ident, type_string};
+use crate::ast::{self, BufRef, KernelParamType, Statement, bare_ident, type_string};
 use crate::ctxt::Ctxt;
 use crate::scope::{BufferDecl, Memory, Scope, Value};
 use crate::symbol::{self, PRIMITIVE_SCALARS};
@@ -107,6 +107,9 @@ struct Use<'a> {
     writes: bool,
     param: &'a Ident,
     arg: &'a Ident,
+    /// Whether it names a range (`x[lo..hi]`) or an element of an array (`xs[k]`): two of
+    /// those may be disjoint, which the step checks before it is enqueued.
+    subscripted: bool,
 }
 
 /// A launch says how many blocks and threads it runs: `grid` and `block` are required.
@@ -212,13 +215,14 @@ fn launch_argument<'a>(
     let wanted = format!("{p}: {}", type_string(&param.ty));
     match param.kind() {
         KernelParamType::Slice { mutable, elem, .. } => {
-            let Some(ident) = bare_ident(arg) else {
+            let Some(reference) = BufRef::of_expr(arg) else {
                 cx.error_spanned_by(
                     arg,
-                    format!("`{k}` takes a buffer for `{wanted}`; pass the name of a buffer param or scratch buffer"),
+                    format!("`{k}` takes a buffer for `{wanted}`; pass the name of a buffer param or scratch buffer (or a range of one, `x[lo..hi]`)"),
                 );
                 return None;
             };
+            let ident = reference.name;
             let role = format!("`{k}` takes a buffer for `{wanted}`");
             let buffer_id = scope.buffer(ident);
             let buffer = resolve(cx, scope, ident, &role)?;
@@ -272,6 +276,7 @@ fn launch_argument<'a>(
                 writes: mutable,
                 param: p,
                 arg: ident,
+                subscripted: reference.is_subscripted(),
             })
         }
         KernelParamType::Scalar(ty) => {
@@ -309,9 +314,11 @@ pub(super) fn distinct_primitives(a: &str, b: &str) -> bool {
 /// pointer parameters do not alias (`__restrict__`), so that would be a data race on the GPU.
 fn launch_aliasing(cx: &Ctxt, kernel: &ast::Kernel, uses: &[Use<'_>]) {
     for (j, second) in uses.iter().enumerate() {
-        let first = uses[..j]
-            .iter()
-            .find(|first| first.buffer == second.buffer && (first.writes || second.writes));
+        let first = uses[..j].iter().find(|first| {
+            first.buffer == second.buffer
+                && (first.writes || second.writes)
+                && !(first.subscripted && second.subscripted)
+        });
         if let Some(first) = first {
             let written = if second.writes {
                 second.param
@@ -339,7 +346,9 @@ fn copy_statement(cx: &Ctxt, scope: &Scope<'_>, copy: &ast::Copy) {
     let (Some(src), Some(dst)) = (src, dst) else {
         return;
     };
-    if copy.src == copy.dst {
+    if copy.src == copy.dst
+        && !(copy.src_ref.borrow().is_subscripted() && copy.dst_ref.borrow().is_subscripted())
+    {
         let name = &copy.dst;
         cx.error_spanned_by(
             name,

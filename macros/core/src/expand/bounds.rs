@@ -1,11 +1,21 @@
 //! Kernel bounds in generated code: the `Bounds` value each declared kernel carries, the
 //! compile-time assertion that each bound multiplies integers, and the check of every bounded
-//! launch of a step before any of it is enqueued (or any kernel node updated).
+//! launch of a step before any of it is enqueued (or any node of it built, or any kernel node
+//! updated).
 //!
 //! The runtime checks each launch itself ([`TypedKernel::launch`], `set_kernel_params`): that
-//! is what makes a launch safe. The checks here come first so that a refused step, capture or
-//! setter leaves nothing half done: no stage enqueued, no node updated, the params as they
-//! were. Their scalar arguments are evaluated once, into locals the launch then uses.
+//! is what makes a launch safe. The checks here come first so that a refused step, capture,
+//! setter or swap leaves nothing half done: no stage enqueued, no node added or updated, the
+//! params as they were.
+//!
+//! A step is enqueued from a plan, whose stage instances are known only when it runs (a stage
+//! inside `for` has one per iteration, a subscripted buffer is a view whose length the plan
+//! resolved). So the checks walk the plan's schedule before the enqueue walks it again: for
+//! each instance, each bounded launch of its stage evaluates its scalar arguments once (with
+//! the loop's variable and `let`s bound) and checks them against its buffers, views of the
+//! resolved ranges included. The values are kept for the launch (an `Option` for a stage
+//! outside loops, which has one instance, so a fixed-shape step allocates nothing; a `Vec`
+//! in schedule order for a stage inside `for`), so the check and the launch see one value.
 //!
 //! [`TypedKernel::launch`]: https://docs.rs/gpu-pipeline/latest/gpu_pipeline/struct.TypedKernel.html#method.launch
 
@@ -13,16 +23,16 @@ use proc_macro2::{Group, Span, TokenStream, TokenTree};
 use quote::{ToTokens, format_ident, quote, quote_spanned};
 use syn::Ident;
 
-use super::launch::{Retype, arg_tokens, local};
+use super::instance::{ref_slots, stage_header};
+use super::launch::{checked_tuple, scalar_tuple, stored};
 use super::names::{rt, rt_fn};
 use crate::lower::{Arg, KernelId, KernelParamKind, Pipeline, StageId, StatementKind};
 use crate::{ast, lower};
 
-/// One launch statement, in enqueue order: the kernel node it becomes in a captured step.
+/// One launch statement at the top level of a stage: the kernel node each instance of the
+/// stage makes of it in a captured step.
 pub struct LaunchSite<'p> {
-    /// Its index among the step's launches: the kernel node it became.
-    pub index: usize,
-    /// The stage it belongs to.
+    /// The stage it belongs to (its template: a stage inside `for` has several instances).
     pub stage: StageId,
     /// Its position among the stage's statements.
     pub statement: usize,
@@ -36,13 +46,16 @@ pub struct LaunchSite<'p> {
     pub scalars: &'p std::collections::BTreeSet<lower::ScalarId>,
     /// The device its stage runs on (which copy of the kernel it launches).
     pub device: usize,
+    /// Its buffer arguments' resolved references, when subscripted (see `step::ref_slots`).
+    pub slots: Vec<Option<usize>>,
 }
 
-/// Every launch of the step, in enqueue order.
+/// Every top-level launch statement, stage by stage in program order.
 pub fn launch_sites<'p>(pipeline: &'p Pipeline<'_>) -> Vec<LaunchSite<'p>> {
     let mut sites = Vec::new();
-    for &stage in &pipeline.order {
-        for (statement, s) in pipeline.stages[stage.0].statements.iter().enumerate() {
+    for (id, stage) in pipeline.stages.iter().enumerate() {
+        let slots = ref_slots(stage);
+        for (statement, s) in stage.statements.iter().enumerate() {
             if let StatementKind::Launch {
                 source,
                 kernel,
@@ -50,19 +63,32 @@ pub fn launch_sites<'p>(pipeline: &'p Pipeline<'_>) -> Vec<LaunchSite<'p>> {
             } = &s.kind
             {
                 sites.push(LaunchSite {
-                    index: sites.len(),
-                    stage,
+                    stage: StageId(id),
                     statement,
                     kernel: *kernel,
                     source,
                     args,
                     scalars: &s.scalars,
-                    device: pipeline.streams[pipeline.stages[stage.0].stream.0].device,
+                    device: pipeline.streams[stage.stream.0].device,
+                    slots: slots[statement].clone(),
                 });
             }
         }
     }
     sites
+}
+
+/// The site of launch statement `statement` of stage `stage`, if it is a bounded one.
+pub fn bounded_site<'s, 'p>(
+    pipeline: &Pipeline<'_>,
+    sites: &'s [LaunchSite<'p>],
+    stage: StageId,
+    statement: usize,
+) -> Option<&'s LaunchSite<'p>> {
+    sites
+        .iter()
+        .find(|site| site.stage == stage && site.statement == statement)
+        .filter(|site| bounded(pipeline, site.kernel))
 }
 
 /// Whether `kernel` declares a bound on any buffer.
@@ -163,43 +189,110 @@ fn respan(tokens: TokenStream, span: Span) -> TokenStream {
         .collect()
 }
 
-/// For a launch of a bounded kernel: its scalar arguments evaluated into locals, then its
-/// bounds checked against them and the buffers' lengths. On a refusal the code runs
-/// `refused`, in which `__refusal` is the error with the stage's name.
-pub fn check_first(
+/// What the bound checks do with the values they evaluate.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Keep {
+    /// Keep them for the launches that follow (an eager step, a built graph).
+    ForLaunch,
+    /// Only check (a setter, a swap): the nodes are updated from the params later.
+    No,
+}
+
+/// The bound checks of `sites` (bounded launches) over every instance `schedule` (an
+/// expression of type `&Plan`, the plan's closed or ahead schedule) enqueues, with `plan` (an
+/// expression of type `&StepPlan`) holding the instances. In scope: the bindings, `__kernels`.
+/// On a refusal the code runs `refused`, in which `__refusal` is the error with the stage
+/// instance's name. With [`Keep::ForLaunch`], it declares one local per site (see
+/// [`stored`]) that the launches then take their values from.
+pub fn check_walk(
     pipeline: &Pipeline<'_>,
-    site: &LaunchSite<'_>,
+    sites: &[&LaunchSite<'_>],
+    plan: &TokenStream,
+    schedule: &TokenStream,
     refused: &TokenStream,
+    keep: Keep,
 ) -> TokenStream {
+    if sites.is_empty() {
+        return TokenStream::new();
+    }
     let rt = rt();
-    let declared = &pipeline.kernels[site.kernel.0].decl.params;
-    let mut lets = Vec::new();
-    let mut checked = Vec::new();
-    for (i, (arg, expr)) in site.args.iter().zip(&site.source.args).enumerate() {
-        match arg {
-            Arg::Scalar { .. } => {
-                let name = local(site.index, i);
-                let value = arg_tokens(pipeline, arg, expr, declared.get(i), Retype::Cast);
-                lets.push(quote!(let #name = #value;));
-                checked.push(quote!(#name));
-            }
-            Arg::Buffer { buffer, .. } => {
-                let name = pipeline.buffers[buffer.0].ident;
-                checked.push(quote!(&*#name));
+    let pipeline_name = pipeline.name.as_str();
+    let looped = |site: &LaunchSite<'_>| pipeline.stages[site.stage.0].looped.is_some();
+    let mut decls = Vec::new();
+    let mut iterators = Vec::new();
+    if keep == Keep::ForLaunch {
+        for site in sites {
+            let local = stored(site.stage, site.statement);
+            if looped(site) {
+                decls.push(quote!(let mut #local = ::std::vec::Vec::new();));
+                iterators.push(quote!(let mut #local = #local.into_iter();));
+            } else {
+                decls.push(quote!(let mut #local = ::core::option::Option::None;));
             }
         }
     }
-    let field = format_ident!(
-        "{}",
-        super::names::kernel_field_name(site.kernel, site.device)
-    );
-    let pipeline_name = pipeline.name.as_str();
-    let stage_name = pipeline.stages[site.stage.0].name.as_str();
+    let mut templates: Vec<StageId> = sites.iter().map(|site| site.stage).collect();
+    templates.dedup();
+    let arms = templates.iter().map(|&template| {
+        let stage = &pipeline.stages[template.0];
+        let header = stage_header(pipeline, stage);
+        let t = template.0;
+        let checks = sites.iter().filter(|site| site.stage == template).map(|site| {
+            let values = scalar_tuple(pipeline, site.source, site.kernel, site.args);
+            let checked = checked_tuple(site.args, &site.slots, pipeline);
+            let field = format_ident!(
+                "{}",
+                super::names::kernel_field_name(site.kernel, site.device)
+            );
+            let local = stored(site.stage, site.statement);
+            let keep = match keep {
+                Keep::ForLaunch if looped(site) => quote!(#local.push(__bound);),
+                Keep::ForLaunch => quote!(#local = ::core::option::Option::Some(__bound);),
+                Keep::No => quote!(let _ = __bound;),
+            };
+            quote! {
+                {
+                    let __bound = #values;
+                    let __checked: #rt::Result<()> = (|| __kernels.#field.check_bounds(&#checked))();
+                    if let ::core::result::Result::Err(__refusal) = __checked {
+                        let __refusal = #rt::stage_error(#pipeline_name, __instance.name, __refusal);
+                        #refused
+                    }
+                    #keep
+                }
+            }
+        });
+        quote!(#t => { #header #(#checks)* })
+    });
     quote! {
-        #(#lets)*
-        if let ::core::result::Result::Err(__refusal) = __kernels.#field.check_bounds(&(#(#checked,)*)) {
-            let __refusal = #rt::stage_error(#pipeline_name, #stage_name, __refusal);
-            #refused
+        #(#decls)*
+        for __planned in (#schedule).stages.iter() {
+            let __instance = (#plan)
+                .instances
+                .get(__planned.stage.0)
+                .ok_or_else(|| #rt::internal(#pipeline_name, "a planned stage is not described"))?;
+            let __refs: &[#rt::Ref] = &__instance.refs;
+            match __instance.template {
+                #(#arms)*
+                _ => {}
+            }
         }
+        #(#iterators)*
+    }
+}
+
+/// In a stage's arm, the values the bound checks kept for launch `site` of this instance
+/// (`__bound`).
+pub fn take_kept(pipeline: &Pipeline<'_>, site: &LaunchSite<'_>) -> TokenStream {
+    let rt = rt();
+    let local = stored(site.stage, site.statement);
+    let name = pipeline.name.as_str();
+    let take = if pipeline.stages[site.stage.0].looped.is_some() {
+        quote!(#local.next())
+    } else {
+        quote!(#local.take())
+    };
+    quote! {
+        let __bound = #take.ok_or_else(|| #rt::internal(#name, "a launch was not checked"))?;
     }
 }

@@ -1,24 +1,37 @@
-//! The captured step, built as a graph straight from the lowered stage graph instead of by
-//! stream capture: one node per statement (a chain within each stage, as the stream would
-//! run them), and between stages exactly the reduced edges ([`Pipeline::graph_edges`]), so
-//! the graph has no edge the data does not need. `call` statements are still captured from
-//! their stage's stream, into the graph being built; `while`/`if` become conditional nodes
-//! whose bodies are built the same way. Fault tracking becomes memory-operation nodes: one
-//! root that resets the progress words, and after each stage a mark chained after the
-//! previous mark of its stream.
+//! The captured step, built as a graph straight from its plan instead of by stream capture:
+//! one node per statement (a chain within each stage instance, as the stream would run them),
+//! and between instances exactly the plan's reduced edges (`StepPlan::graph_before`: stream
+//! order and the waits, transitively reduced together), so the graph has no edge the data
+//! does not need. A fixed-shape step's plan is the order the macro computed, so its graph has
+//! `GRAPH_EDGES` edges; a step shaped at run time (loops, stream arrays, ranges) is built the
+//! same way from the plan the runtime made, one node chain per stage instance.
+//!
+//! Ranges and elements of buffer arrays become copy, memset and kernel nodes on views of the
+//! resolved references. `call` statements, communication groups and host closures that
+//! receive buffers are captured from their stage's stream into the graph being built (the
+//! node forms of a library call, an NCCL group or a staged host copy are the driver's);
+//! `while`/`if` become conditional nodes whose bodies are built the same way. Fault tracking
+//! becomes memory-operation nodes: one root that resets the progress words, and after each
+//! stage instance a mark chained after the previous mark of its stream.
+//!
+//! A pipeline over several devices is captured from its eager enqueue instead: one graph
+//! then holds nodes of several contexts, which stream capture records through the step's
+//! events across devices.
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
 use syn::Ident;
 use syn::spanned::Spanned;
 
-use super::bounds::{self, launch_sites};
+use super::bounds::{self, Keep, LaunchSite, bounded_site, launch_sites};
 use super::control;
-use super::launch::{Retype, launch_parts};
+use super::instance::{body_slots, ref_slots, stage_header};
+use super::launch::{Retype, launch_parts, subscripted};
 use super::names::{Names, rt, rt_fn};
-use super::step::{bindings, call_tokens, retyped_mut};
+use super::step::{bindings, call_tokens, copy_ends, host_clones, host_tokens, used_scalars};
 use crate::lower::{
-    Control, ControlCondition, Pipeline, Stage, StageId, Statement, StatementKind, WaitCondition,
+    Control, ControlCondition, Mode, Pipeline, Stage, StageId, Statement, StatementKind,
+    WaitCondition,
 };
 
 /// Where a statement's node goes: the graph itself, or a conditional body.
@@ -46,24 +59,35 @@ impl Target {
     }
 }
 
-/// `GRAPH_EDGES`: the edges between stages of the built graph.
+/// `GRAPH_EDGES`: the edges between stages of the built graph, for a pipeline whose shape the
+/// macro knows.
 pub fn constants(pipeline: &Pipeline<'_>) -> TokenStream {
-    if super::device::is_multi(pipeline) {
-        // Such a step is captured, not built: its edges are the capture's.
+    if super::device::is_multi(pipeline) || pipeline.dynamic {
+        // Captured, or shaped when it runs: the graph's edges are counted there
+        // (`edge_count`).
         return quote!();
     }
-    let count = pipeline.graph_edges().len();
+    let count = pipeline.graph_edges(0).len();
+    let which = if pipeline.kinds.len() > 1 {
+        " of the first kind of step"
+    } else {
+        ""
+    };
+    let doc = format!(
+        "Edges between the stages of the step's graph{which} ([`capture`](Self::capture) \
+         builds it straight from the stage graph): stream order and the cross-stream waits, \
+         transitively reduced. With fault tracking off and one node per stage, the graph has \
+         exactly this many edges."
+    );
     quote! {
-        /// Edges between the stages of the step's graph ([`capture`](Self::capture) builds
-        /// it straight from the stage graph): stream order and the cross-stream waits,
-        /// transitively reduced. With fault tracking off and one node per stage, the graph
-        /// has exactly this many edges.
+        #[doc = #doc]
         pub const GRAPH_EDGES: usize = #count;
     }
 }
 
-/// `__capture`: prepares the scratch buffers, builds the step's graph and instantiates it,
-/// with the kernel nodes of its top-level launches in enqueue order (what the setters use).
+/// `__capture(kind, params)`: prepares the scratch buffers and streams, plans one step of
+/// kind `kind`, builds its graph and instantiates it, with the kernel nodes of its top-level
+/// launches in the plan's order (what the setters use).
 pub fn capture_step_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
     if super::device::is_multi(pipeline) {
         return captured_step_fn(names);
@@ -71,8 +95,6 @@ pub fn capture_step_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
     let rt = rt();
     let params_ty = names.params_ty(quote!('_));
     let name = pipeline.name.as_str();
-    let stream_count = pipeline.streams.len();
-    let stream_fields: Vec<Ident> = (0..stream_count).map(|i| names.stream_field(i)).collect();
     let scratch_fields: Vec<Ident> = pipeline
         .buffers
         .iter()
@@ -80,79 +102,69 @@ pub fn capture_step_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
         .map(|b| names.scratch_field(b.ident))
         .collect();
     let control_fields = control::destructured(pipeline);
-    let bind = bindings(pipeline, names, &quote!(__p));
-    let edges = pipeline.graph_edges();
-    let sinks = |stage: StageId| format_ident!("__sinks_{}", stage.0);
-    let stages = pipeline.order.iter().enumerate().map(|(index, &stage_id)| {
-        let stage = &pipeline.stages[stage_id.0];
-        let stage_name = stage.name.as_str();
-        let stream = &stream_fields[stage.stream.0];
-        let stream_index = stage.stream.0;
-        let position = index as u32 + 1;
-        let own = sinks(stage_id);
-        let before: Vec<Ident> = edges
-            .iter()
-            .filter(|(_, to)| *to == stage_id)
-            .map(|(from, _)| sinks(*from))
-            .collect();
-        let deps = if before.is_empty() {
-            quote!(::std::vec::Vec::new())
-        } else {
-            quote!([#(&#before[..]),*].concat())
-        };
+    let bind = bindings(
+        pipeline,
+        names,
+        &quote!(__p),
+        &used_scalars(pipeline, false),
+    );
+    let sites = launch_sites(pipeline);
+    let bounded: Vec<&LaunchSite<'_>> = sites
+        .iter()
+        .filter(|site| bounds::bounded(pipeline, site.kernel))
+        .collect();
+    // Every bounded launch is checked before any node is added, as for an eager step: a
+    // refused step builds nothing.
+    let checks = bounds::check_walk(
+        pipeline,
+        &bounded,
+        &quote!(__plan),
+        &quote!(__schedule),
+        &quote!(return ::core::result::Result::Err(__refusal);),
+        Keep::ForLaunch,
+    );
+    let arms = pipeline.stages.iter().enumerate().map(|(t, stage)| {
+        let slots = ref_slots(stage);
+        let header = stage_header(pipeline, stage);
         // A run of communication statements is one NCCL group, captured into the graph.
         let statements: Vec<TokenStream> = super::collective::stage_statements(
             pipeline,
             stage,
-            |index, _| statement_node(pipeline, stage, &stage.statements[index], Target::Graph),
+            |index, _| {
+                let kept = bounded_site(pipeline, &sites, StageId(t), index);
+                statement_node(
+                    pipeline,
+                    stage,
+                    &stage.statements[index],
+                    Target::Graph,
+                    &slots[index],
+                    kept,
+                )
+            },
             |group| captured_into_graph(&group),
         );
         let empty = statements
             .is_empty()
             .then(|| quote!(__tail = ::std::vec![__graph.add_empty_node(&__deps)?];));
-        quote! {
-            let #own: ::std::vec::Vec<#rt::GraphNode> = {
-                let __deps: ::std::vec::Vec<#rt::GraphNode> = #deps;
-                let __stream: &#rt::Stream = #stream;
-                let __result: #rt::Result<::std::vec::Vec<#rt::GraphNode>> = (|| -> #rt::Result<::std::vec::Vec<#rt::GraphNode>> {
-                    let mut __tail: ::std::vec::Vec<#rt::GraphNode> = __deps.clone();
-                    #empty
-                    #(#statements)*
-                    ::core::result::Result::Ok(__tail)
-                })();
-                __result.map_err(|e| #rt::stage_error(#name, #stage_name, e))?
-            };
-            if let ::core::option::Option::Some(__op) = __progress.mark_op(#stream_index, #position) {
-                let mut __mark_deps = #own.clone();
-                if let ::core::option::Option::Some(__previous) = __marks[#stream_index].or(__reset) {
-                    __mark_deps.push(__previous);
-                }
-                __marks[#stream_index] =
-                    ::core::option::Option::Some(__graph.add_mem_op_node(&__mark_deps, &[__op])?);
-            }
-        }
+        quote!(#t => { #header #empty #(#statements)* })
     });
-    let stages: Vec<TokenStream> = stages.collect();
-    // Every bounded launch is checked before any node is added, as for an eager step: a
-    // refused step builds nothing.
-    let refused = quote!(return ::core::result::Result::Err(__refusal););
-    let checks: Vec<TokenStream> = launch_sites(pipeline)
-        .iter()
-        .filter(|site| bounds::bounded(pipeline, site.kernel))
-        .map(|site| bounds::check_first(pipeline, site, &refused))
-        .collect();
     quote! {
-        /// Prepares the scratch buffers, builds one step as a graph straight from the stage
-        /// graph and instantiates it, with its kernel nodes in launch order.
+        /// Prepares the scratch buffers and streams, plans one step of kind `kind`, builds it
+        /// as a graph straight from the plan and instantiates it, with its kernel nodes in
+        /// launch order.
         #[allow(unused_variables, unused_mut, unused_assignments, unused_braces, clippy::all)]
         fn __capture(
             &mut self,
+            __kind: usize,
             __p: &mut #params_ty,
-        ) -> #rt::Result<(#rt::Graph, #rt::GraphExec, ::std::vec::Vec<#rt::KernelNode>)> {
+        ) -> #rt::Result<#rt::Captured> {
             self.__prepare(__p)?;
-            let Self { __ctx, __kernels, __progress, #(#stream_fields,)* #(#scratch_fields,)* #control_fields .. } = self;
+            let __plan = self.__plan(__kind, __p)?;
+            self.__last = ::core::option::Option::Some(__plan.clone());
+            let Self { __ctx, __kernels, __progress, __lanes, #(#scratch_fields,)* #control_fields .. } = self;
+            let __schedule = &__plan.closed;
             #bind
-            #(#checks)*
+            #checks
             let mut __graph = #rt::Graph::new(__ctx)?;
             let mut __nodes: ::std::vec::Vec<#rt::KernelNode> = ::std::vec::Vec::new();
             let __reset_ops = __progress.reset_ops();
@@ -161,11 +173,54 @@ pub fn capture_step_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             } else {
                 ::core::option::Option::Some(__graph.add_mem_op_node(&[], &__reset_ops)?)
             };
-            let mut __marks: [::core::option::Option<#rt::GraphNode>; #stream_count] =
-                [::core::option::Option::None; #stream_count];
-            #(#stages)*
+            let mut __marks: ::std::vec::Vec<::core::option::Option<#rt::GraphNode>> =
+                ::std::vec![::core::option::Option::None; __plan.streams];
+            // The nodes each stage instance ends with, which the instances after it follow.
+            let mut __sinks: ::std::vec::Vec<::std::vec::Vec<#rt::GraphNode>> =
+                ::std::vec![::std::vec::Vec::new(); __plan.instances.len()];
+            for (__position, __planned) in __schedule.stages.iter().enumerate() {
+                let __instance = __plan
+                    .instances
+                    .get(__planned.stage.0)
+                    .ok_or_else(|| #rt::internal(#name, "a planned stage is not described"))?;
+                let __stream: &#rt::Stream = __lanes
+                    .get(__instance.decl)
+                    .and_then(|lanes| lanes.get(__instance.lane))
+                    .ok_or_else(|| #rt::internal(#name, "a stage's stream was not created"))?;
+                let __refs: &[#rt::Ref] = &__instance.refs;
+                let mut __deps: ::std::vec::Vec<#rt::GraphNode> = ::std::vec::Vec::new();
+                for &__before in __plan.graph_before.get(__planned.stage.0).into_iter().flatten() {
+                    __deps.extend(__sinks.get(__before).into_iter().flatten().copied());
+                }
+                let __result: #rt::Result<::std::vec::Vec<#rt::GraphNode>> =
+                    (|| -> #rt::Result<::std::vec::Vec<#rt::GraphNode>> {
+                        let mut __tail: ::std::vec::Vec<#rt::GraphNode> = __deps.clone();
+                        match __instance.template {
+                            #(#arms)*
+                            _ => return ::core::result::Result::Err(#rt::internal(#name, "an unknown stage")),
+                        }
+                        ::core::result::Result::Ok(__tail)
+                    })();
+                let __own = __result.map_err(|e| #rt::stage_error(#name, __instance.name, e))?;
+                let __position = __position as u32 + 1;
+                if let ::core::option::Option::Some(__op) = __progress.mark_op(__instance.stream, __position) {
+                    let mut __mark_deps = __own.clone();
+                    if let ::core::option::Option::Some(__previous) =
+                        __marks.get(__instance.stream).copied().flatten().or(__reset)
+                    {
+                        __mark_deps.push(__previous);
+                    }
+                    let __mark = __graph.add_mem_op_node(&__mark_deps, &[__op])?;
+                    if let ::core::option::Option::Some(__slot) = __marks.get_mut(__instance.stream) {
+                        *__slot = ::core::option::Option::Some(__mark);
+                    }
+                }
+                if let ::core::option::Option::Some(__slot) = __sinks.get_mut(__planned.stage.0) {
+                    *__slot = __own;
+                }
+            }
             let __exec = __graph.instantiate()?;
-            ::core::result::Result::Ok((__graph, __exec, __nodes))
+            ::core::result::Result::Ok(#rt::Captured { exec: __exec, nodes: __nodes, plan: __plan, graph: __graph })
         }
     }
 }
@@ -176,6 +231,8 @@ fn statement_node(
     stage: &Stage<'_>,
     statement: &Statement<'_>,
     target: Target,
+    slots: &[Option<usize>],
+    kept: Option<&LaunchSite<'_>>,
 ) -> TokenStream {
     let rt = rt();
     let recv = target.receiver();
@@ -189,28 +246,66 @@ fn statement_node(
         } => {
             let device = pipeline.streams[stage.stream.0].device;
             let field = format_ident!("{}", super::names::kernel_field_name(*kernel, device));
-            let (config, args) =
-                launch_parts(pipeline, source, *kernel, args, Retype::Assert, None);
+            let (config, args) = launch_parts(
+                pipeline,
+                source,
+                *kernel,
+                args,
+                Retype::Assert,
+                slots,
+                kept.is_some(),
+            );
+            let take = kept.map(|site| bounds::take_kept(pipeline, site));
             // Only top-level launches are nodes the setters update in place.
             let push = (target == Target::Graph).then(|| quote!(__nodes.push(__node);));
             quote! {
-                let __node = #recv.add_kernel_node(&__tail, &__kernels.#field, #config, #args)?;
-                __tail = ::std::vec![__node.node()];
-                #push
+                {
+                    #take
+                    let __node = #recv.add_kernel_node(&__tail, &__kernels.#field, #config, #args)?;
+                    __tail = ::std::vec![__node.node()];
+                    #push
+                }
             }
         }
         StatementKind::Copy { source, src, dst } => {
-            let dst_tokens = retyped_mut(pipeline, *dst, pipeline.buffers[src.0].elem, &source.dst);
-            let src = buffer(src);
-            quote!(__tail = ::std::vec![#rt::copy_node(#sink, &__tail, &*#src, #dst_tokens)?];)
+            let (src_slot, dst_slot) = (
+                slots.first().copied().flatten(),
+                slots.get(1).copied().flatten(),
+            );
+            if src_slot.is_none() && dst_slot.is_none() {
+                let dst_tokens = super::step::retyped_mut(
+                    pipeline,
+                    *dst,
+                    pipeline.buffers[src.0].elem,
+                    &source.dst,
+                );
+                let src = buffer(src);
+                return quote!(__tail = ::std::vec![#rt::copy_node(#sink, &__tail, &*#src, #dst_tokens)?];);
+            }
+            let (src, dst) = copy_ends(pipeline, *src, src_slot, *dst, dst_slot);
+            let copy_node = rt_fn(source.keyword.span, "copy_node");
+            quote!(__tail = ::std::vec![#copy_node(#sink, &__tail, #src, #dst)?];)
         }
         StatementKind::Fill { source, dst } => {
-            let dst = buffer(dst);
             let value = &source.value;
-            let fill_value = rt_fn(source.keyword.span, "fill_value");
-            quote! {
-                let __value = #fill_value(&*#dst, #value);
-                __tail = ::std::vec![#rt::fill_node(#sink, &__tail, &mut *#dst, __value)?];
+            match slots.first().copied().flatten() {
+                None => {
+                    let dst = buffer(dst);
+                    let fill_value = rt_fn(source.keyword.span, "fill_value");
+                    quote! {
+                        let __value = #fill_value(&*#dst, #value);
+                        __tail = ::std::vec![#rt::fill_node(#sink, &__tail, &mut *#dst, __value)?];
+                    }
+                }
+                Some(slot) => {
+                    let dst = subscripted(pipeline, *dst, Mode::Write, Some(slot));
+                    let fill_value = rt_fn(source.keyword.span, "fill_view_value");
+                    quote! {
+                        let mut __dst = #dst;
+                        let __value = #fill_value(&__dst, #value);
+                        __tail = ::std::vec![#rt::fill_node(#sink, &__tail, &mut __dst, __value)?];
+                    }
+                }
             }
         }
         StatementKind::Wait {
@@ -240,14 +335,26 @@ fn statement_node(
                 __tail = ::std::vec![#rt::write_flag_node(&mut __graph, &__tail, &*#flag, __value)?];
             }
         }
+        StatementKind::Host { source } if source.closure.inputs.is_empty() => {
+            let clones = host_clones(pipeline, stage, source);
+            let mut closure = source.closure.clone();
+            closure.capture = Some(<syn::Token![move]>::default());
+            quote_spanned! {source.closure.span()=>
+                {
+                    #(#clones)*
+                    __tail = ::std::vec![#rt::host_node(&mut __graph, &__tail, #closure)?];
+                }
+            }
+        }
+        // A closure that receives buffers stages them through host memory the stream's
+        // operations keep: captured from the stream, as an eager step enqueues it.
         StatementKind::Host { source } => {
-            let closure = &source.closure;
-            quote_spanned!(closure.span()=> __tail = ::std::vec![#rt::host_node(&mut __graph, &__tail, #closure)?];)
+            captured_into_graph(&host_tokens(pipeline, stage, source))
         }
         StatementKind::Call { source, args } => {
             captured_into_graph(&call_tokens(pipeline, stage, source, args))
         }
-        StatementKind::Control(control) => control_node(pipeline, stage, control, target),
+        StatementKind::Control(control) => control_node(pipeline, stage, control, target, slots),
         // Grouped with their neighbours by `collective::stage_statements`; `check` keeps them
         // out of `while`/`if` bodies.
         StatementKind::Comm { .. } => quote!(),
@@ -255,7 +362,7 @@ fn statement_node(
 }
 
 /// Work that enqueues on `__stream`, captured into the graph being built after `__tail`
-/// (`call` statements and communication groups).
+/// (`call` statements, communication groups, host closures that receive buffers).
 fn captured_into_graph(work: &TokenStream) -> TokenStream {
     let rt = rt();
     quote! {
@@ -274,6 +381,7 @@ fn control_node(
     stage: &Stage<'_>,
     control: &Control<'_>,
     target: Target,
+    slots: &[Option<usize>],
 ) -> TokenStream {
     let rt = rt();
     let recv = target.receiver();
@@ -293,7 +401,10 @@ fn control_node(
     let body: Vec<TokenStream> = control
         .body
         .iter()
-        .map(|statement| statement_node(pipeline, stage, statement, Target::Body))
+        .zip(body_slots(control, slots))
+        .map(|(statement, slots)| {
+            statement_node(pipeline, stage, statement, Target::Body, slots, None)
+        })
         .collect();
     let body = quote! {
         |__body: &mut #rt::GraphBody<'_>| -> #rt::Result<()> {
@@ -325,22 +436,22 @@ fn captured_step_fn(names: &Names) -> TokenStream {
     let rt = rt();
     let params_ty = names.params_ty(quote!('_));
     quote! {
-        /// Prepares the scratch buffers, records one step from the origin stream and
-        /// instantiates it, with its kernel nodes in launch order.
-        fn __capture(
-            &mut self,
-            params: &mut #params_ty,
-        ) -> #rt::Result<(#rt::Graph, #rt::GraphExec, ::std::vec::Vec<#rt::KernelNode>)> {
+        /// Prepares the scratch buffers and streams, plans one step of kind `kind`, records
+        /// it from the origin stream and instantiates it, with its kernel nodes in launch
+        /// order.
+        fn __capture(&mut self, kind: usize, params: &mut #params_ty) -> #rt::Result<#rt::Captured> {
             self.__prepare(params)?;
-            self.__origin().begin_capture(#rt::CaptureMode::ThreadLocal)?;
-            let enqueued = self.__enqueue(params, ::core::option::Option::None);
+            let plan = self.__plan(kind, params)?;
+            self.__origin()?.begin_capture(#rt::CaptureMode::ThreadLocal)?;
+            let enqueued = self.__enqueue(params, &plan, #rt::StepMode::Closed, ::core::option::Option::None);
             // The capture always ends, also when enqueueing failed.
-            let graph = self.__origin().end_capture();
+            let graph = self.__origin()?.end_capture();
             enqueued?;
             let graph = graph?;
             let exec = graph.instantiate()?;
             let nodes = #rt::kernel_nodes_in_launch_order(&graph)?;
-            ::core::result::Result::Ok((graph, exec, nodes))
+            self.__last = ::core::option::Option::Some(plan.clone());
+            ::core::result::Result::Ok(#rt::Captured { exec, nodes, plan, graph })
         }
     }
 }

@@ -62,14 +62,14 @@ pub fn struct_fields(pipeline: &Pipeline<'_>) -> TokenStream {
     fields
 }
 
-/// Their initial values in `new` (where `ctx` is the context).
-pub fn field_inits(pipeline: &Pipeline<'_>) -> TokenStream {
+/// Their initial values in `new` (`ctx` names the origin's context there).
+pub fn field_inits(pipeline: &Pipeline<'_>, ctx: &syn::Ident) -> TokenStream {
     let rt = rt();
     let mut inits = TokenStream::new();
     if uses_step(pipeline) {
         inits.extend(quote! {
             __steps: 0,
-            __step_word: #rt::FlagCell::new(ctx, 0u32)?,
+            __step_word: #rt::FlagCell::new(#ctx, 0u32)?,
         });
     }
     if uses_device_condition(pipeline) {
@@ -113,7 +113,7 @@ pub fn eager_step_end(pipeline: &Pipeline<'_>) -> TokenStream {
 pub fn before_replay(pipeline: &Pipeline<'_>) -> TokenStream {
     if uses_step(pipeline) {
         quote! {
-            let __origin = self.pipeline.__origin();
+            let __origin = self.pipeline.__origin()?;
             __origin.write_value_32(&self.pipeline.__step_word, self.pipeline.__steps as u32)?;
         }
     } else {

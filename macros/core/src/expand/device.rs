@@ -51,11 +51,6 @@ pub fn kernel_instances(pipeline: &Pipeline<'_>) -> Vec<(KernelId, usize)> {
         .collect()
 }
 
-/// The device of the stream stage `stage` runs on.
-pub fn stage_device(pipeline: &Pipeline<'_>, stage: usize) -> usize {
-    pipeline.streams[pipeline.stages[stage].stream.0].device
-}
-
 /// The pairs of devices that a `copy` goes between (each pair once, lower device first).
 fn peer_pairs(pipeline: &Pipeline<'_>) -> BTreeSet<(usize, usize)> {
     let mut pairs = BTreeSet::new();
@@ -114,12 +109,6 @@ pub fn new_fn(
         let (a, b) = (ctx_of(a), ctx_of(b));
         quote!(#rt::enable_peer_access(#a, #b)?;)
     });
-    let event_devices = pipeline.events.iter().map(|&stage| {
-        let ctx = ctx_of(stage_device(pipeline, stage.0));
-        quote!(#ctx)
-    });
-    let event_count = pipeline.events.len();
-    let stream_devices = pipeline.streams.iter().map(|s| ctx_of(s.device));
     let scratch_inits = pipeline.buffers.iter().filter(|b| b.scratch).map(|b| {
         let field = names.scratch_field(b.ident);
         if b.memory == Memory::Flag {
@@ -130,12 +119,15 @@ pub fn new_fn(
             quote!(#field: ::core::option::Option::None)
         }
     });
+    let kinds = pipeline.kinds.len();
+    let control_inits = super::control::field_inits(pipeline, origin);
     let doc = format!(
         "Creates the pipeline on its devices ({}), one context each, in the order \
          `devices {{ ... }}` declares them: each stream, event and scratch buffer on its own \
          device, its kernels loaded where they run, and peer access enabled between the \
          devices it copies between (where the topology allows; the driver stages the copies \
-         otherwise).",
+         otherwise). The streams of a stream array sized by a param are created before its \
+         first step.",
         pipeline
             .devices
             .iter()
@@ -152,12 +144,15 @@ pub fn new_fn(
             ::core::result::Result::Ok(Self {
                 __ctx: #origin.clone(),
                 __devices: [#(#params.clone()),*],
-                #(#stream_inits,)*
+                __lanes: ::std::vec![#(#stream_inits),*],
                 __fork: #rt::Event::with_flags(#origin, #rt::EventFlags::ORDERING)?,
-                __progress: #rt::Progress::on_devices(#origin, &[#(#stream_devices),*])?,
-                __events: #rt::events_on::<#event_count>([#(#event_devices),*])?,
+                __progress: #rt::Progress::new(#origin, 0)?,
+                __events: (0..#device_count).map(|_| ::std::vec::Vec::new()).collect(),
+                __plans: ::std::vec![::core::option::Option::None; #kinds],
+                __last: ::core::option::Option::None,
                 __kernels: #kernels_ty { #(#kernel_inits,)* },
                 #(#scratch_inits,)*
+                #control_inits
             })
         }
 
@@ -177,17 +172,25 @@ pub fn module_var(m: usize, d: usize) -> Ident {
     }
 }
 
-/// The profiler of one step: its events on each stage's device.
+/// The profiler of one step of `plan` (in `profile`): its events on each stage instance's
+/// device.
 pub fn profiler(pipeline: &Pipeline<'_>) -> TokenStream {
     let rt = rt();
     if !is_multi(pipeline) {
-        return quote!(#rt::Profiler::new(&self.__ctx, Self::__STAGE_SITES.len())?);
+        return quote!(#rt::Profiler::new(&self.__ctx, plan.closed.stages.len())?);
     }
-    let stages = pipeline.order.iter().map(|&stage| {
-        let d = stage_device(pipeline, stage.0);
-        quote!(&self.__devices[#d])
-    });
-    quote!(#rt::Profiler::on_devices(&self.__ctx, &[#(#stages),*])?)
+    quote! {{
+        let mut __devices: ::std::vec::Vec<&#rt::Context> = ::std::vec::Vec::new();
+        for __planned in &plan.closed.stages {
+            let __ctx = plan
+                .instances
+                .get(__planned.stage.0)
+                .and_then(|i| self.__lanes.get(i.decl).and_then(|lanes| lanes.get(i.lane)))
+                .map_or(&self.__ctx, |stream| stream.context());
+            __devices.push(__ctx);
+        }
+        #rt::Profiler::on_devices(&self.__ctx, &__devices)?
+    }}
 }
 
 /// The context scratch buffer `b`'s memory is allocated in.

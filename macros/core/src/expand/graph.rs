@@ -1,20 +1,39 @@
-//! `PGraph<'a>`: the captured step, an instantiated graph that borrows the step's params for
-//! its whole life, replays with `launch`, and updates scalar params in place with typed
-//! setters.
+//! `PGraph<'a>`: the captured steps, instantiated graphs that borrow the step's params for
+//! their whole life; `launch` replays one, typed setters update scalar params, `swap_a_b`
+//! exchanges two buffer params between replays, and `window` hands out the pinned buffers
+//! between replays (`PWindow`).
+//!
+//! The graph keeps one instantiation per kind of step and arrangement of the swapped buffers
+//! (`kind << swaps | swapped`), built when first needed: a swap then costs nothing at replay
+//! time, as two hand-made graphs (one per parity) would.
+//!
+//! Setters and instantiations: an in-place setter checks the bounds of the launches it feeds
+//! at once, against the current arrangement's plans (a refusal changes nothing), and marks the
+//! scalar stale in every instantiation; each instantiation then updates its stale kernel nodes,
+//! each once, in one batch (`GraphExec::kernel_updates`), when it is next launched (or at
+//! `apply_updates`, for the current arrangement). An instantiation is only ever updated while
+//! the params are in its own arrangement, so its nodes always get the buffers they were built
+//! with. A swap checks the bounds of every launch in the new arrangement before it takes
+//! effect, so whatever arrangement is current satisfies its kernels' bounds. A setter whose
+//! scalar a replay cannot update in place (a fill value, a loop bound, a scratch length, ...)
+//! builds the current arrangement again and drops the others (built again when swapped to);
+//! when that fails, the graph keeps its instantiations and the scalar its previous value.
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
 use syn::Ident;
 
-use super::bounds::{self, LaunchSite, launch_sites};
+use super::bounds::{self, Keep, LaunchSite, launch_sites};
+use super::instance::{ref_slots, stage_header};
 use super::launch::{Retype, launch_parts};
+use super::names::suffix;
 use super::names::{Names, rt, rt_fn};
-use super::step::bindings;
+use super::step::{bindings, used_scalars};
 use crate::ast;
-use crate::lower::{Pipeline, ScalarId, StatementKind};
+use crate::lower::{Memory, Pipeline, ScalarId, StatementKind};
 
 /// What a replayed graph cannot update in place that reads `scalar`, in words: "`fill x` in
-/// stage `a`", "the length of scratch buffer `acc`".
+/// stage `a`", "the length of scratch buffer `acc`", "the shape of the step".
 fn fixed_uses(pipeline: &Pipeline<'_>, scalar: ScalarId) -> Vec<String> {
     let mut uses = Vec::new();
     for stage in &pipeline.stages {
@@ -45,6 +64,12 @@ fn fixed_uses(pipeline: &Pipeline<'_>, scalar: ScalarId) -> Vec<String> {
             uses.push(format!("the length of scratch buffer `{}`", buffer.name));
         }
     }
+    if pipeline.structural.contains(&scalar) {
+        uses.push(
+            "the shape of the step (a loop bound, a `let`, a stream index or a buffer subscript)"
+                .to_owned(),
+        );
+    }
     uses
 }
 
@@ -56,162 +81,378 @@ pub fn graph_struct(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
     let name = &input.name;
     let graph = &names.graph;
     let params_ty = names.params_ty(quote!('a));
-    let launches = launch_count(pipeline);
+    let scalars = pipeline.scalars.len();
     let doc = format!(
-        "One step of [`{name}`] captured as a graph and instantiated: [`{graph}::launch`] replays \
-         it. It borrows the step's params for its whole life; dropping it waits for the launches \
-         in flight. Scalar params the step reads have `set_<name>` setters; those that update \
-         kernel nodes in place apply together at the next launch."
+        "Steps of [`{name}`] captured as graphs and instantiated: [`{graph}::launch`] replays \
+         one. It borrows the step's params for its whole life; dropping it waits for the \
+         launches in flight. Between launches, [`{graph}::window`] waits for them and hands \
+         out the pinned buffers; scalar params the step reads have `set_<name>` setters (those \
+         that update kernel nodes in place apply together at the next launch), and each \
+         `swap(a, b)` a `swap_a_b`."
     );
     quote! {
         #[doc = #doc]
         #vis struct #graph<'a> {
             pipeline: &'a mut #name,
             params: #params_ty,
-            exec: #rt::GraphExec,
-            nodes: ::std::vec::Vec<#rt::KernelNode>,
-            _graph: #rt::Graph,
-            /// Per kernel node, in launch order: whether a setter changed a scalar it reads
-            /// since the node was last updated.
-            stale: [bool; #launches],
+            /// One per kind of step and arrangement of the swapped buffers.
+            execs: ::std::vec::Vec<::core::option::Option<#rt::Captured>>,
+            /// Per instantiation, per scalar param: whether a setter changed it since the
+            /// instantiation's kernel nodes were last updated.
+            stale: ::std::vec::Vec<[bool; #scalars]>,
+            /// Bit `k` set: the buffers of the `k`-th `swap` are exchanged.
+            swapped: usize,
         }
     }
 }
 
-/// How many kernel nodes the step's graph has: one per launch statement.
-pub fn launch_count(pipeline: &Pipeline<'_>) -> usize {
-    launch_sites(pipeline).len()
-}
-
-/// `launch`, `synchronize`, the accessors and the setters.
+/// `launch`, `synchronize`, `window`, the accessors, the setters and the swaps.
 pub fn graph_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
     let rt = rt();
     let graph = &names.graph;
+    let window = &names.window;
     let params_ty = names.params_ty(quote!('a));
+    let name = &pipeline.input.name;
     let name_str = pipeline.name.as_str();
+    let scalars = pipeline.scalars.len();
     let sites = launch_sites(pipeline);
     let before_replay = super::control::before_replay(pipeline);
     let after_replay = super::control::after_replay(pipeline);
-    let setters =
-        (0..pipeline.scalars.len()).map(|id| setter(pipeline, names, &sites, ScalarId(id)));
-    let apply = apply_fn(pipeline, names, &sites);
-    quote! {
-        impl<'a> #graph<'a> {
-            /// Enqueues one replay of the step on the pipeline's origin stream, after applying
-            /// the setters called since the last launch.
-            pub fn launch(&mut self) -> #rt::Result<()> {
-                self.apply_updates()?;
-                // The step's graph begins by resetting the progress marks itself.
+    let launches = pipeline.kinds.iter().enumerate().map(|(k, kind)| {
+        let launch = format_ident!("launch{}", suffix(kind));
+        let what = match kind.decl {
+            Some(step) => format!("step `{}`", step.name),
+            None => "the step".to_owned(),
+        };
+        let doc = format!(
+            "Enqueues one replay of {what} on the pipeline's origin stream, after applying \
+             the setters called since its last launch."
+        );
+        quote! {
+            #[doc = #doc]
+            pub fn #launch(&mut self) -> #rt::Result<()> {
+                let index = (#k << #name::__SWAPS) | self.swapped;
+                self.__apply(index)?;
+                let captured = self
+                    .execs
+                    .get(index)
+                    .and_then(::core::option::Option::as_ref)
+                    .ok_or_else(|| #rt::internal(#name_str, "a kind of step was not captured"))?;
+                let current = match &self.pipeline.__last {
+                    ::core::option::Option::Some(plan) => ::std::sync::Arc::ptr_eq(plan, &captured.plan),
+                    ::core::option::Option::None => false,
+                };
+                if !current {
+                    self.pipeline.__last = ::core::option::Option::Some(captured.plan.clone());
+                }
+                // The captured step begins by resetting the progress marks itself.
                 let __replay = || -> #rt::Result<()> {
                     #before_replay
-                    self.exec.launch(self.pipeline.__origin())
+                    captured.exec.launch(self.pipeline.__origin()?)
                 };
                 __replay().map_err(|e| #rt::step_error(#name_str, e))?;
                 #after_replay
                 ::core::result::Result::Ok(())
             }
+        }
+    });
+    let setters =
+        (0..pipeline.scalars.len()).map(|id| setter(pipeline, names, &sites, ScalarId(id)));
+    let swaps = pipeline.swaps.iter().enumerate().map(|(k, (a, b))| {
+        let (a, b) = (pipeline.buffers[a.0].ident, pipeline.buffers[b.0].ident);
+        let swap = format_ident!("swap_{}_{}", a, b, span = a.span());
+        let doc = format!(
+            "Exchanges `{a}` and `{b}` for the following launches: the step then reads and \
+             writes `{b}` where it declares `{a}`, and the other way round, as a ping-pong \
+             solver swaps its grids. The first time each arrangement is needed, the step is \
+             built for it (and kept); after that a swap costs a check of the kernels' bounds \
+             in the new arrangement, which refuses it (changing nothing) where a bound breaks. \
+             Both buffers stay borrowed by the graph, so neither is freed or aliased while a \
+             launch may use it; [`params`](Self::params) shows the current arrangement."
+        );
+        quote! {
+            #[doc = #doc]
+            pub fn #swap(&mut self) -> #rt::Result<()> {
+                ::core::mem::swap(&mut self.params.#a, &mut self.params.#b);
+                self.swapped ^= 1 << #k;
+                if let ::core::result::Result::Err(e) = self.__arrange() {
+                    ::core::mem::swap(&mut self.params.#a, &mut self.params.#b);
+                    self.swapped ^= 1 << #k;
+                    return ::core::result::Result::Err(e);
+                }
+                ::core::result::Result::Ok(())
+            }
+        }
+    });
+    let apply = apply_fn(pipeline, names, &sites);
+    let arrange = arrange_fn(pipeline, names, &sites);
+    quote! {
+        impl<'a> #graph<'a> {
+            #(#launches)*
 
             /// Blocks until every launch so far has finished. A device `while` loop that
             /// stopped at its maximum iteration count in one of them is an
             /// `Error::IterationLimit` here.
             pub fn synchronize(&self) -> #rt::Result<()> {
-                self.pipeline.__wait()?;
-                self.exec.check_loops().map_err(|e| #rt::step_error(#name_str, e))
+                self.pipeline.__wait_origin()?;
+                for captured in self.execs.iter().flatten() {
+                    captured.exec.check_loops().map_err(|e| #rt::step_error(#name_str, e))?;
+                }
+                ::core::result::Result::Ok(())
             }
 
-            /// The number of edges of the step's graph (see `GRAPH_EDGES` on the pipeline).
-            pub fn edge_count(&self) -> #rt::Result<usize> {
-                self._graph.edge_count()
+            /// Waits for every launch so far, then hands out the graph's pinned buffers (`&mut`
+            /// for those declared `&mut`, to write the next replay's input; `&` for all, to
+            /// read the last replay's output) until the window's own `launch` replays the step
+            /// again. While the window lives nothing can launch the graph; its slices block
+            /// launches and wait for device work on their own, so nothing can touch memory a
+            /// replay may still use.
+            pub fn window(&mut self) -> #rt::Result<#window<'_, 'a>> {
+                self.synchronize()?;
+                ::core::result::Result::Ok(#window { graph: self })
             }
 
-            /// The params the graph was captured with (scalars as last set).
+            /// The params the graph was captured with (scalars as last set, swapped buffers as
+            /// currently arranged).
             pub fn params(&self) -> &#params_ty {
                 &self.params
             }
 
-            /// The instantiated graph.
-            pub fn exec(&self) -> &#rt::GraphExec {
-                &self.exec
+            /// The instantiated graph of the (first kind of) step in the current arrangement.
+            pub fn exec(&self) -> ::core::option::Option<&#rt::GraphExec> {
+                self.execs
+                    .get(self.swapped)
+                    .and_then(::core::option::Option::as_ref)
+                    .map(|captured| &captured.exec)
             }
 
-            /// The number of nodes in the captured graph.
+            /// The number of nodes in the graph of the (first kind of) step in the current
+            /// arrangement.
             pub fn node_count(&self) -> #rt::Result<usize> {
-                self._graph.node_count()
+                match self.execs.get(self.swapped).and_then(::core::option::Option::as_ref) {
+                    ::core::option::Option::Some(captured) => captured.graph.node_count(),
+                    ::core::option::Option::None => ::core::result::Result::Ok(0),
+                }
             }
+
+            /// The number of edges in the graph of the (first kind of) step in the current
+            /// arrangement (see `GRAPH_EDGES` on the pipeline, where the shape is fixed).
+            pub fn edge_count(&self) -> #rt::Result<usize> {
+                match self.execs.get(self.swapped).and_then(::core::option::Option::as_ref) {
+                    ::core::option::Option::Some(captured) => captured.graph.edge_count(),
+                    ::core::option::Option::None => ::core::result::Result::Ok(0),
+                }
+            }
+
+            /// Applies the in-place setters called since the last launch to every kind of
+            /// step in the current arrangement (each `launch` does this for its own): each
+            /// kernel node that reads a changed scalar is updated once, in one batch (see
+            /// `GraphExec::kernel_updates`). The setters checked the kernels' bounds already;
+            /// an error names the pipeline and leaves what failed pending.
+            pub fn apply_updates(&mut self) -> #rt::Result<()> {
+                for kind in 0..#name::__KINDS {
+                    self.__apply((kind << #name::__SWAPS) | self.swapped)?;
+                }
+                ::core::result::Result::Ok(())
+            }
+
+            #(#swaps)*
+
+            #(#setters)*
 
             #apply
 
-            #(#setters)*
+            #arrange
+
+            /// Builds every kind of step in the current arrangement that is not yet.
+            fn __ensure_captured(&mut self) -> #rt::Result<()> {
+                for kind in 0..#name::__KINDS {
+                    let index = (kind << #name::__SWAPS) | self.swapped;
+                    if self.execs.get(index).is_some_and(::core::option::Option::is_none) {
+                        let captured = self.pipeline.__capture(kind, &mut self.params)?;
+                        self.execs[index] = ::core::option::Option::Some(captured);
+                        // Built with every current value.
+                        self.stale[index] = [false; #scalars];
+                    }
+                }
+                ::core::result::Result::Ok(())
+            }
+
+            /// Builds every kind of step in the current arrangement again (after the launches
+            /// in flight) and drops the other arrangements' instantiations; when a kind
+            /// cannot be built, keeps the instantiations as they were.
+            fn __recapture(&mut self) -> #rt::Result<()> {
+                self.pipeline.__wait()?;
+                let mut fresh = ::std::vec::Vec::with_capacity(#name::__KINDS);
+                for kind in 0..#name::__KINDS {
+                    fresh.push(self.pipeline.__capture(kind, &mut self.params)?);
+                }
+                for slot in &mut self.execs {
+                    *slot = ::core::option::Option::None;
+                }
+                for (kind, captured) in fresh.into_iter().enumerate() {
+                    self.execs[(kind << #name::__SWAPS) | self.swapped] =
+                        ::core::option::Option::Some(captured);
+                }
+                for stale in &mut self.stale {
+                    *stale = [false; #scalars];
+                }
+                ::core::result::Result::Ok(())
+            }
         }
     }
 }
 
-/// `apply_updates`: the in-place setters' changes, applied to the executable graph in one
-/// batch that touches each stale kernel node once.
+/// `__apply(index)`: the in-place setters' changes, applied to instantiation `index` (which
+/// must be the current arrangement's) in one batch that touches each stale kernel node once.
+/// The walk over the plan numbers the top-level launches as the graph's kernel nodes are.
 fn apply_fn(pipeline: &Pipeline<'_>, names: &Names, sites: &[LaunchSite<'_>]) -> TokenStream {
     let rt = rt();
     let name = &pipeline.input.name;
     let name_str = pipeline.name.as_str();
-    let launches = sites.len();
+    let scalars = pipeline.scalars.len();
     let scratch_fields: Vec<Ident> = pipeline
         .buffers
         .iter()
         .filter(|b| b.scratch)
         .map(|b| names.scratch_field(b.ident))
         .collect();
-    let bind = bindings(pipeline, names, &quote!(__p));
-    let updates = sites
-        .iter()
-        .filter(|site| !site.scalars.is_empty())
-        .map(|site| {
+    let bind = bindings(pipeline, names, &quote!(__p), &used_scalars(pipeline, true));
+    let arms = pipeline.stages.iter().enumerate().filter_map(|(t, stage)| {
+        let stage_sites: Vec<&LaunchSite<'_>> =
+            sites.iter().filter(|site| site.stage.0 == t).collect();
+        if stage_sites.is_empty() {
+            return None;
+        }
+        let slots = ref_slots(stage);
+        let updates = stage_sites.iter().map(|site| {
+            if site.scalars.is_empty() {
+                return quote!(__node += 1;);
+            }
             let (config, args) = launch_parts(
                 pipeline,
                 site.source,
                 site.kernel,
                 site.args,
                 Retype::Cast,
-                None,
+                &slots[site.statement],
+                false,
             );
             let kernel = format_ident!(
                 "{}",
                 super::names::kernel_field_name(site.kernel, site.device)
             );
-            let index = site.index;
+            let stale = site.scalars.iter().map(|id| id.0);
             quote! {
-                if __stale[#index] {
-                    __updates.set(&__nodes[#index], &__kernels.#kernel, #config, #args)
+                if #(__stale[#stale])||* {
+                    let __kernel_node = __nodes
+                        .get(__node)
+                        .ok_or_else(|| #rt::internal(#name_str, "a launch has no kernel node"))?;
+                    __updates.set(__kernel_node, &__kernels.#kernel, #config, #args)
                         .map_err(|e| #rt::step_error(#name_str, e))?;
                 }
+                __node += 1;
             }
         });
+        let header = stage_header(pipeline, stage);
+        Some(quote!(#t => { #header #(#updates)* }))
+    });
     quote! {
-        /// Applies the in-place setters called since the last launch (which does this
-        /// itself): each kernel node that reads a changed scalar is updated once, in one batch
-        /// (see `GraphExec::kernel_updates`). The setters checked the kernels' bounds already;
-        /// an error names the pipeline and leaves what failed pending.
-        #[allow(unused_variables, clippy::all)]
-        pub fn apply_updates(&mut self) -> #rt::Result<()> {
-            if !self.stale.contains(&true) {
+        #[allow(unused_variables, unused_braces, clippy::all)]
+        fn __apply(&mut self, __index: usize) -> #rt::Result<()> {
+            let Self { pipeline, params: __p, execs: __execs, stale: __all_stale, .. } = self;
+            let ::core::option::Option::Some(__stale) = __all_stale.get_mut(__index) else {
+                return ::core::result::Result::Ok(());
+            };
+            if !__stale.contains(&true) {
                 return ::core::result::Result::Ok(());
             }
+            let ::core::option::Option::Some(__captured) =
+                __execs.get_mut(__index).and_then(::core::option::Option::as_mut)
+            else {
+                return ::core::result::Result::Ok(());
+            };
             {
-                let Self { pipeline, params: __p, exec: __exec, nodes: __nodes, stale: __stale, .. } = self;
+                let __stale: &[bool; #scalars] = __stale;
                 let #name { __kernels, #(#scratch_fields,)* .. } = &mut **pipeline;
                 #bind
+                let #rt::Captured { exec: __exec, nodes: __nodes, plan: __plan, .. } = __captured;
                 let mut __updates = __exec.kernel_updates().map_err(|e| #rt::step_error(#name_str, e))?;
-                #(#updates)*
+                let mut __node = 0usize;
+                for __planned in &__plan.closed.stages {
+                    let __instance = __plan
+                        .instances
+                        .get(__planned.stage.0)
+                        .ok_or_else(|| #rt::internal(#name_str, "a planned stage is not described"))?;
+                    let __refs: &[#rt::Ref] = &__instance.refs;
+                    match __instance.template {
+                        #(#arms)*
+                        _ => {}
+                    }
+                }
             }
-            self.stale = [false; #launches];
+            *__stale = [false; #scalars];
+            ::core::result::Result::Ok(())
+        }
+    }
+}
+
+/// `__arrange`: after a swap, makes the current arrangement ready to launch: built where it is
+/// not yet (the build checks the bounds), and otherwise every bounded launch of every kind
+/// checked against the swapped buffers.
+fn arrange_fn(pipeline: &Pipeline<'_>, names: &Names, sites: &[LaunchSite<'_>]) -> TokenStream {
+    let rt = rt();
+    let name = &pipeline.input.name;
+    let scratch_fields: Vec<Ident> = pipeline
+        .buffers
+        .iter()
+        .filter(|b| b.scratch)
+        .map(|b| names.scratch_field(b.ident))
+        .collect();
+    let bounded: Vec<&LaunchSite<'_>> = sites
+        .iter()
+        .filter(|site| bounds::bounded(pipeline, site.kernel))
+        .collect();
+    if pipeline.swaps.is_empty() {
+        return TokenStream::new();
+    }
+    let bind = bindings(pipeline, names, &quote!(__p), &used_scalars(pipeline, true));
+    let checks = bounds::check_walk(
+        pipeline,
+        &bounded,
+        &quote!(__plan),
+        &quote!(&__plan.closed),
+        &quote!(return ::core::result::Result::Err(__refusal);),
+        Keep::No,
+    );
+    quote! {
+        #[allow(unused_variables, unused_braces, clippy::all)]
+        fn __arrange(&mut self) -> #rt::Result<()> {
+            self.__ensure_captured()?;
+            let Self { pipeline, params: __p, execs: __execs, swapped: __swapped, .. } = self;
+            let #name { __kernels, #(#scratch_fields,)* .. } = &mut **pipeline;
+            #bind
+            for __kind in 0..#name::__KINDS {
+                let ::core::option::Option::Some(__captured) = __execs
+                    .get((__kind << #name::__SWAPS) | *__swapped)
+                    .and_then(::core::option::Option::as_ref)
+                else {
+                    continue;
+                };
+                let __plan: &#rt::StepPlan = &__captured.plan;
+                #checks
+            }
             ::core::result::Result::Ok(())
         }
     }
 }
 
 /// `set_<scalar>`. A scalar that only kernel launches read is checked against the kernels'
-/// bounds at once and updated in place in their kernel nodes at the next launch; one that anything else reads (a fill value, a flag value, a host closure, a called
-/// function, a scratch length) is baked into nodes a replay cannot change, so its setter
-/// captures the step again; the setter of a scalar nothing reads is a compile error that says
-/// so.
+/// bounds at once and marked stale in every instantiation, which updates its kernel nodes in
+/// place at its next launch; one that anything else reads (a fill value, a flag value, a host
+/// closure, a called function, a scratch length, the shape of the step) is baked into nodes a
+/// replay cannot change, so its setter builds the step again; the setter of a scalar nothing
+/// reads is a compile error that says so.
 fn setter(
     pipeline: &Pipeline<'_>,
     names: &Names,
@@ -225,14 +466,13 @@ fn setter(
     let ty = &param.ty;
     let setter = format_ident!("set_{}", param.name, span = param.name.span());
     let affected: Vec<&LaunchSite<'_>> = sites.iter().filter(|s| s.scalars.contains(&id)).collect();
-    let launches = sites.len();
     let fixed = fixed_uses(pipeline, id);
     if !fixed.is_empty() {
         let doc = format!(
-            "Sets `{}` and captures the step again: it also feeds {}, which a replayed graph \
+            "Sets `{}` and builds the step again: it also feeds {}, which a replayed graph \
              cannot update in place. Waits for the launches in flight first. If the new step \
-             cannot be captured (a kernel's bound refuses the value, say), the graph keeps \
-             its previous parameters and `{}` its previous value.",
+             cannot be built (a kernel's bound refuses the value, say), the graph keeps its \
+             previous instantiations and `{}` its previous value.",
             scalar.name,
             fixed.join(", "),
             scalar.name,
@@ -248,11 +488,11 @@ fn setter(
             .map(|b| names.scratch_field(b.ident))
             .collect();
         let recapture = if resized.is_empty() {
-            quote!(self.pipeline.__capture(&mut self.params))
+            quote!(self.__recapture())
         } else {
             quote! {{
                 let __kept = (#(self.pipeline.#resized.take(),)*);
-                let __captured = self.pipeline.__capture(&mut self.params);
+                let __captured = self.__recapture();
                 if __captured.is_err() {
                     (#(self.pipeline.#resized,)*) = __kept;
                 }
@@ -267,20 +507,11 @@ fn setter(
                     ::core::result::Result::Ok(()) => #recapture,
                     ::core::result::Result::Err(e) => ::core::result::Result::Err(e),
                 };
-                match __captured {
-                    ::core::result::Result::Ok((graph, exec, nodes)) => {
-                        self.exec = exec;
-                        self.nodes = nodes;
-                        self._graph = graph;
-                        // The new capture has every current value.
-                        self.stale = [false; #launches];
-                        ::core::result::Result::Ok(())
-                    }
-                    ::core::result::Result::Err(e) => {
-                        self.params.#field = __previous;
-                        ::core::result::Result::Err(e)
-                    }
+                if let ::core::result::Result::Err(e) = __captured {
+                    self.params.#field = __previous;
+                    return ::core::result::Result::Err(e);
                 }
+                ::core::result::Result::Ok(())
             }
         };
     }
@@ -307,48 +538,74 @@ fn setter(
         .filter(|b| b.scratch)
         .map(|b| names.scratch_field(b.ident))
         .collect();
-    let bind = bindings(pipeline, names, &quote!(__p));
-    // The bounds of every updated node are checked before any node changes; a refusal puts
-    // the previous value back.
-    let refused = quote! {
-        __p.#field = __previous;
-        return ::core::result::Result::Err(__refusal);
-    };
-    let bounded = |site: &LaunchSite<'_>| bounds::feeds_bound(pipeline, site, field);
-    let checks: Vec<TokenStream> = affected
+    // The bounds of every launch this scalar can break are checked, on every instance of the
+    // current arrangement's plans, before anything changes; a refusal puts the previous value
+    // back.
+    let bounded: Vec<&LaunchSite<'_>> = affected
         .iter()
-        .filter(|site| bounded(site))
-        .map(|site| bounds::check_first(pipeline, site, &refused))
+        .copied()
+        .filter(|site| bounds::bounded(pipeline, site.kernel))
+        .filter(|site| bounds::feeds_bound(pipeline, site, field))
         .collect();
-    let stale: Vec<usize> = affected.iter().map(|site| site.index).collect();
-    let bounds_doc = if checks.is_empty() {
+    let checks = if bounded.is_empty() {
+        TokenStream::new()
+    } else {
+        let bind = bindings(pipeline, names, &quote!(__p), &used_scalars(pipeline, true));
+        let refused = quote! {
+            __p.#field = __previous;
+            return ::core::result::Result::Err(__refusal);
+        };
+        let walk = bounds::check_walk(
+            pipeline,
+            &bounded,
+            &quote!(__plan),
+            &quote!(&__plan.closed),
+            &refused,
+            Keep::No,
+        );
+        quote! {
+            let Self { pipeline, params: __p, execs: __execs, swapped: __swapped, .. } = &mut *self;
+            let #name { __kernels, #(#scratch_fields,)* .. } = &mut **pipeline;
+            #bind
+            for __kind in 0..#name::__KINDS {
+                let ::core::option::Option::Some(__captured) = __execs
+                    .get((__kind << #name::__SWAPS) | *__swapped)
+                    .and_then(::core::option::Option::as_ref)
+                else {
+                    continue;
+                };
+                let __plan: &#rt::StepPlan = &__captured.plan;
+                #walk
+            }
+        }
+    };
+    let bounds_doc = if bounded.is_empty() {
         String::new()
     } else {
         format!(
-            " A value that breaks a kernel's bound is refused before any node changes: the \
+            " A value that breaks a kernel's bound is refused before anything changes: the \
              graph keeps its previous parameters and `{}` its previous value.",
             scalar.name
         )
     };
     let doc = format!(
-        "Sets `{}` for the following launches: the next launch (or `apply_updates`) updates \
-         the {} kernel node(s) that read it in place (no re-capture, no re-instantiation), \
-         each node once however many setters changed it.{bounds_doc}",
+        "Sets `{}` for the following launches: the next launch of each instantiation (or \
+         `apply_updates`) updates the kernel nodes that read it in place (no re-capture, no \
+         re-instantiation), each node once however many setters changed it.{bounds_doc}",
         scalar.name,
-        affected.len()
     );
+    let index = id.0;
     quote! {
         #[doc = #doc]
-        #[allow(unused_variables, clippy::all)]
+        #[allow(unused_variables, unused_braces, clippy::all)]
         pub fn #setter(&mut self, #field: #ty) -> #rt::Result<()> {
             let __previous = ::core::mem::replace(&mut self.params.#field, #field);
             {
-                let Self { pipeline, params: __p, .. } = &mut *self;
-                let #name { __kernels, #(#scratch_fields,)* .. } = &mut **pipeline;
-                #bind
-                #(#checks)*
+                #checks
             }
-            #(self.stale[#stale] = true;)*
+            for __stale in &mut self.stale {
+                __stale[#index] = true;
+            }
             ::core::result::Result::Ok(())
         }
     }
@@ -377,7 +634,92 @@ pub fn graph_debug(names: &Names) -> TokenStream {
     quote! {
         impl ::core::fmt::Debug for #graph<'_> {
             fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-                f.debug_struct(::core::stringify!(#graph)).field("exec", &self.exec).finish_non_exhaustive()
+                let captured = self.execs.iter().flatten().count();
+                f.debug_struct(::core::stringify!(#graph))
+                    .field("captured", &captured)
+                    .field("swapped", &self.swapped)
+                    .finish_non_exhaustive()
+            }
+        }
+    }
+}
+
+/// `PWindow<'g, 'a>`: the pinned buffers between replays.
+pub fn window_items(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
+    let rt = rt();
+    let input = pipeline.input;
+    let vis = &input.vis;
+    let graph = &names.graph;
+    let window = &names.window;
+    let params_ty = names.params_ty(quote!('a));
+    let doc = format!(
+        "The time between two replays of a [`{graph}`], from [`{graph}::window`]: the replays \
+         so far are complete, and the graph's pinned buffers are the host's until the \
+         window's `launch` replays the step again. Each pinned param `x` has `x()` (its \
+         elements, to read) and, when declared `&mut`, `x_mut()` (to write the next replay's \
+         input)."
+    );
+    let accessors = pipeline
+        .buffers
+        .iter()
+        .filter(|b| !b.scratch && !b.array && b.memory == Memory::Pinned)
+        .map(|b| {
+            let name = b.ident;
+            let elem = b.elem.map_or_else(|| quote!(_), |elem| quote!(#elem));
+            let read_doc = format!("The elements of `{name}`, as the last replay left them.");
+            let read = quote! {
+                #[doc = #read_doc]
+                pub fn #name(&self) -> #rt::Result<#rt::HostSlice<'_, #elem>> {
+                    self.graph.params.#name.as_slice()
+                }
+            };
+            if !b.mutable {
+                return read;
+            }
+            let write = format_ident!("{}_mut", name, span = name.span());
+            let write_doc = format!(
+                "The elements of `{name}`, to change before the next replay (which reads what \
+                 they hold when it is launched)."
+            );
+            quote! {
+                #read
+                #[doc = #write_doc]
+                pub fn #write(&mut self) -> #rt::Result<#rt::HostSliceMut<'_, #elem>> {
+                    self.graph.params.#name.as_mut_slice()
+                }
+            }
+        });
+    let launches = pipeline.kinds.iter().map(|kind| {
+        let launch = format_ident!("launch{}", suffix(kind));
+        let doc = "Ends the window and enqueues one replay (see the graph's method of the same \
+                   name).";
+        quote! {
+            #[doc = #doc]
+            pub fn #launch(self) -> #rt::Result<()> {
+                self.graph.#launch()
+            }
+        }
+    });
+    quote! {
+        #[doc = #doc]
+        #vis struct #window<'g, 'a> {
+            graph: &'g mut #graph<'a>,
+        }
+
+        impl<'g, 'a> #window<'g, 'a> {
+            #(#accessors)*
+
+            /// The graph's params.
+            pub fn params(&self) -> &#params_ty {
+                &self.graph.params
+            }
+
+            #(#launches)*
+        }
+
+        impl ::core::fmt::Debug for #window<'_, '_> {
+            fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                f.debug_struct(::core::stringify!(#window)).finish_non_exhaustive()
             }
         }
     }

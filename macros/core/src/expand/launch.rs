@@ -1,5 +1,7 @@
 //! A launch's configuration and argument tuple over the step's bindings: what the step
-//! enqueues, what a setter updates a kernel node with, and what the bound checks read.
+//! enqueues, what a built graph adds as a kernel node, what a setter updates a kernel node
+//! with, and what the bound checks read. Also the value a subscripted buffer reference
+//! (`xs[k]`, `x[lo..hi]`) becomes, which copies and fills share.
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
@@ -7,13 +9,14 @@ use syn::spanned::Spanned;
 use syn::{Expr, Ident};
 
 use super::names::{rt, rt_fn};
-use crate::ast::{self, KernelParamType, type_string};
-use crate::lower::{Arg, KernelId, Mode, Pipeline};
+use crate::ast::{self, BufRef, KernelParamType, type_string};
+use crate::lower::{Arg, KernelId, Mode, Pipeline, StageId};
 
-/// The local that holds scalar argument `arg` of launch `site`, evaluated once when the step
-/// (or a setter) starts, so that the bound checks and the launch see one value.
-pub fn local(site: usize, arg: usize) -> Ident {
-    format_ident!("__bound_{}_{}", site, arg)
+/// The local that holds the scalar arguments of launch statement `statement` of stage
+/// `stage`, evaluated once per stage instance by the bound checks that run before anything of
+/// a step is enqueued (or built): the check and the launch see one value.
+pub fn stored(stage: StageId, statement: usize) -> Ident {
+    format_ident!("__bound_{}_{}", stage.0, statement)
 }
 
 /// The reborrow of buffer `name` for one use.
@@ -24,16 +27,46 @@ pub fn reborrow(name: &Ident, mode: Mode) -> TokenStream {
     }
 }
 
+/// A buffer reference as a value a copy, fill or launch takes. Without a `slot` (no subscript)
+/// the buffer reborrowed; with one, the resolved reference `__refs[slot]` of the stage
+/// instance: a view of a range (`rt::view(&*x, r)`), an element of an array
+/// (`rt::element(&*xs, r)`), or a view of an element's range.
+pub fn subscripted(
+    pipeline: &Pipeline<'_>,
+    buffer: crate::lower::BufferId,
+    mode: Mode,
+    slot: Option<usize>,
+) -> TokenStream {
+    let rt = rt();
+    let held = &pipeline.buffers[buffer.0];
+    let name = held.ident;
+    let Some(slot) = slot else {
+        return reborrow(name, mode);
+    };
+    let r = quote!(__refs[#slot]);
+    let base = match (held.array, mode) {
+        (true, Mode::Read) => quote!(#rt::element(&*#name, #r)?),
+        (true, Mode::Write) => quote!(#rt::element_mut(&mut *#name, #r)?),
+        (false, mode) => reborrow(name, mode),
+    };
+    match mode {
+        Mode::Read => quote!(#rt::view(#base, #r)?),
+        Mode::Write => quote!(#rt::view_mut(#base, #r)?),
+    }
+}
+
 /// The launch configuration and argument tuple of a launch statement, over the bindings.
-/// With `locals` (the launch's site), scalar arguments are the locals that
-/// `bounds::check_first` evaluated them into.
+/// `slots` gives each buffer argument, in order, its resolved reference if subscripted. With
+/// `stored` (the local the bound checks evaluated the launch's scalar arguments into, see
+/// [`stored`]), scalar arguments are taken from `__bound`, its value for this instance.
 pub fn launch_parts(
     pipeline: &Pipeline<'_>,
     launch: &ast::Launch,
     kernel: KernelId,
     args: &[Arg],
     retype: Retype,
-    locals: Option<usize>,
+    slots: &[Option<usize>],
+    stored: bool,
 ) -> (TokenStream, TokenStream) {
     let rt = rt();
     let dim = |option: &Option<ast::LaunchOption>| match option {
@@ -52,18 +85,72 @@ pub fn launch_parts(
     let config = quote!(#rt::LaunchConfig::new(#grid, #block) #shared);
     // The kernel's declared parameters, so a type assertion quotes the user's own type.
     let declared = &pipeline.kernels[kernel.0].decl.params;
+    let mut buffer_slots = slots.iter().copied();
+    let mut scalar = 0usize;
     let args = args
         .iter()
         .zip(&launch.args)
         .enumerate()
-        .map(|(i, (arg, expr))| match (arg, locals) {
-            (Arg::Scalar { .. }, Some(site)) => {
-                let local = local(site, i);
-                quote!(#local)
+        .map(|(i, (arg, expr))| match arg {
+            Arg::Buffer { .. } => {
+                let slot = buffer_slots.next().flatten();
+                arg_tokens(pipeline, arg, expr, declared.get(i), retype, slot)
             }
-            _ => arg_tokens(pipeline, arg, expr, declared.get(i), retype),
+            Arg::Scalar { .. } if stored => {
+                let index = syn::Index::from(scalar);
+                scalar += 1;
+                quote!(__bound.#index)
+            }
+            Arg::Scalar { .. } => arg_tokens(pipeline, arg, expr, declared.get(i), retype, None),
         });
     (config, quote!((#(#args,)*)))
+}
+
+/// The scalar arguments of a launch statement, evaluated, as a tuple (what [`stored`] holds).
+pub fn scalar_tuple(
+    pipeline: &Pipeline<'_>,
+    launch: &ast::Launch,
+    kernel: KernelId,
+    args: &[Arg],
+) -> TokenStream {
+    let declared = &pipeline.kernels[kernel.0].decl.params;
+    let scalars = args
+        .iter()
+        .zip(&launch.args)
+        .enumerate()
+        .filter(|(_, (arg, _))| matches!(arg, Arg::Scalar { .. }))
+        .map(|(i, (arg, expr))| {
+            arg_tokens(pipeline, arg, expr, declared.get(i), Retype::Cast, None)
+        });
+    quote!((#(#scalars,)*))
+}
+
+/// The argument tuple a bound check reads: the scalars from `__bound` (see [`scalar_tuple`]),
+/// every buffer shared (a subscripted one as a view of its resolved reference).
+pub fn checked_tuple(
+    args: &[Arg],
+    slots: &[Option<usize>],
+    pipeline: &Pipeline<'_>,
+) -> TokenStream {
+    let mut buffer_slots = slots.iter().copied();
+    let mut scalar = 0usize;
+    let items = args.iter().map(|arg| match arg {
+        Arg::Buffer { buffer, .. } => {
+            let slot = buffer_slots.next().flatten();
+            let value = subscripted(pipeline, *buffer, Mode::Read, slot);
+            if slot.is_some() {
+                quote!(&#value)
+            } else {
+                value
+            }
+        }
+        Arg::Scalar { .. } => {
+            let index = syn::Index::from(scalar);
+            scalar += 1;
+            quote!(__bound.#index)
+        }
+    });
+    quote!((#(#items,)*))
 }
 
 /// How a launch argument passes a buffer whose element type is spelled differently from the
@@ -77,21 +164,26 @@ pub enum Retype {
 }
 
 /// One argument of a launch, over the bindings: a buffer reborrowed (and retyped where its
-/// element type is spelled differently), a scalar with its type asserted where needed.
+/// element type is spelled differently) or the view of its resolved reference, a scalar with
+/// its type asserted where needed.
 pub fn arg_tokens(
     pipeline: &Pipeline<'_>,
     arg: &Arg,
     expr: &Expr,
     declared: Option<&ast::KernelParam>,
     retype: Retype,
+    slot: Option<usize>,
 ) -> TokenStream {
     let rt = rt();
     match arg {
         Arg::Buffer { buffer, mode } => {
+            if slot.is_some() {
+                return subscripted(pipeline, *buffer, *mode, slot);
+            }
             let held = &pipeline.buffers[buffer.0];
             let name = held.ident;
             // The argument as written, for spans.
-            let at = ast::bare_ident(expr).unwrap_or(name);
+            let at = BufRef::of_expr(expr).map_or(name, |r| r.name);
             let wanted = match declared.map(ast::KernelParam::kind) {
                 Some(KernelParamType::Slice { elem, .. }) => Some(elem),
                 _ => None,

@@ -6,7 +6,7 @@ use quote::{format_ident, quote, quote_spanned};
 use syn::{Ident, Lifetime, Type};
 
 use crate::ast::{self, KernelParamType, ungroup_type};
-use crate::lower::{KernelId, Pipeline};
+use crate::lower::{KernelId, Kind, Pipeline};
 
 /// The hidden runtime module generated code names, versioned like thiserror's `__private17`:
 /// a macro crate and a runtime crate that disagree on what it holds fail to resolve the path
@@ -36,6 +36,8 @@ pub struct Names {
     pub run: Ident,
     /// `PGraph`.
     pub graph: Ident,
+    /// `PWindow`.
+    pub window: Ident,
     /// The hidden struct of loaded kernels.
     pub kernels: Ident,
     /// Whether the params struct borrows anything (and so takes a lifetime).
@@ -51,6 +53,7 @@ impl Names {
             params: format_ident!("{}Params", name, span = span),
             run: format_ident!("{}Run", name, span = span),
             graph: format_ident!("{}Graph", name, span = span),
+            window: format_ident!("{}Window", name, span = span),
             kernels: format_ident!("__{}Kernels", name, span = span),
             params_borrow: pipeline.buffers.iter().any(|b| !b.scratch),
         }
@@ -64,11 +67,6 @@ impl Names {
         } else {
             quote!(#params)
         }
-    }
-
-    /// The field of stream `i`.
-    pub fn stream_field(&self, i: usize) -> Ident {
-        format_ident!("__stream_{}", i)
     }
 
     /// The field of kernel `k`.
@@ -132,5 +130,14 @@ pub fn with_lifetime(ty: &Type, lt: &Lifetime) -> Type {
             Type::Reference(reference)
         }
         other => other.clone(),
+    }
+}
+
+/// The suffix of a kind of step's methods: `` for the unnamed kind, `_finish` for
+/// `step finish`.
+pub fn suffix(kind: &Kind<'_>) -> String {
+    match kind.decl {
+        Some(step) => format!("_{}", step.name),
+        None => String::new(),
     }
 }

@@ -1,6 +1,7 @@
 //! The pipeline struct `P`: its streams' marker types, the struct holding its streams, events,
-//! kernels and scratch buffers, and its methods (`new`, `run`, `run_steps`, `profile`,
-//! `capture`, accessors and constants). One function per generated item.
+//! plans, kernels and scratch buffers, and its methods (`new`; per kind of step `run`,
+//! `run_steps`, `run_ahead`, `profile`, `plan_dot`; `capture`, accessors and constants). One
+//! function per generated item.
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
@@ -8,10 +9,10 @@ use syn::Ident;
 use syn::spanned::Spanned;
 
 use super::bounds;
-use super::names::{Names, rt};
+use super::names::{Names, rt, suffix};
 use super::{device, step};
 use crate::ast::KernelParamType;
-use crate::lower::{ImageFormat, KernelId, Memory, Pipeline, Priority};
+use crate::lower::{ImageFormat, KernelId, Kind, Memory, Pipeline};
 
 /// One zero-sized marker type per stream, so a stream of one pipeline cannot fill another's
 /// typed slot.
@@ -65,32 +66,46 @@ pub fn pipeline_struct(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
     let attrs = &input.attrs;
     let kernels_ty = &names.kernels;
     let doc = struct_doc(pipeline);
-    let event_count = pipeline.events.len();
-    let stream_fields = (0..pipeline.streams.len()).map(|i| {
-        let field = names.stream_field(i);
-        quote!(#field: #rt::Stream)
-    });
     let scratch_fields = pipeline.buffers.iter().filter(|b| b.scratch).map(|b| {
         let field = names.scratch_field(b.ident);
         let referent = b.referent;
         quote!(#field: ::core::option::Option<#referent>)
     });
     let control_fields = super::control::struct_fields(pipeline);
-    let devices = device::is_multi(pipeline).then(|| {
+    let (devices, events) = if device::is_multi(pipeline) {
         let count = pipeline.devices.len();
-        quote!(__devices: [#rt::Context; #count],)
-    });
+        (
+            quote!(__devices: [#rt::Context; #count],),
+            quote! {
+                /// Per device, two sets of the plans' event slots (steps that run ahead
+                /// alternate); a stage records into its own device's.
+                __events: ::std::vec::Vec<::std::vec::Vec<#rt::Event>>,
+            },
+        )
+    } else {
+        (
+            quote!(),
+            quote! {
+                /// Two sets of the plans' event slots (steps that run ahead alternate).
+                __events: ::std::vec::Vec<#rt::Event>,
+            },
+        )
+    };
     quote! {
         #(#attrs)*
         #doc
         #vis struct #name {
             __ctx: #rt::Context,
             #devices
-            #(#stream_fields,)*
+            /// The streams of each declaration (one, or the elements of a stream array).
+            __lanes: ::std::vec::Vec<::std::vec::Vec<#rt::Stream>>,
             __fork: #rt::Event,
             __progress: #rt::Progress,
-
-            __events: [#rt::Event; #event_count],
+            #events
+            /// The plan of each kind of step, as last described.
+            __plans: ::std::vec::Vec<::core::option::Option<::std::sync::Arc<#rt::StepPlan>>>,
+            /// The plan of the last step enqueued (or graph launched): whose stages a fault names.
+            __last: ::core::option::Option<::std::sync::Arc<#rt::StepPlan>>,
             __kernels: #kernels_ty,
             #(#scratch_fields,)*
             #control_fields
@@ -100,53 +115,78 @@ pub fn pipeline_struct(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
 
 /// The doc comment listing stages, streams and the waits between them.
 fn struct_doc(pipeline: &Pipeline<'_>) -> TokenStream {
-    let mut doc =
-        String::from("\n\n# Stages\n\n| stage | stream | waits for |\n| --- | --- | --- |\n");
-    for &stage_id in &pipeline.order {
-        let stage = &pipeline.stages[stage_id.0];
-        let waits: Vec<String> = pipeline
-            .edges
-            .iter()
-            .filter(|e| e.to == stage_id)
-            .map(|e| format!("`{}`", pipeline.stages[e.from.0].name))
-            .collect();
-        let waits = if waits.is_empty() {
-            "—".to_owned()
-        } else {
-            waits.join(", ")
-        };
+    let mut doc = String::new();
+    for kind in &pipeline.kinds {
+        match kind.decl {
+            Some(step) => doc.push_str(&format!("\n\n# Step `{}`\n\n", step.name)),
+            None => doc.push_str("\n\n# Stages\n\n"),
+        }
+        doc.push_str("| stage | stream | waits for |\n| --- | --- | --- |\n");
+        for &stage_id in &kind.order {
+            let stage = &pipeline.stages[stage_id.0];
+            let waits: Vec<String> = pipeline
+                .edges
+                .iter()
+                .filter(|e| e.to == stage_id)
+                .map(|e| format!("`{}`", pipeline.stages[e.from.0].name))
+                .collect();
+            let waits = if waits.is_empty() {
+                "—".to_owned()
+            } else {
+                waits.join(", ")
+            };
+            let stream = &pipeline.streams[stage.stream.0];
+            let (stage_name, stream_name) = match (stage.looped, stream.count) {
+                (Some(_), Some(_)) => {
+                    (format!("{}[i]", stage.name), format!("{}[..]", stream.name))
+                }
+                (Some(_), None) => (format!("{}[i]", stage.name), stream.name.clone()),
+                (None, Some(_)) => (stage.name.clone(), format!("{}[..]", stream.name)),
+                (None, None) => (stage.name.clone(), stream.name.clone()),
+            };
+            doc.push_str(&format!("| `{stage_name}` | `{stream_name}` | {waits} |\n"));
+        }
+    }
+    if pipeline.dynamic {
+        doc.push_str(
+            "\nThe step's shape is known when it is enqueued (loops, stream arrays or ranges), \
+             so the table is a sketch: each loop stage once, each range its whole buffer. \
+             The step orders its stage instances before it is enqueued.",
+        );
+    } else {
         doc.push_str(&format!(
-            "| `{}` | `{}` | {} |\n",
-            stage.name, pipeline.streams[stage.stream.0].name, waits
+            "\nOne step records {} event(s) besides the fork; the origin stream is `{}`.",
+            pipeline.kinds.first().map_or(0, |k| k.events.len()),
+            pipeline.streams[0].name
         ));
     }
-    doc.push_str(&format!(
-        "\nOne step records {} event(s) besides the fork; the origin stream is `{}`.",
-        pipeline.events.len(),
-        pipeline.streams[0].name
-    ));
     quote!(#[doc = #doc])
 }
 
 /// `impl P { ... }`: every method and constant, in the order the docs list them.
 pub fn pipeline_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
     let name = &pipeline.input.name;
+    let kinds = pipeline
+        .kinds
+        .iter()
+        .enumerate()
+        .map(|(k, kind)| kind_methods(pipeline, names, k, kind));
     let methods = [
         constants(pipeline),
+        super::build::constants(pipeline),
         new_fn(pipeline, names),
         context_fn(),
         stream_accessors(pipeline, names),
-        run_fn(names),
-        run_steps_fn(names),
-        profile_fn(pipeline, names),
+        quote!(#(#kinds)*),
         capture_fn(pipeline, names),
         super::build::capture_step_fn(pipeline, names),
-        super::build::constants(pipeline),
+        steps_fn(names),
         fault_tracking_fn(),
         step_counts(pipeline),
-        stage_sites(pipeline),
         origin_fn(),
         step::prepare_fn(pipeline, names),
+        step::describe_fn(pipeline, names),
+        step::plan_fn(pipeline, names),
         step::enqueue_fn(pipeline, names),
     ];
     quote! {
@@ -156,36 +196,67 @@ pub fn pipeline_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
     }
 }
 
-/// `NAME`, `STAGES` and `DOT`.
+/// `NAME`, `STAGES`, `DOT`, and the names the runtime's messages use.
 fn constants(pipeline: &Pipeline<'_>) -> TokenStream {
     let name_str = pipeline.input.name.to_string();
     let dot = pipeline.dot();
     let stage_names = pipeline.stages.iter().map(|s| s.name.as_str());
+    let stream_names = pipeline.streams.iter().map(|s| s.name.as_str());
+    let buffer_names = pipeline.buffers.iter().map(|b| b.name.as_str());
+    let kinds = pipeline.kinds.len();
+    let swaps = pipeline.swaps.len();
+    let devices = device::is_multi(pipeline).then(|| {
+        let devices = pipeline.streams.iter().map(|s| s.device);
+        quote! {
+            /// The device of each stream declaration.
+            const __DECL_DEVICES: &'static [usize] = &[#(#devices),*];
+        }
+    });
     quote! {
         /// The pipeline's name.
         pub const NAME: &'static str = #name_str;
         /// The stages, in program order.
         pub const STAGES: &'static [&'static str] = &[#(#stage_names),*];
-        /// The stage graph in Graphviz DOT: one cluster per stream, solid arrows for
-        /// stream order, bold arrows for the events the generated code waits on.
+        /// The stage graph in Graphviz DOT (one digraph per kind of step): one cluster per
+        /// stream, dotted arrows for stream order, labelled arrows for the events the
+        /// generated code waits on.
         pub const DOT: &'static str = #dot;
+        /// The declared streams' names.
+        const __STREAM_NAMES: &'static [&'static str] = &[#(#stream_names),*];
+        /// The buffers' names.
+        const __BUFFER_NAMES: &'static [&'static str] = &[#(#buffer_names),*];
+        /// Kinds of step.
+        const __KINDS: usize = #kinds;
+        /// Declared `swap`s.
+        const __SWAPS: usize = #swaps;
+        #devices
     }
 }
 
-/// `new`: creates the streams and events and loads the kernels.
+/// `new`: creates the streams (those of a stream array sized by a param before its first
+/// step) and the fork event, and loads the kernels (with their bounds and CPU
+/// implementations).
 fn new_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
     let rt = rt();
+    // The streams of declaration `i` on `ctx`: a constant array is created now; one sized by a
+    // param before its first step.
     let stream_init = |i: usize, ctx: &Ident| {
         let stream = &pipeline.streams[i];
-        let field = names.stream_field(i);
-        let priority = match stream.priority {
-            Priority::High => quote!(#rt::StreamPriority::High),
-            Priority::Low => quote!(#rt::StreamPriority::Low),
-            Priority::Default => quote!(#rt::StreamPriority::Default),
-            Priority::Value(v) => quote!(#rt::StreamPriority::Value(#v)),
+        let decl = step::stream_decl(stream);
+        let count = match stream.count {
+            None => Some(1usize),
+            Some(count) => crate::constant::value(count).and_then(|v| usize::try_from(v).ok()),
         };
-        let non_blocking = stream.non_blocking;
-        quote!(#field: #priority.new_stream(#ctx, #non_blocking)?)
+        match count {
+            Some(count) => quote! {
+                {
+                    let mut __lanes = ::std::vec::Vec::new();
+                    #rt::ensure_streams(#ctx, &mut __lanes, #decl, #count)?;
+                    __lanes
+                }
+            },
+            None => quote!(::std::vec::Vec::new()),
+        }
     };
     let module_load = |m: usize, ctx: &Ident| {
         let module = &pipeline.modules[m];
@@ -252,10 +323,14 @@ fn new_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
         return device::new_fn(pipeline, names, stream_init, module_load, kernel_init);
     }
     let kernels_ty = &names.kernels;
-    let event_count = pipeline.events.len();
-    let stream_count = pipeline.streams.len();
+    let kinds = pipeline.kinds.len();
+    let single = pipeline
+        .streams
+        .iter()
+        .filter(|s| s.count.is_none())
+        .count();
     let ctx = format_ident!("ctx");
-    let stream_inits = (0..pipeline.streams.len()).map(|i| stream_init(i, &ctx));
+    let lanes = (0..pipeline.streams.len()).map(|i| stream_init(i, &ctx));
     let module_loads = (0..pipeline.modules.len()).map(|m| {
         let var = device::module_var(m, 0);
         let load = module_load(m, &ctx);
@@ -276,17 +351,20 @@ fn new_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             quote!(#field: ::core::option::Option::None)
         }
     });
-    let control_inits = super::control::field_inits(pipeline);
+    let control_inits = super::control::field_inits(pipeline, &ctx);
     quote! {
-        /// Creates the pipeline's streams and events in `ctx` and loads its kernels.
+        /// Creates the pipeline's streams (those of a stream array sized by a param before
+        /// its first step) and loads its kernels.
         pub fn new(ctx: &#rt::Context) -> #rt::Result<Self> {
             #(#module_loads)*
             ::core::result::Result::Ok(Self {
                 __ctx: ctx.clone(),
-                #(#stream_inits,)*
+                __lanes: ::std::vec![#(#lanes),*],
                 __fork: #rt::Event::with_flags(ctx, #rt::EventFlags::ORDERING)?,
-                __progress: #rt::Progress::new(ctx, #stream_count)?,
-                __events: #rt::events::<#event_count>(ctx)?,
+                __progress: #rt::Progress::new(ctx, #single)?,
+                __events: ::std::vec::Vec::new(),
+                __plans: ::std::vec![::core::option::Option::None; #kinds],
+                __last: ::core::option::Option::None,
                 __kernels: #kernels_ty { #(#kernel_inits,)* },
                 #(#scratch_inits,)*
                 #control_inits
@@ -306,8 +384,8 @@ fn context_fn() -> TokenStream {
     }
 }
 
-/// `NAME_stream` for every stream.
-fn stream_accessors(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
+/// `NAME_stream` for every stream, `NAME_streams` for every stream array.
+fn stream_accessors(pipeline: &Pipeline<'_>, _names: &Names) -> TokenStream {
     let rt = rt();
     let name = &pipeline.input.name;
     pipeline
@@ -315,7 +393,20 @@ fn stream_accessors(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
         .iter()
         .enumerate()
         .map(|(i, stream)| {
-            let field = names.stream_field(i);
+            if stream.count.is_some() {
+                let accessor = format_ident!("{}_streams", stream.name, span = name.span());
+                let doc = format!(
+                    "The streams of the array `{}` created so far (it grows to the size a step \
+                     asks for). Functions a stage `call`s get one as a `TypedStream<{}>`.",
+                    stream.name, stream.marker
+                );
+                return quote! {
+                    #[doc = #doc]
+                    pub fn #accessor(&self) -> &[#rt::Stream] {
+                        self.__lanes.get(#i).map_or(&[], |lanes| lanes.as_slice())
+                    }
+                };
+            }
             let accessor = format_ident!("{}_stream", stream.name, span = name.span());
             let doc = format!(
                 "The `{}` stream, for work around the steps (waiting for a producer before a \
@@ -325,108 +416,164 @@ fn stream_accessors(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             quote! {
                 #[doc = #doc]
                 pub fn #accessor(&self) -> &#rt::Stream {
-                    &self.#field
+                    &self.__lanes[#i][0]
                 }
             }
         })
         .collect()
 }
 
-/// `run`: one eager step.
-fn run_fn(names: &Names) -> TokenStream {
+/// The methods of one kind of step: `run`, `run_steps`, `run_ahead`, `profile`, `plan_dot`
+/// (with the kind's suffix).
+fn kind_methods(pipeline: &Pipeline<'_>, names: &Names, k: usize, kind: &Kind<'_>) -> TokenStream {
     let rt = rt();
+    let suffix = suffix(kind);
     let params_ty = names.params_ty(quote!('a));
+    let params_any = names.params_ty(quote!('_));
     let run_ty = &names.run;
-    quote! {
-        /// Enqueues one step and returns a guard to wait on. The step's buffers stay
-        /// borrowed until the guard is waited on or dropped (which waits).
-        pub fn run<'a>(&'a mut self, params: #params_ty) -> #rt::Result<#run_ty<'a>> {
-            let mut params = params;
-            self.__prepare(&params)?;
-            self.__enqueue(&mut params, ::core::option::Option::None)?;
-            ::core::result::Result::Ok(#run_ty { pipeline: self, params, waited: false })
-        }
-    }
-}
-
-/// `run_steps`: several eager steps with one guard.
-fn run_steps_fn(names: &Names) -> TokenStream {
-    let rt = rt();
-    let params_ty = names.params_ty(quote!('a));
-    let run_ty = &names.run;
-    quote! {
-        /// Enqueues `steps` consecutive steps with the same params (consecutive steps are
-        /// ordered: each ends with the origin stream joining the others) and returns one
-        /// guard for all of them.
-        pub fn run_steps<'a>(&'a mut self, params: #params_ty, steps: usize) -> #rt::Result<#run_ty<'a>> {
-            let mut params = params;
-            self.__prepare(&params)?;
-            for _ in 0..steps {
-                self.__enqueue(&mut params, ::core::option::Option::None)?;
-            }
-            ::core::result::Result::Ok(#run_ty { pipeline: self, params, waited: false })
-        }
-    }
-}
-
-/// `profile`: one step with timing events around each stage.
-fn profile_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
-    let rt = rt();
     let name_str = pipeline.input.name.to_string();
-    let params_ty = names.params_ty(quote!('_));
-    let profiler = device::profiler(pipeline);
-    let profile_sites = pipeline.order.iter().map(|stage| {
-        let stage = &pipeline.stages[stage.0];
-        let (name, stream) = (
-            stage.name.as_str(),
-            pipeline.streams[stage.stream.0].name.as_str(),
-        );
-        quote!((#name, #stream))
-    });
+    let what = match kind.decl {
+        Some(step) => format!("step `{}`", step.name),
+        None => "step".to_owned(),
+    };
+    let run = format_ident!("run{}", suffix);
+    let run_steps = format_ident!("run{}_steps", suffix);
+    let run_ahead = format_ident!("run{}_ahead", suffix);
+    let profile = format_ident!("profile{}", suffix);
+    let plan_dot = format_ident!("plan_dot{}", suffix);
+    let profiler = super::device::profiler(pipeline);
+    let run_doc = format!(
+        "Enqueues one {what} and returns a guard to wait on. The step's buffers stay borrowed \
+         until the guard is waited on or dropped (which waits); more steps of any kind can be \
+         enqueued on the guard, ordered on the GPU."
+    );
+    let steps_doc = format!(
+        "Enqueues `steps` consecutive {what}s with the same params, each a closed fork–join \
+         region (so each runs after the one before, on every stream), and returns one guard."
+    );
+    let ahead_doc = format!(
+        "Enqueues `steps` consecutive {what}s with the same params that run ahead of each \
+         other: each stage waits only for the stages of the step before that it conflicts \
+         with (or is declared `after`), so a stream starts its next step as soon as its own \
+         work allows, as hand-written multi-stream code does. Race-free like `{run_steps}`; \
+         the first step forks from the origin stream and the last joins it."
+    );
+    let profile_doc = format!(
+        "Runs one {what} with a timing event before and after each stage, waits for it, and \
+         returns when each stage started and ended on its stream. Export the result with \
+         [`StepProfile::to_chrome_trace`](::gpu_pipeline::StepProfile::to_chrome_trace) to \
+         see the streams overlap in Perfetto."
+    );
+    let dot_doc = format!(
+        "The {what} these params make, in Graphviz DOT: every stage instance (`load[3]`) on \
+         its stream, and every wait the plan enqueues with its reasons. Describes and plans \
+         the step (allocating scratch buffers and streams) but enqueues nothing."
+    );
     quote! {
-        /// Runs one step with a timing event before and after each stage, waits for it,
-        /// and returns when each stage started and ended on its stream. Export the result
-        /// with [`StepProfile::to_chrome_trace`](::gpu_pipeline::StepProfile::to_chrome_trace)
-        /// to see the streams overlap in Perfetto. The events add a little work to the
-        /// step; use `run` or `capture` for production steps.
-        pub fn profile(&mut self, params: #params_ty) -> #rt::Result<#rt::StepProfile> {
+        #[doc = #run_doc]
+        pub fn #run<'a>(&'a mut self, params: #params_ty) -> #rt::Result<#run_ty<'a>> {
             let mut params = params;
-            self.__prepare(&params)?;
-            let profiler = #profiler;
-            self.__enqueue(&mut params, ::core::option::Option::Some(&profiler))?;
-            self.__wait()?;
-            profiler.finish(#name_str, Self::__PROFILE_SITES)
+            self.__steps(#k, &mut params, 1, false)?;
+            ::core::result::Result::Ok(#run_ty { pipeline: self, params, waited: false })
         }
 
-        /// Stage and stream names, in enqueue order.
-        const __PROFILE_SITES: &'static [(&'static str, &'static str)] = &[#(#profile_sites),*];
+        #[doc = #steps_doc]
+        pub fn #run_steps<'a>(&'a mut self, params: #params_ty, steps: usize) -> #rt::Result<#run_ty<'a>> {
+            let mut params = params;
+            self.__steps(#k, &mut params, steps, false)?;
+            ::core::result::Result::Ok(#run_ty { pipeline: self, params, waited: false })
+        }
+
+        #[doc = #ahead_doc]
+        pub fn #run_ahead<'a>(&'a mut self, params: #params_ty, steps: usize) -> #rt::Result<#run_ty<'a>> {
+            let mut params = params;
+            self.__steps(#k, &mut params, steps, true)?;
+            ::core::result::Result::Ok(#run_ty { pipeline: self, params, waited: false })
+        }
+
+        #[doc = #profile_doc]
+        pub fn #profile(&mut self, params: #params_any) -> #rt::Result<#rt::StepProfile> {
+            let mut params = params;
+            self.__prepare(&params)?;
+            let plan = self.__plan(#k, &params)?;
+            let profiler = #profiler;
+            self.__last = ::core::option::Option::Some(plan.clone());
+            self.__enqueue(&mut params, &plan, #rt::StepMode::Closed, ::core::option::Option::Some(&profiler))?;
+            self.__wait()?;
+            let sites = #rt::profile_sites(&plan, Self::__STREAM_NAMES);
+            profiler.finish(#name_str, &sites)
+        }
+
+        #[doc = #dot_doc]
+        pub fn #plan_dot(&mut self, params: &#params_any) -> #rt::Result<::std::string::String> {
+            self.__prepare(params)?;
+            let plan = self.__plan(#k, params)?;
+            ::core::result::Result::Ok(plan.dot(Self::__STREAM_NAMES, Self::__BUFFER_NAMES))
+        }
     }
 }
 
-/// `capture`: one step recorded as a graph and instantiated.
+/// `__steps`: what `run`, `run_steps`, `run_ahead` and the guard's `then` share.
+fn steps_fn(names: &Names) -> TokenStream {
+    let rt = rt();
+    let params_ty = names.params_ty(quote!('_));
+    quote! {
+        /// Prepares, plans and enqueues `steps` steps of kind `kind`.
+        fn __steps(
+            &mut self,
+            kind: usize,
+            params: &mut #params_ty,
+            steps: usize,
+            ahead: bool,
+        ) -> #rt::Result<()> {
+            self.__prepare(params)?;
+            let plan = self.__plan(kind, params)?;
+            self.__last = ::core::option::Option::Some(plan.clone());
+            for step in 0..steps {
+                let mode = if ahead {
+                    #rt::StepMode::Ahead {
+                        first: step == 0,
+                        last: step + 1 == steps,
+                        parity: step % 2 == 1,
+                    }
+                } else {
+                    #rt::StepMode::Closed
+                };
+                self.__enqueue(params, &plan, mode, ::core::option::Option::None)?;
+            }
+            ::core::result::Result::Ok(())
+        }
+    }
+}
+
+/// `capture`: every kind of step recorded as a graph and instantiated.
 fn capture_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
     let rt = rt();
-    let launches = super::graph::launch_count(pipeline);
     let params_ty = names.params_ty(quote!('a));
     let graph_ty = &names.graph;
+    let scalars = pipeline.scalars.len();
+    let kinds = if pipeline.kinds.len() > 1 {
+        "each kind of step "
+    } else {
+        "one step "
+    };
     let doc = format!(
-        "Records one step as a CUDA graph (on the host backend, a host graph) and \
-         instantiates it. The graph borrows the params for its whole life; launch it with \
-         [`{graph_ty}::launch`] as often as you like."
+        "Records {kinds}as a CUDA graph (on the CPU backend, a host graph) and instantiates \
+         it. The graph borrows the params for its whole life; launch it with \
+         [`{graph_ty}::launch`] as often as you like, and between launches read and write its \
+         pinned buffers through [`{graph_ty}::window`]."
     );
     quote! {
         #[doc = #doc]
         pub fn capture<'a>(&'a mut self, params: #params_ty) -> #rt::Result<#graph_ty<'a>> {
             let mut params = params;
-            let (graph, exec, nodes) = self.__capture(&mut params)?;
-            ::core::result::Result::Ok(#graph_ty {
-                pipeline: self,
-                params,
-                exec,
-                nodes,
-                _graph: graph,
-                stale: [false; #launches],
-            })
+            let mut execs = ::std::vec::Vec::new();
+            execs.resize_with(Self::__KINDS << Self::__SWAPS, || ::core::option::Option::None);
+            for kind in 0..Self::__KINDS {
+                execs[kind << Self::__SWAPS] = ::core::option::Option::Some(self.__capture(kind, &mut params)?);
+            }
+            let stale = ::std::vec![[false; #scalars]; execs.len()];
+            ::core::result::Result::Ok(#graph_ty { pipeline: self, params, execs, stale, swapped: 0 })
         }
     }
 }
@@ -447,8 +594,12 @@ fn fault_tracking_fn() -> TokenStream {
     }
 }
 
-/// The per-step counts of events, waits and accesses.
+/// The per-step counts of events, waits and accesses, for a pipeline with one kind of step
+/// whose order the macro knows.
 fn step_counts(pipeline: &Pipeline<'_>) -> TokenStream {
+    if pipeline.dynamic || pipeline.kinds.len() != 1 {
+        return quote!();
+    }
     let records = pipeline.events.len() + usize::from(!pipeline.fork.is_empty());
     let waits = pipeline.edges.len() + pipeline.fork.len() + pipeline.join.len();
     let accesses: usize = pipeline.stages.iter().map(|s| s.accesses.len()).sum();
@@ -465,25 +616,15 @@ fn step_counts(pipeline: &Pipeline<'_>) -> TokenStream {
     }
 }
 
-/// `__STAGE_SITES`: where each stage marks its progress.
-fn stage_sites(pipeline: &Pipeline<'_>) -> TokenStream {
-    let sites = pipeline.order.iter().enumerate().map(|(position, stage)| {
-        let stage = &pipeline.stages[stage.0];
-        let (name, stream, position) = (stage.name.as_str(), stage.stream.0, position as u32 + 1);
-        quote!((#name, #stream, #position))
-    });
-    quote! {
-        /// Stage name, stream index and 1-based position, in enqueue order.
-        const __STAGE_SITES: &'static [(&'static str, usize, u32)] = &[#(#sites),*];
-    }
-}
-
 /// `__origin`: the stream every step starts and ends on.
 fn origin_fn() -> TokenStream {
     let rt = rt();
     quote! {
-        fn __origin(&self) -> &#rt::Stream {
-            &self.__stream_0
+        fn __origin(&self) -> #rt::Result<&#rt::Stream> {
+            self.__lanes
+                .first()
+                .and_then(|lanes| lanes.first())
+                .ok_or_else(|| #rt::internal(Self::NAME, "no origin stream"))
         }
     }
 }

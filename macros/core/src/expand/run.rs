@@ -1,9 +1,9 @@
-//! `PRun<'a>`: the guard of an eager step, and the wait it and the graph share.
+//! `PRun<'a>`: the guard of eager steps, and the wait it and the graph share.
 
 use proc_macro2::TokenStream;
-use quote::quote;
-use syn::Ident;
+use quote::{format_ident, quote};
 
+use super::names::suffix;
 use super::names::{Names, rt};
 use crate::lower::Pipeline;
 
@@ -15,42 +15,66 @@ pub fn run_struct(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
     let run = &names.run;
     let params_ty = names.params_ty(quote!('a));
     let doc = format!(
-        "One enqueued step of [`{name}`]. Wait on it with [`{run}::wait`]; dropping it waits too \
-         (and logs an error it cannot return). The step's buffers stay borrowed until then."
+        "Steps of [`{name}`] enqueued and not yet waited for. Wait on them with \
+         [`{run}::wait`]; dropping the guard waits too (and logs an error it cannot return). \
+         The steps' buffers stay borrowed until then. More steps, of any kind, can be \
+         enqueued with the same params (`then`, `then_<step>`): they are ordered after the \
+         ones before on the GPU, with no host wait in between."
     );
     quote! {
         #[doc = #doc]
         #[must_use = "a step runs asynchronously: wait on it to see its errors"]
         #vis struct #run<'a> {
-            pipeline: &'a #name,
+            pipeline: &'a mut #name,
             params: #params_ty,
             waited: bool,
         }
     }
 }
 
-/// `wait`, `is_complete` and `params` of the guard.
-pub fn run_impl(names: &Names) -> TokenStream {
+/// `wait`, `is_complete`, `params` and the `then` of each kind of step.
+pub fn run_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
     let rt = rt();
     let run = &names.run;
     let params_ty = names.params_ty(quote!('a));
+    let thens = pipeline.kinds.iter().enumerate().map(|(k, kind)| {
+        let then = format_ident!("then{}", suffix(kind));
+        let what = match kind.decl {
+            Some(step) => format!("step `{}`", step.name),
+            None => "step".to_owned(),
+        };
+        let doc = format!(
+            "Enqueues one more {what} with the same params, after everything enqueued before \
+             (a closed step: it forks from and joins the origin stream)."
+        );
+        quote! {
+            #[doc = #doc]
+            pub fn #then(&mut self) -> #rt::Result<&mut Self> {
+                self.pipeline.__steps(#k, &mut self.params, 1, false)?;
+                ::core::result::Result::Ok(self)
+            }
+        }
+    });
     quote! {
         impl<'a> #run<'a> {
-            /// Blocks until the step has finished. An asynchronous fault names the pipeline.
+            /// Blocks until the steps have finished. An asynchronous fault names the pipeline
+            /// and the first stage that did not complete.
             pub fn wait(mut self) -> #rt::Result<()> {
                 self.waited = true;
                 self.pipeline.__wait()
             }
 
-            /// Whether the step has finished, without blocking.
+            /// Whether the steps have finished, without blocking.
             pub fn is_complete(&self) -> #rt::Result<bool> {
-                self.pipeline.__origin().is_complete()
+                self.pipeline.__origin()?.is_complete()
             }
 
-            /// The step's params.
+            /// The steps' params.
             pub fn params(&self) -> &#params_ty {
                 &self.params
             }
+
+            #(#thens)*
         }
     }
 }
@@ -87,20 +111,41 @@ pub fn run_debug(names: &Names) -> TokenStream {
 
 /// `P::__wait`: waits for every stream, and names the first stage that did not complete when
 /// a fault surfaces.
-pub fn wait_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
+pub fn wait_fn(pipeline: &Pipeline<'_>) -> TokenStream {
     let rt = rt();
     let name = &pipeline.input.name;
     let name_str = pipeline.name.as_str();
-    let stream_fields: Vec<Ident> = (0..pipeline.streams.len())
-        .map(|i| names.stream_field(i))
-        .collect();
     quote! {
         impl #name {
             /// Waits for every stream, origin first (it joins the others at the end of a step).
             fn __wait(&self) -> #rt::Result<()> {
-                #( #rt::Stream::synchronize(&self.#stream_fields)
-                    .map_err(|e| #rt::step_error_at(#name_str, &self.__progress, Self::__STAGE_SITES, e))?; )*
+                let sites: &[#rt::StageSite] = match &self.__last {
+                    ::core::option::Option::Some(plan) => &plan.sites,
+                    ::core::option::Option::None => &[],
+                };
+                for stream in self.__lanes.iter().flatten() {
+                    #rt::Stream::synchronize(stream)
+                        .map_err(|e| #rt::step_error_at(#name_str, &self.__progress, sites, e))?;
+                }
                 ::core::result::Result::Ok(())
+            }
+
+            /// After graph launches: on CUDA the origin stream only, since each launch is a
+            /// closed fork–join region that ends on the origin and a fault anywhere surfaces
+            /// there too (the context's errors are sticky, and the host nodes' panics are
+            /// reported on the launching stream); on the CPU backend, whose streams report
+            /// their own failures, every stream.
+            fn __wait_origin(&self) -> #rt::Result<()> {
+                if self.__ctx.backend() != #rt::Backend::Cuda {
+                    return self.__wait();
+                }
+                let sites: &[#rt::StageSite] = match &self.__last {
+                    ::core::option::Option::Some(plan) => &plan.sites,
+                    ::core::option::Option::None => &[],
+                };
+                let origin = self.__origin()?;
+                #rt::Stream::synchronize(origin)
+                    .map_err(|e| #rt::step_error_at(#name_str, &self.__progress, sites, e))
             }
         }
     }

@@ -1,27 +1,76 @@
-//! One step: binding the params, and enqueueing each stage's statements in the lowered order
-//! with exactly the lowered waits and records.
+//! One step: binding the params, describing the step's stage instances for the runtime's plan
+//! (`__describe`), and enqueueing a plan (`__enqueue`): each stage instance in the plan's
+//! order with exactly the plan's waits and records, its statements generated once per stage.
+//!
+//! Every pipeline goes through a plan. For a pipeline whose shape the macro knows (no loop,
+//! stream array, buffer array or non-constant range) the plan is the order the macro computed
+//! and checked at compile time, described once; otherwise the description is evaluated before
+//! each step and the runtime orders the instances with the same analysis (and checks what
+//! depends on run-time values there, before anything is enqueued).
+//!
+//! Before the enqueue walks the plan, the bound checks walk it (`bounds.rs`): a refused launch
+//! anywhere leaves the whole step unenqueued. `while`/`if` statements are decided on the host
+//! in an eager step (`control.rs`), and each run of communication statements of a stage is
+//! one group (`collective.rs`). On several devices, each event lives on the device of the
+//! stream that records it, so a wait names its recorder's device.
+
+use std::collections::BTreeSet;
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
-use syn::Ident;
 use syn::spanned::Spanned;
+use syn::{Expr, Ident, Pat};
 
-use super::bounds::{self, LaunchSite, launch_sites};
-use super::launch::{Retype, launch_parts, reborrow};
+use super::bounds::{self, Keep, LaunchSite, bounded_site, launch_sites};
+use super::instance::{body_slots, ref_slots, stage_header};
+use super::launch::{Retype, launch_parts, reborrow, subscripted};
 use super::names::{Names, rt, rt_fn};
 use crate::ast::{self, type_string};
 use crate::lower::{
-    BufferId, CallArg, Memory, Mode, Pipeline, Stage, StageId, StatementKind, WaitCondition,
+    BufferId, CallArg, Memory, Mode, Pipeline, ScalarId, Stage, Statement, StatementKind, Touch,
+    WaitCondition,
 };
 
-/// `let` bindings that give every param and scratch buffer its declared name inside
-/// generated code: scalars by value, buffers reborrowed (`&mut *` for `&mut`).
-pub fn bindings(pipeline: &Pipeline<'_>, names: &Names, params: &TokenStream) -> TokenStream {
+/// `let name = rt::scalar::<Ty>(&__p.name);`: one step's copy of a scalar param. Every
+/// binding of a param is spelled alike, at its declaration, so a type that is not `Clone` is
+/// one error there.
+fn scalar_binding(decl: &ast::Param) -> TokenStream {
+    let name = &decl.name;
+    let ty = &decl.ty;
+    let scalar = rt_fn(name.span(), "scalar");
+    let params = Ident::new("__p", name.span());
+    quote_spanned!(name.span()=> let #name = #scalar::<#ty>(&#params.#name);)
+}
+
+/// The scalar params a function needs bound: those the statements read (only launches' when
+/// `launches`) and those that shape the step (a stage's header evaluates the loop's `let`s).
+/// Binding only these keeps a param that is not `Clone` to one error, where it is used.
+pub fn used_scalars(pipeline: &Pipeline<'_>, launches: bool) -> BTreeSet<ScalarId> {
+    let mut used = pipeline.structural.clone();
+    for statement in pipeline.stages.iter().flat_map(|s| &s.statements) {
+        if !launches || matches!(statement.kind, StatementKind::Launch { .. }) {
+            used.extend(statement.scalars.iter().copied());
+        }
+    }
+    used
+}
+
+/// `let` bindings that give the `used` scalar params and every buffer its declared name
+/// inside generated code: scalars cloned (a copy for `Copy` types), buffers reborrowed
+/// (`&mut *` for `&mut`).
+pub fn bindings(
+    pipeline: &Pipeline<'_>,
+    names: &Names,
+    params: &TokenStream,
+    used: &BTreeSet<ScalarId>,
+) -> TokenStream {
     let rt = rt();
-    let scalars = pipeline.scalars.iter().map(|scalar| {
-        let name = &scalar.decl.name;
-        quote!(let #name = #params.#name;)
-    });
+    let scalars = pipeline
+        .scalars
+        .iter()
+        .enumerate()
+        .filter(|(id, _)| used.contains(&ScalarId(*id)))
+        .map(|(_, scalar)| scalar_binding(scalar.decl));
     let buffers = pipeline.buffers.iter().map(|b| {
         let name = b.ident;
         if b.scratch {
@@ -38,15 +87,22 @@ pub fn bindings(pipeline: &Pipeline<'_>, names: &Names, params: &TokenStream) ->
     quote!(#(#scalars)* #(#buffers)*)
 }
 
-/// `fn __prepare(&mut self, params)`: allocates scratch buffers whose size changed. It runs
-/// before a capture begins, since allocation cannot be captured.
+/// `fn __prepare(&mut self, params)`: allocates scratch buffers whose size changed and the
+/// streams of stream arrays (each on its declaration's device). It runs before a capture
+/// begins, since allocation cannot be captured.
 pub fn prepare_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
     let rt = rt();
     let params_ty = names.params_ty(quote!('_));
-    let scalars = pipeline.scalars.iter().map(|scalar| {
-        let name = &scalar.decl.name;
-        quote!(let #name = __p.#name;)
-    });
+    let mut used: BTreeSet<ScalarId> = pipeline.structural.clone();
+    for buffer in &pipeline.buffers {
+        used.extend(buffer.len_scalars.iter().copied());
+    }
+    let scalars = pipeline
+        .scalars
+        .iter()
+        .enumerate()
+        .filter(|(id, _)| used.contains(&ScalarId(*id)))
+        .map(|(_, scalar)| scalar_binding(scalar.decl));
     let params = pipeline.buffers.iter().filter(|b| !b.scratch).map(|b| {
         let name = b.ident;
         quote!(let #name = &*__p.#name;)
@@ -65,141 +121,467 @@ pub fn prepare_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                 #rt::ensure_scratch::<#referent>(&mut self.#field, #ctx, __len)?;
             })
         });
+    let lanes = pipeline
+        .streams
+        .iter()
+        .enumerate()
+        .filter_map(|(d, stream)| {
+            let count = stream.count?;
+            let decl = stream_decl(stream);
+            let ctx = super::device::scratch_context(pipeline, stream.device);
+            Some(quote_spanned! {count.span()=>
+                let __count: usize = #count;
+                #rt::ensure_streams(#ctx, &mut self.__lanes[#d], #decl, __count)?;
+            })
+        });
     quote! {
         #[allow(unused_variables, clippy::all)]
         fn __prepare(&mut self, __p: &#params_ty) -> #rt::Result<()> {
             #(#scalars)*
             #(#params)*
             #(#sized)*
+            #(#lanes)*
             ::core::result::Result::Ok(())
         }
     }
 }
 
-/// `fn __enqueue(&mut self, params)`: the whole step.
+/// The runtime's description of a stream declaration.
+pub fn stream_decl(stream: &crate::lower::Stream<'_>) -> TokenStream {
+    let rt = rt();
+    let priority = match stream.priority {
+        crate::lower::Priority::High => quote!(#rt::StreamPriority::High),
+        crate::lower::Priority::Low => quote!(#rt::StreamPriority::Low),
+        crate::lower::Priority::Default => quote!(#rt::StreamPriority::Default),
+        crate::lower::Priority::Value(v) => quote!(#rt::StreamPriority::Value(#v)),
+    };
+    let non_blocking = stream.non_blocking;
+    quote!(#rt::StreamDecl { priority: #priority, non_blocking: #non_blocking })
+}
+
+/// Whether the pipeline's description never changes: no subscripts, no loops, no arrays. Its
+/// plan is then described once.
+pub fn fixed(pipeline: &Pipeline<'_>) -> bool {
+    !pipeline.dynamic
+        && !pipeline.stages.iter().any(|stage| {
+            stage
+                .statements
+                .iter()
+                .any(|s| s.accesses.iter().any(|t| t.subscript.is_some()))
+        })
+}
+
+/// `fn __describe(&self, kind, params)`: every stage instance of one kind of step, in program
+/// order, with its stream and each buffer reference resolved (see `runtime/src/pipeline/plan.rs`).
+pub fn describe_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
+    let rt = rt();
+    let params_ty = names.params_ty(quote!('_));
+    let name = pipeline.name.as_str();
+    let scalars = pipeline
+        .scalars
+        .iter()
+        .enumerate()
+        .filter(|(id, _)| pipeline.structural.contains(&ScalarId(*id)))
+        .map(|(_, scalar)| scalar_binding(scalar.decl));
+    let buffers = pipeline.buffers.iter().map(|b| {
+        let name = b.ident;
+        if b.scratch {
+            let field = names.scratch_field(name);
+            let label = name.to_string();
+            quote!(let #name = #rt::scratch_ref(self.#field.as_ref(), #label)?;)
+        } else {
+            quote!(let #name = &*__p.#name;)
+        }
+    });
+    let counts = pipeline.streams.iter().map(|stream| match stream.count {
+        Some(count) => quote_spanned!(count.span()=> { let __n: usize = #count; __n }),
+        None => quote!(1usize),
+    });
+    let kinds = pipeline.kinds.iter().enumerate().map(|(k, kind)| {
+        let mut items = Vec::new();
+        let mut stages = kind.stages.iter().peekable();
+        while let Some(&id) = stages.next() {
+            let stage = &pipeline.stages[id.0];
+            match stage.looped {
+                None => items.push(describe_stage(pipeline, id.0, None)),
+                Some(l) => {
+                    // The loop's stages are consecutive in program order.
+                    let mut body = vec![describe_stage(pipeline, id.0, Some(l))];
+                    while let Some(&&next) = stages.peek() {
+                        if pipeline.stages[next.0].looped != Some(l) {
+                            break;
+                        }
+                        stages.next();
+                        body.push(describe_stage(pipeline, next.0, Some(l)));
+                    }
+                    let looped = pipeline.loops[l];
+                    let var = &looped.var;
+                    let (start, end) = (&looped.start, &looped.end);
+                    let lets = looped.lets.iter().map(|binding| {
+                        let (name, value) = (&binding.name, &binding.value);
+                        quote!(let #name = #value;)
+                    });
+                    items.push(quote! {
+                        {
+                            let __start: usize = #start;
+                            let __end: usize = #end;
+                            for #var in __start..__end {
+                                #(#lets)*
+                                #(#body)*
+                            }
+                        }
+                    });
+                }
+            }
+        }
+        quote!(#k => { #(#items)* })
+    });
+    quote! {
+        #[allow(unused_variables, unused_braces, clippy::all)]
+        fn __describe(&self, __kind: usize, __p: &#params_ty) -> #rt::Result<#rt::Description> {
+            #(#scalars)*
+            #(#buffers)*
+            let mut __d = #rt::Describe::new(#name, &[#(#counts),*])?;
+            match __kind {
+                #(#kinds)*
+                _ => return ::core::result::Result::Err(#rt::internal(#name, "an unknown kind of step")),
+            }
+            ::core::result::Result::Ok(__d.finish())
+        }
+    }
+}
+
+/// One stage instance of the description.
+fn describe_stage(pipeline: &Pipeline<'_>, id: usize, looped: Option<usize>) -> TokenStream {
+    let stage = &pipeline.stages[id];
+    let stage_name = stage.name.as_str();
+    let decl = stage.stream.0;
+    let stream_name = pipeline.streams[decl].name.as_str();
+    let index = match looped {
+        Some(l) => {
+            let var = &pipeline.loops[l].var;
+            quote!(::core::option::Option::Some(#var))
+        }
+        None => quote!(::core::option::Option::None),
+    };
+    let lane = match stage.lane {
+        Some(lane) => quote_spanned!(lane.span()=> { let __lane: usize = #lane; __lane }),
+        None => quote!(0usize),
+    };
+    let touches = stage
+        .statements
+        .iter()
+        .map(|statement| describe_statement(pipeline, statement));
+    let afters = stage.after.iter().map(|after| {
+        let other = &pipeline.stages[after.0];
+        let same = looped.is_some() && other.looped == looped;
+        let t = after.0;
+        quote!(__d.after(#t, #same)?;)
+    });
+    quote! {
+        __d.stage(#id, #stage_name, #index, #decl, #stream_name, #lane)?;
+        #(#touches)*
+        #(#afters)*
+    }
+}
+
+/// One statement of the description: its accesses, resolved in the order
+/// `instance::ref_slots` numbers them. A `while`/`if` describes its condition's access, then
+/// each statement of its body as a statement of its own (references of one statement must not
+/// overlap where one is written; two statements of a body may).
+fn describe_statement(pipeline: &Pipeline<'_>, statement: &Statement<'_>) -> TokenStream {
+    match &statement.kind {
+        StatementKind::Control(control) => {
+            let condition = match control.condition {
+                crate::lower::ControlCondition::Device { .. } => statement.accesses.first(),
+                crate::lower::ControlCondition::Step => None,
+            };
+            let condition = condition.map(|touch| describe_touch(pipeline, touch));
+            let body = control
+                .body
+                .iter()
+                .map(|statement| describe_statement(pipeline, statement));
+            quote!(__d.statement()?; #condition #(#body)*)
+        }
+        _ => {
+            let touches = statement
+                .accesses
+                .iter()
+                .map(|touch| describe_touch(pipeline, touch));
+            quote!(__d.statement()?; #(#touches)*)
+        }
+    }
+}
+
+/// One buffer access of the description: resolved when subscripted, whole otherwise.
+fn describe_touch(pipeline: &Pipeline<'_>, touch: &Touch<'_>) -> TokenStream {
+    let buffer = &pipeline.buffers[touch.buffer.0];
+    let id = touch.buffer.0;
+    let write = touch.mode == Mode::Write;
+    let Some(reference) = touch.subscript else {
+        return quote!(__d.touch_whole(#id, #write)?;);
+    };
+    let name = buffer.ident;
+    let label = buffer.name.as_str();
+    let bound = |expr: Option<&Expr>| match expr {
+        Some(expr) => {
+            quote_spanned!(expr.span()=> ::core::option::Option::Some({ let __b: usize = #expr; __b }))
+        }
+        None => quote!(::core::option::Option::None),
+    };
+    let (start, end) = match reference.range {
+        Some(range) => (bound(range.start), bound(range.end)),
+        None => (
+            quote!(::core::option::Option::None),
+            quote!(::core::option::Option::None),
+        ),
+    };
+    match reference.index {
+        Some(index) => quote! {
+            {
+                let __k: usize = #index;
+                let __len = #name.get(__k).map_or(0, |__b| __b.len());
+                __d.touch(#id, #label, ::core::option::Option::Some((__k, #name.len())), #start, #end, __len, #write)?;
+            }
+        },
+        None => quote! {
+            __d.touch(#id, #label, ::core::option::Option::None, #start, #end, #name.len(), #write)?;
+        },
+    }
+}
+
+/// `fn __plan(&mut self, kind, params)`: the plan of one kind of step, described and
+/// scheduled (or taken from the cache), with enough events and progress words for it.
+pub fn plan_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
+    let rt = rt();
+    let params_ty = names.params_ty(quote!('_));
+    let fixed = fixed(pipeline);
+    let (events, progress) = if super::device::is_multi(pipeline) {
+        (
+            quote! {
+                for (__device, __events) in self.__events.iter_mut().enumerate() {
+                    let __ctx = self
+                        .__devices
+                        .get(__device)
+                        .ok_or_else(|| #rt::internal(Self::NAME, "an event set has no device"))?;
+                    #rt::ensure_events(__ctx, __events, 2 * __plan.events())?;
+                }
+            },
+            // Each stream slot's word is tracked only where the slot's stream is on the
+            // origin's device.
+            quote! {
+                let mut __slots: ::std::vec::Vec<&#rt::Context> = ::std::vec![&self.__ctx; __plan.streams];
+                for __instance in &__plan.instances {
+                    if let ::core::option::Option::Some(__stream) =
+                        self.__lanes.get(__instance.decl).and_then(|lanes| lanes.get(__instance.lane))
+                    {
+                        __slots[__instance.stream] = __stream.context();
+                    }
+                }
+                self.__progress.ensure_on(&self.__ctx, &__slots)?;
+            },
+        )
+    } else {
+        (
+            quote!(#rt::ensure_events(&self.__ctx, &mut self.__events, 2 * __plan.events())?;),
+            quote!(self.__progress.ensure(&self.__ctx, __plan.streams)?;),
+        )
+    };
+    let claims = pipeline.kinds.iter().enumerate().map(|(k, kind)| {
+        // A pipeline whose order the macro computed checked its claims when it compiled.
+        let list = if pipeline.dynamic {
+            pipeline
+                .input
+                .claims_with_loops()
+                .into_iter()
+                .filter_map(|(claim, looped)| {
+                    let ids: Vec<usize> = claim
+                        .stages
+                        .iter()
+                        .filter_map(|name| {
+                            pipeline.stages.iter().position(|s| s.decl.name == *name)
+                        })
+                        .collect();
+                    if !ids.iter().all(|id| kind.stages.iter().any(|s| s.0 == *id)) {
+                        return None;
+                    }
+                    let per_iteration = looped.is_some();
+                    Some(quote!(#rt::Claim { stages: &[#(#ids),*], per_iteration: #per_iteration }))
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        quote!(#k => &[#(#list),*])
+    });
+    quote! {
+        fn __plan(
+            &mut self,
+            __kind: usize,
+            __p: &#params_ty,
+        ) -> #rt::Result<::std::sync::Arc<#rt::StepPlan>> {
+            let __cached = if #fixed {
+                self.__plans.get(__kind).cloned().flatten()
+            } else {
+                ::core::option::Option::None
+            };
+            let __plan = match __cached {
+                ::core::option::Option::Some(plan) => plan,
+                ::core::option::Option::None => {
+                    let __description = self.__describe(__kind, __p)?;
+                    let __claims: &[#rt::Claim] = match __kind {
+                        #(#claims,)*
+                        _ => &[],
+                    };
+                    let __slot = self
+                        .__plans
+                        .get_mut(__kind)
+                        .ok_or_else(|| #rt::internal(Self::NAME, "an unknown kind of step"))?;
+                    #rt::plan_for(__slot, __description, __claims)?
+                }
+            };
+            #events
+            #progress
+            ::core::result::Result::Ok(__plan)
+        }
+    }
+}
+
+/// `fn __enqueue(&mut self, params, plan, mode, profile)`: the whole step, as the plan says:
+/// the bound checks of every instance first, then each instance with its waits, statements,
+/// progress mark and record.
 pub fn enqueue_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
     let rt = rt();
     let params_ty = names.params_ty(quote!('_));
     let name = pipeline.name.as_str();
-    let stream_fields: Vec<Ident> = (0..pipeline.streams.len())
-        .map(|i| names.stream_field(i))
-        .collect();
+    let multi = super::device::is_multi(pipeline);
     let scratch_fields: Vec<Ident> = pipeline
         .buffers
         .iter()
         .filter(|b| b.scratch)
         .map(|b| names.scratch_field(b.ident))
         .collect();
-    let bind = bindings(pipeline, names, &quote!(__p));
     let control_fields = super::control::destructured(pipeline);
     let step_start = super::control::eager_step_start(pipeline);
     let step_end = super::control::eager_step_end(pipeline);
-    let event_of = |stage: StageId| pipeline.events.iter().position(|&s| s == stage);
-    // Every bounded launch is checked before anything of the step is enqueued.
+    let bind = bindings(
+        pipeline,
+        names,
+        &quote!(__p),
+        &used_scalars(pipeline, false),
+    );
     let sites = launch_sites(pipeline);
     let bounded: Vec<&LaunchSite<'_>> = sites
         .iter()
         .filter(|site| bounds::bounded(pipeline, site.kernel))
         .collect();
-    let refused = quote!(return ::core::result::Result::Err(__refusal););
-    let checks = bounded
-        .iter()
-        .map(|site| bounds::check_first(pipeline, site, &refused));
-    let checks: Vec<TokenStream> = checks.collect();
-    let local_site = |stage: StageId, statement: usize| {
-        bounded
-            .iter()
-            .find(|site| site.stage == stage && site.statement == statement)
-            .map(|site| site.index)
-    };
-
-    // The first stage of each forked stream waits on the fork event.
-    let mut fork_pending: Vec<bool> = (0..pipeline.streams.len())
-        .map(|i| pipeline.fork.iter().any(|s| s.0 == i))
-        .collect();
-    let fork_record = if pipeline.fork.is_empty() {
-        quote!()
-    } else {
-        quote!(#rt::Stream::record_into(__stream_0, __fork)?;)
-    };
-
-    let stages = pipeline.order.iter().enumerate().map(|(index, &stage_id)| {
-        let stage = &pipeline.stages[stage_id.0];
-        let stream = &stream_fields[stage.stream.0];
-        let stage_name = stage.name.as_str();
-        let mut waits = Vec::new();
-        if std::mem::take(&mut fork_pending[stage.stream.0]) {
-            waits.push(quote!(#rt::Stream::wait_event(__stream, __fork)));
-        }
-        for edge in pipeline.edges.iter().filter(|e| e.to == stage_id) {
-            if let Some(k) = event_of(edge.from) {
-                waits.push(quote!(#rt::Stream::wait_event(__stream, &__events[#k])));
-            }
-        }
+    let checks = bounds::check_walk(
+        pipeline,
+        &bounded,
+        &quote!(__plan),
+        &quote!(__schedule),
+        &quote!(return ::core::result::Result::Err(__refusal);),
+        Keep::ForLaunch,
+    );
+    let arms = pipeline.stages.iter().enumerate().map(|(t, stage)| {
+        let slots = ref_slots(stage);
+        let header = stage_header(pipeline, stage);
         let statements: Vec<TokenStream> = super::collective::stage_statements(
             pipeline,
             stage,
-            |index, kind| statement_tokens(pipeline, stage, kind, local_site(stage_id, index)),
+            |index, kind| {
+                let kept = bounded_site(pipeline, &sites, crate::lower::StageId(t), index);
+                statement_tokens(pipeline, stage, kind, &slots[index], kept)
+            },
             |group| group,
         );
-        let record =
-            event_of(stage_id).map(|k| quote!(#rt::Stream::record_into(__stream, &__events[#k])?;));
-        let stream_index = stage.stream.0;
-        // The stage's 1-based place in the step, as `__STAGE_SITES` lists it.
-        let position = index as u32 + 1;
-        let mark = quote!(__progress.mark(__stream, #stream_index, #position)?;);
-        let profile_start = quote! {
-            if let ::core::option::Option::Some(profiler) = __profile {
-                profiler.stage_start(__stream, #index)?;
-            }
-        };
-        let profile_end = quote! {
-            if let ::core::option::Option::Some(profiler) = __profile {
-                profiler.stage_end(__stream, #index)?;
-            }
-        };
-        quote! {
-            {
-                let __stream: &#rt::Stream = #stream;
-                let __result: #rt::Result<()> = (|| {
-                                        #(#waits?;)*
-                    #profile_start
-                    #(#statements)*
-                    #profile_end
-                    ::core::result::Result::Ok(())
-                })();
-                                __result.map_err(|e| #rt::stage_error(#name, #stage_name, e))?;
-                #mark
-                #record
-            }
-        }
+        quote!(#t => { #header #(#statements)* })
     });
-    let stages: Vec<TokenStream> = stages.collect();
-
-    let joins = pipeline.join.iter().filter_map(|stream| {
-        let last = pipeline
-            .order
-            .iter()
-            .rev()
-            .find(|&&s| pipeline.stages[s.0].stream == *stream)?;
-        let k = event_of(*last)?;
-        Some(quote!(#rt::Stream::wait_event(__stream_0, &__events[#k])?;))
-    });
-
+    // An event of a pipeline over several devices lives on its recorder's device.
+    let (event, recorders, record_event) = if multi {
+        (
+            quote!(__events[Self::__DECL_DEVICES[__recorders[__e]]]),
+            quote!(let __recorders: &[usize] = __plan.recorders(__mode);),
+            quote!(__events[Self::__DECL_DEVICES[__instance.decl]]),
+        )
+    } else {
+        (quote!(__events), quote!(), quote!(__events))
+    };
     quote! {
         #[allow(unused_variables, unused_mut, unused_braces, clippy::all)]
-                fn __enqueue(&mut self, __p: &mut #params_ty, __profile: ::core::option::Option<&#rt::Profiler>) -> #rt::Result<()> {
-                        let Self { __fork, __events, __kernels, __progress, #(#stream_fields,)* #(#scratch_fields,)* #control_fields .. } = self;
+        fn __enqueue(
+            &mut self,
+            __p: &mut #params_ty,
+            __plan: &#rt::StepPlan,
+            __mode: #rt::StepMode,
+            __profile: ::core::option::Option<&#rt::Profiler>,
+        ) -> #rt::Result<()> {
+            let Self { __fork, __events, __kernels, __progress, __lanes, #(#scratch_fields,)* #control_fields .. } = self;
+            let __origin: &#rt::Stream = __lanes
+                .first()
+                .and_then(|lanes| lanes.first())
+                .ok_or_else(|| #rt::internal(#name, "no origin stream"))?;
+            let __schedule = __mode.schedule(__plan);
             #bind
-            #(#checks)*
-                        __progress.reset(__stream_0)?;
+            // Every bounded launch of every instance is checked before anything is enqueued.
+            #checks
+            #recorders
+            if __mode.forks() {
+                __progress.reset(__origin)?;
+            }
             if let ::core::option::Option::Some(profiler) = __profile {
-                profiler.step_start(__stream_0)?;
+                profiler.step_start(__origin)?;
             }
             #step_start
-            #fork_record
-            #(#stages)*
-            #(#joins)*
+            if __mode.forks() && __schedule.fork {
+                #rt::Stream::record_into(__origin, __fork)?;
+            }
+            let (__set, __previous) = __mode.event_sets(__schedule.events);
+            for (__position, __planned) in __schedule.stages.iter().enumerate() {
+                let __instance = __plan
+                    .instances
+                    .get(__planned.stage.0)
+                    .ok_or_else(|| #rt::internal(#name, "a planned stage is not described"))?;
+                let __stream: &#rt::Stream = __lanes
+                    .get(__instance.decl)
+                    .and_then(|lanes| lanes.get(__instance.lane))
+                    .ok_or_else(|| #rt::internal(#name, "a stage's stream was not created"))?;
+                let __refs: &[#rt::Ref] = &__instance.refs;
+                let __result: #rt::Result<()> = (|| {
+                    if __planned.fork && __mode.forks() {
+                        #rt::Stream::wait_event(__stream, __fork)?;
+                    }
+                    for &__e in &__planned.waits {
+                        #rt::Stream::wait_event(__stream, &#event[__set + __e])?;
+                    }
+                    if __mode.waits_on_previous() {
+                        for &__e in &__planned.ahead_waits {
+                            #rt::Stream::wait_event(__stream, &#event[__previous + __e])?;
+                        }
+                    }
+                    if let ::core::option::Option::Some(profiler) = __profile {
+                        profiler.stage_start(__stream, __position)?;
+                    }
+                    match __instance.template {
+                        #(#arms)*
+                        _ => return ::core::result::Result::Err(#rt::internal(#name, "an unknown stage")),
+                    }
+                    if let ::core::option::Option::Some(profiler) = __profile {
+                        profiler.stage_end(__stream, __position)?;
+                    }
+                    ::core::result::Result::Ok(())
+                })();
+                __result.map_err(|e| #rt::stage_error(#name, __instance.name, e))?;
+                __progress.mark(__stream, __instance.stream, __position as u32 + 1)?;
+                if let ::core::option::Option::Some(__e) = __planned.record {
+                    #rt::Stream::record_into(__stream, &#record_event[__set + __e])?;
+                }
+            }
+            if __mode.joins() {
+                for &__e in &__schedule.join {
+                    #rt::Stream::wait_event(__origin, &#event[__set + __e])?;
+                }
+            }
             #step_end
             ::core::result::Result::Ok(())
         }
@@ -207,13 +589,15 @@ pub fn enqueue_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
 }
 
 /// The tokens of one statement of `stage`, inside the stage's closure where `__stream` is its
-/// stream. A launch whose bounds were checked first passes the locals of that check as its
-/// scalar arguments (`locals`: its launch site).
+/// stream and `__refs` its instance's resolved references; `slots` gives each access its
+/// reference. A launch the bound checks checked (`kept`, its site) takes its scalar arguments
+/// from the values they kept.
 pub(super) fn statement_tokens(
     pipeline: &Pipeline<'_>,
     stage: &Stage<'_>,
     kind: &StatementKind<'_>,
-    locals: Option<usize>,
+    slots: &[Option<usize>],
+    kept: Option<&LaunchSite<'_>>,
 ) -> TokenStream {
     let rt = rt();
     let buffer = |id: &BufferId| pipeline.buffers[id.0].ident;
@@ -225,25 +609,59 @@ pub(super) fn statement_tokens(
         } => {
             let device = pipeline.streams[stage.stream.0].device;
             let field = format_ident!("{}", super::names::kernel_field_name(*kernel, device));
-            let (config, args) =
-                launch_parts(pipeline, source, *kernel, args, Retype::Assert, locals);
-            quote!(__kernels.#field.launch(__stream, #config, #args)?;)
+            let (config, args) = launch_parts(
+                pipeline,
+                source,
+                *kernel,
+                args,
+                Retype::Assert,
+                slots,
+                kept.is_some(),
+            );
+            let take = kept.map(|site| bounds::take_kept(pipeline, site));
+            quote!({
+                #take
+                __kernels.#field.launch(__stream, #config, #args)?;
+            })
         }
         StatementKind::Copy { source, src, dst } => {
-            let dst_tokens = retyped_mut(pipeline, *dst, pipeline.buffers[src.0].elem, &source.dst);
-            let src = buffer(src);
-            quote!(#rt::copy(__stream, &*#src, #dst_tokens)?;)
+            let (src_slot, dst_slot) = (
+                slots.first().copied().flatten(),
+                slots.get(1).copied().flatten(),
+            );
+            if src_slot.is_none() && dst_slot.is_none() {
+                let dst_tokens =
+                    retyped_mut(pipeline, *dst, pipeline.buffers[src.0].elem, &source.dst);
+                let src = buffer(src);
+                return quote!(#rt::copy(__stream, &*#src, #dst_tokens)?;);
+            }
+            let (src, dst) = copy_ends(pipeline, *src, src_slot, *dst, dst_slot);
+            let copy = rt_fn(source.keyword.span, "copy");
+            quote!(#copy(__stream, #src, #dst)?;)
         }
         StatementKind::Fill { source, dst } => {
-            let dst = buffer(dst);
             let value = &source.value;
-            // A value of the wrong type is reported on it, with the call on `fill` (the same
-            // check as the built graph's, so that rustc reports it once).
-            let fill_value = rt_fn(source.keyword.span, "fill_value");
-            quote!({
-                let __value = #fill_value(&*#dst, #value);
-                #rt::fill_checked(__stream, &mut *#dst, __value)?;
-            })
+            match slots.first().copied().flatten() {
+                None => {
+                    let dst = buffer(dst);
+                    // A value of the wrong type is reported on it, with the call on `fill`
+                    // (the same check as the built graph's, so that rustc reports it once).
+                    let fill_value = rt_fn(source.keyword.span, "fill_value");
+                    quote!({
+                        let __value = #fill_value(&*#dst, #value);
+                        #rt::fill_checked(__stream, &mut *#dst, __value)?;
+                    })
+                }
+                Some(slot) => {
+                    let dst = subscripted(pipeline, *dst, Mode::Write, Some(slot));
+                    let fill_value = rt_fn(source.keyword.span, "fill_view_value");
+                    quote!({
+                        let mut __dst = #dst;
+                        let __value = #fill_value(&__dst, #value);
+                        #rt::fill_view_checked(__stream, &mut __dst, __value)?;
+                    })
+                }
+            }
         }
         StatementKind::Wait {
             source,
@@ -272,21 +690,167 @@ pub(super) fn statement_tokens(
                 #rt::write_flag_checked(__stream, &*#flag, __value)?;
             })
         }
-        StatementKind::Host { source, .. } => {
-            let closure = &source.closure;
-            quote_spanned!(closure.span()=> #rt::host_closure(__stream, #closure)?;)
-        }
+        StatementKind::Host { source, .. } => host_tokens(pipeline, stage, source),
         StatementKind::Call { source, args, .. } => call_tokens(pipeline, stage, source, args),
         StatementKind::Control(control) => {
             let body = control
                 .body
                 .iter()
-                .map(|statement| statement_tokens(pipeline, stage, &statement.kind, None))
+                .zip(body_slots(control, slots))
+                .map(|(statement, slots)| {
+                    statement_tokens(pipeline, stage, &statement.kind, slots, None)
+                })
                 .collect();
             super::control::eager(pipeline, control, body)
         }
         // Grouped with their neighbours by `collective::stage_statements`.
         StatementKind::Comm { .. } => quote!(),
+    }
+}
+
+/// A copy's source and destination when either is subscripted: `&view` and `&mut view` (or
+/// the whole buffer reborrowed).
+pub(super) fn copy_ends(
+    pipeline: &Pipeline<'_>,
+    src: BufferId,
+    src_slot: Option<usize>,
+    dst: BufferId,
+    dst_slot: Option<usize>,
+) -> (TokenStream, TokenStream) {
+    let src = match src_slot {
+        Some(_) => {
+            let view = subscripted(pipeline, src, Mode::Read, src_slot);
+            quote!(&#view)
+        }
+        None => reborrow(pipeline.buffers[src.0].ident, Mode::Read),
+    };
+    let dst = match dst_slot {
+        Some(_) => {
+            let view = subscripted(pipeline, dst, Mode::Write, dst_slot);
+            quote!(&mut #view)
+        }
+        None => reborrow(pipeline.buffers[dst.0].ident, Mode::Write),
+    };
+    (src, dst)
+}
+
+/// The `let`s that clone into a host closure the scalar params, loop variable and `let`s it
+/// names (a non-`Copy` param, an `Arc<Mutex<..>>` log, is cloned, not moved out of the params).
+pub(super) fn host_clones(
+    pipeline: &Pipeline<'_>,
+    stage: &Stage<'_>,
+    source: &ast::Host,
+) -> Vec<TokenStream> {
+    let scalar_decl = |name: &Ident| {
+        pipeline
+            .scalars
+            .iter()
+            .find(|s| s.decl.name == *name)
+            .map(|s| s.decl)
+    };
+    let mentioned: Vec<&Ident> = {
+        let body = Expr::Closure(source.closure.clone());
+        let named: Vec<String> = ast::mentions(&body)
+            .iter()
+            .map(|m| m.ident.to_string())
+            .collect();
+        let mut names: Vec<&Ident> = pipeline.scalars.iter().map(|s| &s.decl.name).collect();
+        if let Some(l) = stage.looped {
+            let looped = pipeline.loops[l];
+            names.push(&looped.var);
+            names.extend(looped.lets.iter().map(|binding| &binding.name));
+        }
+        names.retain(|name| named.iter().any(|n| *name == n));
+        names
+    };
+    mentioned
+        .iter()
+        .map(|name| match scalar_decl(name) {
+            // A scalar param: cloned as the bindings are, so a type that is not `Clone` is one
+            // error, at its declaration.
+            Some(decl) => scalar_binding(decl),
+            None => quote!(let #name = ::core::clone::Clone::clone(&#name);),
+        })
+        .collect()
+}
+
+/// A host closure. One without parameters runs as written; one with parameters receives the
+/// pinned buffers they name (in `reads(...)` or `writes(...)`) as slices of a copy taken in
+/// stream order (see `runtime/src/pipeline/host_data.rs`). Scalar params the closure names are
+/// cloned into it, so a non-`Copy` param (an `Arc<Mutex<..>>` log) can be used.
+pub(super) fn host_tokens(
+    pipeline: &Pipeline<'_>,
+    stage: &Stage<'_>,
+    source: &ast::Host,
+) -> TokenStream {
+    let rt = rt();
+    let mut closure = source.closure.clone();
+    closure.capture = Some(<syn::Token![move]>::default());
+    let clones = host_clones(pipeline, stage, source);
+    if closure.inputs.is_empty() {
+        return quote_spanned! {source.closure.span()=>
+            {
+                #(#clones)*
+                #rt::host_closure(__stream, #closure)?;
+            }
+        };
+    }
+    let writes: Vec<&Ident> = source.accesses.writes().collect();
+    let mut regions = Vec::new();
+    let mut takes = Vec::new();
+    let mut puts = Vec::new();
+    let mut args = Vec::new();
+    for (k, input) in closure.inputs.iter_mut().enumerate() {
+        let (ident, typed) = match input {
+            Pat::Ident(binding) => (binding.ident.clone(), false),
+            Pat::Type(typed) => match &*typed.pat {
+                Pat::Ident(binding) => (binding.ident.clone(), true),
+                _ => continue,
+            },
+            _ => continue,
+        };
+        let Some(buffer) = pipeline.buffers.iter().find(|b| *b.ident == ident) else {
+            continue;
+        };
+        let elem = buffer.elem.map_or_else(|| quote!(_), |elem| quote!(#elem));
+        let name = buffer.ident;
+        let write = writes.contains(&name);
+        let slot = format_ident!("__slot_{}", k);
+        if write {
+            regions.push(quote!(#rt::HostRegion::write(&mut *#name)));
+            args.push(quote!(&mut #slot[..]));
+        } else {
+            regions.push(quote!(#rt::HostRegion::read(&*#name)));
+            args.push(quote!(&#slot[..]));
+        }
+        takes.push(quote!(let mut #slot = __frame.take::<#elem>(#k);));
+        puts.push(quote!(__frame.put(#k, #slot);));
+        if !typed {
+            let ty: syn::Type = if write {
+                syn::parse_quote!(&mut [#elem])
+            } else {
+                syn::parse_quote!(&[#elem])
+            };
+            let pat = input.clone();
+            *input = Pat::Type(syn::PatType {
+                attrs: Vec::new(),
+                pat: Box::new(pat),
+                colon_token: Default::default(),
+                ty: Box::new(ty),
+            });
+        }
+    }
+    quote! {
+        {
+            #(#clones)*
+            let __regions = ::std::vec![#(#regions),*];
+            let __user = #closure;
+            #rt::host_closure_with(__stream, __regions, move |__frame: &mut #rt::HostFrame| {
+                #(#takes)*
+                let (): () = __user(#(#args),*);
+                #(#puts)*
+            })?;
+        }
     }
 }
 

@@ -26,6 +26,7 @@ pub fn stub(input: &ast::Pipeline, errors: syn::Error) -> TokenStream {
     let params = format_ident!("{}Params", name);
     let run = format_ident!("{}Run", name);
     let graph = format_ident!("{}Graph", name);
+    let window = format_ident!("{}Window", name);
     let lt = syn::Lifetime::new("'a", proc_macro2::Span::call_site());
     // One field per param name (a duplicate is already reported). A type rustc would reject
     // too (`&mut DeviceBuffer` without its element type) becomes a type parameter, so that
@@ -80,24 +81,93 @@ pub fn stub(input: &ast::Pipeline, errors: syn::Error) -> TokenStream {
     // One marker type and one accessor per stream name, as the real expansion has, so that
     // `call` functions typed `&TypedStream<PMain>` resolve.
     let mut seen = HashSet::new();
-    let streams: Vec<(syn::Ident, syn::Ident)> = input
+    let streams: Vec<(syn::Ident, syn::Ident, bool)> = input
         .streams()
         .filter(|stream| seen.insert(stream.name.to_string()))
         .map(|stream| {
             let marker = format_ident!("{}", lower::marker(name, &stream.name));
-            let accessor = format_ident!("{}_stream", stream.name);
-            (marker, accessor)
+            let array = stream.count.is_some();
+            let accessor = if array {
+                format_ident!("{}_streams", stream.name)
+            } else {
+                format_ident!("{}_stream", stream.name)
+            };
+            (marker, accessor, array)
         })
         .collect();
     let mut seen = HashSet::new();
     let markers: Vec<&syn::Ident> = streams
         .iter()
-        .map(|(marker, _)| marker)
+        .map(|(marker, _, _)| marker)
         .filter(|marker| seen.insert(marker.to_string()))
         .collect();
-    let accessors = streams
+    let accessors = streams.iter().map(|(_, accessor, array)| {
+        if *array {
+            quote!(pub fn #accessor(&self) -> &[#rt::Stream] { #unreachable })
+        } else {
+            quote!(pub fn #accessor(&self) -> &#rt::Stream { #unreachable })
+        }
+    });
+    // The methods of each kind of step, named as the real expansion names them.
+    let mut seen = HashSet::new();
+    let suffixes: Vec<String> = {
+        let steps: Vec<String> = input
+            .steps()
+            .map(|step| format!("_{}", step.name))
+            .filter(|s| seen.insert(s.clone()))
+            .collect();
+        if steps.is_empty() {
+            vec![String::new()]
+        } else {
+            steps
+        }
+    };
+    let kind_methods = suffixes.iter().map(|suffix| {
+        let run = format_ident!("run{}", suffix);
+        let run_steps = format_ident!("run{}_steps", suffix);
+        let run_ahead = format_ident!("run{}_ahead", suffix);
+        let profile = format_ident!("profile{}", suffix);
+        let plan_dot = format_ident!("plan_dot{}", suffix);
+        quote! {
+            pub fn #run<'a, #(#generics),*>(&'a mut self, params: #params_ty) -> #rt::Result<#run<'a>> { #unreachable }
+            pub fn #run_steps<'a, #(#generics),*>(&'a mut self, params: #params_ty, steps: usize) -> #rt::Result<#run<'a>> { #unreachable }
+            pub fn #run_ahead<'a, #(#generics),*>(&'a mut self, params: #params_ty, steps: usize) -> #rt::Result<#run<'a>> { #unreachable }
+            pub fn #profile<'a, #(#generics),*>(&'a mut self, params: #params_ty) -> #rt::Result<#rt::StepProfile> { #unreachable }
+            pub fn #plan_dot<'a, #(#generics),*>(&'a mut self, params: &#params_ty) -> #rt::Result<::std::string::String> { #unreachable }
+        }
+    });
+    let thens = suffixes.iter().map(|suffix| {
+        let then = format_ident!("then{}", suffix);
+        quote!(pub fn #then(&mut self) -> #rt::Result<&mut Self> { #unreachable })
+    });
+    let launches: Vec<syn::Ident> = suffixes
         .iter()
-        .map(|(_, accessor)| quote!(pub fn #accessor(&self) -> &#rt::Stream { #unreachable }));
+        .map(|suffix| format_ident!("launch{}", suffix))
+        .collect();
+    let graph_launches = launches
+        .iter()
+        .map(|launch| quote!(pub fn #launch(&mut self) -> #rt::Result<()> { #unreachable }));
+    let window_launches = launches
+        .iter()
+        .map(|launch| quote!(pub fn #launch(self) -> #rt::Result<()> { #unreachable }));
+    let swaps = input.swaps().map(|swap| {
+        let method = format_ident!("swap_{}_{}", swap.a, swap.b);
+        quote!(pub fn #method(&mut self) -> #rt::Result<()> { #unreachable })
+    });
+    // An accessor for every borrowed param, `_mut` too: more is harmless in a stub.
+    let mut seen = HashSet::new();
+    let window_accessors = input
+        .params()
+        .filter(|p| matches!(ast::ungroup_type(&p.ty), syn::Type::Reference(_)))
+        .filter(|p| seen.insert(p.name.to_string()))
+        .map(|p| {
+            let field = &p.name;
+            let field_mut = format_ident!("{}_mut", p.name);
+            quote! {
+                pub fn #field(&self) -> #rt::Result<&[u8]> { #unreachable }
+                pub fn #field_mut(&mut self) -> #rt::Result<&mut [u8]> { #unreachable }
+            }
+        });
     // A setter for every by-value param: the real expansion has them only for scalars that a
     // launch uses, but more is harmless in a stub.
     let mut seen = HashSet::new();
@@ -126,6 +196,8 @@ pub fn stub(input: &ast::Pipeline, errors: syn::Error) -> TokenStream {
         #vis struct #run<'a>(::core::marker::PhantomData<&'a ()>);
         #[allow(dead_code)]
         #vis struct #graph<'a>(::core::marker::PhantomData<&'a ()>);
+        #[allow(dead_code)]
+        #vis struct #window<'g, 'a>(::core::marker::PhantomData<&'g &'a ()>);
         #[allow(dead_code, unused_variables, clippy::all)]
         impl #name {
             pub const NAME: &'static str = "";
@@ -134,9 +206,7 @@ pub fn stub(input: &ast::Pipeline, errors: syn::Error) -> TokenStream {
             #new_fn
             pub fn context(&self) -> &#rt::Context { #unreachable }
             #(#accessors)*
-            pub fn run<'a, #(#generics),*>(&'a mut self, params: #params_ty) -> #rt::Result<#run<'a>> { #unreachable }
-                        pub fn run_steps<'a, #(#generics),*>(&'a mut self, params: #params_ty, steps: usize) -> #rt::Result<#run<'a>> { #unreachable }
-            pub fn profile<'a, #(#generics),*>(&'a mut self, params: #params_ty) -> #rt::Result<#rt::StepProfile> { #unreachable }
+            #(#kind_methods)*
             pub fn capture<'a, #(#generics),*>(&'a mut self, params: #params_ty) -> #rt::Result<#graph<'a>> { #unreachable }
             pub fn set_fault_tracking(&mut self, on: bool) { #unreachable }
         }
@@ -145,16 +215,26 @@ pub fn stub(input: &ast::Pipeline, errors: syn::Error) -> TokenStream {
             pub fn wait(self) -> #rt::Result<()> { #unreachable }
             pub fn is_complete(&self) -> #rt::Result<bool> { #unreachable }
             pub fn params<#(#generics),*>(&self) -> &#params_ty { #unreachable }
+            #(#thens)*
         }
         #[allow(dead_code, unused_variables, clippy::all)]
         impl<'a> #graph<'a> {
-            pub fn launch(&mut self) -> #rt::Result<()> { #unreachable }
+            #(#graph_launches)*
             pub fn synchronize(&self) -> #rt::Result<()> { #unreachable }
+            pub fn window(&mut self) -> #rt::Result<#window<'_, 'a>> { #unreachable }
             pub fn params<#(#generics),*>(&self) -> &#params_ty { #unreachable }
-            pub fn exec(&self) -> &#rt::GraphExec { #unreachable }
+            pub fn exec(&self) -> ::core::option::Option<&#rt::GraphExec> { #unreachable }
             pub fn node_count(&self) -> #rt::Result<usize> { #unreachable }
+            pub fn edge_count(&self) -> #rt::Result<usize> { #unreachable }
             pub fn apply_updates(&mut self) -> #rt::Result<()> { #unreachable }
+            #(#swaps)*
             #(#setters)*
+        }
+        #[allow(dead_code, unused_variables, clippy::all)]
+        impl<'g, 'a> #window<'g, 'a> {
+            #(#window_accessors)*
+            pub fn params<#(#generics),*>(&self) -> &#params_ty { #unreachable }
+            #(#window_launches)*
         }
     }
 }

@@ -45,6 +45,7 @@ pub fn accesses<'a>(
                 buffer: BufferId(scope.buffer(&operand.name)?),
                 mode: if writes { Mode::Write } else { Mode::Read },
                 name: &operand.name,
+                subscript: None,
             })
         })
         .collect();
@@ -53,6 +54,7 @@ pub fn accesses<'a>(
             buffer: communicator,
             mode: Mode::Write,
             name: decl.name,
+            subscript: None,
         });
     }
     touches

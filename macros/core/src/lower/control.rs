@@ -6,7 +6,7 @@ use proc_macro2::TokenStream;
 use quote::ToTokens;
 
 use super::{BufferId, Mode, Statement, StatementKind, Touch, Unresolved};
-use super::{buffer, lower_statement, scalars_read};
+use super::{buffer, lower_statement, scalars_with_lets};
 use crate::ast::{self, Comparison};
 use crate::scope::Scope;
 
@@ -46,6 +46,7 @@ impl<'a> Control<'a> {
                 buffer: value,
                 mode: Mode::Read,
                 name: &written.value,
+                subscript: None,
             });
         }
         touches.extend(self.body.iter().flat_map(|s| s.accesses.iter().copied()));
@@ -61,6 +62,7 @@ impl<'a> Control<'a> {
 /// Lowers one `while` or `if` whose names passed the checks.
 pub(super) fn lower<'a>(
     scope: &Scope<'a>,
+    looped: Option<&'a ast::ForLoop>,
     source: &'a ast::Control,
 ) -> Result<Statement<'a>, Unresolved> {
     let mut expressions = TokenStream::new();
@@ -88,9 +90,9 @@ pub(super) fn lower<'a>(
     let body: Vec<Statement<'a>> = source
         .body()
         .iter()
-        .map(|statement| lower_statement(scope, statement))
+        .map(|statement| lower_statement(scope, looped, statement))
         .collect::<Result<_, _>>()?;
-    let mut scalars = scalars_read(scope, expressions);
+    let mut scalars = scalars_with_lets(scope, looped, expressions);
     for statement in &body {
         scalars.extend(statement.scalars.iter().copied());
     }

@@ -282,7 +282,7 @@ fn launch_arguments_match_the_kernel_signature() {
         ),
         (
             "stage s on s1 { launch k::touch(&mut a) grid 1 block 1; }",
-            "`touch` takes a buffer for `buf: &mut [f32]`; pass the name of a buffer param or scratch buffer",
+            "`touch` takes a buffer for `buf: &mut [f32]`; pass the name of a buffer param or scratch buffer (or a range of one, `x[lo..hi]`)",
             "&mut a",
         ),
         (

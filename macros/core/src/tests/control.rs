@@ -230,7 +230,7 @@ fn built_graphs_get_the_reduced_stage_edges() {
     ));
     // a -> b (RAW on a), b -> c (RAW on b); a -> c (stream order) is implied.
     assert_eq!(
-        pipeline.graph_edges(),
+        pipeline.graph_edges(0),
         [(stage(0), stage(1)), (stage(1), stage(2))]
     );
 }

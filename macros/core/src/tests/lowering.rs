@@ -71,18 +71,9 @@ fn accesses_merge_per_stage_with_writes_covering_reads() {
     assert_eq!(
         p.stages[0].accesses,
         [
-            Access {
-                buffer: buffer(0),
-                mode: Mode::Write
-            },
-            Access {
-                buffer: buffer(1),
-                mode: Mode::Read
-            },
-            Access {
-                buffer: buffer(2),
-                mode: Mode::Write
-            },
+            Access::whole(buffer(0), Mode::Write),
+            Access::whole(buffer(1), Mode::Read),
+            Access::whole(buffer(2), Mode::Write),
         ]
     );
 }

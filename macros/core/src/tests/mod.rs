@@ -10,6 +10,7 @@ mod bounds;
 mod checks;
 mod control;
 mod dot;
+mod language;
 mod limits;
 mod lowering;
 mod multi;

@@ -293,3 +293,37 @@ fn the_communicator_runs_on_one_device() {
             .replace("n: u32,", "n: u32, comm: &Communicator on gpu1,"),
     );
 }
+
+#[test]
+fn a_swap_exchanges_buffers_of_one_device() {
+    assert_error(
+        &two("swap(x0, x1); stage x on s0 { fill x0 = 0.0; } stage y on s1 { fill x1 = 0.0; }"),
+        "`x0` lives on device `gpu0` and `x1` on `gpu1`; `swap` gives each buffer's stages the other one, so both must be on one device: declare them `on` the same device",
+        "x1",
+    );
+    lower_ok(
+        &two("swap(x1, x2); stage y on s1 { fill x1 = 0.0; fill x2 = 0.0; }").replace(
+            "f1: &mut FlagCell on gpu1,",
+            "f1: &mut FlagCell on gpu1, x2: &mut DeviceBuffer<f32> on gpu1,",
+        ),
+    );
+}
+
+#[test]
+fn stream_arrays_and_loops_run_on_their_device() {
+    let pipeline = lower_ok(
+        &two("for i in 0..n as usize { stage grow on work[i % 2] { launch k::touch(x1[i..i + 1]) grid 1 block 1; } }")
+            .replace("streams { s0, s1 on gpu1 }", "streams { s0, s1 on gpu1, work[2] on gpu1 }"),
+    );
+    assert!(pipeline.dynamic);
+    assert_eq!(pipeline.streams[2].device, 1);
+    assert_error(
+        &two("for i in 0..2 { stage grow on work[i] { launch k::touch(x1) grid 1 block 1; } }")
+            .replace(
+                "streams { s0, s1 on gpu1 }",
+                "streams { s0, s1 on gpu1, work[2] }",
+            ),
+        "`x1` lives on device `gpu1`, but stage `grow` runs on stream `work`, on device `gpu0`: kernel `touch` reaches only its own device's memory; copy it first, in a stage ordered before this one (`copy x1 -> x1_gpu0;` into a buffer declared `on gpu0`), or run this stage on a stream `on gpu1`",
+        "x1",
+    );
+}

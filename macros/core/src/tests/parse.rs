@@ -229,7 +229,7 @@ fn unexpected_words_list_what_was_expected() {
     );
     assert_eq!(
         parse_error("pipeline P { stream { s } }"),
-        "expected one of: `streams`, `kernels`, `params`, `scratch`, `stage`, `concurrent`, `devices`"
+        "expected one of: `streams`, `kernels`, `params`, `scratch`, `stage`, `for`, `step`, `swap`, `concurrent`, `devices`"
     );
     assert_eq!(
         parse_error(r#"pipeline P { unsafe kernels k = spirv("") {} }"#),

@@ -7,14 +7,16 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::lower::{Access, Cycle, Hazard, Mode, Node, Reason, Via, schedule};
+use gpu_pipeline_schedule::Extent;
 
-/// A random step: 1 to 4 streams, 1 to 10 stages, each touching some of 1 to 5 buffers and
+/// A random step: 1 to 4 streams, 1 to 10 stages, each touching some of 1 to 5 buffers (the
+/// whole buffer, or with probability 1/2 a range of its first 8 elements, maybe empty) and
 /// naming up to two other stages (earlier or later, each with probability 1/5) in `after`.
 fn steps() -> impl Strategy<Value = (usize, Vec<Node>)> {
     (1usize..=4, 1usize..=5, 1usize..=10).prop_flat_map(|(streams, buffers, stages)| {
         let node = (
             0..streams,
-            prop::collection::vec(0u8..3, buffers),
+            prop::collection::vec((0u8..3, prop::option::of((0u64..8, 0u64..4))), buffers),
             prop::collection::vec(prop::option::weighted(0.2, 0..stages), 2),
         );
         (Just(streams), prop::collection::vec(node, stages)).prop_map(|(streams, raw)| {
@@ -26,7 +28,7 @@ fn steps() -> impl Strategy<Value = (usize, Vec<Node>)> {
                     accesses: modes
                         .iter()
                         .enumerate()
-                        .filter_map(|(buffer, &mode)| {
+                        .filter_map(|(buffer, &(mode, range))| {
                             let mode = match mode {
                                 1 => Mode::Read,
                                 2 => Mode::Write,
@@ -35,6 +37,9 @@ fn steps() -> impl Strategy<Value = (usize, Vec<Node>)> {
                             Some(Access {
                                 buffer: BufferId(buffer),
                                 mode,
+                                extent: range.map(|(start, len)| {
+                                    Extent::new(start, (start + len).min(RANGE_UNIVERSE))
+                                }),
                             })
                         })
                         .collect(),
@@ -53,12 +58,26 @@ fn steps() -> impl Strategy<Value = (usize, Vec<Node>)> {
     })
 }
 
-/// Whether two stages touch a buffer where either writes.
+/// The elements a range may name: a whole-buffer access touches all of them.
+const RANGE_UNIVERSE: u64 = 8;
+
+/// The elements an access touches, listed one by one.
+fn elements(access: &Access) -> Vec<u64> {
+    match access.extent {
+        Some(extent) => (extent.start..extent.end).collect(),
+        None => (0..RANGE_UNIVERSE).collect(),
+    }
+}
+
+/// Whether two stages touch a common element of a buffer where either writes, by brute force
+/// over the elements.
 fn conflict(a: &Node, b: &Node) -> bool {
     a.accesses.iter().any(|x| {
-        b.accesses
-            .iter()
-            .any(|y| x.buffer == y.buffer && (x.mode == Mode::Write || y.mode == Mode::Write))
+        b.accesses.iter().any(|y| {
+            x.buffer == y.buffer
+                && (x.mode == Mode::Write || y.mode == Mode::Write)
+                && elements(x).iter().any(|e| elements(y).contains(e))
+        })
     })
 }
 

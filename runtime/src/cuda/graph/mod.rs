@@ -34,7 +34,7 @@ mod updates;
 
 pub(crate) use build::CopyEnd;
 pub(crate) use conditional::{ConditionArgs, ConditionKind};
-pub(crate) use exec::GraphExec;
+pub(crate) use exec::{GraphExec, borrowed_error};
 pub(crate) use updates::KernelUpdates;
 
 /// Process-unique graph ids, so a node of one graph is never taken for one of another (raw

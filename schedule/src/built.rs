@@ -5,10 +5,11 @@
 
 use std::collections::BTreeSet;
 
-use super::graph::{Edge, StageId, StreamId};
+use crate::graph::{Edge, StageId, StreamId};
 
 /// The reduced stage-level edges, sorted by `(from, to)`. `streams[i]` is stage `i`'s
-/// stream, `order` a topological order of the stages, `waits` the reduced cross-stream edges.
+/// stream, `order` the order the stages are enqueued in (topological; consecutive stages of
+/// one stream in it are stream-ordered), `waits` the reduced cross-stream edges.
 pub fn stage_edges(
     streams: &[StreamId],
     order: &[StageId],
@@ -18,7 +19,10 @@ pub fn stage_edges(
     let mut candidates: BTreeSet<(usize, usize)> = BTreeSet::new();
     // Stream order: each stage after the previous stage of its stream.
     let mut last: Vec<Option<usize>> = Vec::new();
-    for (stage, stream) in streams.iter().enumerate() {
+    for &StageId(stage) in order {
+        let Some(stream) = streams.get(stage) else {
+            continue;
+        };
         if last.len() <= stream.0 {
             last.resize(stream.0 + 1, None);
         }

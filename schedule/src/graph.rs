@@ -36,12 +36,61 @@ pub enum Mode {
 }
 
 /// One buffer access.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Access {
     /// The buffer.
     pub buffer: BufferId,
     /// How.
     pub mode: Mode,
+    /// The elements touched, or `None` for the whole buffer.
+    pub extent: Option<Extent>,
+}
+
+impl Access {
+    /// An access of the whole buffer.
+    pub fn whole(buffer: BufferId, mode: Mode) -> Access {
+        Access {
+            buffer,
+            mode,
+            extent: None,
+        }
+    }
+
+    /// Whether the two accesses may touch a common element of one buffer.
+    pub fn overlaps(&self, other: &Access) -> bool {
+        self.buffer == other.buffer
+            && match (self.extent, other.extent) {
+                (Some(a), Some(b)) => a.overlaps(b),
+                (Some(a), None) | (None, Some(a)) => !a.is_empty(),
+                (None, None) => true,
+            }
+    }
+}
+
+/// A half-open range of elements, `start..end`, of one buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Extent {
+    /// The first element.
+    pub start: u64,
+    /// One past the last element.
+    pub end: u64,
+}
+
+impl Extent {
+    /// `start..end`.
+    pub fn new(start: u64, end: u64) -> Extent {
+        Extent { start, end }
+    }
+
+    /// Whether it holds no element.
+    pub fn is_empty(self) -> bool {
+        self.end <= self.start
+    }
+
+    /// Whether the two ranges share an element (an empty range shares none).
+    pub fn overlaps(self, other: Extent) -> bool {
+        !self.is_empty() && !other.is_empty() && self.start < other.end && other.start < self.end
+    }
 }
 
 /// A cross-stream ordering: `to` waits for `from`.
@@ -152,8 +201,8 @@ pub struct Schedule {
 
 /// Orders the stages of one step.
 ///
-/// Stages are in program order. For every pair `i < j` on different streams that touch one
-/// buffer where either writes, `j` waits for `i`; `after` adds more such pairs. Stages on one
+/// Stages are in program order. For every pair `i < j` on different streams that touch a
+/// common element of one buffer where either writes, `j` waits for `i`; `after` adds more such pairs. Stages on one
 /// stream are ordered by the stream for free. Of the cross-stream pairs only the transitive
 /// reduction is emitted: a wait is dropped when its target is reachable from its source through
 /// other waits and stream order.
@@ -270,7 +319,8 @@ pub fn path(
     Some(hops)
 }
 
-/// Every cross-stream pair `i < j` that touches a buffer where either writes.
+/// Every cross-stream pair `i < j` that touches a common element of a buffer where either
+/// writes.
 fn hazards(nodes: &[Node]) -> BTreeMap<(usize, usize), Vec<Reason>> {
     let mut required = BTreeMap::new();
     for (j, later) in nodes.iter().enumerate() {
@@ -279,7 +329,7 @@ fn hazards(nodes: &[Node]) -> BTreeMap<(usize, usize), Vec<Reason>> {
                 continue;
             }
             for first in &earlier.accesses {
-                for second in later.accesses.iter().filter(|a| a.buffer == first.buffer) {
+                for second in later.accesses.iter().filter(|a| a.overlaps(first)) {
                     let hazard = match (first.mode, second.mode) {
                         (Mode::Read, Mode::Read) => continue,
                         (Mode::Write, Mode::Read) => Hazard::ReadAfterWrite,

@@ -1,0 +1,31 @@
+//! The 2-D Laplace equation by Jacobi iteration: one captured sweep replayed with its grids
+//! swapped in place and its residual read between replays. See `examples/src/jacobi`.
+//!
+//! ```text
+//! cargo run --release -p examples --example jacobi -- --nx 4096 --ny 4096 --tol 1e-3
+//! GPU_PIPELINE_BACKEND=host-checked cargo run -p examples --example jacobi -- --nx 64 --ny 64
+//! ```
+
+use examples::common::{backend_name, main_with};
+use examples::jacobi::{self, JacobiArgs};
+
+fn main() -> std::process::ExitCode {
+    main_with(JacobiArgs::validate, JacobiArgs::dot, |ctx, args| {
+        println!(
+            "jacobi: {}x{} grid to a residual below {:e} (at most {} sweeps) on {}",
+            args.nx,
+            args.ny,
+            args.tol,
+            args.max_iters,
+            backend_name(ctx)
+        );
+        let outcome = jacobi::run(ctx, args)?;
+        println!(
+            "{} sweeps, residual {:.3e}, {:.2} µs per sweep",
+            outcome.iterations,
+            outcome.residual,
+            outcome.seconds_per_iteration * 1e6
+        );
+        Ok(outcome.report)
+    })
+}
