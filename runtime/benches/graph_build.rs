@@ -184,7 +184,8 @@ impl Raw {
     ) -> Result<()> {
         let mut graph = std::ptr::null_mut();
         // SAFETY: a valid out-pointer; flags must be 0.
-        Raw::check(unsafe { (self.graph_create)(&mut graph, 0) }, "cuGraphCreate")?;
+        let code = unsafe { (self.graph_create)(&mut graph, 0) };
+        Raw::check(code, "cuGraphCreate")?;
         let node_params = sys::CUDA_KERNEL_NODE_PARAMS {
             func: function,
             gridDimX: 1,
@@ -205,9 +206,8 @@ impl Raw {
             let deps = usize::from(index > 0);
             // SAFETY: a live graph, `deps` (0 or 1) nodes of it at `&last`, and parameters
             // matching the kernel that the driver copies.
-            let code = unsafe {
-                (self.add_kernel_node)(&mut node, graph, &last, deps, &node_params)
-            };
+            let code =
+                unsafe { (self.add_kernel_node)(&mut node, graph, &last, deps, &node_params) };
             Raw::check(code, "cuGraphAddKernelNode")?;
             last = node;
         }
