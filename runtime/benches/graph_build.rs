@@ -89,6 +89,8 @@ struct Raw {
     instantiate: sys::PFN_cuGraphInstantiateWithFlags,
     exec_destroy: sys::PFN_cuGraphExecDestroy,
     graph_destroy: sys::PFN_cuGraphDestroy,
+    graph_create: sys::PFN_cuGraphCreate,
+    add_kernel_node: sys::PFN_cuGraphAddKernelNode,
     _library: Library,
 }
 
@@ -110,6 +112,8 @@ impl Raw {
                 instantiate: *library.get(b"cuGraphInstantiateWithFlags\0")?,
                 exec_destroy: *library.get(b"cuGraphExecDestroy\0")?,
                 graph_destroy: *library.get(b"cuGraphDestroy\0")?,
+                graph_create: *library.get(b"cuGraphCreate\0")?,
+                add_kernel_node: *library.get(b"cuGraphAddKernelNode_v2\0")?,
                 _library: library,
             })
         }
@@ -170,6 +174,55 @@ impl Raw {
     }
 }
 
+impl Raw {
+    /// Builds the same chain node by node (`cuGraphAddKernelNode`, each node after the one
+    /// before), instantiates it, and destroys both: the driver's floor for a built graph.
+    fn build_to_runnable(
+        &self,
+        function: sys::CUfunction,
+        params: &mut [*mut c_void],
+    ) -> Result<()> {
+        let mut graph = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer; flags must be 0.
+        let code = unsafe { (self.graph_create)(&mut graph, 0) };
+        Raw::check(code, "cuGraphCreate")?;
+        let node_params = sys::CUDA_KERNEL_NODE_PARAMS {
+            func: function,
+            gridDimX: 1,
+            gridDimY: 1,
+            gridDimZ: 1,
+            blockDimX: 32,
+            blockDimY: 1,
+            blockDimZ: 1,
+            sharedMemBytes: 0,
+            kernelParams: params.as_mut_ptr(),
+            extra: std::ptr::null_mut(),
+            kern: std::ptr::null_mut(),
+            ctx: std::ptr::null_mut(),
+        };
+        let mut last: sys::CUgraphNode = std::ptr::null_mut();
+        for index in 0..CHAIN {
+            let mut node = std::ptr::null_mut();
+            let deps = usize::from(index > 0);
+            // SAFETY: a live graph, `deps` (0 or 1) nodes of it at `&last`, and parameters
+            // matching the kernel that the driver copies.
+            let code =
+                unsafe { (self.add_kernel_node)(&mut node, graph, &last, deps, &node_params) };
+            Raw::check(code, "cuGraphAddKernelNode")?;
+            last = node;
+        }
+        let mut exec = std::ptr::null_mut();
+        // SAFETY: the graph just built and a valid out-pointer.
+        let code = unsafe { (self.instantiate)(&mut exec, graph, 0) };
+        Raw::check(code, "cuGraphInstantiateWithFlags")?;
+        // SAFETY: never launched, owned here, destroyed once.
+        unsafe {
+            Raw::check((self.exec_destroy)(exec), "cuGraphExecDestroy")?;
+            Raw::check((self.graph_destroy)(graph), "cuGraphDestroy")
+        }
+    }
+}
+
 /// One row: a case and its median time per unit.
 struct Row {
     group: &'static str,
@@ -211,6 +264,7 @@ fn builds(ctx: &Context, raw: &Raw, add_scalar: &TypedKernel<AddScalar>) -> Resu
     let mut untracked = Chain::new(ctx)?;
     untracked.set_fault_tracking(false);
     let mut tracked = Chain::new(ctx)?;
+    tracked.set_fault_tracking(true);
     let data_cell = std::cell::RefCell::new(&mut data);
     let mut cases: Vec<Case<'_>> = vec![
         (
@@ -224,6 +278,21 @@ fn builds(ctx: &Context, raw: &Raw, add_scalar: &TypedKernel<AddScalar>) -> Resu
                         (&raw mut p).cast::<c_void>(),
                     ];
                     raw.capture_to_runnable(function, raw_stream, &mut params)?;
+                }
+                Ok(())
+            }),
+        ),
+        (
+            "raw build (cuGraphAddKernelNode)",
+            Box::new(|| {
+                for _ in 0..BUILDS {
+                    let (mut n, mut value, mut p) = (32u32, 1.0f32, ptr);
+                    let mut params = [
+                        (&raw mut n).cast::<c_void>(),
+                        (&raw mut value).cast::<c_void>(),
+                        (&raw mut p).cast::<c_void>(),
+                    ];
+                    raw.build_to_runnable(function, &mut params)?;
                 }
                 Ok(())
             }),

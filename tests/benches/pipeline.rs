@@ -841,8 +841,14 @@ fn run(ctx: &Context) -> BoxResult<Vec<Row>> {
             step += 1;
             let n = 31 + step % 2;
             match variant {
-                0 => Ok(bounded.set_n(n)?),
-                1 => Ok(unbounded.set_n(n)?),
+                0 => {
+                    bounded.set_n(n)?;
+                    Ok(bounded.apply_updates()?)
+                }
+                1 => {
+                    unbounded.set_n(n)?;
+                    Ok(unbounded.apply_updates()?)
+                }
                 _ => Ok(()),
             }
         })?;

@@ -62,9 +62,9 @@ impl Target {
 /// `GRAPH_EDGES`: the edges between stages of the built graph, for a pipeline whose shape the
 /// macro knows.
 pub fn constants(pipeline: &Pipeline<'_>) -> TokenStream {
-    if super::device::is_multi(pipeline) || pipeline.dynamic {
-        // Captured, or shaped when it runs: the graph's edges are counted there
-        // (`edge_count`).
+    if captured_not_built(pipeline) || pipeline.dynamic {
+        // Captured (its edges are the capture's), or shaped when it runs (its edges are
+        // counted there: `edge_count`).
         return quote!();
     }
     let count = pipeline.graph_edges(0).len();
@@ -89,7 +89,7 @@ pub fn constants(pipeline: &Pipeline<'_>) -> TokenStream {
 /// kind `kind`, builds its graph and instantiates it, with the kernel nodes of its top-level
 /// launches in the plan's order (what the setters use).
 pub fn capture_step_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
-    if super::device::is_multi(pipeline) {
+    if captured_not_built(pipeline) {
         return captured_step_fn(names);
     }
     let rt = rt();
@@ -429,9 +429,22 @@ fn control_node(
     }
 }
 
-/// `__capture` of a pipeline over several devices: one graph holds nodes of several contexts,
-/// which stream capture records across devices through the step's events, so the step is
-/// captured from its eager enqueue rather than built node by node.
+/// Whether the step is captured from its streams rather than built node by node: over
+/// several devices (one graph then holds nodes of several contexts, which stream capture
+/// records across devices through the step's events), or with communication (NCCL orders a
+/// communicator's operations through its own streams and events, which must all belong to
+/// one capture sequence: groups captured into the graph one by one failed on a GPU with
+/// "dependency created on uncaptured work in another stream").
+fn captured_not_built(pipeline: &Pipeline<'_>) -> bool {
+    super::device::is_multi(pipeline)
+        || pipeline
+            .stages
+            .iter()
+            .flat_map(|stage| &stage.statements)
+            .any(|statement| matches!(statement.kind, StatementKind::Comm { .. }))
+}
+
+/// `__capture` of a step that is captured, not built (see [`captured_not_built`]).
 fn captured_step_fn(names: &Names) -> TokenStream {
     let rt = rt();
     let params_ty = names.params_ty(quote!('_));

@@ -457,6 +457,10 @@ impl Graph {
                 &mut count,
             )
         })?;
+        // The driver refuses arrays of no room (CUDA_ERROR_INVALID_VALUE on a 580 driver).
+        if count == 0 {
+            return Ok(Vec::new());
+        }
         let mut from = vec![std::ptr::null_mut(); count];
         let mut to = vec![std::ptr::null_mut(); count];
         // SAFETY: both arrays have room for `count` handles; the driver writes at most that
@@ -498,6 +502,9 @@ impl Graph {
         check("cuGraphGetNodes", unsafe {
             (d.cuGraphGetNodes)(target, std::ptr::null_mut(), &mut count)
         })?;
+        if count == 0 {
+            return Ok(Vec::new());
+        }
         let mut raw = vec![std::ptr::null_mut(); count];
         // SAFETY: `raw` has room for `count` handles.
         check("cuGraphGetNodes", unsafe {

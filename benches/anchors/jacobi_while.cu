@@ -1,0 +1,197 @@
+// The raw C++ anchor of `jacobi --device-loop`: the same Jacobi sweeps and residual
+// reduction (the example's own kernels, included below), converged inside one CUDA graph by a
+// conditional WHILE node built with the driver API, and the same solver driven from the host
+// (one graph launch per sweep pair, the residual copied back and tested on the host). Prints
+// the time per sweep of both, for docs/PERFORMANCE.md.
+//
+// Build and run on the GPU machine (CUDA 12.4+ driver and toolkit):
+//   nvcc -O3 -arch=sm_90 -o jacobi_while benches/anchors/jacobi_while.cu -lcuda
+//   ./jacobi_while 512 1e-4 20000
+// Arguments: grid size N (N x N), tolerance, maximum sweeps. Output: one line per variant,
+// `variant sweeps time_ms us_per_sweep residual`.
+//
+// Each WHILE iteration runs two sweeps (u -> u_new, u_new -> u; the first one's block maxima
+// are not reduced) and one reduction, then the condition kernel: the same work per iteration
+// as the generated device loop.
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "../../examples/kernels/jacobi.cu"
+
+#define CHECK_CU(call)                                                                    \
+    do {                                                                                  \
+        CUresult r_ = (call);                                                             \
+        if (r_ != CUDA_SUCCESS) {                                                         \
+            const char* name_ = nullptr;                                                  \
+            cuGetErrorName(r_, &name_);                                                   \
+            std::fprintf(stderr, "%s:%d %s failed: %s\n", __FILE__, __LINE__, #call,      \
+                         name_ ? name_ : "?");                                            \
+            std::exit(1);                                                                 \
+        }                                                                                 \
+    } while (0)
+#define CHECK_RT(call)                                                                    \
+    do {                                                                                  \
+        cudaError_t r_ = (call);                                                          \
+        if (r_ != cudaSuccess) {                                                          \
+            std::fprintf(stderr, "%s:%d %s failed: %s\n", __FILE__, __LINE__, #call,      \
+                         cudaGetErrorString(r_));                                         \
+            std::exit(1);                                                                 \
+        }                                                                                 \
+    } while (0)
+
+// Keeps looping while the residual is above the tolerance and fewer than `max_iters`
+// iterations ran; counts iterations.
+__global__ void keep_going(cudaGraphConditionalHandle handle, const float* residual, float tol,
+                           unsigned int* iterations, unsigned int max_iters) {
+    unsigned int done = ++*iterations;
+    cudaGraphSetConditional(handle, (*residual > tol && done < max_iters) ? 1 : 0);
+}
+
+static CUfunction function_of(const void* symbol) {
+    cudaFunction_t f;
+    CHECK_RT(cudaGetFuncBySymbol(&f, symbol));
+    return reinterpret_cast<CUfunction>(f);
+}
+
+static CUgraphNode add_kernel(CUgraph graph, const CUgraphNode* deps, size_t ndeps, CUfunction f,
+                              dim3 grid, dim3 block, void** params) {
+    CUDA_KERNEL_NODE_PARAMS p = {};
+    p.func = f;
+    p.gridDimX = grid.x;
+    p.gridDimY = grid.y;
+    p.gridDimZ = 1;
+    p.blockDimX = block.x;
+    p.blockDimY = block.y;
+    p.blockDimZ = 1;
+    p.kernelParams = params;
+    CUgraphNode node;
+    CHECK_CU(cuGraphAddKernelNode(&node, graph, deps, ndeps, &p));
+    return node;
+}
+
+int main(int argc, char** argv) {
+    unsigned int n = argc > 1 ? std::atoi(argv[1]) : 512;
+    float tol = argc > 2 ? std::atof(argv[2]) : 1e-4f;
+    unsigned int max_sweeps = argc > 3 ? std::atoi(argv[3]) : 20000;
+    unsigned int max_iters = max_sweeps / 2;
+    CHECK_RT(cudaSetDevice(0));
+    CHECK_RT(cudaFree(nullptr));
+    CUcontext ctx;
+    CHECK_CU(cuCtxGetCurrent(&ctx));
+    cudaStream_t stream;
+    CHECK_RT(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+
+    size_t cells = size_t(n) * n;
+    dim3 block(32, 8), grid((n + 31) / 32, (n + 7) / 8);
+    unsigned int blocks = grid.x * grid.y;
+    std::vector<float> initial(cells, 0.0f);
+    for (unsigned int x = 0; x < n; ++x) initial[x] = 1.0f;
+    float *u, *u_new, *block_max, *residual;
+    unsigned int* iterations;
+    CHECK_RT(cudaMalloc(&u, cells * 4));
+    CHECK_RT(cudaMalloc(&u_new, cells * 4));
+    CHECK_RT(cudaMalloc(&block_max, blocks * 4));
+    CHECK_RT(cudaMalloc(&residual, 4));
+    CHECK_RT(cudaMalloc(&iterations, 4));
+    float* residual_host;
+    CHECK_RT(cudaMallocHost(&residual_host, 4));
+
+    CUfunction sweep = function_of(reinterpret_cast<const void*>(jacobi_sweep));
+    CUfunction reduce = function_of(reinterpret_cast<const void*>(reduce_max));
+    CUfunction cond = function_of(reinterpret_cast<const void*>(keep_going));
+    unsigned int nx = n, ny = n;
+    void* sweep_a[] = {&nx, &ny, &u, &u_new, &block_max};
+    void* sweep_b[] = {&nx, &ny, &u_new, &u, &block_max};
+    void* reduce_args[] = {&blocks, &block_max, &residual};
+
+    auto reset = [&] {
+        CHECK_RT(cudaMemcpy(u, initial.data(), cells * 4, cudaMemcpyHostToDevice));
+        CHECK_RT(cudaMemcpy(u_new, initial.data(), cells * 4, cudaMemcpyHostToDevice));
+        CHECK_RT(cudaMemset(iterations, 0, 4));
+        float big = 1e30f;
+        CHECK_RT(cudaMemcpy(residual, &big, 4, cudaMemcpyHostToDevice));
+    };
+
+    // Device loop: one WHILE node whose body is sweep, sweep, reduce, condition.
+    CUgraph graph;
+    CHECK_CU(cuGraphCreate(&graph, 0));
+    CUgraphConditionalHandle handle;
+    CHECK_CU(cuGraphConditionalHandleCreate(&handle, graph, ctx, 1, CU_GRAPH_COND_ASSIGN_DEFAULT));
+    CUgraphNodeParams cp = {};
+    cp.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+    cp.conditional.handle = handle;
+    cp.conditional.type = CU_GRAPH_COND_TYPE_WHILE;
+    cp.conditional.size = 1;
+    cp.conditional.ctx = ctx;
+    CUgraphNode loop;
+    CHECK_CU(cuGraphAddNode(&loop, graph, nullptr, nullptr, 0, &cp));
+    CUgraph body = cp.conditional.phGraph_out[0];
+    CUgraphNode a = add_kernel(body, nullptr, 0, sweep, grid, block, sweep_a);
+    CUgraphNode b = add_kernel(body, &a, 1, sweep, grid, block, sweep_b);
+    CUgraphNode r = add_kernel(body, &b, 1, reduce, dim3(1), dim3(256), reduce_args);
+    void* cond_args[] = {&handle, &residual, &tol, &iterations, &max_iters};
+    add_kernel(body, &r, 1, cond, dim3(1), dim3(1), cond_args);
+    CUgraphExec exec;
+    CHECK_CU(cuGraphInstantiate(&exec, graph, 0));
+
+    // Host loop: one graph per sweep pair (sweep, sweep, reduce, copy back), tested on the host.
+    CUgraph pair;
+    CHECK_CU(cuGraphCreate(&pair, 0));
+    CUgraphNode pa = add_kernel(pair, nullptr, 0, sweep, grid, block, sweep_a);
+    CUgraphNode pb = add_kernel(pair, &pa, 1, sweep, grid, block, sweep_b);
+    CUgraphNode pr = add_kernel(pair, &pb, 1, reduce, dim3(1), dim3(256), reduce_args);
+    CUDA_MEMCPY3D copy = {};
+    copy.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    copy.srcDevice = reinterpret_cast<CUdeviceptr>(residual);
+    copy.dstMemoryType = CU_MEMORYTYPE_HOST;
+    copy.dstHost = residual_host;
+    copy.WidthInBytes = 4;
+    copy.Height = 1;
+    copy.Depth = 1;
+    CUgraphNode pc;
+    CHECK_CU(cuGraphAddMemcpyNode(&pc, pair, &pr, 1, &copy, ctx));
+    CUgraphExec pair_exec;
+    CHECK_CU(cuGraphInstantiate(&pair_exec, pair, 0));
+
+    for (int round = 0; round < 2; ++round) {  // the first round warms up
+        reset();
+        CHECK_CU(cuGraphUpload(exec, stream));
+        CHECK_RT(cudaStreamSynchronize(stream));
+        auto start = std::chrono::steady_clock::now();
+        CHECK_CU(cuGraphLaunch(exec, stream));
+        CHECK_RT(cudaStreamSynchronize(stream));
+        double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                              start)
+                        .count();
+        unsigned int iters;
+        float res;
+        CHECK_RT(cudaMemcpy(&iters, iterations, 4, cudaMemcpyDeviceToHost));
+        CHECK_RT(cudaMemcpy(&res, residual, 4, cudaMemcpyDeviceToHost));
+        if (round == 1)
+            std::printf("device_while %u %.3f %.3f %.3e\n", 2 * iters, ms, 1e3 * ms / (2 * iters),
+                        res);
+
+        reset();
+        CHECK_CU(cuGraphUpload(pair_exec, stream));
+        CHECK_RT(cudaStreamSynchronize(stream));
+        start = std::chrono::steady_clock::now();
+        unsigned int pairs = 0;
+        do {
+            CHECK_CU(cuGraphLaunch(pair_exec, stream));
+            CHECK_RT(cudaStreamSynchronize(stream));
+            ++pairs;
+        } while (*residual_host > tol && pairs < max_iters);
+        ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                 .count();
+        if (round == 1)
+            std::printf("host_loop %u %.3f %.3f %.3e\n", 2 * pairs, ms, 1e3 * ms / (2 * pairs),
+                        *residual_host);
+    }
+    return 0;
+}
