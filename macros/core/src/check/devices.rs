@@ -217,8 +217,8 @@ impl Site<'_, '_> {
                         format!(
                             "a device `{}` in a pipeline with `devices`: a step over several \
                              devices is captured from its streams, and a conditional node cannot \
-                             be captured that way yet; decide the loop on the host (replay the \
-                             step and read the value back), or drop `devices` and use one rank \
+                             be captured that way yet; decide on the host (read the value back \
+                             between replays), or drop `devices` and use one rank \
                              per GPU",
                             control.word()
                         ),
