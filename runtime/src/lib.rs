@@ -79,27 +79,57 @@
 //! ```text
 //! INPUT     := ATTR* VIS pipeline NAME { ITEM* }            one pipeline per invocation
 //! ITEM      := streams { STREAM,* }                          exactly one block, >= 1 stream
-//!            | unsafe kernels MODULE = FORMAT(EXPR) { KERNEL* }
+//!            | unsafe kernels MODULE = FORMAT(EXPR) { KERNEL* }    one module per block
 //!            | params { NAME: TYPE,* }                       at most one block
-//!            | scratch { NAME: TYPE [= LEN],* }              pipeline-owned buffers
-//!            | stage NAME on STREAM [after STAGE,+] { STATEMENT* }
+//!            | scratch { NAME: TYPE [= LEN],* }              at most one block
+//!            | STAGE_ITEM
+//!            | step NAME { STAGE_ITEM* }                     a kind of step
+//!            | swap(NAME, NAME);                             two buffer params, at most 4 swaps
+//!            | devices { DEVICE,+ }                          at most one block
+//! STAGE_ITEM:= stage NAME on STREAM_REF [after STAGE,+] { STATEMENT* }
+//!            | for NAME in EXPR..EXPR { (let NAME = EXPR;)* STAGE_ITEM* }   no nesting
 //!            | concurrent(STAGE, STAGE,+);                   checked, not assumed
-//! STREAM    := NAME [( STREAM_OPT,* )]
+//! STREAM    := NAME [[COUNT]] [( STREAM_OPT,* )] [on DEVICE]  NAME[COUNT]: a stream array
+//! STREAM_REF:= NAME | NAME[EXPR]                             NAME[EXPR]: one of an array
 //! STREAM_OPT:= priority = (high | low | default | [-]INT) | non_blocking
-//! FORMAT    := ptx | cubin | fatbin | cuda_c                 cuda_c: compiled with NVRTC
-//! KERNEL    := fn NAME(NAME: KTYPE,*) [cpu = PATH];          KTYPE: scalar, &[T] or &mut [T]
+//! FORMAT    := ptx | cubin | fatbin | cuda_c                 cuda_c is compiled with NVRTC
+//! KERNEL    := fn NAME(NAME: KTYPE,*) [cpu = PATH];          `host = PATH` is accepted too
+//! KTYPE     := TYPE | &[T] | &mut [T] | &[T; BOUND] | &mut [T; BOUND]    TYPE: a scalar
+//! BOUND     := PRODUCT [+ INT] | INT + PRODUCT               see "Kernel bounds" below
+//! PRODUCT   := FACTOR (* FACTOR)*                            at most 4 parameters
+//! FACTOR    := NAME | INT | ( PRODUCT )                      NAME: an integer parameter
 //! STATEMENT := launch MODULE::KERNEL(ARG,*) grid DIM block DIM [shared EXPR];
-//!            | copy SRC -> DST;                              device <-> pinned, device -> device
-//!            | fill DST = EXPR;
-//!            | wait FLAG (== | >= | &) EXPR;                  a FlagCell, on the device
+//!            | copy BUF -> BUF;
+//!            | fill BUF = EXPR;
+//!            | wait FLAG (== | >= | &) EXPR;                  `&`: until any bit is set
 //!            | write FLAG = EXPR;
 //!            | host CLOSURE [reads(NAME,*)] [writes(NAME,*)];
 //!            | call PATH(EXPR,*) [reads(NAME,*)] [writes(NAME,*)];
+//!            | while COND max EXPR { STATEMENT* }             decided on the device
+//!            | if COND { STATEMENT* }
+//!            | send CBUF to EXPR;                             point to point, by rank
+//!            | recv CBUF from EXPR;
+//!            | all_reduce(OP) CBUF [-> CBUF];                 OP: sum prod max min avg
+//!            | broadcast CBUF [-> CBUF] from EXPR;
+//!            | all_gather CBUF -> CBUF;
+//!            | reduce_scatter(OP) CBUF -> CBUF;
+//! COND      := NAME (> | >= | < | <= | == | !=) EXPR         first element of a DeviceBuffer
+//!            | step % EXPR == EXPR                           `if` only: the step counter
+//! BUF       := NAME | NAME[EXPR] | NAME[RANGE] | NAME[EXPR][RANGE]   (also as a launch ARG)
+//! RANGE     := [EXPR]..[EXPR]                                half-open elements lo..hi
+//! CBUF      := NAME [ [RANGE] ]                              communication: a whole buffer's range
+//! PARAM     := NAME: TYPE [on DEVICE]                        SCRATCH: NAME: TYPE [on DEVICE] [= LEN]
 //! DIM       := EXPR                                          x, (x, y) or (x, y, z)
 //! ```
 //!
+//! The [`gpu_pipeline!`] macro's own documentation explains each construct: stream arrays
+//! and `for` loops over ranges (N chunks on N streams), `step` kinds, `swap` (ping-pong
+//! buffers a graph exchanges between replays), device-side `while`/`if`, communication and
+//! devices, and what `run_ahead` and a graph's `window()` give a time-step loop. What
+//! follows is the core.
+//!
 //! The first stream is the *origin*: a step begins and ends there. Params are scalars (any
-//! type by value) or borrowed memory: `&`/`&mut` [`DeviceBuffer`], [`PinnedBuffer`] or
+//! `Clone` type, by value) or borrowed memory: `&`/`&mut` [`DeviceBuffer`], [`PinnedBuffer`] or
 //! [`FlagCell`]; a reference to any other type (a library handle) may appear only in `call`
 //! and `host` statements. Only `&mut` params and scratch buffers may be written. `unsafe`
 //! on `kernels` is your promise that each declared signature is the kernel's and that it
