@@ -186,9 +186,10 @@ impl JacobiArgs {
 
     /// The stage graph `--dot` prints.
     pub fn dot(&self) -> Option<String> {
-        let dot = match self.device_loop {
-            true => JacobiConverge::DOT,
-            false => JacobiStep::DOT,
+        let dot = if self.device_loop {
+            JacobiConverge::DOT
+        } else {
+            JacobiStep::DOT
         };
         self.dot.then(|| dot.to_owned())
     }
@@ -453,9 +454,10 @@ pub fn run(ctx: &Context, args: &JacobiArgs) -> Result<JacobiOutcome, BoxError> 
     let setup = Stream::non_blocking(ctx)?;
     let mut grids = Grids::new(ctx, &setup, &init, nx, ny)?;
     let mut pipeline = JacobiStep::new(ctx)?;
-    let mut converge = match args.device_loop {
-        true => Some(JacobiConverge::new(ctx)?),
-        false => None,
+    let mut converge = if args.device_loop {
+        Some(JacobiConverge::new(ctx)?)
+    } else {
+        None
     };
     report
         .timings
