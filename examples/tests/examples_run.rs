@@ -347,6 +347,114 @@ fn jacobi_stops_at_max_iters_and_checks_the_residual_every_k_sweeps() {
     assert!(!outcome.full_reference);
 }
 
+/// `--device-loop`: the solve as one launch of a device `while` loop (two sweeps per
+/// iteration) reaches the tolerance at the host loop's sweep rounded up to a pair, with the
+/// same grid bit for bit, checked against the full CPU reference; `--trace` still profiles a
+/// sweep.
+#[test]
+fn jacobi_device_loop_cpu_checked_converges_like_the_host_loop() {
+    let dir = scratch("jacobi-device-loop");
+    let trace = dir.join("trace.json");
+    let flags = ["jacobi", "--nx", "20", "--ny", "14", "--tol", "1e-4", "-q"];
+    let ctx = Context::cpu_checked();
+    let host = jacobi::run(&ctx, &JacobiArgs::parse_from(flags)).unwrap();
+    let mut device_flags = flags.to_vec();
+    device_flags.extend(["--device-loop", "--trace", trace.to_str().unwrap()]);
+    let device = jacobi::run(&ctx, &JacobiArgs::parse_from(device_flags)).unwrap();
+    assert_passed(&ctx, &device.report);
+    assert!(device.full_reference);
+    assert!(device.residual <= 1e-4, "{}", device.residual);
+    assert_eq!(device.iterations, host.iterations.next_multiple_of(2));
+    if device.iterations == host.iterations {
+        assert_eq!(device.grid, host.grid);
+    }
+    assert!(
+        device
+            .report
+            .checks
+            .iter()
+            .any(|c| c.name == "every residual read (1) vs the CPU's"),
+        "{}",
+        device.report
+    );
+    let sweeps = device
+        .report
+        .timings
+        .rows()
+        .iter()
+        .find(|r| r.0 == "sweeps");
+    assert!(
+        sweeps.is_some_and(|r| r.2.contains("in one launch")),
+        "{}",
+        device.report
+    );
+    assert!(
+        !device
+            .report
+            .notes
+            .iter()
+            .any(|n| n.contains("not reached")),
+        "{}",
+        device.report
+    );
+    assert_eq!(device.report.outputs, std::slice::from_ref(&trace));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A device loop that stops at `--max-iters` (7 sweeps: 4 pairs) is no failure: the run
+/// says the tolerance was not reached, and its grids pass every check.
+#[test]
+fn jacobi_device_loop_at_max_iters_notes_not_reached_and_passes() {
+    let args = JacobiArgs::parse_from([
+        "jacobi",
+        "--nx",
+        "16",
+        "--ny",
+        "12",
+        "--tol",
+        "1e-9",
+        "--max-iters",
+        "7",
+        "--device-loop",
+        "-q",
+    ]);
+    let ctx = Context::cpu_checked();
+    let outcome = jacobi::run(&ctx, &args).unwrap();
+    assert_passed(&ctx, &outcome.report);
+    assert!(outcome.full_reference);
+    assert_eq!(outcome.iterations, 8);
+    assert!(outcome.residual > 1e-9, "{}", outcome.residual);
+    assert!(
+        outcome
+            .report
+            .notes
+            .iter()
+            .any(|n| n.contains("after 8 sweeps") && n.contains("not reached: raise --max-iters")),
+        "{}",
+        outcome.report
+    );
+}
+
+#[test]
+fn jacobi_device_loop_rejects_check_every() {
+    let args = JacobiArgs::parse_from(["jacobi", "--device-loop", "--check-every", "5"]);
+    let err = args.validate().unwrap_err();
+    assert!(
+        err.contains("`--check-every 5` does not apply with `--device-loop`"),
+        "{err}"
+    );
+    assert!(jacobi::run(&Context::cpu(), &args).is_err());
+    // The default (or an explicit 1) is fine.
+    let args = JacobiArgs::parse_from(["jacobi", "--device-loop", "--check-every", "1"]);
+    assert!(args.validate().is_ok());
+    if under_compute_sanitizer() {
+        return;
+    }
+    let output = run_example("jacobi", &["--device-loop", "--check-every", "5"]);
+    let (stdout, _) = assert_exit(&output, 2, "does not apply with `--device-loop`");
+    assert!(stdout.is_empty(), "{stdout}");
+}
+
 #[test]
 fn stream_chunks_cpu_checked_runs_ahead_and_matches_the_reference() {
     for (elements, chunks, streams) in [("1000", "8", "3"), ("37", "37", "1"), ("9", "4", "4")] {
@@ -619,6 +727,9 @@ fn every_example_prints_its_stage_graph_with_dot() {
     }
     let output = run_example("overlap", &["--dot"]);
     assert!(String::from_utf8_lossy(&output.stdout).contains("digraph SerialChunk"));
+    let output = run_example("jacobi", &["--dot", "--device-loop"]);
+    let (stdout, _) = assert_exit(&output, 0, "");
+    assert!(stdout.contains("digraph JacobiConverge"), "{stdout}");
 }
 
 #[test]
@@ -809,6 +920,66 @@ fn every_example_passes_on_a_gpu() {
     let outcome = halo::run(&ctx, &ha).unwrap();
     assert!(outcome.report.passed(), "{}", outcome.report);
     assert!(outcome.full_reference);
+}
+
+/// `jacobi --device-loop` on a GPU: the solve as one launch with a conditional WHILE node
+/// converges at 512x512 in the CPU solver's sweeps (full reference, bit for bit); a loop that
+/// stops at `--max-iters` notes it and passes; and the benchmark's two loops agree on the
+/// sweep count and the grid.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn jacobi_device_loop_passes_on_a_gpu() {
+    let ctx = Context::cuda(0).unwrap();
+    let args = JacobiArgs::parse_from([
+        "jacobi",
+        "--nx",
+        "512",
+        "--ny",
+        "512",
+        "--tol",
+        "1e-4",
+        "--device-loop",
+        "-q",
+    ]);
+    let outcome = jacobi::run(&ctx, &args).unwrap();
+    assert!(outcome.report.passed(), "{}", outcome.report);
+    assert!(outcome.full_reference);
+    assert!(outcome.residual <= 1e-4, "{}", outcome.residual);
+    println!("{}", outcome.report);
+    let args = JacobiArgs::parse_from([
+        "jacobi",
+        "--nx",
+        "256",
+        "--ny",
+        "256",
+        "--tol",
+        "1e-9",
+        "--max-iters",
+        "9",
+        "--device-loop",
+        "-q",
+    ]);
+    let outcome = jacobi::run(&ctx, &args).unwrap();
+    assert!(outcome.report.passed(), "{}", outcome.report);
+    assert_eq!(outcome.iterations, 10);
+    assert!(
+        outcome
+            .report
+            .notes
+            .iter()
+            .any(|n| n.contains("not reached")),
+        "{}",
+        outcome.report
+    );
+    let (_, device_sweeps, device_grid) =
+        jacobi::time_device_loop(&ctx, 256, 256, 1e-4, 20_000).unwrap();
+    let (_, host_sweeps, host_grid) = jacobi::time_host_loop(&ctx, 256, 256, 1e-4, 20_000).unwrap();
+    assert_eq!(device_sweeps, host_sweeps);
+    assert!(device_grid == host_grid, "the loops' grids differ");
+    assert!(
+        device_sweeps > 100 && device_sweeps < 20_000,
+        "{device_sweeps}"
+    );
 }
 
 /// cuBLAS through cudarc in a captured step, between two of our kernels, replayed with both

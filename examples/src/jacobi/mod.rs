@@ -19,6 +19,19 @@
 //! on the CPU when that is cheap enough (`--reference`), bit for bit, residuals included;
 //! otherwise the last sweep against a CPU sweep of the grid before it, which the swap leaves
 //! in `u_new`.
+//!
+//! With `--device-loop` the whole solve is one launch of [`JacobiConverge`]: a device `while`
+//! loop (a conditional WHILE node on CUDA) runs two sweeps `u -> u_new -> u` and reduces the
+//! second one's residual per iteration, until the residual is at most `--tol`; the host waits
+//! once instead of once per check:
+//!
+//! ```text
+//! compute:  fill residual = MAX
+//!           while residual > tol (at most ceil(max_iters / 2) times):
+//!               sweep u -> u_new; sweep u_new -> u, block maxima; reduce -> residual
+//! ```
+//!
+//! The same checks follow (after the loop `u` holds the latest grid, `u_new` the one before).
 
 pub mod anchor;
 pub mod host;
@@ -27,7 +40,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use gpu_pipeline::{Context, DeviceBuffer, PinnedBuffer, Stream, gpu_pipeline};
+use gpu_pipeline::{Context, DeviceBuffer, Error, GraphExec, PinnedBuffer, Stream, gpu_pipeline};
 
 use crate::common::{
     BoxError, Check, POSITIVE, REFERENCE_BUDGET, ReferenceMode, Report, check_output_path,
@@ -65,6 +78,44 @@ gpu_pipeline! {
     }
 }
 
+gpu_pipeline! {
+    /// The whole solve in one launch: a device `while` loop that sweeps `u -> u_new -> u` and
+    /// reduces the second sweep's block maxima to `residual`, while the residual is above
+    /// `tol`, at most `max_pairs` times (then the synchronize reports
+    /// `Error::IterationLimit`). The same work per iteration as the raw C++ anchor
+    /// `benches/anchors/jacobi_while.cu`.
+    pub pipeline JacobiConverge {
+        streams { compute(priority = high) }
+        unsafe kernels k = ptx(include_str!("../../kernels/jacobi.ptx")) {
+            fn jacobi_sweep(nx: u32, ny: u32, src: &[f32; nx * ny], dst: &mut [f32; nx * ny], block_max: &mut [f32])
+                cpu = crate::jacobi::host::jacobi_sweep;
+            fn reduce_max(n: u32, partial: &[f32; n], out: &mut [f32; 1])
+                cpu = crate::jacobi::host::reduce_max;
+        }
+        params {
+            nx: u32,
+            ny: u32,
+            tol: f32,
+            max_pairs: u32,
+            u: &mut DeviceBuffer<f32>,
+            u_new: &mut DeviceBuffer<f32>,
+            block_max: &mut DeviceBuffer<f32>,
+            residual: &mut DeviceBuffer<f32>,
+        }
+        stage solve on compute {
+            fill residual = f32::MAX;
+            while residual > tol max max_pairs {
+                launch k::jacobi_sweep(nx, ny, u, u_new, block_max)
+                    grid (nx.div_ceil(32), ny.div_ceil(8)) block (32u32, 8u32);
+                launch k::jacobi_sweep(nx, ny, u_new, u, block_max)
+                    grid (nx.div_ceil(32), ny.div_ceil(8)) block (32u32, 8u32);
+                launch k::reduce_max(block_max.len() as u32, block_max, residual)
+                    grid 1u32 block 256u32;
+            }
+        }
+    }
+}
+
 /// Flags of the `jacobi` example.
 #[derive(Clone, Debug, Parser)]
 #[command(
@@ -86,21 +137,29 @@ pub struct JacobiArgs {
     /// Stop when the largest change of a cell in one sweep is below this.
     #[arg(long, default_value_t = 1e-4, value_parser = float_in(POSITIVE))]
     pub tol: f32,
-    /// Stop after this many sweeps even if the tolerance is not reached.
+    /// Stop after this many sweeps even if the tolerance is not reached (with
+    /// `--device-loop`, rounded up to an even number: the device loop sweeps in pairs).
     #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_iters: u32,
-    /// Read the residual every this-many sweeps (1: after every sweep).
+    /// Read the residual every this-many sweeps (1: after every sweep). Not with
+    /// `--device-loop`, which tests it on the device after every pair of sweeps.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub check_every: u32,
+    /// Converge inside one graph launch (`JacobiConverge`): a device `while` loop runs the
+    /// sweeps in pairs (`u -> u_new -> u`) and tests the second one's residual on the device,
+    /// with no host round trip per sweep; the run then takes an even number of sweeps.
+    #[arg(long)]
+    pub device_loop: bool,
     /// How much of the run to replay on the CPU: `auto` replays all of it when that costs at
     /// most 4e9 cell updates, else only the last sweep.
     #[arg(long, value_enum, default_value_t = ReferenceMode::Auto)]
     pub reference: ReferenceMode,
-    /// Print the stage graph of one sweep (`JacobiStep::DOT`) in Graphviz DOT and exit.
+    /// Print the stage graph of one sweep (`JacobiStep::DOT`; with `--device-loop`, the
+    /// loop's, `JacobiConverge::DOT`) in Graphviz DOT and exit.
     #[arg(long)]
     pub dot: bool,
-    /// After the run, profile one more sweep and write its per-stage timings as a Chrome
-    /// trace (open it in ui.perfetto.dev).
+    /// After the run, profile one more sweep (of `JacobiStep`, also with `--device-loop`)
+    /// and write its per-stage timings as a Chrome trace (open it in ui.perfetto.dev).
     #[arg(long, value_name = "PATH")]
     pub trace: Option<PathBuf>,
     /// No progress bar.
@@ -109,8 +168,16 @@ pub struct JacobiArgs {
 }
 
 impl JacobiArgs {
-    /// The rules clap cannot express: a writable trace file.
+    /// The rules clap cannot express: a writable trace file; no `--check-every` with
+    /// `--device-loop`.
     pub fn validate(&self) -> Result<(), String> {
+        if self.device_loop && self.check_every != 1 {
+            return Err(format!(
+                "`--check-every {}` does not apply with `--device-loop`: the device tests the \
+                 residual after every pair of sweeps, and the host reads it once at the end",
+                self.check_every
+            ));
+        }
         if let Some(path) = &self.trace {
             check_output_path("--trace", path)?;
         }
@@ -119,7 +186,12 @@ impl JacobiArgs {
 
     /// The stage graph `--dot` prints.
     pub fn dot(&self) -> Option<String> {
-        self.dot.then(|| JacobiStep::DOT.to_owned())
+        let dot = if self.device_loop {
+            JacobiConverge::DOT
+        } else {
+            JacobiStep::DOT
+        };
+        self.dot.then(|| dot.to_owned())
     }
 }
 
@@ -165,41 +237,134 @@ pub struct JacobiOutcome {
     pub seconds_per_iteration: f64,
 }
 
-/// Runs the example on `ctx`, then the checks.
-pub fn run(ctx: &Context, args: &JacobiArgs) -> Result<JacobiOutcome, BoxError> {
-    args.validate()?;
-    let mut report = Report::new(ctx);
-    let (nx, ny) = (args.nx, args.ny);
-    let cells = nx as usize * ny as usize;
-    let init = initial_grid(nx, ny);
+/// The solver's device memory (and the pinned residual the host loop reads), both grids
+/// holding the initial grid when made.
+struct Grids {
+    u: DeviceBuffer<f32>,
+    u_new: DeviceBuffer<f32>,
+    block_max: DeviceBuffer<f32>,
+    residual: DeviceBuffer<f32>,
+    residual_host: PinnedBuffer<f32>,
+}
 
-    let start = Instant::now();
-    let setup = Stream::non_blocking(ctx)?;
-    let mut u = DeviceBuffer::from_slice(&setup, &init)?;
-    let mut u_new = DeviceBuffer::from_slice(&setup, &init)?;
-    let mut block_max = DeviceBuffer::<f32>::zeros(&setup, host::blocks(nx, ny))?;
-    let mut residual = DeviceBuffer::<f32>::zeros(&setup, 1)?;
-    let mut residual_host = PinnedBuffer::<f32>::zeros(ctx, 1)?;
-    setup.synchronize()?;
-    let mut pipeline = JacobiStep::new(ctx)?;
-    report
-        .timings
-        .add("setup", start.elapsed(), "alloc, upload, load kernels");
+impl Grids {
+    /// Allocates and uploads, waiting for the uploads.
+    fn new(
+        ctx: &Context,
+        setup: &Stream,
+        init: &[f32],
+        nx: u32,
+        ny: u32,
+    ) -> Result<Grids, BoxError> {
+        let grids = Grids {
+            u: DeviceBuffer::from_slice(setup, init)?,
+            u_new: DeviceBuffer::from_slice(setup, init)?,
+            block_max: DeviceBuffer::zeros(setup, host::blocks(nx, ny))?,
+            residual: DeviceBuffer::zeros(setup, 1)?,
+            residual_host: PinnedBuffer::zeros(ctx, 1)?,
+        };
+        setup.synchronize()?;
+        Ok(grids)
+    }
 
+    /// Both grids back to `init` (a device copy of the initial grid), waited for.
+    fn reset(&mut self, setup: &Stream, init: &DeviceBuffer<f32>) -> Result<(), BoxError> {
+        setup.copy_dtod(init, &mut self.u)?;
+        setup.copy_dtod(init, &mut self.u_new)?;
+        setup.synchronize()?;
+        Ok(())
+    }
+
+    /// The params of one host-loop sweep.
+    fn step(&mut self, nx: u32, ny: u32) -> JacobiStepParams<'_> {
+        JacobiStepParams {
+            nx,
+            ny,
+            u: &mut self.u,
+            u_new: &mut self.u_new,
+            block_max: &mut self.block_max,
+            residual: &mut self.residual,
+            residual_host: &mut self.residual_host,
+        }
+    }
+
+    /// The params of the device loop.
+    fn converge(&mut self, nx: u32, ny: u32, tol: f32, max_pairs: u32) -> JacobiConvergeParams<'_> {
+        JacobiConvergeParams {
+            nx,
+            ny,
+            tol,
+            max_pairs,
+            u: &mut self.u,
+            u_new: &mut self.u_new,
+            block_max: &mut self.block_max,
+            residual: &mut self.residual,
+        }
+    }
+}
+
+/// What the synchronize after a [`JacobiConverge`] launch says: `Ok(true)` when the loop
+/// ended on the tolerance, `Ok(false)` when it stopped at `max_pairs` with the residual still
+/// above it (`Error::IterationLimit` in `Error::Step`: the grids are valid, only not
+/// converged), any other error as it is.
+fn reached(result: gpu_pipeline::Result<()>) -> Result<bool, BoxError> {
+    match result {
+        Ok(()) => Ok(true),
+        Err(Error::Step {
+            pipeline: "JacobiConverge",
+            source,
+            ..
+        }) if matches!(*source, Error::IterationLimit { .. }) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The iterations (sweep pairs) the device loop of `exec` made in its last completed run.
+fn loop_iterations(exec: Option<&GraphExec>) -> Result<u32, BoxError> {
+    exec.and_then(|exec| exec.loops().first())
+        .map(|state| state.iterations())
+        .ok_or_else(|| "the JacobiConverge graph has no device loop".into())
+}
+
+/// The device loop's iteration limit for at most `max_sweeps` sweeps, rounded up to a pair.
+fn max_pairs(max_sweeps: u32) -> u32 {
+    max_sweeps.div_ceil(2)
+}
+
+/// One solve, by either loop.
+struct Solve {
+    /// Sweeps run.
+    iterations: u32,
+    /// The residuals read, with the sweep each followed.
+    residuals: Vec<(u32, f32)>,
+    /// The last residual read.
+    last: f32,
+    /// Whether it ended on the tolerance (not on `--max-iters`).
+    reached: bool,
+    /// The solver loop's time.
+    elapsed: Duration,
+    /// How the sweeps ran, for the timings line.
+    how: String,
+    /// The latest grid, and the one before it.
+    grid: Vec<f32>,
+    before: Vec<f32>,
+}
+
+/// The host loop: one captured sweep replayed with a swap after each, the residual read
+/// through the window every `--check-every` sweeps.
+fn solve_from_host(
+    pipeline: &mut JacobiStep,
+    grids: &mut Grids,
+    args: &JacobiArgs,
+    setup: &Stream,
+    report: &mut Report,
+) -> Result<Solve, BoxError> {
     let start = Instant::now();
-    let mut graph = pipeline.capture(JacobiStepParams {
-        nx,
-        ny,
-        u: &mut u,
-        u_new: &mut u_new,
-        block_max: &mut block_max,
-        residual: &mut residual,
-        residual_host: &mut residual_host,
-    })?;
+    let mut graph = pipeline.capture(grids.step(args.nx, args.ny))?;
     report.timings.add("capture", start.elapsed(), "");
 
-    // The solver loop: launch, swap (the next launch reads what this one writes), and every
-    // `--check-every` sweeps the residual, read through the window after the replays.
+    // Launch, swap (the next launch reads what this one writes), and every `--check-every`
+    // sweeps the residual, read through the window after the replays.
     let bar = progress(u64::from(args.max_iters), args.quiet, "sweeps");
     let mut residuals = Vec::new();
     let mut iterations = 0u32;
@@ -221,12 +386,103 @@ pub fn run(ctx: &Context, args: &JacobiArgs) -> Result<JacobiOutcome, BoxError> 
     graph.synchronize()?;
     let elapsed = start.elapsed();
     bar.finish_and_clear();
+    // After the last swap `u` holds the latest grid and `u_new` the one before it.
+    Ok(Solve {
+        iterations,
+        residuals,
+        last,
+        reached: last < args.tol,
+        elapsed,
+        how: format!("{iterations} sweeps"),
+        grid: graph.params().u.to_vec(setup)?,
+        before: graph.params().u_new.to_vec(setup)?,
+    })
+}
+
+/// The device loop: [`JacobiConverge`] captured and uploaded, then one launch that sweeps
+/// until the residual is at most `--tol` or `--max-iters` (rounded up to a pair) sweeps ran.
+fn solve_on_device(
+    pipeline: &mut JacobiConverge,
+    grids: &mut Grids,
+    args: &JacobiArgs,
+    setup: &Stream,
+    report: &mut Report,
+) -> Result<Solve, BoxError> {
+    let start = Instant::now();
+    let params = grids.converge(args.nx, args.ny, args.tol, max_pairs(args.max_iters));
+    let mut graph = pipeline.capture(params)?;
+    if let Some(exec) = graph.exec() {
+        exec.upload(setup)?;
+    }
+    setup.synchronize()?;
+    report.timings.add(
+        "capture",
+        start.elapsed(),
+        "the device loop, built and uploaded",
+    );
+
+    let start = Instant::now();
+    graph.launch()?;
+    let reached = reached(graph.synchronize())?;
+    let elapsed = start.elapsed();
+    let pairs = loop_iterations(graph.exec())?;
+    let iterations = 2 * pairs;
+    let last = graph.params().residual.to_vec(setup)?[0];
+    // Each iteration sweeps `u -> u_new -> u`: `u` holds the latest grid, `u_new` the one
+    // before it.
+    Ok(Solve {
+        iterations,
+        residuals: vec![(iterations, last)],
+        last,
+        reached,
+        elapsed,
+        how: format!("{iterations} sweeps in one launch ({pairs} device-loop iterations)"),
+        grid: graph.params().u.to_vec(setup)?,
+        before: graph.params().u_new.to_vec(setup)?,
+    })
+}
+
+/// Runs the example on `ctx`, then the checks.
+pub fn run(ctx: &Context, args: &JacobiArgs) -> Result<JacobiOutcome, BoxError> {
+    args.validate()?;
+    let mut report = Report::new(ctx);
+    let (nx, ny) = (args.nx, args.ny);
+    let cells = nx as usize * ny as usize;
+    let init = initial_grid(nx, ny);
+
+    let start = Instant::now();
+    let setup = Stream::non_blocking(ctx)?;
+    let mut grids = Grids::new(ctx, &setup, &init, nx, ny)?;
+    let mut pipeline = JacobiStep::new(ctx)?;
+    let mut converge = if args.device_loop {
+        Some(JacobiConverge::new(ctx)?)
+    } else {
+        None
+    };
+    report
+        .timings
+        .add("setup", start.elapsed(), "alloc, upload, load kernels");
+
+    let solve = match &mut converge {
+        Some(converge) => solve_on_device(converge, &mut grids, args, &setup, &mut report)?,
+        None => solve_from_host(&mut pipeline, &mut grids, args, &setup, &mut report)?,
+    };
+    let Solve {
+        iterations,
+        residuals,
+        last,
+        reached,
+        elapsed,
+        how,
+        grid,
+        before,
+    } = solve;
     let per_iteration = elapsed.as_secs_f64() / f64::from(iterations);
     report.timings.add(
         "sweeps",
         elapsed,
         format!(
-            "{iterations} sweeps, {:.2} µs each, {:.1} GB/s (8 bytes per cell)",
+            "{how}, {:.2} µs each, {:.1} GB/s (8 bytes per cell)",
             per_iteration * 1e6,
             8.0 * cells as f64 / per_iteration / 1e9
         ),
@@ -234,16 +490,12 @@ pub fn run(ctx: &Context, args: &JacobiArgs) -> Result<JacobiOutcome, BoxError> 
     report.notes.push(format!(
         "residual {last:.3e} after {iterations} sweeps (tolerance {:.1e}{})",
         args.tol,
-        if last < args.tol {
+        if reached {
             ""
         } else {
             ", not reached: raise --max-iters"
         }
     ));
-    // After the last swap `u` holds the latest grid and `u_new` the one before it.
-    let grid = graph.params().u.to_vec(&setup)?;
-    let before = graph.params().u_new.to_vec(&setup)?;
-    drop(graph);
 
     let start = Instant::now();
     let mut want_last = vec![0.0f32; cells];
@@ -300,15 +552,7 @@ pub fn run(ctx: &Context, args: &JacobiArgs) -> Result<JacobiOutcome, BoxError> 
 
     if let Some(path) = &args.trace {
         let start = Instant::now();
-        let profile = pipeline.profile(JacobiStepParams {
-            nx,
-            ny,
-            u: &mut u,
-            u_new: &mut u_new,
-            block_max: &mut block_max,
-            residual: &mut residual,
-            residual_host: &mut residual_host,
-        })?;
+        let profile = pipeline.profile(grids.step(nx, ny))?;
         report.write_trace(path, &profile)?;
         report
             .timings
@@ -337,23 +581,10 @@ pub fn time_sweeps(
 ) -> Result<(Duration, Vec<f32>), BoxError> {
     let init = initial_grid(nx, ny);
     let setup = Stream::non_blocking(ctx)?;
-    let mut u = DeviceBuffer::from_slice(&setup, &init)?;
-    let mut u_new = DeviceBuffer::from_slice(&setup, &init)?;
-    let mut block_max = DeviceBuffer::<f32>::zeros(&setup, host::blocks(nx, ny))?;
-    let mut residual = DeviceBuffer::<f32>::zeros(&setup, 1)?;
-    let mut residual_host = PinnedBuffer::<f32>::zeros(ctx, 1)?;
-    setup.synchronize()?;
+    let mut grids = Grids::new(ctx, &setup, &init, nx, ny)?;
     let mut pipeline = JacobiStep::new(ctx)?;
     pipeline.set_fault_tracking(false);
-    let mut graph = pipeline.capture(JacobiStepParams {
-        nx,
-        ny,
-        u: &mut u,
-        u_new: &mut u_new,
-        block_max: &mut block_max,
-        residual: &mut residual,
-        residual_host: &mut residual_host,
-    })?;
+    let mut graph = pipeline.capture(grids.step(nx, ny))?;
     // Both arrangements captured, the graphs uploaded by a first launch each.
     for _ in 0..2 {
         graph.launch()?;
@@ -374,6 +605,108 @@ pub fn time_sweeps(
     graph.synchronize()?;
     let elapsed = start.elapsed();
     Ok((elapsed, graph.params().u.to_vec(&setup)?))
+}
+
+/// The device loop's side of the tolerance benchmark: [`JacobiConverge`] to `tol` (at most
+/// `max_sweeps` sweeps, rounded up to a pair), timed over one launch and its synchronize.
+/// Returns the time, the sweeps run (twice the loop's iterations) and the final grid; ending
+/// at the limit is not an error (the sweep count says so), as for
+/// [`time_host_loop`], whose sweeps and grid it matches bit for bit.
+///
+/// Warm-up: a first graph runs one loop iteration (loading the kernels and the condition
+/// kernel); the grids are then refilled with the initial grid and the timed graph is captured
+/// and uploaded before the clock starts. (A captured graph borrows the grids for its whole
+/// life, so the grids cannot be refilled under one graph between its launches.)
+pub fn time_device_loop(
+    ctx: &Context,
+    nx: u32,
+    ny: u32,
+    tol: f32,
+    max_sweeps: u32,
+) -> Result<(Duration, u32, Vec<f32>), BoxError> {
+    let init = initial_grid(nx, ny);
+    let setup = Stream::non_blocking(ctx)?;
+    let init_device = DeviceBuffer::from_slice(&setup, &init)?;
+    let mut grids = Grids::new(ctx, &setup, &init, nx, ny)?;
+    let mut pipeline = JacobiConverge::new(ctx)?;
+    pipeline.set_fault_tracking(false);
+    {
+        let mut warm = pipeline.capture(grids.converge(nx, ny, tol, 1))?;
+        warm.launch()?;
+        reached(warm.synchronize())?;
+    }
+    grids.reset(&setup, &init_device)?;
+    let mut graph = pipeline.capture(grids.converge(nx, ny, tol, max_pairs(max_sweeps)))?;
+    if let Some(exec) = graph.exec() {
+        exec.upload(&setup)?;
+    }
+    setup.synchronize()?;
+    let start = Instant::now();
+    graph.launch()?;
+    let result = graph.synchronize();
+    let elapsed = start.elapsed();
+    reached(result)?;
+    let sweeps = 2 * loop_iterations(graph.exec())?;
+    Ok((elapsed, sweeps, graph.params().u.to_vec(&setup)?))
+}
+
+/// The host loop's side of the tolerance benchmark: [`JacobiStep`] replayed with a swap after
+/// each sweep and the residual read through the window after every second sweep, until it is
+/// at most `tol` (as the device loop tests it) or `max_sweeps` sweeps (rounded up to a pair)
+/// ran. Returns the time, the sweeps run and the final grid.
+///
+/// Warm-up: a first graph runs one pair of sweeps; the grids are then refilled, and the
+/// timed graph is captured in both arrangements and uploaded before the clock starts.
+pub fn time_host_loop(
+    ctx: &Context,
+    nx: u32,
+    ny: u32,
+    tol: f32,
+    max_sweeps: u32,
+) -> Result<(Duration, u32, Vec<f32>), BoxError> {
+    let init = initial_grid(nx, ny);
+    let setup = Stream::non_blocking(ctx)?;
+    let init_device = DeviceBuffer::from_slice(&setup, &init)?;
+    let mut grids = Grids::new(ctx, &setup, &init, nx, ny)?;
+    let mut pipeline = JacobiStep::new(ctx)?;
+    pipeline.set_fault_tracking(false);
+    {
+        let mut warm = pipeline.capture(grids.step(nx, ny))?;
+        for _ in 0..2 {
+            warm.launch()?;
+            warm.swap_u_u_new()?;
+        }
+        warm.synchronize()?;
+    }
+    grids.reset(&setup, &init_device)?;
+    let mut graph = pipeline.capture(grids.step(nx, ny))?;
+    // A swap builds the other arrangement's graph; two swaps leave the first current again.
+    for _ in 0..2 {
+        if let Some(exec) = graph.exec() {
+            exec.upload(&setup)?;
+        }
+        graph.swap_u_u_new()?;
+    }
+    setup.synchronize()?;
+    let limit = max_pairs(max_sweeps);
+    let mut pairs = 0u32;
+    let start = Instant::now();
+    while pairs < limit {
+        for _ in 0..2 {
+            graph.launch()?;
+            graph.swap_u_u_new()?;
+        }
+        pairs += 1;
+        let residual = graph.window()?.residual_host()?[0];
+        // The device loop's test, NaN included: go on while `residual > tol`.
+        let going = residual > tol;
+        if !going {
+            break;
+        }
+    }
+    graph.synchronize()?;
+    let elapsed = start.elapsed();
+    Ok((elapsed, 2 * pairs, graph.params().u.to_vec(&setup)?))
 }
 
 #[cfg(test)]
