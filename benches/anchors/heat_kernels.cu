@@ -1,6 +1,7 @@
-// Where heat2d's bandwidth goes: the example's `heat_step` kernel (included below) against a
-// device-to-device copy, a plain copy kernel, and variants of the step that compute several
-// rows per thread, each launched back to back on one stream (ping-pong between two fields),
+// Where heat2d's bandwidth goes: the example's `heat_step` kernel (included below; HEAT_ROWS
+// rows per thread) against a device-to-device copy, a plain copy kernel, and variants of the
+// step that compute other numbers of rows per thread (1: the example's kernel before it
+// walked rows), each launched back to back on one stream (ping-pong between two fields),
 // then forward+back captured as one graph and replayed as the example does. Prints GB/s (8
 // bytes per cell and step) and the ratio to the copy, for docs/PERFORMANCE.md.
 //
@@ -98,12 +99,14 @@ int main(int argc, char** argv) {
         };
     };
     dim3 block(32, 8);
-    row("heat_step_32x8", time(pingpong([&](float* src, float* dst) {
-            heat_step<<<dim3((n + 31) / 32, (n + 7) / 8), block, 0, s>>>(n, n, 0.1f, src, dst);
+    const unsigned int tall = 8 * HEAT_ROWS;  // rows a 32x8 block of the example covers
+    row("example_heat_step_32x8", time(pingpong([&](float* src, float* dst) {
+            heat_step<<<dim3((n + 31) / 32, (n + tall - 1) / tall), block, 0, s>>>(n, n, 0.1f,
+                                                                                  src, dst);
         })));
-    row("heat_step_32x16", time(pingpong([&](float* src, float* dst) {
-            heat_step<<<dim3((n + 31) / 32, (n + 15) / 16), dim3(32, 16), 0, s>>>(n, n, 0.1f,
-                                                                                 src, dst);
+    row("heat_rows1_32x8", time(pingpong([&](float* src, float* dst) {
+            heat_rows<1><<<dim3((n + 31) / 32, (n + 7) / 8), block, 0, s>>>(n, n, 0.1f, src,
+                                                                           dst);
         })));
     row("heat_rows4_32x8", time(pingpong([&](float* src, float* dst) {
             heat_rows<4><<<dim3((n + 31) / 32, (n + 31) / 32), block, 0, s>>>(n, n, 0.1f, src,
@@ -121,8 +124,8 @@ int main(int argc, char** argv) {
     cudaGraph_t g;
     cudaGraphExec_t ge;
     CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    heat_step<<<dim3((n + 31) / 32, (n + 7) / 8), block, 0, s>>>(n, n, 0.1f, a, b);
-    heat_step<<<dim3((n + 31) / 32, (n + 7) / 8), block, 0, s>>>(n, n, 0.1f, b, a);
+    heat_step<<<dim3((n + 31) / 32, (n + tall - 1) / tall), block, 0, s>>>(n, n, 0.1f, a, b);
+    heat_step<<<dim3((n + 31) / 32, (n + tall - 1) / tall), block, 0, s>>>(n, n, 0.1f, b, a);
     CHECK(cudaStreamEndCapture(s, &g));
     CHECK(cudaGraphInstantiate(&ge, g, 0));
     row("graph_2_steps_per_launch", 2 * time([&] { CHECK(cudaGraphLaunch(ge, s)); }));

@@ -4,10 +4,14 @@
 // cudaGraphSetConditional is resolved by ptxas (and the driver's JIT) as a built-in.
 //
 // Each kernel runs as one thread (grid 1, block 1), evaluates its condition and sets the
-// conditional node's handle. `state` is the loop's state word (8 bytes of device-mapped
-// host memory that the host reads after the replay): state[0] counts the loop's iterations,
-// state[1] is set (and stays set until the host clears it) when the condition still held
-// after `max_iterations` iterations, which stops the loop instead of letting it run forever.
+// conditional node's handle. `iterations` is device memory of the node's own where the
+// iterations are counted while the loop runs. `state` is the loop's state word (8 bytes of
+// device-mapped host memory that the host reads after the replay), written once, when the
+// loop ends: state[0] the iterations it ran, state[1] set (and left set until the host clears
+// it) when the condition still held after `max_iterations` iterations, which stops the loop
+// instead of letting it run forever. Reading host memory from the device costs a trip across
+// the bus, so the loop never does; the writes are posted, and the launch's completion makes
+// them visible to the host that synchronizes with it.
 //
 // A `while` node runs the kernel twice per entry point: once before the node with
 // `first = 1` (0 iterations done), and once at the end of each iteration of the body with
@@ -30,53 +34,60 @@ __device__ bool compare(T value, unsigned int op, T threshold)
 }
 
 __device__ void decide(unsigned long long handle, bool holds, unsigned int* state,
-                       unsigned int max_iterations, unsigned int first)
+                       unsigned int* iterations, unsigned int max_iterations, unsigned int first)
 {
-    volatile unsigned int* words = state;
-    unsigned int done = first ? 0u : words[0] + 1u;
-    words[0] = done;
+    unsigned int done = first ? 0u : *iterations + 1u;
+    *iterations = done;
     unsigned int go = holds ? 1u : 0u;
-    if (go && done >= max_iterations) {
-        words[1] = 1u;
+    bool limit = go && done >= max_iterations;
+    if (limit) {
         go = 0u;
     }
-    __threadfence_system();
+    if (!go) {
+        volatile unsigned int* words = state;
+        words[0] = done;
+        if (limit) {
+            words[1] = 1u;
+        }
+    }
     cudaGraphSetConditional(handle, go);
 }
 
 extern "C" __global__ void gp_cond_f32(unsigned long long handle, const float* value,
                                        float threshold, unsigned int op, unsigned int* state,
-                                       unsigned int max_iterations, unsigned int first)
+                                       unsigned int* iterations, unsigned int max_iterations,
+                                       unsigned int first)
 {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
-    decide(handle, compare(*value, op, threshold), state, max_iterations, first);
+    decide(handle, compare(*value, op, threshold), state, iterations, max_iterations, first);
 }
 
 extern "C" __global__ void gp_cond_f64(unsigned long long handle, const double* value,
                                        double threshold, unsigned int op, unsigned int* state,
-                                       unsigned int max_iterations, unsigned int first)
+                                       unsigned int* iterations, unsigned int max_iterations,
+                                       unsigned int first)
 {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
-    decide(handle, compare(*value, op, threshold), state, max_iterations, first);
+    decide(handle, compare(*value, op, threshold), state, iterations, max_iterations, first);
 }
 
 extern "C" __global__ void gp_cond_u32(unsigned long long handle, const unsigned int* value,
                                        unsigned int threshold, unsigned int op,
-                                       unsigned int* state, unsigned int max_iterations,
-                                       unsigned int first)
+                                       unsigned int* state, unsigned int* iterations,
+                                       unsigned int max_iterations, unsigned int first)
 {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
-    decide(handle, compare(*value, op, threshold), state, max_iterations, first);
+    decide(handle, compare(*value, op, threshold), state, iterations, max_iterations, first);
 }
 
 // `counter % modulus == remainder` on a counter word the host writes before each launch
 // (modulus >= 1, checked by the host).
 extern "C" __global__ void gp_cond_every(unsigned long long handle, const unsigned int* counter,
                                          unsigned int modulus, unsigned int remainder,
-                                         unsigned int* state, unsigned int max_iterations,
-                                         unsigned int first)
+                                         unsigned int* state, unsigned int* iterations,
+                                         unsigned int max_iterations, unsigned int first)
 {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
     unsigned int n = *(volatile const unsigned int*)counter;
-    decide(handle, n % modulus == remainder, state, max_iterations, first);
+    decide(handle, n % modulus == remainder, state, iterations, max_iterations, first);
 }

@@ -69,9 +69,10 @@ gpu_pipeline! {
             preview: &mut DeviceBuffer<f32>,
             snapshot: &mut PinnedBuffer<f32>,
         }
+        // 32x8 threads a block, each thread 4 rows (HEAT_ROWS in the kernel): 32x32 cells.
         stage forward on compute {
             launch heat::heat_step(nx, ny, alpha, field, next)
-                grid (nx.div_ceil(32), ny.div_ceil(8)) block (32u32, 8u32);
+                grid (nx.div_ceil(32), ny.div_ceil(32)) block (32u32, 8u32);
         }
         stage save on copy {
             launch heat::sample(nx, ny, stride, mx, my, next, preview)
@@ -80,7 +81,7 @@ gpu_pipeline! {
         }
         stage back on compute {
             launch heat::heat_step(nx, ny, alpha, next, field)
-                grid (nx.div_ceil(32), ny.div_ceil(8)) block (32u32, 8u32);
+                grid (nx.div_ceil(32), ny.div_ceil(32)) block (32u32, 8u32);
         }
         concurrent(save, back);
     }

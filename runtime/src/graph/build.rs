@@ -398,8 +398,9 @@ impl Graph {
         // Adds the node with an empty body; returns the body's scope and how to close it.
         let (node, inner, close) = match (&mut self.backend, target, deps) {
             (GraphBackend::Cuda(g), Scope::Cuda(at), Deps::Cuda(deps)) => {
-                let (args, keep) = cuda_condition(call, &condition, &state, max)?;
-                let (node, body, handle) = g.add_conditional(at, &deps, is_while, &args, keep)?;
+                let (mut args, keep) = cuda_condition(call, &condition, &state, max)?;
+                let (node, body, handle) =
+                    g.add_conditional(at, &deps, is_while, &mut args, keep)?;
                 let close = is_while.then_some((body, handle, args));
                 (NodeId::Cuda(node), Scope::Cuda(body), Close::Cuda(close))
             }
@@ -518,6 +519,7 @@ fn cuda_condition(
         threshold,
         op,
         state: state_word.device_address(),
+        counter: 0,
         max_iterations: max,
     };
     Ok((args, keep))

@@ -58,6 +58,10 @@ pub(crate) struct ConditionArgs {
     pub(crate) op: u32,
     /// The device address of the loop's state word.
     pub(crate) state: sys::CUdeviceptr,
+    /// The device memory the condition kernel counts iterations in, set by
+    /// [`Graph::add_conditional`] (0 before): counting in the state word itself would read
+    /// host memory across the bus at every iteration.
+    pub(crate) counter: sys::CUdeviceptr,
     /// The most iterations allowed (`u32::MAX` for an `if`).
     pub(crate) max_iterations: u32,
 }
@@ -72,6 +76,7 @@ struct KernelArgs {
     kind: ConditionKind,
     op: u32,
     state: u64,
+    counter: u64,
     max_iterations: u32,
     first: u32,
 }
@@ -87,6 +92,7 @@ impl KernelArgs {
             kind: args.kind,
             op: args.op,
             state: args.state,
+            counter: args.counter,
             max_iterations: args.max_iterations,
             first: u32::from(first),
         }
@@ -100,7 +106,8 @@ fn param<T>(value: &T) -> *mut c_void {
 impl CudaArgs for KernelArgs {
     fn with_params<R>(&self, f: impl FnOnce(&mut [*mut c_void]) -> R) -> R {
         // (handle: u64, value: u64, threshold: f32 | f64 | u32, op: u32, state: u64,
-        // max_iterations: u32, first: u32), as every `gp_cond_*` entry declares them.
+        // iterations: u64, max_iterations: u32, first: u32), as every `gp_cond_*` entry
+        // declares them.
         let threshold = match self.kind {
             ConditionKind::F32 => param(&self.threshold_f32),
             ConditionKind::F64 => param(&self.threshold_f64),
@@ -112,6 +119,7 @@ impl CudaArgs for KernelArgs {
             threshold,
             param(&self.op),
             param(&self.state),
+            param(&self.counter),
             param(&self.max_iterations),
             param(&self.first),
         ];
@@ -165,13 +173,15 @@ impl Graph {
     /// Adds a conditional node to `scope` after `dependencies`, preceded by its condition
     /// kernel: a `while` (`is_while`) or an `if`. Returns the node and the scope of its
     /// body, which is empty; a `while` body must be closed with [`Graph::close_while_body`]
-    /// once filled. `keep` is what the condition reads and writes (value, counter, state).
+    /// once filled, with `args` as this call leaves them (it sets `args.counter` to device
+    /// memory of the node's own). `keep` is what the condition reads and writes (value,
+    /// counter, state).
     pub(crate) fn add_conditional(
         &mut self,
         scope: usize,
         dependencies: &[NodeRef],
         is_while: bool,
-        args: &ConditionArgs,
+        args: &mut ConditionArgs,
         keep: Vec<Keep>,
     ) -> Result<(NodeRef, usize, sys::CUgraphConditionalHandle)> {
         const CALL: &str = "Graph::add_conditional_node";
@@ -197,8 +207,12 @@ impl Graph {
             })?;
         }
         let module = condition_module(&self.handle.ctx)?;
+        // The iteration count stays in device memory while the loop runs; the kernel
+        // writes it to the host-visible state word once, when the loop ends.
+        let counter = Arc::new(DeviceMemory::alloc(&self.handle.ctx, 4)?);
+        args.counter = counter.ptr();
         self.retain(keep);
-        self.retain([Keep::Object(module.clone())]);
+        self.retain([Keep::Object(module.clone()), Keep::Device(counter)]);
         let first = self.add_condition_kernel(scope, dependencies, &module, handle, args, true)?;
         let mut params = sys::CUgraphNodeParams {
             type_: CUgraphNodeType::CONDITIONAL,
