@@ -558,6 +558,13 @@ pub type PFN_cuMemcpyDtoDAsync = unsafe extern "C" fn(
     bytes: usize,
     stream: CUstream,
 ) -> CUresult;
+/// `cuMemcpyAsync`: a copy between unified addresses, whichever device (or host) holds them.
+pub type PFN_cuMemcpyAsync = unsafe extern "C" fn(
+    dst: CUdeviceptr,
+    src: CUdeviceptr,
+    bytes: usize,
+    stream: CUstream,
+) -> CUresult;
 pub type PFN_cuMemcpyPeerAsync = unsafe extern "C" fn(
     dst: CUdeviceptr,
     dst_ctx: CUcontext,

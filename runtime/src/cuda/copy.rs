@@ -224,6 +224,18 @@ impl Stream {
             }
         }
         let d = self.bind()?;
+        if capture.is_some() {
+            // A capture refuses `cuMemcpyPeerAsync` (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, on
+            // two H200s): the unified-address copy records the same transfer as a memcpy
+            // node, the devices told apart by the addresses.
+            // SAFETY: in-bounds ranges (checked above) of live device allocations, which the
+            // graph being captured keeps alive (kept above); both addresses are unified
+            // (every device allocation of a 64-bit process is), so the driver finds each
+            // one's device.
+            return check("cuMemcpyAsync", unsafe {
+                (d.cuMemcpyAsync)(dst.ptr(), src.ptr(), src.bytes, self.raw())
+            });
+        }
         let copy = d.optional(d.cuMemcpyPeerAsync, "cuMemcpyPeerAsync")?;
         // SAFETY: in-bounds ranges (checked above) of live device allocations of the two
         // contexts, kept alive by their `Arc`s (or the graph being captured); both noted

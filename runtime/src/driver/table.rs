@@ -123,6 +123,7 @@ driver_table! {
         cuMemcpyHtoDAsync: PFN_cuMemcpyHtoDAsync @ ABI_VERSION,
         cuMemcpyDtoHAsync: PFN_cuMemcpyDtoHAsync @ ABI_VERSION,
         cuMemcpyDtoDAsync: PFN_cuMemcpyDtoDAsync @ ABI_VERSION,
+        cuMemcpyAsync: PFN_cuMemcpyAsync @ ABI_VERSION,
         cuMemsetD8: PFN_cuMemsetD8 @ ABI_VERSION,
         cuMemsetD8Async: PFN_cuMemsetD8Async @ ABI_VERSION,
         cuMemsetD32Async: PFN_cuMemsetD32Async @ ABI_VERSION,
