@@ -441,6 +441,19 @@ impl ReferenceMode {
             ReferenceMode::Bounded => false,
         }
     }
+
+    /// The note of a run that checked only `what` (e.g. "last step") rather than replaying
+    /// all of it, whose full replay would cost `work` `units` (e.g. "cell updates"): why, in
+    /// the user's terms.
+    pub fn partial_note(self, what: &str, work: f64, units: &str) -> String {
+        match self {
+            ReferenceMode::Bounded => format!("{what} only (--reference bounded)"),
+            _ => format!(
+                "{what} only: replaying {work:.1e} {units} exceeds the budget of \
+                 {REFERENCE_BUDGET:.0e} (--reference full forces it)"
+            ),
+        }
+    }
 }
 
 /// The CPU threads to spread reference work over: every core.

@@ -31,8 +31,8 @@ use clap::Parser;
 use gpu_pipeline::{Context, DeviceBuffer, PinnedBuffer, Stream, gpu_pipeline};
 
 use crate::common::{
-    BoxError, Check, REFERENCE_BUDGET, ReferenceMode, Report, check_output_path, cpu_threads,
-    float_in, max_abs_diff, par_chunks, progress,
+    BoxError, Check, ReferenceMode, Report, check_output_path, cpu_threads, float_in, max_abs_diff,
+    par_chunks, progress,
 };
 
 gpu_pipeline! {
@@ -339,13 +339,8 @@ pub fn run(ctx: &Context, args: &HaloArgs) -> Result<HaloOutcome, BoxError> {
         }
         format!("every step, {} CPU threads", cpu_threads())
     } else {
-        match args.reference {
-            ReferenceMode::Bounded => "last step only (--reference bounded)".to_owned(),
-            _ => format!(
-                "last step only: replaying {cells:.1e} cell updates exceeds the budget of \
-                 {REFERENCE_BUDGET:.0e} (--reference full forces it)"
-            ),
-        }
+        args.reference
+            .partial_note("last step", cells, "cell updates")
     };
     report.timings.add("reference", start.elapsed(), note);
     report.checks.push(Check::no_races(ctx));

@@ -36,8 +36,8 @@ use clap::Parser;
 use gpu_pipeline::{Context, DeviceBuffer, PinnedBuffer, Stream, gpu_pipeline};
 
 use crate::common::{
-    BoxError, Check, REFERENCE_BUDGET, ReferenceMode, Report, check_output_path, copy_bandwidth,
-    cpu_threads, format_bytes, max_abs_diff, par_chunks, parse_float, progress,
+    BoxError, Check, ReferenceMode, Report, check_output_path, copy_bandwidth, cpu_threads,
+    format_bytes, max_abs_diff, par_chunks, parse_float, progress,
 };
 
 gpu_pipeline! {
@@ -436,13 +436,8 @@ pub fn run(ctx: &Context, args: &Heat2dArgs) -> Result<Heat2dOutcome, BoxError> 
         ));
         format!("every step, {} CPU threads", cpu_threads())
     } else {
-        match args.reference {
-            ReferenceMode::Bounded => "last step only (--reference bounded)".to_owned(),
-            _ => format!(
-                "last step only: replaying {updates:.1e} cell updates exceeds the budget of \
-                 {REFERENCE_BUDGET:.0e} (--reference full forces it)"
-            ),
-        }
+        args.reference
+            .partial_note("last step", updates, "cell updates")
     };
     report.timings.add("reference", start.elapsed(), note);
     report.checks.push(Check::no_races(ctx));

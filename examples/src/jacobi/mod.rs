@@ -43,8 +43,8 @@ use clap::Parser;
 use gpu_pipeline::{Context, DeviceBuffer, Error, GraphExec, PinnedBuffer, Stream, gpu_pipeline};
 
 use crate::common::{
-    BoxError, Check, POSITIVE, REFERENCE_BUDGET, ReferenceMode, Report, check_output_path,
-    cpu_threads, float_in, max_abs_diff, par_chunks, progress,
+    BoxError, Check, POSITIVE, ReferenceMode, Report, check_output_path, cpu_threads, float_in,
+    max_abs_diff, par_chunks, progress,
 };
 
 gpu_pipeline! {
@@ -539,13 +539,8 @@ pub fn run(ctx: &Context, args: &JacobiArgs) -> Result<JacobiOutcome, BoxError> 
         ));
         format!("every sweep, {} CPU threads", cpu_threads())
     } else {
-        match args.reference {
-            ReferenceMode::Bounded => "last sweep only (--reference bounded)".to_owned(),
-            _ => format!(
-                "last sweep only: replaying {updates:.1e} cell updates exceeds the budget of \
-                 {REFERENCE_BUDGET:.0e} (--reference full forces it)"
-            ),
-        }
+        args.reference
+            .partial_note("last sweep", updates, "cell updates")
     };
     report.timings.add("reference", start.elapsed(), note);
     report.checks.push(Check::no_races(ctx));

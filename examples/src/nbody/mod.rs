@@ -36,8 +36,8 @@ use clap::Parser;
 use gpu_pipeline::{Backend, Context, DeviceBuffer, PinnedBuffer, Stream, gpu_pipeline};
 
 use crate::common::{
-    BoxError, Check, POSITIVE, REFERENCE_BUDGET, ReferenceMode, Report, Rng, check_output_path,
-    cpu_threads, float_in, max_abs_diff, par_chunks, progress,
+    BoxError, Check, POSITIVE, ReferenceMode, Report, Rng, check_output_path, cpu_threads,
+    float_in, max_abs_diff, par_chunks, progress,
 };
 
 gpu_pipeline! {
@@ -431,14 +431,8 @@ pub fn run(ctx: &Context, args: &NbodyArgs) -> Result<NbodyOutcome, BoxError> {
     } else if replayed == 0 {
         "sampled forces; no replay (--reference-steps 0)".to_owned()
     } else {
-        match args.reference {
-            ReferenceMode::Bounded => "sampled forces only (--reference bounded)".to_owned(),
-            _ => format!(
-                "sampled forces only: replaying {:.1e} body pairs exceeds the budget of \
-                 {REFERENCE_BUDGET:.0e} (--reference full forces it)",
-                pairs * f64::from(replayed)
-            ),
-        }
+        args.reference
+            .partial_note("sampled forces", pairs * f64::from(replayed), "body pairs")
     };
     report.timings.add("reference", start.elapsed(), note);
     report.checks.push(Check::no_races(ctx));
