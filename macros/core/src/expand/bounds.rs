@@ -99,6 +99,20 @@ pub fn bounded(pipeline: &Pipeline<'_>, kernel: KernelId) -> bool {
         .any(|param| matches!(param.kind, KernelParamKind::Slice { bound: Some(_), .. }))
 }
 
+/// The launches of `sites` whose kernels declare a bound: those a step checks.
+pub fn bounded_sites<'s, 'p>(
+    pipeline: &Pipeline<'_>,
+    sites: impl IntoIterator<Item = &'s LaunchSite<'p>>,
+) -> Vec<&'s LaunchSite<'p>>
+where
+    'p: 's,
+{
+    sites
+        .into_iter()
+        .filter(|site| bounded(pipeline, site.kernel))
+        .collect()
+}
+
 /// Whether scalar param `scalar` feeds an argument that one of the bounds of `site`'s kernel
 /// multiplies: whether setting it can break a bound of that launch.
 pub fn feeds_bound(pipeline: &Pipeline<'_>, site: &LaunchSite<'_>, scalar: &Ident) -> bool {

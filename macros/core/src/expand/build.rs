@@ -20,7 +20,6 @@
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
-use syn::Ident;
 use syn::spanned::Spanned;
 
 use super::bounds::{self, Keep, LaunchSite, bounded_site, launch_sites};
@@ -95,12 +94,7 @@ pub fn capture_step_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
     let rt = rt();
     let params_ty = names.params_ty(quote!('_));
     let name = pipeline.name.as_str();
-    let scratch_fields: Vec<Ident> = pipeline
-        .buffers
-        .iter()
-        .filter(|b| b.scratch)
-        .map(|b| names.scratch_field(b.ident))
-        .collect();
+    let scratch_fields = names.scratch_fields(pipeline);
     let control_fields = control::destructured(pipeline);
     let bind = bindings(
         pipeline,
@@ -109,10 +103,7 @@ pub fn capture_step_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
         &used_scalars(pipeline, false),
     );
     let sites = launch_sites(pipeline);
-    let bounded: Vec<&LaunchSite<'_>> = sites
-        .iter()
-        .filter(|site| bounds::bounded(pipeline, site.kernel))
-        .collect();
+    let bounded = bounds::bounded_sites(pipeline, &sites);
     // Every bounded launch is checked before any node is added, as for an eager step: a
     // refused step builds nothing.
     let checks = bounds::check_walk(

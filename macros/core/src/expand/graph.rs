@@ -311,12 +311,7 @@ fn apply_fn(pipeline: &Pipeline<'_>, names: &Names, sites: &[LaunchSite<'_>]) ->
     let name = &pipeline.input.name;
     let name_str = pipeline.name.as_str();
     let scalars = pipeline.scalars.len();
-    let scratch_fields: Vec<Ident> = pipeline
-        .buffers
-        .iter()
-        .filter(|b| b.scratch)
-        .map(|b| names.scratch_field(b.ident))
-        .collect();
+    let scratch_fields = names.scratch_fields(pipeline);
     let bind = bindings(pipeline, names, &quote!(__p), &used_scalars(pipeline, true));
     let arms = pipeline.stages.iter().enumerate().filter_map(|(t, stage)| {
         let stage_sites: Vec<&LaunchSite<'_>> =
@@ -403,16 +398,8 @@ fn apply_fn(pipeline: &Pipeline<'_>, names: &Names, sites: &[LaunchSite<'_>]) ->
 fn arrange_fn(pipeline: &Pipeline<'_>, names: &Names, sites: &[LaunchSite<'_>]) -> TokenStream {
     let rt = rt();
     let name = &pipeline.input.name;
-    let scratch_fields: Vec<Ident> = pipeline
-        .buffers
-        .iter()
-        .filter(|b| b.scratch)
-        .map(|b| names.scratch_field(b.ident))
-        .collect();
-    let bounded: Vec<&LaunchSite<'_>> = sites
-        .iter()
-        .filter(|site| bounds::bounded(pipeline, site.kernel))
-        .collect();
+    let scratch_fields = names.scratch_fields(pipeline);
+    let bounded = bounds::bounded_sites(pipeline, sites);
     if pipeline.swaps.is_empty() {
         return TokenStream::new();
     }
@@ -532,12 +519,7 @@ fn setter(
         };
     }
     let name = &pipeline.input.name;
-    let scratch_fields: Vec<Ident> = pipeline
-        .buffers
-        .iter()
-        .filter(|b| b.scratch)
-        .map(|b| names.scratch_field(b.ident))
-        .collect();
+    let scratch_fields = names.scratch_fields(pipeline);
     // The bounds of every launch this scalar can break are checked, on every instance of the
     // current arrangement's plans, before anything changes; a refusal puts the previous value
     // back.

@@ -84,6 +84,16 @@ impl Names {
         format_ident!("__scratch_{}", name)
     }
 
+    /// The fields of every scratch buffer, in declaration order.
+    pub fn scratch_fields(&self, pipeline: &Pipeline<'_>) -> Vec<Ident> {
+        pipeline
+            .buffers
+            .iter()
+            .filter(|b| b.scratch)
+            .map(|b| self.scratch_field(b.ident))
+            .collect()
+    }
+
     /// The kernel's signature as a tuple type with `'static` slices, for `TypedKernel<Sig>`.
     pub fn kernel_signature(&self, kernel: &ast::Kernel) -> TokenStream {
         let params = kernel.params.iter().map(|param| match param.kind() {

@@ -455,12 +455,7 @@ pub fn enqueue_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
     let params_ty = names.params_ty(quote!('_));
     let name = pipeline.name.as_str();
     let multi = super::device::is_multi(pipeline);
-    let scratch_fields: Vec<Ident> = pipeline
-        .buffers
-        .iter()
-        .filter(|b| b.scratch)
-        .map(|b| names.scratch_field(b.ident))
-        .collect();
+    let scratch_fields = names.scratch_fields(pipeline);
     let control_fields = super::control::destructured(pipeline);
     let step_start = super::control::eager_step_start(pipeline);
     let step_end = super::control::eager_step_end(pipeline);
@@ -471,10 +466,7 @@ pub fn enqueue_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
         &used_scalars(pipeline, false),
     );
     let sites = launch_sites(pipeline);
-    let bounded: Vec<&LaunchSite<'_>> = sites
-        .iter()
-        .filter(|site| bounds::bounded(pipeline, site.kernel))
-        .collect();
+    let bounded = bounds::bounded_sites(pipeline, &sites);
     let checks = bounds::check_walk(
         pipeline,
         &bounded,
