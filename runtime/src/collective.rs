@@ -20,10 +20,12 @@ mod deadline;
 mod failure;
 
 pub use cpu::{CollectiveError, Comm, CommGroup, DEFAULT_TIMEOUT, World};
-pub use deadline::{COMM_TIMEOUT_ENV, DEFAULT_COMM_TIMEOUT, comm_timeout_from_env, parse_comm_timeout};
 pub(crate) use deadline::check_timeout;
-pub use failure::{CommCause, CommFailure};
+pub use deadline::{
+    COMM_TIMEOUT_ENV, DEFAULT_COMM_TIMEOUT, comm_timeout_from_env, parse_comm_timeout,
+};
 pub(crate) use failure::{AbortState, Names};
+pub use failure::{CommCause, CommFailure};
 
 /// The element types collectives move and reduce: those NCCL and Rust share.
 ///

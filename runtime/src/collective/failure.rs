@@ -251,7 +251,12 @@ mod tests {
         assert!(!state.record(second));
         assert!(state.failure().unwrap().is_timeout());
         let refusal = state
-            .refusal(1, Some("Ring"), Some("reduce"), "all_reduce(sum)".to_owned())
+            .refusal(
+                1,
+                Some("Ring"),
+                Some("reduce"),
+                "all_reduce(sum)".to_owned(),
+            )
             .unwrap();
         let text = refusal.to_string();
         assert!(

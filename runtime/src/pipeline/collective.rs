@@ -179,7 +179,6 @@ pub struct CommStage<'s> {
     names: Names,
 }
 
-
 /// `lo..hi` of the range bounds, checked against a buffer of `len` elements.
 fn elements(
     call: &'static str,
@@ -526,7 +525,9 @@ fn describe_ops(ops: &[(ElementKind, Planned)]) -> String {
             Planned::Recv { data, peer } => {
                 format!("recv ({} {kind}) from rank {peer}", data.len)
             }
-            Planned::AllReduce { recv, op, .. } => format!("all_reduce({op}) ({} {kind})", recv.len),
+            Planned::AllReduce { recv, op, .. } => {
+                format!("all_reduce({op}) ({} {kind})", recv.len)
+            }
             Planned::Broadcast { recv, root, .. } => {
                 format!("broadcast ({} {kind}) from rank {root}", recv.len)
             }

@@ -19,8 +19,7 @@ use super::adapt;
 use super::library::{Nccl, NcclVersion, nccl};
 use super::sys::{self, ncclComm_t, ncclDataType_t, ncclRedOp_t, ncclResult_t};
 use crate::collective::{
-    AbortState, CommCause, CommFailure, ElementKind, ReduceOp, check_timeout,
-    comm_timeout_from_env,
+    AbortState, CommCause, CommFailure, ElementKind, ReduceOp, check_timeout, comm_timeout_from_env,
 };
 use crate::context::Context;
 use crate::error::{Error, Result};
@@ -267,8 +266,14 @@ impl CommHandle {
             // SAFETY: a live communicator (under `with_raw`) and a valid out-pointer.
             let query = unsafe { (self.nccl.ncclCommGetAsyncError)(raw, &mut state) };
             let code = if query.is_success() { state } else { query };
-            Ok((!code.is_success() && code != ncclResult_t::IN_PROGRESS)
-                .then(|| (code.0, self.nccl.error("ncclCommGetAsyncError", code).to_string())))
+            Ok(
+                (!code.is_success() && code != ncclResult_t::IN_PROGRESS).then(|| {
+                    (
+                        code.0,
+                        self.nccl.error("ncclCommGetAsyncError", code).to_string(),
+                    )
+                }),
+            )
         })
         .ok()
         .flatten()
@@ -562,7 +567,9 @@ impl Communicator {
                 (n.ncclCommUserRank)(raw, &mut rank)
             })?;
             // SAFETY: as above.
-            h.check("ncclCommCount", unsafe { (n.ncclCommCount)(raw, &mut count) })
+            h.check("ncclCommCount", unsafe {
+                (n.ncclCommCount)(raw, &mut count)
+            })
         })?;
         let expected = adapt::device_ordinal(&h.ctx);
         let as_usize = |v: c_int| usize::try_from(v).ok();
@@ -837,7 +844,11 @@ impl Communicator {
 
     /// Runs `f` (a whole group, start to end) with the handle held, so the watchdog cannot
     /// abort the communicator between the group's operations and its end.
-    pub(crate) fn holding<R>(&self, call: &'static str, f: impl FnOnce() -> Result<R>) -> Result<R> {
+    pub(crate) fn holding<R>(
+        &self,
+        call: &'static str,
+        f: impl FnOnce() -> Result<R>,
+    ) -> Result<R> {
         self.handle.with_raw(call, |_| f())
     }
 }

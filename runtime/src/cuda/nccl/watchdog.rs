@@ -95,7 +95,10 @@ pub(crate) fn watch(handle: &Arc<CommHandle>, stream: &Stream, what: What) -> Re
     if let Some(raw) = stream_key(stream) {
         let mut streams = lock(&dog.streams);
         let list = streams.entry(raw).or_default();
-        if !list.iter().any(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(handle))) {
+        if !list
+            .iter()
+            .any(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(handle)))
+        {
             list.push(Arc::downgrade(handle));
         }
     }
@@ -163,13 +166,10 @@ impl Watchdog {
                 let deadline = handle.abort_state().deadline();
                 let cause = match handle.poll_async_error() {
                     Some((code, message)) => Some(CommCause::Nccl { code, message }),
-                    None if now.duration_since(p.started) >= deadline => {
-                        Some(CommCause::Timeout {
-                            waited: now.duration_since(p.started),
-                            waiting_for: "its peers never completed the matching operations"
-                                .to_owned(),
-                        })
-                    }
+                    None if now.duration_since(p.started) >= deadline => Some(CommCause::Timeout {
+                        waited: now.duration_since(p.started),
+                        waiting_for: "its peers never completed the matching operations".to_owned(),
+                    }),
                     None => None,
                 };
                 match cause {
