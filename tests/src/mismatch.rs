@@ -123,7 +123,7 @@ pub fn mismatched_rank(
             match mode {
                 Mode::Eager => push.run_steps(params, 1)?.wait()?,
                 Mode::Replay => {
-                    let graph = push.capture(params)?;
+                    let mut graph = push.capture(params)?;
                     graph.launch()?;
                     graph.synchronize()?;
                 }
@@ -141,7 +141,7 @@ pub fn mismatched_rank(
             match mode {
                 Mode::Eager => exchange.run_steps(params, 1)?.wait()?,
                 Mode::Replay => {
-                    let graph = exchange.capture(params)?;
+                    let mut graph = exchange.capture(params)?;
                     graph.launch()?;
                     graph.synchronize()?;
                 }
