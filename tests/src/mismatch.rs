@@ -170,7 +170,10 @@ pub fn check_comm_error(comm: &Communicator, error: &Error, deadline: Duration) 
         text.contains(&kept) || error.comm_failure().is_some(),
         "rank {rank}: the error does not carry the communicator's failure\n{text}\n{kept}"
     );
-    assert!(failure.pipeline.is_some() && failure.stage.is_some(), "{kept}");
+    assert!(
+        failure.pipeline.is_some() && failure.stage.is_some(),
+        "{kept}"
+    );
     assert!(
         ["send", "recv", "all_reduce"]
             .iter()

@@ -46,11 +46,9 @@ fn every_rank_fails(mismatch: Mismatch, mode: Mode) -> Vec<String> {
         );
         // A second use of the aborted communicator is refused at once, naming the first.
         let again = Instant::now();
-        let mut x = gpu_pipeline::DeviceBuffer::<f32>::zeros(
-            &gpu_pipeline::Stream::new(ctx).unwrap(),
-            1,
-        )
-        .unwrap();
+        let mut x =
+            gpu_pipeline::DeviceBuffer::<f32>::zeros(&gpu_pipeline::Stream::new(ctx).unwrap(), 1)
+                .unwrap();
         let err = Total::new(ctx)
             .unwrap()
             .run_steps(TotalParams { comm, x: &mut x }, 1)
@@ -66,7 +64,8 @@ fn every_rank_fails(mismatch: Mismatch, mode: Mode) -> Vec<String> {
 /// Both ranks wait on the same deadline: the first to give up aborts, and the other then
 /// either times out too or sees it leave, whichever comes first.
 fn timed_out_or_saw_it_leave(texts: &[String]) {
-    let timed_out = |t: &String| t.contains("did not complete within the 1s communication deadline");
+    let timed_out =
+        |t: &String| t.contains("did not complete within the 1s communication deadline");
     assert!(texts.iter().any(timed_out), "{texts:#?}");
     for (rank, text) in texts.iter().enumerate() {
         let other = 1 - rank;
@@ -198,7 +197,11 @@ fn a_rank_that_returns_early_fails_its_peer_within_the_deadline() {
 #[test]
 fn the_builder_sets_the_deadline_and_refuses_zero() {
     let ranks = Communicator::cpu_ranks_with_timeout(3, Duration::from_millis(1500)).unwrap();
-    assert!(ranks.iter().all(|c| c.timeout() == Duration::from_millis(1500)));
+    assert!(
+        ranks
+            .iter()
+            .all(|c| c.timeout() == Duration::from_millis(1500))
+    );
     let err = Communicator::cpu_ranks_with_timeout(2, Duration::ZERO).unwrap_err();
     assert!(matches!(err, Error::InvalidArgument { .. }), "{err}");
     assert!(err.to_string().contains("positive duration"), "{err}");

@@ -8,18 +8,27 @@ use gpu_pipeline::Communicator;
 use gpu_pipeline::collective::{COMM_TIMEOUT_ENV, DEFAULT_COMM_TIMEOUT, World};
 use gpu_pipeline::nccl::CommConfig;
 
+/// Sets (or removes) the variable.
+fn set(value: Option<&str>) {
+    match value {
+        // SAFETY: this binary's only test runs on one thread, and nothing else of this
+        // process reads or writes the environment meanwhile.
+        Some(value) => unsafe { std::env::set_var(COMM_TIMEOUT_ENV, value) },
+        // SAFETY: as above.
+        None => unsafe { std::env::remove_var(COMM_TIMEOUT_ENV) },
+    }
+}
+
 #[test]
 fn the_environment_sets_the_deadline_and_bad_values_are_clear_errors() {
-    // SAFETY (of the test): this is the only test of this binary; nothing else reads the
-    // environment concurrently.
-    unsafe { std::env::remove_var(COMM_TIMEOUT_ENV) };
+    set(None);
     assert_eq!(
         Communicator::cpu_ranks(2).unwrap()[0].timeout(),
         DEFAULT_COMM_TIMEOUT
     );
     assert_eq!(DEFAULT_COMM_TIMEOUT, Duration::from_secs(300));
 
-    unsafe { std::env::set_var(COMM_TIMEOUT_ENV, "2.5") };
+    set(Some("2.5"));
     assert_eq!(
         Communicator::cpu_ranks(2).unwrap()[1].timeout(),
         Duration::from_millis(2500)
@@ -40,7 +49,7 @@ fn the_environment_sets_the_deadline_and_bad_values_are_clear_errors() {
     );
 
     for bad in ["soon", "-1", "0", "10s"] {
-        unsafe { std::env::set_var(COMM_TIMEOUT_ENV, bad) };
+        set(Some(bad));
         for err in [
             Communicator::cpu_ranks(2).unwrap_err().to_string(),
             World::new(2).unwrap_err().to_string(),
@@ -54,10 +63,10 @@ fn the_environment_sets_the_deadline_and_bad_values_are_clear_errors() {
             );
         }
     }
-    unsafe { std::env::set_var(COMM_TIMEOUT_ENV, "") };
+    set(Some(""));
     assert_eq!(
         Communicator::cpu_ranks(1).unwrap()[0].timeout(),
         DEFAULT_COMM_TIMEOUT
     );
-    unsafe { std::env::remove_var(COMM_TIMEOUT_ENV) };
+    set(None);
 }

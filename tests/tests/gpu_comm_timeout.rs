@@ -107,7 +107,10 @@ fn a_recv_from_the_wrong_peer_times_out_on_both_gpus_in_a_replay() {
     if std::env::var(ROLE_ENV).as_deref() == Ok(ROLE) {
         return mismatched_worker(ROLE, Mismatch::WrongPeer, Mode::Replay);
     }
-    launch("a_recv_from_the_wrong_peer_times_out_on_both_gpus_in_a_replay", ROLE);
+    launch(
+        "a_recv_from_the_wrong_peer_times_out_on_both_gpus_in_a_replay",
+        ROLE,
+    );
 }
 
 #[test]
@@ -117,7 +120,10 @@ fn a_send_with_no_recv_times_out_on_both_gpus_in_a_replay() {
     if std::env::var(ROLE_ENV).as_deref() == Ok(ROLE) {
         return mismatched_worker(ROLE, Mismatch::SendWithoutRecv, Mode::Replay);
     }
-    launch("a_send_with_no_recv_times_out_on_both_gpus_in_a_replay", ROLE);
+    launch(
+        "a_send_with_no_recv_times_out_on_both_gpus_in_a_replay",
+        ROLE,
+    );
 }
 
 /// Rank 1 exits with status 0 after one matched step; rank 0's next step fails within the
@@ -133,7 +139,13 @@ fn a_rank_exiting_early_fails_its_peer_within_the_deadline() {
         let mut total = Total::new(&ctx).unwrap();
         let mut step = || {
             total
-                .run_steps(TotalParams { comm: &comm, x: &mut x }, 1)
+                .run_steps(
+                    TotalParams {
+                        comm: &comm,
+                        x: &mut x,
+                    },
+                    1,
+                )
                 .and_then(|run| run.wait())
         };
         step().expect("the matched step");
@@ -150,7 +162,10 @@ fn a_rank_exiting_early_fails_its_peer_within_the_deadline() {
         println!("{ROLE} rank 0: ok");
         return;
     }
-    launch("a_rank_exiting_early_fails_its_peer_within_the_deadline", ROLE);
+    launch(
+        "a_rank_exiting_early_fails_its_peer_within_the_deadline",
+        ROLE,
+    );
 }
 
 /// No regression: matched exchanges and all-reduces, eagerly and replayed, on the
@@ -171,5 +186,8 @@ fn a_matched_pipeline_still_passes_on_nonblocking_communicators() {
         println!("{ROLE} rank {}: ok", me.rank);
         return;
     }
-    launch("a_matched_pipeline_still_passes_on_nonblocking_communicators", ROLE);
+    launch(
+        "a_matched_pipeline_still_passes_on_nonblocking_communicators",
+        ROLE,
+    );
 }
