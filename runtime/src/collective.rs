@@ -4,6 +4,10 @@
 //! NCCL ([`crate::nccl`]) maps an [`ElementKind`] to its `ncclDataType_t`; the CPU backend's
 //! [`World`] reduces bytes of that kind itself. Keeping both on
 //! these types means a program that passes the checks on one backend passes them on the other.
+//!
+//! Both backends also share the communication deadline (`deadline.rs`: [`COMM_TIMEOUT_ENV`],
+//! [`DEFAULT_COMM_TIMEOUT`]) and what a failed communication reports (`failure.rs`:
+//! [`CommFailure`], carried by [`Error::Communication`](crate::Error::Communication)).
 #![forbid(unsafe_code)]
 
 use std::fmt;
@@ -12,8 +16,16 @@ use bytemuck::Pod;
 
 #[path = "cpu/collective.rs"]
 mod cpu;
+mod deadline;
+mod failure;
 
 pub use cpu::{CollectiveError, Comm, CommGroup, DEFAULT_TIMEOUT, World};
+pub(crate) use deadline::check_timeout;
+pub use deadline::{
+    COMM_TIMEOUT_ENV, DEFAULT_COMM_TIMEOUT, comm_timeout_from_env, parse_comm_timeout,
+};
+pub(crate) use failure::{AbortState, Names};
+pub use failure::{CommCause, CommFailure};
 
 /// The element types collectives move and reduce: those NCCL and Rust share.
 ///

@@ -6,10 +6,18 @@
 //! [`World`]: ranks are threads of one process, and a stage's communication runs on the
 //! stage's stream worker, exchanging bytes with the other ranks' workers with NCCL's
 //! meaning, so CI runs every multi-rank pipeline (and the race detector sees its accesses).
+//!
+//! Both give every communication a deadline ([`Communicator::timeout`]: the builder's, else
+//! [`COMM_TIMEOUT_ENV`](crate::collective::COMM_TIMEOUT_ENV), else
+//! [`DEFAULT_COMM_TIMEOUT`](crate::collective::DEFAULT_COMM_TIMEOUT)). A communication that
+//! misses it, or fails, aborts the communicator and surfaces as
+//! [`Error::Communication`] (or inside the [`Error::Step`] of the pipeline wait that saw it);
+//! [`Communicator::failure`] keeps the first failure, and every later use is refused.
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
-use crate::collective::{Comm, World};
+use crate::collective::{AbortState, Comm, CommFailure, World};
 use crate::context::{Backend, Context};
 use crate::cuda::nccl;
 use crate::error::{Error, Result};
@@ -42,6 +50,9 @@ pub struct Communicator {
     backend: CommBackend,
     rank: usize,
     size: usize,
+    /// The deadline and the first failure, shared with enqueued work (and, on NCCL, with the
+    /// watchdog).
+    abort: Arc<AbortState>,
 }
 
 /// The one backend value a [`Communicator`] holds.
@@ -57,29 +68,53 @@ impl Communicator {
     /// The communicator of an NCCL rank.
     pub fn nccl(comm: nccl::Communicator) -> Communicator {
         let (rank, size) = (comm.rank(), comm.size());
+        let abort = comm.abort_state().clone();
         Communicator {
             backend: CommBackend::Nccl(comm),
             rank,
             size,
+            abort,
         }
     }
 
     /// The communicator of one rank of a CPU-backend [`World`].
     pub fn cpu(comm: Comm) -> Communicator {
         let (rank, size) = (comm.rank(), comm.size());
+        let abort = Arc::new(AbortState::new(comm.timeout()));
         Communicator {
             backend: CommBackend::Cpu(Arc::new(Mutex::new(comm))),
             rank,
             size,
+            abort,
         }
     }
 
     /// The communicators of a new CPU-backend world of `size` ranks, in rank order: give
-    /// each to its own thread, with its own CPU context and pipeline.
+    /// each to its own thread, with its own CPU context and pipeline. Their deadline is
+    /// [`COMM_TIMEOUT_ENV`](crate::collective::COMM_TIMEOUT_ENV)'s, or
+    /// [`DEFAULT_COMM_TIMEOUT`](crate::collective::DEFAULT_COMM_TIMEOUT).
     pub fn cpu_ranks(size: usize) -> Result<Vec<Communicator>> {
         let comms = World::new(size)
             .and_then(World::into_comms)
             .map_err(|e| Error::invalid("Communicator::cpu_ranks", e.to_string()))?;
+        Ok(comms.into_iter().map(Communicator::cpu).collect())
+    }
+
+    /// [`Communicator::cpu_ranks`] whose communication waits at most `timeout` (not zero)
+    /// for the other ranks.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use gpu_pipeline::Communicator;
+    /// let ranks = Communicator::cpu_ranks_with_timeout(2, Duration::from_secs(2)).unwrap();
+    /// assert_eq!(ranks[1].timeout(), Duration::from_secs(2));
+    /// assert!(Communicator::cpu_ranks_with_timeout(2, Duration::ZERO).is_err());
+    /// ```
+    pub fn cpu_ranks_with_timeout(size: usize, timeout: Duration) -> Result<Vec<Communicator>> {
+        const CALL: &str = "Communicator::cpu_ranks_with_timeout";
+        let comms = World::with_timeout(size, timeout)
+            .and_then(World::into_comms)
+            .map_err(|e| Error::invalid(CALL, e.to_string()))?;
         Ok(comms.into_iter().map(Communicator::cpu).collect())
     }
 
@@ -126,14 +161,34 @@ impl Communicator {
         }
     }
 
-    /// An error found while running enqueued communication (NCCL's asynchronous error, such
-    /// as a peer that died); always `Ok` on the CPU backend, whose errors surface at the
-    /// next synchronize of the stream that ran the operation.
+    /// How long each communication may take before it is declared hung.
+    pub fn timeout(&self) -> Duration {
+        self.abort.deadline()
+    }
+
+    /// The failure that aborted this communicator, if one did (a missed deadline, a peer
+    /// that left, a mismatch, an NCCL error). Once there is one, every later use is refused.
+    pub fn failure(&self) -> Option<CommFailure> {
+        self.abort.failure()
+    }
+
+    /// [`Error::Communication`] if the communicator was aborted, or NCCL reports an
+    /// asynchronous error (`ncclCommGetAsyncError`, such as a peer that died: the
+    /// communicator is then aborted); `Ok` otherwise. On the CPU backend a failure is also
+    /// reported at the next synchronize of the stream that ran the operation.
     pub fn async_error(&self) -> Result<()> {
+        if let Some(failure) = self.abort.failure() {
+            return Err(failure.into());
+        }
         match &self.backend {
             CommBackend::Nccl(comm) => comm.async_error(),
             CommBackend::Cpu(_) => Ok(()),
         }
+    }
+
+    /// The deadline and abort state, for the crate's enqueued work.
+    pub(crate) fn abort_state(&self) -> &Arc<AbortState> {
+        &self.abort
     }
 
     /// The backend value, for the crate's dispatch.

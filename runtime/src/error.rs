@@ -156,6 +156,10 @@ pub enum Error {
         /// The kernel, the buffer, the bound and the values.
         violation: Box<crate::launch::violation::BoundViolation>,
     },
+    /// A send, receive or collective failed or did not complete within the communicator's
+    /// deadline (a mismatched program, a peer that left, an NCCL error). The communicator is
+    /// aborted: make a new one; the context stays usable.
+    Communication(Box<crate::collective::CommFailure>),
 }
 
 impl fmt::Display for Error {
@@ -235,6 +239,7 @@ impl fmt::Display for Error {
             Error::Rendezvous(_) => f.write_str("rendezvous failed"),
             Error::External { library, .. } => write!(f, "{library} failed"),
             Error::Cpu(fault) => write!(f, "CPU backend: {fault}"),
+            Error::Communication(failure) => fmt::Display::fmt(failure, f),
         }
     }
 }
@@ -261,6 +266,12 @@ impl From<DriverError> for Error {
     }
 }
 
+impl From<crate::collective::CommFailure> for Error {
+    fn from(failure: crate::collective::CommFailure) -> Self {
+        Error::Communication(Box::new(failure))
+    }
+}
+
 impl From<crate::rendezvous::RendezvousError> for Error {
     fn from(e: crate::rendezvous::RendezvousError) -> Self {
         Error::Rendezvous(e)
@@ -284,6 +295,16 @@ impl From<crate::cpu::CpuFault> for Error {
 }
 
 impl Error {
+    /// The failed communication this error is, or wraps (through [`Error::Stage`] or
+    /// [`Error::Step`]), if any.
+    pub fn comm_failure(&self) -> Option<&crate::collective::CommFailure> {
+        match self {
+            Error::Communication(failure) => Some(failure),
+            Error::Stage { source, .. } | Error::Step { source, .. } => source.comm_failure(),
+            _ => None,
+        }
+    }
+
     /// The driver status code, when this error came from a driver call.
     pub fn code(&self) -> Option<CUresult> {
         match self {

@@ -45,8 +45,10 @@ use std::time::{Duration, Instant};
 
 use crate::collective::{Element, ElementKind, ReduceOp};
 
-/// How long an operation waits for its peers by default.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long an operation waits for its peers when neither [`World::with_timeout`] nor
+/// [`COMM_TIMEOUT_ENV`](crate::collective::COMM_TIMEOUT_ENV) says: the deadline NCCL
+/// communicators get too ([`DEFAULT_COMM_TIMEOUT`](crate::collective::DEFAULT_COMM_TIMEOUT)).
+pub const DEFAULT_TIMEOUT: Duration = crate::collective::DEFAULT_COMM_TIMEOUT;
 
 /// Why a CPU collective failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -57,6 +59,8 @@ pub enum CollectiveError {
     Timeout {
         /// The rank that gave up.
         rank: usize,
+        /// The peer of a send or recv.
+        peer: Option<usize>,
         /// The operation, e.g. `recv #2 from rank 1`.
         operation: String,
         /// What it was still waiting for.
@@ -92,6 +96,14 @@ pub enum CollectiveError {
         call: &'static str,
         /// What was wrong and what is accepted.
         message: String,
+    },
+    /// This rank's communicator was aborted ([`Comm::abort`]) after an earlier failure.
+    #[error("rank {rank}: {operation} was refused: this rank's communicator was aborted")]
+    Aborted {
+        /// The rank.
+        rank: usize,
+        /// The refused operation.
+        operation: String,
     },
     /// A rank's closure in [`World::run`] panicked.
     #[error("rank {rank} panicked: {message}")]
@@ -185,13 +197,22 @@ struct Slot {
 }
 
 impl World {
-    /// A world of `size` ranks whose operations wait at most [`DEFAULT_TIMEOUT`].
+    /// A world of `size` ranks whose operations wait at most the deadline
+    /// [`COMM_TIMEOUT_ENV`](crate::collective::COMM_TIMEOUT_ENV) sets, or [`DEFAULT_TIMEOUT`]
+    /// (a bad value of the variable is an error saying what to write).
     pub fn new(size: usize) -> Result<World> {
-        World::with_timeout(size, DEFAULT_TIMEOUT)
+        World::with_timeout(size, env_timeout("World::new")?)
     }
 
-    /// A world of `size` ranks whose operations wait at most `timeout` for their peers.
+    /// A world of `size` ranks whose operations wait at most `timeout` (not zero) for their
+    /// peers.
     pub fn with_timeout(size: usize, timeout: Duration) -> Result<World> {
+        crate::collective::check_timeout("World::with_timeout", timeout).map_err(|message| {
+            CollectiveError::InvalidArgument {
+                call: "World::with_timeout",
+                message,
+            }
+        })?;
         if size == 0 {
             return Err(CollectiveError::InvalidArgument {
                 call: "World::new",
@@ -241,6 +262,8 @@ impl World {
             shared: self.shared.clone(),
             rank,
             collectives: std::cell::Cell::new(0),
+            aborted: std::cell::Cell::new(false),
+            batch_start: std::cell::Cell::new(None),
         })
     }
 
@@ -251,11 +274,12 @@ impl World {
 
     /// Runs `f` on one thread per rank of a new world of `size` ranks and returns each
     /// rank's result in rank order; a panic in any rank is [`CollectiveError::Panicked`].
+    /// The deadline is [`World::new`]'s.
     pub fn run<R: Send>(
         size: usize,
         f: impl Fn(Comm) -> Result<R> + Sync,
     ) -> Result<Vec<Result<R>>> {
-        World::run_with_timeout(size, DEFAULT_TIMEOUT, f)
+        World::run_with_timeout(size, env_timeout("World::run")?, f)
     }
 
     /// [`World::run`] with a timeout for every operation.
@@ -294,6 +318,12 @@ impl fmt::Debug for World {
     }
 }
 
+/// The deadline of [`COMM_TIMEOUT_ENV`](crate::collective::COMM_TIMEOUT_ENV), or the default.
+fn env_timeout(call: &'static str) -> Result<Duration> {
+    crate::collective::comm_timeout_from_env()
+        .map_err(|message| CollectiveError::InvalidArgument { call, message })
+}
+
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     payload
         .downcast_ref::<&str>()
@@ -308,17 +338,20 @@ impl Shared {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Waits until `ready` gives an answer, or the deadline passes (`waiting_for` then says
-    /// what was missing). `ready` runs under the lock after every change.
+    /// Waits until `ready` gives an answer, or the deadline (`start` plus the timeout)
+    /// passes (`waiting_for` then says what was missing). `ready` runs under the lock after
+    /// every change.
+    #[allow(clippy::too_many_arguments)]
     fn wait<T>(
         &self,
         mut state: MutexGuard<'_, State>,
         rank: usize,
+        peer: Option<usize>,
+        start: Instant,
         operation: &dyn Fn() -> String,
         waiting_for: impl Fn(&State) -> String,
         mut ready: impl FnMut(&mut State) -> Option<Result<T>>,
     ) -> Result<T> {
-        let start = Instant::now();
         let deadline = start + self.timeout;
         loop {
             if let Some(answer) = ready(&mut state) {
@@ -328,6 +361,7 @@ impl Shared {
             if now >= deadline {
                 return Err(CollectiveError::Timeout {
                     rank,
+                    peer,
                     operation: operation(),
                     waiting_for: waiting_for(&state),
                     waited: now - start,
@@ -349,6 +383,11 @@ pub struct Comm {
     shared: Arc<Shared>,
     rank: usize,
     collectives: std::cell::Cell<u64>,
+    /// Set by [`Comm::abort`]: every later operation is refused.
+    aborted: std::cell::Cell<bool>,
+    /// When the current batch of operations began (a group, or a stage's communication):
+    /// they share one deadline. `None`: each operation's own start.
+    batch_start: std::cell::Cell<Option<Instant>>,
 }
 
 impl fmt::Debug for Comm {
@@ -380,6 +419,53 @@ impl Comm {
     /// The number of ranks in the world.
     pub fn size(&self) -> usize {
         self.shared.size
+    }
+
+    /// How long each operation waits for its peers.
+    pub fn timeout(&self) -> Duration {
+        self.shared.timeout
+    }
+
+    /// Aborts this rank after a failure, like `ncclCommAbort`: the other ranks see it leave
+    /// (their operations that need it fail at once with [`CollectiveError::PeerGone`]) and
+    /// every later operation of this rank is refused with [`CollectiveError::Aborted`].
+    pub fn abort(&self) {
+        self.aborted.set(true);
+        self.shared.lock().departed[self.rank] = true;
+        self.shared.changed.notify_all();
+    }
+
+    /// Whether [`abort`](Self::abort) was called.
+    pub fn is_aborted(&self) -> bool {
+        self.aborted.get()
+    }
+
+    /// Runs `f` with one deadline for every operation it issues (a stage's communication):
+    /// the timeout from now, rather than from each operation's start.
+    pub fn with_one_deadline<R>(&self, f: impl FnOnce(&Comm) -> R) -> R {
+        let outer = self.batch_start.get();
+        if outer.is_none() {
+            self.batch_start.set(Some(Instant::now()));
+        }
+        let result = f(self);
+        self.batch_start.set(outer);
+        result
+    }
+
+    /// When the deadline of an operation starting now counts from.
+    fn started(&self) -> Instant {
+        self.batch_start.get().unwrap_or_else(Instant::now)
+    }
+
+    /// Refuses an operation of an aborted rank.
+    fn refuse_if_aborted(&self, operation: impl FnOnce() -> String) -> Result<()> {
+        if self.aborted.get() {
+            return Err(CollectiveError::Aborted {
+                rank: self.rank,
+                operation: operation(),
+            });
+        }
+        Ok(())
     }
 
     fn check_rank(&self, call: &'static str, what: &str, rank: usize) -> Result<()> {
@@ -449,6 +535,7 @@ impl Comm {
         data: &[u8],
     ) -> Result<()> {
         self.check_rank(call, "peer", peer)?;
+        self.refuse_if_aborted(|| format!("send to rank {peer}"))?;
         let number = self.post(peer, kind, data);
         self.await_delivery(peer, number)
     }
@@ -461,6 +548,7 @@ impl Comm {
         data: &mut [u8],
     ) -> Result<()> {
         self.check_rank(call, "peer", peer)?;
+        self.refuse_if_aborted(|| format!("recv from rank {peer}"))?;
         self.take(peer, kind, data)
     }
 
@@ -488,6 +576,8 @@ impl Comm {
         self.shared.wait(
             self.shared.lock(),
             self.rank,
+            Some(peer),
+            self.started(),
             &operation,
             |_| format!("rank {peer} has not posted the matching recv"),
             |state| {
@@ -514,6 +604,8 @@ impl Comm {
         let (message, number) = self.shared.wait(
             self.shared.lock(),
             self.rank,
+            Some(peer),
+            self.started(),
             &operation,
             |_| format!("rank {peer} has not sent the matching message"),
             |state| {
@@ -828,6 +920,7 @@ impl Comm {
         input: Option<Vec<u8>>,
         combine: impl FnOnce(&[Option<Vec<u8>>]) -> Vec<u8>,
     ) -> Result<Arc<Vec<u8>>> {
+        self.refuse_if_aborted(|| format!("`{}`", signature.name))?;
         let position = self.collectives.get();
         self.collectives.set(position + 1);
         let size = self.size();
@@ -865,6 +958,8 @@ impl Comm {
         let outcome = self.shared.wait(
             self.shared.lock(),
             rank,
+            None,
+            self.started(),
             &operation,
             |state| {
                 let missing: Vec<usize> =
@@ -986,6 +1081,11 @@ impl<'a> CommGroup<'a> {
     /// was received. Reports the first failure after attempting every operation.
     fn end(self) -> Result<()> {
         let comm = self.comm;
+        comm.refuse_if_aborted(|| "a group of sends and recvs".to_owned())?;
+        comm.with_one_deadline(|comm| self.end_within(comm))
+    }
+
+    fn end_within(self, comm: &Comm) -> Result<()> {
         let posted: Vec<(usize, u64)> = self
             .sends
             .iter()

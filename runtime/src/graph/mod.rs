@@ -622,7 +622,11 @@ impl GraphExec {
             ));
         }
         match (&self.backend, stream.kind()) {
-            (ExecBackend::Cuda(e), StreamBackend::Cuda(s)) => e.launch(s),
+            (ExecBackend::Cuda(e), StreamBackend::Cuda(s)) => {
+                e.launch(s)?;
+                // Captured NCCL groups: each launch is watched against their deadline.
+                crate::cuda::nccl::watch_launch(e.keep(), stream)
+            }
             (ExecBackend::Cpu(e), StreamBackend::Cpu(s)) => {
                 // While the gates are held no host slice can be taken; one taken later waits
                 // for this launch's pending work.

@@ -14,13 +14,23 @@
 //! ranks; the two sides of a collective have the lengths it needs (`all_gather`'s output is
 //! `size` times its input, ...); `avg` reduces floats; no range the group writes overlaps
 //! another range of the group (its operations run at once).
+//!
+//! Every group has the communicator's deadline ([`Communicator::timeout`]): on the CPU
+//! backend the stream operation gives up when it passes, on NCCL the watchdog
+//! (`cuda/nccl/watchdog.rs`) does. Either way the communicator is aborted and the failure,
+//! naming the pipeline and stage given by [`CommStage::in_stage`], surfaces at the next wait
+//! as [`Error::Communication`] (or inside the pipeline's [`Error::Step`]); a group on an
+//! aborted communicator is refused at [`CommStage::finish`].
 
 use std::ops::{Bound, RangeBounds};
 use std::sync::{Arc, Mutex};
 
 use bytemuck::Pod;
 
-use crate::collective::{Comm, Element, ElementKind, ReduceOp};
+use crate::collective::{
+    AbortState, CollectiveError, Comm, CommCause, CommFailure, Element, ElementKind, Names,
+    ReduceOp,
+};
 use crate::communicator::{CommBackend, Communicator, lock_cpu};
 use crate::cpu::{self, PartBytes};
 use crate::cuda::nccl::{StageOp, StagePart};
@@ -165,6 +175,8 @@ pub struct CommStage<'s> {
     comm: &'s Communicator,
     stream: &'s Stream,
     ops: Vec<(ElementKind, Planned)>,
+    /// The pipeline and stage, for errors.
+    names: Names,
 }
 
 /// `lo..hi` of the range bounds, checked against a buffer of `len` elements.
@@ -203,7 +215,18 @@ impl<'s> CommStage<'s> {
             comm,
             stream,
             ops: Vec::new(),
+            names: Names::default(),
         }
+    }
+
+    /// Names the pipeline and stage this group belongs to, for a failure's report (what
+    /// `gpu_pipeline!` steps do).
+    pub fn in_stage(mut self, pipeline: &'static str, stage: &'static str) -> CommStage<'s> {
+        self.names = Names {
+            pipeline: Some(pipeline),
+            stage: Some(stage),
+        };
+        self
     }
 
     /// The elements `range` of `buffer`, checked to be memory of the stream's device.
@@ -434,6 +457,15 @@ impl<'s> CommStage<'s> {
         if self.ops.is_empty() {
             return Ok(());
         }
+        let abort = self.comm.abort_state();
+        if let Some(refusal) = abort.refusal(
+            self.comm.rank(),
+            self.names.pipeline,
+            self.names.stage,
+            describe_ops(&self.ops),
+        ) {
+            return Err(refusal.into());
+        }
         let parts: Vec<(&Part, bool)> = self.ops.iter().flat_map(|(_, op)| op.parts()).collect();
         for (i, (a, writes)) in parts.iter().enumerate() {
             for (j, (b, other_writes)) in parts.iter().enumerate() {
@@ -458,10 +490,16 @@ impl<'s> CommStage<'s> {
                     .iter()
                     .map(|(kind, op)| Ok((*kind, nccl_op(op)?)))
                     .collect::<Result<Vec<_>>>()?;
-                comm.enqueue_stage(CALL, self.stream, &ops)
+                let label = describe_ops(&self.ops);
+                comm.enqueue_stage(CALL, self.stream, &ops, self.names, label)
             }
             (CommBackend::Cpu(comm), StreamBackend::Cpu(stream)) => {
-                cpu_group(comm, stream, &self.ops)
+                let ctx = CpuFailure {
+                    abort: abort.clone(),
+                    rank: self.comm.rank(),
+                    names: self.names,
+                };
+                cpu_group(comm, stream, &self.ops, ctx)
             }
             (comm, _) => Err(Error::BackendMismatch {
                 call: CALL,
@@ -474,6 +512,92 @@ impl<'s> CommStage<'s> {
                     }
                 ),
             }),
+        }
+    }
+}
+
+/// The statements of a group in words, e.g. `send (4 f32) to rank 1; all_reduce(sum)`.
+fn describe_ops(ops: &[(ElementKind, Planned)]) -> String {
+    let text: Vec<String> = ops
+        .iter()
+        .map(|(kind, op)| match op {
+            Planned::Send { data, peer } => format!("send ({} {kind}) to rank {peer}", data.len),
+            Planned::Recv { data, peer } => {
+                format!("recv ({} {kind}) from rank {peer}", data.len)
+            }
+            Planned::AllReduce { recv, op, .. } => {
+                format!("all_reduce({op}) ({} {kind})", recv.len)
+            }
+            Planned::Broadcast { recv, root, .. } => {
+                format!("broadcast ({} {kind}) from rank {root}", recv.len)
+            }
+            Planned::AllGather { send, .. } => format!("all_gather ({} {kind} each)", send.len),
+            Planned::ReduceScatter { recv, op, .. } => {
+                format!("reduce_scatter({op}) ({} {kind} each)", recv.len)
+            }
+        })
+        .collect();
+    text.join("; ")
+}
+
+/// What a CPU group's failure names, and where it is recorded.
+struct CpuFailure {
+    abort: Arc<AbortState>,
+    rank: usize,
+    names: Names,
+}
+
+impl CpuFailure {
+    /// The failure a CPU collective error is, naming the stage; `group` describes the
+    /// stage's whole group.
+    fn of(&self, error: CollectiveError, group: &str) -> CommFailure {
+        let (operation, peer, cause) = match error {
+            CollectiveError::Timeout {
+                operation,
+                peer,
+                waiting_for,
+                waited,
+                ..
+            } => (
+                operation,
+                peer,
+                CommCause::Timeout {
+                    waited,
+                    waiting_for,
+                },
+            ),
+            CollectiveError::PeerGone {
+                operation, peer, ..
+            } => (operation, Some(peer), CommCause::PeerGone { peer }),
+            CollectiveError::Mismatch {
+                operation, detail, ..
+            } => (operation, None, CommCause::Mismatch { detail }),
+            CollectiveError::Aborted { .. } => (
+                group.to_owned(),
+                None,
+                CommCause::Aborted {
+                    earlier: self
+                        .abort
+                        .failure()
+                        .map_or_else(|| "an earlier failure".to_owned(), |f| f.to_string()),
+                },
+            ),
+            other => (
+                group.to_owned(),
+                None,
+                CommCause::Mismatch {
+                    detail: other.to_string(),
+                },
+            ),
+        };
+        CommFailure {
+            rank: self.rank,
+            pipeline: self.names.pipeline,
+            stage: self.names.stage,
+            operation: format!("{operation} (of the stage's group: {group})"),
+            peer,
+            deadline: self.abort.deadline(),
+            cause,
         }
     }
 }
@@ -558,6 +682,7 @@ fn cpu_group(
     comm: &Arc<Mutex<Comm>>,
     stream: &cpu::Stream,
     ops: &[(ElementKind, Planned)],
+    failure: CpuFailure,
 ) -> Result<()> {
     let mut parts: Vec<cpu::Part> = Vec::new();
     let mut labels: Vec<String> = Vec::new();
@@ -650,9 +775,30 @@ fn cpu_group(
     }
     let comm = comm.clone();
     let roles: Arc<[Role]> = roles.into();
+    let group = describe_ops(ops);
     let work: cpu::PartsWork = Arc::new(move |slices: &mut [PartBytes<'_>]| {
         let comm = lock_cpu(&comm);
-        run_group(&comm, &roles, slices).map_err(|e| e.to_string())
+        // A replay after an abort is refused at once, naming the first failure.
+        if let Some(refusal) = failure.abort.refusal(
+            failure.rank,
+            failure.names.pipeline,
+            failure.names.stage,
+            group.clone(),
+        ) {
+            return Err(refusal.to_string());
+        }
+        let outcome = comm.with_one_deadline(|comm| run_group(comm, &roles, slices));
+        match outcome {
+            Ok(()) => Ok(()),
+            Err(GroupError::Collective(error)) => {
+                let reported = failure.of(error, &group);
+                // The first failure aborts the rank: its peers see it leave at once.
+                failure.abort.record(reported.clone());
+                comm.abort();
+                Err(reported.to_string())
+            }
+            Err(GroupError::Parts(message)) => Err(message),
+        }
     });
     Ok(stream.parts(labels.join("; "), parts, work)?)
 }
@@ -693,12 +839,30 @@ fn written<'b>(
     }
 }
 
+/// Why a CPU group's run failed: the communication, or the bookkeeping of its parts.
+enum GroupError {
+    Collective(CollectiveError),
+    Parts(String),
+}
+
+impl From<String> for GroupError {
+    fn from(message: String) -> Self {
+        GroupError::Parts(message)
+    }
+}
+
+impl From<CollectiveError> for GroupError {
+    fn from(error: CollectiveError) -> Self {
+        GroupError::Collective(error)
+    }
+}
+
 /// One run of a stage's group on the CPU backend.
 fn run_group(
     comm: &Comm,
     roles: &[Role],
     slices: &mut [PartBytes<'_>],
-) -> std::result::Result<(), String> {
+) -> std::result::Result<(), GroupError> {
     let p2p: Vec<Option<Role>> = (0..slices.len())
         .map(|i| {
             roles.iter().copied().find(|role| match *role {
@@ -722,8 +886,7 @@ fn run_group(
                 }
             }
             Ok(())
-        })
-        .map_err(|e| e.to_string())?;
+        })?;
     }
     for role in roles {
         let result = match *role {
@@ -767,7 +930,7 @@ fn run_group(
                 comm.reduce_scatter_bytes(kind, op, send, recv)
             }
         };
-        result.map_err(|e| e.to_string())?;
+        result?;
     }
     Ok(())
 }

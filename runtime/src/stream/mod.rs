@@ -242,9 +242,19 @@ impl Stream {
     /// (including an asynchronous fault of earlier work), then a panic caught in a host
     /// function that ran on this stream since the last synchronize (a captured host function
     /// is reported by the stream that launched its graph).
+    ///
+    /// A wait on NCCL communication returns at most the communicator's deadline after it was
+    /// enqueued (the watchdog aborts a communicator that misses it), with
+    /// [`Error::Communication`] naming the failed operation.
     pub fn synchronize(&self) -> Result<()> {
         match &self.backend {
-            StreamBackend::Cuda(s) => s.synchronize(),
+            StreamBackend::Cuda(s) => {
+                let synced = s.synchronize();
+                match crate::cuda::nccl::failure_after_wait(s.raw() as usize) {
+                    Some(failure) => Err(failure.into()),
+                    None => synced,
+                }
+            }
             StreamBackend::Cpu(s) => Ok(s.synchronize()?),
         }
     }

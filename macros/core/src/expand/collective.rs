@@ -38,25 +38,34 @@ pub fn stage_statements(
             }
             kind => {
                 if let Some(comm) = communicator.filter(|_| !run.is_empty()) {
-                    out.push(wrap(group(comm, &std::mem::take(&mut run))));
+                    let run = std::mem::take(&mut run);
+                    out.push(wrap(group(pipeline, stage, comm, &run)));
                 }
                 out.push(one(index, kind));
             }
         }
     }
     if let Some(comm) = communicator.filter(|_| !run.is_empty()) {
-        out.push(wrap(group(comm, &run)));
+        out.push(wrap(group(pipeline, stage, comm, &run)));
     }
     out
 }
 
-/// One group: the statements recorded in order, then enqueued together.
-fn group(communicator: &Ident, run: &[&Comm]) -> TokenStream {
+/// One group: the statements recorded in order, then enqueued together; a failure names
+/// the pipeline and the stage.
+fn group(
+    pipeline: &Pipeline<'_>,
+    stage: &Stage<'_>,
+    communicator: &Ident,
+    run: &[&Comm],
+) -> TokenStream {
     let rt = rt();
     let statements = run.iter().map(|comm| statement(comm));
+    let (pipeline_name, stage_name) = (&pipeline.name, &stage.name);
     quote! {
         {
-            let mut __group = #rt::CommStage::new(&*#communicator, __stream);
+            let mut __group = #rt::CommStage::new(&*#communicator, __stream)
+                .in_stage(#pipeline_name, #stage_name);
             #(#statements)*
             __group.finish()?;
         }

@@ -129,6 +129,11 @@ impl<'a> Enqueue<'a> {
         }
     }
 
+    /// Whether the work enqueued now is recorded into a capture (rather than run).
+    pub(super) fn is_capturing(&self) -> bool {
+        self.capture.is_some()
+    }
+
     /// Keeps `object` (the communicator) alive in the graph being captured, if any.
     pub(super) fn keep(&self, object: Arc<dyn Any + Send + Sync>) {
         if let Some(capture) = self.capture {

@@ -1,16 +1,26 @@
 //! Communicators: creation from a unique id, the raw (unsafe) enqueue of every operation, and
 //! teardown that never panics and never waits on a broken communicator.
+//!
+//! Communicators are nonblocking (`ncclConfig_t.blocking = 0`, NCCL 2.14+): init, enqueue
+//! and group end may return `ncclInProgress`, and then [`CommHandle::settle`] polls
+//! `ncclCommGetAsyncError` until NCCL is done, within the communicator's deadline. The
+//! handle may be aborted by the watchdog thread (`watchdog.rs`) at any time: every use of the
+//! raw handle goes through [`CommHandle::with_raw`], under the lock the abort takes, and an
+//! aborted handle is never passed to NCCL again.
 
 use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_void};
 use std::marker::PhantomData;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use super::adapt;
 use super::library::{Nccl, NcclVersion, nccl};
 use super::sys::{self, ncclComm_t, ncclDataType_t, ncclRedOp_t, ncclResult_t};
-use crate::collective::{ElementKind, ReduceOp};
+use crate::collective::{
+    AbortState, CommCause, CommFailure, ElementKind, ReduceOp, check_timeout, comm_timeout_from_env,
+};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::rendezvous::{RankInfo, Rendezvous};
@@ -19,6 +29,8 @@ use crate::sys::CUdeviceptr;
 thread_local! {
     /// Whether a `Communicator::group` is open on this thread.
     static IN_GROUP: Cell<bool> = const { Cell::new(false) };
+    /// The handle (its address) whose lock this thread holds in [`CommHandle::with_raw`].
+    static HELD: Cell<usize> = const { Cell::new(0) };
 }
 
 pub(super) fn refuse_in_group(call: &'static str) -> Result<()> {
@@ -96,8 +108,20 @@ impl std::fmt::Debug for UniqueId {
 
 /// Options for [`Communicator::init_with`] (`ncclConfig_t`, NCCL 2.14+); `None` leaves NCCL's
 /// default (and its environment variables) in charge.
+///
+/// ```
+/// use std::time::Duration;
+/// use gpu_pipeline::nccl::CommConfig;
+/// let config = CommConfig { timeout: Some(Duration::from_secs(30)), ..CommConfig::default() };
+/// assert_eq!(config.deadline().unwrap(), Duration::from_secs(30));
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CommConfig {
+    /// How long each communication (and the communicator's creation) may take before the
+    /// communicator is aborted and the wait returns [`Error::Communication`]; `None`:
+    /// [`COMM_TIMEOUT_ENV`](crate::collective::COMM_TIMEOUT_ENV), else
+    /// [`DEFAULT_COMM_TIMEOUT`](crate::collective::DEFAULT_COMM_TIMEOUT).
+    pub timeout: Option<Duration>,
     /// `cgaClusterSize`: the CTA cluster size of NCCL's kernels (Hopper and newer).
     pub cga_cluster_size: Option<i32>,
     /// `minCTAs`: the fewest CTAs (channels) NCCL may use.
@@ -107,8 +131,14 @@ pub struct CommConfig {
 }
 
 impl CommConfig {
-    fn is_default(&self) -> bool {
-        *self == CommConfig::default()
+    /// The deadline these options give (see [`CommConfig::timeout`]); a zero timeout or a
+    /// bad environment value is an error saying what to write.
+    pub fn deadline(&self) -> Result<Duration> {
+        const CALL: &str = "CommConfig::deadline";
+        match self.timeout {
+            Some(timeout) => check_timeout(CALL, timeout).map_err(|m| Error::invalid(CALL, m)),
+            None => comm_timeout_from_env().map_err(|m| Error::invalid(CALL, m)),
+        }
     }
 }
 
@@ -120,14 +150,19 @@ pub(crate) struct CommHandle {
     nccl: &'static Nccl,
     /// A call failed: the communicator's state is unknown, so teardown aborts.
     failed: AtomicBool,
+    /// `false` once aborted or destroyed: `raw` is then never used again. Held across every
+    /// use of `raw` ([`CommHandle::with_raw`]), so an abort never frees it under a call.
+    alive: Mutex<bool>,
+    /// The deadline and the first failure, shared with the `Communicator` and the watchdog.
+    abort: Arc<AbortState>,
+    rank: usize,
 }
 
 // SAFETY: an ncclComm_t may be used from any thread that makes the device current (every
-// call here binds the context first); NCCL forbids only concurrent use, and the handle is
-// used by one `Communicator` (which is not `Sync`) and, once that is gone, only dropped.
+// call here binds the context first); NCCL forbids only concurrent use, and every use of
+// `raw` holds the `alive` lock (`with_raw`, `abort_now`, drop).
 unsafe impl Send for CommHandle {}
-// SAFETY: shared references only reach the handle through a `Communicator` (one thread at a
-// time, as it is not `Sync`) or sit in a graph's keep-alive list, which never calls it.
+// SAFETY: as above: shared references reach `raw` only under the `alive` lock.
 unsafe impl Sync for CommHandle {}
 
 impl CommHandle {
@@ -142,10 +177,167 @@ impl CommHandle {
         }
         self.nccl.check(call, code)
     }
+
+    /// The context the communicator runs on.
+    pub(crate) fn context(&self) -> &Context {
+        &self.ctx
+    }
+
+    /// This rank.
+    pub(crate) fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// The deadline and first failure.
+    pub(crate) fn abort_state(&self) -> &Arc<AbortState> {
+        &self.abort
+    }
+
+    /// Whether the communicator was aborted (or destroyed).
+    pub(crate) fn is_aborted(&self) -> bool {
+        !*self.alive.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The refusal of a use after an abort.
+    fn refused(&self, call: &'static str) -> Error {
+        self.abort
+            .refusal(self.rank, None, None, call.to_owned())
+            .map_or_else(
+                || Error::invalid(call, "the NCCL communicator was aborted; make a new one"),
+                Error::from,
+            )
+    }
+
+    /// Runs `f` with the raw handle, under the lock an abort takes (re-entrantly on this
+    /// thread); refused once the communicator is aborted. A failure `f` records aborts the
+    /// communicator before the lock is released.
+    pub(super) fn with_raw<R>(
+        &self,
+        call: &'static str,
+        f: impl FnOnce(ncclComm_t) -> Result<R>,
+    ) -> Result<R> {
+        let key = self as *const CommHandle as usize;
+        if HELD.with(Cell::get) == key {
+            return f(self.raw);
+        }
+        let mut alive = self.alive.lock().unwrap_or_else(PoisonError::into_inner);
+        if !*alive {
+            return Err(self.refused(call));
+        }
+        let outer = HELD.with(|h| h.replace(key));
+        let result = f(self.raw);
+        HELD.with(|h| h.set(outer));
+        if self.abort.failure().is_some() {
+            self.abort_locked(&mut alive);
+        }
+        result
+    }
+
+    /// Aborts the communicator unless it was already (the watchdog's call; never under
+    /// [`with_raw`](Self::with_raw) on this thread).
+    pub(crate) fn abort_now(&self) {
+        if HELD.with(Cell::get) == self as *const CommHandle as usize {
+            return;
+        }
+        let mut alive = self.alive.lock().unwrap_or_else(PoisonError::into_inner);
+        self.abort_locked(&mut alive);
+    }
+
+    fn abort_locked(&self, alive: &mut bool) {
+        if !*alive {
+            return;
+        }
+        *alive = false;
+        self.failed.store(true, Ordering::Release);
+        let _ = self.bind("ncclCommAbort");
+        // SAFETY: a live communicator (`alive` was true under its lock), aborted once; `alive`
+        // is now false, so nothing passes it to NCCL again.
+        let code = unsafe { (self.nccl.ncclCommAbort)(self.raw) };
+        if !code.is_success() {
+            tracing::warn!(error = %self.nccl.error("ncclCommAbort", code), "aborting an NCCL communicator failed");
+        }
+    }
+
+    /// NCCL's asynchronous error, if any (`ncclCommGetAsyncError`); `None` while healthy,
+    /// in progress, or aborted.
+    pub(crate) fn poll_async_error(&self) -> Option<(i32, String)> {
+        self.with_raw("ncclCommGetAsyncError", |raw| {
+            let mut state = ncclResult_t::SUCCESS;
+            // SAFETY: a live communicator (under `with_raw`) and a valid out-pointer.
+            let query = unsafe { (self.nccl.ncclCommGetAsyncError)(raw, &mut state) };
+            let code = if query.is_success() { state } else { query };
+            Ok(
+                (!code.is_success() && code != ncclResult_t::IN_PROGRESS).then(|| {
+                    (
+                        code.0,
+                        self.nccl.error("ncclCommGetAsyncError", code).to_string(),
+                    )
+                }),
+            )
+        })
+        .ok()
+        .flatten()
+    }
+
+    /// Waits for a call that returned `code` to finish: at once unless `ncclInProgress`
+    /// (a nonblocking communicator), else polling `ncclCommGetAsyncError` until NCCL is done,
+    /// within the deadline. A missed deadline or an asynchronous error is recorded as this
+    /// communicator's failure (so [`with_raw`](Self::with_raw) aborts it).
+    pub(super) fn settle(
+        &self,
+        call: &'static str,
+        raw: ncclComm_t,
+        code: ncclResult_t,
+    ) -> Result<()> {
+        if code != ncclResult_t::IN_PROGRESS {
+            return self.check(call, code);
+        }
+        let start = Instant::now();
+        let deadline = self.abort.deadline();
+        loop {
+            let mut state = ncclResult_t::SUCCESS;
+            // SAFETY: `raw` is live: the caller runs under `with_raw`.
+            let query = unsafe { (self.nccl.ncclCommGetAsyncError)(raw, &mut state) };
+            self.check("ncclCommGetAsyncError", query)?;
+            if state.is_success() {
+                return Ok(());
+            }
+            let cause = if state != ncclResult_t::IN_PROGRESS {
+                CommCause::Nccl {
+                    code: state.0,
+                    message: self.nccl.error(call, state).to_string(),
+                }
+            } else if start.elapsed() >= deadline {
+                CommCause::Timeout {
+                    waited: start.elapsed(),
+                    waiting_for: "NCCL still reported ncclInProgress".to_owned(),
+                }
+            } else {
+                std::thread::sleep(Duration::from_millis(1));
+                continue;
+            };
+            let failure = CommFailure {
+                rank: self.rank,
+                pipeline: None,
+                stage: None,
+                operation: call.to_owned(),
+                peer: None,
+                deadline,
+                cause,
+            };
+            self.abort.record(failure.clone());
+            return Err(failure.into());
+        }
+    }
 }
 
 impl Drop for CommHandle {
     fn drop(&mut self) {
+        let alive = std::mem::take(self.alive.get_mut().unwrap_or_else(PoisonError::into_inner));
+        if !alive {
+            // Aborted already: `raw` was freed.
+            return;
+        }
         // Best effort: NCCL uses the runtime, which uses the current context.
         let _ = self.bind("Communicator::drop");
         let n = self.nccl;
@@ -157,6 +349,7 @@ impl Drop for CommHandle {
         let healthy = query.is_success()
             && (state.is_success() || state == ncclResult_t::IN_PROGRESS)
             && !self.failed.load(Ordering::Acquire)
+            && self.abort.failure().is_none()
             && !std::thread::panicking();
         if healthy {
             // Waits for this communicator's outstanding work (a blocking communicator).
@@ -232,7 +425,8 @@ fn to_c_int(call: &'static str, what: &str, value: usize) -> Result<c_int> {
 
 impl Communicator {
     /// Rank `rank` of `world_size` ranks on `ctx`'s device, joining the other ranks that
-    /// call this with the same `id` (`ncclCommInitRank`). Blocks until all have joined.
+    /// call this with the same `id` (`ncclCommInitRankConfig`, nonblocking). Waits until all
+    /// have joined, at most the deadline ([`CommConfig::timeout`]).
     pub fn init(
         ctx: &Context,
         world_size: usize,
@@ -263,51 +457,68 @@ impl Communicator {
         }
         let nranks = to_c_int(CALL, "the world size", world_size)?;
         let c_rank = to_c_int(CALL, "the rank", rank)?;
+        let deadline = config.deadline()?;
         // NCCL takes the device from the current context (through the runtime).
         adapt::bind(ctx, CALL)?;
         let mut raw: ncclComm_t = std::ptr::null_mut();
-        let code = if config.is_default() {
-            // SAFETY: a valid out-pointer; the id is passed by value as nccl.h declares; the
-            // device's primary context is current on this thread.
-            unsafe { (n.ncclCommInitRank)(&mut raw, nranks, id.raw(), c_rank) }
-        } else {
-            let Some(init) = n.ncclCommInitRankConfig else {
+        let (call, code) = match n.ncclCommInitRankConfig {
+            Some(init) => {
+                let undef = |v: Option<i32>| v.unwrap_or(sys::NCCL_CONFIG_UNDEF_INT);
+                let mut raw_config = sys::ncclConfig_v21700 {
+                    size: std::mem::size_of::<sys::ncclConfig_v21700>(),
+                    magic: sys::NCCL_API_MAGIC,
+                    version: sys::CONFIG_VERSION,
+                    // Nonblocking: no call waits on the peers unbounded; `settle` polls.
+                    blocking: 0,
+                    cgaClusterSize: undef(config.cga_cluster_size),
+                    minCTAs: undef(config.min_ctas),
+                    maxCTAs: undef(config.max_ctas),
+                    netName: std::ptr::null(),
+                };
+                // SAFETY: a valid out-pointer; the id is passed by value as nccl.h declares;
+                // the device's primary context is current on this thread; the config is a
+                // correctly initialised 2.17 prefix (size, magic and version set) that
+                // outlives the call.
+                let code = unsafe { init(&mut raw, nranks, id.raw(), c_rank, &mut raw_config) };
+                ("ncclCommInitRankConfig", code)
+            }
+            None if config.cga_cluster_size.is_none()
+                && config.min_ctas.is_none()
+                && config.max_ctas.is_none() =>
+            {
+                // NCCL before 2.14: a blocking communicator; the watchdog still aborts it on a
+                // missed deadline, but its creation waits for the peers unbounded.
+                // SAFETY: a valid out-pointer; the id is passed by value as nccl.h declares;
+                // the device's primary context is current on this thread.
+                let code = unsafe { (n.ncclCommInitRank)(&mut raw, nranks, id.raw(), c_rank) };
+                ("ncclCommInitRank", code)
+            }
+            None => {
                 return Err(Error::invalid(
                     CALL,
                     format!(
                         "the loaded NCCL {} has no ncclCommInitRankConfig (2.14+); leave \
-                         `CommConfig` at its defaults",
+                         `CommConfig`'s NCCL options at their defaults",
                         NcclVersion::from_code(n.version)
                     ),
                 ));
-            };
-            let undef = |v: Option<i32>| v.unwrap_or(sys::NCCL_CONFIG_UNDEF_INT);
-            let mut raw_config = sys::ncclConfig_v21700 {
-                size: std::mem::size_of::<sys::ncclConfig_v21700>(),
-                magic: sys::NCCL_API_MAGIC,
-                version: sys::CONFIG_VERSION,
-                blocking: 1,
-                cgaClusterSize: undef(config.cga_cluster_size),
-                minCTAs: undef(config.min_ctas),
-                maxCTAs: undef(config.max_ctas),
-                netName: std::ptr::null(),
-            };
-            // SAFETY: as above; the config is a correctly initialised 2.17 prefix (size,
-            // magic and version set) that outlives the call.
-            unsafe { init(&mut raw, nranks, id.raw(), c_rank, &mut raw_config) }
+            }
         };
-        let call = if config.is_default() {
-            "ncclCommInitRank"
-        } else {
-            "ncclCommInitRankConfig"
-        };
-        n.check(call, code)?;
+        if !code.is_success() && code != ncclResult_t::IN_PROGRESS {
+            return Err(n.error(call, code));
+        }
         let handle = Arc::new(CommHandle {
             raw,
             ctx: ctx.clone(),
             nccl: n,
             failed: AtomicBool::new(false),
+            alive: Mutex::new(true),
+            abort: Arc::new(AbortState::new(deadline)),
+            rank,
         });
+        // A nonblocking init returns `ncclInProgress` until every rank has joined: wait for
+        // it within the deadline (a missed one aborts the handle, and dropping it is safe).
+        handle.with_raw(call, |raw| handle.settle(call, raw, code))?;
         let comm = Communicator {
             handle,
             rank,
@@ -345,17 +556,20 @@ impl Communicator {
         let h = &self.handle;
         let n = h.nccl;
         let (mut device, mut rank, mut count): (c_int, c_int, c_int) = (-1, -1, -1);
-        // SAFETY: a live communicator and valid out-pointers, for each of the three queries.
-        h.check("ncclCommCuDevice", unsafe {
-            (n.ncclCommCuDevice)(h.raw, &mut device)
-        })?;
-        // SAFETY: as above.
-        h.check("ncclCommUserRank", unsafe {
-            (n.ncclCommUserRank)(h.raw, &mut rank)
-        })?;
-        // SAFETY: as above.
-        h.check("ncclCommCount", unsafe {
-            (n.ncclCommCount)(h.raw, &mut count)
+        h.with_raw("ncclCommCuDevice", |raw| {
+            // SAFETY: a live communicator (under `with_raw`) and valid out-pointers, for each
+            // of the three queries.
+            h.check("ncclCommCuDevice", unsafe {
+                (n.ncclCommCuDevice)(raw, &mut device)
+            })?;
+            // SAFETY: as above.
+            h.check("ncclCommUserRank", unsafe {
+                (n.ncclCommUserRank)(raw, &mut rank)
+            })?;
+            // SAFETY: as above.
+            h.check("ncclCommCount", unsafe {
+                (n.ncclCommCount)(raw, &mut count)
+            })
         })?;
         let expected = adapt::device_ordinal(&h.ctx);
         let as_usize = |v: c_int| usize::try_from(v).ok();
@@ -399,20 +613,39 @@ impl Communicator {
     /// An error NCCL found while running enqueued work (`ncclCommGetAsyncError`), such as a
     /// peer that died. After one, nothing can be assumed about enqueued operations: drop the
     /// communicator (which then aborts it).
+    ///
+    /// An aborted communicator (a missed deadline, an earlier error) reports its first
+    /// failure as [`Error::Communication`].
     pub fn async_error(&self) -> Result<()> {
+        const CALL: &str = "Communicator::async_error";
         let h = &self.handle;
-        h.bind("Communicator::async_error")?;
-        let mut state = ncclResult_t::SUCCESS;
-        // SAFETY: a live communicator and a valid out-pointer.
-        h.check("ncclCommGetAsyncError", unsafe {
-            (h.nccl.ncclCommGetAsyncError)(h.raw, &mut state)
-        })?;
-        if state.is_success() || state == ncclResult_t::IN_PROGRESS {
-            Ok(())
-        } else {
-            h.failed.store(true, Ordering::Release);
-            Err(h.nccl.error("ncclCommGetAsyncError", state))
+        if let Some(failure) = h.abort.failure() {
+            return Err(failure.into());
         }
+        h.bind(CALL)?;
+        match h.poll_async_error() {
+            None if h.is_aborted() => Err(h.refused(CALL)),
+            None => Ok(()),
+            Some((code, message)) => {
+                let failure = CommFailure {
+                    rank: self.rank,
+                    pipeline: None,
+                    stage: None,
+                    operation: "enqueued communication".to_owned(),
+                    peer: None,
+                    deadline: h.abort.deadline(),
+                    cause: CommCause::Nccl { code, message },
+                };
+                h.abort.record(failure.clone());
+                h.abort_now();
+                Err(failure.into())
+            }
+        }
+    }
+
+    /// The deadline and abort state, shared with the watchdog.
+    pub(crate) fn abort_state(&self) -> &Arc<AbortState> {
+        &self.handle.abort
     }
 
     /// The shared handle, for graphs that capture this communicator's operations.
@@ -479,7 +712,7 @@ impl Communicator {
     ) -> Result<()> {
         let h = &self.handle;
         h.bind(call)?;
-        h.check(call, f(h.nccl, h.raw))
+        h.with_raw(call, |raw| h.settle(call, raw, f(h.nccl, raw)))
     }
 
     fn peer(call: &'static str, peer: usize) -> Result<c_int> {
@@ -601,8 +834,22 @@ impl Communicator {
     pub(crate) unsafe fn raw_group_end(&self) -> Result<()> {
         let h = &self.handle;
         h.bind("ncclGroupEnd")?;
-        // SAFETY: the caller vouches for the held operations' buffers and streams.
-        h.check("ncclGroupEnd", unsafe { (h.nccl.ncclGroupEnd)() })
+        h.with_raw("ncclGroupEnd", |raw| {
+            // SAFETY: the caller vouches for the held operations' buffers and streams.
+            let code = unsafe { (h.nccl.ncclGroupEnd)() };
+            // Nonblocking: the group may still be being issued; wait for it (bounded).
+            h.settle("ncclGroupEnd", raw, code)
+        })
+    }
+
+    /// Runs `f` (a whole group, start to end) with the handle held, so the watchdog cannot
+    /// abort the communicator between the group's operations and its end.
+    pub(crate) fn holding<R>(
+        &self,
+        call: &'static str,
+        f: impl FnOnce() -> Result<R>,
+    ) -> Result<R> {
+        self.handle.with_raw(call, |_| f())
     }
 }
 

@@ -15,7 +15,14 @@
 //! unsafe raw enqueue, `pub(crate)`), `ops` (the safe level; its docs say what it checks and
 //! what it cannot: the other ranks' matching calls), `stage` (a `gpu_pipeline!` stage's
 //! communication as one group, over ranges the generated step holds borrowed), `adapt` (the
-//! runtime's streams, memory and capture keep-alive, in one place).
+//! runtime's streams, memory and capture keep-alive, in one place), `watchdog` (the thread
+//! that aborts a communicator whose work misses its deadline).
+//!
+//! Communicators are nonblocking and every operation has a deadline
+//! ([`CommConfig::timeout`], else `GPU_PIPELINE_COMM_TIMEOUT`, else 5 minutes): a
+//! mismatched program (a send with no recv, counts that differ, a recv from the wrong rank,
+//! a rank that left) no longer hangs; its communicator is aborted and the next wait on the
+//! stream returns [`Error::Communication`](crate::Error::Communication).
 //!
 //! Launch one process per GPU (`gpu-pipeline-launch -n 2 -- ./program`, `mpirun`, `srun`);
 //! keep `NCCL_NVLS_ENABLE=0` set (the launcher does). Captured into a graph, every rank must
@@ -29,6 +36,7 @@ mod library;
 mod ops;
 mod stage;
 mod sys;
+mod watchdog;
 
 pub use comm::{CommConfig, Communicator, UniqueId};
 pub use library::{
@@ -37,3 +45,4 @@ pub use library::{
 };
 pub use ops::Group;
 pub(crate) use stage::{Part as StagePart, StageOp};
+pub(crate) use watchdog::{failure_after_wait, watch_launch};

@@ -23,7 +23,8 @@ use std::sync::Arc;
 
 use super::adapt;
 use super::comm::{Communicator, data_type, red_op, refuse_in_group};
-use crate::collective::{ElementKind, ReduceOp};
+use super::watchdog::{self, Captured, What};
+use crate::collective::{ElementKind, Names, ReduceOp};
 use crate::cuda;
 use crate::error::{Error, Result};
 use crate::stream::Stream;
@@ -102,12 +103,18 @@ struct Checked {
 
 impl Communicator {
     /// Enqueues `ops` (each with the element kind of its buffers) as one NCCL group on
-    /// `stream`, after checking them (module docs). `stage` names the caller in errors.
+    /// `stream`, after checking them (module docs). `stage` names the caller in errors;
+    /// `names` and `label` (the group in words) name it in a failure's report.
+    ///
+    /// The group is watched against the communicator's deadline (`watchdog.rs`): eagerly
+    /// from now; captured, from each launch of the graph.
     pub(crate) fn enqueue_stage(
         &self,
         stage: &'static str,
         stream: &Stream,
         ops: &[(ElementKind, StageOp)],
+        names: Names,
+        label: String,
     ) -> Result<()> {
         refuse_in_group(stage)?;
         let raw = adapt::raw_stream(stage, stream, self.context())?;
@@ -211,22 +218,67 @@ impl Communicator {
         }
         disjoint_writes(stage, &touched)?;
 
+        let mut peers = ops.iter().filter_map(|(_, op)| match op {
+            StageOp::Send { peer, .. } | StageOp::Recv { peer, .. } => Some(*peer),
+            _ => None,
+        });
+        let first = peers.next();
+        let what = What {
+            names,
+            operation: label,
+            peer: first.filter(|&p| peers.all(|q| q == p)),
+        };
         let gate = adapt::Enqueue::begin(stage, stream)?;
         for (memory, _, _) in &touched {
             gate.note_memory(memory);
         }
         gate.keep(self.shared());
+        let capturing = gate.is_capturing();
+        if capturing {
+            gate.keep(Arc::new(Captured {
+                handle: self.shared(),
+                what: what.clone(),
+            }));
+        }
+        // Held from the group's start to its end: the watchdog cannot abort in between.
+        let issued = self.holding(stage, || {
+            // SAFETY: every call was checked above (ranges inside live allocations of the
+            // communicator's context, counts, disjoint writes); the gate is held until the
+            // group has ended, with the uses noted (and kept by a capture); `raw` is a live
+            // stream of the context.
+            unsafe { self.issue_group(&calls, raw) }
+        });
+        drop(gate);
+        issued?;
+        if !capturing {
+            watchdog::watch(&self.shared(), stream, what)?;
+        }
+        Ok(())
+    }
+
+    /// `ncclGroupStart`, the calls, `ncclGroupEnd` (even after a failed call: NCCL holds what
+    /// it accepted).
+    ///
+    /// # Safety
+    /// Every call satisfies the raw level's contract (`comm.rs`), as `enqueue_stage` checks,
+    /// and the stream's gate is held (uses noted) until this returns.
+    unsafe fn issue_group(
+        &self,
+        calls: &[(Raw, super::sys::ncclDataType_t)],
+        raw: super::sys::cudaStream_t,
+    ) -> Result<()> {
         self.raw_group_start()?;
         let mut issued = Ok(());
-        for (call, ty) in &calls {
+        for (call, ty) in calls {
             // SAFETY: every address lies in a live CUDA allocation of the communicator's
-            // context with room for the counts passed (checked above, counts against each
-            // other and the communicator's size); the caller holds the allocations and the
-            // generated step holds the buffers borrowed, and the uses are noted (and kept by
-            // a capture) under the gate held across the group's end, so they outlive the
-            // work; written ranges overlap no other range of the group (checked above);
+            // context with room for the counts passed (checked by `enqueue_stage`, counts
+            // against each other and the communicator's size); the caller holds the
+            // allocations and the generated step holds the buffers borrowed, and the uses are
+            // noted (and kept by a capture) under the gate held across the group's end, so
+            // they outlive the work; written ranges overlap no other range of the group;
             // `raw` is a live stream of the context. The peers' matching calls are the
-            // pipeline's: every rank runs the same expansion.
+            // pipeline's: every rank runs the same expansion; a mismatch hangs NCCL's kernels
+            // until the watchdog aborts the communicator, which ends them.
             let result = unsafe { self.issue_raw(call, *ty, raw) };
             if let Err(e) = result {
                 issued = Err(e);
@@ -236,7 +288,6 @@ impl Communicator {
         // The group is ended even after a failed call: NCCL holds what it accepted.
         // SAFETY: as above, for every operation accepted since the start.
         let ended = unsafe { self.raw_group_end() };
-        drop(gate);
         issued.and(ended)
     }
 

@@ -1,0 +1,193 @@
+//! Mismatched communication, for the communication-deadline tests: pipelines whose ranks
+//! disagree (a send with no recv, counts that differ, a recv from the wrong rank) and a rank
+//! function that runs one, eagerly or replayed from a captured graph, then a matched
+//! all-reduce, and returns how it ended. The same code runs on simulated CPU ranks
+//! (`tests/tests/comm_timeout.rs`) and on two GPUs (`tests/tests/gpu_comm_timeout.rs`).
+
+use std::time::{Duration, Instant};
+
+use gpu_pipeline::{Communicator, Context, DeviceBuffer, Error, Stream, gpu_pipeline};
+
+gpu_pipeline! {
+    /// Sends `n` elements of `out` to `to` and receives `m` elements into `inbox` from `from`.
+    pub pipeline Exchange {
+        streams { link }
+        params {
+            comm: &Communicator,
+            to: usize,
+            from: usize,
+            n: usize,
+            m: usize,
+            out: &DeviceBuffer<f32>,
+            inbox: &mut DeviceBuffer<f32>,
+        }
+        stage swap on link {
+            send out[0..n] to to;
+            recv inbox[0..m] from from;
+        }
+    }
+}
+
+gpu_pipeline! {
+    /// Sends `out` to `to`, with no receive.
+    pub pipeline Push {
+        streams { link }
+        params {
+            comm: &Communicator,
+            to: usize,
+            out: &DeviceBuffer<f32>,
+        }
+        stage push on link {
+            send out to to;
+        }
+    }
+}
+
+gpu_pipeline! {
+    /// Sums `x` over every rank, in place.
+    pub pipeline Total {
+        streams { main }
+        params {
+            comm: &Communicator,
+            x: &mut DeviceBuffer<f32>,
+        }
+        stage reduce on main {
+            all_reduce(sum) x;
+        }
+    }
+}
+
+/// How the ranks disagree (two ranks).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mismatch {
+    /// Both ranks send to each other ([`Push`]) and neither receives.
+    SendWithoutRecv,
+    /// Rank 0 exchanges 4 elements, rank 1 exchanges 8 ([`Exchange`]).
+    CountsDiffer,
+    /// Rank 1 receives from itself instead of rank 0 ([`Exchange`]).
+    WrongPeer,
+    /// Nothing: a matched exchange.
+    None,
+}
+
+impl Mismatch {
+    /// The pipeline and stage where the mismatch is.
+    pub fn site(self) -> (&'static str, &'static str) {
+        match self {
+            Mismatch::SendWithoutRecv => ("Push", "push"),
+            _ => ("Exchange", "swap"),
+        }
+    }
+}
+
+/// Eagerly, or replayed from a captured graph.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// `run_steps(.., 1)` and a wait.
+    Eager,
+    /// `capture`, one launch and a synchronize.
+    Replay,
+}
+
+/// One rank (of two) runs `mismatch`'s step by `mode`, then a matched [`Total`] step (so a
+/// rank whose half of the mismatch completed still meets its peer's failure), and waits.
+/// Returns how that ended and how long it took.
+pub fn mismatched_rank(
+    ctx: &Context,
+    comm: &Communicator,
+    mismatch: Mismatch,
+    mode: Mode,
+) -> (Result<(), Error>, Duration) {
+    let stream = Stream::non_blocking(ctx).unwrap();
+    let (rank, other) = (comm.rank(), 1 - comm.rank());
+    let out = DeviceBuffer::from_slice(&stream, &[rank as f32 + 1.0; 8]).unwrap();
+    let mut inbox = DeviceBuffer::<f32>::zeros(&stream, 8).unwrap();
+    let mut x = DeviceBuffer::from_slice(&stream, &[rank as f32 + 1.0]).unwrap();
+    stream.synchronize().unwrap();
+    let mut push = Push::new(ctx).unwrap();
+    let mut exchange = Exchange::new(ctx).unwrap();
+    let mut total = Total::new(ctx).unwrap();
+    let (n, from) = match (mismatch, rank) {
+        (Mismatch::CountsDiffer, 1) => (8, other),
+        (Mismatch::WrongPeer, 1) => (4, rank),
+        _ => (4, other),
+    };
+    let start = Instant::now();
+    let mut body = || -> Result<(), Error> {
+        if mismatch == Mismatch::SendWithoutRecv {
+            let params = PushParams {
+                comm,
+                to: other,
+                out: &out,
+            };
+            match mode {
+                Mode::Eager => push.run_steps(params, 1)?.wait()?,
+                Mode::Replay => {
+                    let mut graph = push.capture(params)?;
+                    graph.launch()?;
+                    graph.synchronize()?;
+                }
+            }
+        } else {
+            let params = ExchangeParams {
+                comm,
+                to: other,
+                from,
+                n,
+                m: n,
+                out: &out,
+                inbox: &mut inbox,
+            };
+            match mode {
+                Mode::Eager => exchange.run_steps(params, 1)?.wait()?,
+                Mode::Replay => {
+                    let mut graph = exchange.capture(params)?;
+                    graph.launch()?;
+                    graph.synchronize()?;
+                }
+            }
+        }
+        total
+            .run_steps(TotalParams { comm, x: &mut x }, 1)?
+            .wait()?;
+        Ok(())
+    };
+    let ended = body();
+    (ended, start.elapsed())
+}
+
+/// Checks that `error` (what `rank` ended with) reports a failed communication naming a
+/// pipeline and stage, an operation, and `deadline`; that the communicator kept it as its
+/// failure; and that a second use is refused at once naming it. Returns the error's text.
+pub fn check_comm_error(comm: &Communicator, error: &Error, deadline: Duration) -> String {
+    let rank = comm.rank();
+    let text = error.report().to_string();
+    let failure = comm
+        .failure()
+        .unwrap_or_else(|| panic!("rank {rank}: the communicator kept no failure: {text}"));
+    let kept = failure.to_string();
+    assert!(
+        text.contains(&kept) || error.comm_failure().is_some(),
+        "rank {rank}: the error does not carry the communicator's failure\n{text}\n{kept}"
+    );
+    assert!(
+        failure.pipeline.is_some() && failure.stage.is_some(),
+        "{kept}"
+    );
+    assert!(
+        ["send", "recv", "all_reduce"]
+            .iter()
+            .any(|op| failure.operation.contains(op)),
+        "{kept}"
+    );
+    assert_eq!(failure.deadline, deadline, "{kept}");
+    assert!(
+        kept.contains("the communicator is aborted: make a new one"),
+        "{kept}"
+    );
+    assert!(
+        matches!(comm.async_error(), Err(Error::Communication(_))),
+        "rank {rank}"
+    );
+    text
+}

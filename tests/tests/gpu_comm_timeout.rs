@@ -1,0 +1,193 @@
+//! Communication deadlines on two GPUs, one process per rank through the launcher (as
+//! `gpu_multi.rs`): each test launches this binary twice with `GPU_PIPELINE_TEST_ROLE`
+//! naming its scenario and `GPU_PIPELINE_COMM_TIMEOUT=5`; each worker checks its own outcome
+//! (the error, what it names, the elapsed time) and prints a line the launching test looks
+//! for. A worker that hangs is killed by the launch's own timeout and fails the test.
+//!
+//! Run on a machine with two GPUs:
+//! `cargo test -p tests --test gpu_comm_timeout -- --ignored --test-threads=1 --nocapture`
+
+use std::time::{Duration, Instant};
+
+use gpu_pipeline::launcher::Launch;
+use gpu_pipeline::rendezvous::RankInfo;
+use gpu_pipeline::{Communicator, Context, Device, nccl};
+use tests::mismatch::{self, Mismatch, Mode, Total, TotalParams, check_comm_error};
+
+const ROLE_ENV: &str = "GPU_PIPELINE_TEST_ROLE";
+const DEADLINE: Duration = Duration::from_secs(5);
+/// The watchdog's poll, the abort draining NCCL's kernels, a second operation failing after
+/// the first.
+const SLACK: Duration = Duration::from_secs(5);
+
+/// Launches this binary's `test` on two GPUs as role `role`; every rank must print
+/// `"{role} rank R: ok"`.
+fn launch(test: &str, role: &str) {
+    if std::env::var(ROLE_ENV).is_ok() {
+        return;
+    }
+    match Device::count() {
+        Ok(n) if n >= 2 => {}
+        Ok(n) => return println!("skipped: {n} GPU(s); these tests need two"),
+        Err(e) => return println!("skipped: no CUDA driver ({e})"),
+    }
+    if let Err(e) = nccl::version() {
+        return println!("skipped: {e}");
+    }
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let report = Launch::new(2, exe)
+        .args([
+            test,
+            "--exact",
+            "--include-ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(ROLE_ENV, role)
+        .env(gpu_pipeline::collective::COMM_TIMEOUT_ENV, "5")
+        .env("NCCL_DEBUG", "WARN")
+        .timeout(Duration::from_secs(120))
+        .capture()
+        .run()
+        .expect("the ranks start");
+    assert!(report.success(), "a rank failed:\n{}", report.summary());
+    for r in &report.ranks {
+        let done = format!("{role} rank {}: ok", r.rank);
+        assert!(
+            r.stdout.iter().any(|l| l.contains(&done)),
+            "rank {} did not finish its checks: {:?}",
+            r.rank,
+            r.stdout
+        );
+    }
+}
+
+/// This worker's rank, context and (nonblocking, 5 s) communicator.
+fn open() -> (RankInfo, Context, Communicator) {
+    let me = RankInfo::from_env().expect("the launcher's variables");
+    let ctx = Context::cuda(me.local_rank).expect("this rank's GPU");
+    let comm = Communicator::from_env(&ctx).expect("the communicator");
+    assert_eq!(comm.timeout(), DEADLINE);
+    (me, ctx, comm)
+}
+
+/// A worker whose mismatched step must end with the error within the deadline plus slack,
+/// naming the stage, on both ranks; the context stays usable afterwards.
+fn mismatched_worker(role: &str, mismatch: Mismatch, mode: Mode) {
+    let (me, ctx, comm) = open();
+    // A matched exchange first: NCCL connects the peers lazily.
+    let (warm, _) = mismatch::mismatched_rank(&ctx, &comm, Mismatch::None, Mode::Eager);
+    warm.expect("a matched exchange completes on the nonblocking communicator");
+    let (ended, took) = mismatch::mismatched_rank(&ctx, &comm, mismatch, mode);
+    let err = ended.expect_err("a mismatched program completed");
+    println!("rank {}: ended after {took:?}: {}", me.rank, err.report());
+    assert!(took < DEADLINE + SLACK, "rank {} took {took:?}", me.rank);
+    check_comm_error(&comm, &err, DEADLINE);
+    // The context is still usable after the abort.
+    let stream = gpu_pipeline::Stream::new(&ctx).unwrap();
+    let b = gpu_pipeline::DeviceBuffer::from_slice(&stream, &[1.0f32, 2.0]).unwrap();
+    assert_eq!(b.to_vec(&stream).unwrap(), [1.0, 2.0]);
+    println!("{role} rank {}: ok", me.rank);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_send_with_no_recv_times_out_on_both_gpus_eagerly() {
+    const ROLE: &str = "send-without-recv";
+    if std::env::var(ROLE_ENV).as_deref() == Ok(ROLE) {
+        return mismatched_worker(ROLE, Mismatch::SendWithoutRecv, Mode::Eager);
+    }
+    launch("a_send_with_no_recv_times_out_on_both_gpus_eagerly", ROLE);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_recv_from_the_wrong_peer_times_out_on_both_gpus_in_a_replay() {
+    const ROLE: &str = "wrong-peer-replay";
+    if std::env::var(ROLE_ENV).as_deref() == Ok(ROLE) {
+        return mismatched_worker(ROLE, Mismatch::WrongPeer, Mode::Replay);
+    }
+    launch(
+        "a_recv_from_the_wrong_peer_times_out_on_both_gpus_in_a_replay",
+        ROLE,
+    );
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_send_with_no_recv_times_out_on_both_gpus_in_a_replay() {
+    const ROLE: &str = "send-without-recv-replay";
+    if std::env::var(ROLE_ENV).as_deref() == Ok(ROLE) {
+        return mismatched_worker(ROLE, Mismatch::SendWithoutRecv, Mode::Replay);
+    }
+    launch(
+        "a_send_with_no_recv_times_out_on_both_gpus_in_a_replay",
+        ROLE,
+    );
+}
+
+/// Rank 1 exits with status 0 after one matched step; rank 0's next step fails within the
+/// deadline plus slack.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_rank_exiting_early_fails_its_peer_within_the_deadline() {
+    const ROLE: &str = "early-exit";
+    if std::env::var(ROLE_ENV).as_deref() == Ok(ROLE) {
+        let (me, ctx, comm) = open();
+        let stream = gpu_pipeline::Stream::new(&ctx).unwrap();
+        let mut x = gpu_pipeline::DeviceBuffer::from_slice(&stream, &[1.0f32]).unwrap();
+        let mut total = Total::new(&ctx).unwrap();
+        let mut step = || {
+            total
+                .run_steps(
+                    TotalParams {
+                        comm: &comm,
+                        x: &mut x,
+                    },
+                    1,
+                )
+                .and_then(|run| run.wait())
+        };
+        step().expect("the matched step");
+        if me.rank == 1 {
+            println!("{ROLE} rank 1: ok");
+            std::process::exit(0);
+        }
+        let start = Instant::now();
+        let err = step().expect_err("a step with a departed peer completed");
+        let took = start.elapsed();
+        println!("rank 0: ended after {took:?}: {}", err.report());
+        assert!(took < DEADLINE + SLACK, "{took:?}");
+        check_comm_error(&comm, &err, DEADLINE);
+        println!("{ROLE} rank 0: ok");
+        return;
+    }
+    launch(
+        "a_rank_exiting_early_fails_its_peer_within_the_deadline",
+        ROLE,
+    );
+}
+
+/// No regression: matched exchanges and all-reduces, eagerly and replayed, on the
+/// nonblocking communicator.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_matched_pipeline_still_passes_on_nonblocking_communicators() {
+    const ROLE: &str = "matched";
+    if std::env::var(ROLE_ENV).as_deref() == Ok(ROLE) {
+        let (me, ctx, comm) = open();
+        for mode in [Mode::Eager, Mode::Replay, Mode::Replay] {
+            let (ended, took) = mismatch::mismatched_rank(&ctx, &comm, Mismatch::None, mode);
+            ended.unwrap_or_else(|e| panic!("{mode:?}: {}", e.report()));
+            assert!(took < DEADLINE, "{took:?}");
+        }
+        tests::multi::ring_rank(&ctx, &comm, 4096, 66);
+        comm.async_error().expect("no failure");
+        println!("{ROLE} rank {}: ok", me.rank);
+        return;
+    }
+    launch(
+        "a_matched_pipeline_still_passes_on_nonblocking_communicators",
+        ROLE,
+    );
+}
