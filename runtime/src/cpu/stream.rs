@@ -1,8 +1,12 @@
 //! Streams: in-order queues, each served by its own worker thread.
 //!
 //! Enqueuing takes the stream's lock once, pushes onto a `VecDeque` and signals a condvar; the
-//! worker pops one item at a time and runs it outside the lock, so the enqueuing thread never
-//! waits for work. Every ordering decision (capture, race-detector clocks) is made under the
+//! worker pops one item at a time and runs it outside the lock. The queue holds at most
+//! [`QUEUE_CAPACITY`] items: like CUDA's launch queue, a full one blocks the enqueuing thread
+//! until the worker has made room, so a long loop of launches or replays without a
+//! synchronize costs bounded memory and shows its real cost. Blocking there cannot deadlock:
+//! every queued item waits only on work enqueued before it (an event wait names the record
+//! already made), and workers never wait on enqueuing threads. Every ordering decision (capture, race-detector clocks) is made under the
 //! stream's lock at enqueue time, so it follows enqueue order exactly.
 //!
 //! Lock order, to stay deadlock-free: stream state, then event state, then capture session,
@@ -11,7 +15,7 @@
 use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
 
 use super::capture::CaptureSession;
@@ -22,6 +26,10 @@ use super::graph::{ExecPlan, Graph, GraphExec};
 use super::memory::Pending;
 use super::op::{Op, run_guarded};
 use super::shared::{ContextShared, become_worker, lock, on_worker_thread, wait};
+
+/// The most items a stream's queue holds before enqueuing blocks (CUDA's launch queue holds
+/// about a thousand launches too).
+pub(crate) const QUEUE_CAPACITY: usize = 1024;
 
 /// Options of a new stream.
 #[derive(Clone, Debug, Default)]
@@ -290,11 +298,27 @@ impl Stream {
 }
 
 impl StreamShared {
+    /// The stream's lock, once its queue has room for one more item (or it captures, where
+    /// nothing is queued). Taken before any ordering decision, so those still follow enqueue
+    /// order. A worker thread is never held here: its own stream could be the full one.
+    fn admit(&self) -> MutexGuard<'_, StreamState> {
+        let mut state = lock(&self.state);
+        if on_worker_thread() {
+            return state;
+        }
+        while state.queue.len() >= QUEUE_CAPACITY && state.active_capture().is_none() {
+            state.progress_waiters += 1;
+            state = wait(&self.progress, state);
+            state.progress_waiters -= 1;
+        }
+        state
+    }
+
     /// Queues or captures `op`; `Ok(true)` when captured.
     fn enqueue(&self, mut op: Op) -> Result<bool, CpuFault> {
         // Dropped after the lock is released unless captured.
         let keep = std::mem::take(&mut op.keep);
-        let mut state = lock(&self.state);
+        let mut state = self.admit();
         if let Some(session) = state.active_capture() {
             op.keep = keep;
             return session.add_op(self.timeline, op).map(|()| true);
@@ -321,7 +345,7 @@ impl StreamShared {
 
     /// Queues (or captures) one replay of `plan`; `Ok(true)` when captured.
     pub(super) fn launch(&self, plan: &Arc<ExecPlan>) -> Result<bool, CpuFault> {
-        let mut state = lock(&self.state);
+        let mut state = self.admit();
         if let Some(session) = state.active_capture() {
             let nodes: Vec<_> = plan.nodes.iter().map(|n| n.node.clone()).collect();
             return session.add_graph(self.timeline, &nodes).map(|()| true);
@@ -357,7 +381,7 @@ impl StreamShared {
 
     fn record(self: &Arc<Self>, event: &Event) -> Result<(), CpuFault> {
         self.check_same_context(event)?;
-        let mut state = lock(&self.state);
+        let mut state = self.admit();
         if let Some(session) = state.active_capture() {
             let frontier = session.frontier(self.timeline);
             *lock(&event.shared.latest) = LatestRecord::Captured { session, frontier };
@@ -379,7 +403,7 @@ impl StreamShared {
 
     fn wait(self: &Arc<Self>, event: &Event) -> Result<(), CpuFault> {
         self.check_same_context(event)?;
-        let mut state = lock(&self.state);
+        let mut state = self.admit();
         let latest = lock(&event.shared.latest).clone();
         let capture = state.active_capture();
         match (latest, capture) {
