@@ -153,7 +153,8 @@ impl FileStore {
                     Ok(published) => break published,
                     Err(reason) => {
                         if reason != last_seen {
-                            tracing::warn!(path = %self.shown(), %reason, "rendezvous file ignored");
+                            let path = self.shown();
+                            tracing::warn!(%path, %reason, "rendezvous file ignored");
                         }
                         last_seen = reason;
                     }

@@ -15,9 +15,10 @@
 //!   directory only this user can write; the others poll for it and acknowledge.
 //!
 //! Every rank proves it knows the job's secret, and so does the server, with HMAC-SHA256 over
-//! fresh nonces; the secret never crosses the wire (docs/MULTI_GPU.md has the protocol). The launcher
-//! makes a random secret per job (`GPU_PIPELINE_RENDEZVOUS_SECRET`); under mpirun or srun give
-//! one in that variable or in a file only you can read (`GPU_PIPELINE_RENDEZVOUS_SECRET_FILE`).
+//! fresh nonces; the secret never crosses the wire (docs/MULTI_GPU.md, "Failures and
+//! security", has the protocol). The launcher makes a random secret per job
+//! (`GPU_PIPELINE_RENDEZVOUS_SECRET`); under mpirun or srun give one in that variable or in a
+//! file only you can read (`GPU_PIPELINE_RENDEZVOUS_SECRET_FILE`).
 //! Without one, a store is an error unless `GPU_PIPELINE_RENDEZVOUS_INSECURE=1` says to meet
 //! without authentication, loopback included (other users of the host can reach it too).
 //! A stranger (another program, another job, a bad message, a failed proof) is refused and

@@ -144,7 +144,9 @@ impl TcpStore {
             match listener.accept() {
                 Ok((stream, peer)) => {
                     if pending.load(Ordering::Relaxed) >= MAX_PENDING {
-                        tracing::warn!(%peer, "rendezvous closed a connection: {MAX_PENDING} are already greeting");
+                        // Closed unanswered; a real rank retries.
+                        drop(stream);
+                        tracing::warn!(%peer, MAX_PENDING, "rendezvous: too many greetings");
                         continue;
                     }
                     pending.fetch_add(1, Ordering::Relaxed);
@@ -294,7 +296,8 @@ impl TcpStore {
                             &reason,
                             self.wait(Instant::now() + GREETING_TIMEOUT),
                         );
-                        tracing::warn!(peer = %j.peer, %reason, "rendezvous refused a duplicate rank");
+                        let peer = j.peer;
+                        tracing::warn!(%peer, %reason, "rendezvous refused a duplicate rank");
                     } else {
                         joined.insert(j.rank(), j);
                     }
