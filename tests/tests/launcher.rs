@@ -266,3 +266,29 @@ fn the_launcher_as_a_process_forwards_signals_and_takes_its_ranks_along() {
     assert_all_gone(&pids, "a failing rank");
     let _ = std::fs::remove_dir_all(&base);
 }
+
+#[test]
+fn the_rendezvous_port_is_held_from_before_the_ranks_start() {
+    if std::env::var(ROLE_ENV).as_deref() == Ok("port") {
+        let port: u16 = std::env::var("GPU_PIPELINE_MASTER_PORT")
+            .unwrap()
+            .parse()
+            .unwrap();
+        // Before, the launcher released the port it picked and rank 0 bound it only at the
+        // rendezvous: any process could take it in between, as this rank tries to.
+        match std::net::TcpListener::bind(("127.0.0.1", port)) {
+            Ok(_) => {
+                eprintln!("port {port} was free for the taking");
+                std::process::exit(9);
+            }
+            Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::AddrInUse, "{e}"),
+        }
+        return;
+    }
+    let report = launch_self(
+        2,
+        "the_rendezvous_port_is_held_from_before_the_ranks_start",
+        "port",
+    );
+    assert!(report.success(), "{}", report.summary());
+}
