@@ -250,10 +250,17 @@ fn stale_and_forged_files_are_waited_past() {
     let _ = other.publish(2, b"old");
     let stale = std::fs::read(&path);
     assert!(stale.is_err(), "publish removes its file on timeout");
-    let published = file_store(&path, 100);
+    let published = file_store(&path, 200);
+    let lingering = FileStore {
+        timeout: Duration::from_secs(2),
+        ..other.clone()
+    };
     std::thread::scope(|s| {
-        s.spawn(|| other.publish(2, b"old"));
-        std::thread::sleep(Duration::from_millis(30));
+        s.spawn(|| lingering.publish(2, b"old"));
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while !path.exists() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         let err = published.fetch(1, 2).unwrap_err().to_string();
         assert!(err.contains("another job's file"), "{err}");
     });

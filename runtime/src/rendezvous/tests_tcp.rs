@@ -303,15 +303,16 @@ fn connections_beyond_the_cap_are_closed_and_ranks_get_in_once_slots_free() {
             .map(|_| TcpStream::connect(("127.0.0.1", port)).unwrap())
             .collect();
         std::thread::sleep(Duration::from_millis(300));
-        // One more is closed unanswered, at once.
-        let mut extra = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        extra
-            .set_read_timeout(Some(Duration::from_secs(2)))
-            .unwrap();
-        let start = Instant::now();
-        let n = extra.read(&mut [0u8; 16]).unwrap_or(0);
-        assert_eq!(n, 0);
-        assert!(start.elapsed() < Duration::from_secs(2));
+        // Once the server has accepted them all, one more is closed unanswered, at once
+        // (tried a few times: a loaded machine may take a while to accept the 64).
+        let closed_at_once = (0..20).any(|_| {
+            let mut extra = TcpStream::connect(("127.0.0.1", port)).unwrap();
+            extra
+                .set_read_timeout(Some(Duration::from_secs(1)))
+                .unwrap();
+            matches!(extra.read(&mut [0u8; 16]), Ok(0))
+        });
+        assert!(closed_at_once, "connections beyond the cap are not closed");
         let rank = s.spawn(|| store.fetch(1, 2));
         std::thread::sleep(Duration::from_millis(200));
         drop(idle);
@@ -327,13 +328,21 @@ fn a_duplicate_authenticated_rank_is_refused_and_the_first_keeps_its_slot() {
     let store = local_store(&listener, Duration::from_secs(10));
     std::thread::scope(|s| {
         let server = s.spawn(|| store.serve_on(&listener, 3, b"ok"));
-        let first = s.spawn(|| store.fetch(1, 3));
-        std::thread::sleep(Duration::from_millis(200));
-        // Before, a duplicate failed the whole job.
-        let err = store.fetch(1, 3).unwrap_err().to_string();
-        assert!(err.contains("rank 1 already joined"), "{err}");
+        let (tx, rx) = std::sync::mpsc::channel();
+        for _ in 0..2 {
+            let (tx, store) = (tx.clone(), store.clone());
+            s.spawn(move || tx.send(store.fetch(1, 3)));
+        }
+        // Before, a duplicate failed the whole job. Now it alone is refused...
+        let err = rx
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap()
+            .unwrap_err();
+        assert!(err.to_string().contains("rank 1 already joined"), "{err}");
+        // ...and the job goes on with the first.
         assert_eq!(store.fetch(2, 3).unwrap(), b"ok");
-        assert_eq!(first.join().unwrap().unwrap(), b"ok");
+        let first = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert_eq!(first.unwrap(), b"ok");
         server.join().unwrap().unwrap();
     });
 }
