@@ -2,8 +2,8 @@
 //! group; and the kills it sends itself reach a rank's whole group (what the rank started
 //! too).
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
@@ -11,34 +11,69 @@ use nix::unistd::Pid;
 /// The signals the launcher forwards.
 pub const FORWARDED: [Signal; 3] = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP];
 
-/// While alive, the forwarded signals no longer end this process: they are noted, for the
-/// launcher to pass on ([`Catcher::take`]).
-pub(super) struct Catcher {
+/// The process-wide handlers, installed once: signal-hook cannot give a signal its default
+/// action back after an unregistration, so the handlers stay and run the default action
+/// themselves while no launch is catching ([`Catcher`]).
+struct Handlers {
+    /// The last forwarded signal received, 0 once taken.
     last: Arc<AtomicUsize>,
-    ids: Vec<signal_hook::SigId>,
+    /// Set while no launch catches: a signal then does what it does by default.
+    idle: Arc<AtomicBool>,
+    /// How many launches catch now.
+    catching: Mutex<usize>,
+}
+
+fn handlers() -> &'static Handlers {
+    static HANDLERS: OnceLock<Handlers> = OnceLock::new();
+    HANDLERS.get_or_init(|| {
+        let handlers = Handlers {
+            last: Arc::new(AtomicUsize::new(0)),
+            idle: Arc::new(AtomicBool::new(true)),
+            catching: Mutex::new(0),
+        };
+        for signal in FORWARDED {
+            let number = signal as i32;
+            let installed =
+                signal_hook::flag::register_conditional_default(number, handlers.idle.clone())
+                    .and_then(|_| {
+                        signal_hook::flag::register_usize(
+                            number,
+                            handlers.last.clone(),
+                            number as usize,
+                        )
+                    });
+            if let Err(e) = installed {
+                tracing::warn!(%e, ?signal, "the launcher cannot forward a signal");
+            }
+        }
+        handlers
+    })
+}
+
+/// While alive, the forwarded signals no longer end this process: they are noted, for the
+/// launcher to pass on ([`Catcher::take`]). With two launches catching at once, each signal
+/// goes to whichever asks first.
+pub(super) struct Catcher {
+    handlers: &'static Handlers,
 }
 
 impl Catcher {
     /// Starts catching [`FORWARDED`]; a failure to install a handler is logged and that
     /// signal keeps its default action.
     pub(super) fn install() -> Catcher {
-        let last = Arc::new(AtomicUsize::new(0));
-        let ids = FORWARDED
-            .iter()
-            .filter_map(|&signal| {
-                signal_hook::flag::register_usize(signal as i32, last.clone(), signal as usize)
-                    .map_err(
-                        |e| tracing::warn!(%e, ?signal, "the launcher cannot forward a signal"),
-                    )
-                    .ok()
-            })
-            .collect();
-        Catcher { last, ids }
+        let handlers = handlers();
+        let mut catching = handlers
+            .catching
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        *catching += 1;
+        handlers.idle.store(false, Ordering::SeqCst);
+        Catcher { handlers }
     }
 
     /// The signal received since the last call, if any.
     pub(super) fn take(&self) -> Option<Signal> {
-        match self.last.swap(0, Ordering::SeqCst) {
+        match self.handlers.last.swap(0, Ordering::SeqCst) {
             0 => None,
             n => Signal::try_from(n as i32).ok(),
         }
@@ -47,8 +82,16 @@ impl Catcher {
 
 impl Drop for Catcher {
     fn drop(&mut self) {
-        for id in self.ids.drain(..) {
-            signal_hook::low_level::unregister(id);
+        let mut catching = self
+            .handlers
+            .catching
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        *catching = catching.saturating_sub(1);
+        if *catching == 0 {
+            // From now on these signals end the process again, as by default.
+            self.handlers.idle.store(true, Ordering::SeqCst);
+            self.handlers.last.store(0, Ordering::SeqCst);
         }
     }
 }
