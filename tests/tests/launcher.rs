@@ -115,3 +115,180 @@ fn a_rank_that_fails_before_the_rendezvous_fails_the_launch_fast() {
         );
     }
 }
+
+// ---- the launcher as a process: signals, kill -9, exit status -------------------------------
+
+/// Set for the launcher process of the tests below (and inherited by its ranks).
+const LAUNCHER_ROLE: &str = "launcher";
+/// Where ranks write their pids.
+const PID_DIR_ENV: &str = "GPU_PIPELINE_TEST_PID_DIR";
+/// What each rank does: `sleep`, or `fail` (rank 1 exits with 7, the others sleep).
+const RANK_MODE_ENV: &str = "GPU_PIPELINE_TEST_RANK_MODE";
+const KILL_TEST: &str = "the_launcher_as_a_process_forwards_signals_and_takes_its_ranks_along";
+
+/// In a launched process: a rank (RANK set) sleeps after writing its pid; the launcher runs
+/// exactly what `gpu-pipeline-launch` runs and exits with its status.
+fn play_launcher_role() {
+    if std::env::var("RANK").is_ok() {
+        let rank = std::env::var("RANK").unwrap();
+        let dir = std::path::PathBuf::from(std::env::var(PID_DIR_ENV).unwrap());
+        std::fs::write(
+            dir.join(format!("rank-{rank}")),
+            std::process::id().to_string(),
+        )
+        .unwrap();
+        if std::env::var(RANK_MODE_ENV).as_deref() == Ok("fail") && rank == "1" {
+            std::process::exit(7);
+        }
+        std::thread::sleep(Duration::from_secs(60));
+        std::process::exit(5);
+    }
+    let exe = std::env::current_exe().unwrap();
+    let args = ["-n", "3", "--timeout", "60", "--"]
+        .map(std::ffi::OsString::from)
+        .into_iter()
+        .chain([exe.into_os_string()])
+        .chain(
+            [KILL_TEST, "--exact", "--nocapture", "--test-threads=1"].map(std::ffi::OsString::from),
+        );
+    std::process::exit(i32::from(gpu_pipeline::launcher::main_with_args(args)));
+}
+
+/// Starts the launcher process with ranks in `mode`; returns it once every rank wrote its
+/// pid, with the pids.
+fn start_launcher(mode: &str, dir: &std::path::Path) -> (std::process::Child, Vec<i32>) {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).unwrap();
+    let launcher = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([KILL_TEST, "--exact", "--nocapture", "--test-threads=1"])
+        .env(ROLE_ENV, LAUNCHER_ROLE)
+        .env(PID_DIR_ENV, dir)
+        .env(RANK_MODE_ENV, mode)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let wanted = if mode == "fail" { 0 } else { 3 };
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let pids = loop {
+        let pids: Vec<i32> = (0..3)
+            .filter_map(|r| std::fs::read_to_string(dir.join(format!("rank-{r}"))).ok())
+            .filter_map(|p| p.trim().parse().ok())
+            .collect();
+        if pids.len() >= wanted {
+            break pids;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the ranks never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    (launcher, pids)
+}
+
+/// Waits for `child` at most `limit`; kills it and fails past that.
+fn wait_bounded(child: &mut std::process::Child, limit: Duration) -> std::process::ExitStatus {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the launcher did not end within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Whether `pid` is a live process (a zombie waiting for its reaper is not).
+fn alive(pid: i32) -> bool {
+    let exists = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok();
+    let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false);
+    exists && !zombie
+}
+
+/// Asserts every pid is gone within a few seconds.
+fn assert_all_gone(pids: &[i32], how: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while pids.iter().any(|&p| alive(p)) {
+        if std::time::Instant::now() > deadline {
+            let left: Vec<_> = pids.iter().filter(|&&p| alive(p)).collect();
+            for &&p in &left {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(p),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+            panic!("ranks {left:?} outlived a launcher ended by {how}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn the_launcher_as_a_process_forwards_signals_and_takes_its_ranks_along() {
+    if std::env::var(ROLE_ENV).as_deref() == Ok(LAUNCHER_ROLE) {
+        play_launcher_role();
+        return;
+    }
+    use std::os::unix::process::ExitStatusExt;
+    let base = std::env::temp_dir().join(format!("gpl-kill-{}", std::process::id()));
+    // SIGTERM: forwarded to every rank's group; the launcher exits with 128 + 15.
+    let (mut launcher, pids) = start_launcher("sleep", &base.join("term"));
+    let pid = nix::unistd::Pid::from_raw(launcher.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let status = wait_bounded(&mut launcher, Duration::from_secs(30));
+    assert_eq!(status.code(), Some(143), "{status:?}");
+    assert_all_gone(&pids, "SIGTERM");
+    // SIGKILL: nothing to forward; the parent-death signal ends every rank.
+    let (mut launcher, pids) = start_launcher("sleep", &base.join("kill"));
+    launcher.kill().unwrap();
+    let status = wait_bounded(&mut launcher, Duration::from_secs(30));
+    assert_eq!(status.signal(), Some(9));
+    // Before, the ranks slept on for their full minute.
+    assert_all_gone(&pids, "SIGKILL");
+    // A failing rank: the launcher exits with its status, the others are killed.
+    let (mut launcher, _) = start_launcher("fail", &base.join("fail"));
+    let status = wait_bounded(&mut launcher, Duration::from_secs(30));
+    assert_eq!(status.code(), Some(7), "{status:?}");
+    let pids: Vec<i32> = (0..3)
+        .filter_map(|r| std::fs::read_to_string(base.join("fail").join(format!("rank-{r}"))).ok())
+        .filter_map(|p| p.trim().parse().ok())
+        .collect();
+    assert_all_gone(&pids, "a failing rank");
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+#[test]
+fn the_rendezvous_port_is_held_from_before_the_ranks_start() {
+    if std::env::var(ROLE_ENV).as_deref() == Ok("port") {
+        let port: u16 = std::env::var("GPU_PIPELINE_MASTER_PORT")
+            .unwrap()
+            .parse()
+            .unwrap();
+        // Before, the launcher released the port it picked and rank 0 bound it only at the
+        // rendezvous: any process could take it in between, as this rank tries to.
+        match std::net::TcpListener::bind(("127.0.0.1", port)) {
+            Ok(_) => {
+                eprintln!("port {port} was free for the taking");
+                std::process::exit(9);
+            }
+            Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::AddrInUse, "{e}"),
+        }
+        return;
+    }
+    let report = launch_self(
+        2,
+        "the_rendezvous_port_is_held_from_before_the_ranks_start",
+        "port",
+    );
+    assert!(report.success(), "{}", report.summary());
+}

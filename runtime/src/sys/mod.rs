@@ -11,6 +11,10 @@
 
 use std::ffi::{c_char, c_int, c_uint, c_void};
 
+/// The launcher's one step inside a forked rank before `exec` (not a driver type; it lives
+/// here because `sys` is where `unsafe` may be).
+pub(crate) mod process;
+
 /// Declares a transparent integer newtype with named constants.
 macro_rules! c_enum {
     ($(#[$meta:meta])* $name:ident($repr:ty) { $($(#[$cmeta:meta])* $const:ident = $value:expr,)* }) => {
