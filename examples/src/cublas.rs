@@ -78,7 +78,7 @@ gpu_pipeline! {
     pub pipeline GemmStep {
         streams { compute(priority = high), blas(non_blocking), copy(non_blocking) }
         unsafe kernels k = ptx(include_str!("../kernels/cublas.ptx")) {
-            fn scale_offset(n: u32, factor: f32, offset: f32, data: &mut [f32])
+            fn scale_offset(n: u32, factor: f32, offset: f32, data: &mut [f32; unbounded])
                 cpu = crate::cublas::cpu::scale_offset;
         }
         params {

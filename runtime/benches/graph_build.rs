@@ -47,7 +47,7 @@ macro_rules! chain_pipeline {
             pipeline Chain {
                 streams { main }
                 unsafe kernels k = ptx(include_str!("../kernels/test_kernels.ptx")) {
-                    fn add_scalar(n: u32, value: f32, data: &mut [f32]);
+                    fn add_scalar(n: u32, value: f32, data: &mut [f32; unbounded]);
                 }
                 params { n: u32, value: f32, data: &mut DeviceBuffer<f32> }
                 // `$i` only makes each repetition distinct; the grid is always one block.
@@ -69,7 +69,7 @@ gpu_pipeline! {
     pipeline Converge {
         streams { main }
         unsafe kernels k = ptx(include_str!("../kernels/test_kernels.ptx")) {
-            fn add_scalar(n: u32, value: f32, data: &mut [f32]);
+            fn add_scalar(n: u32, value: f32, data: &mut [f32; unbounded]);
         }
         params { start: f32, limit: u32, residual: &mut DeviceBuffer<f32> }
         stage solve on main {

@@ -25,7 +25,7 @@
 //!     pub pipeline Saxpy {
 //!         streams { compute(priority = high), copy(non_blocking) }
 //!         unsafe kernels k = ptx(include_str!("../kernels/saxpy.ptx")) {
-//!             fn saxpy(n: u32, a: f32, x: &[f32], y: &mut [f32]) cpu = saxpy_on_cpu;
+//!             fn saxpy(n: u32, a: f32, x: &[f32; n], y: &mut [f32; n]) cpu = saxpy_on_cpu;
 //!         }
 //!         params {
 //!             n: u32,
@@ -178,7 +178,7 @@
 //!     pub pipeline Step {
 //!         streams { compute, copy(non_blocking) }
 //!         unsafe kernels k = ptx(include_str!("../kernels/saxpy.ptx")) {
-//!             fn saxpy(n: u32, a: f32, x: &[f32], y: &mut [f32]) cpu = saxpy_on_cpu;
+//!             fn saxpy(n: u32, a: f32, x: &[f32; n], y: &mut [f32; n]) cpu = saxpy_on_cpu;
 //!         }
 //!         params {
 //!             n: u32,

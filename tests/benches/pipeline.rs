@@ -79,8 +79,8 @@ cross_stream_pipeline!(
 );
 cross_stream_pipeline!(
     CrossStreamUnbounded,
-    (n: u32, value: f32, data: &mut [f32]),
-    (n: u32, a: f32, x: &[f32], y: &mut [f32])
+    (n: u32, value: f32, data: &mut [f32; unbounded]),
+    (n: u32, a: f32, x: &[f32; unbounded], y: &mut [f32; unbounded])
 );
 
 /// A stage of `CHAIN` launches of `add_scalar` on one buffer, with its bound (`Chain`) and
@@ -88,7 +88,7 @@ cross_stream_pipeline!(
 macro_rules! chain_pipeline {
     ($($i:literal)*) => {
         chain_pipeline!(@ Chain, (n: u32, value: f32, data: &mut [f32; n]), $($i)*);
-        chain_pipeline!(@ ChainUnbounded, (n: u32, value: f32, data: &mut [f32]), $($i)*);
+        chain_pipeline!(@ ChainUnbounded, (n: u32, value: f32, data: &mut [f32; unbounded]), $($i)*);
     };
     (@ $name:ident, ($($signature:tt)*), $($i:literal)*) => {
         gpu_pipeline! {

@@ -34,8 +34,8 @@ gpu_pipeline! {
     pub pipeline Ring {
         streams { compute, halo(priority = high) }
         unsafe kernels k = ptx(include_str!("../../runtime/kernels/test_kernels.ptx")) {
-            fn add_scalar(n: u32, value: f32, data: &mut [f32]) cpu = cpu::add_scalar;
-            fn reduce_sum(n: u32, input: &[f32], out: &mut [f32]) cpu = cpu::reduce_sum;
+            fn add_scalar(n: u32, value: f32, data: &mut [f32; n]) cpu = cpu::add_scalar;
+            fn reduce_sum(n: u32, input: &[f32; unbounded], out: &mut [f32; unbounded]) cpu = cpu::reduce_sum;
         }
         params {
             comm: &Communicator,
@@ -104,8 +104,8 @@ gpu_pipeline! {
         devices { gpu0, gpu1 }
         streams { main on gpu0, other on gpu1, pull on gpu1 }
         unsafe kernels k = ptx(include_str!("../../runtime/kernels/test_kernels.ptx")) {
-            fn add_scalar(n: u32, value: f32, data: &mut [f32]) cpu = cpu::add_scalar;
-            fn saxpy(n: u32, a: f32, x: &[f32], y: &mut [f32]) cpu = cpu::saxpy;
+            fn add_scalar(n: u32, value: f32, data: &mut [f32; n]) cpu = cpu::add_scalar;
+            fn saxpy(n: u32, a: f32, x: &[f32; n], y: &mut [f32; n]) cpu = cpu::saxpy;
         }
         params {
             n: u32,

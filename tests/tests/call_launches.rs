@@ -24,7 +24,7 @@ gpu_pipeline! {
     pub pipeline Layered {
         streams { compute, copy(non_blocking) }
         unsafe kernels k = ptx(include_str!("../../runtime/kernels/test_kernels.ptx")) {
-            fn add_scalar(n: u32, value: f32, data: &mut [f32]) cpu = add_scalar_on_cpu;
+            fn add_scalar(n: u32, value: f32, data: &mut [f32; n]) cpu = add_scalar_on_cpu;
         }
         params {
             n: u32,

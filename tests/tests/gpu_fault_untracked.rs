@@ -9,7 +9,7 @@ gpu_pipeline! {
     pipeline Faulty {
         streams { main, side }
         unsafe kernels k = ptx(include_str!("../../runtime/kernels/test_kernels.ptx")) {
-            fn add_scalar(n: u32, value: f32, data: &mut [f32]);
+            fn add_scalar(n: u32, value: f32, data: &mut [f32; unbounded]);
             fn write_out_of_bounds(data: &mut [f32]);
         }
         params { n: u32, data: &mut DeviceBuffer<f32>, other: &mut DeviceBuffer<f32> }

@@ -38,11 +38,11 @@ gpu_pipeline! {
     pub pipeline Halves {
         streams { a, b(non_blocking) }
         unsafe kernels k = ptx(include_str!("../../runtime/kernels/half_kernels.ptx")) {
-            fn scale_offset_f16(n: u32, factor: f16, offset: f16, data: &mut [f16])
+            fn scale_offset_f16(n: u32, factor: f16, offset: f16, data: &mut [f16; unbounded])
                 cpu = cpu::scale_offset_f16;
-            fn scale_offset_bf16(n: u32, factor: bf16, offset: bf16, data: &mut [bf16])
+            fn scale_offset_bf16(n: u32, factor: bf16, offset: bf16, data: &mut [bf16; unbounded])
                 cpu = cpu::scale_offset_bf16;
-            fn widen_f16(n: u32, input: &[f16], out: &mut [f32]) cpu = cpu::widen_f16;
+            fn widen_f16(n: u32, input: &[f16; unbounded], out: &mut [f32; unbounded]) cpu = cpu::widen_f16;
         }
         params {
             n: u32,

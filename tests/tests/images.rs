@@ -1,4 +1,4 @@
-//! Malformed images (issue 12, item 8): refused before the driver reads them, on every
+//! Malformed images (issue 12, item 8; issue 21, item 1): refused before the driver reads them, on every
 //! backend; on a GPU, every field mutation of a real image that the checks accept loads or
 //! fails with an error, never a crash.
 //!
@@ -30,6 +30,15 @@ fn pn_xnum_without_entry_size() -> Vec<u8> {
     cubin
 }
 
+/// The committed cubin with no program headers but `e_phoff` far past the end: passed the
+/// check, then `cuModuleLoadData` hung (killed after 60 s on an H200; issue 21).
+fn empty_program_header_table_far_away() -> Vec<u8> {
+    let mut cubin = CUBIN_SM90.to_vec();
+    cubin[0x38..0x3A].copy_from_slice(&0u16.to_le_bytes());
+    cubin[0x20..0x28].copy_from_slice(&0x7FFF_FFFF_0000u64.to_le_bytes());
+    cubin
+}
+
 fn assert_refused(ctx: &Context, image: &[u8], field: &str) {
     let err = Module::load_cubin(ctx, image).unwrap_err();
     let Error::InvalidImage { call, source } = &err else {
@@ -46,6 +55,7 @@ fn the_reported_cubins_are_refused_on_the_host_backend() {
     let ctx = Context::host();
     assert_refused(&ctx, &reserved_shstrndx(), "`e_shstrndx`");
     assert_refused(&ctx, &pn_xnum_without_entry_size(), "`e_phnum`");
+    assert_refused(&ctx, &empty_program_header_table_far_away(), "`e_phoff`");
     assert!(Module::load_cubin(&ctx, CUBIN_SM90).is_ok());
 }
 
@@ -55,6 +65,7 @@ fn the_reported_cubins_are_refused_on_cuda() {
     let ctx = Context::cuda(0).expect("a CUDA device");
     assert_refused(&ctx, &reserved_shstrndx(), "`e_shstrndx`");
     assert_refused(&ctx, &pn_xnum_without_entry_size(), "`e_phnum`");
+    assert_refused(&ctx, &empty_program_header_table_far_away(), "`e_phoff`");
 }
 
 const PTX: &str = include_str!("../../runtime/kernels/test_kernels.ptx");

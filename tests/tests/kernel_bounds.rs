@@ -2,7 +2,7 @@
 //! the `n` it is given; declared so (`y: &mut [f32; n]`, or `Bounds` at the runtime level), no
 //! safe path lets an `n` past a buffer reach the kernel. An eager run, a capture, a generated
 //! setter (in place, and re-capturing), a typed launch, `GraphExec::set_kernel_params` and
-//! `Graph::add_kernel_node` each refuse it with `Error::KernelBound` before anything is
+//! `Graph::add_kernel_node` each refuse it (a launch inside a `while`/`if` body too, issue 21) with `Error::KernelBound` before anything is
 //! enqueued or changed: the step's other stages did not run, the graph keeps its previous
 //! parameters, the buffers and the canary behind them keep their values.
 //!
@@ -551,6 +551,114 @@ fn declarations_are_checked_against_the_signature(ctx: &Context) {
     );
 }
 
+gpu_pipeline! {
+    /// Inside a `while` (and an `if` nested in another): `flag` goes up by one, then a launch
+    /// bounded by `n` (issue 21, item 3: the flag went up before the bound was refused).
+    pipeline Guarded {
+        streams { main }
+        unsafe kernels k = ptx(include_str!("../../runtime/kernels/test_kernels.ptx")) {
+            fn add_scalar(n: u32, value: f32, data: &mut [f32; n]) cpu = cpu_impl::add_scalar;
+        }
+        params {
+            n: u32, every: u32,
+            go: &mut DeviceBuffer<u32>, flag: &mut DeviceBuffer<f32>,
+            y: &mut DeviceBuffer<f32>, z: &mut DeviceBuffer<f32>,
+        }
+        stage top on main {
+            while go != 0u32 max 2 {
+                launch k::add_scalar(1u32, 1.0f32, flag) grid 1u32 block 1u32;
+                launch k::add_scalar(n, 1.0f32, y) grid n.div_ceil(256) block 256;
+                fill go = 0u32;
+            }
+        }
+        stage nested on main {
+            while go == 0u32 max 2 {
+                fill go = 1u32;
+                launch k::add_scalar(1u32, 1.0f32, flag) grid 1u32 block 1u32;
+                if step % every == 0 {
+                    launch k::add_scalar(n, 1.0f32, z) grid n.div_ceil(256) block 256;
+                }
+            }
+        }
+    }
+}
+
+/// A bound broken inside a `while` body, or inside an `if` nested in one, refuses the whole
+/// step before anything is enqueued, eagerly and when capturing: no body's earlier launch ran
+/// (`flag` stays 0), `go`, `y` and `z` are untouched, and the error is the bound's, for the
+/// stage whose body breaks it. (`y` holds `N` elements, `z` half as many.)
+fn bounds_in_bodies_are_checked_before_anything_runs(ctx: &Context) {
+    let stream = Stream::non_blocking(ctx).unwrap();
+    let mut go = DeviceBuffer::from_slice(&stream, &[1u32]).unwrap();
+    let mut flag = DeviceBuffer::from_slice(&stream, &[0.0f32]).unwrap();
+    let mut y = DeviceBuffer::from_slice(&stream, &vec![1.0f32; N]).unwrap();
+    let mut z = DeviceBuffer::from_slice(&stream, &vec![1.0f32; N / 2]).unwrap();
+    stream.synchronize().unwrap();
+    let mut pipeline = Guarded::new(ctx).unwrap();
+    // `n` past `y` breaks `top`'s bound; `n` = `N` fits `y` but not `z`, which only the
+    // nested `if` of the second stage launches on.
+    for (n, stage) in [(N + 1, "top"), (N, "nested")] {
+        for capture in [false, true] {
+            let params = GuardedParams {
+                n: n as u32,
+                every: 1,
+                go: &mut go,
+                flag: &mut flag,
+                y: &mut y,
+                z: &mut z,
+            };
+            let refused = if capture {
+                pipeline.capture(params).map(|_| ())
+            } else {
+                pipeline.run(params).map(|_| ())
+            };
+            match refused.unwrap_err() {
+                Error::Stage {
+                    pipeline: "Guarded",
+                    stage: s,
+                    source,
+                } if s == stage => match *source {
+                    Error::KernelBound { violation, .. } => {
+                        assert_eq!(violation.kernel, "add_scalar");
+                        assert_eq!(
+                            (violation.buffer.as_str(), violation.bound.as_str()),
+                            ("data", "n")
+                        );
+                    }
+                    other => panic!("expected a bound refusal, got {other:?}"),
+                },
+                other => panic!("expected stage `{stage}` to refuse, got {other:?}"),
+            }
+            pipeline.context().synchronize().unwrap();
+            let what = format!("n = {n}, capture: {capture}");
+            assert_eq!(go.to_vec(&stream).unwrap(), [1], "go, {what}");
+            assert_eq!(flag.to_vec(&stream).unwrap(), [0.0], "flag, {what}");
+            assert_eq!(y.to_vec(&stream).unwrap(), vec![1.0; N], "y, {what}");
+            assert_eq!(z.to_vec(&stream).unwrap(), vec![1.0; N / 2], "z, {what}");
+        }
+    }
+
+    // A step that fits runs each body once: `top` sets `go` to 0, `nested` back to 1.
+    pipeline
+        .run(GuardedParams {
+            n: (N / 2) as u32,
+            every: 1,
+            go: &mut go,
+            flag: &mut flag,
+            y: &mut y,
+            z: &mut z,
+        })
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(go.to_vec(&stream).unwrap(), [1]);
+    assert_eq!(flag.to_vec(&stream).unwrap(), [2.0]);
+    let mut want = vec![2.0; N / 2];
+    want.resize(N, 1.0);
+    assert_eq!(y.to_vec(&stream).unwrap(), want);
+    assert_eq!(z.to_vec(&stream).unwrap(), vec![2.0; N / 2]);
+}
+
 macro_rules! on_both_backends {
     ($($scenario:ident => $cpu:ident, $cuda:ident;)*) => {$(
         #[test]
@@ -589,6 +697,9 @@ on_both_backends! {
     negative_and_overflowing_bounds_are_refused =>
         cpu_negative_and_overflowing_bounds_are_refused,
         cuda_negative_and_overflowing_bounds_are_refused;
+    bounds_in_bodies_are_checked_before_anything_runs =>
+        cpu_bounds_in_bodies_are_checked_before_anything_runs,
+        cuda_bounds_in_bodies_are_checked_before_anything_runs;
     declarations_are_checked_against_the_signature =>
         cpu_declarations_are_checked_against_the_signature,
         cuda_declarations_are_checked_against_the_signature;

@@ -17,7 +17,7 @@ gpu_pipeline! {
     pipeline Converge {
         streams { main }
         unsafe kernels k = ptx(include_str!("../../runtime/kernels/test_kernels.ptx")) {
-            fn add_scalar(n: u32, value: f32, data: &mut [f32]) cpu = cpu::add_scalar;
+            fn add_scalar(n: u32, value: f32, data: &mut [f32; n]) cpu = cpu::add_scalar;
         }
         params {
             start: f32,
@@ -42,7 +42,7 @@ gpu_pipeline! {
     pipeline Snapshots {
         streams { compute, copy }
         unsafe kernels k = ptx(include_str!("../../runtime/kernels/test_kernels.ptx")) {
-            fn add_scalar(n: u32, value: f32, data: &mut [f32]) cpu = cpu::add_scalar;
+            fn add_scalar(n: u32, value: f32, data: &mut [f32; n]) cpu = cpu::add_scalar;
         }
         params {
             n: u32,
@@ -75,7 +75,7 @@ gpu_pipeline! {
     pipeline Diamond {
         streams { one, two }
         unsafe kernels k = ptx(include_str!("../../runtime/kernels/test_kernels.ptx")) {
-            fn add_scalar(n: u32, value: f32, data: &mut [f32]) cpu = cpu::add_scalar;
+            fn add_scalar(n: u32, value: f32, data: &mut [f32; n]) cpu = cpu::add_scalar;
         }
         params {
             x: &mut DeviceBuffer<f32>,

@@ -23,7 +23,7 @@ gpu_pipeline! {
     pipeline Faulty {
         streams { main, side }
         unsafe kernels k = ptx(include_str!("../../runtime/kernels/test_kernels.ptx")) {
-            fn add_scalar(n: u32, value: f32, data: &mut [f32]) cpu = cpu::add_scalar;
+            fn add_scalar(n: u32, value: f32, data: &mut [f32; unbounded]) cpu = cpu::add_scalar;
             fn write_out_of_bounds(data: &mut [f32]) cpu = cpu::write_out_of_bounds;
         }
         params { n: u32, data: &mut DeviceBuffer<f32>, other: &mut DeviceBuffer<f32> }

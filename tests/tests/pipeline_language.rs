@@ -83,7 +83,7 @@ gpu_pipeline! {
     pub pipeline Affine {
         streams { main, copy }
         unsafe kernels k = ptx(include_str!("../kernels/language.ptx")) {
-            fn axpb(n: u32, a: f32, b: f32, x: &mut [f32]) cpu = cpu::axpb;
+            fn axpb(n: u32, a: f32, b: f32, x: &mut [f32; unbounded]) cpu = cpu::axpb;
         }
         params {
             n: u32,
@@ -132,8 +132,8 @@ gpu_pipeline! {
     pub pipeline PingPong {
         streams { main, copy }
         unsafe kernels k = ptx(include_str!("../kernels/language.ptx")) {
-            fn affine(n: u32, a: f32, b: f32, src: &[f32], dst: &mut [f32]) cpu = cpu::affine;
-            fn sum_serial(n: u32, x: &[f32], out: &mut [f32]) cpu = cpu::sum_serial;
+            fn affine(n: u32, a: f32, b: f32, src: &[f32; unbounded], dst: &mut [f32; unbounded]) cpu = cpu::affine;
+            fn sum_serial(n: u32, x: &[f32; unbounded], out: &mut [f32; unbounded]) cpu = cpu::sum_serial;
         }
         params {
             n: u32,
@@ -191,7 +191,7 @@ gpu_pipeline! {
     pub pipeline Chunks {
         streams { main, work[lanes] }
         unsafe kernels k = ptx(include_str!("../kernels/language.ptx")) {
-            fn axpb(n: u32, a: f32, b: f32, x: &mut [f32]) cpu = cpu::axpb;
+            fn axpb(n: u32, a: f32, b: f32, x: &mut [f32; unbounded]) cpu = cpu::axpb;
         }
         params {
             lanes: usize,
@@ -272,7 +272,7 @@ gpu_pipeline! {
     pub pipeline Halves {
         streams { s1, s2 }
         unsafe kernels k = ptx(include_str!("../kernels/language.ptx")) {
-            fn iota(n: u32, offset: f32, x: &mut [f32]) cpu = cpu::iota;
+            fn iota(n: u32, offset: f32, x: &mut [f32; unbounded]) cpu = cpu::iota;
         }
         params { x: &mut DeviceBuffer<f32> }
         stage low on s1 { launch k::iota(8, 0.0, x[0..8]) grid 1u32 block 32u32; }
@@ -307,7 +307,7 @@ gpu_pipeline! {
     pub pipeline Split {
         streams { s1, s2 }
         unsafe kernels k = ptx(include_str!("../kernels/language.ptx")) {
-            fn iota(n: u32, offset: f32, x: &mut [f32]) cpu = cpu::iota;
+            fn iota(n: u32, offset: f32, x: &mut [f32; unbounded]) cpu = cpu::iota;
         }
         params { mid: usize, end: usize, x: &mut DeviceBuffer<f32> }
         stage left on s1 { launch k::iota(mid as u32, 0.0, x[..mid]) grid 1u32 block 64u32; }
@@ -367,8 +367,8 @@ gpu_pipeline! {
     pub pipeline Solver {
         streams { main, copy }
         unsafe kernels k = ptx(include_str!("../kernels/language.ptx")) {
-            fn axpb(n: u32, a: f32, b: f32, x: &mut [f32]) cpu = cpu::axpb;
-            fn sum_serial(n: u32, x: &[f32], out: &mut [f32]) cpu = cpu::sum_serial;
+            fn axpb(n: u32, a: f32, b: f32, x: &mut [f32; unbounded]) cpu = cpu::axpb;
+            fn sum_serial(n: u32, x: &[f32; unbounded], out: &mut [f32; unbounded]) cpu = cpu::sum_serial;
         }
         params {
             n: u32,
@@ -450,8 +450,8 @@ gpu_pipeline! {
     pub pipeline Ahead {
         streams { main, left, right }
         unsafe kernels k = ptx(include_str!("../kernels/language.ptx")) {
-            fn axpb(n: u32, a: f32, b: f32, x: &mut [f32]) cpu = cpu::axpb;
-            fn affine(n: u32, a: f32, b: f32, src: &[f32], dst: &mut [f32]) cpu = cpu::affine;
+            fn axpb(n: u32, a: f32, b: f32, x: &mut [f32; unbounded]) cpu = cpu::axpb;
+            fn affine(n: u32, a: f32, b: f32, src: &[f32; unbounded], dst: &mut [f32; unbounded]) cpu = cpu::affine;
         }
         params {
             half: usize,
@@ -509,7 +509,7 @@ gpu_pipeline! {
     pub pipeline Logged {
         streams { main, copy }
         unsafe kernels k = ptx(include_str!("../kernels/language.ptx")) {
-            fn axpb(n: u32, a: f32, b: f32, x: &mut [f32]) cpu = cpu::axpb;
+            fn axpb(n: u32, a: f32, b: f32, x: &mut [f32; unbounded]) cpu = cpu::axpb;
         }
         params {
             n: u32,

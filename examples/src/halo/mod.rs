@@ -42,7 +42,7 @@ gpu_pipeline! {
     pub pipeline HaloStep {
         streams { compute(priority = high), halo(non_blocking) }
         unsafe kernels k = ptx(include_str!("../../kernels/halo.ptx")) {
-            fn stencil_rows(nx: u32, rows: u32, alpha: f32, src: &[f32], dst: &mut [f32; nx * rows])
+            fn stencil_rows(nx: u32, rows: u32, alpha: f32, src: &[f32; unbounded], dst: &mut [f32; nx * rows])
                 cpu = crate::halo::host::stencil_rows;
         }
         params {

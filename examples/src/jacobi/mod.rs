@@ -53,7 +53,7 @@ gpu_pipeline! {
     pub pipeline JacobiStep {
         streams { compute(priority = high), copy(non_blocking) }
         unsafe kernels k = ptx(include_str!("../../kernels/jacobi.ptx")) {
-            fn jacobi_sweep(nx: u32, ny: u32, src: &[f32; nx * ny], dst: &mut [f32; nx * ny], block_max: &mut [f32])
+            fn jacobi_sweep(nx: u32, ny: u32, src: &[f32; nx * ny], dst: &mut [f32; nx * ny], block_max: &mut [f32; unbounded])
                 cpu = crate::jacobi::host::jacobi_sweep;
             fn reduce_max(n: u32, partial: &[f32; n], out: &mut [f32; 1])
                 cpu = crate::jacobi::host::reduce_max;
@@ -87,7 +87,7 @@ gpu_pipeline! {
     pub pipeline JacobiConverge {
         streams { compute(priority = high) }
         unsafe kernels k = ptx(include_str!("../../kernels/jacobi.ptx")) {
-            fn jacobi_sweep(nx: u32, ny: u32, src: &[f32; nx * ny], dst: &mut [f32; nx * ny], block_max: &mut [f32])
+            fn jacobi_sweep(nx: u32, ny: u32, src: &[f32; nx * ny], dst: &mut [f32; nx * ny], block_max: &mut [f32; unbounded])
                 cpu = crate::jacobi::host::jacobi_sweep;
             fn reduce_max(n: u32, partial: &[f32; n], out: &mut [f32; 1])
                 cpu = crate::jacobi::host::reduce_max;

@@ -58,12 +58,12 @@ gpu_pipeline! {
     pub pipeline JacobiStep {
         streams { compute, halo(priority = high), side }
         unsafe kernels jacobi = ptx(include_str!("../../kernels/jacobi_multi.ptx")) {
-            fn jacobi_edge(nx: u32, above: &[f32], above_row: u32, center: &[f32],
-                           below: &[f32], below_row: u32, out: &mut [f32])
+            fn jacobi_edge(nx: u32, above: &[f32; unbounded], above_row: u32, center: &[f32; unbounded],
+                           below: &[f32; unbounded], below_row: u32, out: &mut [f32; unbounded])
                 cpu = crate::jacobi_multi::host::jacobi_edge;
-            fn jacobi_bulk(nx: u32, rows: u32, with_norm: u32, halo_top: &[f32], top: &[f32],
-                           mid: &[f32], bot: &[f32], halo_bot: &[f32], out: &mut [f32],
-                           norm: &mut [f32])
+            fn jacobi_bulk(nx: u32, rows: u32, with_norm: u32, halo_top: &[f32; unbounded], top: &[f32; unbounded],
+                           mid: &[f32; unbounded], bot: &[f32; unbounded], halo_bot: &[f32; unbounded], out: &mut [f32; unbounded],
+                           norm: &mut [f32; unbounded])
                 cpu = crate::jacobi_multi::host::jacobi_bulk;
         }
         params {

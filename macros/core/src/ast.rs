@@ -401,7 +401,7 @@ pub struct Module {
     pub kernels: Vec<Kernel>,
 }
 
-/// `fn stencil(nx: u32, src: &[f32], dst: &mut [f32]) cpu = path;`.
+/// `fn stencil(nx: u32, src: &[f32; nx], dst: &mut [f32; nx]) cpu = path;`.
 #[derive(Debug)]
 pub struct Kernel {
     /// Doc comments.
@@ -431,8 +431,10 @@ pub struct HostImpl {
 pub struct KernelParam {
     /// The parameter's name, used in messages.
     pub name: Ident,
-    /// Its type: a scalar, `&[T]` (read) or `&mut [T]` (written), or `&[T; BOUND]` and
-    /// `&mut [T; BOUND]` for a buffer the kernel indexes only below `BOUND`.
+    /// Its type: a scalar, `&[T; BOUND]` (read) or `&mut [T; BOUND]` (written) for a buffer
+    /// the kernel indexes only below `BOUND`, or `&[T; unbounded]` and `&mut [T; unbounded]`
+    /// for one whose indices the kernel checks itself (`&[T]` and `&mut [T]` mean the same,
+    /// but are refused next to an integer parameter: see `check/bounds.rs`).
     pub ty: Type,
 }
 
@@ -442,7 +444,7 @@ pub enum KernelParamType<'a> {
     /// Passed by value.
     Scalar(&'a Type),
     /// `&[T]` (`mutable == false`) or `&mut [T]`, with `; BOUND` inside the brackets when
-    /// declared.
+    /// declared, or `; unbounded` when the kernel checks its own indices.
     Slice {
         /// Whether the kernel writes through it.
         mutable: bool,
@@ -450,6 +452,8 @@ pub enum KernelParamType<'a> {
         elem: &'a Type,
         /// The bound below which the kernel indexes it: the `n` of `&mut [f32; n]`.
         bound: Option<&'a Expr>,
+        /// Whether it is declared `&mut [T; unbounded]`: no bound, on purpose.
+        unbounded: bool,
     },
     /// A reference to something other than a slice, a bare slice, or a raw pointer.
     Unsupported,
@@ -464,12 +468,26 @@ impl KernelParam {
                     mutable: reference.mutability.is_some(),
                     elem: ungroup_type(&slice.elem),
                     bound: None,
+                    unbounded: false,
                 },
+                // `; unbounded`: a buffer of any length, whose indices the kernel checks.
+                Type::Array(array)
+                    if bare_ident(&array.len)
+                        .is_some_and(|len| len == crate::symbol::UNBOUNDED) =>
+                {
+                    KernelParamType::Slice {
+                        mutable: reference.mutability.is_some(),
+                        elem: ungroup_type(&array.elem),
+                        bound: None,
+                        unbounded: true,
+                    }
+                }
                 // Not an array reference: a buffer of any length, indexed below the bound.
                 Type::Array(array) => KernelParamType::Slice {
                     mutable: reference.mutability.is_some(),
                     elem: ungroup_type(&array.elem),
                     bound: Some(&array.len),
+                    unbounded: false,
                 },
                 _ => KernelParamType::Unsupported,
             },

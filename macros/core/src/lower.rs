@@ -725,6 +725,7 @@ fn lower_kernel(module: usize, decl: &ast::Kernel) -> Result<Kernel<'_>, Unresol
                     mutable,
                     elem,
                     bound,
+                    ..
                 } => KernelParamKind::Slice {
                     elem: type_string(elem),
                     mode: if mutable { Mode::Write } else { Mode::Read },

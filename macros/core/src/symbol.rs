@@ -156,6 +156,10 @@ pub const PRIMITIVE_SCALARS: &[&str] = &[
     "usize", "f32", "f64",
 ];
 
+/// `y: &mut [f32; unbounded]`: a buffer the kernel indexes without a declared bound, its
+/// indices checked by the kernel itself (the spelling that says so on purpose).
+pub const UNBOUNDED: &str = "unbounded";
+
 /// The integer primitives: the scalar types a kernel bound (`y: &mut [f32; n]`) may multiply,
 /// as the runtime reads them (`gpu_pipeline::IndexType`).
 pub const INDEX_SCALARS: &[&str] = &[

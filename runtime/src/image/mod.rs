@@ -9,7 +9,9 @@
 //!
 //! The promise: an image that passes can be walked by a reader that trusts its headers (the
 //! ELF header, section and program header tables, string, symbol and relocation tables,
-//! `.nv.info` records; the fatbin header and entry headers) without reading outside it.
+//! `.nv.info` records; the fatbin header and entry headers) without reading outside it, and
+//! every offset such a reader may seek to lies inside, whether or not the count beside it is
+//! zero (an empty program header table placed far past the end hung the driver, issue 21).
 //! The tests check that promise by fuzzing the checks against an independent reader.
 //!
 //! This module is pure: no `unsafe`, no driver calls. [`Module`](crate::Module)'s loaders

@@ -64,6 +64,16 @@ pub(crate) fn end(offset: u64, len: u64) -> Option<u64> {
     offset.checked_add(len)
 }
 
+/// Whether the byte ranges `(offset, len)` `a` and `b` share a byte (empty ranges share
+/// none); computed without overflow.
+pub(crate) fn overlap(a: (u64, u64), b: (u64, u64)) -> bool {
+    let (a_end, b_end) = (
+        u128::from(a.0) + u128::from(a.1),
+        u128::from(b.0) + u128::from(b.1),
+    );
+    a.1 != 0 && b.1 != 0 && u128::from(a.0) < b_end && u128::from(b.0) < a_end
+}
+
 /// `base + index * stride`, or `None` when it overflows.
 pub(crate) fn element(base: u64, index: u64, stride: u64) -> Option<u64> {
     base.checked_add(index.checked_mul(stride)?)
@@ -96,5 +106,8 @@ mod tests {
         assert_eq!(element(u64::MAX - 1, 1, 2), None);
         assert_eq!(element(8, 3, 64), Some(200));
         assert_eq!(b.sub(2, 3).map(|s| s.len()), Some(3));
+        assert!(overlap((0, 4), (3, 1)) && overlap((3, 1), (0, 4)));
+        assert!(!overlap((0, 4), (4, 1)) && !overlap((0, 0), (0, 4)));
+        assert!(overlap((u64::MAX, u64::MAX), (u64::MAX - 1, 2)));
     }
 }

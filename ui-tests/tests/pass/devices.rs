@@ -14,7 +14,7 @@ gpu_pipeline! {
         devices { gpu0, gpu1 }
         streams { main on gpu0, other(priority = high) on gpu1 }
         unsafe kernels k = ptx("") {
-            fn scale(n: u32, data: &mut [f32]);
+            fn scale(n: u32, data: &mut [f32; unbounded]);
         }
         params {
             n: u32,

@@ -17,12 +17,12 @@ gpu_pipeline! {
         streams { main }
         unsafe kernels text = ptx(include_str!("../../../runtime/kernels/test_kernels.ptx")) {
             /// `y += a * x`.
-            fn saxpy(n: u32, a: f32, x: &[f32], y: &mut [f32]) host = host::saxpy;
+            fn saxpy(n: u32, a: f32, x: &[f32; unbounded], y: &mut [f32; unbounded]) host = host::saxpy;
             fn empty();
         }
         unsafe kernels image = cubin(include_bytes!("../../../runtime/kernels/test_kernels.sm_90.cubin")) {
-            fn add_scalar(n: u32, value: f32, data: &mut [f32]);
-            fn reduce_sum(n: u32, input: &[f32], out: &mut [f32]);
+            fn add_scalar(n: u32, value: f32, data: &mut [f32; unbounded]);
+            fn reduce_sum(n: u32, input: &[f32; unbounded], out: &mut [f32; unbounded]);
         }
         params { n: u32, a: f32, x: &DeviceBuffer<f32>, y: &mut DeviceBuffer<f32>, sum: &mut DeviceBuffer<f32> }
         stage compute on main {

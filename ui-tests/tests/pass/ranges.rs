@@ -8,7 +8,7 @@ gpu_pipeline! {
     pub pipeline Halves {
         streams { left, right }
         unsafe kernels k = ptx(include_str!("../../../runtime/kernels/test_kernels.ptx")) {
-            fn add_scalar(n: u32, value: f32, data: &mut [f32]);
+            fn add_scalar(n: u32, value: f32, data: &mut [f32; unbounded]);
         }
         params { x: &mut DeviceBuffer<f32> }
         stage low on left { launch k::add_scalar(512, 1.0, x[0..512]) grid 2u32 block 256u32; }

@@ -7,7 +7,7 @@ gpu_pipeline! {
     pub pipeline Staged {
         streams { compute, copy }
         unsafe kernels k = ptx(include_str!("../../../runtime/kernels/test_kernels.ptx")) {
-            fn add_scalar(n: u32, value: f32, data: &mut [f32]);
+            fn add_scalar(n: u32, value: f32, data: &mut [f32; unbounded]);
         }
         params { n: u32, input: &PinnedBuffer<f32>, out: &mut PinnedBuffer<f32> }
         scratch {

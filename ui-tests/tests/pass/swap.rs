@@ -7,8 +7,8 @@ gpu_pipeline! {
     pub pipeline Jacobi {
         streams { main, copy }
         unsafe kernels k = ptx(include_str!("../../../runtime/kernels/test_kernels.ptx")) {
-            fn saxpy(n: u32, a: f32, x: &[f32], y: &mut [f32]);
-            fn reduce_sum(n: u32, input: &[f32], out: &mut [f32]);
+            fn saxpy(n: u32, a: f32, x: &[f32; unbounded], y: &mut [f32; unbounded]);
+            fn reduce_sum(n: u32, input: &[f32; unbounded], out: &mut [f32; unbounded]);
         }
         params {
             n: u32,

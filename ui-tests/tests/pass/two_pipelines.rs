@@ -15,7 +15,7 @@ gpu_pipeline! {
     pipeline Down {
         streams { main }
         unsafe kernels k = ptx(include_str!("../../../runtime/kernels/test_kernels.ptx")) {
-            fn add_scalar(n: u32, value: f32, data: &mut [f32]);
+            fn add_scalar(n: u32, value: f32, data: &mut [f32; unbounded]);
         }
         params { n: u32, y: &mut DeviceBuffer<f32>, out: &mut PinnedBuffer<f32> }
         stage run on main {

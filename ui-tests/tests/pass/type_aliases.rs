@@ -16,8 +16,8 @@ gpu_pipeline! {
     pub pipeline Aliased {
         streams { main, copy }
         unsafe kernels k = ptx(include_str!("../../../runtime/kernels/test_kernels.ptx")) {
-            fn saxpy(n: u32, a: f32, x: &[f32], y: &mut [Real]);
-            fn add_scalar(n: u32, value: f32, data: &mut [f32]) host = scale_host;
+            fn saxpy(n: u32, a: f32, x: &[f32; unbounded], y: &mut [Real; unbounded]);
+            fn add_scalar(n: u32, value: f32, data: &mut [f32; unbounded]) host = scale_host;
         }
         params { n: u32, a: Real, x: &DeviceBuffer<Real>, y: &mut DeviceBuffer<f32>, out: &mut PinnedBuffer<Real> }
         stage axpy on main {

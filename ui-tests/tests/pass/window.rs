@@ -8,7 +8,7 @@ gpu_pipeline! {
     pub pipeline Frames {
         streams { main, copy }
         unsafe kernels k = ptx(include_str!("../../../runtime/kernels/test_kernels.ptx")) {
-            fn add_scalar(n: u32, value: f32, data: &mut [f32]);
+            fn add_scalar(n: u32, value: f32, data: &mut [f32; unbounded]);
         }
         params { n: u32, frame: &mut PinnedBuffer<f32>, x: &mut DeviceBuffer<f32>, result: &mut PinnedBuffer<f32> }
         stage load on copy { copy frame -> x; }

@@ -1,5 +1,6 @@
 //! Rules on kernel bounds (`y: &mut [f32; n]`): a bound names the kernel's own integer
-//! parameters in the one shape the runtime checks, and only buffers have one.
+//! parameters in the one shape the runtime checks, only buffers have one, and a buffer
+//! beside an integer parameter is bound or declared `unbounded` on purpose.
 //!
 //! What a bound means, and why it is what `unsafe kernels` promises, is in the crate
 //! documentation; the grammar is in [`crate::lower::bound`].
@@ -11,6 +12,7 @@ use crate::ast::{self, KernelParamType, mentions, tokens_string, ungroup_type};
 use crate::ctxt::Ctxt;
 use crate::lower::bound::{BoundError, MAX_FACTORS, integer_parameters, resolve};
 use crate::scope::Scope;
+use crate::symbol::{INDEX_SCALARS, UNBOUNDED};
 
 /// Runs the bound rules over every kernel declaration.
 pub fn check(cx: &Ctxt, scope: &Scope<'_>) {
@@ -20,11 +22,49 @@ pub fn check(cx: &Ctxt, scope: &Scope<'_>) {
                 KernelParamType::Slice {
                     bound: Some(bound), ..
                 } => bound_expression(cx, kernel.decl, param, bound),
+                KernelParamType::Slice {
+                    bound: None,
+                    unbounded: false,
+                    mutable,
+                    elem,
+                } => unbounded_beside_a_length(cx, kernel.decl, param, mutable, elem),
                 KernelParamType::Scalar(ty) => by_value_array(cx, kernel.decl, param, ty),
                 _ => {}
             }
         }
     }
+}
+
+/// A slice with no bound in a kernel that takes an integer is most likely indexed below that
+/// integer, and then a launch with the integer past the buffer writes outside it, from a
+/// program with no `unsafe` of its own beyond the declaration (issue 21). So the unbounded
+/// form must be written on purpose: `&mut [f32; n]` binds it, `&mut [f32; unbounded]` says
+/// the kernel checks its own indices. Reported on the slice's own type.
+fn unbounded_beside_a_length(
+    cx: &Ctxt,
+    kernel: &ast::Kernel,
+    param: &ast::KernelParam,
+    mutable: bool,
+    elem: &Type,
+) {
+    let Some(length) = kernel.params.iter().find(|p| {
+        matches!(p.kind(), KernelParamType::Scalar(ty)
+            if INDEX_SCALARS.contains(&tokens_string(ty).as_str()))
+    }) else {
+        return;
+    };
+    let (p, n, k) = (&param.name, &length.name, &kernel.name);
+    let reference = if mutable { "&mut " } else { "&" };
+    let elem = tokens_string(elem);
+    cx.error_spanned_by(
+        &param.ty,
+        format!(
+            "`{p}` has no bound, but `{k}` takes the integer `{n}`: a launch with `{n}` past \
+             `{p}`'s length would index outside it; if `{k}` indexes `{p}` below `{n}`, write \
+             `{p}: {reference}[{elem}; {n}]`; if it checks its own indices, write \
+             `{p}: {reference}[{elem}; {UNBOUNDED}]`"
+        ),
+    );
 }
 
 /// A buffer's bound is a product of the kernel's integer parameters and integer literals,

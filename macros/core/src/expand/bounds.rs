@@ -17,13 +17,17 @@
 //! outside loops, which has one instance, so a fixed-shape step allocates nothing; a `Vec`
 //! in schedule order for a stage inside `for`), so the check and the launch see one value.
 //!
+//! Launches inside `while`/`if` bodies, nested ones too, are checked in the same walk's
+//! second pass before anything is enqueued ([`body_check_walk`]); they keep nothing, since a
+//! body may run any number of times and each of its launches checks itself again.
+//!
 //! [`TypedKernel::launch`]: https://docs.rs/gpu-pipeline/latest/gpu_pipeline/struct.TypedKernel.html#method.launch
 
 use proc_macro2::{Group, Span, TokenStream, TokenTree};
 use quote::{ToTokens, format_ident, quote, quote_spanned};
 use syn::Ident;
 
-use super::instance::{ref_slots, stage_header};
+use super::instance::{body_slots, ref_slots, stage_header};
 use super::launch::{checked_tuple, scalar_tuple, stored};
 use super::names::{rt, rt_fn};
 use crate::lower::{Arg, KernelId, KernelParamKind, Pipeline, StageId, StatementKind};
@@ -76,6 +80,76 @@ pub fn launch_sites<'p>(pipeline: &'p Pipeline<'_>) -> Vec<LaunchSite<'p>> {
         }
     }
     sites
+}
+
+/// Every launch statement inside a `while`/`if` body (nested bodies too), stage by stage in
+/// program order. Their `statement` is the position of the top-level `while`/`if` they lie
+/// in; the bound checks only check them ([`Keep::No`]): a body runs its launches as many
+/// times as the device decides, each launch checking itself again, but the scalars it reads
+/// do not change within a step, so one check before anything is enqueued refuses the step
+/// whole, as for a top-level launch (issue 21: a body's earlier statements had already run
+/// when a later one was refused).
+pub fn body_launch_sites<'p>(pipeline: &'p Pipeline<'_>) -> Vec<LaunchSite<'p>> {
+    fn walk<'p>(
+        pipeline: &'p Pipeline<'_>,
+        (stage, statement): (StageId, usize),
+        control: &'p lower::Control<'_>,
+        slots: &[Option<usize>],
+        sites: &mut Vec<LaunchSite<'p>>,
+    ) {
+        for (inner, own) in control.body.iter().zip(body_slots(control, slots)) {
+            match &inner.kind {
+                StatementKind::Launch {
+                    source,
+                    kernel,
+                    args,
+                } => sites.push(LaunchSite {
+                    stage,
+                    statement,
+                    kernel: *kernel,
+                    source,
+                    args,
+                    scalars: &inner.scalars,
+                    device: pipeline.streams[pipeline.stages[stage.0].stream.0].device,
+                    slots: own.to_vec(),
+                }),
+                StatementKind::Control(nested) => {
+                    walk(pipeline, (stage, statement), nested, own, sites);
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut sites = Vec::new();
+    for (id, stage) in pipeline.stages.iter().enumerate() {
+        let slots = ref_slots(stage);
+        for (statement, s) in stage.statements.iter().enumerate() {
+            if let StatementKind::Control(control) = &s.kind {
+                walk(
+                    pipeline,
+                    (StageId(id), statement),
+                    control,
+                    &slots[statement],
+                    &mut sites,
+                );
+            }
+        }
+    }
+    sites
+}
+
+/// The bound checks of every bounded launch inside a `while`/`if` body (see
+/// [`body_launch_sites`]), over every instance `schedule` enqueues: [`check_walk`] with
+/// [`Keep::No`], empty where no body launches a bounded kernel.
+pub fn body_check_walk(
+    pipeline: &Pipeline<'_>,
+    plan: &TokenStream,
+    schedule: &TokenStream,
+    refused: &TokenStream,
+) -> TokenStream {
+    let sites = body_launch_sites(pipeline);
+    let bounded = bounded_sites(pipeline, &sites);
+    check_walk(pipeline, &bounded, plan, schedule, refused, Keep::No)
 }
 
 /// The site of launch statement `statement` of stage `stage`, if it is a bounded one.

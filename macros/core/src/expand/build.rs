@@ -114,6 +114,12 @@ pub fn capture_step_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
         &quote!(return ::core::result::Result::Err(__refusal);),
         Keep::ForLaunch,
     );
+    let body_checks = bounds::body_check_walk(
+        pipeline,
+        &quote!(__plan),
+        &quote!(__schedule),
+        &quote!(return ::core::result::Result::Err(__refusal);),
+    );
     let arms = pipeline.stages.iter().enumerate().map(|(t, stage)| {
         let slots = ref_slots(stage);
         let header = stage_header(pipeline, stage);
@@ -156,6 +162,7 @@ pub fn capture_step_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             let __schedule = &__plan.closed;
             #bind
             #checks
+            #body_checks
             let mut __graph = #rt::Graph::new(__ctx)?;
             let mut __nodes: ::std::vec::Vec<#rt::KernelNode> = ::std::vec::Vec::new();
             let __reset_ops = __progress.reset_ops();

@@ -412,6 +412,12 @@ fn arrange_fn(pipeline: &Pipeline<'_>, names: &Names, sites: &[LaunchSite<'_>]) 
         &quote!(return ::core::result::Result::Err(__refusal);),
         Keep::No,
     );
+    let body_checks = bounds::body_check_walk(
+        pipeline,
+        &quote!(__plan),
+        &quote!(&__plan.closed),
+        &quote!(return ::core::result::Result::Err(__refusal);),
+    );
     quote! {
         #[allow(unused_variables, unused_braces, clippy::all)]
         fn __arrange(&mut self) -> #rt::Result<()> {
@@ -428,6 +434,7 @@ fn arrange_fn(pipeline: &Pipeline<'_>, names: &Names, sites: &[LaunchSite<'_>]) 
                 };
                 let __plan: &#rt::StepPlan = &__captured.plan;
                 #checks
+                #body_checks
             }
             ::core::result::Result::Ok(())
         }

@@ -293,13 +293,10 @@ fn new_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                 // signature at the user's path: a mismatch is one error there, and "expected
                 // due to this" points at the declared parameter types.
                 let path = &host.path;
-                // A bounded buffer (`&mut [f32; n]`) is a slice to the CPU implementation.
+                // A bounded buffer (`&mut [f32; n]`, or `; unbounded`) is a slice to the CPU
+                // implementation.
                 let types = kernel.decl.params.iter().map(|param| match param.kind() {
-                    KernelParamType::Slice {
-                        mutable,
-                        elem,
-                        bound: Some(_),
-                    } => {
+                    KernelParamType::Slice { mutable, elem, .. } => {
                         let mutability = mutable.then(|| quote!(mut));
                         quote_spanned!(param.ty.span()=> &#mutability [#elem])
                     }

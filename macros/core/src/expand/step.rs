@@ -48,7 +48,13 @@ fn scalar_binding(decl: &ast::Param) -> TokenStream {
 pub fn used_scalars(pipeline: &Pipeline<'_>, launches: bool) -> BTreeSet<ScalarId> {
     let mut used = pipeline.structural.clone();
     for statement in pipeline.stages.iter().flat_map(|s| &s.statements) {
-        if !launches || matches!(statement.kind, StatementKind::Launch { .. }) {
+        // A `while`/`if` counts for its body's launches (its scalars include its body's).
+        if !launches
+            || matches!(
+                statement.kind,
+                StatementKind::Launch { .. } | StatementKind::Control(_)
+            )
+        {
             used.extend(statement.scalars.iter().copied());
         }
     }
@@ -475,6 +481,12 @@ pub fn enqueue_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
         &quote!(return ::core::result::Result::Err(__refusal);),
         Keep::ForLaunch,
     );
+    let body_checks = bounds::body_check_walk(
+        pipeline,
+        &quote!(__plan),
+        &quote!(__schedule),
+        &quote!(return ::core::result::Result::Err(__refusal);),
+    );
     let arms = pipeline.stages.iter().enumerate().map(|(t, stage)| {
         let slots = ref_slots(stage);
         let header = stage_header(pipeline, stage);
@@ -515,8 +527,10 @@ pub fn enqueue_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                 .ok_or_else(|| #rt::internal(#name, "no origin stream"))?;
             let __schedule = __mode.schedule(__plan);
             #bind
-            // Every bounded launch of every instance is checked before anything is enqueued.
+            // Every bounded launch of every instance, `while`/`if` bodies included, is
+            // checked before anything is enqueued.
             #checks
+            #body_checks
             #recorders
             if __mode.forks() {
                 __progress.reset(__origin)?;

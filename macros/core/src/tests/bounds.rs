@@ -4,6 +4,7 @@
 use super::*;
 use crate::lower::KernelParamKind;
 use crate::lower::bound::Bound;
+use quote::quote;
 
 /// A pipeline declaring `signature` in module `k`, with one stage that calls a function (the
 /// kernel need not be launched for its declaration to be checked).
@@ -45,7 +46,7 @@ fn bounds_lower_to_scale_factors_and_offset() {
         [None, None, Some((1, vec![0], 0)), Some((1, vec![0], 0))]
     );
     assert_eq!(
-        bounds_of("fn stencil(nx: u32, ny: usize, f: &mut [f32; nx * ny], g: &[f32])"),
+        bounds_of("fn stencil(nx: u32, ny: usize, f: &mut [f32; nx * ny], g: &[f32; unbounded])"),
         [None, None, Some((1, vec![0, 1], 0)), None]
     );
     // Literals multiply into the scale, parentheses and suffixes are fine, the added literal
@@ -88,7 +89,7 @@ fn a_bound_names_integer_parameters_of_its_kernel() {
             "len",
         ),
         (
-            "fn saxpy(n: u32, a: f32, x: &[f32], y: &mut [f32; a])",
+            "fn saxpy(n: u32, a: f32, x: &[f32; n], y: &mut [f32; a])",
             "the bound of `y` names `a`, which is `f32`; a bound counts elements, so it names integer parameters (`u32`, `u64`, `usize`, `i32`, ...) of `saxpy`, such as `n`",
             "a",
         ),
@@ -192,4 +193,89 @@ fn a_bounded_launch_is_checked_before_anything_is_enqueued() {
     );
     assert!(expanded.contains("declare_bounded_kernel"));
     assert!(expanded.contains("bound_scalar :: < u32 >"));
+}
+
+/// Issue 21, item 4: `; unbounded` parses as a slice with no bound, written on purpose, and
+/// reaches code generation as an unbounded buffer; `&[T]` alone parses the same way without
+/// the mark; a real bound is not mistaken for the keyword.
+#[test]
+fn unbounded_parses_as_a_slice_without_a_bound() {
+    let param = |tokens: proc_macro2::TokenStream| {
+        let kernel: ast::Kernel = syn::parse2(tokens).expect("parses");
+        kernel.params.into_iter().last().expect("a parameter")
+    };
+    let kinds = [
+        (
+            param(quote!(
+                fn k(n: u32, y: &mut [f32; unbounded]);
+            )),
+            true,
+            true,
+            false,
+        ),
+        (
+            param(quote!(
+                fn k(n: u32, x: &[u8; unbounded]);
+            )),
+            false,
+            true,
+            false,
+        ),
+        (
+            param(quote!(
+                fn k(x: &[u8]);
+            )),
+            false,
+            false,
+            false,
+        ),
+        (
+            param(quote!(
+                fn k(n: u32, x: &[u8; n]);
+            )),
+            false,
+            false,
+            true,
+        ),
+    ];
+    for (param, mutable_expected, unbounded_expected, bounded_expected) in kinds {
+        match param.kind() {
+            ast::KernelParamType::Slice {
+                mutable,
+                bound,
+                unbounded,
+                ..
+            } => {
+                assert_eq!(mutable, mutable_expected, "{}", param.name);
+                assert_eq!(unbounded, unbounded_expected, "{}", param.name);
+                assert_eq!(bound.is_some(), bounded_expected, "{}", param.name);
+            }
+            other => panic!("expected a slice, got {other:?}"),
+        }
+    }
+    assert_eq!(
+        bounds_of("fn saxpy(n: u32, a: f32, x: &[f32; unbounded], y: &mut [f32; n])"),
+        [None, None, None, Some((1, vec![0], 0))]
+    );
+}
+
+/// Issue 21, item 4: a slice with no bound beside an integer parameter is refused on its
+/// own type, saying what to write; without an integer parameter, or spelled `unbounded`, it
+/// is accepted.
+#[test]
+fn an_unbounded_slice_beside_an_integer_is_refused() {
+    assert_error(
+        &declaring("fn saxpy(n: u32, a: f32, x: &[f32; n], y: &mut [f32])"),
+        "`y` has no bound, but `saxpy` takes the integer `n`: a launch with `n` past `y`'s length would index outside it; if `saxpy` indexes `y` below `n`, write `y: &mut [f32; n]`; if it checks its own indices, write `y: &mut [f32; unbounded]`",
+        "& mut [f32]",
+    );
+    assert_error(
+        &declaring("fn k(a: f32, count: usize, src: &[u16])"),
+        "`src` has no bound, but `k` takes the integer `count`: a launch with `count` past `src`'s length would index outside it; if `k` indexes `src` below `count`, write `src: &[u16; count]`; if it checks its own indices, write `src: &[u16; unbounded]`",
+        "& [u16]",
+    );
+    lower_ok(&declaring("fn k(a: f32, src: &[f32], dst: &mut [f32])"));
+    lower_ok(&declaring(
+        "fn k(n: u32, src: &[f32; unbounded], dst: &mut [f32; unbounded])",
+    ));
 }

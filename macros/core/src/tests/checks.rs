@@ -257,7 +257,7 @@ fn launch_arguments_match_the_kernel_signature() {
     assert_cases(&[
         (
             "stage s on s1 { launch k::scale(n, alpha, a) grid 1 block 1; }",
-            "`k::scale` takes 4 arguments but 3 were given; its signature is `fn scale(n: u32, alpha: f32, src: &[f32], dst: &mut [f32])`",
+            "`k::scale` takes 4 arguments but 3 were given; its signature is `fn scale(n: u32, alpha: f32, src: &[f32; unbounded], dst: &mut [f32; unbounded])`",
             "k::scale(n, alpha, a)",
         ),
         (
@@ -277,7 +277,7 @@ fn launch_arguments_match_the_kernel_signature() {
         ),
         (
             "stage s on s1 { launch k::scale(n, alpha, n, b) grid 1 block 1; }",
-            "`n` is a scalar param; `scale` takes a buffer for `src: &[f32]`",
+            "`n` is a scalar param; `scale` takes a buffer for `src: &[f32; unbounded]`",
             "n",
         ),
         (
@@ -292,7 +292,7 @@ fn launch_arguments_match_the_kernel_signature() {
         ),
         (
             "stage s on s1 { launch k::scale(n, alpha, d, b) grid 1 block 1; }",
-            "`d` holds `f64` but `scale` takes `src: &[f32]`",
+            "`d` holds `f64` but `scale` takes `src: &[f32; unbounded]`",
             "d",
         ),
         (

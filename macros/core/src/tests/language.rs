@@ -11,7 +11,7 @@ fn looped(items: &str) -> String {
         r#"pipeline L {{
             streams {{ main, work[lanes] }}
             unsafe kernels k = ptx("k.ptx") {{
-                fn scale(n: u32, alpha: f32, src: &[f32], dst: &mut [f32]);
+                fn scale(n: u32, alpha: f32, src: &[f32; unbounded], dst: &mut [f32; unbounded]);
                 fn touch(buf: &mut [f32]);
             }}
             params {{

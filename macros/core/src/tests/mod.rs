@@ -29,7 +29,7 @@ pub const HEAT: &str = r#"
         streams { compute(priority = high), copy(non_blocking) }
         unsafe kernels heat = ptx(include_str!("../kernels/heat.ptx")) {
             /// One stencil application.
-            fn stencil(nx: u32, ny: u32, alpha: f32, src: &[f32], dst: &mut [f32])
+            fn stencil(nx: u32, ny: u32, alpha: f32, src: &[f32; unbounded], dst: &mut [f32; unbounded])
                 host = crate::heat_host::stencil;
         }
         params {
@@ -57,7 +57,7 @@ pub fn with(items: &str) -> String {
         r#"pipeline P {{
             streams {{ s1, s2 }}
             unsafe kernels k = ptx("k.ptx") {{
-                fn scale(n: u32, alpha: f32, src: &[f32], dst: &mut [f32]);
+                fn scale(n: u32, alpha: f32, src: &[f32; unbounded], dst: &mut [f32; unbounded]);
                 fn touch(buf: &mut [f32]);
                 fn wide(x: f64, src: &[f64]);
                 fn sum(x: &[f32], y: &[f32], out: &mut [f32]);

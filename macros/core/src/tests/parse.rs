@@ -42,7 +42,7 @@ fn the_heat_example_parses_into_its_parts() {
     assert_eq!(kernel.attrs.len(), 1);
     assert_eq!(
         kernel.signature(),
-        "fn stencil(nx: u32, ny: u32, alpha: f32, src: &[f32], dst: &mut [f32])"
+        "fn stencil(nx: u32, ny: u32, alpha: f32, src: &[f32; unbounded], dst: &mut [f32; unbounded])"
     );
     let host = kernel.host.as_ref().expect("host implementation");
     assert_eq!(tokens_string(&host.path), "crate::heat_host::stencil");

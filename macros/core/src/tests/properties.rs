@@ -310,7 +310,7 @@ const SEED: &str = r#"
 pipeline P {
     streams { s1 ( priority = high ) , s2 ( non_blocking ) , s3 }
     unsafe kernels k = ptx ( "k" ) {
-        fn scale ( n : u32 , src : & [ f32 ] , dst : & mut [ f32 ] ) host = crate :: h ;
+        fn scale ( n : u32 , src : & [ f32 ; unbounded] , dst : & mut [ f32 ; unbounded] ) host = crate :: h ;
     }
     params { n : u32 , a : & mut DeviceBuffer < f32 > , b : & mut DeviceBuffer < f32 > ,
              h : & mut PinnedBuffer < f32 > , f : & mut FlagCell }

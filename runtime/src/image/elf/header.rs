@@ -91,6 +91,7 @@ pub(crate) fn check(image: Bytes<'_>) -> Result<Header, ImageError> {
     section_table(image, &raw)?;
     section_name_index(&raw)?;
     program_header_table(image, &raw)?;
+    tables_apart(&raw)?;
     Ok(Header {
         shoff: raw.e_shoff,
         shnum: raw.e_shnum,
@@ -279,7 +280,7 @@ fn program_header_table(image: Bytes<'_>, raw: &Raw) -> Result<(), ImageError> {
         ));
     }
     if raw.e_phnum == 0 {
-        return Ok(());
+        return no_program_header_table(raw);
     }
     if u64::from(raw.e_phentsize) != PHDR_SIZE {
         return Err(fail(
@@ -300,6 +301,75 @@ fn program_header_table(image: Bytes<'_>, raw: &Raw) -> Result<(), ImageError> {
         PHDR_SIZE,
         "program header",
     )
+}
+
+/// No program headers means no table: `e_phoff` is 0, as the CUDA toolchain writes it for a
+/// relocatable cubin. An empty table "at" some other offset is refused: the driver follows
+/// `e_phoff` whatever `e_phnum` says (a cubin whose empty table sat far past its end hung
+/// `cuModuleLoadData`, issue 21), and an offset that names nothing has no honest reading.
+fn no_program_header_table(raw: &Raw) -> Result<(), ImageError> {
+    if raw.e_phoff != 0 {
+        return Err(fail(
+            E_PHOFF,
+            "`e_phoff`",
+            format!(
+                "is {} but `e_phnum` is 0: an empty program header table has no offset; \
+                 expected 0",
+                raw.e_phoff
+            ),
+        ));
+    }
+    if !matches!(u64::from(raw.e_phentsize), 0 | PHDR_SIZE) {
+        return Err(fail(
+            E_PHENTSIZE,
+            "`e_phentsize`",
+            format!(
+                "is {} with no program headers; expected 0 or {PHDR_SIZE} (the size of \
+                 Elf64_Phdr)",
+                raw.e_phentsize
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The two header tables lie after the ELF header and apart from each other: a table that
+/// overlaps the ELF header or the other table makes one field mean two things, and no
+/// toolchain writes one.
+fn tables_apart(raw: &Raw) -> Result<(), ImageError> {
+    let sections = (raw.e_shoff, u64::from(raw.e_shnum) * SHDR_SIZE);
+    let programs = (raw.e_phoff, u64::from(raw.e_phnum) * PHDR_SIZE);
+    for (at, field, (offset, bytes), what) in [
+        (E_SHOFF, "`e_shoff`", sections, "section"),
+        (E_PHOFF, "`e_phoff`", programs, "program header"),
+    ] {
+        if bytes != 0 && offset < EHDR_SIZE {
+            return Err(fail(
+                at,
+                field,
+                format!(
+                    "is {offset}: the {what} header table would overlap the ELF header \
+                     (bytes 0..{EHDR_SIZE}); expected an offset of at least {EHDR_SIZE}"
+                ),
+            ));
+        }
+    }
+    if read::overlap(sections, programs) {
+        return Err(fail(
+            E_PHOFF,
+            "`e_phoff`",
+            format!(
+                "is {}: the program header table (bytes {}..{}) overlaps the section header \
+                 table (bytes {}..{})",
+                programs.0,
+                programs.0,
+                programs.0 + programs.1,
+                sections.0,
+                sections.0 + sections.1
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// A table of `count` entries of `size` bytes at `offset` lies inside the image.
@@ -422,11 +492,68 @@ mod tests {
                 .reason
                 .contains("needs sections")
         );
-        // No program headers: the program header fields are not read.
+        // No program headers and no table: accepted, as `nvcc -rdc` writes it.
         let mut b = good;
         put(&mut b, E_PHNUM, &0u16.to_le_bytes());
         put(&mut b, E_PHENTSIZE, &0u16.to_le_bytes());
-        put(&mut b, E_PHOFF, &u64::MAX.to_le_bytes());
+        put(&mut b, E_PHOFF, &0u64.to_le_bytes());
         assert!(check_bytes(&b).is_ok());
+    }
+
+    /// Issue 21: an empty program header table placed far past the end passed, and the
+    /// driver's load hung. Any nonzero offset with no entries is refused, in bounds or not.
+    #[test]
+    fn regression_an_empty_program_header_table_at_an_offset_is_refused() {
+        let good = ElfBuilder::minimal().build();
+        let len = good.len() as u64;
+        for phoff in [u64::MAX, 1 << 40, len + 4096, len, 64, 1] {
+            let mut b = good.clone();
+            put(&mut b, E_PHNUM, &0u16.to_le_bytes());
+            put(&mut b, E_PHOFF, &phoff.to_le_bytes());
+            let e = check_bytes(&b).unwrap_err();
+            assert_eq!(
+                (e.field.as_str(), e.offset),
+                ("`e_phoff`", Some(E_PHOFF)),
+                "{e}"
+            );
+            assert!(e.reason.contains("`e_phnum` is 0"), "{e}");
+        }
+        // With no entries, an entry size other than 0 or 56 is refused too.
+        let mut b = good;
+        put(&mut b, E_PHNUM, &0u16.to_le_bytes());
+        put(&mut b, E_PHOFF, &0u64.to_le_bytes());
+        put(&mut b, E_PHENTSIZE, &0xFFFFu16.to_le_bytes());
+        assert_eq!(check_bytes(&b).unwrap_err().field, "`e_phentsize`");
+    }
+
+    /// The header tables may not overlap the ELF header or each other.
+    #[test]
+    fn the_header_tables_lie_apart() {
+        let good = ElfBuilder::minimal().build();
+        let h = check_bytes(&good).unwrap();
+        for (at, value, field, reason) in [
+            (E_SHOFF, 0, "`e_shoff`", "ELF header"),
+            (E_SHOFF, 8, "`e_shoff`", "ELF header"),
+            (E_PHOFF, 0, "`e_phoff`", "ELF header"),
+            (E_PHOFF, 63, "`e_phoff`", "ELF header"),
+            (
+                E_PHOFF,
+                h.shoff,
+                "`e_phoff`",
+                "overlaps the section header table",
+            ),
+            (
+                E_PHOFF,
+                h.shoff + 64,
+                "`e_phoff`",
+                "overlaps the section header table",
+            ),
+        ] {
+            let mut b = good.clone();
+            put(&mut b, at, &value.to_le_bytes());
+            let e = check_bytes(&b).unwrap_err();
+            assert_eq!(e.field, field, "{at:#x} = {value}: {e}");
+            assert!(e.reason.contains(reason), "{at:#x} = {value}: {e}");
+        }
     }
 }

@@ -7,10 +7,13 @@
 //! make every one of those reads land inside the image (or, for relocations and records,
 //! inside their section), in this order:
 //!
-//! - [`header`]: identification, machine, type, header size, the two header tables and the
-//!   section name table index (extended numbering is refused, not guessed);
-//! - [`sections`]: each section header (null section, kinds, bounds, alignment, `sh_link` /
-//!   `sh_info` indices, names);
+//! - [`header`]: identification, machine, type, header size, the two header tables (inside
+//!   the image, after the ELF header, apart from each other; no program headers means
+//!   `e_phoff` 0) and the section name table index (extended numbering is refused, not
+//!   guessed);
+//! - [`sections`]: each section header (null section, kinds, bounds, the offset of an
+//!   `SHT_NOBITS` section too, alignment, `sh_link` / `sh_info` indices, names), and the
+//!   sections' bytes apart from the headers and from each other;
 //! - [`tables`]: string tables (NUL-terminated) and symbol tables (entry size, names,
 //!   section indices, extents);
 //! - [`relocations`]: entry size, symbol indices, relocated bytes inside their section;
@@ -114,6 +117,7 @@ pub(crate) fn check(image: Bytes<'_>) -> Result<Vec<String>, ImageError> {
     notes::check(image, &sections)?;
     groups::check(image, &sections)?;
     segments::check(image, &header)?;
+    sections::contents_apart(&header, &sections)?;
     Ok(kernel_names(image, &header, &sections))
 }
 
@@ -176,6 +180,24 @@ mod tests {
         assert_eq!(e.field, "`e_shstrndx`");
         assert_eq!(e.offset, Some(0x3E));
         assert!(e.reason.contains("reserved"), "{e}");
+    }
+
+    /// Issue 21: the committed cubin with its program header table emptied but left at a
+    /// far-away offset passed, and `cuModuleLoadData` hung on an H200.
+    #[test]
+    fn regression_an_emptied_program_header_table_far_away_is_refused() {
+        let mut cubin = CUBIN.to_vec();
+        cubin[0x38..0x3A].copy_from_slice(&0u16.to_le_bytes());
+        cubin[0x20..0x28].copy_from_slice(&0x7FFF_FFFF_0000u64.to_le_bytes());
+        let e = check_cubin(&cubin).unwrap_err();
+        assert_eq!(
+            (e.field.as_str(), e.offset),
+            ("`e_phoff`", Some(0x20)),
+            "{e}"
+        );
+        // The same with the offset reset to 0 is a cubin without segments, which passes.
+        cubin[0x20..0x28].copy_from_slice(&0u64.to_le_bytes());
+        assert!(check_cubin(&cubin).is_ok());
     }
 
     /// Issue 12, item 8: this image passed the old check and crashed the driver.

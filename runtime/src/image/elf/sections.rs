@@ -180,10 +180,26 @@ fn supported_kind(s: &Section) -> Result<(), ImageError> {
     ))
 }
 
-/// A section's bytes `[sh_offset, sh_offset + sh_size)` lie inside the image, unless it
-/// occupies none (`SHT_NOBITS`).
+/// A section's bytes `[sh_offset, sh_offset + sh_size)` lie inside the image. A section that
+/// occupies none (`SHT_NOBITS`) may claim any size, but its offset still lies within: every
+/// offset a reader may seek to is inside the image.
 fn contents_in_bounds(image: Bytes<'_>, s: &Section) -> Result<(), ImageError> {
-    if s.kind == SHT_NOBITS || image.contains(s.offset, s.size) {
+    if s.kind == SHT_NOBITS {
+        if s.offset <= image.len() {
+            return Ok(());
+        }
+        return Err(fail(
+            s.at(SH_OFFSET),
+            s.field("sh_offset"),
+            format!(
+                "is {}, past the end of the image ({} bytes); a section with no file bytes \
+                 (SHT_NOBITS) still has its offset inside",
+                s.offset,
+                image.len()
+            ),
+        ));
+    }
+    if image.contains(s.offset, s.size) {
         return Ok(());
     }
     let end = read::end(s.offset, s.size).map_or_else(|| "overflow".to_owned(), |e| e.to_string());
@@ -199,6 +215,59 @@ fn contents_in_bounds(image: Bytes<'_>, s: &Section) -> Result<(), ImageError> {
             image.len()
         ),
     ))
+}
+
+/// The sections' file bytes lie apart: from the ELF header, from both header tables and
+/// from each other. A section laid over a header or over another section gives the same
+/// bytes two meanings (a string table that is also a symbol table, a section header that is
+/// also code), which no toolchain writes and no check of either part alone can vouch for.
+/// Empty and `SHT_NOBITS` sections occupy no bytes and may share an offset. Checked last, so
+/// a section's own rules (a size that is not a whole number of records) report first.
+pub(crate) fn contents_apart(header: &Header, sections: &[Section]) -> Result<(), ImageError> {
+    let headers = [
+        ((0, super::EHDR_SIZE), "the ELF header"),
+        (
+            (header.shoff, u64::from(header.shnum) * SHDR_SIZE),
+            "the section header table",
+        ),
+        (
+            (header.phoff, u64::from(header.phnum) * super::PHDR_SIZE),
+            "the program header table",
+        ),
+    ];
+    let mut placed: Vec<&Section> = sections
+        .iter()
+        .filter(|s| s.kind != SHT_NOBITS && s.size != 0)
+        .collect();
+    placed.sort_by_key(|s| (s.offset, s.index));
+    for s in &placed {
+        if let Some((_, what)) = headers
+            .iter()
+            .find(|(range, _)| read::overlap((s.offset, s.size), *range))
+        {
+            return Err(overlapping(s, what));
+        }
+    }
+    for pair in placed.windows(2) {
+        let (a, b) = (pair[0], pair[1]);
+        if read::overlap((a.offset, a.size), (b.offset, b.size)) {
+            return Err(overlapping(b, &format!("section {}'s bytes", a.index)));
+        }
+    }
+    Ok(())
+}
+
+fn overlapping(s: &Section, what: &str) -> ImageError {
+    fail(
+        s.at(SH_OFFSET),
+        s.field("sh_offset"),
+        format!(
+            "is {}: the section's bytes {}..{} overlap {what}; each section's bytes lie apart",
+            s.offset,
+            s.offset,
+            u128::from(s.offset) + u128::from(s.size)
+        ),
+    )
 }
 
 /// `sh_addralign` is 0 or a power of two (the ELF rule); readers round with it as a mask.
@@ -361,8 +430,51 @@ mod tests {
         let b = ElfBuilder::minimal();
         let mut image = b.build();
         let at = b.section_header_at(".nv.shared.k");
-        put(&mut image, at + SH_OFFSET, &u64::MAX.to_le_bytes());
         put(&mut image, at + SH_SIZE, &u64::MAX.to_le_bytes());
+        assert!(check_cubin(&image).is_ok());
+        // But its offset lies inside (issue 21: every offset a reader seeks to is in bounds).
+        let len = image.len() as u64;
+        put(&mut image, at + SH_OFFSET, &len.to_le_bytes());
+        assert!(check_cubin(&image).is_ok());
+        for offset in [len + 1, u64::MAX] {
+            put(&mut image, at + SH_OFFSET, &offset.to_le_bytes());
+            let e = check_cubin(&image).unwrap_err();
+            assert!(e.field.ends_with("`sh_offset`"), "{e}");
+            assert!(e.reason.contains("SHT_NOBITS"), "{e}");
+        }
+    }
+
+    /// Issue 21: section bytes laid over a header or over another section are refused.
+    #[test]
+    fn section_bytes_lie_apart() {
+        let b = ElfBuilder::minimal();
+        let good = b.build();
+        let h = crate::image::elf::header::check(Bytes::new(&good)).unwrap();
+        let text = b.section(".text.k");
+        let strtab = b.section(".strtab");
+        for (offset, what) in [
+            (0, "the ELF header"),
+            (64 - 1, "the ELF header"),
+            (h.shoff, "the section header table"),
+            (h.phoff, "the program header table"),
+            (strtab.offset, "section 2's bytes"),
+            (strtab.offset + strtab.size - 1, "section 2's bytes"),
+        ] {
+            let mut image = good.clone();
+            put(
+                &mut image,
+                b.section_header_at(".text.k") + SH_OFFSET,
+                &offset.to_le_bytes(),
+            );
+            let e = check_cubin(&image).unwrap_err();
+            assert!(e.field.ends_with("`sh_offset`"), "{offset}: {e}");
+            assert!(e.reason.contains(what), "{offset}: {e}");
+        }
+        // Empty sections occupy no bytes and may sit anywhere inside.
+        let mut image = good.clone();
+        let at = b.section_header_at(".nv.constant0.k");
+        put(&mut image, at + SH_OFFSET, &text.offset.to_le_bytes());
+        put(&mut image, at + SH_SIZE, &0u64.to_le_bytes());
         assert!(check_cubin(&image).is_ok());
     }
 

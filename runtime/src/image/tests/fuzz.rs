@@ -157,6 +157,23 @@ proptest! {
         fatbin_property(&fatbin)?;
     }
 
+    /// Issue 21: with no program headers, any nonzero `e_phoff` (inside the image or not) is
+    /// refused, whatever the entry size says; only 0 passes.
+    #[test]
+    fn an_empty_program_header_table_has_no_offset(
+        phoff in prop_oneof![1u64..0x4000, any::<u64>()],
+        phentsize in prop_oneof![Just(0u16), Just(56), any::<u16>()],
+        committed in any::<bool>(),
+    ) {
+        let mut image = if committed { CUBIN.to_vec() } else { ElfBuilder::minimal().build() };
+        image[0x36..0x38].copy_from_slice(&phentsize.to_le_bytes());
+        image[0x38..0x3A].copy_from_slice(&0u16.to_le_bytes());
+        image[0x20..0x28].copy_from_slice(&phoff.to_le_bytes());
+        let e = check_cubin(&image).unwrap_err();
+        prop_assert_eq!(e.field.as_str(), "`e_phoff`");
+        cubin_property(&image)?;
+    }
+
     /// Truncations: every prefix of a valid image is refused, never accepted or panicking.
     #[test]
     fn truncated_fatbins_are_refused(cut in any::<prop::sample::Index>()) {

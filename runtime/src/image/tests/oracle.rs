@@ -107,7 +107,8 @@ pub(crate) fn read_cubin(image: &[u8]) -> Read<()> {
     let sections = (0..shnum).map(shdr).collect::<Read<Vec<_>>>()?;
     let bytes = |s: &Shdr, what: &str| -> Read<&[u8]> {
         if s.kind == 8 {
-            Ok(&[])
+            // No file bytes, but the offset is still one a reader may seek to.
+            range(image, s.offset, 0, what).map(|_| &[][..])
         } else {
             range(image, s.offset, s.size, what)
         }
@@ -268,7 +269,11 @@ pub(crate) fn read_cubin(image: &[u8]) -> Read<()> {
             )?;
         }
     }
-    // Segments.
+    // Segments. The driver seeks to `e_phoff` whatever `e_phnum` says (issue 21: an empty
+    // table far past the end hung the load), so a nonzero offset must lie inside.
+    if phoff != 0 {
+        range(image, phoff, 56 * phnum.max(1), "program header table")?;
+    }
     for i in 0..phnum {
         let what = format!("program header {i}");
         let at = phoff + 56 * i;
@@ -492,5 +497,10 @@ mod tests {
         let shoff = u64::from_le_bytes(CUBIN[0x28..0x30].try_into().unwrap()) as usize;
         phnum[shoff + 0x2C..shoff + 0x30].copy_from_slice(&0xFFFFu32.to_le_bytes());
         assert!(read_cubin(&phnum).is_err());
+        // Issue 21: no program headers, but the table's offset far past the end.
+        let mut far = CUBIN.to_vec();
+        far[0x38..0x3A].copy_from_slice(&0u16.to_le_bytes());
+        far[0x20..0x28].copy_from_slice(&(1u64 << 40).to_le_bytes());
+        assert!(read_cubin(&far).is_err());
     }
 }

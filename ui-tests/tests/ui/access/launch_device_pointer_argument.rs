@@ -8,7 +8,7 @@ gpu_pipeline! {
     pub pipeline Raw {
         streams { main }
         unsafe kernels k = ptx(include_str!("../../../../runtime/kernels/test_kernels.ptx")) {
-            fn gather(n: u32, source: u64, y: &mut [f32]);
+            fn gather(n: u32, source: u64, y: &mut [f32; unbounded]);
         }
         params { n: u32, x: &DeviceBuffer<f32>, y: &mut DeviceBuffer<f32> }
         stage gather on main {

@@ -9,7 +9,7 @@ gpu_pipeline! {
         devices { gpu0, gpu1 }
         streams { main on gpu0, other on gpu1 }
         unsafe kernels k = ptx("") {
-            fn scale(n: u32, data: &mut [f32]);
+            fn scale(n: u32, data: &mut [f32; unbounded]);
         }
         params { n: u32, left: &mut DeviceBuffer<f32>, right: &mut DeviceBuffer<f32> on gpu1 }
         stage grow on main {

@@ -9,8 +9,8 @@ gpu_pipeline! {
     pub pipeline Axpy {
         streams { main }
         unsafe kernels k = ptx(include_str!("../../../../runtime/kernels/test_kernels.ptx")) {
-            fn saxpy(n: u32, a: f32, x: &[f32], y: &mut [f32]);
-            fn add_scalar(n: u32, value: f32, data: &mut [f32]);
+            fn saxpy(n: u32, a: f32, x: &[f32; unbounded], y: &mut [f32; unbounded]);
+            fn add_scalar(n: u32, value: f32, data: &mut [f32; unbounded]);
         }
         params { n: u32, x: &DeviceBuffer<Real>, y: &mut DeviceBuffer<f32> }
         stage axpy on main {

@@ -10,7 +10,7 @@ gpu_pipeline! {
     pub pipeline Copy {
         streams { main }
         unsafe kernels k = ptx(include_str!("../../../../runtime/kernels/test_kernels.ptx")) {
-            fn copy(n: u32, src: &[f32], dst: &mut [f32]) host = copy_host;
+            fn copy(n: u32, src: &[f32; unbounded], dst: &mut [f32; unbounded]) host = copy_host;
         }
         params { n: u32, x: &DeviceBuffer<f32>, y: &mut DeviceBuffer<f32> }
         stage copy on main {

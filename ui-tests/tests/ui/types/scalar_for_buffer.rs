@@ -6,7 +6,7 @@ gpu_pipeline! {
     pub pipeline Scale {
         streams { main }
         unsafe kernels k = ptx(include_str!("../../../../runtime/kernels/test_kernels.ptx")) {
-            fn add_scalar(n: u32, value: f32, data: &mut [f32]);
+            fn add_scalar(n: u32, value: f32, data: &mut [f32; unbounded]);
         }
         params { n: u32, value: f32 }
         stage scale on main {
