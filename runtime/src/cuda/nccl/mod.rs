@@ -38,6 +38,7 @@ mod stage;
 mod sys;
 mod watchdog;
 
+pub(crate) use comm::abort_deferred;
 pub use comm::{CommConfig, Communicator, UniqueId};
 pub use library::{
     DEFAULT_NCCL_NAMES, NCCL_PATH_ENV, NcclVersion, WHEEL_LIBRARY, candidate_paths, is_available,

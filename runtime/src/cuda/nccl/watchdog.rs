@@ -195,6 +195,8 @@ impl Watchdog {
                 handle.abort_state().record(failure);
                 handle.abort_now();
             }
+            // Aborts that waited for a capture the public layer did not end through us.
+            super::comm::abort_deferred();
             std::thread::sleep(POLL);
         }
     }
