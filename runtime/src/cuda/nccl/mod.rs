@@ -46,4 +46,4 @@ pub use library::{
 };
 pub use ops::Group;
 pub(crate) use stage::{Part as StagePart, StageOp};
-pub(crate) use watchdog::{failure_after_wait, watch_launch};
+pub(crate) use watchdog::{failure_after_event, failure_after_wait, note_record, watch_launch};
