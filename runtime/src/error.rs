@@ -279,10 +279,12 @@ impl From<crate::rendezvous::RendezvousError> for Error {
 }
 
 impl From<crate::cpu::CpuFault> for Error {
-    /// A panicking host function is reported as one on both backends; every other fault of
-    /// the CPU backend as [`Error::Cpu`].
+    /// A panicking host function and a failed communication are reported as such on both
+    /// backends ([`Error::HostPanic`], [`Error::Communication`]); every other fault of the
+    /// CPU backend as [`Error::Cpu`].
     fn from(fault: crate::cpu::CpuFault) -> Self {
         match fault {
+            crate::cpu::CpuFault::Communication { failure, .. } => Error::Communication(failure),
             crate::cpu::CpuFault::HostFunctionPanicked {
                 stream_id, message, ..
             } => Error::HostPanic {

@@ -126,10 +126,18 @@ impl Event {
         }
     }
 
-    /// Blocks until the work before the most recent record has completed.
+    /// Blocks until the work before the most recent record has completed. NCCL
+    /// communication before the record that failed (its communicator aborted by the
+    /// watchdog) is reported as [`Error::Communication`](crate::Error::Communication).
     pub fn synchronize(&self) -> Result<()> {
         match &self.backend {
-            EventBackend::Cuda(e) => e.synchronize(),
+            EventBackend::Cuda(e) => {
+                let synced = e.synchronize();
+                match crate::cuda::nccl::failure_after_event(e.raw() as usize) {
+                    Some(failure) => Err(failure.into()),
+                    None => synced,
+                }
+            }
             EventBackend::Cpu(e) => Ok(e.synchronize()?),
         }
     }

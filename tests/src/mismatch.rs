@@ -6,7 +6,25 @@
 
 use std::time::{Duration, Instant};
 
-use gpu_pipeline::{Communicator, Context, DeviceBuffer, Error, Stream, gpu_pipeline};
+use gpu_pipeline::collective::{CommCause, CommFailure};
+use gpu_pipeline::{Backend, Communicator, Context, DeviceBuffer, Error, Stream, gpu_pipeline};
+
+/// Elements of [`Mismatch::SendWithoutRecv`]'s send on a GPU: 16M `f32`, 64 MB.
+///
+/// NCCL buffers small sends: a send completes once its data fits in the peer's receive
+/// buffers (`NCCL_BUFFSIZE`, 4 MiB a channel by default), matched or not, and the step after
+/// it then completes too. Only a send far larger than that blocks until the peer receives.
+/// The CPU backend's ranks hand every send over in a rendezvous, so there a send of 8
+/// elements with no recv blocks already.
+pub const GPU_UNBUFFERED_SEND: usize = 16 << 20;
+
+/// The length of [`Mismatch::SendWithoutRecv`]'s send on `ctx`'s backend.
+pub fn unmatched_send_len(ctx: &Context) -> usize {
+    match ctx.backend() {
+        Backend::Cuda => GPU_UNBUFFERED_SEND,
+        _ => 8,
+    }
+}
 
 gpu_pipeline! {
     /// Sends `n` elements of `out` to `to` and receives `m` elements into `inbox` from `from`.
@@ -60,11 +78,14 @@ gpu_pipeline! {
 /// How the ranks disagree (two ranks).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mismatch {
-    /// Both ranks send to each other ([`Push`]) and neither receives.
+    /// Both ranks send to each other ([`Push`], [`unmatched_send_len`] elements) and neither
+    /// receives.
     SendWithoutRecv,
     /// Rank 0 exchanges 4 elements, rank 1 exchanges 8 ([`Exchange`]).
     CountsDiffer,
-    /// Rank 1 receives from itself instead of rank 0 ([`Exchange`]).
+    /// Rank 1 receives from itself instead of rank 0 ([`Exchange`]). NCCL refuses that at
+    /// once (`ncclInvalidUsage`: a recv from self with no send) on rank 1; rank 0's recv
+    /// then waits for a rank 1 that never sends, until its deadline or rank 1's abort.
     WrongPeer,
     /// Nothing: a matched exchange.
     None,
@@ -101,6 +122,11 @@ pub fn mismatched_rank(
     let stream = Stream::non_blocking(ctx).unwrap();
     let (rank, other) = (comm.rank(), 1 - comm.rank());
     let out = DeviceBuffer::from_slice(&stream, &[rank as f32 + 1.0; 8]).unwrap();
+    let pushed = match mismatch {
+        Mismatch::SendWithoutRecv => DeviceBuffer::<f32>::zeros(&stream, unmatched_send_len(ctx)),
+        _ => DeviceBuffer::<f32>::zeros(&stream, 8),
+    }
+    .unwrap();
     let mut inbox = DeviceBuffer::<f32>::zeros(&stream, 8).unwrap();
     let mut x = DeviceBuffer::from_slice(&stream, &[rank as f32 + 1.0]).unwrap();
     stream.synchronize().unwrap();
@@ -118,7 +144,7 @@ pub fn mismatched_rank(
             let params = PushParams {
                 comm,
                 to: other,
-                out: &out,
+                out: &pushed,
             };
             match mode {
                 Mode::Eager => push.run_steps(params, 1)?.wait()?,
@@ -166,9 +192,14 @@ pub fn check_comm_error(comm: &Communicator, error: &Error, deadline: Duration) 
         .failure()
         .unwrap_or_else(|| panic!("rank {rank}: the communicator kept no failure: {text}"));
     let kept = failure.to_string();
+    // Typed on both backends, after any wait: the communicator's own failure, or the
+    // refusal of a later operation naming it.
+    let typed = error
+        .comm_failure()
+        .unwrap_or_else(|| panic!("rank {rank}: not a typed communication error: {text}"));
     assert!(
-        text.contains(&kept) || error.comm_failure().is_some(),
-        "rank {rank}: the error does not carry the communicator's failure\n{text}\n{kept}"
+        *typed == failure || matches!(typed.cause, CommCause::Aborted { .. }),
+        "rank {rank}: the error is not the communicator's failure\n{text}\n{kept}"
     );
     assert!(
         failure.pipeline.is_some() && failure.stage.is_some(),
@@ -190,4 +221,9 @@ pub fn check_comm_error(comm: &Communicator, error: &Error, deadline: Duration) 
         "rank {rank}"
     );
     text
+}
+
+/// The failure `error` carries (after [`check_comm_error`]).
+pub fn failure_of(error: &Error) -> &CommFailure {
+    error.comm_failure().expect("a typed communication error")
 }

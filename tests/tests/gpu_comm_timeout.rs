@@ -9,10 +9,11 @@
 
 use std::time::{Duration, Instant};
 
+use gpu_pipeline::collective::CommCause;
 use gpu_pipeline::launcher::Launch;
 use gpu_pipeline::rendezvous::RankInfo;
 use gpu_pipeline::{Communicator, Context, Device, nccl};
-use tests::mismatch::{self, Mismatch, Mode, Total, TotalParams, check_comm_error};
+use tests::mismatch::{self, Mismatch, Mode, Total, TotalParams, check_comm_error, failure_of};
 
 const ROLE_ENV: &str = "GPU_PIPELINE_TEST_ROLE";
 const DEADLINE: Duration = Duration::from_secs(5);
@@ -52,6 +53,14 @@ fn launch(test: &str, role: &str) {
         .expect("the ranks start");
     assert!(report.success(), "a rank failed:\n{}", report.summary());
     for r in &report.ranks {
+        // A communicator aborted while a stream captured: NCCL's teardown failed and leaked.
+        for line in r.stdout.iter().chain(&r.stderr) {
+            assert!(
+                !line.contains("stream is capturing") && !line.contains("failed in destroy/abort"),
+                "rank {}: {line}",
+                r.rank
+            );
+        }
         let done = format!("{role} rank {}: ok", r.rank);
         assert!(
             r.stdout.iter().any(|l| l.contains(&done)),
@@ -71,8 +80,10 @@ fn open() -> (RankInfo, Context, Communicator) {
     (me, ctx, comm)
 }
 
-/// A worker whose mismatched step must end with the error within the deadline plus slack,
-/// naming the stage, on both ranks; the context stays usable afterwards.
+/// A worker whose mismatched step must end with the typed error within the deadline plus
+/// slack, naming the stage, on both ranks (what each rank may see is in the `match`); the
+/// context stays usable afterwards. A send with no recv is [`mismatch::GPU_UNBUFFERED_SEND`]
+/// elements: NCCL completes a smaller one into the peer's buffers.
 fn mismatched_worker(role: &str, mismatch: Mismatch, mode: Mode) {
     let (me, ctx, comm) = open();
     // A matched exchange first: NCCL connects the peers lazily.
@@ -83,6 +94,40 @@ fn mismatched_worker(role: &str, mismatch: Mismatch, mode: Mode) {
     println!("rank {}: ended after {took:?}: {}", me.rank, err.report());
     assert!(took < DEADLINE + SLACK, "rank {} took {took:?}", me.rank);
     check_comm_error(&comm, &err, DEADLINE);
+    let failure = failure_of(&err);
+    let (pipeline, stage) = mismatch.site();
+    let named = (failure.pipeline, failure.stage);
+    let cause = &failure.cause;
+    match (mismatch, me.rank) {
+        // NCCL refuses a recv from self with no send at once: a prompt, typed failure of the
+        // stage that enqueued it.
+        (Mismatch::WrongPeer, 1) => {
+            assert!(
+                took < SLACK,
+                "rank 1 took {took:?} for an immediate refusal"
+            );
+            assert!(
+                matches!(cause, CommCause::Nccl { .. } | CommCause::Mismatch { .. }),
+                "{failure}"
+            );
+            assert_eq!(named, (Some(pipeline), Some(stage)), "{failure}");
+        }
+        // The peer of that rank, and both ranks of a send nobody receives: the deadline, or
+        // the peer's abort seen first.
+        _ => {
+            assert!(
+                matches!(
+                    cause,
+                    CommCause::Timeout { .. } | CommCause::PeerGone { .. } | CommCause::Nccl { .. }
+                ),
+                "{failure}"
+            );
+            assert!(
+                named == (Some(pipeline), Some(stage)) || named == (Some("Total"), Some("reduce")),
+                "{failure}"
+            );
+        }
+    }
     // The context is still usable after the abort.
     let stream = gpu_pipeline::Stream::new(&ctx).unwrap();
     let b = gpu_pipeline::DeviceBuffer::from_slice(&stream, &[1.0f32, 2.0]).unwrap();
@@ -100,17 +145,32 @@ fn a_send_with_no_recv_times_out_on_both_gpus_eagerly() {
     launch("a_send_with_no_recv_times_out_on_both_gpus_eagerly", ROLE);
 }
 
+/// Rank 1's recv from itself is refused by NCCL while the graph is captured: the capture
+/// fails at once with the typed error naming the stage, the communicator is aborted only
+/// after the capture has ended (no NCCL warning about a capturing stream), and rank 0's
+/// replay fails within the deadline.
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn a_recv_from_the_wrong_peer_times_out_on_both_gpus_in_a_replay() {
+fn a_recv_from_the_wrong_peer_fails_both_gpus_in_a_replay() {
     const ROLE: &str = "wrong-peer-replay";
     if std::env::var(ROLE_ENV).as_deref() == Ok(ROLE) {
         return mismatched_worker(ROLE, Mismatch::WrongPeer, Mode::Replay);
     }
     launch(
-        "a_recv_from_the_wrong_peer_times_out_on_both_gpus_in_a_replay",
+        "a_recv_from_the_wrong_peer_fails_both_gpus_in_a_replay",
         ROLE,
     );
+}
+
+/// As the replay, eagerly: rank 1 fails at once, rank 0 within the deadline.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_recv_from_the_wrong_peer_fails_both_gpus_eagerly() {
+    const ROLE: &str = "wrong-peer-eager";
+    if std::env::var(ROLE_ENV).as_deref() == Ok(ROLE) {
+        return mismatched_worker(ROLE, Mismatch::WrongPeer, Mode::Eager);
+    }
+    launch("a_recv_from_the_wrong_peer_fails_both_gpus_eagerly", ROLE);
 }
 
 #[test]

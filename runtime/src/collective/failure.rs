@@ -184,6 +184,26 @@ impl AbortState {
         true
     }
 
+    /// Names the first failure after the stage whose call it was, when the layer that saw it
+    /// (an NCCL call) could not: fills in the pipeline, stage, operation and peer of a
+    /// failure recorded without a pipeline or stage. Returns the failure as it now is.
+    pub(crate) fn name_first(
+        &self,
+        names: Names,
+        operation: &str,
+        peer: Option<usize>,
+    ) -> Option<CommFailure> {
+        let mut slot = self.failure.lock().unwrap_or_else(PoisonError::into_inner);
+        let first = slot.as_mut()?;
+        if first.pipeline.is_none() && first.stage.is_none() {
+            first.pipeline = names.pipeline;
+            first.stage = names.stage;
+            first.operation = operation.to_owned();
+            first.peer = first.peer.or(peer);
+        }
+        Some(first.clone())
+    }
+
     /// The refusal of a new operation after an abort, naming it like the first failure.
     pub(crate) fn refusal(
         &self,
@@ -239,6 +259,39 @@ mod tests {
             assert!(text.contains(part), "{part:?} missing from {text}");
         }
         assert!(timeout().is_timeout());
+    }
+
+    #[test]
+    fn an_unnamed_first_failure_takes_the_stage_that_made_the_call() {
+        let state = AbortState::new(Duration::from_secs(2));
+        let names = Names {
+            pipeline: Some("Exchange"),
+            stage: Some("swap"),
+        };
+        assert!(state.name_first(names, "send", Some(0)).is_none());
+        let mut unnamed = timeout();
+        (unnamed.pipeline, unnamed.stage, unnamed.peer) = (None, None, None);
+        unnamed.operation = "ncclGroupEnd".to_owned();
+        state.record(unnamed);
+        let named = state
+            .name_first(
+                names,
+                "send (4 f32) to rank 0; recv (4 f32) from rank 1",
+                Some(0),
+            )
+            .unwrap();
+        assert_eq!(
+            (named.pipeline, named.stage),
+            (Some("Exchange"), Some("swap"))
+        );
+        assert_eq!(named.peer, Some(0));
+        assert_eq!(state.failure().unwrap(), named);
+        // A failure named already keeps its names.
+        let other = Names {
+            pipeline: Some("Total"),
+            stage: Some("reduce"),
+        };
+        assert_eq!(state.name_first(other, "all_reduce", None).unwrap(), named);
     }
 
     #[test]

@@ -101,6 +101,14 @@ pub enum CpuFault {
         op: Arc<str>,
         message: String,
     },
+    /// A communication group's operation failed or missed its deadline: the typed failure,
+    /// which the crate's `Error` reports as `Error::Communication`.
+    #[error("`{op}` on stream `{stream}` failed: {failure}")]
+    Communication {
+        stream: Arc<str>,
+        op: Arc<str>,
+        failure: Box<crate::collective::CommFailure>,
+    },
     /// An operation's work panicked; the panic was caught on the stream's thread.
     #[error("`{op}` on stream `{stream}` panicked: {message}")]
     OpPanicked {
@@ -250,6 +258,11 @@ impl CpuFault {
                 op,
                 message,
             },
+            OpFailure::Communication(failure) => CpuFault::Communication {
+                stream,
+                op,
+                failure,
+            },
             OpFailure::Panicked(message) => CpuFault::OpPanicked {
                 stream,
                 op,
@@ -279,4 +292,6 @@ pub(crate) enum OpFailure {
     Failed(String),
     /// The work panicked; the panic message.
     Panicked(String),
+    /// A communication group failed ([`super::op::communication_failed`]).
+    Communication(Box<crate::collective::CommFailure>),
 }

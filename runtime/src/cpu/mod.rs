@@ -124,6 +124,7 @@ pub use kernel::{CpuKernel, CpuKernelFn, CpuParam};
 pub(crate) use memory::{HostSlice, HostSliceMut, Memory, MemoryKind};
 #[cfg(test)]
 pub(crate) use op::KernelFn;
+pub(crate) use op::communication_failed;
 pub(crate) use op::{BufferArg, Keep, KernelArgValue, KernelTag, NodeKind, Op};
 pub(crate) use parts::{Part, PartBytes, PartsWork, overlapping_write};
 pub(crate) use stream::{Stream, StreamOptions};

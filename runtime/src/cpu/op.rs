@@ -2,6 +2,7 @@
 
 use std::any::Any;
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::fmt;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use super::access::BufferId;
 use super::access::{Access, Span, Touch, merge_accesses};
 use super::error::OpFailure;
 use super::memory::{Held, Memory};
+use crate::collective::CommFailure;
 use crate::launch::config::LaunchConfig;
 use crate::panic_log::panic_message;
 
@@ -374,12 +376,35 @@ pub(super) fn effective_accesses(declared: &[Touch], args: &[KernelArgValue]) ->
     )
 }
 
+thread_local! {
+    /// The typed failure of the communication work running on this worker thread, set by
+    /// [`communication_failed`] right before the work returns its error.
+    static COMMUNICATION: RefCell<Option<Box<CommFailure>>> = const { RefCell::new(None) };
+}
+
+/// The error a communication group's work returns for `failure`: its text, with the typed
+/// failure kept aside on this worker thread for [`run_guarded`], so that the stream's fault
+/// (and every wait that reports it) is [`CpuFault::Communication`](super::CpuFault), not
+/// only its text. Call it on the thread running the work, as its last act.
+pub(crate) fn communication_failed(failure: CommFailure) -> String {
+    let text = failure.to_string();
+    COMMUNICATION.with(|slot| *slot.borrow_mut() = Some(Box::new(failure)));
+    text
+}
+
 /// Runs user work so that neither an error nor a panic escapes into the worker thread, not
 /// even a panic payload that panics again when dropped (it is leaked instead).
 pub(super) fn run_guarded(work: impl FnOnce() -> Result<(), String>) -> Result<(), OpFailure> {
-    match panic::catch_unwind(AssertUnwindSafe(work)) {
+    // Left by work that set it and then succeeded or panicked: not this work's.
+    COMMUNICATION.with(|slot| slot.borrow_mut().take());
+    let outcome = panic::catch_unwind(AssertUnwindSafe(work));
+    let typed = COMMUNICATION.with(|slot| slot.borrow_mut().take());
+    match outcome {
         Ok(Ok(())) => Ok(()),
-        Ok(Err(message)) => Err(OpFailure::Failed(message)),
+        Ok(Err(message)) => Err(match typed {
+            Some(failure) => OpFailure::Communication(failure),
+            None => OpFailure::Failed(message),
+        }),
         Err(payload) => {
             let message = panic_message(payload.as_ref());
             if let Err(nested) = panic::catch_unwind(AssertUnwindSafe(move || drop(payload))) {
@@ -426,6 +451,22 @@ mod tests {
 
     #[test]
     fn run_catches_errors_and_panics() {
+        let failed = Op::replayable("fails", || Err("boom".into())).run();
+        assert!(matches!(failed, Err((_, false, OpFailure::Failed(m))) if m == "boom"));
+        let failure = crate::collective::CommFailure {
+            rank: 0,
+            pipeline: Some("P"),
+            stage: Some("s"),
+            operation: "send".to_owned(),
+            peer: Some(1),
+            deadline: std::time::Duration::from_secs(1),
+            cause: crate::collective::CommCause::PeerGone { peer: 1 },
+        };
+        let expected = failure.clone();
+        let typed =
+            Op::replayable("sends", move || Err(communication_failed(failure.clone()))).run();
+        assert!(matches!(typed, Err((_, false, OpFailure::Communication(f))) if *f == expected));
+        // The typed failure is this work's only: the next failing work is plain text.
         let failed = Op::replayable("fails", || Err("boom".into())).run();
         assert!(matches!(failed, Err((_, false, OpFailure::Failed(m))) if m == "boom"));
         let panicked = Op::once("panics", || panic!("kaboom {}", 7)).run();

@@ -1,6 +1,8 @@
 //! Stream capture: recording a stream's work into a graph (what the recorded nodes point at
 //! is kept by `keep.rs`).
 
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
 use crate::driver::check;
 use crate::error::{Error, Result};
 use crate::sys::{self, CUgraph, CUresult, CUstreamCaptureMode, CUstreamCaptureStatus};
@@ -8,8 +10,46 @@ use crate::sys::{self, CUgraph, CUresult, CUstreamCaptureMode, CUstreamCaptureSt
 use super::keep::{CaptureRecord, records};
 use super::{Graph, Stream};
 
+/// How many captures this process began here and has not ended yet, in any mode on any
+/// thread. A failed NCCL communicator is aborted only while this is zero, under this lock
+/// (`nccl/comm.rs`, `abort_plan`): `ncclCommAbort` makes calls the driver refuses while a
+/// stream captures.
+static OPEN: Mutex<usize> = Mutex::new(0);
+
+/// The number of open captures, locked: a capture waits to begin while this is held.
+pub(crate) fn open_captures() -> MutexGuard<'static, usize> {
+    // A poisoned lock holds a count that was updated whole.
+    OPEN.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Counts a capture about to begin (`true`), one that did not begin or has ended (`false`);
+/// once none is open, the aborts that waited for that run.
+fn count_open(opening: bool) {
+    let none_open = {
+        let mut open = open_captures();
+        *open = if opening {
+            *open + 1
+        } else {
+            open.saturating_sub(1)
+        };
+        *open == 0
+    };
+    if none_open {
+        super::nccl::abort_deferred();
+    }
+}
+
 /// Starts capturing on `stream` in `mode`.
 pub(crate) fn begin(stream: &Stream, mode: CUstreamCaptureMode) -> Result<()> {
+    count_open(true);
+    let begun = begin_counted(stream, mode);
+    if begun.is_err() {
+        count_open(false);
+    }
+    begun
+}
+
+fn begin_counted(stream: &Stream, mode: CUstreamCaptureMode) -> Result<()> {
     let _gate = stream.gate_exclusive();
     let d = stream.bind()?;
     // SAFETY: a live stream and a valid mode.
@@ -56,6 +96,8 @@ pub(crate) fn begin(stream: &Stream, mode: CUstreamCaptureMode) -> Result<()> {
 /// read while the copy writes it).
 pub(crate) fn end(stream: &Stream) -> Result<Graph> {
     let (code, graph, record) = end_under_gates(stream)?;
+    // The capture is over, whatever the driver's verdict.
+    count_open(false);
     // Past the gates: dropping what a failed capture collected may run user code (a captured
     // closure's drop), which may enqueue on these very streams.
     check("cuStreamEndCapture", code)?;
@@ -122,6 +164,25 @@ pub(crate) unsafe fn begin_to_graph(
     dependencies: &[sys::CUgraphNode],
     mode: CUstreamCaptureMode,
 ) -> Result<()> {
+    count_open(true);
+    // SAFETY: the caller's promise, passed on.
+    let begun = unsafe { begin_to_graph_counted(stream, graph, dependencies, mode) };
+    if begun.is_err() {
+        count_open(false);
+    }
+    begun
+}
+
+/// [`begin_to_graph`], counted by it.
+///
+/// # Safety
+/// As [`begin_to_graph`].
+unsafe fn begin_to_graph_counted(
+    stream: &Stream,
+    graph: sys::CUgraph,
+    dependencies: &[sys::CUgraphNode],
+    mode: CUstreamCaptureMode,
+) -> Result<()> {
     let _gate = stream.gate_exclusive();
     let d = stream.bind()?;
     let begin = d.optional(d.cuStreamBeginCaptureToGraph, "cuStreamBeginCaptureToGraph")?;
@@ -164,6 +225,8 @@ pub(crate) unsafe fn begin_to_graph(
 /// caller's (the driver hands the same graph back; it is not a new one to own).
 pub(crate) fn end_to_graph(stream: &Stream) -> Result<(Vec<sys::CUgraphNode>, CaptureRecord)> {
     let (code, info, sinks, record) = end_to_graph_under_gates(stream)?;
+    // The capture is over, whatever the driver's verdict.
+    count_open(false);
     // Past the gates: dropping what a failed capture collected may run user code.
     check("cuStreamEndCapture", code)?;
     check("cuStreamGetCaptureInfo", info)?;

@@ -117,7 +117,11 @@ impl<T: Pod> DeviceBuffer<T> {
         }
         let mut staging = PinnedBuffer::zeros(stream.context(), self.len)?;
         stream.copy_dtoh(self, &mut staging)?;
-        Ok(staging.as_slice()?.to_vec())
+        let values = staging.as_slice()?.to_vec();
+        // It waited for the stream's work: failed communication among it is an error, not
+        // undefined values.
+        stream.comm_failure_after_wait()?;
+        Ok(values)
     }
 
     /// Names the buffer in the CPU backend's race reports and operation labels (e.g. after

@@ -785,7 +785,7 @@ fn cpu_group(
             failure.names.stage,
             group.clone(),
         ) {
-            return Err(refusal.to_string());
+            return Err(cpu::communication_failed(refusal));
         }
         let outcome = comm.with_one_deadline(|comm| run_group(comm, &roles, slices));
         match outcome {
@@ -795,7 +795,7 @@ fn cpu_group(
                 // The first failure aborts the rank: its peers see it leave at once.
                 failure.abort.record(reported.clone());
                 comm.abort();
-                Err(reported.to_string())
+                Err(cpu::communication_failed(reported))
             }
             Err(GroupError::Parts(message)) => Err(message),
         }

@@ -250,12 +250,23 @@ impl Stream {
         match &self.backend {
             StreamBackend::Cuda(s) => {
                 let synced = s.synchronize();
-                match crate::cuda::nccl::failure_after_wait(s.raw() as usize) {
-                    Some(failure) => Err(failure.into()),
-                    None => synced,
-                }
+                self.comm_failure_after_wait().and(synced)
             }
             StreamBackend::Cpu(s) => Ok(s.synchronize()?),
+        }
+    }
+
+    /// After a host wait for this stream's work: [`Error::Communication`] if NCCL
+    /// communication enqueued on it since its last such wait failed (the watchdog aborted
+    /// its communicator). On the CPU backend the stream's own fault carries it.
+    pub(crate) fn comm_failure_after_wait(&self) -> Result<()> {
+        match &self.backend {
+            StreamBackend::Cuda(s) => match crate::cuda::nccl::failure_after_wait(s.raw() as usize)
+            {
+                Some(failure) => Err(failure.into()),
+                None => Ok(()),
+            },
+            StreamBackend::Cpu(_) => Ok(()),
         }
     }
 
@@ -309,7 +320,10 @@ impl Stream {
         match (&self.backend, event.kind()) {
             (StreamBackend::Cuda(s), EventBackend::Cuda(e)) => {
                 self.same_context(CALL, event.context())?;
-                s.record(e)
+                s.record(e)?;
+                // A wait on the event waits for the stream's communication too.
+                crate::cuda::nccl::note_record(s.raw() as usize, e.raw() as usize);
+                Ok(())
             }
             (StreamBackend::Cpu(s), EventBackend::Cpu(e)) => {
                 self.same_context(CALL, event.context())?;

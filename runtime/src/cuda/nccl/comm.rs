@@ -12,7 +12,7 @@ use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_void};
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use super::adapt;
@@ -22,6 +22,7 @@ use crate::collective::{
     AbortState, CommCause, CommFailure, ElementKind, ReduceOp, check_timeout, comm_timeout_from_env,
 };
 use crate::context::Context;
+use crate::cuda;
 use crate::error::{Error, Result};
 use crate::rendezvous::{RankInfo, Rendezvous};
 use crate::sys::CUdeviceptr;
@@ -156,6 +157,8 @@ pub(crate) struct CommHandle {
     /// The deadline and the first failure, shared with the `Communicator` and the watchdog.
     abort: Arc<AbortState>,
     rank: usize,
+    /// This handle, for the list of aborts deferred until no capture is open.
+    me: Weak<CommHandle>,
 }
 
 // SAFETY: an ncclComm_t may be used from any thread that makes the device current (every
@@ -221,7 +224,9 @@ impl CommHandle {
             return f(self.raw);
         }
         let mut alive = self.alive.lock().unwrap_or_else(PoisonError::into_inner);
-        if !*alive {
+        // A recorded failure whose abort waits for a capture to end refuses too.
+        if !*alive || self.abort.failure().is_some() {
+            drop(alive);
             return Err(self.refused(call));
         }
         let outer = HELD.with(|h| h.replace(key));
@@ -244,17 +249,23 @@ impl CommHandle {
     }
 
     fn abort_locked(&self, alive: &mut bool) {
-        if !*alive {
-            return;
-        }
-        *alive = false;
-        self.failed.store(true, Ordering::Release);
-        let _ = self.bind("ncclCommAbort");
-        // SAFETY: a live communicator (`alive` was true under its lock), aborted once; `alive`
-        // is now false, so nothing passes it to NCCL again.
-        let code = unsafe { (self.nccl.ncclCommAbort)(self.raw) };
-        if !code.is_success() {
-            tracing::warn!(error = %self.nccl.error("ncclCommAbort", code), "aborting an NCCL communicator failed");
+        // Held across the abort: no capture of ours begins while NCCL tears down.
+        let open = cuda::capture::open_captures();
+        match abort_plan(*alive, *open) {
+            AbortPlan::Nothing => {}
+            AbortPlan::AfterCaptures => defer_abort(self.me.clone()),
+            AbortPlan::Now => {
+                *alive = false;
+                self.failed.store(true, Ordering::Release);
+                let _ = self.bind("ncclCommAbort");
+                // SAFETY: a live communicator (`alive` was true under its lock), aborted once;
+                // `alive` is now false, so nothing passes it to NCCL again. No capture of ours
+                // is open (checked under the lock that `begin_capture` takes).
+                let code = unsafe { (self.nccl.ncclCommAbort)(self.raw) };
+                if !code.is_success() {
+                    tracing::warn!(error = %self.nccl.error("ncclCommAbort", code), "aborting an NCCL communicator failed");
+                }
+            }
         }
     }
 
@@ -289,8 +300,19 @@ impl CommHandle {
         raw: ncclComm_t,
         code: ncclResult_t,
     ) -> Result<()> {
+        if code.is_success() {
+            return Ok(());
+        }
         if code != ncclResult_t::IN_PROGRESS {
-            return self.check(call, code);
+            // On a nonblocking communicator any error leaves it unusable: a typed failure,
+            // so the communicator is aborted and every rank's error names it.
+            return Err(self.fail(
+                CommCause::Nccl {
+                    code: code.0,
+                    message: self.nccl.error(call, code).to_string(),
+                },
+                call,
+            ));
         }
         let start = Instant::now();
         let deadline = self.abort.deadline();
@@ -316,18 +338,69 @@ impl CommHandle {
                 std::thread::sleep(Duration::from_millis(1));
                 continue;
             };
-            let failure = CommFailure {
-                rank: self.rank,
-                pipeline: None,
-                stage: None,
-                operation: call.to_owned(),
-                peer: None,
-                deadline,
-                cause,
-            };
-            self.abort.record(failure.clone());
-            return Err(failure.into());
+            return Err(self.fail(cause, call));
         }
+    }
+
+    /// Records `cause` as this communicator's failure (unless one came first; the stage
+    /// that made the call names it: `AbortState::name_first`) and returns the error.
+    fn fail(&self, cause: CommCause, call: &'static str) -> Error {
+        self.failed.store(true, Ordering::Release);
+        let failure = CommFailure {
+            rank: self.rank,
+            pipeline: None,
+            stage: None,
+            operation: call.to_owned(),
+            peer: None,
+            deadline: self.abort.deadline(),
+            cause,
+        };
+        self.abort.record(failure.clone());
+        failure.into()
+    }
+}
+
+/// What to do with a communicator that has failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AbortPlan {
+    /// It was aborted already.
+    Nothing,
+    /// Abort it now.
+    Now,
+    /// A capture is open: `ncclCommAbort` synchronizes NCCL's internal streams, which the
+    /// driver refuses while a stream captures (NCCL 2.28: "operation not permitted when
+    /// stream is capturing", and the communicator is then leaked half torn down). Abort it
+    /// once the last capture has ended ([`abort_deferred`]).
+    AfterCaptures,
+}
+
+/// The rule for aborting a failed communicator: never while a capture of ours is open
+/// (`open` captures); never twice.
+pub(crate) fn abort_plan(alive: bool, open: usize) -> AbortPlan {
+    match (alive, open) {
+        (false, _) => AbortPlan::Nothing,
+        (true, 0) => AbortPlan::Now,
+        (true, _) => AbortPlan::AfterCaptures,
+    }
+}
+
+/// Failed communicators waiting for the open captures to end.
+static DEFERRED: Mutex<Vec<Weak<CommHandle>>> = Mutex::new(Vec::new());
+
+fn defer_abort(handle: Weak<CommHandle>) {
+    let mut deferred = DEFERRED.lock().unwrap_or_else(PoisonError::into_inner);
+    if !deferred.iter().any(|w| w.ptr_eq(&handle)) {
+        deferred.push(handle);
+    }
+}
+
+/// Aborts the failed communicators whose abort waited for a capture to end (each is
+/// deferred again while one is still open). Called when a capture ends and by the
+/// watchdog on every poll.
+pub(crate) fn abort_deferred() {
+    let waiting = std::mem::take(&mut *DEFERRED.lock().unwrap_or_else(PoisonError::into_inner));
+    for handle in waiting.iter().filter_map(Weak::upgrade) {
+        handle.abort_now();
     }
 }
 
@@ -507,7 +580,7 @@ impl Communicator {
         if !code.is_success() && code != ncclResult_t::IN_PROGRESS {
             return Err(n.error(call, code));
         }
-        let handle = Arc::new(CommHandle {
+        let handle = Arc::new_cyclic(|me| CommHandle {
             raw,
             ctx: ctx.clone(),
             nccl: n,
@@ -515,6 +588,7 @@ impl Communicator {
             alive: Mutex::new(true),
             abort: Arc::new(AbortState::new(deadline)),
             rank,
+            me: me.clone(),
         });
         // A nonblocking init returns `ncclInProgress` until every rank has joined: wait for
         // it within the deadline (a missed one aborts the handle, and dropping it is safe).
@@ -861,6 +935,15 @@ fn dev(ptr: CUdeviceptr) -> *mut c_void {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failed_communicator_is_aborted_once_and_never_while_a_capture_is_open() {
+        assert_eq!(abort_plan(true, 0), AbortPlan::Now);
+        assert_eq!(abort_plan(true, 1), AbortPlan::AfterCaptures);
+        assert_eq!(abort_plan(true, 3), AbortPlan::AfterCaptures);
+        assert_eq!(abort_plan(false, 0), AbortPlan::Nothing);
+        assert_eq!(abort_plan(false, 2), AbortPlan::Nothing);
+    }
 
     #[test]
     fn unique_ids_are_128_bytes_and_print_briefly() {

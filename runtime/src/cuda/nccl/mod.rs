@@ -38,6 +38,7 @@ mod stage;
 mod sys;
 mod watchdog;
 
+pub(crate) use comm::abort_deferred;
 pub use comm::{CommConfig, Communicator, UniqueId};
 pub use library::{
     DEFAULT_NCCL_NAMES, NCCL_PATH_ENV, NcclVersion, WHEEL_LIBRARY, candidate_paths, is_available,
@@ -45,4 +46,4 @@ pub use library::{
 };
 pub use ops::Group;
 pub(crate) use stage::{Part as StagePart, StageOp};
-pub(crate) use watchdog::{failure_after_wait, watch_launch};
+pub(crate) use watchdog::{failure_after_event, failure_after_wait, note_record, watch_launch};

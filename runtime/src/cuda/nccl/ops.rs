@@ -30,11 +30,13 @@
 //! (a buffer they borrowed would be released before NCCL used it).
 
 use std::marker::PhantomData;
+use std::sync::Arc;
 
 use super::adapt::{self, Span};
 use super::comm::{Communicator, data_type, red_op, refuse_in_group, set_in_group};
 use super::sys::{self, ncclDataType_t, ncclRedOp_t};
-use crate::collective::{Element, ReduceOp};
+use super::watchdog::{self, Captured, What};
+use crate::collective::{Element, Names, ReduceOp};
 use crate::error::{Error, Result};
 use crate::memory::{DeviceDest, DeviceSource};
 use crate::stream::Stream;
@@ -76,7 +78,75 @@ enum Op {
     },
 }
 
+impl Op {
+    /// The operation in words, for a failure's report.
+    fn describe(&self) -> String {
+        match self {
+            Op::Send { data, peer } => format!("send ({} elements) to rank {peer}", data.len),
+            Op::Recv { data, peer } => format!("recv ({} elements) from rank {peer}", data.len),
+            Op::AllReduce { recv, .. } => format!("all_reduce ({} elements)", recv.len),
+            Op::Broadcast { recv, root, .. } => {
+                format!("broadcast ({} elements) from rank {root}", recv.len)
+            }
+            Op::AllGather { send, .. } => format!("all_gather ({} elements each)", send.len),
+            Op::ReduceScatter { recv, .. } => {
+                format!("reduce_scatter ({} elements each)", recv.len)
+            }
+        }
+    }
+
+    /// The peer of a send or receive.
+    fn peer(&self) -> Option<usize> {
+        match *self {
+            Op::Send { peer, .. } | Op::Recv { peer, .. } => Some(peer),
+            _ => None,
+        }
+    }
+}
+
+/// A group's operations in words, and their one peer if they have one, for the watchdog.
+fn group_what(pending: &[Pending<'_>]) -> What {
+    let operation: Vec<&str> = pending.iter().map(|p| p.what.as_str()).collect();
+    let mut peers = pending.iter().filter_map(|p| p.peer);
+    let first = peers.next();
+    What {
+        names: Names::default(),
+        operation: format!("group: {}", operation.join("; ")),
+        peer: first.filter(|&p| peers.all(|q| q == p)),
+    }
+}
+
 impl Communicator {
+    /// Watches one ungrouped operation against the communicator's deadline, as a stage's
+    /// group is (`watchdog.rs`): captured, from each launch of the graph; eagerly, from now.
+    fn watch_one(
+        &self,
+        gate: adapt::Enqueue<'_>,
+        stream: &Stream,
+        op: &Op,
+        issued: Result<()>,
+    ) -> Result<()> {
+        let what = What {
+            names: Names::default(),
+            operation: op.describe(),
+            peer: op.peer(),
+        };
+        let capturing = gate.is_capturing();
+        if capturing && issued.is_ok() {
+            gate.keep(Arc::new(Captured {
+                handle: self.shared(),
+                what: what.clone(),
+            }));
+        }
+        // The event that marks the operation's end is recorded past the gate.
+        drop(gate);
+        issued?;
+        if !capturing {
+            watchdog::watch(&self.shared(), stream, what)?;
+        }
+        Ok(())
+    }
+
     fn check_rank(&self, call: &'static str, what: &str, rank: usize) -> Result<()> {
         if rank < self.size() {
             Ok(())
@@ -316,12 +386,13 @@ impl Communicator {
         const CALL: &str = "Communicator::send";
         refuse_in_group(CALL)?;
         let p = self.prepare_send(CALL, stream, data, peer)?;
-        let _gate = self.enter(CALL, stream, |e| e.note(data))?;
+        let gate = self.enter(CALL, stream, |e| e.note(data))?;
         // SAFETY: `data` is borrowed for this call and checked to be CUDA memory of the
         // stream's context; its use is recorded (and kept by a capture) under the gate held
         // across this call, so the allocation outlives the work (see the module docs); no
         // group is open, so NCCL enqueues it now.
-        unsafe { self.issue(&p) }
+        let issued = unsafe { self.issue(&p) };
+        self.watch_one(gate, stream, &p.op, issued)
     }
 
     /// Receives from `peer` into `data` (`ncclRecv`), in `stream`'s order.
@@ -334,10 +405,11 @@ impl Communicator {
         const CALL: &str = "Communicator::recv";
         refuse_in_group(CALL)?;
         let p = self.prepare_recv(CALL, stream, data, peer)?;
-        let _gate = self.enter(CALL, stream, |e| e.note(data))?;
+        let gate = self.enter(CALL, stream, |e| e.note(data))?;
         // SAFETY: as in `send`; `data` is borrowed `&mut`, so nothing else of this call
         // aliases it.
-        unsafe { self.issue(&p) }
+        let issued = unsafe { self.issue(&p) };
+        self.watch_one(gate, stream, &p.op, issued)
     }
 
     /// Reduces `send` over all ranks with `op` into every rank's `recv` (`ncclAllReduce`).
@@ -351,12 +423,13 @@ impl Communicator {
         const CALL: &str = "Communicator::all_reduce";
         refuse_in_group(CALL)?;
         let p = self.prepare_all_reduce(CALL, stream, Some(send), recv, op)?;
-        let _gate = self.enter(CALL, stream, |e| {
+        let gate = self.enter(CALL, stream, |e| {
             e.note(send);
             e.note(recv);
         })?;
         // SAFETY: as in `send` and `recv`; `send` and `recv` cannot alias (`&` and `&mut`).
-        unsafe { self.issue(&p) }
+        let issued = unsafe { self.issue(&p) };
+        self.watch_one(gate, stream, &p.op, issued)
     }
 
     /// [`all_reduce`](Self::all_reduce) with `data` as input and output.
@@ -369,9 +442,10 @@ impl Communicator {
         const CALL: &str = "Communicator::all_reduce_in_place";
         refuse_in_group(CALL)?;
         let p = self.prepare_all_reduce::<T, D, D>(CALL, stream, None, data, op)?;
-        let _gate = self.enter(CALL, stream, |e| e.note(data))?;
+        let gate = self.enter(CALL, stream, |e| e.note(data))?;
         // SAFETY: as in `recv` (NCCL reads and writes the one buffer, in place).
-        unsafe { self.issue(&p) }
+        let issued = unsafe { self.issue(&p) };
+        self.watch_one(gate, stream, &p.op, issued)
     }
 
     /// Copies `root`'s `data` into every other rank's `data` (`ncclBroadcast` in place).
@@ -384,9 +458,10 @@ impl Communicator {
         const CALL: &str = "Communicator::broadcast";
         refuse_in_group(CALL)?;
         let p = self.prepare_broadcast::<T, D, D>(CALL, stream, None, data, root)?;
-        let _gate = self.enter(CALL, stream, |e| e.note(data))?;
+        let gate = self.enter(CALL, stream, |e| e.note(data))?;
         // SAFETY: as in `recv`.
-        unsafe { self.issue(&p) }
+        let issued = unsafe { self.issue(&p) };
+        self.watch_one(gate, stream, &p.op, issued)
     }
 
     /// Copies `root`'s `send` into every rank's `recv` (`ncclBroadcast`; `send` is read on
@@ -401,12 +476,13 @@ impl Communicator {
         const CALL: &str = "Communicator::broadcast_from";
         refuse_in_group(CALL)?;
         let p = self.prepare_broadcast(CALL, stream, Some(send), recv, root)?;
-        let _gate = self.enter(CALL, stream, |e| {
+        let gate = self.enter(CALL, stream, |e| {
             e.note(send);
             e.note(recv);
         })?;
         // SAFETY: as in `all_reduce`.
-        unsafe { self.issue(&p) }
+        let issued = unsafe { self.issue(&p) };
+        self.watch_one(gate, stream, &p.op, issued)
     }
 
     /// Gathers every rank's `send` into every rank's `recv` in rank order
@@ -420,12 +496,13 @@ impl Communicator {
         const CALL: &str = "Communicator::all_gather";
         refuse_in_group(CALL)?;
         let p = self.prepare_all_gather(CALL, stream, send, recv)?;
-        let _gate = self.enter(CALL, stream, |e| {
+        let gate = self.enter(CALL, stream, |e| {
             e.note(send);
             e.note(recv);
         })?;
         // SAFETY: as in `all_reduce`; `recv` holds `size` times `send`'s elements (checked).
-        unsafe { self.issue(&p) }
+        let issued = unsafe { self.issue(&p) };
+        self.watch_one(gate, stream, &p.op, issued)
     }
 
     /// Reduces `send` over all ranks with `op`, leaving rank `r`'s block of `recv.len()`
@@ -440,12 +517,13 @@ impl Communicator {
         const CALL: &str = "Communicator::reduce_scatter";
         refuse_in_group(CALL)?;
         let p = self.prepare_reduce_scatter(CALL, stream, send, recv, op)?;
-        let _gate = self.enter(CALL, stream, |e| {
+        let gate = self.enter(CALL, stream, |e| {
             e.note(send);
             e.note(recv);
         })?;
         // SAFETY: as in `all_reduce`; `send` holds `size` times `recv`'s elements (checked).
-        unsafe { self.issue(&p) }
+        let issued = unsafe { self.issue(&p) };
+        self.watch_one(gate, stream, &p.op, issued)
     }
 
     // ---- groups ------------------------------------------------------------------------------
@@ -549,14 +627,24 @@ impl Drop for Group<'_> {
 /// its stream.
 struct Pending<'a> {
     stream: &'a Stream,
+    /// The operation in words, and its peer, for the watchdog.
+    what: String,
+    peer: Option<usize>,
     track: Box<dyn FnOnce(&adapt::Enqueue<'_>) + 'a>,
 }
 
 impl<'a> Group<'a> {
     /// Records the uses of an operation NCCL accepted into the group.
-    fn record(&mut self, stream: &'a Stream, track: impl FnOnce(&adapt::Enqueue<'_>) + 'a) {
+    fn record(
+        &mut self,
+        stream: &'a Stream,
+        op: &Op,
+        track: impl FnOnce(&adapt::Enqueue<'_>) + 'a,
+    ) {
         self.pending.push(Pending {
             stream,
+            what: op.describe(),
+            peer: op.peer(),
             track: Box::new(track),
         });
     }
@@ -567,6 +655,7 @@ impl<'a> Group<'a> {
         self.open = false;
         set_in_group(false);
         let pending: Vec<Pending<'a>> = self.pending.drain(..).collect();
+        let what = group_what(&pending);
         let mut streams: Vec<(&'a Stream, (usize, usize))> = pending
             .iter()
             .filter_map(|p| Some((p.stream, adapt::Enqueue::key(p.stream)?)))
@@ -598,8 +687,25 @@ impl<'a> Group<'a> {
         // (and kept by a capture) under the gates held across this call; from here on the
         // allocation rules keep them valid (module docs).
         let ended = unsafe { self.comm.raw_group_end() };
+        // Watched like a stage's group on each of its streams: captured, from each launch of
+        // the graph; eagerly, from now.
+        let mut eager = Vec::new();
+        for (stream, _) in &streams {
+            let key = adapt::Enqueue::key(stream);
+            match gates.iter().find(|(k, _)| Some(*k) == key) {
+                Some((_, gate)) if gate.is_capturing() => gate.keep(Arc::new(Captured {
+                    handle: self.comm.shared(),
+                    what: what.clone(),
+                })),
+                _ => eager.push(*stream),
+            }
+        }
         drop(gates);
-        entered.and(ended)
+        entered.and(ended)?;
+        for stream in eager {
+            watchdog::watch(&self.comm.shared(), stream, what.clone())?;
+        }
+        Ok(())
     }
 
     /// [`Communicator::send`] in the group.
@@ -612,7 +718,7 @@ impl<'a> Group<'a> {
         let p = self.comm.prepare_send("Group::send", stream, data, peer)?;
         // SAFETY: NCCL holds the operation until the group ends; see `end`.
         unsafe { self.comm.issue(&p)? };
-        self.record(stream, move |e| e.note(data));
+        self.record(stream, &p.op, move |e| e.note(data));
         Ok(())
     }
 
@@ -626,7 +732,7 @@ impl<'a> Group<'a> {
         let p = self.comm.prepare_recv("Group::recv", stream, data, peer)?;
         // SAFETY: as in `send`; `data` is borrowed `&mut` for the group.
         unsafe { self.comm.issue(&p)? };
-        self.record(stream, move |e| e.note(data));
+        self.record(stream, &p.op, move |e| e.note(data));
         Ok(())
     }
 
@@ -643,7 +749,7 @@ impl<'a> Group<'a> {
             .prepare_all_reduce("Group::all_reduce", stream, Some(send), recv, op)?;
         // SAFETY: as in `send`.
         unsafe { self.comm.issue(&p)? };
-        self.record(stream, move |e| {
+        self.record(stream, &p.op, move |e| {
             e.note(send);
             e.note(recv);
         });
@@ -666,7 +772,7 @@ impl<'a> Group<'a> {
         )?;
         // SAFETY: as in `send`.
         unsafe { self.comm.issue(&p)? };
-        self.record(stream, move |e| e.note(data));
+        self.record(stream, &p.op, move |e| e.note(data));
         Ok(())
     }
 
@@ -682,7 +788,7 @@ impl<'a> Group<'a> {
                 .prepare_broadcast::<T, D, D>("Group::broadcast", stream, None, data, root)?;
         // SAFETY: as in `send`.
         unsafe { self.comm.issue(&p)? };
-        self.record(stream, move |e| e.note(data));
+        self.record(stream, &p.op, move |e| e.note(data));
         Ok(())
     }
 
@@ -698,7 +804,7 @@ impl<'a> Group<'a> {
             .prepare_all_gather("Group::all_gather", stream, send, recv)?;
         // SAFETY: as in `send`.
         unsafe { self.comm.issue(&p)? };
-        self.record(stream, move |e| {
+        self.record(stream, &p.op, move |e| {
             e.note(send);
             e.note(recv);
         });
@@ -718,7 +824,7 @@ impl<'a> Group<'a> {
                 .prepare_reduce_scatter("Group::reduce_scatter", stream, send, recv, op)?;
         // SAFETY: as in `send`.
         unsafe { self.comm.issue(&p)? };
-        self.record(stream, move |e| {
+        self.record(stream, &p.op, move |e| {
             e.note(send);
             e.note(recv);
         });

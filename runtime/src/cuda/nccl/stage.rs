@@ -249,7 +249,17 @@ impl Communicator {
             unsafe { self.issue_group(&calls, raw) }
         });
         drop(gate);
-        issued?;
+        if let Err(error) = issued {
+            // NCCL refused the group at once (e.g. ncclInvalidUsage for a recv from this
+            // rank with no send): the failure is this stage's, named so.
+            return Err(match error.comm_failure() {
+                Some(_) => self
+                    .abort_state()
+                    .name_first(what.names, &what.operation, what.peer)
+                    .map_or(error, Error::from),
+                None => error,
+            });
+        }
         if !capturing {
             watchdog::watch(&self.shared(), stream, what)?;
         }

@@ -7,7 +7,9 @@
 //! kernels return, so the stream drains and a host wait on it returns.
 //!
 //! A host wait then reports the failure: [`failure_after_wait`] is asked by
-//! `Stream::synchronize` for the communicators whose work it waited for.
+//! `Stream::synchronize` and `DeviceBuffer::to_vec` for the communicators whose work it
+//! waited for, [`failure_after_event`] by `Event::synchronize` for those whose work came
+//! before the event's record ([`note_record`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
@@ -17,7 +19,7 @@ use super::comm::CommHandle;
 use crate::collective::{CommCause, CommFailure, Names};
 use crate::cuda::Keep;
 use crate::error::{Error, Result};
-use crate::event::{Event, EventFlags};
+use crate::event::{Event, EventBackend, EventFlags};
 use crate::stream::Stream;
 
 /// How often the watchdog looks at pending work.
@@ -56,6 +58,11 @@ struct Watchdog {
     /// The communicators with work enqueued on each stream (by raw handle) since its last
     /// wait.
     streams: Mutex<HashMap<usize, Vec<Weak<CommHandle>>>>,
+    /// The communicators with work before each event's latest record (by raw handle), for
+    /// `Event::synchronize`. Replaced at each record; an entry of a dropped event stays
+    /// until its handle is recorded again (a few pointers; reporting a communicator's
+    /// failure is never wrong).
+    events: Mutex<HashMap<usize, Vec<Weak<CommHandle>>>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -91,7 +98,11 @@ fn watchdog() -> Result<&'static Arc<Watchdog>> {
 pub(crate) fn watch(handle: &Arc<CommHandle>, stream: &Stream, what: What) -> Result<()> {
     let dog = watchdog()?;
     let done = Event::with_flags(handle.context(), EventFlags::ORDERING)?;
-    stream.record_into(&done)?;
+    // Recorded on the CUDA level: the watchdog's own events are not noted for waits.
+    match done.kind() {
+        EventBackend::Cuda(event) => stream.cuda_only("watch")?.record(event)?,
+        EventBackend::Cpu(_) => return Err(Error::cuda_only("watch")),
+    }
     if let Some(raw) = stream_key(stream) {
         let mut streams = lock(&dog.streams);
         let list = streams.entry(raw).or_default();
@@ -130,6 +141,35 @@ pub(crate) fn watch_launch(keep: &[Keep], stream: &Stream) -> Result<()> {
 pub(crate) fn failure_after_wait(raw: usize) -> Option<CommFailure> {
     let dog = WATCHDOG.get()?.as_ref().ok()?;
     let handles = lock(&dog.streams).remove(&raw)?;
+    handles
+        .iter()
+        .filter_map(Weak::upgrade)
+        .find_map(|h| h.abort_state().failure())
+}
+
+/// Notes, as the event `event` is recorded on the stream `stream` (raw handles), the
+/// communicators with work on the stream so far: a wait on the event waits for that work.
+pub(crate) fn note_record(stream: usize, event: usize) {
+    let Some(Ok(dog)) = WATCHDOG.get().map(Result::as_ref) else {
+        return;
+    };
+    let handles = lock(&dog.streams).get(&stream).cloned();
+    let mut events = lock(&dog.events);
+    match handles {
+        Some(handles) => {
+            events.insert(event, handles);
+        }
+        None => {
+            events.remove(&event);
+        }
+    }
+}
+
+/// The failure of a communicator whose work came before the latest record of the event
+/// `raw`, once a wait on it has returned.
+pub(crate) fn failure_after_event(raw: usize) -> Option<CommFailure> {
+    let dog = WATCHDOG.get()?.as_ref().ok()?;
+    let handles = lock(&dog.events).get(&raw).cloned()?;
     handles
         .iter()
         .filter_map(Weak::upgrade)
@@ -195,6 +235,8 @@ impl Watchdog {
                 handle.abort_state().record(failure);
                 handle.abort_now();
             }
+            // Aborts that waited for a capture the public layer did not end through us.
+            super::comm::abort_deferred();
             std::thread::sleep(POLL);
         }
     }
