@@ -34,7 +34,8 @@ pub use crate::pipeline::plan::{
     ensure_events, ensure_streams, internal, plan_for, profile_sites,
 };
 pub use crate::pipeline::refs::{
-    Sliced, element, element_mut, fill_view, scratch_ref, view, view_mut,
+    Apart, Elements, ReadSource, Sliced, WriteSource, element, element_mut, fill_view, scratch_ref,
+    view, view_mut,
 };
 pub use crate::pipeline::{CommStage, Rank};
 pub use crate::pipeline::{

@@ -18,6 +18,7 @@ mod devices;
 mod hint;
 mod limits;
 mod ordering;
+mod ranges;
 mod repetition;
 mod statements;
 

@@ -192,6 +192,18 @@ impl<T: Pod> DeviceBuffer<T> {
         Ok(DeviceViewMut::new(&self.alloc, start, len))
     }
 
+    /// An exclusive view of `range` from a shared borrow, for
+    /// [`Apart`](crate::pipeline::refs::Apart) alone: it hands out each view once it has
+    /// checked that no other view it gave of this buffer overlaps a written one, the
+    /// exclusivity `&mut self` gives [`slice_mut`](Self::slice_mut).
+    pub(crate) fn slice_mut_apart(
+        &self,
+        range: impl RangeBounds<usize>,
+    ) -> Result<DeviceViewMut<'_, T>> {
+        let (start, len) = check::resolve_range("DeviceBuffer::slice_mut", &range, self.len)?;
+        Ok(DeviceViewMut::new(&self.alloc, start, len))
+    }
+
     /// Exclusive views of `[0, mid)` and `[mid, len)`, e.g. for two streams to fill one half
     /// each; `mid > len` is an error.
     pub fn split_at_mut(

@@ -49,14 +49,223 @@ impl<T: Pod> Sliced for PinnedBuffer<T> {
     }
 }
 
+/// What a statement reads a range from: a buffer it borrows, or one of several ranges of a
+/// buffer the statement names more than once ([`Apart`]).
+pub trait ReadSource {
+    /// The view of a range.
+    type View;
+    /// The elements `r.start..r.end`, read.
+    fn read(self, r: Ref) -> Result<Self::View>;
+}
+
+/// What a statement writes a range of: a buffer it borrows exclusively, or one of several
+/// ranges of a buffer the statement names more than once ([`Apart`]).
+pub trait WriteSource {
+    /// The view of a range.
+    type ViewMut;
+    /// The elements `r.start..r.end`, written.
+    fn write(self, r: Ref) -> Result<Self::ViewMut>;
+}
+
+impl<'b, B: Sliced + ?Sized> ReadSource for &'b B {
+    type View = B::View<'b>;
+    fn read(self, r: Ref) -> Result<B::View<'b>> {
+        self.view(r)
+    }
+}
+
+impl<'b, B: Sliced + ?Sized> WriteSource for &'b mut B {
+    type ViewMut = B::ViewMut<'b>;
+    fn write(self, r: Ref) -> Result<B::ViewMut<'b>> {
+        self.view_mut(r)
+    }
+}
+
 /// `x[lo..hi]` read by a statement.
-pub fn view<B: Sliced + ?Sized>(buffer: &B, r: Ref) -> Result<B::View<'_>> {
-    buffer.view(r)
+pub fn view<S: ReadSource>(source: S, r: Ref) -> Result<S::View> {
+    source.read(r)
 }
 
 /// `x[lo..hi]` written by a statement.
-pub fn view_mut<B: Sliced + ?Sized>(buffer: &mut B, r: Ref) -> Result<B::ViewMut<'_>> {
-    buffer.view_mut(r)
+pub fn view_mut<S: WriteSource>(source: S, r: Ref) -> Result<S::ViewMut> {
+    source.write(r)
+}
+
+/// The ranges one statement names of one buffer when one of them is written (a copy from
+/// `f[0..4]` to `f[8..12]`, a launch given two halves): views handed out from one exclusive
+/// borrow for as long as the statement needs them, each checked against those handed out
+/// before it, so that a written range never overlaps another (the step's plan refused such a
+/// statement already; this keeps the views sound on their own).
+///
+/// A statement that names several ranges of a buffer array takes an `Apart` of the array; the
+/// ranges of different elements never overlap.
+pub struct Apart<'a, B> {
+    buffers: &'a [B],
+    given: std::cell::RefCell<GivenRanges>,
+}
+
+/// The ranges an [`Apart`] has handed out: inline for the few one statement names.
+#[derive(Default)]
+struct GivenRanges {
+    inline: [Option<Ref>; 4],
+    more: Vec<Ref>,
+}
+
+impl GivenRanges {
+    fn iter(&self) -> impl Iterator<Item = &Ref> {
+        self.inline.iter().flatten().chain(&self.more)
+    }
+
+    fn push(&mut self, r: Ref) {
+        match self.inline.iter_mut().find(|slot| slot.is_none()) {
+            Some(slot) => *slot = Some(r),
+            None => self.more.push(r),
+        }
+    }
+}
+
+impl<'a, B> Apart<'a, B> {
+    /// The ranges of one buffer.
+    pub fn new(buffer: &'a mut B) -> Apart<'a, B> {
+        Apart::of_array(std::slice::from_mut(buffer))
+    }
+
+    /// The ranges of the elements of a buffer array.
+    pub fn of_array(buffers: &'a mut [B]) -> Apart<'a, B> {
+        Apart {
+            buffers,
+            given: std::cell::RefCell::new(GivenRanges::default()),
+        }
+    }
+
+    /// The element `r` names, after checking `r` against the ranges handed out before.
+    fn take(&self, r: Ref, write: bool) -> Result<&'a B> {
+        let mut given = self.given.borrow_mut();
+        let clash = given.iter().find(|g| {
+            g.element == r.element && (g.write || write) && g.start < r.end && r.start < g.end
+        });
+        if let Some(g) = clash {
+            return Err(Error::invalid(
+                "pipeline step",
+                format!(
+                    "one statement names elements {}..{} and {}..{} of one buffer, and one of \
+                     them is written: they overlap at {}..{}",
+                    g.start,
+                    g.end,
+                    r.start,
+                    r.end,
+                    g.start.max(r.start),
+                    g.end.min(r.end)
+                ),
+            ));
+        }
+        let len = self.buffers.len();
+        let buffer = self
+            .buffers
+            .get(r.element)
+            .ok_or_else(|| no_element(len, r))?;
+        given.push(Ref { write, ..r });
+        Ok(buffer)
+    }
+}
+
+impl<B> std::fmt::Debug for Apart<'_, B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Apart")
+            .field("buffers", &self.buffers.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Implements reading and writing ranges of an [`Apart`] of one buffer type.
+macro_rules! apart {
+    ($buffer:ident, $view:ident, $view_mut:ident) => {
+        impl<'a, T: Pod> ReadSource for &Apart<'a, $buffer<T>> {
+            type View = $view<'a, T>;
+            fn read(self, r: Ref) -> Result<$view<'a, T>> {
+                self.take(r, false)?.slice(r.start..r.end)
+            }
+        }
+
+        impl<'a, T: Pod> WriteSource for &mut Apart<'a, $buffer<T>> {
+            type ViewMut = $view_mut<'a, T>;
+            fn write(self, r: Ref) -> Result<$view_mut<'a, T>> {
+                self.take(r, true)?.slice_mut_apart(r.start..r.end)
+            }
+        }
+    };
+}
+
+apart!(DeviceBuffer, DeviceView, DeviceViewMut);
+apart!(PinnedBuffer, PinnedView, PinnedViewMut);
+
+/// A buffer array a statement takes elements of: a slice of buffers, or an [`Apart`] of one.
+pub trait Elements {
+    /// An element, read.
+    type Read<'b>
+    where
+        Self: 'b;
+    /// An element, written.
+    type Write<'b>
+    where
+        Self: 'b;
+    /// `xs[k]`, read.
+    fn element(&self, r: Ref) -> Result<Self::Read<'_>>;
+    /// `xs[k]`, written.
+    fn element_mut(&mut self, r: Ref) -> Result<Self::Write<'_>>;
+}
+
+impl<B> Elements for [B] {
+    type Read<'b>
+        = &'b B
+    where
+        B: 'b;
+    type Write<'b>
+        = &'b mut B
+    where
+        B: 'b;
+    fn element(&self, r: Ref) -> Result<&B> {
+        self.get(r.element).ok_or_else(|| no_element(self.len(), r))
+    }
+    fn element_mut(&mut self, r: Ref) -> Result<&mut B> {
+        let len = self.len();
+        self.get_mut(r.element).ok_or_else(|| no_element(len, r))
+    }
+}
+
+impl<B> Elements for Vec<B> {
+    type Read<'b>
+        = &'b B
+    where
+        B: 'b;
+    type Write<'b>
+        = &'b mut B
+    where
+        B: 'b;
+    fn element(&self, r: Ref) -> Result<&B> {
+        self.as_slice().element(r)
+    }
+    fn element_mut(&mut self, r: Ref) -> Result<&mut B> {
+        self.as_mut_slice().element_mut(r)
+    }
+}
+
+impl<'a, B> Elements for Apart<'a, B> {
+    type Read<'b>
+        = &'b Apart<'a, B>
+    where
+        Self: 'b;
+    type Write<'b>
+        = &'b mut Apart<'a, B>
+    where
+        Self: 'b;
+    // The element is picked when the range is: `r.element` names it there.
+    fn element(&self, _: Ref) -> Result<&Apart<'a, B>> {
+        Ok(self)
+    }
+    fn element_mut(&mut self, _: Ref) -> Result<&mut Apart<'a, B>> {
+        Ok(self)
+    }
 }
 
 fn no_element(len: usize, r: Ref) -> Error {
@@ -70,16 +279,13 @@ fn no_element(len: usize, r: Ref) -> Error {
 }
 
 /// `xs[k]` of a buffer array, read.
-pub fn element<B>(buffers: &[B], r: Ref) -> Result<&B> {
-    buffers
-        .get(r.element)
-        .ok_or_else(|| no_element(buffers.len(), r))
+pub fn element<E: Elements + ?Sized>(buffers: &E, r: Ref) -> Result<E::Read<'_>> {
+    buffers.element(r)
 }
 
 /// `xs[k]` of a buffer array, written.
-pub fn element_mut<B>(buffers: &mut [B], r: Ref) -> Result<&mut B> {
-    let len = buffers.len();
-    buffers.get_mut(r.element).ok_or_else(|| no_element(len, r))
+pub fn element_mut<E: Elements + ?Sized>(buffers: &mut E, r: Ref) -> Result<E::Write<'_>> {
+    buffers.element_mut(r)
 }
 
 /// The scratch buffer `name`, read (its length, when a step is described).

@@ -110,6 +110,8 @@ struct Use<'a> {
     /// Whether it names a range (`x[lo..hi]`) or an element of an array (`xs[k]`): two of
     /// those may be disjoint, which the step checks before it is enqueued.
     subscripted: bool,
+    /// The reference as written.
+    reference: BufRef<'a>,
 }
 
 /// A launch says how many blocks and threads it runs: `grid` and `block` are required.
@@ -277,6 +279,7 @@ fn launch_argument<'a>(
                 param: p,
                 arg: ident,
                 subscripted: reference.is_subscripted(),
+                reference,
             })
         }
         KernelParamType::Scalar(ty) => {
@@ -314,6 +317,21 @@ pub(super) fn distinct_primitives(a: &str, b: &str) -> bool {
 /// pointer parameters do not alias (`__restrict__`), so that would be a data race on the GPU.
 fn launch_aliasing(cx: &Ctxt, kernel: &ast::Kernel, uses: &[Use<'_>]) {
     for (j, second) in uses.iter().enumerate() {
+        for first in &uses[..j] {
+            if first.buffer == second.buffer
+                && (first.writes || second.writes)
+                && first.subscripted
+                && second.subscripted
+            {
+                let written = if second.writes { second } else { first };
+                super::ranges::apart_in_one_statement(
+                    cx,
+                    &first.reference,
+                    &second.reference,
+                    &written.reference,
+                );
+            }
+        }
         let first = uses[..j].iter().find(|first| {
             first.buffer == second.buffer
                 && (first.writes || second.writes)
@@ -346,9 +364,11 @@ fn copy_statement(cx: &Ctxt, scope: &Scope<'_>, copy: &ast::Copy) {
     let (Some(src), Some(dst)) = (src, dst) else {
         return;
     };
-    if copy.src == copy.dst
-        && !(copy.src_ref.borrow().is_subscripted() && copy.dst_ref.borrow().is_subscripted())
-    {
+    let (src_ref, dst_ref) = (copy.src_ref.borrow(), copy.dst_ref.borrow());
+    if copy.src == copy.dst && src_ref.is_subscripted() && dst_ref.is_subscripted() {
+        super::ranges::apart_in_one_statement(cx, &src_ref, &dst_ref, &dst_ref);
+    }
+    if copy.src == copy.dst && !(src_ref.is_subscripted() && dst_ref.is_subscripted()) {
         let name = &copy.dst;
         cx.error_spanned_by(
             name,

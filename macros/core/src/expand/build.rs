@@ -244,6 +244,8 @@ fn statement_node(
         } => {
             let device = pipeline.streams[stage.stream.0].device;
             let field = format_ident!("{}", super::names::kernel_field_name(*kernel, device));
+            let apart =
+                super::launch::apart_lets(pipeline, &super::launch::launch_uses(args, slots));
             let (config, args) = launch_parts(
                 pipeline,
                 source,
@@ -259,6 +261,7 @@ fn statement_node(
             quote! {
                 {
                     #take
+                    #apart
                     let __node = #recv.add_kernel_node(&__tail, &__kernels.#field, #config, #args)?;
                     __tail = ::std::vec![__node.node()];
                     #push
@@ -280,9 +283,16 @@ fn statement_node(
                 let src = buffer(src);
                 return quote!(__tail = ::std::vec![#rt::copy_node(#sink, &__tail, &*#src, #dst_tokens)?];);
             }
+            let apart = super::launch::apart_lets(
+                pipeline,
+                &[(*src, Mode::Read, src_slot), (*dst, Mode::Write, dst_slot)],
+            );
             let (src, dst) = copy_ends(pipeline, *src, src_slot, *dst, dst_slot);
             let copy_node = rt_fn(source.keyword.span, "copy_node");
-            quote!(__tail = ::std::vec![#copy_node(#sink, &__tail, #src, #dst)?];)
+            quote!({
+                #apart
+                __tail = ::std::vec![#copy_node(#sink, &__tail, #src, #dst)?];
+            })
         }
         StatementKind::Fill { source, dst } => {
             let value = &source.value;

@@ -324,6 +324,10 @@ fn apply_fn(pipeline: &Pipeline<'_>, names: &Names, sites: &[LaunchSite<'_>]) ->
             if site.scalars.is_empty() {
                 return quote!(__node += 1;);
             }
+            let apart = super::launch::apart_lets(
+                pipeline,
+                &super::launch::launch_uses(site.args, &slots[site.statement]),
+            );
             let (config, args) = launch_parts(
                 pipeline,
                 site.source,
@@ -340,6 +344,7 @@ fn apply_fn(pipeline: &Pipeline<'_>, names: &Names, sites: &[LaunchSite<'_>]) ->
             let stale = site.scalars.iter().map(|id| id.0);
             quote! {
                 if #(__stale[#stale])||* {
+                    #apart
                     let __kernel_node = __nodes
                         .get(__node)
                         .ok_or_else(|| #rt::internal(#name_str, "a launch has no kernel node"))?;

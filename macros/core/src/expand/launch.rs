@@ -10,7 +10,7 @@ use syn::{Expr, Ident};
 
 use super::names::{rt, rt_fn};
 use crate::ast::{self, BufRef, KernelParamType, type_string};
-use crate::lower::{Arg, KernelId, Mode, Pipeline, StageId};
+use crate::lower::{Arg, BufferId, KernelId, Mode, Pipeline, StageId};
 
 /// The local that holds the scalar arguments of launch statement `statement` of stage
 /// `stage`, evaluated once per stage instance by the bound checks that run before anything of
@@ -25,6 +25,56 @@ pub fn reborrow(name: &Ident, mode: Mode) -> TokenStream {
         Mode::Read => quote!(&*#name),
         Mode::Write => quote!(&mut *#name),
     }
+}
+
+/// The `let`s that turn each buffer one statement names in several ranges, one of them
+/// written (a copy from `f[0..4]` to `f[8..12]`, a launch given two halves of one buffer),
+/// into an `Apart` for the statement: the buffer's name is shadowed by it, so that
+/// [`subscripted`] borrows every range from one exclusive borrow (two `view_mut`s of one
+/// buffer would not compile). `uses` are the statement's buffer uses with their slots; a
+/// buffer also named whole is an error the checks report (it overlaps every range).
+pub fn apart_lets(
+    pipeline: &Pipeline<'_>,
+    uses: &[(BufferId, Mode, Option<usize>)],
+) -> TokenStream {
+    let rt = rt();
+    let mut lets = TokenStream::new();
+    for (i, (buffer, _, _)) in uses.iter().enumerate() {
+        if uses[..i].iter().any(|(b, _, _)| b == buffer) {
+            continue;
+        }
+        let same = || uses.iter().filter(|(b, _, _)| b == buffer);
+        let ranges = same().filter(|(_, _, slot)| slot.is_some()).count();
+        let whole = same().any(|(_, _, slot)| slot.is_none());
+        let written = same().any(|(_, mode, _)| *mode == Mode::Write);
+        if ranges < 2 || whole || !written {
+            continue;
+        }
+        let held = &pipeline.buffers[buffer.0];
+        let name = held.ident;
+        let apart = format_ident!("__apart_{}", name);
+        let make = if held.array {
+            quote!(#rt::Apart::of_array(&mut *#name))
+        } else {
+            quote!(#rt::Apart::new(&mut *#name))
+        };
+        lets.extend(quote! {
+            let mut #apart = #make;
+            let #name = &mut #apart;
+        });
+    }
+    lets
+}
+
+/// The buffer uses of a launch's arguments, with their slots, for [`apart_lets`].
+pub fn launch_uses(args: &[Arg], slots: &[Option<usize>]) -> Vec<(BufferId, Mode, Option<usize>)> {
+    let mut slots = slots.iter().copied();
+    args.iter()
+        .filter_map(|arg| match arg {
+            Arg::Buffer { buffer, mode } => Some((*buffer, *mode, slots.next().flatten())),
+            Arg::Scalar { .. } => None,
+        })
+        .collect()
 }
 
 /// A buffer reference as a value a copy, fill or launch takes. Without a `slot` (no subscript)

@@ -615,6 +615,8 @@ pub(super) fn statement_tokens(
         } => {
             let device = pipeline.streams[stage.stream.0].device;
             let field = format_ident!("{}", super::names::kernel_field_name(*kernel, device));
+            let apart =
+                super::launch::apart_lets(pipeline, &super::launch::launch_uses(args, slots));
             let (config, args) = launch_parts(
                 pipeline,
                 source,
@@ -627,6 +629,7 @@ pub(super) fn statement_tokens(
             let take = kept.map(|site| bounds::take_kept(pipeline, site));
             quote!({
                 #take
+                #apart
                 __kernels.#field.launch(__stream, #config, #args)?;
             })
         }
@@ -641,9 +644,16 @@ pub(super) fn statement_tokens(
                 let src = buffer(src);
                 return quote!(#rt::copy(__stream, &*#src, #dst_tokens)?;);
             }
+            let apart = super::launch::apart_lets(
+                pipeline,
+                &[(*src, Mode::Read, src_slot), (*dst, Mode::Write, dst_slot)],
+            );
             let (src, dst) = copy_ends(pipeline, *src, src_slot, *dst, dst_slot);
             let copy = rt_fn(source.keyword.span, "copy");
-            quote!(#copy(__stream, #src, #dst)?;)
+            quote!({
+                #apart
+                #copy(__stream, #src, #dst)?;
+            })
         }
         StatementKind::Fill { source, dst } => {
             let value = &source.value;

@@ -1,0 +1,111 @@
+//! Two ranges of one buffer in one statement: apart, they compile (a copy from `f[0..4]` to
+//! `f[8..12]`, a launch given two halves); overlapping where one is written, they are an error
+//! on the ranges when their bounds are constants. Ranges the compiler cannot evaluate are
+//! checked before the step is enqueued, with the same message.
+
+use quote::ToTokens;
+
+use crate::ast::{BufRef, tokens_string};
+use crate::constant;
+use crate::ctxt::Ctxt;
+
+/// The elements a range covers when its bounds are constants: `lo` (0 when left out) and
+/// `hi`, `None` when it runs to the buffer's end.
+fn constant_bounds(reference: &BufRef<'_>) -> Option<(i128, Option<i128>)> {
+    let range = reference.range?;
+    let start = match range.start {
+        Some(expr) => constant::value(expr)?,
+        None => 0,
+    };
+    let end = match range.end {
+        Some(expr) => Some(constant::value(expr)?),
+        None => None,
+    };
+    Some((start, end))
+}
+
+/// Whether two references name the same buffer, and the same element when it is an array
+/// (indices written alike name one element: a statement evaluates both at once).
+fn same_buffer(a: &BufRef<'_>, b: &BufRef<'_>) -> bool {
+    a.name == b.name
+        && match (a.index, b.index) {
+            (None, None) => true,
+            (Some(x), Some(y)) => match (constant::value(x), constant::value(y)) {
+                (Some(x), Some(y)) => x == y,
+                _ => x.to_token_stream().to_string() == y.to_token_stream().to_string(),
+            },
+            _ => false,
+        }
+}
+
+/// The elements two constant ranges of one buffer share, if they surely share some: a range
+/// left open at its end runs to the buffer's length, which is at least the other's end.
+fn shared_elements(a: (i128, Option<i128>), b: (i128, Option<i128>)) -> Option<(i128, i128)> {
+    let start = a.0.max(b.0);
+    let end = match (a.1, b.1) {
+        (Some(x), Some(y)) => x.min(y),
+        (Some(x), None) | (None, Some(x)) => x,
+        (None, None) => return None,
+    };
+    (start < end).then_some((start, end))
+}
+
+/// Rule: one statement's ranges of one buffer, one of them written (`written` says which of
+/// the two), do not overlap when the compiler can tell: a kernel's pointer parameters are
+/// `__restrict__` and a copy's ends must be apart.
+pub(super) fn apart_in_one_statement(
+    cx: &Ctxt,
+    first: &BufRef<'_>,
+    second: &BufRef<'_>,
+    written: &BufRef<'_>,
+) {
+    if !same_buffer(first, second) {
+        return;
+    }
+    let (Some(a), Some(b)) = (constant_bounds(first), constant_bounds(second)) else {
+        return;
+    };
+    let Some((start, end)) = shared_elements(a, b) else {
+        return;
+    };
+    let (Some(ra), Some(rb)) = (first.range, second.range) else {
+        return;
+    };
+    let text = |r: &BufRef<'_>| {
+        let index = r
+            .index
+            .map_or(String::new(), |i| format!("[{}]", tokens_string(i)));
+        let range = r.range.map_or(String::new(), |b| {
+            let bound = |e: Option<&syn::Expr>| e.map_or(String::new(), tokens_string);
+            format!("[{}..{}]", bound(b.start), bound(b.end))
+        });
+        format!("{}{index}{range}", r.name)
+    };
+    cx.error_between(
+        ra.span,
+        rb.span,
+        format!(
+            "`{}` and `{}` overlap at elements {start}..{end}, and `{}` is written: the ranges one statement names of a buffer must be apart where one is written; name elements that do not overlap, or a second buffer",
+            text(first),
+            text(second),
+            text(written)
+        ),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shared_elements;
+
+    #[test]
+    fn constant_ranges_share_elements_only_where_both_cover_them() {
+        assert_eq!(shared_elements((0, Some(4)), (8, Some(12))), None);
+        assert_eq!(shared_elements((0, Some(4)), (4, Some(8))), None);
+        assert_eq!(shared_elements((0, Some(6)), (4, Some(8))), Some((4, 6)));
+        // `f[4..]` runs to the length, which is at least 6.
+        assert_eq!(shared_elements((4, None), (0, Some(6))), Some((4, 6)));
+        assert_eq!(shared_elements((6, None), (0, Some(6))), None);
+        // Two open ends: the length decides, which the compiler does not know.
+        assert_eq!(shared_elements((0, None), (4, None)), None);
+    }
+}
