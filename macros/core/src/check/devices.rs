@@ -355,6 +355,7 @@ impl Site<'_, '_> {
             return;
         }
         let there = self.scope.device_name(device);
+        let kernel = what.starts_with("kernel");
         let on_here = self
             .scope
             .devices
@@ -368,8 +369,14 @@ impl Site<'_, '_> {
         cx.error_spanned_by(
             name,
             format!(
-                "`{name}` lives on device {there}, but {}: {what} reaches only its own device's memory; copy it first, in a stage ordered before this one (`copy {name} -> {name}_{on_here};` into a buffer declared `on {on_here}`), run this stage on a stream `on {on_there}`, or, for a kernel, reach it through peer access: `peer({name})` after the launch",
+                "`{name}` lives on device {there}, but {}: {what} reaches only its own device's memory; copy it first, in a stage ordered before this one (`copy {name} -> {name}_{on_here};` into a buffer declared `on {on_here}`), {}run this stage on a stream `on {on_there}`{}",
                 self.where_(),
+                if kernel { "" } else { "or " },
+                if kernel {
+                    format!(", or reach it through peer access: `peer({name})` after the launch")
+                } else {
+                    String::new()
+                },
             ),
         );
     }
