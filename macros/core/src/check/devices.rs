@@ -134,16 +134,14 @@ fn declarations(cx: &Ctxt, scope: &Scope<'_>) {
                 match buffer.memory {
                     Memory::Device | Memory::Pinned | Memory::Flag => {
                         known(on);
-                        if let Some(ast::DeviceIndex::Each(span)) = &on.index {
-                            if !buffer.array {
-                                cx.error_at(
-                                    *span,
-                                    format!(
-                                        "`on {}[..]` puts element `k` of an array on `{}[k]`, but `{}` is one buffer: make it an array (`&mut [DeviceBuffer<T>]`) or name one device, `on {}[0]`",
-                                        on.device, on.device, param.name, on.device
-                                    ),
-                                );
-                            }
+                        if let (Some(ast::DeviceIndex::Each(span)), false) = (&on.index, buffer.array) {
+                            cx.error_at(
+                                *span,
+                                format!(
+                                    "`on {}[..]` puts element `k` of an array on `{}[k]`, but `{}` is one buffer: make it an array (`&mut [DeviceBuffer<T>]`) or name one device, `on {}[0]`",
+                                    on.device, on.device, param.name, on.device
+                                ),
+                            );
                         }
                     }
                     Memory::Opaque if buffer.is_communicator() => known(on),

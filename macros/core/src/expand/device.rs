@@ -194,7 +194,7 @@ pub fn new_fn(
         }
         // Lane `k` on the array's device `k`.
         let decl = super::step::stream_decl(stream);
-        let ctxs = stream_devices(pipeline, i).map(|d| ctx_of(d));
+        let ctxs = stream_devices(pipeline, i).map(&ctx_of);
         quote!({
             let mut __lanes = ::std::vec::Vec::new();
             for __ctx in [#(#ctxs),*] {
