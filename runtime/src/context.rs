@@ -203,6 +203,31 @@ impl Context {
         Context::cpu_devices_with(cpu::ContextOptions { checked: true }, count)
     }
 
+    /// [`Context::cpu_checked_devices`] on a simulated topology where the pairs in
+    /// `without` (device indices, either order) have no peer access, as two GPUs without
+    /// NVLink on different PCIe root complexes: peer copies between them are still staged,
+    /// but [`Context::enable_peer_access`] returns `false` and a kernel on one may never take
+    /// the other's buffers. What CI uses to test a pipeline's refusal of such a pair.
+    ///
+    /// ```
+    /// use gpu_pipeline::Context;
+    /// let devices = Context::cpu_checked_devices_without_peer_access(3, &[(0, 2)]);
+    /// assert!(devices[0].can_access_peer(&devices[1]).unwrap());
+    /// assert!(!devices[2].can_access_peer(&devices[0]).unwrap());
+    /// ```
+    pub fn cpu_checked_devices_without_peer_access(
+        count: usize,
+        without: &[(usize, usize)],
+    ) -> Vec<Context> {
+        let options = cpu::ContextOptions { checked: true };
+        cpu::Context::devices_without_peer_access(options, count, without)
+            .into_iter()
+            .map(|c| Context {
+                backend: ContextBackend::Cpu(c),
+            })
+            .collect()
+    }
+
     fn cpu_devices_with(options: cpu::ContextOptions, count: usize) -> Vec<Context> {
         cpu::Context::devices(options, count)
             .into_iter()

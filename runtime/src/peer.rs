@@ -20,16 +20,37 @@ use crate::stream::{Stream, StreamBackend};
 impl Context {
     /// Whether this device can address `peer`'s memory directly (NVLink, or a PCIe path the
     /// platform allows). Always `true` between a device and itself, and between CPU-backend
-    /// devices made together.
+    /// devices made together (unless made by
+    /// [`Context::cpu_checked_devices_without_peer_access`] with the pair marked).
     pub fn can_access_peer(&self, peer: &Context) -> Result<bool> {
         const CALL: &str = "Context::can_access_peer";
         match (self.kind(), peer.kind()) {
             (ContextBackend::Cuda(a), ContextBackend::Cuda(b)) => a.can_access_peer(b),
-            (ContextBackend::Cpu(a), ContextBackend::Cpu(b)) => Ok(a.same_machine(b)),
+            (ContextBackend::Cpu(a), ContextBackend::Cpu(b)) => Ok(a.can_access_peer(b)),
             _ => Err(Error::mismatch(
                 CALL,
                 "the two contexts are of different backends",
             )),
+        }
+    }
+
+    /// Whether this device's work may touch `peer`'s memory now: the same device, or peer
+    /// access from this device to `peer` enabled by [`Context::enable_peer_access`]. A kernel
+    /// launched on this device may take a buffer of `peer` only then.
+    ///
+    /// ```
+    /// use gpu_pipeline::Context;
+    /// let devices = Context::cpu_devices(2);
+    /// assert!(!devices[0].peer_access_enabled(&devices[1]));
+    /// assert!(devices[0].enable_peer_access(&devices[1]).unwrap());
+    /// assert!(devices[0].peer_access_enabled(&devices[1]));
+    /// assert!(!devices[1].peer_access_enabled(&devices[0]), "one way only");
+    /// ```
+    pub fn peer_access_enabled(&self, peer: &Context) -> bool {
+        match (self.kind(), peer.kind()) {
+            (ContextBackend::Cuda(a), ContextBackend::Cuda(b)) => a.peer_access_enabled(b),
+            (ContextBackend::Cpu(a), ContextBackend::Cpu(b)) => a.peer_access_enabled(b),
+            _ => false,
         }
     }
 
@@ -50,7 +71,7 @@ impl Context {
         const CALL: &str = "Context::enable_peer_access";
         match (self.kind(), peer.kind()) {
             (ContextBackend::Cuda(a), ContextBackend::Cuda(b)) => a.enable_peer_access(b),
-            (ContextBackend::Cpu(a), ContextBackend::Cpu(b)) => Ok(a.same_machine(b)),
+            (ContextBackend::Cpu(a), ContextBackend::Cpu(b)) => Ok(a.enable_peer_access(b)),
             _ => Err(Error::mismatch(
                 CALL,
                 "the two contexts are of different backends",

@@ -10,6 +10,7 @@
 
 use std::ffi::c_uint;
 
+pub mod device_ring;
 pub mod mismatch;
 pub mod multi;
 pub mod sync_policy;

@@ -24,7 +24,7 @@ mod mentions;
 
 pub use collective::{Comm, CommOp, Operand};
 pub use control::{Comparison, Condition, Control, flatten};
-pub use device::{Device, Devices, OnDevice};
+pub use device::{Device, DeviceIndex, Devices, OnDevice};
 pub use mentions::{Mention, Use, mentions, token_mentions};
 
 /// A whole `gpu_pipeline!` input: one pipeline declaration.
@@ -621,6 +621,26 @@ pub struct Launch {
     pub block: Option<LaunchOption>,
     /// `shared EXPR`: dynamic shared memory in bytes.
     pub shared: Option<LaunchOption>,
+    /// `peer(NAME,*)`: buffer arguments that may live on another device than the launch's
+    /// (peer access).
+    pub peer: Option<PeerClause>,
+}
+
+/// `peer(halo, edge)` after a launch: the buffers it names may be on another device, which
+/// the kernel then reaches through peer access.
+#[derive(Debug)]
+pub struct PeerClause {
+    /// The `peer` keyword's span.
+    pub span: Span,
+    /// The buffers named.
+    pub names: Punctuated<Ident, Token![,]>,
+}
+
+impl PeerClause {
+    /// Whether the clause names `name`.
+    pub fn names(&self, name: &Ident) -> bool {
+        self.names.iter().any(|n| n == name)
+    }
 }
 
 /// One `grid`/`block`/`shared` clause.
@@ -1455,9 +1475,22 @@ fn parse_launch(input: ParseStream<'_>) -> syn::Result<Launch> {
     let paren = parenthesized!(content in input);
     let args = Punctuated::parse_terminated(&content)?;
     let (mut grid, mut block, mut shared) = (None, None, None);
+    let mut peer: Option<PeerClause> = None;
     // One arm per clause; each may appear once, in any order.
     while !input.peek(Token![;]) {
         let lookahead = input.lookahead1();
+        if lookahead.peek(kw::peer) {
+            let span = input.parse::<kw::peer>()?.span;
+            let content;
+            parenthesized!(content in input);
+            let names = Punctuated::parse_terminated(&content)?;
+            if peer.replace(PeerClause { span, names }).is_some() {
+                let message =
+                    "`peer` set twice in one `launch`; name every buffer in one `peer(..)`";
+                return Err(syn::Error::new(span, message));
+            }
+            continue;
+        }
         let (slot, word) = if lookahead.peek(kw::grid) {
             (&mut grid, "grid")
         } else if lookahead.peek(kw::block) {
@@ -1482,6 +1515,7 @@ fn parse_launch(input: ParseStream<'_>) -> syn::Result<Launch> {
         grid,
         block,
         shared,
+        peer,
     })
 }
 

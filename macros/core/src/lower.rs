@@ -135,8 +135,11 @@ pub struct Stream<'a> {
     /// Name of the zero-sized marker type that types this stream: pipeline name plus the
     /// stream's name in camel case (`HeatStepCompute`).
     pub marker: String,
-    /// The device it runs on (index into [`Pipeline::devices`]; 0 on one device).
+    /// The device it runs on (index into [`Pipeline::devices`]; 0 on one device); the first
+    /// of its array's devices when `per_device`.
     pub device: usize,
+    /// `on gpu[..]`: element `k` of the stream array runs on device `device + k`.
+    pub per_device: bool,
 }
 
 /// A kernel module.
@@ -224,8 +227,11 @@ pub struct Buffer<'a> {
     pub mutable: bool,
     /// Whether the pipeline owns it (`scratch`) rather than borrowing it (`params`).
     pub scratch: bool,
-    /// The device it lives on (index into [`Pipeline::devices`]; 0 on one device).
+    /// The device it lives on (index into [`Pipeline::devices`]; 0 on one device); the first
+    /// of its array's devices when `per_device`.
     pub device: usize,
+    /// `on gpu[..]`: element `k` of the buffer array lives on device `device + k`.
+    pub per_device: bool,
     /// Whether it is a slice of buffers (`&mut [DeviceBuffer<T>]`).
     pub array: bool,
 }
@@ -466,6 +472,7 @@ pub fn lower<'a>(scope: &Scope<'a>) -> Result<Pipeline<'a>, Unresolved> {
             count: decl.count.as_ref(),
             marker: marker(&input.name, &decl.name),
             device: scope.stream_device(id),
+            per_device: scope.stream_per_device(id),
         })
         .collect::<Vec<_>>();
     let modules = scope
@@ -508,6 +515,7 @@ pub fn lower<'a>(scope: &Scope<'a>) -> Result<Pipeline<'a>, Unresolved> {
             mutable: buffer.mutable,
             scratch: buffer.scratch,
             device: scope.buffer_device(id),
+            per_device: scope.buffer_per_device(id),
             array: buffer.array,
         })
         .collect::<Vec<Buffer<'a>>>();

@@ -28,9 +28,9 @@ pub struct Scope<'a> {
     pub buffers: Vec<BufferDecl<'a>>,
     /// Stages in program order; the index is the stage id.
     pub stages: Vec<&'a ast::Stage>,
-    /// Declared devices in order; none for a pipeline on one device (its `new` takes one
-    /// context).
-    pub devices: Vec<&'a ast::Device>,
+    /// Declared devices in order, a device array's elements one by one; none for a pipeline
+    /// on one device (its `new` takes one context).
+    pub devices: Vec<DeviceSlot<'a>>,
     device_ids: HashMap<String, usize>,
     /// Where each stage sits (parallel to `stages`).
     pub places: Vec<ast::StagePlace<'a>>,
@@ -47,6 +47,37 @@ pub struct Scope<'a> {
     kernel_ids: HashMap<(usize, String), usize>,
     values: HashMap<String, Value>,
     stage_ids: HashMap<String, usize>,
+}
+
+/// One device: a named device, or one element of a device array.
+#[derive(Debug, Clone, Copy)]
+pub struct DeviceSlot<'a> {
+    /// Its declaration.
+    pub decl: &'a ast::Device,
+    /// Its index in a device array (`gpu[2]`); `None` for a named device.
+    pub element: Option<usize>,
+}
+
+impl DeviceSlot<'_> {
+    /// `gpu0`, or `gpu[2]` for an element of an array.
+    pub fn label(&self) -> String {
+        match self.element {
+            Some(k) => format!("{}[{k}]", self.decl.name),
+            None => self.decl.name.to_string(),
+        }
+    }
+}
+
+/// How many devices a device array declares (its count when it is a positive constant;
+/// `check` reports any other); `None` for a named device.
+pub fn array_len(device: &ast::Device) -> Option<usize> {
+    let count = device.count.as_ref()?;
+    Some(
+        crate::constant::value(count)
+            .and_then(|v| usize::try_from(v).ok())
+            .filter(|&n| n > 0)
+            .unwrap_or(1),
+    )
 }
 
 /// A kernel and the module that exports it.
@@ -240,7 +271,16 @@ impl<'a> Scope<'a> {
                 .device_ids
                 .entry(device.name.to_string())
                 .or_insert(scope.devices.len());
-            scope.devices.push(device);
+            match array_len(device) {
+                None => scope.devices.push(DeviceSlot {
+                    decl: device,
+                    element: None,
+                }),
+                Some(n) => scope.devices.extend((0..n).map(|k| DeviceSlot {
+                    decl: device,
+                    element: Some(k),
+                })),
+            }
         }
         for stream in input.streams() {
             scope
@@ -352,9 +392,54 @@ impl<'a> Scope<'a> {
     }
 
     /// The device `on DEVICE` names, or the first one where none is named (an unknown name
-    /// too: `check` reports it).
+    /// too: `check` reports it). For `on gpu[k]`, element `k`; for `on gpu[..]`, the array's
+    /// first element (element `k` of the stream or buffer array is on `gpu[k]`).
     pub fn device_of(&self, on: Option<&ast::OnDevice>) -> usize {
-        on.and_then(|on| self.device(&on.device)).unwrap_or(0)
+        let Some(on) = on else {
+            return 0;
+        };
+        let Some(base) = self.device(&on.device) else {
+            return 0;
+        };
+        let len = self.devices[base..]
+            .iter()
+            .take_while(|d| std::ptr::eq(d.decl, self.devices[base].decl))
+            .count();
+        match &on.index {
+            Some(ast::DeviceIndex::At(expr)) => crate::constant::value(expr)
+                .and_then(|k| usize::try_from(k).ok())
+                .filter(|&k| k < len)
+                .map_or(base, |k| base + k),
+            _ => base,
+        }
+    }
+
+    /// The number of devices of the array `id` is the first element of (1 for a named
+    /// device).
+    pub fn array_devices(&self, id: usize) -> usize {
+        let Some(first) = self.devices.get(id) else {
+            return 1;
+        };
+        self.devices[id..]
+            .iter()
+            .take_while(|d| std::ptr::eq(d.decl, first.decl))
+            .count()
+    }
+
+    /// Whether stream `id` is an array with element `k` on device `gpu[k]` (`on gpu[..]`).
+    pub fn stream_per_device(&self, id: usize) -> bool {
+        self.streams
+            .get(id)
+            .and_then(|s| s.device.as_ref())
+            .is_some_and(|on| matches!(on.index, Some(ast::DeviceIndex::Each(_))))
+    }
+
+    /// Whether buffer `id` is an array with element `k` on device `gpu[k]` (`on gpu[..]`).
+    pub fn buffer_per_device(&self, id: usize) -> bool {
+        self.buffers
+            .get(id)
+            .and_then(|b| b.device)
+            .is_some_and(|on| matches!(on.index, Some(ast::DeviceIndex::Each(_))))
     }
 
     /// The device stream `id` runs on.
@@ -370,14 +455,14 @@ impl<'a> Scope<'a> {
     /// The device's name for messages: as declared, or "its device" for a pipeline on one.
     pub fn device_name(&self, id: usize) -> String {
         match self.devices.get(id) {
-            Some(device) => format!("`{}`", device.name),
+            Some(device) => format!("`{}`", device.label()),
             None => "its device".to_owned(),
         }
     }
 
     /// Names of the declared devices.
     pub fn device_names(&self) -> Vec<String> {
-        self.devices.iter().map(|d| d.name.to_string()).collect()
+        self.devices.iter().map(DeviceSlot::label).collect()
     }
 
     /// Names of the declared streams, for "declared streams are ..." hints.

@@ -19,6 +19,7 @@ pub mod kw {
     syn::custom_keyword!(stage);
     syn::custom_keyword!(concurrent);
     syn::custom_keyword!(devices);
+    syn::custom_keyword!(peer);
     syn::custom_keyword!(step);
     syn::custom_keyword!(swap);
 

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, Weak};
 use super::access::BufferId;
 use super::error::{CpuFault, RaceReport};
 use super::event::{Event, EventOptions};
+use super::peer::PeerTable;
 use super::shared::{ContextShared, lock, on_worker_thread};
 use super::stream::{Stream, StreamOptions, StreamShared};
 use crate::cuda::attribute::SyncPolicy;
@@ -33,6 +34,8 @@ pub(crate) struct Context {
     shared: Arc<ContextShared>,
     /// Which simulated device of `shared` this is.
     device: usize,
+    /// The topology of the devices made together with this one.
+    peers: Arc<PeerTable>,
     /// Weak, so streams own the context and not the other way round.
     streams: Arc<Mutex<Vec<Weak<StreamShared>>>>,
     /// The scheduling policy asked for: recorded, with no effect (waits always block).
@@ -47,11 +50,23 @@ impl Context {
 
     /// `count` simulated devices sharing one race detector (at least one).
     pub(crate) fn devices(options: ContextOptions, count: usize) -> Vec<Self> {
+        Context::devices_without_peer_access(options, count, &[])
+    }
+
+    /// `count` simulated devices (at least one) where the pairs in `without` have no peer
+    /// access.
+    pub(crate) fn devices_without_peer_access(
+        options: ContextOptions,
+        count: usize,
+        without: &[(usize, usize)],
+    ) -> Vec<Self> {
         let shared = ContextShared::new(options.checked);
+        let peers = Arc::new(PeerTable::without(without));
         (0..count.max(1))
             .map(|device| Context {
                 shared: shared.clone(),
                 device,
+                peers: peers.clone(),
                 streams: Arc::default(),
                 sync_policy: SyncPolicy::Auto,
             })
@@ -80,6 +95,24 @@ impl Context {
     /// peer copies work between them.
     pub(crate) fn same_machine(&self, other: &Context) -> bool {
         Arc::ptr_eq(&self.shared, &other.shared)
+    }
+
+    /// Whether this device can address `peer`'s memory once peer access is enabled: devices
+    /// made together, on a pair the topology does not mark without it.
+    pub(crate) fn can_access_peer(&self, peer: &Context) -> bool {
+        self.same_machine(peer) && self.peers.can_access(self.device, peer.device)
+    }
+
+    /// Enables this device's access to `peer`'s memory where the topology allows it; whether
+    /// it is enabled now.
+    pub(crate) fn enable_peer_access(&self, peer: &Context) -> bool {
+        self.same_machine(peer) && self.peers.enable(self.device, peer.device)
+    }
+
+    /// Whether this device's work may touch `peer`'s memory now (the same device, or peer
+    /// access enabled).
+    pub(crate) fn peer_access_enabled(&self, peer: &Context) -> bool {
+        self.same_machine(peer) && self.peers.enabled(self.device, peer.device)
     }
 
     /// The simulated device's index among those made together.

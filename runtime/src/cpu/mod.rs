@@ -101,6 +101,7 @@ mod kernel;
 mod memory;
 mod op;
 mod parts;
+mod peer;
 mod race;
 mod shared;
 mod stream;

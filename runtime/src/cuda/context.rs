@@ -2,6 +2,7 @@
 //! driver call.
 
 use std::cell::Cell;
+use std::sync::Mutex;
 
 use crate::driver::{Driver, check, driver};
 use crate::error::{DriverError, Error, Result};
@@ -123,6 +124,10 @@ fn host_function_error() -> crate::Error {
     }
     .into()
 }
+
+/// The (from, to) pairs of raw contexts whose peer access this process enabled: the driver
+/// cannot be asked, and a kernel's buffers of another device are checked against it.
+static ENABLED_PEERS: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
 
 /// A retained primary context.
 ///
@@ -282,14 +287,35 @@ impl Context {
         let f = d.optional(d.cuCtxEnablePeerAccess, "cuCtxEnablePeerAccess")?;
         // SAFETY: `peer.raw` is a retained primary context (its invariant); flags must be 0;
         // this context is current.
-        match unsafe { f(peer.raw, 0) } {
-            sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED => Ok(true),
+        let enabled = match unsafe { f(peer.raw, 0) } {
+            sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED => true,
             // No direct path, or the device's peer table is full (8 peers on most GPUs):
             // copies are staged instead.
             sys::CUresult::CUDA_ERROR_PEER_ACCESS_UNSUPPORTED
-            | sys::CUresult::CUDA_ERROR_TOO_MANY_PEERS => Ok(false),
-            code => check("cuCtxEnablePeerAccess", code).map(|()| true),
+            | sys::CUresult::CUDA_ERROR_TOO_MANY_PEERS => false,
+            code => check("cuCtxEnablePeerAccess", code).map(|()| true)?,
+        };
+        if enabled {
+            let mut pairs = ENABLED_PEERS
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let pair = (self.raw as usize, peer.raw as usize);
+            if !pairs.contains(&pair) {
+                pairs.push(pair);
+            }
         }
+        Ok(enabled)
+    }
+
+    /// Whether this context's work may address `peer`'s memory: the same context, or peer
+    /// access enabled through [`Context::enable_peer_access`] (primary contexts live as long
+    /// as the process holds them, so a pair once enabled stays enabled).
+    pub(crate) fn peer_access_enabled(&self, peer: &Context) -> bool {
+        self.raw == peer.raw
+            || ENABLED_PEERS
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .contains(&(self.raw as usize, peer.raw as usize))
     }
 
     /// Exchanges the calling thread's capture mode and returns the previous one.

@@ -151,7 +151,7 @@ pub(crate) fn cpu_args<Sig: Signature, A: KernelArgs>(
         ArgRef::Scalar(bytes) => values.push(cpu::KernelArgValue::Scalar(bytes.into())),
         ArgRef::Buffer { region, elem_size } => match (
             &region.alloc.memory,
-            region.alloc.ctx.shares_memory_with(ctx),
+            region.alloc.ctx.shares_memory_with(ctx) || ctx.peer_access_enabled(&region.alloc.ctx),
         ) {
             (DeviceMemory::Cpu(memory), true) => {
                 values.push(cpu::KernelArgValue::Buffer(cpu::BufferArg {
@@ -167,7 +167,8 @@ pub(crate) fn cpu_args<Sig: Signature, A: KernelArgs>(
                     Error::mismatch(
                         call,
                         format!(
-                            "argument {index} is a buffer of another context than the stream's"
+                            "argument {index} is a buffer of another context than the stream's, \
+                             and peer access from the stream's device to it is not enabled"
                         ),
                     )
                 });

@@ -245,6 +245,92 @@ pub fn enable_peer_access(a: &Context, b: &Context) -> Result<()> {
     Ok(())
 }
 
+/// Enables peer access both ways between every two of a pipeline's devices where the
+/// topology allows it (a pipeline whose kernels touch a peer's memory; the pairs a step
+/// needs are checked where they are known, [`require_peer_access`] and
+/// [`check_launch_devices`]).
+pub fn enable_all_peer_access(devices: &[&Context]) -> Result<()> {
+    for (i, a) in devices.iter().enumerate() {
+        for b in &devices[i + 1..] {
+            enable_peer_access(a, b)?;
+        }
+    }
+    Ok(())
+}
+
+/// Enables the peer access a launch declared `peer(..)` needs, from the device `from` (named
+/// `from_name` in the pipeline) to `to`'s memory; refused, naming both devices, where the
+/// topology has no direct path between them.
+pub fn require_peer_access(
+    pipeline: &'static str,
+    from: &Context,
+    from_name: &str,
+    to: &Context,
+    to_name: &str,
+) -> Result<()> {
+    if from.enable_peer_access(to)? {
+        return Ok(());
+    }
+    Err(Error::mismatch(
+        "pipeline peer access",
+        format!(
+            "pipeline `{pipeline}`: a kernel on device `{from_name}` (device {}) touches memory of \
+             device `{to_name}` (device {}), but the topology has no peer access between them \
+             (no NVLink or PCIe peer path); copy the data with `copy` instead, which the driver \
+             stages through host memory",
+            from.device_index(),
+            to.device_index()
+        ),
+    ))
+}
+
+/// Checks, before a launch of a pipeline over several devices, that every buffer argument
+/// lives on the stream's device, or, for an argument the launch declares `peer(..)`
+/// (`peers[i]` for argument `i`), on a device whose memory the stream's device has peer
+/// access to. `names[i]` names argument `i` in the message.
+pub fn check_launch_devices<A: crate::launch::KernelArgs>(
+    stream: &Stream,
+    args: &A,
+    peers: &[bool],
+    names: &[&'static str],
+) -> Result<()> {
+    const CALL: &str = "pipeline launch";
+    let ctx = stream.context();
+    let mut error = None;
+    args.visit(&mut |index, arg| {
+        let crate::launch::ArgRef::Buffer { region, .. } = arg else {
+            return;
+        };
+        let owner = &region.alloc.ctx;
+        if error.is_some() || owner.shares_memory_with(ctx) {
+            return;
+        }
+        let name = names.get(index).copied().unwrap_or("?");
+        let (here, there) = (ctx.device_index(), owner.device_index());
+        if !peers.get(index).copied().unwrap_or(false) {
+            error = Some(Error::mismatch(
+                CALL,
+                format!(
+                    "`{name}` lives on device {there}, but the kernel runs on device {here}: a \
+                     kernel reaches another device's memory only where its launch declares \
+                     `peer({name})`"
+                ),
+            ));
+        } else if !ctx.peer_access_enabled(owner) {
+            error = Some(Error::mismatch(
+                CALL,
+                format!(
+                    "`{name}` lives on device {there} and the kernel on device {here} declares \
+                     `peer({name})`, but device {here} has no peer access to device {there} \
+                     (the topology has no direct path between them); copy it with `copy` \
+                     instead"
+                ),
+            ));
+        }
+    });
+    error.map_or(Ok(()), Err)
+}
+
 /// Gives an enqueue error its stage.
 pub fn stage_error(pipeline: &'static str, stage: &'static str, error: Error) -> Error {
     Error::Stage {

@@ -342,6 +342,9 @@ pub struct StepPlan {
     closed_recorders: Vec<usize>,
     /// The same for a step that runs ahead.
     ahead_recorders: Vec<usize>,
+    /// For each event slot, the (declaration, lane) of the stream whose stage records it: a
+    /// closed step's, then a step's that runs ahead.
+    recorder_lanes: [Vec<(usize, usize)>; 2],
     edges: Vec<Edge>,
 }
 
@@ -434,6 +437,16 @@ impl StepPlan {
             decls
         };
         let (closed_recorders, ahead_recorders) = (recorders(&closed), recorders(&ahead));
+        let lanes = |plan: &Plan| {
+            let mut lanes = vec![(0, 0); plan.events];
+            for planned in &plan.stages {
+                if let (Some(slot), Some(stage)) = (planned.record, stages.get(planned.stage.0)) {
+                    lanes[slot] = (stage.decl, stage.lane);
+                }
+            }
+            lanes
+        };
+        let recorder_lanes = [lanes(&closed), lanes(&ahead)];
         let sites = closed
             .stages
             .iter()
@@ -453,6 +466,7 @@ impl StepPlan {
             graph_before,
             closed_recorders,
             ahead_recorders,
+            recorder_lanes,
             edges: one.edges,
         })
     }
@@ -469,6 +483,15 @@ impl StepPlan {
         match mode {
             StepMode::Closed => &self.closed_recorders,
             StepMode::Ahead { .. } => &self.ahead_recorders,
+        }
+    }
+
+    /// For each event slot of the schedule `mode` enqueues, the stream (declaration, lane)
+    /// whose stage records it: where a pipeline over a device array puts the event.
+    pub fn recorder_lanes(&self, mode: StepMode) -> &[(usize, usize)] {
+        match mode {
+            StepMode::Closed => &self.recorder_lanes[0],
+            StepMode::Ahead { .. } => &self.recorder_lanes[1],
         }
     }
 

@@ -1,5 +1,7 @@
-//! The syntax of devices: `devices { gpu0, gpu1 }`, and `on DEVICE` after a stream, a
-//! buffer param or a scratch buffer.
+//! The syntax of devices: `devices { gpu0, gpu1 }` or a device array `devices { gpu[4] }`,
+//! and `on DEVICE` after a stream, a buffer param or a scratch buffer: `on gpu0`, one
+//! element `on gpu[2]`, or `on gpu[..]` for a stream array or buffer array whose element `k`
+//! is on `gpu[k]`.
 //!
 //! A pipeline without a `devices` block runs on the one device its `new` is given, as it
 //! always did. With one, `new` takes one context per declared device (in order), every
@@ -7,8 +9,9 @@
 //! and the checks keep each device's work to its own memory: between devices data moves by
 //! `copy` (a peer copy).
 
+use proc_macro2::Span;
 use syn::parse::{Parse, ParseStream};
-use syn::{Attribute, Ident};
+use syn::{Attribute, Expr, Ident, Token, bracketed};
 
 use crate::symbol::kw;
 
@@ -30,15 +33,32 @@ pub struct Device {
     pub attrs: Vec<Attribute>,
     /// Its name: the name of its context parameter in `new`.
     pub name: Ident,
+    /// `[N]` for a device array: `new` takes `&[Context; N]` under its name.
+    pub count: Option<Expr>,
 }
 
 impl Parse for Device {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
-        Ok(Device {
-            attrs: input.call(Attribute::parse_outer)?,
-            name: input.parse()?,
-        })
+        let attrs = input.call(Attribute::parse_outer)?;
+        let name = input.parse()?;
+        let count = if input.peek(syn::token::Bracket) {
+            let content;
+            bracketed!(content in input);
+            Some(content.parse()?)
+        } else {
+            None
+        };
+        Ok(Device { attrs, name, count })
     }
+}
+
+/// Which element of a device array `on` names.
+#[derive(Debug)]
+pub enum DeviceIndex {
+    /// `on gpu[..]`: element `k` of a stream array or buffer array on `gpu[k]`.
+    Each(Span),
+    /// `on gpu[EXPR]`: one element (a constant).
+    At(Expr),
 }
 
 /// `on gpu1` after a stream, a buffer param or a scratch buffer.
@@ -48,6 +68,8 @@ pub struct OnDevice {
     pub keyword: kw::on,
     /// The device named.
     pub device: Ident,
+    /// `[..]` or `[EXPR]` after a device array's name.
+    pub index: Option<DeviceIndex>,
 }
 
 impl OnDevice {
@@ -56,9 +78,30 @@ impl OnDevice {
         if !input.peek(kw::on) {
             return Ok(None);
         }
+        let keyword = input.parse()?;
+        let device = input.parse()?;
+        let index = if input.peek(syn::token::Bracket) {
+            let content;
+            let bracket = bracketed!(content in input);
+            if content.peek(Token![..]) {
+                let dots = content.parse::<Token![..]>()?;
+                if !content.is_empty() {
+                    return Err(syn::Error::new(
+                        dots.spans[0],
+                        "a device is named by one constant index, `on gpu[2]`, or `on gpu[..]` for element `k` of an array on `gpu[k]`; a range of devices is not accepted",
+                    ));
+                }
+                Some(DeviceIndex::Each(bracket.span.join()))
+            } else {
+                Some(DeviceIndex::At(content.parse()?))
+            }
+        } else {
+            None
+        };
         Ok(Some(OnDevice {
-            keyword: input.parse()?,
-            device: input.parse()?,
+            keyword,
+            device,
+            index,
         }))
     }
 }

@@ -3,16 +3,21 @@
 //!
 //! A kernel, a memset, a flag operation or a communication statement reaches only the
 //! memory of its own device; a copy goes between host and device memory of its own device,
-//! or between two devices (a peer copy, enqueued on a stream of either). So a buffer on
-//! another device is reached only through a `copy`, which the ordering analysis orders like
-//! any other access: everything the checks do for one device holds across devices.
+//! or between two devices (a peer copy, enqueued on a stream of either). A kernel reaches a
+//! buffer on another device only where its launch says so, `peer(halo)` (peer access, which
+//! `new` enables). Either way the access is one the ordering analysis orders like any other:
+//! everything the checks do for one device holds across devices.
+//!
+//! Where a device depends on a loop variable (a stage on `s[i]` of a stream array `on
+//! gpu[..]`, a buffer `xs[i]` of an array `on gpu[..]`) the macro cannot see it: the
+//! runtime checks those launches before each one is enqueued.
 
 use std::collections::HashMap;
 
 use syn::Ident;
 
 use super::hint::unknown;
-use crate::ast::{self, KernelParamType, Statement, bare_ident};
+use crate::ast::{self, BufRef, KernelParamType, Statement};
 use crate::ctxt::Ctxt;
 use crate::scope::{Memory, Scope, Value};
 
@@ -23,10 +28,13 @@ pub fn check(cx: &Ctxt, scope: &Scope<'_>) {
         let Some(stream) = scope.stream(&stage.stream) else {
             continue;
         };
+        let Some(device) = stage_device(cx, scope, stage, stream) else {
+            continue;
+        };
         let site = Site {
             scope,
             stage,
-            device: scope.stream_device(stream),
+            device,
         };
         for statement in &stage.statements {
             site.statement(cx, statement);
@@ -61,13 +69,25 @@ fn declarations(cx: &Ctxt, scope: &Scope<'_>) {
         }
     }
     let mut seen: HashMap<String, &Ident> = HashMap::new();
-    for device in &scope.devices {
+    for device in scope.input.devices() {
         if seen.insert(device.name.to_string(), &device.name).is_some() {
             let name = &device.name;
             cx.error_spanned_by(name, format!("duplicate device `{name}`"));
         }
+        if let Some(count) = &device.count {
+            let positive = crate::constant::value(count).is_some_and(|n| n > 0);
+            if !positive {
+                cx.error_spanned_by(
+                    count,
+                    format!(
+                        "a device array's length is a positive integer constant, e.g. `{}[4]`; `new` then takes `&[Context; 4]`",
+                        device.name
+                    ),
+                );
+            }
+        }
     }
-    let names = scope.device_names();
+    let names: Vec<String> = scope.input.devices().map(|d| d.name.to_string()).collect();
     let known = |on: &ast::OnDevice| {
         if scope.devices.is_empty() {
             let name = &on.device;
@@ -77,7 +97,9 @@ fn declarations(cx: &Ctxt, scope: &Scope<'_>) {
                     "`on {name}` names a device, but the pipeline declares none; add `devices {{ ... }}` with `{name}` among them (its `new` then takes one context per device)"
                 ),
             );
-        } else if scope.device(&on.device).is_none() {
+        } else if let Some(id) = scope.device(&on.device) {
+            index(cx, scope, on, id);
+        } else {
             cx.error_spanned_by(
                 &on.device,
                 unknown(
@@ -92,6 +114,7 @@ fn declarations(cx: &Ctxt, scope: &Scope<'_>) {
     for stream in &scope.streams {
         if let Some(on) = &stream.device {
             known(on);
+            each_on_array(cx, scope, on, stream.count.as_ref(), "stream", &stream.name);
         }
     }
     for param in scope.input.params() {
@@ -109,7 +132,18 @@ fn declarations(cx: &Ctxt, scope: &Scope<'_>) {
             Some(Value::Buffer(id)) => {
                 let buffer = &scope.buffers[id];
                 match buffer.memory {
-                    Memory::Device | Memory::Pinned | Memory::Flag => known(on),
+                    Memory::Device | Memory::Pinned | Memory::Flag => {
+                        known(on);
+                        if let (Some(ast::DeviceIndex::Each(span)), false) = (&on.index, buffer.array) {
+                            cx.error_at(
+                                *span,
+                                format!(
+                                    "`on {}[..]` puts element `k` of an array on `{}[k]`, but `{}` is one buffer: make it an array (`&mut [DeviceBuffer<T>]`) or name one device, `on {}[0]`",
+                                    on.device, on.device, param.name, on.device
+                                ),
+                            );
+                        }
+                    }
                     Memory::Opaque if buffer.is_communicator() => known(on),
                     Memory::Pageable | Memory::Opaque => cx.error_spanned_by(
                         &on.device,
@@ -128,8 +162,120 @@ fn declarations(cx: &Ctxt, scope: &Scope<'_>) {
     for scratch in scope.input.scratch() {
         if let Some(on) = &scratch.device {
             known(on);
+            if let Some(ast::DeviceIndex::Each(span)) = &on.index {
+                cx.error_at(
+                    *span,
+                    format!(
+                        "a scratch buffer is one buffer, on one device: name one, `on {}[0]`, or declare a param array `{}: &mut [DeviceBuffer<T>] on {}[..]`",
+                        on.device, scratch.name, on.device
+                    ),
+                );
+            }
         }
     }
+}
+
+/// `on gpu0` names a device; `on gpu[k]` an element of a device array, `k` a constant below
+/// its length; `on gpu[..]` every element, for an array of streams or buffers.
+fn index(cx: &Ctxt, scope: &Scope<'_>, on: &ast::OnDevice, id: usize) {
+    let name = &on.device;
+    let array = scope.devices[id].element.is_some();
+    let len = scope.array_devices(id);
+    match (&on.index, array) {
+        (None, false) | (Some(ast::DeviceIndex::Each(_)), true) => {}
+        (None, true) => cx.error_spanned_by(
+            name,
+            format!(
+                "`{name}` is an array of {len} devices: name one, `on {name}[0]`, or put element `k` of a stream array or buffer array on `{name}[k]` with `on {name}[..]`"
+            ),
+        ),
+        (Some(ast::DeviceIndex::Each(span)), false) => cx.error_at(
+            *span,
+            format!("`{name}` is one device, not an array: write `on {name}`"),
+        ),
+        (Some(ast::DeviceIndex::At(expr)), false) => cx.error_spanned_by(
+            expr,
+            format!("`{name}` is one device, not an array: write `on {name}`"),
+        ),
+        (Some(ast::DeviceIndex::At(expr)), true) => match crate::constant::value(expr) {
+            Some(k) if (0..len as i128).contains(&k) => {}
+            Some(k) => cx.error_spanned_by(
+                expr,
+                format!(
+                    "device index {k} is past the device array `{name}` of {len} devices (`{name}[0]` to `{name}[{}]`)",
+                    len - 1
+                ),
+            ),
+            None => cx.error_spanned_by(
+                expr,
+                format!(
+                    "a stream or buffer is placed on its device when `new` runs: write a constant index below {len}, or `on {name}[..]` to put element `k` of an array on `{name}[k]`"
+                ),
+            ),
+        },
+    }
+}
+
+/// A stream array `on gpu[..]` has one stream per device: its length is the device array's.
+fn each_on_array(
+    cx: &Ctxt,
+    scope: &Scope<'_>,
+    on: &ast::OnDevice,
+    count: Option<&syn::Expr>,
+    what: &str,
+    name: &Ident,
+) {
+    let Some(ast::DeviceIndex::Each(span)) = &on.index else {
+        return;
+    };
+    let Some(id) = scope.device(&on.device) else {
+        return;
+    };
+    let len = scope.array_devices(id);
+    let device = &on.device;
+    match count {
+        None => cx.error_at(
+            *span,
+            format!(
+                "`on {device}[..]` puts element `k` of a {what} array on `{device}[k]`, but `{name}` is one {what}: declare `{name}[{len}] on {device}[..]`, or name one device, `on {device}[0]`"
+            ),
+        ),
+        Some(count) => {
+            if crate::constant::value(count) != Some(len as i128) {
+                cx.error_spanned_by(
+                    count,
+                    format!(
+                        "a {what} array `on {device}[..]` has one {what} per device: declare `{name}[{len}]`, the length of `{device}`"
+                    ),
+                );
+            }
+        }
+    }
+}
+
+/// The device a stage runs on, when the macro can see it: its stream's, or for a stream
+/// array `on gpu[..]` the element its constant lane names (a lane past the array is an
+/// error here).
+fn stage_device(cx: &Ctxt, scope: &Scope<'_>, stage: &ast::Stage, stream: usize) -> Option<usize> {
+    let base = scope.stream_device(stream);
+    if !scope.stream_per_device(stream) {
+        return Some(base);
+    }
+    let lane = stage.lane.as_ref()?;
+    let k = crate::constant::value(lane)?;
+    let len = scope.array_devices(base);
+    if !(0..len as i128).contains(&k) {
+        let name = &stage.stream;
+        cx.error_spanned_by(
+            lane,
+            format!(
+                "stream `{name}` has {len} streams, one per device of {}; `{name}[{k}]` is past them",
+                scope.devices[base].decl.name
+            ),
+        );
+        return None;
+    }
+    Some(base + k as usize)
 }
 
 /// A stage, and the device its stream runs on.
@@ -148,7 +294,37 @@ impl Site<'_, '_> {
             buffer.memory,
             Memory::Device | Memory::Pinned | Memory::Flag
         ) || buffer.is_communicator();
-        (memory && buffer.problem.is_none()).then(|| self.scope.buffer_device(id))
+        (memory && buffer.problem.is_none() && !self.scope.buffer_per_device(id))
+            .then(|| self.scope.buffer_device(id))
+    }
+
+    /// The device element `index` of `name` lives on: [`Site::device_of`], or for an array
+    /// `on gpu[..]` the element a constant index names (one past the array is an error
+    /// here, as CUDA would fault on it).
+    fn device_of_element(
+        &self,
+        cx: &Ctxt,
+        name: &Ident,
+        index: Option<&syn::Expr>,
+    ) -> Option<usize> {
+        let id = self.scope.buffer(name)?;
+        if !self.scope.buffer_per_device(id) {
+            return self.device_of(name);
+        }
+        let k = crate::constant::value(index?)?;
+        let base = self.scope.buffer_device(id);
+        let len = self.scope.array_devices(base);
+        if !(0..len as i128).contains(&k) {
+            cx.error_spanned_by(
+                index,
+                format!(
+                    "`{name}` has one buffer per device of {}, {len} in all; `{name}[{k}]` is past them",
+                    self.scope.devices[base].decl.name
+                ),
+            );
+            return None;
+        }
+        Some(base + k as usize)
     }
 
     /// "stage `s` runs on stream `a`, on device `gpu0`".
@@ -164,28 +340,41 @@ impl Site<'_, '_> {
     /// `name` must live on the stage's device; `what` says what reaches it and `fix` what to
     /// write instead.
     fn local(&self, cx: &Ctxt, name: &Ident, what: &str) {
-        let Some(device) = self.device_of(name) else {
+        let device = self.device_of(name);
+        self.local_at(cx, name, device, what);
+    }
+
+    /// [`Site::local`] for a buffer found on `device`.
+    fn local_at(&self, cx: &Ctxt, name: &Ident, device: Option<usize>, what: &str) {
+        let Some(device) = device else {
             return;
         };
         if device == self.device {
             return;
         }
         let there = self.scope.device_name(device);
+        let kernel = what.starts_with("kernel");
         let on_here = self
             .scope
             .devices
             .get(self.device)
-            .map_or(String::new(), |d| d.name.to_string());
+            .map_or(String::new(), |d| d.label());
         let on_there = self
             .scope
             .devices
             .get(device)
-            .map_or(String::new(), |d| d.name.to_string());
+            .map_or(String::new(), |d| d.label());
         cx.error_spanned_by(
             name,
             format!(
-                "`{name}` lives on device {there}, but {}: {what} reaches only its own device's memory; copy it first, in a stage ordered before this one (`copy {name} -> {name}_{on_here};` into a buffer declared `on {on_here}`), or run this stage on a stream `on {on_there}`",
+                "`{name}` lives on device {there}, but {}: {what} reaches only its own device's memory; copy it first, in a stage ordered before this one (`copy {name} -> {name}_{on_here};` into a buffer declared `on {on_here}`), {}run this stage on a stream `on {on_there}`{}",
                 self.where_(),
+                if kernel { "" } else { "or " },
+                if kernel {
+                    format!(", or reach it through peer access: `peer({name})` after the launch")
+                } else {
+                    String::new()
+                },
             ),
         );
     }
@@ -240,10 +429,42 @@ impl Site<'_, '_> {
         else {
             return;
         };
+        if let (Some(peer), true) = (&launch.peer, self.scope.devices.is_empty()) {
+            cx.error_at(
+                peer.span,
+                "`peer` reaches a buffer on another device, but the pipeline declares no devices; remove `peer(..)`, or declare `devices { ... }` and put the buffer `on` one",
+            );
+        }
         let what = format!("kernel `{}`", kernel.name);
+        let mut passed: Vec<&Ident> = Vec::new();
         for (param, arg) in kernel.params.iter().zip(&launch.args) {
-            if let (KernelParamType::Slice { .. }, Some(name)) = (param.kind(), bare_ident(arg)) {
-                self.local(cx, name, &what);
+            let (KernelParamType::Slice { .. }, Some(buffer)) =
+                (param.kind(), BufRef::of_expr(arg))
+            else {
+                continue;
+            };
+            passed.push(buffer.name);
+            let device = self.device_of_element(cx, buffer.name, buffer.index);
+            if launch
+                .peer
+                .as_ref()
+                .is_some_and(|peer| peer.names(buffer.name))
+            {
+                continue;
+            }
+            self.local_at(cx, buffer.name, device, &what);
+        }
+        if let Some(peer) = &launch.peer {
+            for name in &peer.names {
+                if !passed.contains(&name) {
+                    cx.error_spanned_by(
+                        name,
+                        format!(
+                            "`peer({name})` names a buffer this launch does not pass to kernel `{}`; name only its buffer arguments that may live on another device",
+                            kernel.name
+                        ),
+                    );
+                }
             }
         }
     }

@@ -20,12 +20,53 @@ pub fn is_multi(pipeline: &Pipeline<'_>) -> bool {
     !pipeline.devices.is_empty()
 }
 
-/// The name of device `d`'s context parameter in `new`.
-pub fn device_param(pipeline: &Pipeline<'_>, d: usize) -> Ident {
-    match pipeline.input.devices().nth(d) {
-        Some(device) => device.name.clone(),
-        None => format_ident!("ctx"),
+/// The variable `new` binds device `d`'s context to (`d` over the devices one by one, a
+/// device array's elements included).
+pub fn device_param(d: usize) -> Ident {
+    format_ident!("__device_{}", d)
+}
+
+/// How many devices the array that device `d` begins has (1 for a named device).
+pub fn array_len(pipeline: &Pipeline<'_>, d: usize) -> usize {
+    let mut first = 0;
+    for device in pipeline.input.devices() {
+        let len = crate::scope::array_len(device).unwrap_or(1);
+        if first == d {
+            return len;
+        }
+        first += len;
     }
+    1
+}
+
+/// For each argument of a launch: whether it may be a peer's buffer (`peer(..)` names it),
+/// and its name for the run-time check's messages.
+pub fn launch_arg_devices(
+    pipeline: &Pipeline<'_>,
+    launch: &crate::ast::Launch,
+    args: &[crate::lower::Arg],
+) -> (Vec<bool>, Vec<String>) {
+    args.iter()
+        .map(|arg| match arg {
+            crate::lower::Arg::Buffer { buffer, .. } => {
+                let ident = pipeline.buffers[buffer.0].ident;
+                let peer = launch.peer.as_ref().is_some_and(|p| p.names(ident));
+                (peer, ident.to_string())
+            }
+            crate::lower::Arg::Scalar { .. } => (false, String::new()),
+        })
+        .unzip()
+}
+
+/// The devices a stage of `stream` may run on.
+fn stream_devices(pipeline: &Pipeline<'_>, stream: usize) -> std::ops::Range<usize> {
+    let stream = &pipeline.streams[stream];
+    let len = if stream.per_device {
+        array_len(pipeline, stream.device)
+    } else {
+        1
+    };
+    stream.device..stream.device + len
 }
 
 /// The `(kernel, device)` pairs the step launches; a kernel no stage launches is loaded on
@@ -33,10 +74,11 @@ pub fn device_param(pipeline: &Pipeline<'_>, d: usize) -> Ident {
 pub fn kernel_instances(pipeline: &Pipeline<'_>) -> Vec<(KernelId, usize)> {
     let mut instances = BTreeSet::new();
     for stage in &pipeline.stages {
-        let device = pipeline.streams[stage.stream.0].device;
-        for statement in &stage.statements {
-            if let StatementKind::Launch { kernel, .. } = &statement.kind {
-                instances.insert((kernel.0, device));
+        for device in stream_devices(pipeline, stage.stream.0) {
+            for statement in &stage.statements {
+                if let StatementKind::Launch { kernel, .. } = &statement.kind {
+                    instances.insert((kernel.0, device));
+                }
             }
         }
     }
@@ -68,7 +110,47 @@ fn peer_pairs(pipeline: &Pipeline<'_>) -> BTreeSet<(usize, usize)> {
     pairs
 }
 
-/// `new(gpu0: &Context, gpu1: &Context)`: everything on its own device.
+/// The pairs (from, to) of devices a launch declared `peer(..)` reaches where the macro sees
+/// both devices (a stage on one stream, a buffer on one device): `new` requires peer access
+/// between them. Pairs that depend on a lane or an element are checked at each launch.
+fn fixed_peer_pairs(pipeline: &Pipeline<'_>) -> BTreeSet<(usize, usize)> {
+    let mut pairs = BTreeSet::new();
+    for stage in &pipeline.stages {
+        let stream = &pipeline.streams[stage.stream.0];
+        if stream.per_device {
+            continue;
+        }
+        for statement in &stage.statements {
+            let StatementKind::Launch { source, args, .. } = &statement.kind else {
+                continue;
+            };
+            let Some(peer) = &source.peer else {
+                continue;
+            };
+            for arg in args.iter() {
+                if let crate::lower::Arg::Buffer { buffer, .. } = arg {
+                    let b = &pipeline.buffers[buffer.0];
+                    if peer.names(b.ident) && !b.per_device && b.device != stream.device {
+                        pairs.insert((stream.device, b.device));
+                    }
+                }
+            }
+        }
+    }
+    pairs
+}
+
+/// Whether any launch declares `peer(..)`.
+fn any_peer(pipeline: &Pipeline<'_>) -> bool {
+    pipeline.stages.iter().any(|stage| {
+        stage.statements.iter().any(|statement| {
+            matches!(&statement.kind, StatementKind::Launch { source, .. } if source.peer.is_some())
+        })
+    })
+}
+
+/// `new(gpu0: &Context, gpu1: &Context)` or `new(gpu: &[Context; 4])`: everything on its own
+/// device.
 pub fn new_fn(
     pipeline: &Pipeline<'_>,
     names: &Names,
@@ -79,16 +161,49 @@ pub fn new_fn(
     let rt = rt();
     let kernels_ty = &names.kernels;
     let device_count = pipeline.devices.len();
-    let params: Vec<Ident> = (0..device_count)
-        .map(|d| device_param(pipeline, d))
-        .collect();
+    let params: Vec<Ident> = (0..device_count).map(device_param).collect();
     let ctx_of = |d: usize| &params[d.min(device_count - 1)];
+    // Each declared device (or device array) is one parameter; every device one binding.
+    let mut inputs = Vec::new();
+    let mut bindings = Vec::new();
+    let mut seen = BTreeSet::new();
+    for device in pipeline.input.devices() {
+        let name = &device.name;
+        if !seen.insert(name.to_string()) {
+            continue;
+        }
+        match crate::scope::array_len(device) {
+            Some(n) => {
+                inputs.push(quote!(#name: &[#rt::Context; #n]));
+                for k in 0..n {
+                    let var = &params[bindings.len().min(device_count - 1)];
+                    bindings.push(quote!(let #var: &#rt::Context = &#name[#k];));
+                }
+            }
+            None => {
+                inputs.push(quote!(#name: &#rt::Context));
+                let var = &params[bindings.len().min(device_count - 1)];
+                bindings.push(quote!(let #var: &#rt::Context = #name;));
+            }
+        }
+    }
     let origin = ctx_of(pipeline.streams[0].device);
-    let stream_inits = pipeline
-        .streams
-        .iter()
-        .enumerate()
-        .map(|(i, stream)| stream_init(i, ctx_of(stream.device)));
+    let stream_inits = pipeline.streams.iter().enumerate().map(|(i, stream)| {
+        if !stream.per_device {
+            return stream_init(i, ctx_of(stream.device));
+        }
+        // Lane `k` on the array's device `k`.
+        let decl = super::step::stream_decl(stream);
+        let ctxs = stream_devices(pipeline, i).map(&ctx_of);
+        quote!({
+            let mut __lanes = ::std::vec::Vec::new();
+            for __ctx in [#(#ctxs),*] {
+                let __count = __lanes.len() + 1;
+                #rt::ensure_streams(__ctx, &mut __lanes, #decl, __count)?;
+            }
+            __lanes
+        })
+    });
     let instances = kernel_instances(pipeline);
     let modules: BTreeSet<(usize, usize)> = instances
         .iter()
@@ -108,6 +223,20 @@ pub fn new_fn(
     let peers = peer_pairs(pipeline).into_iter().map(|(a, b)| {
         let (a, b) = (ctx_of(a), ctx_of(b));
         quote!(#rt::enable_peer_access(#a, #b)?;)
+    });
+    // Kernels that reach a peer's memory: peer access on wherever the topology allows it,
+    // and required between the pairs the macro can see.
+    let name = pipeline.name.as_str();
+    let kernel_peers = any_peer(pipeline).then(|| {
+        let required = fixed_peer_pairs(pipeline).into_iter().map(|(from, to)| {
+            let (a, b) = (ctx_of(from), ctx_of(to));
+            let (a_name, b_name) = (&pipeline.devices[from], &pipeline.devices[to]);
+            quote!(#rt::require_peer_access(#name, #a, #a_name, #b, #b_name)?;)
+        });
+        quote! {
+            #(#required)*
+            #rt::enable_all_peer_access(&[#(#params),*])?;
+        }
     });
     let scratch_inits = pipeline.buffers.iter().filter(|b| b.scratch).map(|b| {
         let field = names.scratch_field(b.ident);
@@ -137,9 +266,11 @@ pub fn new_fn(
     );
     quote! {
         #[doc = #doc]
-        pub fn new(#(#params: &#rt::Context),*) -> #rt::Result<Self> {
+        pub fn new(#(#inputs),*) -> #rt::Result<Self> {
+            #(#bindings)*
             #rt::check_devices(&[#(#params),*])?;
             #(#peers)*
+            #kernel_peers
             #(#module_loads)*
             ::core::result::Result::Ok(Self {
                 __ctx: #origin.clone(),

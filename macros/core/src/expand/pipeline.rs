@@ -207,9 +207,23 @@ fn constants(pipeline: &Pipeline<'_>) -> TokenStream {
     let swaps = pipeline.swaps.len();
     let devices = device::is_multi(pipeline).then(|| {
         let devices = pipeline.streams.iter().map(|s| s.device);
+        let per_device = pipeline.streams.iter().map(|s| s.per_device);
         quote! {
-            /// The device of each stream declaration.
+            /// The device of each stream declaration (the first of a device array's when
+            /// the declaration puts its lanes `on gpu[..]`).
             const __DECL_DEVICES: &'static [usize] = &[#(#devices),*];
+            /// Whether lane `k` of each stream declaration runs on device `__DECL_DEVICES + k`.
+            const __DECL_PER_DEVICE: &'static [bool] = &[#(#per_device),*];
+
+            /// The device lane `lane` of stream declaration `decl` runs on.
+            fn __lane_device(decl: usize, lane: usize) -> usize {
+                let base = Self::__DECL_DEVICES.get(decl).copied().unwrap_or(0);
+                if Self::__DECL_PER_DEVICE.get(decl).copied().unwrap_or(false) {
+                    base + lane
+                } else {
+                    base
+                }
+            }
         }
     });
     quote! {

@@ -504,9 +504,14 @@ pub fn enqueue_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
     // An event of a pipeline over several devices lives on its recorder's device.
     let (event, recorders, record_event) = if multi {
         (
-            quote!(__events[Self::__DECL_DEVICES[__recorders[__e]]]),
-            quote!(let __recorders: &[usize] = __plan.recorders(__mode);),
-            quote!(__events[Self::__DECL_DEVICES[__instance.decl]]),
+            quote!(
+                __events[{
+                    let (__decl, __lane) = __recorders[__e];
+                    Self::__lane_device(__decl, __lane)
+                }]
+            ),
+            quote!(let __recorders: &[(usize, usize)] = __plan.recorder_lanes(__mode);),
+            quote!(__events[Self::__lane_device(__instance.decl, __instance.lane)]),
         )
     } else {
         (quote!(__events), quote!(), quote!(__events))
@@ -613,10 +618,31 @@ pub(super) fn statement_tokens(
             kernel,
             args,
         } => {
-            let device = pipeline.streams[stage.stream.0].device;
+            let stream = &pipeline.streams[stage.stream.0];
+            let device = stream.device;
             let field = format_ident!("{}", super::names::kernel_field_name(*kernel, device));
             let apart =
                 super::launch::apart_lets(pipeline, &super::launch::launch_uses(args, slots));
+            // A stage on a stream array `on gpu[..]` launches the kernel loaded on its lane's
+            // device.
+            let kernel_ref = if stream.per_device {
+                let len = super::device::array_len(pipeline, device);
+                let arms = (device..device + len).map(|d| {
+                    let field = format_ident!("{}", super::names::kernel_field_name(*kernel, d));
+                    quote!(#d => &__kernels.#field,)
+                });
+                let name = pipeline.name.as_str();
+                quote!(match Self::__lane_device(__instance.decl, __instance.lane) {
+                    #(#arms)*
+                    _ => return ::core::result::Result::Err(#rt::internal(#name, "a lane has no device")),
+                })
+            } else {
+                quote!(&__kernels.#field)
+            };
+            let checked_args = super::device::is_multi(pipeline).then(|| {
+                let (peers, names) = super::device::launch_arg_devices(pipeline, source, args);
+                quote!(#rt::check_launch_devices(__stream, &__args, &[#(#peers),*], &[#(#names),*])?;)
+            });
             let (config, args) = launch_parts(
                 pipeline,
                 source,
@@ -627,11 +653,23 @@ pub(super) fn statement_tokens(
                 kept.is_some(),
             );
             let take = kept.map(|site| bounds::take_kept(pipeline, site));
-            quote!({
-                #take
-                #apart
-                __kernels.#field.launch(__stream, #config, #args)?;
-            })
+            match checked_args {
+                Some(checked_args) => quote!({
+                    #take
+                    #apart
+                    match #args {
+                        __args => {
+                            #checked_args
+                            (#kernel_ref).launch(__stream, #config, __args)?;
+                        }
+                    }
+                }),
+                None => quote!({
+                    #take
+                    #apart
+                    (#kernel_ref).launch(__stream, #config, #args)?;
+                }),
+            }
         }
         StatementKind::Copy { source, src, dst } => {
             let (src_slot, dst_slot) = (

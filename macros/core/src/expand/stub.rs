@@ -64,16 +64,22 @@ pub fn stub(input: &ast::Pipeline, errors: syn::Error) -> TokenStream {
     let unreachable = quote!(::core::unreachable!("this pipeline failed to compile"));
     // `new` takes one context per declared device, as the real expansion does.
     let mut seen = HashSet::new();
-    let devices: Vec<&syn::Ident> = input
+    let devices: Vec<&crate::ast::Device> = input
         .devices()
-        .map(|d| &d.name)
-        .filter(|name| seen.insert(name.to_string()))
+        .filter(|d| seen.insert(d.name.to_string()))
         .collect();
+    let device_params = devices.iter().map(|d| {
+        let name = &d.name;
+        match crate::scope::array_len(d) {
+            Some(n) => quote!(#name: &[#rt::Context; #n]),
+            None => quote!(#name: &#rt::Context),
+        }
+    });
     let new_fn = if devices.is_empty() {
         quote!(pub fn new(ctx: &#rt::Context) -> #rt::Result<Self> { #unreachable })
     } else {
         quote! {
-            pub fn new(#(#devices: &#rt::Context),*) -> #rt::Result<Self> { #unreachable }
+            pub fn new(#(#device_params),*) -> #rt::Result<Self> { #unreachable }
             pub fn devices(&self) -> &[#rt::Context] { #unreachable }
         }
     };

@@ -244,7 +244,7 @@ fn devices_are_declared_once_and_named_where_used() {
 fn a_kernel_reaches_only_its_own_devices_memory() {
     assert_error(
         &two("stage x on s0 { launch k::touch(x1) grid 1 block 1; }"),
-        "`x1` lives on device `gpu1`, but stage `x` runs on stream `s0`, on device `gpu0`: kernel `touch` reaches only its own device's memory; copy it first, in a stage ordered before this one (`copy x1 -> x1_gpu0;` into a buffer declared `on gpu0`), or run this stage on a stream `on gpu1`",
+        "`x1` lives on device `gpu1`, but stage `x` runs on stream `s0`, on device `gpu0`: kernel `touch` reaches only its own device's memory; copy it first, in a stage ordered before this one (`copy x1 -> x1_gpu0;` into a buffer declared `on gpu0`), run this stage on a stream `on gpu1`, or reach it through peer access: `peer(x1)` after the launch",
         "x1",
     );
     assert_error(
@@ -323,7 +323,99 @@ fn stream_arrays_and_loops_run_on_their_device() {
                 "streams { s0, s1 on gpu1 }",
                 "streams { s0, s1 on gpu1, work[2] }",
             ),
-        "`x1` lives on device `gpu1`, but stage `grow` runs on stream `work`, on device `gpu0`: kernel `touch` reaches only its own device's memory; copy it first, in a stage ordered before this one (`copy x1 -> x1_gpu0;` into a buffer declared `on gpu0`), or run this stage on a stream `on gpu1`",
+        "`x1` lives on device `gpu1`, but stage `grow` runs on stream `work`, on device `gpu0`: kernel `touch` reaches only its own device's memory; copy it first, in a stage ordered before this one (`copy x1 -> x1_gpu0;` into a buffer declared `on gpu0`), run this stage on a stream `on gpu1`, or reach it through peer access: `peer(x1)` after the launch",
         "x1",
+    );
+}
+
+/// A device array of three, a stream per device and buffer arrays per device.
+fn ring(items: &str) -> String {
+    format!(
+        r#"pipeline R {{
+            devices {{ gpu[3] }}
+            streams {{ main on gpu[0], work[3] on gpu[..] }}
+            unsafe kernels k = ptx("k.ptx") {{
+                fn touch(buf: &mut [f32]);
+                fn saxpy(n: u32, a: f32, x: &[f32], y: &mut [f32]);
+            }}
+            params {{
+                n: u32,
+                fields: &mut [DeviceBuffer<f32>] on gpu[..],
+                halos: &mut [DeviceBuffer<f32>] on gpu[..],
+                probe: &mut DeviceBuffer<f32> on gpu[2],
+            }}
+            {items}
+        }}"#
+    )
+}
+
+#[test]
+fn device_arrays_parse_and_place_streams_and_buffers_by_element() {
+    let pipeline = lower_ok(&ring(
+        "for i in 0..3 { stage send on work[i] { launch k::saxpy(n, 1.0, fields[i], halos[(i + 1) % 3]) grid 1 block 1 peer(halos); } }",
+    ));
+    assert_eq!(pipeline.devices, ["gpu[0]", "gpu[1]", "gpu[2]"]);
+    assert_eq!(
+        (pipeline.streams[1].device, pipeline.streams[1].per_device),
+        (0, true)
+    );
+    let probe = pipeline.buffers.iter().find(|b| b.name == "probe").unwrap();
+    assert_eq!((probe.device, probe.per_device), (2, false));
+    let halos = pipeline.buffers.iter().find(|b| b.name == "halos").unwrap();
+    assert!(halos.per_device);
+}
+
+#[test]
+fn a_constant_device_index_past_the_array_is_an_error_on_the_index() {
+    assert_error(
+        &ring("stage s on main { launch k::touch(fields[0]) grid 1 block 1; }")
+            .replace("on gpu[2],", "on gpu[3],"),
+        "device index 3 is past the device array `gpu` of 3 devices (`gpu[0]` to `gpu[2]`)",
+        "3",
+    );
+    assert_error(
+        &ring("stage s on work[3] { launch k::touch(fields[0]) grid 1 block 1; }"),
+        "stream `work` has 3 streams, one per device of gpu; `work[3]` is past them",
+        "3",
+    );
+    assert_error(
+        &ring("stage s on work[0] { launch k::touch(fields[4]) grid 1 block 1; }"),
+        "`fields` has one buffer per device of gpu, 3 in all; `fields[4]` is past them",
+        "4",
+    );
+    assert_error(
+        &ring("stage s on main { launch k::touch(fields[0]) grid 1 block 1; }")
+            .replace("work[3] on gpu[..]", "work[2] on gpu[..]"),
+        "a stream array `on gpu[..]` has one stream per device: declare `work[3]`, the length of `gpu`",
+        "2",
+    );
+    assert_error(
+        &ring("stage s on main { launch k::touch(fields[0]) grid 1 block 1; }")
+            .replace("main on gpu[0]", "main on gpu"),
+        "`gpu` is an array of 3 devices: name one, `on gpu[0]`, or put element `k` of a stream array or buffer array on `gpu[k]` with `on gpu[..]`",
+        "gpu",
+    );
+}
+
+#[test]
+fn a_peers_buffer_needs_peer_in_the_launch() {
+    assert_error(
+        &ring(
+            "stage s on work[0] { launch k::saxpy(n, 1.0, fields[0], halos[1]) grid 1 block 1; }",
+        ),
+        "`halos` lives on device `gpu[1]`, but stage `s` runs on stream `work`, on device `gpu[0]`: kernel `saxpy` reaches only its own device's memory; copy it first, in a stage ordered before this one (`copy halos -> halos_gpu[0];` into a buffer declared `on gpu[0]`), run this stage on a stream `on gpu[1]`, or reach it through peer access: `peer(halos)` after the launch",
+        "halos",
+    );
+    lower_ok(&ring(
+        "stage s on work[0] { launch k::saxpy(n, 1.0, fields[0], halos[1]) grid 1 block 1 peer(halos); }",
+    ));
+    // A lane or element the macro cannot see is checked at run time.
+    lower_ok(&ring(
+        "for i in 0..3 { stage s on work[i] { launch k::saxpy(n, 1.0, fields[i], halos[i]) grid 1 block 1; } }",
+    ));
+    assert_error(
+        &ring("stage s on work[0] { launch k::touch(fields[0]) grid 1 block 1 peer(halos); }"),
+        "`peer(halos)` names a buffer this launch does not pass to kernel `touch`; name only its buffer arguments that may live on another device",
+        "halos",
     );
 }
