@@ -558,6 +558,101 @@ fn jacobi_multi_on_two_and_four_ranks_matches_one_rank_and_the_cpu_solver() {
     }
 }
 
+/// `jacobi_multi --exchange peer` on 1, 2 and 4 simulated devices of one process (checked):
+/// each kernel stores its edge rows into its neighbours' halos; the whole grid equals the
+/// same kernels on one device bit for bit and the CPU solver, and the race detector finds
+/// nothing. 3 devices are refused (a device array's length is a constant).
+#[test]
+fn jacobi_multi_peer_exchange_on_one_two_and_four_devices_matches_the_cpu_solver() {
+    let args = JacobiMultiArgs::parse_from([
+        "jacobi_multi",
+        "--exchange",
+        "peer",
+        "--nx",
+        "37",
+        "--ny",
+        "30",
+        "--iterations",
+        "12",
+        "-q",
+    ]);
+    let mut residuals = Vec::new();
+    for devices in [1, 2, 4] {
+        let contexts = gpu_pipeline::Context::cpu_checked_devices(devices);
+        let outcome = jacobi_multi::run_peer(&contexts, &args).unwrap();
+        assert!(
+            outcome.report.passed(),
+            "{devices} devices: {}",
+            outcome.report
+        );
+        let names: Vec<&str> = outcome
+            .report
+            .checks
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect();
+        for wanted in [
+            "vs the same grid on one device",
+            "vs a CPU solver",
+            "race detector",
+        ] {
+            assert!(names.iter().any(|n| n.contains(wanted)), "{names:?}");
+        }
+        assert_eq!(
+            outcome.solved.block.len(),
+            37 * 28,
+            "every interior row once"
+        );
+        residuals.push(outcome.solved.residual);
+    }
+    assert!(
+        residuals
+            .windows(2)
+            .all(|w| (w[0] - w[1]).abs() <= 1e-6 * w[0]),
+        "{residuals:?}"
+    );
+    let three = JacobiMultiArgs::parse_from([
+        "jacobi_multi",
+        "--exchange",
+        "peer",
+        "--ranks",
+        "3",
+        "--ny",
+        "30",
+    ]);
+    assert!(three.validate().unwrap_err().contains("[1, 2, 4, 8]"));
+}
+
+/// `jacobi_multi --exchange peer` on two GPUs of one process: the kernels store their edge
+/// rows into the other GPU's halos (peer access); checked against one GPU and the CPU
+/// solver. Skips on fewer than two GPUs.
+#[test]
+#[ignore = "needs two CUDA GPUs"]
+fn jacobi_multi_peer_exchange_on_two_gpus() {
+    let count = gpu_pipeline::Device::count().unwrap_or(0);
+    if count < 2 {
+        return println!("skipped: {count} GPU(s), this test needs two");
+    }
+    let args = JacobiMultiArgs::parse_from([
+        "jacobi_multi",
+        "--exchange",
+        "peer",
+        "--nx",
+        "1024",
+        "--ny",
+        "1026",
+        "--iterations",
+        "100",
+        "-q",
+    ]);
+    let devices: Vec<_> = (0..2)
+        .map(|d| gpu_pipeline::Context::cuda(d).unwrap())
+        .collect();
+    let outcome = jacobi_multi::run_peer(&devices, &args).unwrap();
+    assert!(outcome.report.passed(), "{}", outcome.report);
+    println!("{}", outcome.report);
+}
+
 #[test]
 fn jacobi_multi_rejects_odd_iterations_and_too_few_rows() {
     let odd = JacobiMultiArgs::parse_from(["jacobi_multi", "--iterations", "7"]);

@@ -72,3 +72,41 @@ pub fn jacobi_bulk(
         norm[0] += residual;
     }
 }
+
+/// `jacobi_peer`: the `rows` rows of `block` (its halos `halo_top` and `halo_bot`) into
+/// `out`, the first row also into `to_up` and the last into `to_down` (the neighbours'
+/// halos), and, when `with_norm` is not 0, the block's squared residual added to `norm[0]`.
+#[allow(clippy::too_many_arguments)]
+pub fn jacobi_peer(
+    nx: u32,
+    rows: u32,
+    with_norm: u32,
+    halo_top: &[f32],
+    block: &[f32],
+    halo_bot: &[f32],
+    out: &mut [f32],
+    to_up: &mut [f32],
+    to_down: &mut [f32],
+    norm: &mut [f32],
+) {
+    let (nx, rows) = (nx as usize, rows as usize);
+    let row = |r: usize| &block[r * nx..(r + 1) * nx];
+    let mut residual = 0.0f32;
+    for (r, out) in out.chunks_exact_mut(nx).take(rows).enumerate() {
+        let up = if r == 0 { &halo_top[..nx] } else { row(r - 1) };
+        let down = if r + 1 == rows {
+            &halo_bot[..nx]
+        } else {
+            row(r + 1)
+        };
+        residual += row_update(row(r), up, down, Some(out));
+    }
+    // The edge rows, as the kernel stores them beside `out`.
+    let interior = 1..nx.saturating_sub(1);
+    to_up[interior.clone()].copy_from_slice(&out[interior.clone()]);
+    let last = (rows - 1) * nx;
+    to_down[interior.clone()].copy_from_slice(&out[last + interior.start..last + interior.end]);
+    if with_norm != 0 {
+        norm[0] += residual;
+    }
+}

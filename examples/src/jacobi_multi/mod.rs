@@ -34,6 +34,7 @@
 //! affordable, against a plain CPU Jacobi solver; the residual against both.
 
 pub mod host;
+pub mod peer;
 
 use std::f64::consts::PI;
 use std::path::PathBuf;
@@ -194,6 +195,12 @@ pub struct JacobiMultiArgs {
     /// single_rank_ms_per_iteration` (the last empty with --no-single-rank).
     #[arg(long)]
     pub csv: bool,
+    /// How the halo rows travel: `nccl`, one process per GPU exchanging them with NCCL
+    /// send/recv inside the graph; `peer`, every GPU driven by this one process, each kernel
+    /// storing its edge rows straight into its neighbours' halos over NVLink (as NVIDIA's
+    /// multi_threaded_p2p_opt does; 1, 2, 4 or 8 devices).
+    #[arg(long, value_enum, default_value_t = Exchange::Nccl)]
+    pub exchange: Exchange,
     /// Turn the pipeline's fault tracking on: an asynchronous fault then names the first stage
     /// that did not complete, at the cost of one stream memory operation per stage on the
     /// origin's device (off by default: a fault names the pipeline only).
@@ -202,6 +209,16 @@ pub struct JacobiMultiArgs {
     /// No progress bar.
     #[arg(long, short)]
     pub quiet: bool,
+}
+
+/// How `jacobi_multi` exchanges the halo rows (`--exchange`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Exchange {
+    /// One process per GPU; NCCL `send`/`recv` inside the captured step.
+    Nccl,
+    /// One process drives every GPU; each kernel stores its edge rows into its neighbours'
+    /// halo buffers (peer access).
+    Peer,
 }
 
 impl JacobiMultiArgs {
@@ -219,6 +236,21 @@ impl JacobiMultiArgs {
         }
         if let Some(path) = &self.trace {
             check_output_path("--trace", path)?;
+        }
+        if self.exchange == Exchange::Peer {
+            if self.trace.is_some() {
+                return Err(
+                    "--trace profiles the NCCL step; leave it out with --exchange peer".into(),
+                );
+            }
+            if let Some(n) = self.ranks.or(self.gpus)
+                && !peer::DEVICE_COUNTS.contains(&(n as usize))
+            {
+                return Err(format!(
+                    "--exchange peer runs on {:?} devices, not {n}",
+                    peer::DEVICE_COUNTS
+                ));
+            }
         }
         Ok(())
     }
@@ -693,6 +725,119 @@ pub fn run_rank(
     })
 }
 
+/// `--exchange peer`: every device driven by this process (see [`peer`]), checked against
+/// the same kernels on one device and, when affordable, the CPU solver. One outcome, whose
+/// block is the whole grid.
+pub fn run_peer(devices: &[Context], args: &JacobiMultiArgs) -> Result<RankOutcome, BoxError> {
+    let mut report = Report::new(&devices[0]);
+    let start = Instant::now();
+    let solved = peer::solve(devices, args)?;
+    report.timings.add(
+        "solve",
+        start.elapsed(),
+        format!(
+            "{} devices, one process: {} iterations, {:.4} ms per iteration",
+            devices.len(),
+            solved.iterations,
+            solved.ms_per_iteration()
+        ),
+    );
+    let single = if args.no_single_rank {
+        None
+    } else {
+        let start = Instant::now();
+        let whole = peer::solve(&devices[..1], args)?;
+        report.timings.add(
+            "one device",
+            start.elapsed(),
+            format!("{:.4} ms per iteration", whole.ms_per_iteration()),
+        );
+        report.checks.push(Check::at_most(
+            "every row vs the same grid on one device",
+            "max |error|",
+            max_abs_diff(&solved.block, &whole.block),
+            0.0,
+        ));
+        report.checks.push(Check::at_most(
+            "residual vs one device's",
+            "relative difference",
+            (solved.residual - whole.residual).abs() / whole.residual.max(f64::MIN_POSITIVE),
+            1e-4,
+        ));
+        Some(whole)
+    };
+    let updates = f64::from(args.nx) * f64::from(args.ny) * f64::from(args.iterations);
+    if args.reference.full(updates) {
+        let start = Instant::now();
+        let (want, residual) = reference(args.nx, args.ny, args.iterations);
+        report.checks.push(Check::at_most(
+            "every row vs a CPU solver",
+            "max |error|",
+            max_abs_diff(&solved.block, &want),
+            1e-5,
+        ));
+        report.checks.push(Check::at_most(
+            "residual vs the CPU solver's",
+            "relative difference",
+            (solved.residual - residual).abs() / residual.max(f64::MIN_POSITIVE),
+            1e-3,
+        ));
+        report.timings.add(
+            "CPU reference",
+            start.elapsed(),
+            format!("{} iterations", args.iterations),
+        );
+    }
+    report.checks.push(Check {
+        name: "residual is finite".to_owned(),
+        detail: format!("last {:.6e}", solved.residual),
+        passed: solved.residual.is_finite(),
+    });
+    for ctx in devices {
+        report.checks.push(Check::no_races(ctx));
+    }
+    report.notes.push(format!(
+        "{}x{} grid, {} iterations on {} device(s) of one process: {:.4} ms per iteration, \
+         residual {:.6e}",
+        args.ny,
+        args.nx,
+        args.iterations,
+        devices.len(),
+        solved.ms_per_iteration(),
+        solved.residual
+    ));
+    Ok(RankOutcome {
+        rank: 0,
+        ranks: devices.len(),
+        report,
+        solved,
+        single,
+    })
+}
+
+/// The devices `--exchange peer` runs on: the first `--gpus` CUDA devices (all there are by
+/// default), or `--ranks` simulated CPU devices (2 by default).
+fn peer_devices(args: &JacobiMultiArgs, probe: &Context) -> Result<Vec<Context>, BoxError> {
+    match probe.backend() {
+        Backend::Cuda => {
+            let available = Device::count()?;
+            let n = args.gpus.or(args.ranks).map_or(available, |n| n as usize);
+            if n > available {
+                return Err(format!("--gpus {n} but {available} GPU(s) are visible").into());
+            }
+            Ok((0..n).map(Context::cuda).collect::<Result<_, _>>()?)
+        }
+        Backend::Cpu => {
+            let n = args.ranks.or(args.gpus).unwrap_or(2) as usize;
+            Ok(if probe.is_checked() {
+                Context::cpu_checked_devices(n)
+            } else {
+                Context::cpu_devices(n)
+            })
+        }
+    }
+}
+
 /// The CSV line of `--csv`.
 pub fn csv_line(args: &JacobiMultiArgs, outcome: &RankOutcome) -> String {
     format!(
@@ -814,8 +959,13 @@ pub fn main() -> ExitCode {
         Ok(ctx) => ctx,
         Err(e) => return finish(Err(e.into())),
     };
-    let outcomes = match probe.backend() {
-        Backend::Cuda => {
+    let outcomes = match (args.exchange, probe.backend()) {
+        (Exchange::Peer, _) => {
+            let devices = peer_devices(&args, &probe);
+            drop(probe);
+            devices.and_then(|devices| run_peer(&devices, &args).map(|outcome| vec![outcome]))
+        }
+        (Exchange::Nccl, Backend::Cuda) => {
             drop(probe);
             if let Some(gpus) = args.gpus
                 && RankInfo::from_env().is_err()
@@ -825,7 +975,7 @@ pub fn main() -> ExitCode {
             }
             run_cuda_rank(&args).map(|outcome| vec![outcome])
         }
-        Backend::Cpu => {
+        (Exchange::Nccl, Backend::Cpu) => {
             let ranks = args.ranks.or(args.gpus).unwrap_or(2) as usize;
             println!(
                 "jacobi_multi: {} ranks as threads on the CPU backend{}",
