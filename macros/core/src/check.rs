@@ -20,6 +20,7 @@ mod limits;
 mod ordering;
 mod repetition;
 mod statements;
+mod switch;
 
 use std::collections::HashMap;
 
