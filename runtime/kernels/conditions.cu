@@ -13,9 +13,14 @@
 // the bus, so the loop never does; the writes are posted, and the launch's completion makes
 // them visible to the host that synchronizes with it.
 //
-// A `while` node runs the kernel twice per entry point: once before the node with
-// `first = 1` (0 iterations done), and once at the end of each iteration of the body with
-// `first = 0`. An `if` node runs it once, before the node, with `first = 1`.
+// `flags`: bit 0 (`first`) set for the kernel before the node (0 iterations done), clear for
+// the one at the end of each iteration of a loop's body; bit 1 negates the condition (the
+// `else` of an `if`/`else` built from two IF nodes on drivers before 12.8). A `while` node
+// runs the kernel before the node and at the end of each iteration; a do-while only at the
+// end of each iteration (its handle starts each launch at 1, and the count starts at 0
+// because the kernel zeroes it whenever a loop ends); an `if`, `if`/`else` or switch once,
+// before the node. `gp_cond_value` passes a `u32` through as the handle's value: a SWITCH
+// node runs the body that value names, none when it is out of range.
 
 extern "C" __device__ void cudaGraphSetConditional(unsigned long long handle, unsigned int value);
 
@@ -33,16 +38,18 @@ __device__ bool compare(T value, unsigned int op, T threshold)
     }
 }
 
-__device__ void decide(unsigned long long handle, bool holds, unsigned int* state,
-                       unsigned int* iterations, unsigned int max_iterations, unsigned int first)
+__device__ void decide(unsigned long long handle, unsigned int go, unsigned int* state,
+                       unsigned int* iterations, unsigned int max_iterations, unsigned int flags)
 {
-    unsigned int done = first ? 0u : *iterations + 1u;
-    *iterations = done;
-    unsigned int go = holds ? 1u : 0u;
+    if (flags & 2u) {
+        go = go ? 0u : 1u;
+    }
+    unsigned int done = (flags & 1u) ? 0u : *iterations + 1u;
     bool limit = go && done >= max_iterations;
     if (limit) {
         go = 0u;
     }
+    *iterations = go ? done : 0u;
     if (!go) {
         volatile unsigned int* words = state;
         words[0] = done;
@@ -56,28 +63,31 @@ __device__ void decide(unsigned long long handle, bool holds, unsigned int* stat
 extern "C" __global__ void gp_cond_f32(unsigned long long handle, const float* value,
                                        float threshold, unsigned int op, unsigned int* state,
                                        unsigned int* iterations, unsigned int max_iterations,
-                                       unsigned int first)
+                                       unsigned int flags)
 {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
-    decide(handle, compare(*value, op, threshold), state, iterations, max_iterations, first);
+    decide(handle, compare(*value, op, threshold) ? 1u : 0u, state, iterations, max_iterations,
+           flags);
 }
 
 extern "C" __global__ void gp_cond_f64(unsigned long long handle, const double* value,
                                        double threshold, unsigned int op, unsigned int* state,
                                        unsigned int* iterations, unsigned int max_iterations,
-                                       unsigned int first)
+                                       unsigned int flags)
 {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
-    decide(handle, compare(*value, op, threshold), state, iterations, max_iterations, first);
+    decide(handle, compare(*value, op, threshold) ? 1u : 0u, state, iterations, max_iterations,
+           flags);
 }
 
 extern "C" __global__ void gp_cond_u32(unsigned long long handle, const unsigned int* value,
                                        unsigned int threshold, unsigned int op,
                                        unsigned int* state, unsigned int* iterations,
-                                       unsigned int max_iterations, unsigned int first)
+                                       unsigned int max_iterations, unsigned int flags)
 {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
-    decide(handle, compare(*value, op, threshold), state, iterations, max_iterations, first);
+    decide(handle, compare(*value, op, threshold) ? 1u : 0u, state, iterations, max_iterations,
+           flags);
 }
 
 // `counter % modulus == remainder` on a counter word the host writes before each launch
@@ -85,9 +95,19 @@ extern "C" __global__ void gp_cond_u32(unsigned long long handle, const unsigned
 extern "C" __global__ void gp_cond_every(unsigned long long handle, const unsigned int* counter,
                                          unsigned int modulus, unsigned int remainder,
                                          unsigned int* state, unsigned int* iterations,
-                                         unsigned int max_iterations, unsigned int first)
+                                         unsigned int max_iterations, unsigned int flags)
 {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
     unsigned int n = *(volatile const unsigned int*)counter;
-    decide(handle, n % modulus == remainder, state, iterations, max_iterations, first);
+    decide(handle, n % modulus == remainder ? 1u : 0u, state, iterations, max_iterations, flags);
+}
+
+// The first element of `value` itself (`unused` and `op` keep the other kernels' layout).
+extern "C" __global__ void gp_cond_value(unsigned long long handle, const unsigned int* value,
+                                         unsigned int unused, unsigned int op,
+                                         unsigned int* state, unsigned int* iterations,
+                                         unsigned int max_iterations, unsigned int flags)
+{
+    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    decide(handle, *value, state, iterations, max_iterations, flags);
 }

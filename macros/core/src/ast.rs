@@ -23,7 +23,7 @@ mod device;
 mod mentions;
 
 pub use collective::{Comm, CommOp, Operand};
-pub use control::{Comparison, Condition, Control, flatten};
+pub use control::{Case, Comparison, Condition, Control, flatten};
 pub use device::{Device, DeviceIndex, Devices, OnDevice};
 pub use mentions::{Mention, Use, mentions, token_mentions};
 
@@ -1384,7 +1384,11 @@ fn parse_for(input: ParseStream<'_>) -> syn::Result<ForLoop> {
 
 impl Parse for Statement {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
-        if input.peek(Token![while]) || input.peek(Token![if]) {
+        if input.peek(Token![while])
+            || input.peek(Token![if])
+            || input.peek(Token![do])
+            || input.peek(kw::switch)
+        {
             return Ok(Statement::Control(Box::new(input.parse()?)));
         }
         if let Some((word, _)) = input.cursor().ident()

@@ -21,6 +21,7 @@ mod ordering;
 mod ranges;
 mod repetition;
 mod statements;
+mod switch;
 
 use std::collections::HashMap;
 

@@ -22,6 +22,7 @@ pub mod kw {
     syn::custom_keyword!(peer);
     syn::custom_keyword!(step);
     syn::custom_keyword!(swap);
+    syn::custom_keyword!(switch);
 
     // Stream options.
     syn::custom_keyword!(priority);

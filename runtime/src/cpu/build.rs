@@ -18,7 +18,7 @@ use super::access::{Access, Span, Touch, merge_accesses};
 use super::condition::Condition;
 use super::error::CpuFault;
 use super::event::{Event, EventShared, LatestRecord, RecordPoint};
-use super::graph::{Conditional, Graph, Node, NodeWork};
+use super::graph::{Conditional, Form, Graph, Node, NodeWork};
 use super::op::{Keep, NodeKind, Op};
 use super::shared::lock;
 
@@ -67,11 +67,18 @@ fn plain(label: &str, kind: NodeKind, work: NodeWork) -> Node {
 
 impl Graph {
     /// The graph (or body) at `path`.
+    /// The graph at `path`: pairs of (conditional node index, body number), outermost first.
     fn at(&mut self, path: &[usize]) -> Result<&mut Graph, CpuFault> {
         let mut graph = self;
-        for &index in path {
+        for step in path.chunks(2) {
+            let &[index, body] = step else {
+                return Err(invalid("a conditional body's path is cut short"));
+            };
             graph = match graph.nodes.get_mut(index).map(|n| &mut n.work) {
-                Some(NodeWork::Conditional(c)) => &mut c.body,
+                Some(NodeWork::Conditional(c)) => c
+                    .bodies
+                    .get_mut(body)
+                    .ok_or_else(|| invalid("the conditional node has no such body"))?,
                 _ => return Err(invalid("the conditional body belongs to another graph")),
             };
         }
@@ -167,15 +174,16 @@ impl Graph {
         self.add_node(path, node, deps)
     }
 
-    /// Adds a `while` (`is_while`) or `if` node with an empty body; fill the body at
-    /// `[path.., index]`, then [`Graph::seal_conditional`].
+    /// Adds a conditional node of form `form` with `bodies` empty bodies; fill body `b` at
+    /// `[path.., index, b]`, then [`Graph::seal_conditional`].
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn add_conditional(
         &mut self,
         path: &[usize],
         deps: &[usize],
         label: &str,
-        is_while: bool,
+        form: Form,
+        bodies: usize,
         condition: Condition,
         max_iterations: u32,
         state: Arc<AtomicU64>,
@@ -186,11 +194,11 @@ impl Graph {
             ));
         }
         let conditional = Conditional {
-            is_while,
+            form,
             condition,
             max_iterations,
             state,
-            body: Graph::default(),
+            bodies: vec![Graph::default(); bodies],
         };
         let work = NodeWork::Conditional(Box::new(conditional));
         let node = plain(label, NodeKind::Conditional, work);
@@ -214,14 +222,19 @@ impl Graph {
         let NodeWork::Conditional(c) = &node.work else {
             return Err(invalid("the node is not a conditional node"));
         };
-        let mut declared = accesses_of(&c.body.nodes);
+        let all: Vec<Node> = c
+            .bodies
+            .iter()
+            .flat_map(|b| b.nodes.iter().cloned())
+            .collect();
+        let mut declared = accesses_of(&all);
         let (read, held) = c.condition.touches();
         if let Some(buffer) = read {
             declared.push((buffer, Access::Read, Span::ALL));
         }
         let keep = vec![held, Keep::Object(c.state.clone())];
         node.declared = merge_accesses(declared);
-        node.keep = keep_of(&c.body.nodes, Some(keep)).into();
+        node.keep = keep_of(&all, Some(keep)).into();
         Ok(())
     }
 
@@ -295,9 +308,15 @@ impl Graph {
     /// The edges of the graph at `path` (not counting those inside bodies or child graphs).
     pub(crate) fn edge_count(&self, path: &[usize]) -> Result<usize, CpuFault> {
         let mut graph = self;
-        for &index in path {
+        for step in path.chunks(2) {
+            let &[index, body] = step else {
+                return Err(invalid("a conditional body's path is cut short"));
+            };
             graph = match graph.nodes.get(index).map(|n| &n.work) {
-                Some(NodeWork::Conditional(c)) => &c.body,
+                Some(NodeWork::Conditional(c)) => c
+                    .bodies
+                    .get(body)
+                    .ok_or_else(|| invalid("the conditional node has no such body"))?,
                 _ => return Err(invalid("the conditional body belongs to another graph")),
             };
         }

@@ -36,6 +36,14 @@ pub(crate) enum Condition {
         /// The threshold's bits.
         threshold: u64,
     },
+    /// The first element of a `u32` buffer itself: non-zero holds; a switch takes it as the
+    /// number of the body to run.
+    Value {
+        /// The allocation read.
+        memory: Arc<Memory>,
+        /// The element's byte offset in it.
+        offset: usize,
+    },
     /// `counter % modulus == remainder` on a flag word.
     Every {
         /// The counter.
@@ -59,9 +67,28 @@ fn compare<T: PartialOrd>(value: T, op: u32, threshold: T) -> bool {
 }
 
 impl Condition {
-    /// Whether the condition holds now.
-    pub(super) fn holds(&self) -> Result<bool, String> {
+    /// The condition's value now: 1 or 0 for a comparison, the value itself for `Value`
+    /// (non-zero holds).
+    pub(super) fn value(&self) -> Result<u32, String> {
         match self {
+            Condition::Value { memory, offset } => {
+                let accesses = [(memory.clone(), Access::Read)];
+                let locks = lock_all(&accesses)?;
+                let bytes = locks[0]
+                    .1
+                    .bytes()
+                    .get(*offset..*offset + 4)
+                    .ok_or_else(|| "the condition's value lies outside its buffer".to_owned())?;
+                Ok(u32::from_ne_bytes(bytes.try_into().map_err(|_| "4 bytes")?))
+            }
+            _ => self.holds().map(u32::from),
+        }
+    }
+
+    /// Whether the condition holds now.
+    fn holds(&self) -> Result<bool, String> {
+        match self {
+            Condition::Value { .. } => Ok(self.value()? != 0),
             Condition::Compare {
                 memory,
                 offset,
@@ -107,6 +134,9 @@ impl Condition {
     pub(super) fn touches(&self) -> (Option<BufferId>, Keep) {
         match self {
             Condition::Compare { memory, .. } => {
+                (Some(memory.id()), Keep::Memory(Held::new(memory.clone())))
+            }
+            Condition::Value { memory, .. } => {
                 (Some(memory.id()), Keep::Memory(Held::new(memory.clone())))
             }
             Condition::Every { counter, .. } => (None, Keep::Object(counter.clone())),

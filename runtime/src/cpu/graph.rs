@@ -153,41 +153,73 @@ impl fmt::Debug for Node {
     }
 }
 
-/// A conditional node: its condition, its body and its state word.
+/// The kind of a conditional node, as CUDA's conditional node types and sizes say.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Form {
+    /// Body 0 once when the condition holds.
+    If,
+    /// Body 0 when the condition holds, body 1 when it does not (CUDA: IF of size 2).
+    IfElse,
+    /// Body 0 while the condition holds, tested before each iteration.
+    While,
+    /// Body 0, then again while the condition holds (CUDA: a WHILE whose handle starts each
+    /// launch at 1).
+    DoWhile,
+    /// Body `n` when the value is `n`; none when it is not below the number of bodies.
+    Switch,
+}
+
+/// A conditional node: its condition, its bodies and its state word.
 #[derive(Clone, Debug)]
 pub(crate) struct Conditional {
-    pub(super) is_while: bool,
+    pub(super) form: Form,
     pub(super) condition: Condition,
     pub(super) max_iterations: u32,
     /// Low half: iterations of the last run; high half: set when a run stopped at the
     /// maximum, until the host clears it.
     pub(super) state: Arc<AtomicU64>,
-    pub(super) body: Graph,
+    pub(super) bodies: Vec<Graph>,
 }
 
 impl Conditional {
     /// One execution: the body while (or if) the condition holds, counting iterations in the
-    /// state word; a `while` stops after `max_iterations` with the condition still holding,
-    /// marking the word.
+    /// state word; a loop stops after `max_iterations` with the condition still holding,
+    /// marking the word. An `if`/`else` runs one of its bodies, a switch the body its value
+    /// names (none when the value is out of range).
     pub(super) fn run(&self) -> Result<(), OpFailure> {
-        let mut done = 0u32;
-        loop {
-            let mut go = self.condition.holds().map_err(OpFailure::Failed)?;
-            let mut hit = false;
-            if go && done >= self.max_iterations {
-                (go, hit) = (false, true);
+        let value = |c: &Condition| c.value().map_err(OpFailure::Failed);
+        let body = |n: usize| self.bodies.get(n).map_or(Ok(()), Graph::run_in_order);
+        match self.form {
+            Form::If | Form::IfElse | Form::Switch => {
+                let v = value(&self.condition)?;
+                let pick = match self.form {
+                    Form::Switch => v as usize,
+                    _ if v != 0 => 0,
+                    Form::IfElse => 1,
+                    _ => return Ok(()),
+                };
+                body(pick)
             }
-            let sticky = self.state.load(Ordering::Acquire) >> 32;
-            let word = u64::from(done) | ((sticky | u64::from(hit)) << 32);
-            self.state.store(word, Ordering::Release);
-            if !go {
-                return Ok(());
+            Form::While | Form::DoWhile => {
+                let mut done = 0u32;
+                let mut test = self.form == Form::While;
+                loop {
+                    let mut go = !test || value(&self.condition)? != 0;
+                    test = true;
+                    let mut hit = false;
+                    if go && done >= self.max_iterations {
+                        (go, hit) = (false, true);
+                    }
+                    let sticky = self.state.load(Ordering::Acquire) >> 32;
+                    let word = u64::from(done) | ((sticky | u64::from(hit)) << 32);
+                    self.state.store(word, Ordering::Release);
+                    if !go {
+                        return Ok(());
+                    }
+                    body(0)?;
+                    done += 1;
+                }
             }
-            self.body.run_in_order()?;
-            if !self.is_while {
-                return Ok(());
-            }
-            done += 1;
         }
     }
 }

@@ -118,7 +118,7 @@ pub(crate) use context::{Context, ContextOptions};
 pub use error::{CpuFault, Hazard, OpSite, RaceReport};
 pub(crate) use event::{Event, EventOptions};
 pub use geometry::CpuKernelGeometryFn;
-pub(crate) use graph::{Graph, GraphExec, Node};
+pub(crate) use graph::{Form, Graph, GraphExec, Node};
 pub(crate) use host_data::{HostDataFn, RegionIo};
 pub(crate) use kernel::missing_cpu_impl;
 pub use kernel::{CpuKernel, CpuKernelFn, CpuParam};

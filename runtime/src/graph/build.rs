@@ -367,42 +367,45 @@ impl Graph {
         }
     }
 
-    /// Adds a `while` (`max_iterations` given) or `if` node to `scope`, with its body built by
-    /// `body`. A body that fails (or panics) leaves the graph unusable: it refuses further
-    /// nodes and instantiation, since a half-built loop could never end.
+    /// Adds a conditional node of `form` with `count` bodies to `scope`, body `n` built by
+    /// `body(n, ..)`; `max_iterations` bounds a loop. A body that fails (or panics) leaves the
+    /// graph unusable: it refuses further nodes and instantiation, since a half-built loop
+    /// could never end.
+    #[allow(clippy::too_many_arguments)]
     fn add_conditional_in(
         &mut self,
+        call: &'static str,
         scope: u32,
         dependencies: &[GraphNode],
         condition: Condition,
-        max_iterations: Option<u32>,
-        body: impl FnOnce(&mut GraphBody<'_>) -> Result<()>,
+        form: cpu::Form,
+        count: usize,
+        max_iterations: u32,
+        body: &mut dyn FnMut(usize, &mut GraphBody<'_>) -> Result<()>,
     ) -> Result<(GraphNode, LoopState)> {
-        let call = if max_iterations.is_some() {
-            "Graph::add_while_node"
-        } else {
-            "Graph::add_if_node"
-        };
         let target = self.scope_of(call, scope)?;
         let deps = self.deps(call, scope, dependencies)?;
         condition.check(call, &self.ctx)?;
-        if max_iterations == Some(0) {
+        let is_loop = matches!(form, cpu::Form::While | cpu::Form::DoWhile);
+        if is_loop && max_iterations == 0 {
             return Err(Error::invalid(
                 call,
-                "a `while` needs a maximum of at least 1 iteration",
+                "a loop needs a maximum of at least 1 iteration",
             ));
         }
-        let is_while = max_iterations.is_some();
-        let max = max_iterations.unwrap_or(u32::MAX);
+        if count == 0 {
+            return Err(Error::invalid(call, "a switch needs at least one case"));
+        }
+        let max = if is_loop { max_iterations } else { u32::MAX };
         let state = LoopState::new(&self.ctx, condition.label(), max)?;
-        // Adds the node with an empty body; returns the body's scope and how to close it.
+        // Adds the node with empty bodies; returns the bodies' scopes and how to close them.
         let (node, inner, close) = match (&mut self.backend, target, deps) {
             (GraphBackend::Cuda(g), Scope::Cuda(at), Deps::Cuda(deps)) => {
                 let (mut args, keep) = cuda_condition(call, &condition, &state, max)?;
-                let (node, body, handle) =
-                    g.add_conditional(at, &deps, is_while, &mut args, keep)?;
-                let close = is_while.then_some((body, handle, args));
-                (NodeId::Cuda(node), Scope::Cuda(body), Close::Cuda(close))
+                let added = g.add_conditional(at, &deps, form, count, &mut args, keep)?;
+                let close = added.close.map(|(body, handle)| (body, handle, args));
+                let inner = added.bodies.into_iter().map(Scope::Cuda).collect();
+                (NodeId::Cuda(added.node), inner, Close::Cuda(close))
             }
             (GraphBackend::Cpu(g), Scope::Cpu(path), Deps::Cpu(deps)) => {
                 let test = cpu_condition(call, &condition)?;
@@ -411,24 +414,32 @@ impl Graph {
                 };
                 let label = condition.label();
                 let index =
-                    g.add_conditional(&path, &deps, &label, is_while, test, max, word.clone())?;
-                let mut inner = path.clone();
-                inner.push(index);
-                (
-                    NodeId::Cpu(index),
-                    Scope::Cpu(inner),
-                    Close::Cpu(path, index),
-                )
+                    g.add_conditional(&path, &deps, &label, form, count, test, max, word.clone())?;
+                let inner = (0..count)
+                    .map(|n| {
+                        let mut inner = path.clone();
+                        inner.extend([index, n]);
+                        Scope::Cpu(inner)
+                    })
+                    .collect();
+                (NodeId::Cpu(index), inner, Close::Cpu(path, index))
             }
             _ => return Err(mixed(call, "graph")),
         };
-        self.scopes.push(inner);
-        let body_scope = (self.scopes.len() - 1) as u32;
         let built = catch_unwind(AssertUnwindSafe(|| {
-            body(&mut GraphBody {
-                graph: self,
-                scope: body_scope,
-            })
+            let scopes: Vec<Scope> = inner;
+            for (n, inner) in scopes.into_iter().enumerate() {
+                self.scopes.push(inner);
+                let body_scope = (self.scopes.len() - 1) as u32;
+                body(
+                    n,
+                    &mut GraphBody {
+                        graph: self,
+                        scope: body_scope,
+                    },
+                )?;
+            }
+            Ok(())
         }));
         let closed = match built {
             Ok(Ok(())) => match (&mut self.backend, close) {
@@ -450,7 +461,7 @@ impl Graph {
             self.broken = true;
             return Err(e);
         }
-        if is_while {
+        if is_loop {
             self.loops.push(state.clone());
         }
         Ok((self.made(scope, GraphNodeType::CONDITIONAL, node), state))
@@ -494,6 +505,13 @@ fn cuda_condition(
                 cpu::ValueKind::U32 => cuda::ConditionKind::U32,
             };
             (kind, range.ptr(), *threshold, comparison.code())
+        }
+        Test::Value { .. } => {
+            let range = region
+                .and_then(|r| r.cuda())
+                .ok_or_else(|| mixed(call, "condition's buffer"))?;
+            keep.push(cuda::Keep::Device(range.memory.clone()));
+            (cuda::ConditionKind::Value, range.ptr(), 0, 0)
         }
         Test::Every {
             counter,
@@ -544,6 +562,15 @@ fn cpu_condition(call: &'static str, condition: &Condition) -> Result<cpu::Condi
                 kind: *kind,
                 op: comparison.code(),
                 threshold: *threshold,
+            }
+        }
+        Test::Value { .. } => {
+            let range = region
+                .and_then(|r| r.cpu())
+                .ok_or_else(|| mixed(call, "condition's buffer"))?;
+            cpu::Condition::Value {
+                memory: range.memory,
+                offset: range.offset,
             }
         }
         Test::Every {
@@ -716,12 +743,44 @@ macro_rules! shared_node_methods {
             body: impl FnOnce(&mut GraphBody<'_>) -> Result<()>,
         ) -> Result<WhileNode> {
             let scope = $scope(&*self);
+            let mut body = Some(body);
             let (node, state) = $graph!(self).add_conditional_in(
+                "Graph::add_while_node",
                 scope,
                 dependencies,
                 condition,
-                Some(max_iterations),
-                body,
+                cpu::Form::While,
+                1,
+                max_iterations,
+                &mut |_, b| body.take().map_or(Ok(()), |f| f(b)),
+            )?;
+            Ok(WhileNode { node, state })
+        }
+
+        /// Adds a device-side loop whose body runs before its test (a do-while): `body`
+        /// runs, then again while `condition` holds, at most `max_iterations` times in all
+        /// (then the loop stops and marks its [`LoopState`], as
+        /// [`add_while_node`](Graph::add_while_node)'s does). On CUDA one WHILE node whose
+        /// handle starts each launch at 1, with the condition kernel at the end of the body
+        /// only.
+        pub fn add_do_while_node(
+            &mut self,
+            dependencies: &[GraphNode],
+            condition: Condition,
+            max_iterations: u32,
+            body: impl FnOnce(&mut GraphBody<'_>) -> Result<()>,
+        ) -> Result<WhileNode> {
+            let scope = $scope(&*self);
+            let mut body = Some(body);
+            let (node, state) = $graph!(self).add_conditional_in(
+                "Graph::add_do_while_node",
+                scope,
+                dependencies,
+                condition,
+                cpu::Form::DoWhile,
+                1,
+                max_iterations,
+                &mut |_, b| body.take().map_or(Ok(()), |f| f(b)),
             )?;
             Ok(WhileNode { node, state })
         }
@@ -736,8 +795,78 @@ macro_rules! shared_node_methods {
             body: impl FnOnce(&mut GraphBody<'_>) -> Result<()>,
         ) -> Result<GraphNode> {
             let scope = $scope(&*self);
-            let (node, _) =
-                $graph!(self).add_conditional_in(scope, dependencies, condition, None, body)?;
+            let mut body = Some(body);
+            let (node, _) = $graph!(self).add_conditional_in(
+                "Graph::add_if_node",
+                scope,
+                dependencies,
+                condition,
+                cpu::Form::If,
+                1,
+                u32::MAX,
+                &mut |_, b| body.take().map_or(Ok(()), |f| f(b)),
+            )?;
+            Ok(node)
+        }
+
+        /// Adds a device-side `if`/`else` after `dependencies`: `then` runs when `condition`
+        /// holds, `otherwise` when it does not. On a CUDA 12.8 or newer driver one IF node
+        /// with two bodies; before, two IF nodes (on the condition and on its negation, both
+        /// decided before either body runs), and the node returned is the second.
+        pub fn add_if_else_node(
+            &mut self,
+            dependencies: &[GraphNode],
+            condition: Condition,
+            then: impl FnOnce(&mut GraphBody<'_>) -> Result<()>,
+            otherwise: impl FnOnce(&mut GraphBody<'_>) -> Result<()>,
+        ) -> Result<GraphNode> {
+            let scope = $scope(&*self);
+            let (mut then, mut otherwise) = (Some(then), Some(otherwise));
+            let (node, _) = $graph!(self).add_conditional_in(
+                "Graph::add_if_else_node",
+                scope,
+                dependencies,
+                condition,
+                cpu::Form::IfElse,
+                2,
+                u32::MAX,
+                &mut |n, b| {
+                    let f: Option<Box<dyn FnOnce(&mut GraphBody<'_>) -> Result<()> + '_>> =
+                        if n == 0 {
+                            then.take().map(|f| Box::new(f) as Box<_>)
+                        } else {
+                            otherwise.take().map(|f| Box::new(f) as Box<_>)
+                        };
+                    f.map_or(Ok(()), |f| f(b))
+                },
+            )?;
+            Ok(node)
+        }
+
+        /// Adds a device-side switch after `dependencies`: body `n` (built by `body(n, ..)`,
+        /// for `n` in `0..cases`) runs when `condition`'s value is `n`
+        /// ([`Condition::value`]; a comparison's value is 1 or 0), none when the value is
+        /// `cases` or more, as CUDA's SWITCH node does. On a CUDA 12.8 or newer driver one
+        /// SWITCH node; before, one IF node per case (all decided before any body runs), and
+        /// the node returned is the last.
+        pub fn add_switch_node(
+            &mut self,
+            dependencies: &[GraphNode],
+            condition: Condition,
+            cases: usize,
+            mut body: impl FnMut(usize, &mut GraphBody<'_>) -> Result<()>,
+        ) -> Result<GraphNode> {
+            let scope = $scope(&*self);
+            let (node, _) = $graph!(self).add_conditional_in(
+                "Graph::add_switch_node",
+                scope,
+                dependencies,
+                condition,
+                cpu::Form::Switch,
+                cases,
+                u32::MAX,
+                &mut body,
+            )?;
             Ok(node)
         }
 

@@ -171,6 +171,12 @@ pub(crate) enum Test {
         comparison: Comparison,
         threshold: u64,
     },
+    /// The first element of a `u32` itself.
+    Value {
+        alloc: DeviceAlloc,
+        offset: usize,
+        len: usize,
+    },
     /// `counter % modulus == remainder`.
     Every {
         ctx: Context,
@@ -190,6 +196,12 @@ impl Test {
                 alloc,
                 offset: *offset,
                 bytes: (*len).min(1) * kind_size(self),
+                len: *len,
+            }),
+            Test::Value { alloc, offset, len } => Some(DeviceRegion {
+                alloc,
+                offset: *offset,
+                bytes: (*len).min(1) * 4,
                 len: *len,
             }),
             Test::Every { .. } => None,
@@ -230,6 +242,21 @@ impl Condition {
         }
     }
 
+    /// The first element of `value` itself, read on the device each time the node decides:
+    /// it holds when non-zero, and a switch ([`Graph::add_switch_node`](crate::Graph::add_switch_node))
+    /// runs the body it names (none when it is not below the number of cases).
+    pub fn value(value: &impl DeviceSource<u32>) -> Condition {
+        let region = value.device_region();
+        Condition {
+            test: Test::Value {
+                alloc: region.alloc.clone(),
+                offset: region.offset,
+                len: region.len,
+            },
+            label: None,
+        }
+    }
+
     /// Holds when `counter % modulus == remainder`: with a counter the host writes before each
     /// launch (e.g. the replay number, [`Stream::write_value_32`](crate::Stream::write_value_32)),
     /// an `if` that runs on every `modulus`-th replay. `modulus` must be at least 1.
@@ -258,6 +285,7 @@ impl Condition {
         }
         match &self.test {
             Test::Compare { comparison, .. } => format!("value {} threshold", comparison.symbol()),
+            Test::Value { .. } => "value".to_owned(),
             Test::Every {
                 modulus, remainder, ..
             } => format!("counter % {modulus} == {remainder}"),
@@ -267,7 +295,7 @@ impl Condition {
     /// Checks the condition against the graph's context and its own rules.
     pub(crate) fn check(&self, call: &'static str, ctx: &Context) -> Result<()> {
         let owner = match &self.test {
-            Test::Compare { alloc, len, .. } => {
+            Test::Compare { alloc, len, .. } | Test::Value { alloc, len, .. } => {
                 if *len == 0 {
                     return Err(Error::invalid(
                         call,

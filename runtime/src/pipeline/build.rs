@@ -416,6 +416,24 @@ pub fn host_condition<T: StagedValue>(
     Ok(comparison.holds(read, threshold))
 }
 
+/// A switch's value decided on the host, as an eager step does it: the first element of
+/// `value`, copied back in `stream`'s order and waited for.
+pub fn host_value(
+    staging: &mut ConditionStaging,
+    stream: &Stream,
+    value: &DeviceBuffer<u32>,
+) -> Result<u32> {
+    let slot = u32::slot(staging);
+    if slot.is_none() {
+        *slot = Some(PinnedBuffer::zeros(stream.context(), 1)?);
+    }
+    let word = slot
+        .as_mut()
+        .ok_or_else(|| Error::invalid("switch", "the staging word is missing"))?;
+    stream.copy_dtoh(&value.slice(0..1)?, word)?;
+    Ok(word.as_slice()?[0])
+}
+
 /// `step % modulus == remainder` for an eager step; a zero modulus is an error, as it is for
 /// a built graph ([`Condition::every`](crate::Condition::every)).
 pub fn step_selects(step: u32, modulus: u32, remainder: u32) -> Result<bool> {

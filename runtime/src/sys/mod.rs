@@ -698,6 +698,10 @@ pub type CUgraphConditionalHandle = u64;
 /// `CUgraphConditionalNodeType`.
 pub const CU_GRAPH_COND_TYPE_IF: c_uint = 0;
 pub const CU_GRAPH_COND_TYPE_WHILE: c_uint = 1;
+/// `CU_GRAPH_COND_TYPE_SWITCH` (CUDA 12.8): body `n` runs when the value is `n`.
+pub const CU_GRAPH_COND_TYPE_SWITCH: c_uint = 2;
+/// `CU_GRAPH_COND_ASSIGN_DEFAULT`: the handle takes its default value at each launch.
+pub const CU_GRAPH_COND_ASSIGN_DEFAULT: c_uint = 1;
 
 /// `CUDA_MEMCPY3D_v2` (also `CUDA_MEMCPY3D`): 200 bytes.
 #[repr(C)]

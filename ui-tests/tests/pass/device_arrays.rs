@@ -9,7 +9,7 @@ gpu_pipeline! {
         devices { gpu[4] }
         streams { main on gpu[0], work[4] on gpu[..] }
         unsafe kernels k = ptx("") {
-            fn saxpy(n: u32, a: f32, x: &[f32], y: &mut [f32]);
+            fn saxpy(n: u32, a: f32, x: &[f32; n], y: &mut [f32; n]);
         }
         params {
             n: usize,

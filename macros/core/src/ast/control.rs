@@ -3,8 +3,11 @@
 //!
 //! ```text
 //! while residual > tol max 10_000 { launch ...; launch ...; }
+//! do { launch ...; } while residual > tol max 10_000;
 //! if flag != 0 { copy field -> snapshot; }
+//! if flag != 0 { launch ...; } else { launch ...; }
 //! if step % k == 0 { copy field -> snapshot; }
+//! switch mode { 0 => { launch ...; } 1 => { launch ...; } }
 //! ```
 //!
 //! A device condition compares the first element of a device buffer with a value; `step` is
@@ -15,7 +18,7 @@
 use proc_macro2::Span;
 use syn::parse::{Parse, ParseStream};
 use syn::spanned::Spanned;
-use syn::{BinOp, Expr, Ident, Token, braced, token};
+use syn::{BinOp, Expr, Ident, LitInt, Token, braced, token};
 
 use super::{Statement, bare_ident, tokens_string, ungroup_expr};
 use crate::symbol::{STEP, kw};
@@ -38,7 +41,8 @@ pub enum Control {
         /// The body.
         body: Vec<Statement>,
     },
-    /// `if COND { ... }`: the body runs once when the condition holds.
+    /// `if COND { ... } [else { ... }]`: the body runs once when the condition holds, the
+    /// `else` body when it does not.
     If {
         /// The `if` keyword.
         keyword: Token![if],
@@ -48,7 +52,59 @@ pub enum Control {
         brace: token::Brace,
         /// The body.
         body: Vec<Statement>,
+        /// `else { ... }`.
+        otherwise: Option<Otherwise>,
     },
+    /// `do { ... } while COND max N;`: the body runs, then again while the condition holds,
+    /// at most `N` times in all.
+    DoWhile {
+        /// The `do` keyword.
+        keyword: Token![do],
+        /// The body's braces.
+        brace: token::Brace,
+        /// The body.
+        body: Vec<Statement>,
+        /// The `while` keyword after the body.
+        while_token: Token![while],
+        /// What is tested after each iteration.
+        condition: Condition,
+        /// `max N`, required as for `while`.
+        max: Option<(kw::max, Expr)>,
+    },
+    /// `switch NAME { 0 => { ... } 1 => { ... } }`: the body whose label is the first element
+    /// of a `DeviceBuffer<u32>`; none when no label is.
+    Switch {
+        /// The `switch` keyword.
+        keyword: kw::switch,
+        /// The buffer whose first element selects.
+        value: Ident,
+        /// The braces around the cases.
+        brace: token::Brace,
+        /// The cases, as written.
+        cases: Vec<Case>,
+    },
+}
+
+/// `else { ... }`.
+#[derive(Debug)]
+pub struct Otherwise {
+    /// The `else` keyword.
+    pub keyword: Token![else],
+    /// The body's braces.
+    pub brace: token::Brace,
+    /// The body.
+    pub body: Vec<Statement>,
+}
+
+/// `N => { ... }`, one case of a `switch`.
+#[derive(Debug)]
+pub struct Case {
+    /// The label as written.
+    pub label: LitInt,
+    /// The body's braces.
+    pub brace: token::Brace,
+    /// The body.
+    pub body: Vec<Statement>,
 }
 
 /// What a `while` or `if` tests.
@@ -130,33 +186,62 @@ impl Comparison {
 }
 
 impl Control {
-    /// The `while` or `if` keyword's span.
+    /// The keyword's span (`while`, `if`, `do`, `switch`).
     pub fn keyword_span(&self) -> Span {
         match self {
             Control::While { keyword, .. } => keyword.span,
             Control::If { keyword, .. } => keyword.span,
+            Control::DoWhile { keyword, .. } => keyword.span,
+            Control::Switch { keyword, .. } => keyword.span,
         }
     }
 
-    /// `while` or `if`.
+    /// `while`, `if`, `do ... while` or `switch`, for messages.
     pub fn word(&self) -> &'static str {
         match self {
             Control::While { .. } => "while",
             Control::If { .. } => "if",
+            Control::DoWhile { .. } => "do ... while",
+            Control::Switch { .. } => "switch",
         }
     }
 
-    /// The condition.
-    pub fn condition(&self) -> &Condition {
+    /// The condition a `while`, `if` or `do ... while` tests (a `switch` has none: it reads
+    /// its value).
+    pub fn test(&self) -> Option<&Condition> {
         match self {
-            Control::While { condition, .. } | Control::If { condition, .. } => condition,
+            Control::While { condition, .. }
+            | Control::If { condition, .. }
+            | Control::DoWhile { condition, .. } => Some(condition),
+            Control::Switch { .. } => None,
         }
     }
 
-    /// The body's statements.
-    pub fn body(&self) -> &[Statement] {
+    /// `max N`, for the loops.
+    pub fn max(&self) -> Option<&(kw::max, Expr)> {
         match self {
-            Control::While { body, .. } | Control::If { body, .. } => body,
+            Control::While { max, .. } | Control::DoWhile { max, .. } => max.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// Whether it is a loop (`while` or `do ... while`).
+    pub fn is_loop(&self) -> bool {
+        matches!(self, Control::While { .. } | Control::DoWhile { .. })
+    }
+
+    /// The bodies, in order: the body, the `else` body, or the cases.
+    pub fn bodies(&self) -> Vec<&[Statement]> {
+        match self {
+            Control::While { body, .. } | Control::DoWhile { body, .. } => vec![body],
+            Control::If {
+                body, otherwise, ..
+            } => {
+                let mut bodies = vec![body.as_slice()];
+                bodies.extend(otherwise.as_ref().map(|o| o.body.as_slice()));
+                bodies
+            }
+            Control::Switch { cases, .. } => cases.iter().map(|c| c.body.as_slice()).collect(),
         }
     }
 }
@@ -196,7 +281,9 @@ pub fn flatten(statements: &[Statement]) -> Vec<&Statement> {
     for statement in statements {
         all.push(statement);
         if let Statement::Control(control) = statement {
-            all.extend(flatten(control.body()));
+            for body in control.bodies() {
+                all.extend(flatten(body));
+            }
         }
     }
     all
@@ -207,12 +294,7 @@ impl Parse for Control {
         if input.peek(Token![while]) {
             let keyword = input.parse()?;
             let condition = input.parse()?;
-            let max = if input.peek(kw::max) {
-                let word = input.parse()?;
-                Some((word, input.call(Expr::parse_without_eager_brace)?))
-            } else {
-                None
-            };
+            let max = parse_max(input)?;
             let (brace, body) = parse_body(input)?;
             Ok(Control::While {
                 keyword,
@@ -221,17 +303,95 @@ impl Parse for Control {
                 brace,
                 body,
             })
+        } else if input.peek(Token![do]) {
+            let keyword = input.parse()?;
+            let (brace, body) = parse_body(input)?;
+            let while_token = input.parse().map_err(|e| {
+                syn::Error::new(
+                    e.span(),
+                    "a `do` body is followed by its test: `do { ... } while residual > tol max \
+                     10_000;`",
+                )
+            })?;
+            let condition = input.parse()?;
+            let max = parse_max(input)?;
+            input.parse::<Token![;]>()?;
+            Ok(Control::DoWhile {
+                keyword,
+                brace,
+                body,
+                while_token,
+                condition,
+                max,
+            })
+        } else if input.peek(kw::switch) {
+            let keyword = input.parse()?;
+            let value = input.parse().map_err(|e| {
+                syn::Error::new(
+                    e.span(),
+                    "a `switch` reads the first element of a `DeviceBuffer<u32>`: `switch mode \
+                     { 0 => { ... } 1 => { ... } }`",
+                )
+            })?;
+            let content;
+            let brace = braced!(content in input);
+            let mut cases = Vec::new();
+            while !content.is_empty() {
+                let label = content.parse::<LitInt>().map_err(|e| {
+                    syn::Error::new(
+                        e.span(),
+                        "a case label is an integer literal, `0 => { ... }`, counting from 0",
+                    )
+                })?;
+                content.parse::<Token![=>]>()?;
+                let (brace, body) = parse_body(&content)?;
+                content.parse::<Option<Token![,]>>()?;
+                cases.push(Case { label, brace, body });
+            }
+            Ok(Control::Switch {
+                keyword,
+                value,
+                brace,
+                cases,
+            })
         } else {
             let keyword = input.parse()?;
             let condition = input.parse()?;
             let (brace, body) = parse_body(input)?;
+            let otherwise = if input.peek(Token![else]) {
+                let keyword = input.parse()?;
+                if input.peek(Token![if]) {
+                    return Err(input.error(
+                        "`else if` is not part of the pipeline language: nest the test, \
+                         `else { if flag != 0 { ... } }`, or use a `switch`",
+                    ));
+                }
+                let (brace, body) = parse_body(input)?;
+                Some(Otherwise {
+                    keyword,
+                    brace,
+                    body,
+                })
+            } else {
+                None
+            };
             Ok(Control::If {
                 keyword,
                 condition,
                 brace,
                 body,
+                otherwise,
             })
         }
+    }
+}
+
+fn parse_max(input: ParseStream<'_>) -> syn::Result<Option<(kw::max, Expr)>> {
+    if input.peek(kw::max) {
+        let word = input.parse()?;
+        Ok(Some((word, input.call(Expr::parse_without_eager_brace)?)))
+    } else {
+        Ok(None)
     }
 }
 

@@ -27,12 +27,15 @@ pub fn check(cx: &Ctxt, scope: &Scope<'_>) {
     }
 }
 
-/// The rules on one `while` or `if`.
+/// The rules on one `while`, `do ... while`, `if` or `switch`.
 fn statement(cx: &Ctxt, scope: &Scope<'_>, control: &Control) {
     condition(cx, scope, control);
+    super::switch::check(cx, scope, control);
     maximum(cx, control);
-    for statement in control.body() {
-        body_statement(cx, control, statement);
+    for body in control.bodies() {
+        for statement in body {
+            body_statement(cx, control, statement);
+        }
     }
 }
 
@@ -40,7 +43,10 @@ fn statement(cx: &Ctxt, scope: &Scope<'_>, control: &Control) {
 /// (what the condition kernels compare); `step` changes only between steps, so only an `if`
 /// may test it.
 fn condition(cx: &Ctxt, scope: &Scope<'_>, control: &Control) {
-    match control.condition() {
+    let Some(test) = control.test() else {
+        return;
+    };
+    match test {
         Condition::Device(device) => {
             let name = &device.value;
             let role = "a condition reads a `DeviceBuffer` on the device; compare a scalar on the \
@@ -56,8 +62,8 @@ fn condition(cx: &Ctxt, scope: &Scope<'_>, control: &Control) {
                          `<f64>` or `<u32>` on the device (a kernel writes it, the loop reads it)",
                         what(buffer),
                         match control {
-                            Control::While { .. } => "a `while`",
                             Control::If { .. } => "an `if`",
+                            _ => "a loop's",
                         }
                     ),
                 );
@@ -79,7 +85,7 @@ fn condition(cx: &Ctxt, scope: &Scope<'_>, control: &Control) {
             }
         }
         Condition::Step(step) => {
-            if let Control::While { .. } = control {
+            if control.is_loop() {
                 cx.error_at(
                     step.step,
                     "`step` changes only between steps, so a `while` on it would never end; \
@@ -91,24 +97,42 @@ fn condition(cx: &Ctxt, scope: &Scope<'_>, control: &Control) {
 }
 
 /// A device loop that never converges must end, with an error rather than a hang: `while`
-/// needs `max N`.
+/// and `do ... while` need `max N`.
 fn maximum(cx: &Ctxt, control: &Control) {
-    if let Control::While {
-        keyword,
-        condition,
-        max: None,
-        ..
-    } = control
-    {
-        let written = condition.written();
-        cx.error_at(
-            keyword.span,
-            format!(
-                "a device `while` needs a maximum iteration count, so that a loop that never \
-                 converges stops with an error instead of hanging the GPU: write \
-                 `while {written} max 10_000 {{ ... }}`"
-            ),
-        );
+    match control {
+        Control::While {
+            keyword,
+            condition,
+            max: None,
+            ..
+        } => {
+            let written = condition.written();
+            cx.error_at(
+                keyword.span,
+                format!(
+                    "a device `while` needs a maximum iteration count, so that a loop that never \
+                     converges stops with an error instead of hanging the GPU: write \
+                     `while {written} max 10_000 {{ ... }}`"
+                ),
+            );
+        }
+        Control::DoWhile {
+            while_token,
+            condition,
+            max: None,
+            ..
+        } => {
+            let written = condition.written();
+            cx.error_at(
+                while_token.span,
+                format!(
+                    "a device `do ... while` needs a maximum iteration count, so that a loop that \
+                     never converges stops with an error instead of hanging the GPU: write \
+                     `do {{ ... }} while {written} max 10_000;`"
+                ),
+            );
+        }
+        _ => {}
     }
 }
 
@@ -163,18 +187,15 @@ fn body_statement(cx: &Ctxt, control: &Control, statement: &Statement) {
 /// remainder are computed when the step is enqueued (or built), so they may not read a buffer.
 fn expressions(cx: &Ctxt, scope: &Scope<'_>, control: &Control) {
     let word = control.word();
-    match control.condition() {
-        Condition::Device(device) => value_expression(cx, scope, &device.threshold, word),
-        Condition::Step(step) => {
+    match control.test() {
+        Some(Condition::Device(device)) => value_expression(cx, scope, &device.threshold, word),
+        Some(Condition::Step(step)) => {
             value_expression(cx, scope, &step.modulus, word);
             value_expression(cx, scope, &step.remainder, word);
         }
+        None => {}
     }
-    if let Control::While {
-        max: Some((_, max)),
-        ..
-    } = control
-    {
+    if let Some((_, max)) = control.max() {
         value_expression(cx, scope, max, "while ... max");
     }
 }

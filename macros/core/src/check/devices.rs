@@ -413,8 +413,10 @@ impl Site<'_, '_> {
                         ),
                     );
                 }
-                for statement in control.body() {
-                    self.statement(cx, statement);
+                for body in control.bodies() {
+                    for statement in body {
+                        self.statement(cx, statement);
+                    }
                 }
             }
             Statement::Host(_) | Statement::NotCapturable(_) => {}

@@ -97,7 +97,7 @@ pub fn body_launch_sites<'p>(pipeline: &'p Pipeline<'_>) -> Vec<LaunchSite<'p>> 
         slots: &[Option<usize>],
         sites: &mut Vec<LaunchSite<'p>>,
     ) {
-        for (inner, own) in control.body.iter().zip(body_slots(control, slots)) {
+        for (inner, own) in control.statements().zip(body_slots(control, slots)) {
             match &inner.kind {
                 StatementKind::Launch {
                     source,

@@ -383,7 +383,7 @@ fn captured_into_graph(work: &TokenStream) -> TokenStream {
     }
 }
 
-/// A `while` or `if` node with its body.
+/// A `while`, `do ... while`, `if`, `if`/`else` or `switch` node with its bodies.
 fn control_node(
     pipeline: &Pipeline<'_>,
     stage: &Stage<'_>,
@@ -405,34 +405,82 @@ fn control_node(
             let (modulus, remainder) = control::step_parts(control);
             quote!(#rt::Condition::every(&*__step_word, #modulus, #remainder).named(#label))
         }
+        ControlCondition::Value { value } => {
+            let name = pipeline.buffers[value.0].ident;
+            quote!(#rt::Condition::value(&*#name).named(#label))
+        }
     };
-    let body: Vec<TokenStream> = control
-        .body
+    let mut statements =
+        control
+            .statements()
+            .zip(body_slots(control, slots))
+            .map(|(statement, slots)| {
+                statement_node(pipeline, stage, statement, Target::Body, slots, None)
+            });
+    let bodies: Vec<TokenStream> = control
+        .bodies
         .iter()
-        .zip(body_slots(control, slots))
-        .map(|(statement, slots)| {
-            statement_node(pipeline, stage, statement, Target::Body, slots, None)
+        .map(|body| {
+            let nodes: Vec<TokenStream> = statements.by_ref().take(body.len()).collect();
+            quote! {
+                let mut __tail: ::std::vec::Vec<#rt::GraphNode> = ::std::vec::Vec::new();
+                #(#nodes)*
+                let _ = __tail;
+                ::core::result::Result::Ok(())
+            }
         })
         .collect();
-    let body = quote! {
-        |__body: &mut #rt::GraphBody<'_>| -> #rt::Result<()> {
-            let mut __tail: ::std::vec::Vec<#rt::GraphNode> = ::std::vec::Vec::new();
-            #(#body)*
-            let _ = __tail;
-            ::core::result::Result::Ok(())
+    let closure =
+        |body: &TokenStream| quote!(|__body: &mut #rt::GraphBody<'_>| -> #rt::Result<()> { #body });
+    match control.source {
+        crate::ast::Control::While { .. } | crate::ast::Control::DoWhile { .. } => {
+            let max = control::maximum(control);
+            let body = closure(&bodies[0]);
+            let add = if matches!(control.source, crate::ast::Control::DoWhile { .. }) {
+                quote!(add_do_while_node)
+            } else {
+                quote!(add_while_node)
+            };
+            quote! {
+                let __condition = #condition;
+                let __loop = #recv.#add(&__tail, __condition, #max, #body)?;
+                __tail = ::std::vec![__loop.node()];
+            }
         }
-    };
-    if control.is_while() {
-        let max = control::maximum(control);
-        quote! {
-            let __condition = #condition;
-            let __loop = #recv.add_while_node(&__tail, __condition, #max, #body)?;
-            __tail = ::std::vec![__loop.node()];
+        crate::ast::Control::If { .. } if bodies.len() == 2 => {
+            let (then, otherwise) = (closure(&bodies[0]), closure(&bodies[1]));
+            quote! {
+                let __condition = #condition;
+                __tail = ::std::vec![#recv.add_if_else_node(&__tail, __condition, #then, #otherwise)?];
+            }
         }
-    } else {
-        quote! {
-            let __condition = #condition;
-            __tail = ::std::vec![#recv.add_if_node(&__tail, __condition, #body)?];
+        crate::ast::Control::If { .. } => {
+            let body = closure(&bodies[0]);
+            quote! {
+                let __condition = #condition;
+                __tail = ::std::vec![#recv.add_if_node(&__tail, __condition, #body)?];
+            }
+        }
+        crate::ast::Control::Switch { .. } => {
+            let count = bodies.len();
+            let cases = bodies
+                .iter()
+                .enumerate()
+                .map(|(n, body)| quote!(#n => { #body }));
+            quote! {
+                let __condition = #condition;
+                __tail = ::std::vec![#recv.add_switch_node(
+                    &__tail,
+                    __condition,
+                    #count,
+                    |__case: usize, __body: &mut #rt::GraphBody<'_>| -> #rt::Result<()> {
+                        match __case {
+                            #(#cases)*
+                            _ => ::core::result::Result::Ok(()),
+                        }
+                    },
+                )?];
+            }
         }
     }
 }

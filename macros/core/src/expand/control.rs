@@ -21,7 +21,9 @@ fn controls<'p, 'a>(pipeline: &'p Pipeline<'a>) -> Vec<&'p Control<'a>> {
         for statement in statements {
             if let StatementKind::Control(control) = &statement.kind {
                 found.push(control);
-                walk(&control.body, found);
+                for body in &control.bodies {
+                    walk(body, found);
+                }
             }
         }
     }
@@ -41,9 +43,12 @@ pub fn uses_step(pipeline: &Pipeline<'_>) -> bool {
 
 /// Whether some `while`/`if` reads a device buffer (an eager step then needs staging words).
 pub fn uses_device_condition(pipeline: &Pipeline<'_>) -> bool {
-    controls(pipeline)
-        .iter()
-        .any(|c| matches!(c.condition, ControlCondition::Device { .. }))
+    controls(pipeline).iter().any(|c| {
+        matches!(
+            c.condition,
+            ControlCondition::Device { .. } | ControlCondition::Value { .. }
+        )
+    })
 }
 
 /// The pipeline struct's fields for control flow.
@@ -143,21 +148,26 @@ pub fn comparison(comparison: Comparison) -> TokenStream {
     }
 }
 
-/// The condition as written, the label of its errors: `residual > tol`, `step % k == 0`.
+/// The condition as written, the label of its errors: `residual > tol`, `step % k == 0`,
+/// `switch mode`.
 pub fn label(control: &Control<'_>) -> String {
-    control.source.condition().written()
+    match (control.source.test(), control.source) {
+        (Some(test), _) => test.written(),
+        (None, ast::Control::Switch { value, .. }) => format!("switch {value}"),
+        (None, _) => String::new(),
+    }
 }
 
 /// The threshold of a device condition, typed as the buffer's element so that a mismatch is
 /// reported on the user's expression.
 pub fn threshold(pipeline: &Pipeline<'_>, control: &Control<'_>) -> TokenStream {
-    let ast::Condition::Device(device) = control.source.condition() else {
+    let Some(ast::Condition::Device(device)) = control.source.test() else {
         return quote!(());
     };
     let value = &device.threshold;
     let elem = match control.condition {
         ControlCondition::Device { value, .. } => pipeline.buffers[value.0].elem,
-        ControlCondition::Step => None,
+        ControlCondition::Step | ControlCondition::Value { .. } => None,
     };
     match elem {
         Some(elem) => {
@@ -169,37 +179,41 @@ pub fn threshold(pipeline: &Pipeline<'_>, control: &Control<'_>) -> TokenStream 
 
 /// `max N` as a `u32`, spanned on the user's expression.
 pub fn maximum(control: &Control<'_>) -> TokenStream {
-    match control.source {
-        ast::Control::While {
-            max: Some((_, max)),
-            ..
-        } => quote_spanned!(max.span()=> { let __max: u32 = #max; __max }),
-        _ => quote!(u32::MAX),
+    match control.source.max() {
+        Some((_, max)) => quote_spanned!(max.span()=> { let __max: u32 = #max; __max }),
+        None => quote!(u32::MAX),
     }
 }
 
 /// `step % k == r`'s modulus and remainder as `u32`s.
 pub fn step_parts(control: &Control<'_>) -> (TokenStream, TokenStream) {
-    match control.source.condition() {
-        ast::Condition::Step(step) => {
+    match control.source.test() {
+        Some(ast::Condition::Step(step)) => {
             let (m, r) = (&step.modulus, &step.remainder);
             (
                 quote_spanned!(m.span()=> { let __modulus: u32 = #m; __modulus }),
                 quote_spanned!(r.span()=> { let __remainder: u32 = #r; __remainder }),
             )
         }
-        ast::Condition::Device(_) => (quote!(1u32), quote!(0u32)),
+        _ => (quote!(1u32), quote!(0u32)),
     }
 }
 
-/// An eager `while`/`if` inside a stage's closure (`__stream` is its stream), around `body`,
-/// the tokens of its body's statements.
+/// An eager `while`, `do ... while`, `if`, `if`/`else` or `switch` inside a stage's closure
+/// (`__stream` is its stream), around `body`, the tokens of its bodies' statements in order.
 pub fn eager(
     pipeline: &Pipeline<'_>,
     control: &Control<'_>,
     body: Vec<TokenStream>,
 ) -> TokenStream {
     let rt = rt();
+    // The statements' tokens, split per body.
+    let mut rest = body.into_iter();
+    let bodies: Vec<Vec<TokenStream>> = control
+        .bodies
+        .iter()
+        .map(|b| rest.by_ref().take(b.len()).collect())
+        .collect();
     let test = match control.condition {
         ControlCondition::Device { value, comparison } => {
             let name = pipeline.buffers[value.0].ident;
@@ -211,30 +225,66 @@ pub fn eager(
             let (modulus, remainder) = step_parts(control);
             quote!(#rt::step_selects(__step, #modulus, #remainder)?)
         }
+        ControlCondition::Value { value } => {
+            let name = pipeline.buffers[value.0].ident;
+            let cases = bodies.iter().enumerate().map(|(n, body)| {
+                let n = n as u32;
+                quote!(#n => { #(#body)* })
+            });
+            // A value with no case runs none, as CUDA's SWITCH node does.
+            return quote! {
+                match #rt::host_value(__staging, __stream, &*#name)? {
+                    #(#cases)*
+                    _ => {}
+                }
+            };
+        }
     };
-    if !control.is_while() {
-        return quote! {
-            if #test {
-                #(#body)*
-            }
-        };
-    }
     let label = label(control);
     let max = maximum(control);
-    quote! {
-        {
-            let __max: u32 = #rt::loop_maximum(#max)?;
-            let mut __done: u32 = 0;
-            loop {
-                if !#test {
-                    break;
-                }
-                if __done >= __max {
-                    return ::core::result::Result::Err(#rt::iteration_limit(#label, __max));
-                }
-                #(#body)*
-                __done += 1;
+    let first = bodies.first().cloned().unwrap_or_default();
+    match control.source {
+        ast::Control::If { .. } => {
+            let otherwise = bodies.get(1).map(|b| quote!(else { #(#b)* }));
+            quote! {
+                if #test {
+                    #(#first)*
+                } #otherwise
             }
         }
+        // The body first; after `n` iterations a test that still holds with `n >= max`
+        // stops the loop with the error, as the device's loop does.
+        ast::Control::DoWhile { .. } => quote! {
+            {
+                let __max: u32 = #rt::loop_maximum(#max)?;
+                let mut __done: u32 = 0;
+                loop {
+                    #(#first)*
+                    __done += 1;
+                    if !#test {
+                        break;
+                    }
+                    if __done >= __max {
+                        return ::core::result::Result::Err(#rt::iteration_limit(#label, __max));
+                    }
+                }
+            }
+        },
+        _ => quote! {
+            {
+                let __max: u32 = #rt::loop_maximum(#max)?;
+                let mut __done: u32 = 0;
+                loop {
+                    if !#test {
+                        break;
+                    }
+                    if __done >= __max {
+                        return ::core::result::Result::Err(#rt::iteration_limit(#label, __max));
+                    }
+                    #(#first)*
+                    __done += 1;
+                }
+            }
+        },
     }
 }

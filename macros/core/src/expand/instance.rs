@@ -32,19 +32,21 @@ pub fn ref_slots(stage: &Stage<'_>) -> Vec<Vec<Option<usize>>> {
         .collect()
 }
 
-/// The slots of a `while`/`if`'s accesses (`slots`, as [`ref_slots`] gives them) split per
-/// statement of its body: the condition's access comes first and is skipped.
+/// The slots of a `while`/`if`/`switch`'s accesses (`slots`, as [`ref_slots`] gives them)
+/// split per statement of its bodies, in order: the condition's access comes first and is
+/// skipped.
 pub fn body_slots<'s>(
     control: &Control<'_>,
     slots: &'s [Option<usize>],
 ) -> Vec<&'s [Option<usize>]> {
     let mut rest = match control.condition {
-        ControlCondition::Device { .. } => slots.get(1..).unwrap_or(&[]),
+        ControlCondition::Device { .. } | ControlCondition::Value { .. } => {
+            slots.get(1..).unwrap_or(&[])
+        }
         ControlCondition::Step => slots,
     };
     control
-        .body
-        .iter()
+        .statements()
         .map(|statement| {
             let (own, after) = rest.split_at(statement.accesses.len().min(rest.len()));
             rest = after;

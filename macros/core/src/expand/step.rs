@@ -299,13 +299,13 @@ fn describe_statement(pipeline: &Pipeline<'_>, statement: &Statement<'_>) -> Tok
     match &statement.kind {
         StatementKind::Control(control) => {
             let condition = match control.condition {
-                crate::lower::ControlCondition::Device { .. } => statement.accesses.first(),
+                crate::lower::ControlCondition::Device { .. }
+                | crate::lower::ControlCondition::Value { .. } => statement.accesses.first(),
                 crate::lower::ControlCondition::Step => None,
             };
             let condition = condition.map(|touch| describe_touch(pipeline, touch));
             let body = control
-                .body
-                .iter()
+                .statements()
                 .map(|statement| describe_statement(pipeline, statement));
             quote!(__d.statement()?; #condition #(#body)*)
         }
@@ -748,8 +748,7 @@ pub(super) fn statement_tokens(
         StatementKind::Call { source, args, .. } => call_tokens(pipeline, stage, source, args),
         StatementKind::Control(control) => {
             let body = control
-                .body
-                .iter()
+                .statements()
                 .zip(body_slots(control, slots))
                 .map(|(statement, slots)| {
                     statement_tokens(pipeline, stage, &statement.kind, slots, None)

@@ -10,15 +10,15 @@ use super::{buffer, lower_statement, scalars_with_lets};
 use crate::ast::{self, Comparison};
 use crate::scope::Scope;
 
-/// A lowered `while` or `if`.
+/// A lowered `while`, `do ... while`, `if` (with or without `else`) or `switch`.
 #[derive(Debug, Clone)]
 pub struct Control<'a> {
-    /// As written: keyword, condition, `max`, body.
+    /// As written: keyword, condition, `max`, bodies.
     pub source: &'a ast::Control,
     /// What it tests.
     pub condition: ControlCondition,
-    /// The body, lowered.
-    pub body: Vec<Statement<'a>>,
+    /// The bodies, lowered: the body, the `else` body, or the cases in label order.
+    pub bodies: Vec<Vec<Statement<'a>>>,
 }
 
 /// What a lowered `while` or `if` tests.
@@ -33,29 +33,42 @@ pub enum ControlCondition {
     },
     /// The pipeline's step counter.
     Step,
+    /// The first element of `value` itself (a `switch`).
+    Value {
+        /// The buffer read.
+        value: BufferId,
+    },
 }
 
 impl<'a> Control<'a> {
     /// What the condition reads, then what the body touches, in order.
     pub fn accesses(&self) -> Vec<Touch<'a>> {
         let mut touches = Vec::new();
-        if let (ControlCondition::Device { value, .. }, ast::Condition::Device(written)) =
-            (self.condition, self.source.condition())
-        {
+        let read = match (self.condition, self.source) {
+            (ControlCondition::Device { value, .. }, _) => match self.source.test() {
+                Some(ast::Condition::Device(written)) => Some((value, &written.value)),
+                _ => None,
+            },
+            (ControlCondition::Value { value }, ast::Control::Switch { value: name, .. }) => {
+                Some((value, name))
+            }
+            _ => None,
+        };
+        if let Some((buffer, name)) = read {
             touches.push(Touch {
-                buffer: value,
+                buffer,
                 mode: Mode::Read,
-                name: &written.value,
+                name,
                 subscript: None,
             });
         }
-        touches.extend(self.body.iter().flat_map(|s| s.accesses.iter().copied()));
+        touches.extend(self.statements().flat_map(|s| s.accesses.iter().copied()));
         touches
     }
 
-    /// Whether it is a `while`.
-    pub fn is_while(&self) -> bool {
-        matches!(self.source, ast::Control::While { .. })
+    /// Every statement of its bodies, in order.
+    pub fn statements(&self) -> impl Iterator<Item = &Statement<'a>> {
+        self.bodies.iter().flatten()
     }
 }
 
@@ -66,40 +79,53 @@ pub(super) fn lower<'a>(
     source: &'a ast::Control,
 ) -> Result<Statement<'a>, Unresolved> {
     let mut expressions = TokenStream::new();
-    let condition = match source.condition() {
-        ast::Condition::Device(device) => {
+    let condition = match (source, source.test()) {
+        (ast::Control::Switch { value, .. }, _) => ControlCondition::Value {
+            value: buffer(scope, value)?,
+        },
+        (_, None) => ControlCondition::Step,
+        (_, Some(ast::Condition::Device(device))) => {
             device.threshold.to_tokens(&mut expressions);
             ControlCondition::Device {
                 value: buffer(scope, &device.value)?,
                 comparison: device.comparison,
             }
         }
-        ast::Condition::Step(step) => {
+        (_, Some(ast::Condition::Step(step))) => {
             step.modulus.to_tokens(&mut expressions);
             step.remainder.to_tokens(&mut expressions);
             ControlCondition::Step
         }
     };
-    if let ast::Control::While {
-        max: Some((_, max)),
-        ..
-    } = source
-    {
+    if let Some((_, max)) = source.max() {
         max.to_tokens(&mut expressions);
     }
-    let body: Vec<Statement<'a>> = source
-        .body()
-        .iter()
-        .map(|statement| lower_statement(scope, looped, statement))
-        .collect::<Result<_, _>>()?;
+    let mut bodies: Vec<Vec<Statement<'a>>> = Vec::new();
+    for body in source.bodies() {
+        bodies.push(
+            body.iter()
+                .map(|statement| lower_statement(scope, looped, statement))
+                .collect::<Result<_, _>>()?,
+        );
+    }
+    // A switch's cases in label order (`check` made them 0..N, each once).
+    if let ast::Control::Switch { cases, .. } = source {
+        let mut labelled: Vec<(u32, Vec<Statement<'a>>)> = cases
+            .iter()
+            .map(|c| c.label.base10_parse::<u32>().unwrap_or(u32::MAX))
+            .zip(bodies)
+            .collect();
+        labelled.sort_by_key(|(label, _)| *label);
+        bodies = labelled.into_iter().map(|(_, body)| body).collect();
+    }
     let mut scalars = scalars_with_lets(scope, looped, expressions);
-    for statement in &body {
+    for statement in bodies.iter().flatten() {
         scalars.extend(statement.scalars.iter().copied());
     }
     let control = Control {
         source,
         condition,
-        body,
+        bodies,
     };
     Ok(Statement {
         accesses: control.accesses(),

@@ -12,7 +12,7 @@ fn first_control(items: &str) -> (Comparison, bool) {
     let Statement::Control(control) = &stage.statements[0] else {
         panic!("not a control statement");
     };
-    match control.condition() {
+    match control.test().expect("a test") {
         Condition::Device(device) => (
             device.comparison,
             matches!(**control, Control::While { max: Some(_), .. }),
@@ -44,7 +44,7 @@ fn conditions_parse_every_comparison_and_the_step_form() {
     let Statement::Control(control) = &stage.statements[0] else {
         panic!("not a control statement");
     };
-    let Condition::Step(step) = control.condition() else {
+    let Some(Condition::Step(step)) = control.test() else {
         panic!("not a step condition");
     };
     assert_eq!(ast::tokens_string(&step.modulus), "(n + 1)");
@@ -189,7 +189,7 @@ fn a_control_statement_touches_its_condition_and_its_body() {
     let StatementKind::Control(control) = &solve.statements[0].kind else {
         panic!("not lowered as control");
     };
-    assert!(control.is_while());
+    assert!(matches!(control.source, Control::While { .. }));
     assert!(matches!(
         control.condition,
         ControlCondition::Device {
@@ -197,7 +197,8 @@ fn a_control_statement_touches_its_condition_and_its_body() {
             comparison: Comparison::Greater
         } if value == buffer(0)
     ));
-    assert_eq!(control.body.len(), 2);
+    assert_eq!(control.bodies.len(), 1);
+    assert_eq!(control.bodies[0].len(), 2);
     let touched: Vec<_> = solve.accesses.iter().map(|a| (a.buffer, a.mode)).collect();
     use crate::lower::Mode;
     assert_eq!(

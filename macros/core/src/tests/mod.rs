@@ -8,6 +8,7 @@
 mod accesses;
 mod bounds;
 mod checks;
+mod conditionals;
 mod control;
 mod dot;
 mod language;

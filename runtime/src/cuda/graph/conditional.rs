@@ -1,4 +1,5 @@
-//! Conditional nodes (device-side `while` and `if`, CUDA 12.4+ drivers): a conditional handle,
+//! Conditional nodes (device-side `while`, `do ... while`, `if`, `if`/`else` and `switch`,
+//! CUDA 12.4+ drivers): a conditional handle,
 //! the node with its body graph, and the library's condition kernels
 //! (`runtime/kernels/conditions.cu`) that set the handle.
 //!
@@ -6,13 +7,18 @@
 //! evaluates the condition before the first iteration (0 iterations done), `K` after each
 //! iteration; both count iterations in the loop's state word and stop the loop once it has
 //! run `max_iterations` times while the condition still holds, marking the word so that the
-//! host reports it. An `if` is `K0 -> IF(body)`. Conditional handles are created without a
-//! default value: `K0` sets the handle in every launch before the node reads it.
+//! host reports it. An `if` is `K0 -> IF(body)`, an `if`/`else` `K0 -> IF(then, else)` and a
+//! switch `K0 -> SWITCH(case 0, ..)` on a CUDA 12.8+ driver (before: `K0 -> K0' -> IF -> IF`,
+//! `K0'` on the negation, and one `K0` per case then one IF per case). A do-while is
+//! `WHILE(body)` alone: its handle starts each launch at 1 (`CU_GRAPH_COND_ASSIGN_DEFAULT`),
+//! and the body's `K` decides. Other handles are created without a default value: `K0` sets
+//! the handle in every launch before the node reads it.
 
 use std::ffi::c_void;
 use std::sync::{Mutex, Weak};
 
 use super::*;
+use crate::cpu::Form;
 use crate::driver::version_text;
 
 /// The condition kernels, as `tools/build-ptx` compiles them (PTX ISA 8.0).
@@ -32,6 +38,8 @@ pub(crate) enum ConditionKind {
     U32,
     /// `counter % modulus == remainder` on a flag word.
     Every,
+    /// The first element of a `u32` itself (a switch's value; non-zero holds).
+    Value,
 }
 
 impl ConditionKind {
@@ -41,6 +49,7 @@ impl ConditionKind {
             ConditionKind::F64 => "gp_cond_f64",
             ConditionKind::U32 => "gp_cond_u32",
             ConditionKind::Every => "gp_cond_every",
+            ConditionKind::Value => "gp_cond_value",
         }
     }
 }
@@ -82,7 +91,7 @@ struct KernelArgs {
 }
 
 impl KernelArgs {
-    fn new(handle: u64, args: &ConditionArgs, first: bool) -> KernelArgs {
+    fn new(handle: u64, args: &ConditionArgs, flags: u32) -> KernelArgs {
         KernelArgs {
             handle,
             value: args.value,
@@ -94,7 +103,7 @@ impl KernelArgs {
             state: args.state,
             counter: args.counter,
             max_iterations: args.max_iterations,
-            first: u32::from(first),
+            first: flags,
         }
     }
 }
@@ -111,7 +120,9 @@ impl CudaArgs for KernelArgs {
         let threshold = match self.kind {
             ConditionKind::F32 => param(&self.threshold_f32),
             ConditionKind::F64 => param(&self.threshold_f64),
-            ConditionKind::U32 | ConditionKind::Every => param(&self.threshold_u32),
+            ConditionKind::U32 | ConditionKind::Every | ConditionKind::Value => {
+                param(&self.threshold_u32)
+            }
         };
         let mut params = [
             param(&self.handle),
@@ -169,22 +180,32 @@ fn unsupported(version: i32) -> Error {
     }
 }
 
+/// The condition kernel's `flags`: bit 0 set before the node (0 iterations done), bit 1
+/// negates the condition (the `else` of an `if`/`else` built from two IF nodes).
+const FIRST: u32 = 1;
+const NEGATE: u32 = 2;
+
+/// The first driver whose conditional nodes take an IF of two bodies and a SWITCH.
+const SWITCH_DRIVER: i32 = 12080;
+
+/// A conditional node just added: the node later nodes follow, the scopes of its bodies, and
+/// the loop body that still needs its closing condition kernel.
+pub(crate) struct Added {
+    pub(crate) node: NodeRef,
+    pub(crate) bodies: Vec<usize>,
+    pub(crate) close: Option<(usize, sys::CUgraphConditionalHandle)>,
+}
+
 impl Graph {
-    /// Adds a conditional node to `scope` after `dependencies`, preceded by its condition
-    /// kernel: a `while` (`is_while`) or an `if`. Returns the node and the scope of its
-    /// body, which is empty; a `while` body must be closed with [`Graph::close_while_body`]
-    /// once filled, with `args` as this call leaves them (it sets `args.counter` to device
-    /// memory of the node's own). `keep` is what the condition reads and writes (value,
-    /// counter, state).
-    pub(crate) fn add_conditional(
+    /// A conditional handle of `scope` (the graph or body that will hold its node), starting
+    /// each launch at `default` when `assign_default`.
+    pub(crate) fn condition_handle(
         &mut self,
         scope: usize,
-        dependencies: &[NodeRef],
-        is_while: bool,
-        args: &mut ConditionArgs,
-        keep: Vec<Keep>,
-    ) -> Result<(NodeRef, usize, sys::CUgraphConditionalHandle)> {
-        const CALL: &str = "Graph::add_conditional_node";
+        default: u32,
+        assign_default: bool,
+    ) -> Result<sys::CUgraphConditionalHandle> {
+        const CALL: &str = "Graph::condition_handle";
         let d = self.handle.ctx.bind()?;
         if d.version < CONDITIONAL_DRIVER {
             return Err(unsupported(d.version));
@@ -193,27 +214,172 @@ impl Graph {
             d.cuGraphConditionalHandleCreate,
             "cuGraphConditionalHandleCreate",
         )?;
-        let add = d.optional(d.cuGraphAddNode, "cuGraphAddNode")?;
+        let target = self.scope_raw(CALL, scope)?;
+        let ctx = self.handle.ctx.raw();
+        let flags = if assign_default {
+            sys::CU_GRAPH_COND_ASSIGN_DEFAULT
+        } else {
+            0
+        };
+        let mut handle: sys::CUgraphConditionalHandle = 0;
+        let _guard = self.handle.lock();
+        // SAFETY: a live graph (or body) of `ctx`, a valid out-pointer.
+        check("cuGraphConditionalHandleCreate", unsafe {
+            create(&mut handle, target, ctx, default, flags)
+        })?;
+        Ok(handle)
+    }
+
+    /// Adds a conditional node of `form` with `count` bodies (1, 2 for an `if`/`else`, the
+    /// cases of a switch) to `scope` after `dependencies`, its handle set by the library's
+    /// condition kernel with `args` (their `counter` is set here). Returns the node and the scopes of its bodies, which are empty; a loop body must
+    /// be closed with [`Graph::close_while_body`] once filled (`Added::close`). `keep` is
+    /// what the condition reads and writes (value, counter, state).
+    ///
+    /// A library-decided node is preceded by its condition kernel (none for a do-while,
+    /// whose handle starts each launch at 1). On a driver older than 12.8 an `if`/`else` is
+    /// two IF nodes on a condition and its negation, and a switch one IF per case, every
+    /// condition evaluated before any body runs (a body may change the value).
+    pub(crate) fn add_conditional(
+        &mut self,
+        scope: usize,
+        dependencies: &[NodeRef],
+        form: Form,
+        count: usize,
+        args: &mut ConditionArgs,
+        keep: Vec<Keep>,
+    ) -> Result<Added> {
+        const CALL: &str = "Graph::add_conditional_node";
+        let d = self.handle.ctx.bind()?;
+        if d.version < CONDITIONAL_DRIVER {
+            return Err(unsupported(d.version));
+        }
+        let native = d.version >= SWITCH_DRIVER;
         let target = self.scope_raw(CALL, scope)?;
         self.own(CALL, dependencies)?;
-        let ctx = self.handle.ctx.raw();
-        let mut handle: sys::CUgraphConditionalHandle = 0;
-        {
-            let _guard = self.handle.lock();
-            // SAFETY: a live graph (or body) of `ctx`, a valid out-pointer; no default value
-            // (the condition kernel sets the handle before the node in every launch).
-            check("cuGraphConditionalHandleCreate", unsafe {
-                create(&mut handle, target, ctx, 0, 0)
-            })?;
-        }
+        let deps = dependencies.to_vec();
+        self.retain(keep);
+        let is_loop = matches!(form, Form::While | Form::DoWhile);
         let module = condition_module(&self.handle.ctx)?;
         // The iteration count stays in device memory while the loop runs; the kernel
-        // writes it to the host-visible state word once, when the loop ends.
+        // writes it to the host-visible state word once, when the loop ends (and zeroes the
+        // count then, so that a do-while, which has no kernel before it, starts at 0).
         let counter = Arc::new(DeviceMemory::alloc(&self.handle.ctx, 4)?);
+        {
+            let d = self.handle.ctx.bind()?;
+            // SAFETY: 4 bytes of live device memory of the bound context.
+            check("cuMemsetD8", unsafe { (d.cuMemsetD8)(counter.ptr(), 0, 4) })?;
+        }
         args.counter = counter.ptr();
-        self.retain(keep);
         self.retain([Keep::Object(module.clone()), Keep::Device(counter)]);
-        let first = self.add_condition_kernel(scope, dependencies, &module, handle, args, true)?;
+        let args = *args;
+        match form {
+            Form::DoWhile => {
+                let handle = self.condition_handle(scope, 1, true)?;
+                let (node, bodies) = self.conditional_node(target, &deps, handle, form, 1)?;
+                let close = Some((bodies[0], handle));
+                Ok(Added {
+                    node,
+                    bodies,
+                    close,
+                })
+            }
+            Form::IfElse if !native => {
+                let (then, otherwise) = (
+                    self.condition_handle(scope, 0, false)?,
+                    self.condition_handle(scope, 0, false)?,
+                );
+                let k1 = self.add_condition_kernel(scope, &deps, &module, then, &args, FIRST)?;
+                let k2 = self.add_condition_kernel(
+                    scope,
+                    &[k1],
+                    &module,
+                    otherwise,
+                    &args,
+                    FIRST | NEGATE,
+                )?;
+                let (n1, mut bodies) = self.conditional_node(target, &[k2], then, Form::If, 1)?;
+                let (n2, more) = self.conditional_node(target, &[n1], otherwise, Form::If, 1)?;
+                bodies.extend(more);
+                Ok(Added {
+                    node: n2,
+                    bodies,
+                    close: None,
+                })
+            }
+            Form::Switch if !native => {
+                // One IF per case, each on `value == case`.
+                let mut handles = Vec::with_capacity(count);
+                let mut last = deps.clone();
+                for case in 0..count {
+                    let handle = self.condition_handle(scope, 0, false)?;
+                    let case_args = ConditionArgs {
+                        kind: ConditionKind::U32,
+                        threshold: case as u64,
+                        op: crate::graph::Comparison::Equal.code(),
+                        ..args
+                    };
+                    let k = self
+                        .add_condition_kernel(scope, &last, &module, handle, &case_args, FIRST)?;
+                    last = vec![k];
+                    handles.push(handle);
+                }
+                let mut bodies = Vec::with_capacity(count);
+                for handle in handles {
+                    let (node, body) = self.conditional_node(target, &last, handle, Form::If, 1)?;
+                    last = vec![node];
+                    bodies.extend(body);
+                }
+                let node = last
+                    .first()
+                    .copied()
+                    .ok_or_else(|| Error::invalid(CALL, "a switch needs at least one case"))?;
+                Ok(Added {
+                    node,
+                    bodies,
+                    close: None,
+                })
+            }
+            _ => {
+                let handle = self.condition_handle(scope, 0, false)?;
+                let first =
+                    self.add_condition_kernel(scope, &deps, &module, handle, &args, FIRST)?;
+                let (node, bodies) =
+                    self.conditional_node(target, &[first], handle, form, count)?;
+                let close = is_loop.then(|| (bodies[0], handle));
+                Ok(Added {
+                    node,
+                    bodies,
+                    close,
+                })
+            }
+        }
+    }
+
+    /// One conditional node of `form` on `handle` in `target` after `dependencies`, with
+    /// `count` empty bodies, whose scopes it returns.
+    fn conditional_node(
+        &mut self,
+        target: sys::CUgraph,
+        dependencies: &[NodeRef],
+        handle: sys::CUgraphConditionalHandle,
+        form: Form,
+        count: usize,
+    ) -> Result<(NodeRef, Vec<usize>)> {
+        const CALL: &str = "Graph::add_conditional_node";
+        let d = self.handle.ctx.bind()?;
+        let add = d.optional(d.cuGraphAddNode, "cuGraphAddNode")?;
+        let (type_, size) = match form {
+            Form::If => (sys::CU_GRAPH_COND_TYPE_IF, 1),
+            Form::IfElse => (sys::CU_GRAPH_COND_TYPE_IF, 2),
+            Form::While | Form::DoWhile => (sys::CU_GRAPH_COND_TYPE_WHILE, 1),
+            Form::Switch => (sys::CU_GRAPH_COND_TYPE_SWITCH, count),
+        };
+        if size == 0 {
+            return Err(Error::invalid(CALL, "a switch needs at least one case"));
+        }
+        let size = u32::try_from(size)
+            .map_err(|_| Error::invalid(CALL, "a switch has more cases than CUDA counts"))?;
         let mut params = sys::CUgraphNodeParams {
             type_: CUgraphNodeType::CONDITIONAL,
             reserved0: [0; 3],
@@ -222,45 +388,46 @@ impl Graph {
         };
         params.u.conditional = sys::CUDA_CONDITIONAL_NODE_PARAMS {
             handle,
-            type_: if is_while {
-                sys::CU_GRAPH_COND_TYPE_WHILE
-            } else {
-                sys::CU_GRAPH_COND_TYPE_IF
-            },
-            size: 1,
+            type_,
+            size,
             phGraph_out: std::ptr::null_mut(),
-            ctx,
+            ctx: self.handle.ctx.raw(),
         };
+        let raw_deps: Vec<sys::CUgraphNode> = dependencies.iter().map(|n| n.raw).collect();
         let mut node = std::ptr::null_mut();
-        let body = {
+        let bodies: Vec<sys::CUgraph> = {
             let _guard = self.handle.lock();
-            // SAFETY: a live graph (or body) of `ctx`, one node of it, no edge data, and
-            // zeroed parameters but for the conditional member (the driver's rule); the call
-            // writes the body array into `params`.
+            // SAFETY: a live graph (or body) of the context, nodes of it (checked by the
+            // caller), no edge data, and zeroed parameters but for the conditional member
+            // (the driver's rule); the call writes the body array into `params`.
             check("cuGraphAddNode", unsafe {
                 add(
                     &mut node,
                     target,
-                    &first.raw,
+                    raw_deps.as_ptr(),
                     std::ptr::null(),
-                    1,
+                    raw_deps.len(),
                     &mut params,
                 )
             })?;
             // SAFETY: the union member we wrote, which the call filled in.
-            let bodies = unsafe { params.u.conditional.phGraph_out };
-            if bodies.is_null() {
+            let out = unsafe { params.u.conditional.phGraph_out };
+            if out.is_null() {
                 return Err(Error::invalid(
                     CALL,
                     "the driver returned no body graph for the conditional node",
                 ));
             }
-            // SAFETY: a driver-owned array of `size == 1` body graphs, valid while the node
-            // lives (the node dies with this graph).
-            unsafe { *bodies }
+            // SAFETY: a driver-owned array of `size` body graphs, valid while the node lives
+            // (the node dies with this graph).
+            unsafe { std::slice::from_raw_parts(out, size as usize) }.to_vec()
         };
-        self.bodies.push(body);
-        Ok((self.node(node), self.bodies.len(), handle))
+        let mut scopes = Vec::with_capacity(bodies.len());
+        for body in bodies {
+            self.bodies.push(body);
+            scopes.push(self.bodies.len());
+        }
+        Ok((self.node(node), scopes))
     }
 
     /// Ends the body of a `while` with the condition kernel that decides whether the loop runs
@@ -273,7 +440,7 @@ impl Graph {
     ) -> Result<()> {
         let sinks = self.sinks(body)?;
         let module = condition_module(&self.handle.ctx)?;
-        self.add_condition_kernel(body, &sinks, &module, handle, args, false)?;
+        self.add_condition_kernel(body, &sinks, &module, handle, args, 0)?;
         Ok(())
     }
 
@@ -284,7 +451,7 @@ impl Graph {
         module: &Arc<super::super::Module>,
         handle: sys::CUgraphConditionalHandle,
         args: &ConditionArgs,
-        first: bool,
+        flags: u32,
     ) -> Result<NodeRef> {
         let function = module
             .function("the condition kernels", args.kind.entry())?
@@ -300,7 +467,7 @@ impl Graph {
             dependencies,
             &function,
             &config,
-            &KernelArgs::new(handle, args, first),
+            &KernelArgs::new(handle, args, flags),
         )
     }
 }
@@ -317,6 +484,7 @@ mod tests {
             ConditionKind::F64,
             ConditionKind::U32,
             ConditionKind::Every,
+            ConditionKind::Value,
         ] {
             assert!(
                 entries.iter().any(|e| e == kind.entry()),
