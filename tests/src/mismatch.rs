@@ -62,6 +62,21 @@ gpu_pipeline! {
 }
 
 gpu_pipeline! {
+    /// Receives `inbox` from `from`, with no send.
+    pub pipeline Pull {
+        streams { link }
+        params {
+            comm: &Communicator,
+            from: usize,
+            inbox: &mut DeviceBuffer<f32>,
+        }
+        stage pull on link {
+            recv inbox from from;
+        }
+    }
+}
+
+gpu_pipeline! {
     /// Sums `x` over every rank, in place.
     pub pipeline Total {
         streams { main }
@@ -81,6 +96,10 @@ pub enum Mismatch {
     /// Both ranks send to each other ([`Push`], [`unmatched_send_len`] elements) and neither
     /// receives.
     SendWithoutRecv,
+    /// Both ranks receive from each other ([`Pull`]) and neither sends: on NCCL the hang that
+    /// an unmatched send does not give (NCCL 2.28 completed a 64 MB send with no recv between
+    /// two H200s over NVLink).
+    RecvWithoutSend,
     /// Rank 0 exchanges 4 elements, rank 1 exchanges 8 ([`Exchange`]).
     CountsDiffer,
     /// Rank 1 receives from itself instead of rank 0 ([`Exchange`]). NCCL refuses that at
@@ -96,6 +115,7 @@ impl Mismatch {
     pub fn site(self) -> (&'static str, &'static str) {
         match self {
             Mismatch::SendWithoutRecv => ("Push", "push"),
+            Mismatch::RecvWithoutSend => ("Pull", "pull"),
             _ => ("Exchange", "swap"),
         }
     }
@@ -131,6 +151,7 @@ pub fn mismatched_rank(
     let mut x = DeviceBuffer::from_slice(&stream, &[rank as f32 + 1.0]).unwrap();
     stream.synchronize().unwrap();
     let mut push = Push::new(ctx).unwrap();
+    let mut pull = Pull::new(ctx).unwrap();
     let mut exchange = Exchange::new(ctx).unwrap();
     let mut total = Total::new(ctx).unwrap();
     let (n, from) = match (mismatch, rank) {
@@ -140,7 +161,21 @@ pub fn mismatched_rank(
     };
     let start = Instant::now();
     let mut body = || -> Result<(), Error> {
-        if mismatch == Mismatch::SendWithoutRecv {
+        if mismatch == Mismatch::RecvWithoutSend {
+            let params = PullParams {
+                comm,
+                from: other,
+                inbox: &mut inbox,
+            };
+            match mode {
+                Mode::Eager => pull.run_steps(params, 1)?.wait()?,
+                Mode::Replay => {
+                    let mut graph = pull.capture(params)?;
+                    graph.launch()?;
+                    graph.synchronize()?;
+                }
+            }
+        } else if mismatch == Mismatch::SendWithoutRecv {
             let params = PushParams {
                 comm,
                 to: other,

@@ -23,26 +23,29 @@ pub(crate) trait CudaArgs {
     fn visit_memory(&self, f: &mut dyn FnMut(&Arc<DeviceMemory>)) -> Result<()>;
 }
 
-/// Checks that `args`' memory and `function`'s module belong to `stream`'s context.
+/// Checks that `function`'s module belongs to `stream`'s context, and `args`' memory to it or
+/// to a context it has peer access to (a kernel may store into a neighbour GPU's memory, as
+/// `peer(..)` launches of a pipeline over a device array do).
 fn check_contexts(
     call: &'static str,
     stream: &Stream,
     function: &Function,
     args: &impl CudaArgs,
 ) -> Result<()> {
-    let ctx = stream.context().raw();
-    if function.module().context().raw() != ctx {
+    let ctx = stream.context();
+    if function.module().context().raw() != ctx.raw() {
         return Err(Error::mismatch(
             call,
             "the kernel is loaded in another context than the stream's",
         ));
     }
     let mut foreign = false;
-    args.visit_memory(&mut |memory| foreign |= memory.context().raw() != ctx)?;
+    args.visit_memory(&mut |memory| foreign |= !ctx.peer_access_enabled(memory.context()))?;
     if foreign {
         return Err(Error::mismatch(
             call,
-            "a buffer argument belongs to another context than the stream",
+            "a buffer argument belongs to another context than the stream, one this context \
+             has no peer access to",
         ));
     }
     Ok(())

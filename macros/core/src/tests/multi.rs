@@ -336,7 +336,7 @@ fn ring(items: &str) -> String {
             streams {{ main on gpu[0], work[3] on gpu[..] }}
             unsafe kernels k = ptx("k.ptx") {{
                 fn touch(buf: &mut [f32]);
-                fn saxpy(n: u32, a: f32, x: &[f32], y: &mut [f32]);
+                fn saxpy(n: u32, a: f32, x: &[f32; n], y: &mut [f32; n]);
             }}
             params {{
                 n: u32,
