@@ -3,8 +3,10 @@
 //! first and last rows straight into its neighbours' halo buffers over NVLink (`peer(..)`);
 //! no copy, no NCCL. The macro orders each device's next iteration after its neighbours'
 //! stores into its halos (and their reads of the halos it stores into), with events across
-//! devices, and one captured graph spans every device. The residual of each step's second
-//! iteration is summed per device on the device, then over devices on the host at the end.
+//! devices, and one captured graph spans every device. Every iteration computes its residual,
+//! as NVIDIA's does (each device sums its block's into its `norm`: the first iteration of a
+//! step into element 0, the second into element 1); the last one is summed over the devices
+//! on the host at the end.
 //!
 //! A device array's length is a constant of the pipeline, so there is one pipeline per
 //! device count this example offers ([`DEVICE_COUNTS`]).
@@ -61,10 +63,10 @@ macro_rules! peer_pipeline {
                 for d in 0..$n {
                     stage ab on work[d] {
                         fill norm[d] = 0.0;
-                        launch jacobi::jacobi_peer(nx, low + u32::from(d >= low_devices), 0,
+                        launch jacobi::jacobi_peer(nx, low + u32::from(d >= low_devices), 1,
                                                    a_top[d], a_block[d], a_bot[d], b_block[d],
                                                    b_bot[(d + $n - 1) % $n], b_top[(d + 1) % $n],
-                                                   norm[d])
+                                                   norm[d][0..1])
                             grid (nx.div_ceil(32), (low + 1).div_ceil(32)) block (32u32, 32u32)
                             peer(b_bot, b_top);
                     }
@@ -74,7 +76,7 @@ macro_rules! peer_pipeline {
                         launch jacobi::jacobi_peer(nx, low + u32::from(d >= low_devices), 1,
                                                    b_top[d], b_block[d], b_bot[d], a_block[d],
                                                    a_bot[(d + $n - 1) % $n], a_top[(d + 1) % $n],
-                                                   norm[d])
+                                                   norm[d][1..2])
                             grid (nx.div_ceil(32), (low + 1).div_ceil(32)) block (32u32, 32u32)
                             peer(a_bot, a_top);
                     }
@@ -204,7 +206,7 @@ fn upload(devices: &[Context], args: &JacobiMultiArgs) -> Result<Grids, BoxError
             grid[2].push(part(rows + 1, rows + 2, format!("{name}_bot[{d}]"))?);
         }
         g.norm
-            .push(DeviceBuffer::<f32>::zeros(&stream, 1)?.named(&format!("norm[{d}]")));
+            .push(DeviceBuffer::<f32>::zeros(&stream, 2)?.named(&format!("norm[{d}]")));
         stream.synchronize()?;
         g.streams.push(stream);
     }
@@ -218,7 +220,7 @@ fn finish(g: &Grids, args: &JacobiMultiArgs, replay_time: Duration) -> Result<So
     let mut total = 0.0f64;
     for ((rows, norm), stream) in g.a[1].iter().zip(&g.norm).zip(&g.streams) {
         block.extend(rows.to_vec(stream)?);
-        total += f64::from(norm.to_vec(stream)?[0]);
+        total += f64::from(norm.to_vec(stream)?[1]);
     }
     Ok(Solved {
         block,
