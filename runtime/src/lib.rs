@@ -285,7 +285,9 @@
 //! ([`Graph::add_kernel_node`]) and kernel-node update ([`GraphExec::set_kernel_params`])
 //! first checks that each bounded buffer passed is at least as long as its bound, and refuses
 //! with [`Error::KernelBound`], having changed nothing, when one is not (or when a scalar in a
-//! bound is negative, or the bound overflows). Generated pipelines check every bounded launch
+//! bound is negative, or the bound overflows). A pipeline returns it wrapped in an
+//! [`Error::Stage`] that names the stage; its message includes the cause, and
+//! [`Error::kernel_bound`] (or a `match` on [`Error::root`]) reaches the violation. Generated pipelines check every bounded launch
 //! of a step before enqueuing any of it, so a refused step, capture or setter leaves nothing
 //! half done. [`Kernel::launch`] is the one unchecked way in: its caller vouches for
 //! everything at every call.
