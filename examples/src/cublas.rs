@@ -399,6 +399,9 @@ pub struct CublasArgs {
     /// Print less.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Logging (`--log FILTER`).
+    #[command(flatten)]
+    pub log: crate::common::LogArgs,
 }
 
 impl CublasArgs {

@@ -137,6 +137,9 @@ pub struct InteropArgs {
     /// Unused: the example is short (accepted for symmetry with the others).
     #[arg(long, short)]
     pub quiet: bool,
+    /// Logging (`--log FILTER`).
+    #[command(flatten)]
+    pub log: crate::common::LogArgs,
 }
 
 impl InteropArgs {

@@ -1043,3 +1043,56 @@ fn the_nbody_anchor_runs_with_raw_driver_calls() {
     let rate = nbody::anchor::interactions_per_second(&ctx, &bodies, 1e-3, 0.0025, 5).unwrap();
     assert!(rate > 0.0 && rate.is_finite(), "{rate}");
 }
+
+#[test]
+fn every_example_parses_the_log_flag() {
+    let flags = ["x", "--log", "gpu_pipeline=debug"];
+    let want = Some("gpu_pipeline=debug".to_owned());
+    assert_eq!(Heat2dArgs::try_parse_from(flags).unwrap().log.log, want);
+    assert_eq!(NbodyArgs::try_parse_from(flags).unwrap().log.log, want);
+    assert_eq!(OverlapArgs::try_parse_from(flags).unwrap().log.log, want);
+    assert_eq!(InteropArgs::try_parse_from(flags).unwrap().log.log, want);
+    assert_eq!(CublasArgs::try_parse_from(flags).unwrap().log.log, want);
+    assert_eq!(
+        JacobiMultiArgs::try_parse_from(flags).unwrap().log.log,
+        want
+    );
+    assert_eq!(JacobiArgs::try_parse_from(flags).unwrap().log.log, want);
+    assert_eq!(
+        StreamChunksArgs::try_parse_from(flags).unwrap().log.log,
+        want
+    );
+    assert_eq!(HaloArgs::try_parse_from(flags).unwrap().log.log, want);
+    assert_eq!(Heat2dArgs::try_parse_from(["x"]).unwrap().log.log, None);
+    let bad = Heat2dArgs::try_parse_from(["x", "--log", "gpu_pipeline=loud"]).unwrap_err();
+    assert!(bad.to_string().contains("not a log filter"), "{bad}");
+}
+
+#[test]
+fn the_log_flag_and_rust_log_print_the_backend_choice() {
+    if under_compute_sanitizer() {
+        return;
+    }
+    let mut args = vec!["--log", "gpu_pipeline=info", "--no-png"];
+    args.extend_from_slice(small_run("heat2d"));
+    let output = run_example("heat2d", &args);
+    assert_exit(&output, 0, "gpu-pipeline backend chosen");
+    // The same through the environment; and nothing without either.
+    let mut plain = vec!["--no-png"];
+    plain.extend_from_slice(small_run("heat2d"));
+    let output = example("heat2d")
+        .args(&plain)
+        .env("RUST_LOG", "info")
+        .output()
+        .unwrap();
+    assert_exit(&output, 0, "gpu-pipeline backend chosen");
+    let output = example("heat2d")
+        .args(&plain)
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    let (_, stderr) = assert_exit(&output, 0, "");
+    assert!(!stderr.contains("backend chosen"), "{stderr}");
+    let output = run_example("heat2d", &["--log", "gpu_pipeline=[", "--no-png"]);
+    assert_exit(&output, 2, "not a log filter");
+}

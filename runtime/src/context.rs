@@ -270,7 +270,12 @@ impl Context {
 
     /// The default context: CUDA device 0 when a driver loads and sees a device, the CPU
     /// backend otherwise. [`BACKEND_ENV`] forces one (`cuda`, `cpu`, `cpu-checked`). The
-    /// choice is logged as a `tracing` event and readable through [`Context::backend`].
+    /// choice is logged as a `tracing` event (target `gpu_pipeline::context`, level `INFO`)
+    /// and readable through [`Context::backend`].
+    ///
+    /// A driver named by [`DRIVER_PATH_ENV`](crate::DRIVER_PATH_ENV) that fails to load is
+    /// an error (the loader's message included), not a quiet fall-back to the CPU: whoever
+    /// set the variable meant a GPU.
     pub fn auto() -> Result<Context> {
         let forced = std::env::var(BACKEND_ENV).ok();
         let (ctx, why) = match forced.as_deref().map(str::trim) {
@@ -285,6 +290,7 @@ impl Context {
                     "a CUDA driver and device were found".to_owned(),
                 ),
                 Ok(_) => (Context::cpu(), "the CUDA driver sees no device".to_owned()),
+                Err(e) if crate::driver::override_path().is_some() => return Err(e),
                 Err(e) => (Context::cpu(), format!("no CUDA driver: {e}")),
             },
             Some(other) => {

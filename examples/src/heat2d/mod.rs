@@ -143,6 +143,9 @@ pub struct Heat2dArgs {
     /// No progress bar.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Logging (`--log FILTER`).
+    #[command(flatten)]
+    pub log: crate::common::LogArgs,
 }
 
 fn parse_alpha(s: &str) -> Result<f32, String> {

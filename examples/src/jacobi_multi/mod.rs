@@ -202,6 +202,9 @@ pub struct JacobiMultiArgs {
     /// No progress bar.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Logging (`--log FILTER`).
+    #[command(flatten)]
+    pub log: crate::common::LogArgs,
 }
 
 impl JacobiMultiArgs {
