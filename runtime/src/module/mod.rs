@@ -20,6 +20,10 @@ use crate::error::{Error, Result};
 use crate::launch::config::{Dim3, LaunchLimits};
 use crate::sys;
 
+mod params;
+
+pub(crate) use params::{EntryParams, describe_declared, describe_image};
+
 /// A function attribute id (`CUfunction_attribute`).
 pub use crate::sys::CUfunction_attribute as FunctionAttribute;
 
@@ -66,6 +70,9 @@ struct ModuleInfo {
     /// Whether any kernel name is accepted on the CPU backend (cubin and fatbin images,
     /// whose kernels are not read there).
     any_name: bool,
+    /// Each kernel's parameter list as the image declares it (PTX only; empty otherwise),
+    /// which typed declarations are checked against on both backends.
+    params: Vec<EntryParams>,
     /// The device's launch limits, read once at load.
     limits: DeviceLimits,
 }
@@ -129,7 +136,25 @@ impl Module {
                 format!("the PTX text contains a NUL byte at {}", e.nul_position()),
             )
         })?;
-        Module::load(ctx, cuda::ModuleImage::Ptx(&text), ImageKind::Ptx, entries)
+        let module = Module::load(ctx, cuda::ModuleImage::Ptx(&text), ImageKind::Ptx, entries)?;
+        Ok(module.with_params(params::entry_params(ptx)))
+    }
+
+    /// Records the image's parameter lists (a module is not shared yet when this runs).
+    fn with_params(mut self, params: Vec<EntryParams>) -> Module {
+        if let Some(info) = Arc::get_mut(&mut self.info) {
+            info.params = params;
+        }
+        self
+    }
+
+    /// The parameter list the image declares for `kernel`, when it was read (PTX images).
+    pub(crate) fn image_params(&self, kernel: &str) -> Option<&[params::PtxParam]> {
+        self.info
+            .params
+            .iter()
+            .find(|e| e.kernel == kernel)
+            .and_then(|e| e.params.as_deref())
     }
 
     /// Loads a cubin (an ELF image compiled for the device's architecture, e.g. by
@@ -185,6 +210,7 @@ impl Module {
             info: Arc::new(ModuleInfo {
                 any_name: kind != ImageKind::Ptx,
                 entries,
+                params: Vec::new(),
                 limits,
             }),
             name: Arc::from(kind.default_name()),
