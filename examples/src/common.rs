@@ -472,10 +472,66 @@ pub fn write_output(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
     })
 }
 
+/// How long a run may be estimated to take on the CPU backend before it is refused (see
+/// [`check_cpu_cost`]).
+pub const CPU_TIME_LIMIT: Duration = Duration::from_secs(120);
+
+/// The flag that runs a GPU-sized problem on the CPU backend anyway.
+pub const CPU_ANYWAY_FLAG: &str = "--cpu-anyway";
+
+/// Refuses, before anything runs, a problem the CPU backend would take longer than
+/// [`CPU_TIME_LIMIT`] for: `work` elementary updates (`units`, e.g. "body pairs") at about
+/// `per_core` a second on each of [`cpu_threads`] cores. GPU-sized inputs would otherwise
+/// run for hours without a word. `anyway` is the example's [`CPU_ANYWAY_FLAG`].
+pub fn check_cpu_cost(
+    ctx: &Context,
+    anyway: bool,
+    work: f64,
+    per_core: f64,
+    units: &str,
+) -> Result<(), BoxError> {
+    if ctx.backend() != Backend::Cpu || anyway {
+        return Ok(());
+    }
+    let rate = per_core * cpu_threads() as f64;
+    let seconds = work / rate;
+    if seconds <= CPU_TIME_LIMIT.as_secs_f64() {
+        return Ok(());
+    }
+    Err(format!(
+        "on the CPU backend this run would take about {} ({work:.1e} {units} at about \
+         {rate:.1e} a second on {} cores), over the limit of {}; make the problem smaller, run \
+         it on a GPU, or pass {CPU_ANYWAY_FLAG} to run it anyway",
+        format_estimate(seconds),
+        cpu_threads(),
+        format_estimate(CPU_TIME_LIMIT.as_secs_f64()),
+    )
+    .into())
+}
+
+/// `3.2 h`, `14 min`, `45 s`: a rough duration.
+fn format_estimate(seconds: f64) -> String {
+    if seconds >= 2.0 * 86_400.0 {
+        format!("{:.1} days", seconds / 86_400.0)
+    } else if seconds >= 2.0 * 3600.0 {
+        format!("{:.1} h", seconds / 3600.0)
+    } else if seconds >= 120.0 {
+        format!("{:.0} min", seconds / 60.0)
+    } else {
+        format!("{seconds:.0} s")
+    }
+}
+
+/// Where a host copy of the state first holds a NaN or an infinity, if anywhere.
+pub fn first_non_finite(values: &[f32]) -> Option<usize> {
+    values.iter().position(|v| !v.is_finite())
+}
+
 /// How much of the CPU reference a run replays.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum ReferenceMode {
-    /// `full` when its cost is within [`REFERENCE_BUDGET`], else `bounded`.
+    /// `full` when its cost is within the budget (4e9 elementary updates), else `bounded`.
+    // No rustdoc links in flag and value docs: clap prints them as written in `--help`.
     Auto,
     /// Replay the whole run on the CPU (all cores) and compare the end states.
     Full,

@@ -744,7 +744,7 @@ fn non_finite_floats_are_rejected_before_anything_runs() {
             "invalid value 'nan' for '--dt <DT>': nan is not a finite number",
         ),
         ("nbody", &["--eps", "inf"], "inf is not a finite number"),
-        ("nbody", &["--dt", "0"], "0 is not in (0, inf)"),
+        ("nbody", &["--dt", "0"], "0 is not in (0, 1]"),
         ("nbody", &["--dt", "fast"], "`fast` is not a number"),
         ("heat2d", &["--alpha", "nan"], "nan is not a finite number"),
         (
@@ -783,7 +783,7 @@ fn negative_numbers_get_clap_range_messages() {
             &["--reference-steps", "-1"],
             "-1 is not in 0..=4294967295",
         ),
-        ("nbody", &["--dt", "-1e-3"], "-0.001 is not in (0, inf)"),
+        ("nbody", &["--dt", "-1e-3"], "-0.001 is not in (0, 1]"),
         ("overlap", &["--iters", "-1"], "-1 is not in 0..=1000000"),
         ("overlap", &["--chunks", "-2"], "-2 is not in 1..=4096"),
         (
@@ -1095,4 +1095,115 @@ fn the_log_flag_and_rust_log_print_the_backend_choice() {
     assert!(!stderr.contains("backend chosen"), "{stderr}");
     let output = run_example("heat2d", &["--log", "gpu_pipeline=[", "--no-png"]);
     assert_exit(&output, 2, "not a log filter");
+}
+
+#[test]
+fn no_help_text_shows_rustdoc_link_syntax() {
+    if under_compute_sanitizer() {
+        return;
+    }
+    for name in EXAMPLES {
+        let output = run_example(name, &["--help"]);
+        let (stdout, _) = assert_exit(&output, 0, "");
+        assert!(
+            !stdout.contains("[`") && !stdout.contains("`]"),
+            "{name} --help shows rustdoc link syntax:\n{stdout}"
+        );
+    }
+}
+
+#[test]
+fn gpu_sized_inputs_are_refused_on_the_cpu_with_an_estimate_and_the_flag() {
+    if under_compute_sanitizer() {
+        return;
+    }
+    for (name, args) in [
+        ("nbody", &["--bodies", "1000000", "-q"][..]),
+        (
+            "cublas",
+            &["--m", "8192", "--n", "8192", "--k", "8192", "-q"][..],
+        ),
+        (
+            "heat2d",
+            &[
+                "--nx", "16384", "--ny", "16384", "--steps", "20000", "--no-png", "-q",
+            ][..],
+        ),
+    ] {
+        let started = std::time::Instant::now();
+        let output = run_example(name, args);
+        let (_, stderr) = assert_exit(&output, 1, "on the CPU backend this run would take about");
+        assert!(stderr.contains("--cpu-anyway"), "{name}: {stderr}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "{name} was refused only after {:?}",
+            started.elapsed()
+        );
+    }
+    // The flag parses (the run itself is not started here).
+    assert!(
+        NbodyArgs::try_parse_from(["x", "--cpu-anyway"])
+            .unwrap()
+            .cpu_anyway
+    );
+    assert!(
+        CublasArgs::try_parse_from(["x", "--cpu-anyway"])
+            .unwrap()
+            .cpu_anyway
+    );
+    assert!(
+        Heat2dArgs::try_parse_from(["x", "--cpu-anyway"])
+            .unwrap()
+            .cpu_anyway
+    );
+}
+
+#[test]
+fn jacobi_refuses_check_every_above_max_iters() {
+    if under_compute_sanitizer() {
+        return;
+    }
+    let output = run_example("jacobi", &["--max-iters", "10", "--check-every", "11"]);
+    assert_exit(&output, 2, "`--check-every 11` exceeds `--max-iters 10`");
+    let args = JacobiArgs::parse_from(["jacobi", "--max-iters", "10", "--check-every", "10"]);
+    assert_eq!(args.validate(), Ok(()));
+}
+
+#[test]
+fn nbody_refuses_an_unreasonable_dt_and_stops_on_a_non_finite_state() {
+    if under_compute_sanitizer() {
+        return;
+    }
+    let output = run_example("nbody", &["--dt", "1e30"]);
+    assert_exit(&output, 2, "is not in (0, 1]");
+    assert_eq!(examples::common::first_non_finite(&[1.0, 2.0]), None);
+    assert_eq!(
+        examples::common::first_non_finite(&[1.0, f32::NAN, f32::INFINITY]),
+        Some(1)
+    );
+    // The largest step allowed, with almost no softening: close encounters overflow, and
+    // the run stops with an error naming the step instead of reporting NaN checks.
+    let args = NbodyArgs::parse_from([
+        "nbody",
+        "--bodies",
+        "64",
+        "--steps",
+        "200",
+        "--sample-every",
+        "1",
+        "--dt",
+        "1",
+        "--eps",
+        "1e-30",
+        "--reference-steps",
+        "0",
+        "-q",
+    ]);
+    let err = nbody::run(&Context::cpu(), &args)
+        .map(|_| ())
+        .expect_err("the state overflows");
+    assert!(
+        err.to_string().contains("stopped being finite by step"),
+        "{err}"
+    );
 }

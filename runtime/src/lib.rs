@@ -165,7 +165,7 @@
 //! | `P::DOT`, `P::STAGES`, `P::NAME` | the stage graph in Graphviz DOT with its event edges, the stage names in order, the name |
 //! | `p.a_stream()`, `p.b_stream()` | each [`Stream`], e.g. to make the origin wait for a producer before a step |
 //! | `PA`, `PB` | the stream markers of [`TypedStream`]s |
-//! | `p.set_fault_tracking(on)` | on by default: a fault at a wait names the first stage that did not complete |
+//! | `p.set_fault_tracking(on)` | off by default (each stage then costs one more stream memory operation); when on, a fault at a wait names the first stage that did not complete; `GPU_PIPELINE_TRACK_FAULTS=1` turns it on for every pipeline created afterwards |
 //!
 //! ```
 //! use gpu_pipeline::{gpu_pipeline, Context, DeviceBuffer, PinnedBuffer, Result, TypedStream};
@@ -299,8 +299,9 @@
 //! graph captured while using them; dropping memory waits for the work that may use it, or
 //! frees it in the order of the one stream that used it; the host sees pinned memory only
 //! after the fences of the copies and graph launches that touch it. An asynchronous fault
-//! surfaces at the next wait as an [`Error::Step`] naming the pipeline and the first stage
-//! that did not complete.
+//! surfaces at the next wait as an [`Error::Step`] naming the pipeline and, with fault
+//! tracking on (off by default: `set_fault_tracking(true)` or `GPU_PIPELINE_TRACK_FAULTS=1`),
+//! the first stage that did not complete.
 //!
 //! # Interop with cudarc
 //!
