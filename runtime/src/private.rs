@@ -15,7 +15,9 @@ pub use crate::launch::Signature;
 pub use crate::launch::{Bound, Bounds};
 pub use crate::launch::{LaunchConfig, TypedKernel};
 pub use crate::memory::{DeviceBuffer, FlagCell, PinnedBuffer};
-pub use crate::memory::{HostSlice, HostSliceMut};
+pub use crate::memory::{HostView, HostViewMut};
+// The names earlier expansions use, without their deprecation warning in users' crates.
+pub use crate::memory::{HostView as HostSlice, HostViewMut as HostSliceMut};
 pub use crate::module::Module;
 pub use crate::pipeline::build::{
     ConditionStaging, FillValue, FlagValue, copy_node, fill_checked, fill_node, fill_value,
