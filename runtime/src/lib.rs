@@ -257,7 +257,7 @@
 //! let input = PinnedBuffer::from_slice(&ctx, &[1u32; 64])?;
 //! let mut field = DeviceBuffer::<u32>::alloc(&ctx, 64)?.named("field");
 //! a.copy_htod(&input, &mut field)?;
-//! b.memset_u32(&mut field, 0)?; // forgot `b.wait(&a)?`
+//! b.memset_u32(&mut field, 0)?; // forgot `b.join(&a)?`
 //! let err = ctx.synchronize().unwrap_err();
 //! assert!(err.to_string().contains("CPU backend"), "{err}");
 //! assert!(ctx.races().iter().any(|race| race.to_string().contains("field")));
