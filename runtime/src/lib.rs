@@ -92,7 +92,7 @@
 //! STREAM    := NAME [[COUNT]] [( STREAM_OPT,* )] [on DEVICE]  NAME[COUNT]: a stream array
 //! STREAM_REF:= NAME | NAME[EXPR]                             NAME[EXPR]: one of an array
 //! STREAM_OPT:= priority = (high | low | default | [-]INT) | non_blocking
-//! FORMAT    := ptx | cubin | fatbin | cuda_c                 cuda_c is compiled with NVRTC
+//! FORMAT    := ptx | cubin | fatbin | cuda_c                 cuda_c: NVRTC, on CUDA only
 //! KERNEL    := fn NAME(NAME: KTYPE,*) [cpu = PATH];          `host = PATH` is accepted too
 //! KTYPE     := TYPE | &[T] | &mut [T] | &[T; BOUND] | &mut [T; BOUND]    TYPE: a scalar
 //! BOUND     := PRODUCT [+ INT] | INT + PRODUCT               see "Kernel bounds" below
@@ -324,7 +324,7 @@
 //!
 //! | feature | adds |
 //! | --- | --- |
-//! | `nvrtc` | `cuda_c(...)` modules and `Module::from_cuda_source`, compiled at run time by NVRTC (loaded at run time) |
+//! | `nvrtc` | `cuda_c(...)` modules and `Module::from_cuda_source`, compiled at run time by NVRTC (loaded at run time) on CUDA; the CPU backend compiles nothing and needs neither the feature nor a CUDA toolchain |
 //! | `half` | `half::f16` and `half::bf16` as buffer elements and kernel scalars |
 //! | `cudarc` | the conversions above; `cudarc` re-exported |
 //!

@@ -60,15 +60,20 @@ pub fn load_fatbin(ctx: &Context, image: &[u8], name: &str) -> Result<Module> {
 }
 
 /// `unsafe kernels NAME = cuda_c(SOURCE)`: compiled at run time with NVRTC.
+/// On the CPU backend nothing is compiled, with or without the feature: the kernels run
+/// through their CPU implementations, so CPU-only development needs no CUDA toolchain.
 #[cfg(feature = "nvrtc")]
 pub fn compile_cuda_c(ctx: &Context, source: &str, name: &str) -> Result<Module> {
     Ok(Module::from_cuda_source(ctx, source, &[])?.named(name))
 }
 
-/// `unsafe kernels NAME = cuda_c(SOURCE)` without the `nvrtc` feature: a clear error.
+/// `unsafe kernels NAME = cuda_c(SOURCE)` without the `nvrtc` feature: the CPU backend needs
+/// no compilation; on CUDA, a clear error.
 #[cfg(not(feature = "nvrtc"))]
 pub fn compile_cuda_c(ctx: &Context, source: &str, name: &str) -> Result<Module> {
-    let _ = (ctx, source);
+    if let Some(module) = Module::cpu_from_cuda_source(ctx, source) {
+        return Ok(module.named(name));
+    }
     Err(Error::Unsupported {
         symbol: "nvrtc",
         reason: format!(

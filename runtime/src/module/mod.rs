@@ -101,6 +101,8 @@ enum ImageKind {
     Ptx,
     Cubin,
     Fatbin,
+    /// CUDA C source, not compiled on the CPU backend.
+    CudaSource,
 }
 
 impl ImageKind {
@@ -109,6 +111,7 @@ impl ImageKind {
             ImageKind::Ptx => "<PTX module>",
             ImageKind::Cubin => "<cubin module>",
             ImageKind::Fatbin => "<fatbin module>",
+            ImageKind::CudaSource => "<CUDA C module>",
         }
     }
 }
@@ -185,6 +188,29 @@ impl Module {
             ImageKind::Fatbin,
             Vec::new(),
         )
+    }
+
+    /// A module of CUDA C `source` on the CPU backend, where nothing is compiled (so no NVRTC
+    /// or CUDA toolkit is needed): it records the `__global__` kernels the source defines, so
+    /// asking for another is the usual error, and its kernels run through their CPU
+    /// implementations. On CUDA the source must be compiled: `None`.
+    pub(crate) fn cpu_from_cuda_source(ctx: &Context, source: &str) -> Option<Module> {
+        if !matches!(ctx.kind(), ContextBackend::Cpu(_)) {
+            return None;
+        }
+        let entries = params::global_names(source);
+        Some(Module {
+            ctx: ctx.clone(),
+            backend: ModuleBackend::Cpu(Arc::new(CpuModule)),
+            info: Arc::new(ModuleInfo {
+                // A source whose kernels we could not find accepts any name, as a cubin does.
+                any_name: entries.is_empty(),
+                entries,
+                params: Vec::new(),
+                limits: CPU_DEVICE_LIMITS,
+            }),
+            name: Arc::from(ImageKind::CudaSource.default_name()),
+        })
     }
 
     fn load(

@@ -104,6 +104,31 @@ fn parse_param(text: &str) -> Option<PtxParam> {
     })
 }
 
+/// The names of the `__global__` functions CUDA C source defines (`extern "C" __global__
+/// void name(...)`, templates and all: the identifier before the parameter list), in order.
+/// A C++ kernel without `extern "C"` is listed by its source name, not its mangled one.
+pub(crate) fn global_names(source: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut rest = source;
+    while let Some(at) = rest.find("__global__") {
+        rest = &rest[at + "__global__".len()..];
+        let Some(open) = rest.find('(') else { break };
+        let head = rest[..open].trim_end();
+        let name: String = head
+            .chars()
+            .rev()
+            .take_while(|&c| c.is_ascii_alphanumeric() || c == '_')
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        if !name.is_empty() && !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    names
+}
+
 /// The size of a PTX fundamental type.
 fn scalar_size(ty: &str) -> Option<usize> {
     Some(match ty {
@@ -162,6 +187,15 @@ mod tests {
             describe_image(&params[..2]),
             "(.u32 saxpy_param_0 (4 B), .f32 saxpy_param_1 (4 B))"
         );
+    }
+
+    #[test]
+    fn global_functions_are_found_in_cuda_source() {
+        let source = "#include <x.h>\n__device__ float sq(float x) { return x * x; }\n\
+                      extern \"C\" __global__ void scale(unsigned n, float* x) {}\n\
+                      extern \"C\" __global__ void __launch_bounds__(256) sum (const float* x) {}";
+        assert_eq!(global_names(source), ["scale", "sum"]);
+        assert!(global_names("int main() {}").is_empty());
     }
 
     #[test]
