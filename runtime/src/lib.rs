@@ -451,6 +451,9 @@ pub use cpu::{
     CpuFault, CpuKernel, CpuKernelFn, CpuKernelGeometryFn, CpuParam, Hazard, OpSite, RaceReport,
 };
 pub use cuda::nccl;
+/// NVTX ranges for profilers: each pipeline stage is a `Pipeline/stage` range in Nsight
+/// Systems (see `docs/PERFORMANCE.md`, "Profiling").
+pub use cuda::nvtx;
 pub use cuda::{Device, DeviceAttribute};
 pub use driver::{
     DEFAULT_DRIVER_PATHS, DRIVER_PATH_ENV, is_available as driver_is_available,

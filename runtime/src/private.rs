@@ -284,3 +284,19 @@ pub fn scalar<T: ScalarParam>(value: &T) -> T {
             next `run` or `capture`"
 )]
 pub trait ReadByTheStep {}
+
+/// The NVTX range around one stage's enqueue (and capture) on the CUDA backend, named
+/// `Pipeline/stage`, while a profiler listens (see `gpu_pipeline::nvtx`); `None` otherwise
+/// and on the CPU backend. Generated `__enqueue` holds it for the stage's statements.
+pub fn stage_range(
+    stream: &Stream,
+    pipeline: &'static str,
+    stage: &'static str,
+) -> Option<crate::cuda::nvtx::Range> {
+    match stream.kind() {
+        crate::stream::StreamBackend::Cuda(_) => {
+            crate::cuda::nvtx::Range::push(|| crate::cuda::nvtx::stage_range_name(pipeline, stage))
+        }
+        crate::stream::StreamBackend::Cpu(_) => None,
+    }
+}
