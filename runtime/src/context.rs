@@ -16,6 +16,13 @@ use crate::error::{Error, Result};
 pub const BACKEND_ENV: &str = "GPU_PIPELINE_BACKEND";
 
 /// Which backend a [`Context`] executes on.
+///
+/// ```
+/// use gpu_pipeline::{Backend, Context};
+/// let ctx = Context::cpu();
+/// assert_eq!(ctx.backend(), Backend::Cpu);
+/// assert_eq!(ctx.backend().name(), "cpu");
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Backend {
     /// A CUDA device through the driver API.
@@ -72,6 +79,14 @@ pub(crate) enum ContextBackend {
 /// The range of stream priorities a context accepts. CUDA counts priorities downwards:
 /// `greatest` is the most urgent and numerically the smallest (e.g. `-5`), `least` the
 /// default (`0`).
+///
+/// ```
+/// use gpu_pipeline::StreamPriorityRange;
+/// let range = StreamPriorityRange { least: 0, greatest: -5 };
+/// assert!(range.contains(-3));
+/// assert_eq!(range.clamp(-9), -5);
+/// assert_eq!(range.clamp(2), 0);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StreamPriorityRange {
     /// The lowest priority, which is also the default (numerically the largest).

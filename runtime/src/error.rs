@@ -22,6 +22,21 @@ use crate::sys::CUresult;
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can go wrong in gpu-pipeline.
+///
+/// Match on the variant (through [`Error::root`] for a pipeline's errors), print it with
+/// `{}` (its context and, for a pipeline's, the cause), or with [`Error::report`] for every
+/// source on one line.
+///
+/// ```
+/// use gpu_pipeline::{Context, DeviceBuffer, Error, Stream};
+/// let ctx = Context::cpu();
+/// let stream = Stream::new(&ctx)?;
+/// let buffer = DeviceBuffer::<f32>::zeros(&stream, 4)?;
+/// let err = buffer.slice(2..8).unwrap_err();
+/// assert!(matches!(err, Error::InvalidArgument { .. }));
+/// assert!(err.to_string().contains("2..8"), "{err}");
+/// # Ok::<(), Error>(())
+/// ```
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum Error {
@@ -429,6 +444,12 @@ impl Error {
 
 /// An [`Error`] with its whole chain of sources, displayed on one line (see
 /// [`Error::report`]).
+///
+/// ```
+/// let err = gpu_pipeline::Error::external("cuBLAS", "status 7");
+/// assert_eq!(err.to_string(), "cuBLAS failed");
+/// assert_eq!(err.report().to_string(), "cuBLAS failed: status 7");
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct ErrorReport<'a>(&'a Error);
 
@@ -445,6 +466,17 @@ impl fmt::Display for ErrorReport<'_> {
 }
 
 /// One library path the loader tried, with the reason it failed.
+///
+/// ```
+/// use gpu_pipeline::{Error, LibraryAttempt};
+/// let err = Error::DriverNotFound {
+///     tried: vec![LibraryAttempt { path: "libcuda.so.1".into(), reason: "not found".into() }],
+/// };
+/// assert_eq!(
+///     err.to_string(),
+///     "no CUDA driver library could be loaded; tried `libcuda.so.1` (not found)"
+/// );
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LibraryAttempt {
     /// The path or file name passed to the dynamic loader.
@@ -464,6 +496,19 @@ impl LibraryAttempt {
 }
 
 /// A failed driver call: which call, the code, and the driver's own name and text for it.
+///
+/// ```
+/// use gpu_pipeline::{DriverError, Error, sys::CUresult};
+/// let failed = DriverError {
+///     call: "cuStreamSynchronize",
+///     code: CUresult::CUDA_ERROR_ILLEGAL_ADDRESS,
+///     name: "CUDA_ERROR_ILLEGAL_ADDRESS".into(),
+///     description: "an illegal memory access was encountered".into(),
+/// };
+/// assert!(failed.is_sticky()); // the process must restart to use CUDA again
+/// let err = Error::from(failed);
+/// assert_eq!(err.code(), Some(CUresult::CUDA_ERROR_ILLEGAL_ADDRESS));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub struct DriverError {
     /// The driver entry point that failed, e.g. `cuStreamSynchronize`.

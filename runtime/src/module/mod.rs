@@ -385,7 +385,29 @@ impl std::fmt::Debug for Module {
 ///
 /// Launching needs the kernel's parameter types, which the driver cannot check: declare
 /// them once with [`Kernel::typed`] and launch the [`TypedKernel`](crate::TypedKernel)
-/// safely, or use the unsafe [`Kernel::launch`].
+/// safely, or use the unsafe [`Kernel::launch`]. On the CPU backend the launch runs the
+/// CPU implementation attached with [`TypedKernel::with_cpu`](crate::TypedKernel::with_cpu).
+///
+/// ```
+/// use gpu_pipeline::{Context, CpuKernel, DeviceBuffer, LaunchConfig, Module, Stream};
+/// let ctx = Context::cpu();
+/// let ptx = ".version 8.0\n.target sm_75\n.address_size 64\n.visible .entry scale(.param .u32 n, .param .f32 f, .param .u64 x)\n{\n\tret;\n}\n";
+/// let module = Module::load_ptx(&ctx, ptx)?.named("scale");
+/// let kernel = module.function("scale")?;
+/// assert_eq!(kernel.name(), "scale");
+/// // SAFETY: `scale(n, f, x)` multiplies `x[i]` by `f` for `i < n` only, and `x` is
+/// // passed with `n` elements below.
+/// let scale = unsafe { kernel.typed::<(u32, f32, &'static mut [f32])>()? };
+/// fn scale_on_cpu(n: u32, f: f32, x: &mut [f32]) {
+///     x[..n as usize].iter_mut().for_each(|v| *v *= f);
+/// }
+/// let scale = scale.with_cpu(CpuKernel::new(scale_on_cpu));
+/// let stream = Stream::new(&ctx)?;
+/// let mut x = DeviceBuffer::from_slice(&stream, &[1.0f32, 2.0])?;
+/// scale.launch(&stream, LaunchConfig::for_elements(2, 32), (2u32, 3.0f32, &mut x))?;
+/// assert_eq!(x.to_vec(&stream)?, [3.0, 6.0]);
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 #[derive(Clone)]
 pub struct Kernel {
     pub(crate) inner: Arc<KernelInner>,
