@@ -112,21 +112,52 @@ pub(crate) fn global_names(source: &str) -> Vec<String> {
     let mut rest = source;
     while let Some(at) = rest.find("__global__") {
         rest = &rest[at + "__global__".len()..];
-        let Some(open) = rest.find('(') else { break };
-        let head = rest[..open].trim_end();
-        let name: String = head
-            .chars()
-            .rev()
-            .take_while(|&c| c.is_ascii_alphanumeric() || c == '_')
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .collect();
-        if !name.is_empty() && !names.contains(&name) {
-            names.push(name);
+        // The name is the identifier before the first `(` that does not open an attribute
+        // (`__launch_bounds__(256)`, `__attribute__((...))`).
+        let mut search = rest;
+        let name = loop {
+            let Some(open) = search.find('(') else {
+                break None;
+            };
+            let ident = trailing_identifier(&search[..open]);
+            if !ident.starts_with("__") {
+                break Some(ident);
+            }
+            // Skip the attribute's balanced parentheses.
+            let mut depth = 0usize;
+            let mut end = None;
+            for (i, c) in search[open..].char_indices() {
+                match c {
+                    '(' => depth += 1,
+                    ')' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            end = Some(open + i + 1);
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            let Some(end) = end else { break None };
+            search = &search[end..];
+        };
+        if let Some(name) = name.filter(|n| !n.is_empty())
+            && !names.iter().any(|n| n == name)
+        {
+            names.push(name.to_owned());
         }
     }
     names
+}
+
+/// The identifier `text` ends with (after trailing whitespace).
+fn trailing_identifier(text: &str) -> &str {
+    let text = text.trim_end();
+    let start = text
+        .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .map_or(0, |i| i + 1);
+    &text[start..]
 }
 
 /// The size of a PTX fundamental type.
