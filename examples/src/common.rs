@@ -288,14 +288,69 @@ pub fn finish(result: Result<Report, BoxError>) -> std::process::ExitCode {
 /// Parses the flags and applies `validate` (rules between flags that clap cannot express,
 /// output paths that must be writable), exiting with clap's usage error and status 2 when it
 /// fails, as for any other bad flag. Nothing has run yet at that point.
+///
+/// Then turns logging on as `--log` (see [`LogArgs`]) or, without it, `RUST_LOG` asks.
 pub fn parse_args<A: clap::Parser>(validate: impl FnOnce(&A) -> Result<(), String>) -> A {
-    let args = A::parse();
+    let mut command = A::command();
+    let matches = command.get_matches_mut();
+    let args = A::from_arg_matches(&matches).unwrap_or_else(|e| e.format(&mut command).exit());
     if let Err(message) = validate(&args) {
-        A::command()
+        command
+            .error(clap::error::ErrorKind::ValueValidation, message)
+            .exit();
+    }
+    // Examples without the shared `--log` flag still honour `RUST_LOG`.
+    let filter = matches.try_get_one::<String>("log").ok().flatten();
+    if let Err(message) = init_logging(filter.map(String::as_str)) {
+        command
             .error(clap::error::ErrorKind::ValueValidation, message)
             .exit();
     }
     args
+}
+
+/// The environment variable read for a log filter when `--log` is not given.
+pub const LOG_ENV: &str = "RUST_LOG";
+
+/// The logging flag every example shares (`#[command(flatten)]` it into the flags).
+#[derive(Clone, Debug, Default, PartialEq, Eq, clap::Args)]
+pub struct LogArgs {
+    /// Print gpu-pipeline's `tracing` events to stderr, filtered by FILTER in `RUST_LOG`'s
+    /// syntax: `info` (the backend chosen, libraries loaded), `gpu_pipeline=debug` (every
+    /// module, pipeline and graph), `gpu_pipeline::cuda=trace`. Without it, `RUST_LOG` is
+    /// honoured; with neither, nothing is printed.
+    #[arg(long, value_name = "FILTER", value_parser = parse_log_filter)]
+    pub log: Option<String>,
+}
+
+/// Checks a `--log` filter's syntax (the filter itself is built by [`init_logging`]).
+pub fn parse_log_filter(text: &str) -> Result<String, String> {
+    tracing_subscriber::EnvFilter::builder()
+        .parse(text)
+        .map(|_| text.to_owned())
+        .map_err(|e| format!("not a log filter ({e}); e.g. `info` or `gpu_pipeline=debug`"))
+}
+
+/// Installs a `tracing` subscriber that writes to stderr, filtered by `filter` (the `--log`
+/// flag) or else by [`LOG_ENV`]; with neither, installs nothing, so logging costs nothing.
+/// A second call (or another subscriber already installed) changes nothing.
+pub fn init_logging(filter: Option<&str>) -> Result<(), String> {
+    let text = match filter {
+        Some(text) => text.to_owned(),
+        None => match std::env::var(LOG_ENV) {
+            Ok(text) if !text.trim().is_empty() => text,
+            _ => return Ok(()),
+        },
+    };
+    let filter = tracing_subscriber::EnvFilter::builder()
+        .parse(&text)
+        .map_err(|e| format!("{text:?} is not a log filter: {e}"))?;
+    // `try_init` fails only when a subscriber is already set, which is fine here.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+    Ok(())
 }
 
 /// What every example's `main` does: parse and validate the flags; with `--dot` print the
@@ -417,10 +472,66 @@ pub fn write_output(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
     })
 }
 
+/// How long a run may be estimated to take on the CPU backend before it is refused (see
+/// [`check_cpu_cost`]).
+pub const CPU_TIME_LIMIT: Duration = Duration::from_secs(120);
+
+/// The flag that runs a GPU-sized problem on the CPU backend anyway.
+pub const CPU_ANYWAY_FLAG: &str = "--cpu-anyway";
+
+/// Refuses, before anything runs, a problem the CPU backend would take longer than
+/// [`CPU_TIME_LIMIT`] for: `work` elementary updates (`units`, e.g. "body pairs") at about
+/// `per_core` a second on each of [`cpu_threads`] cores. GPU-sized inputs would otherwise
+/// run for hours without a word. `anyway` is the example's [`CPU_ANYWAY_FLAG`].
+pub fn check_cpu_cost(
+    ctx: &Context,
+    anyway: bool,
+    work: f64,
+    per_core: f64,
+    units: &str,
+) -> Result<(), BoxError> {
+    if ctx.backend() != Backend::Cpu || anyway {
+        return Ok(());
+    }
+    let rate = per_core * cpu_threads() as f64;
+    let seconds = work / rate;
+    if seconds <= CPU_TIME_LIMIT.as_secs_f64() {
+        return Ok(());
+    }
+    Err(format!(
+        "on the CPU backend this run would take about {} ({work:.1e} {units} at about \
+         {rate:.1e} a second on {} cores), over the limit of {}; make the problem smaller, run \
+         it on a GPU, or pass {CPU_ANYWAY_FLAG} to run it anyway",
+        format_estimate(seconds),
+        cpu_threads(),
+        format_estimate(CPU_TIME_LIMIT.as_secs_f64()),
+    )
+    .into())
+}
+
+/// `3.2 h`, `14 min`, `45 s`: a rough duration.
+fn format_estimate(seconds: f64) -> String {
+    if seconds >= 2.0 * 86_400.0 {
+        format!("{:.1} days", seconds / 86_400.0)
+    } else if seconds >= 2.0 * 3600.0 {
+        format!("{:.1} h", seconds / 3600.0)
+    } else if seconds >= 120.0 {
+        format!("{:.0} min", seconds / 60.0)
+    } else {
+        format!("{seconds:.0} s")
+    }
+}
+
+/// Where a host copy of the state first holds a NaN or an infinity, if anywhere.
+pub fn first_non_finite(values: &[f32]) -> Option<usize> {
+    values.iter().position(|v| !v.is_finite())
+}
+
 /// How much of the CPU reference a run replays.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum ReferenceMode {
-    /// `full` when its cost is within [`REFERENCE_BUDGET`], else `bounded`.
+    /// `full` when its cost is within the budget (4e9 elementary updates), else `bounded`.
+    // No rustdoc links in flag and value docs: clap prints them as written in `--help`.
     Auto,
     /// Replay the whole run on the CPU (all cores) and compare the end states.
     Full,

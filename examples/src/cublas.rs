@@ -34,7 +34,7 @@ use gpu_pipeline::{
     TypedStream, gpu_pipeline,
 };
 
-use crate::common::{BoxError, Check, Report, Rng, check_output_path};
+use crate::common::{BoxError, Check, Report, Rng, check_cpu_cost, check_output_path};
 
 /// CPU implementations of `examples/kernels/cublas.cu`.
 pub mod cpu {
@@ -399,7 +399,17 @@ pub struct CublasArgs {
     /// Print less.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Run on the CPU backend even when the estimated time is over two minutes.
+    #[arg(long)]
+    pub cpu_anyway: bool,
+    /// Logging (`--log FILTER`).
+    #[command(flatten)]
+    pub log: crate::common::LogArgs,
 }
+
+/// Flops a second the naive GEMM gets on one CPU core (a generous guess: the estimate errs
+/// short).
+const CPU_FLOPS_PER_CORE: f64 = 2e9;
 
 impl CublasArgs {
     /// The rules clap cannot express: the trace file can be written.
@@ -483,8 +493,11 @@ fn step_params<'a>(
 /// Runs the example on `ctx`, then the checks.
 pub fn run(ctx: &Context, args: &CublasArgs) -> Result<CublasOutcome, BoxError> {
     args.validate()?;
-    let mut report = Report::new(ctx);
     let (m, n, k) = (args.m, args.n, args.k);
+    // Each replay multiplies once (2 m n k flops); the f64 reference once more.
+    let flops = 2.0 * f64::from(m) * f64::from(n) * f64::from(k) * (f64::from(args.replays) + 1.0);
+    check_cpu_cost(ctx, args.cpu_anyway, flops, CPU_FLOPS_PER_CORE, "flops")?;
+    let mut report = Report::new(ctx);
     let dims = (m as usize, n as usize, k as usize);
     let mut rng = Rng::new(0x5eed);
     let a0: Vec<f32> = (0..dims.0 * dims.2)

@@ -137,6 +137,9 @@ pub struct InteropArgs {
     /// Unused: the example is short (accepted for symmetry with the others).
     #[arg(long, short)]
     pub quiet: bool,
+    /// Logging (`--log FILTER`).
+    #[command(flatten)]
+    pub log: crate::common::LogArgs,
 }
 
 impl InteropArgs {
@@ -202,7 +205,7 @@ pub fn run(ctx: &Context, args: &InteropArgs) -> Result<InteropOutcome, BoxError
     producer.copy_htod(&host_in, &mut input)?;
     // The step's origin stream waits for the producer; the macro's fork carries that to the
     // pipeline's other stream.
-    pipeline.compute_stream().wait(&producer)?;
+    pipeline.compute_stream().join(&producer)?;
     pipeline
         .run(InteropParams {
             n,

@@ -839,7 +839,7 @@ fn non_finite_floats_are_rejected_before_anything_runs() {
             "invalid value 'nan' for '--dt <DT>': nan is not a finite number",
         ),
         ("nbody", &["--eps", "inf"], "inf is not a finite number"),
-        ("nbody", &["--dt", "0"], "0 is not in (0, inf)"),
+        ("nbody", &["--dt", "0"], "0 is not in (0, 1]"),
         ("nbody", &["--dt", "fast"], "`fast` is not a number"),
         ("heat2d", &["--alpha", "nan"], "nan is not a finite number"),
         (
@@ -878,7 +878,7 @@ fn negative_numbers_get_clap_range_messages() {
             &["--reference-steps", "-1"],
             "-1 is not in 0..=4294967295",
         ),
-        ("nbody", &["--dt", "-1e-3"], "-0.001 is not in (0, inf)"),
+        ("nbody", &["--dt", "-1e-3"], "-0.001 is not in (0, 1]"),
         ("overlap", &["--iters", "-1"], "-1 is not in 0..=1000000"),
         ("overlap", &["--chunks", "-2"], "-2 is not in 1..=4096"),
         (
@@ -1137,4 +1137,168 @@ fn the_nbody_anchor_runs_with_raw_driver_calls() {
     let bodies = nbody::initial_bodies(1000, 7);
     let rate = nbody::anchor::interactions_per_second(&ctx, &bodies, 1e-3, 0.0025, 5).unwrap();
     assert!(rate > 0.0 && rate.is_finite(), "{rate}");
+}
+
+#[test]
+fn every_example_parses_the_log_flag() {
+    let flags = ["x", "--log", "gpu_pipeline=debug"];
+    let want = Some("gpu_pipeline=debug".to_owned());
+    assert_eq!(Heat2dArgs::try_parse_from(flags).unwrap().log.log, want);
+    assert_eq!(NbodyArgs::try_parse_from(flags).unwrap().log.log, want);
+    assert_eq!(OverlapArgs::try_parse_from(flags).unwrap().log.log, want);
+    assert_eq!(InteropArgs::try_parse_from(flags).unwrap().log.log, want);
+    assert_eq!(CublasArgs::try_parse_from(flags).unwrap().log.log, want);
+    assert_eq!(
+        JacobiMultiArgs::try_parse_from(flags).unwrap().log.log,
+        want
+    );
+    assert_eq!(JacobiArgs::try_parse_from(flags).unwrap().log.log, want);
+    assert_eq!(
+        StreamChunksArgs::try_parse_from(flags).unwrap().log.log,
+        want
+    );
+    assert_eq!(HaloArgs::try_parse_from(flags).unwrap().log.log, want);
+    assert_eq!(Heat2dArgs::try_parse_from(["x"]).unwrap().log.log, None);
+    let bad = Heat2dArgs::try_parse_from(["x", "--log", "gpu_pipeline=loud"]).unwrap_err();
+    assert!(bad.to_string().contains("not a log filter"), "{bad}");
+}
+
+#[test]
+fn the_log_flag_and_rust_log_print_the_backend_choice() {
+    if under_compute_sanitizer() {
+        return;
+    }
+    let mut args = vec!["--log", "gpu_pipeline=info", "--no-png"];
+    args.extend_from_slice(small_run("heat2d"));
+    let output = run_example("heat2d", &args);
+    assert_exit(&output, 0, "gpu-pipeline backend chosen");
+    // The same through the environment; and nothing without either.
+    let mut plain = vec!["--no-png"];
+    plain.extend_from_slice(small_run("heat2d"));
+    let output = example("heat2d")
+        .args(&plain)
+        .env("RUST_LOG", "info")
+        .output()
+        .unwrap();
+    assert_exit(&output, 0, "gpu-pipeline backend chosen");
+    let output = example("heat2d")
+        .args(&plain)
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    let (_, stderr) = assert_exit(&output, 0, "");
+    assert!(!stderr.contains("backend chosen"), "{stderr}");
+    let output = run_example("heat2d", &["--log", "gpu_pipeline=[", "--no-png"]);
+    assert_exit(&output, 2, "not a log filter");
+}
+
+#[test]
+fn no_help_text_shows_rustdoc_link_syntax() {
+    if under_compute_sanitizer() {
+        return;
+    }
+    for name in EXAMPLES {
+        let output = run_example(name, &["--help"]);
+        let (stdout, _) = assert_exit(&output, 0, "");
+        assert!(
+            !stdout.contains("[`") && !stdout.contains("`]"),
+            "{name} --help shows rustdoc link syntax:\n{stdout}"
+        );
+    }
+}
+
+#[test]
+fn gpu_sized_inputs_are_refused_on_the_cpu_with_an_estimate_and_the_flag() {
+    if under_compute_sanitizer() {
+        return;
+    }
+    for (name, args) in [
+        ("nbody", &["--bodies", "1000000", "-q"][..]),
+        (
+            "cublas",
+            &["--m", "8192", "--n", "8192", "--k", "8192", "-q"][..],
+        ),
+        (
+            "heat2d",
+            &[
+                "--nx", "16384", "--ny", "16384", "--steps", "20000", "--no-png", "-q",
+            ][..],
+        ),
+    ] {
+        let started = std::time::Instant::now();
+        let output = run_example(name, args);
+        let (_, stderr) = assert_exit(&output, 1, "on the CPU backend this run would take about");
+        assert!(stderr.contains("--cpu-anyway"), "{name}: {stderr}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "{name} was refused only after {:?}",
+            started.elapsed()
+        );
+    }
+    // The flag parses (the run itself is not started here).
+    assert!(
+        NbodyArgs::try_parse_from(["x", "--cpu-anyway"])
+            .unwrap()
+            .cpu_anyway
+    );
+    assert!(
+        CublasArgs::try_parse_from(["x", "--cpu-anyway"])
+            .unwrap()
+            .cpu_anyway
+    );
+    assert!(
+        Heat2dArgs::try_parse_from(["x", "--cpu-anyway"])
+            .unwrap()
+            .cpu_anyway
+    );
+}
+
+#[test]
+fn jacobi_refuses_check_every_above_max_iters() {
+    if under_compute_sanitizer() {
+        return;
+    }
+    let output = run_example("jacobi", &["--max-iters", "10", "--check-every", "11"]);
+    assert_exit(&output, 2, "`--check-every 11` exceeds `--max-iters 10`");
+    let args = JacobiArgs::parse_from(["jacobi", "--max-iters", "10", "--check-every", "10"]);
+    assert_eq!(args.validate(), Ok(()));
+}
+
+#[test]
+fn nbody_refuses_an_unreasonable_dt_and_stops_on_a_non_finite_state() {
+    if under_compute_sanitizer() {
+        return;
+    }
+    let output = run_example("nbody", &["--dt", "1e30"]);
+    assert_exit(&output, 2, "is not in (0, 1]");
+    assert_eq!(examples::common::first_non_finite(&[1.0, 2.0]), None);
+    assert_eq!(
+        examples::common::first_non_finite(&[1.0, f32::NAN, f32::INFINITY]),
+        Some(1)
+    );
+    // The largest step allowed, with almost no softening: close encounters overflow, and
+    // the run stops with an error naming the step instead of reporting NaN checks.
+    let args = NbodyArgs::parse_from([
+        "nbody",
+        "--bodies",
+        "64",
+        "--steps",
+        "200",
+        "--sample-every",
+        "1",
+        "--dt",
+        "1",
+        "--eps",
+        "1e-30",
+        "--reference-steps",
+        "0",
+        "-q",
+    ]);
+    let err = nbody::run(&Context::cpu(), &args)
+        .map(|_| ())
+        .expect_err("the state overflows");
+    assert!(
+        err.to_string().contains("stopped being finite by step"),
+        "{err}"
+    );
 }

@@ -16,6 +16,13 @@ use crate::error::{Error, Result};
 pub const BACKEND_ENV: &str = "GPU_PIPELINE_BACKEND";
 
 /// Which backend a [`Context`] executes on.
+///
+/// ```
+/// use gpu_pipeline::{Backend, Context};
+/// let ctx = Context::cpu();
+/// assert_eq!(ctx.backend(), Backend::Cpu);
+/// assert_eq!(ctx.backend().name(), "cpu");
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Backend {
     /// A CUDA device through the driver API.
@@ -72,6 +79,14 @@ pub(crate) enum ContextBackend {
 /// The range of stream priorities a context accepts. CUDA counts priorities downwards:
 /// `greatest` is the most urgent and numerically the smallest (e.g. `-5`), `least` the
 /// default (`0`).
+///
+/// ```
+/// use gpu_pipeline::StreamPriorityRange;
+/// let range = StreamPriorityRange { least: 0, greatest: -5 };
+/// assert!(range.contains(-3));
+/// assert_eq!(range.clamp(-9), -5);
+/// assert_eq!(range.clamp(2), 0);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StreamPriorityRange {
     /// The lowest priority, which is also the default (numerically the largest).
@@ -295,7 +310,12 @@ impl Context {
 
     /// The default context: CUDA device 0 when a driver loads and sees a device, the CPU
     /// backend otherwise. [`BACKEND_ENV`] forces one (`cuda`, `cpu`, `cpu-checked`). The
-    /// choice is logged as a `tracing` event and readable through [`Context::backend`].
+    /// choice is logged as a `tracing` event (target `gpu_pipeline::context`, level `INFO`)
+    /// and readable through [`Context::backend`].
+    ///
+    /// A driver named by [`DRIVER_PATH_ENV`](crate::DRIVER_PATH_ENV) that fails to load is
+    /// an error (the loader's message included), not a quiet fall-back to the CPU: whoever
+    /// set the variable meant a GPU.
     pub fn auto() -> Result<Context> {
         let forced = std::env::var(BACKEND_ENV).ok();
         let (ctx, why) = match forced.as_deref().map(str::trim) {
@@ -310,6 +330,7 @@ impl Context {
                     "a CUDA driver and device were found".to_owned(),
                 ),
                 Ok(_) => (Context::cpu(), "the CUDA driver sees no device".to_owned()),
+                Err(e) if crate::driver::override_path().is_some() => return Err(e),
                 Err(e) => (Context::cpu(), format!("no CUDA driver: {e}")),
             },
             Some(other) => {

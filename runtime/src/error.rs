@@ -1,10 +1,15 @@
 //! The crate's one error type. Every variant carries its context (which call, which stage,
 //! which buffer) so callers never assemble messages from strings.
 //!
-//! A variant that wraps another error displays only its own layer's context and returns the
-//! wrapped error from [`source`](std::error::Error::source), as the Rust API guidelines
-//! ask: a reporter that walks the chain prints each message once. [`Error::report`] prints
-//! the whole chain on one line.
+//! [`Error::Stage`] and [`Error::Step`] only say where an error happened, so they display
+//! their context followed by the error they wrap (`pipeline `X`, stage `y`: a statement
+//! could not be enqueued: TypedKernel::check_bounds: kernel `k` ...`) and hand out, from
+//! [`source`](std::error::Error::source), what lies *below* the wrapped error: `to_string()`
+//! names the root cause, and a reporter that walks the chain still prints each message once.
+//! Every other wrapping variant displays only its own layer and returns the wrapped error
+//! from `source`. [`Error::report`] prints the whole chain on one line; [`Error::root`] and
+//! [`Error::kernel_bound`] look through the pipeline wrappers for code that matches on the
+//! cause.
 
 use std::error::Error as StdError;
 use std::fmt;
@@ -17,6 +22,21 @@ use crate::sys::CUresult;
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can go wrong in gpu-pipeline.
+///
+/// Match on the variant (through [`Error::root`] for a pipeline's errors), print it with
+/// `{}` (its context and, for a pipeline's, the cause), or with [`Error::report`] for every
+/// source on one line.
+///
+/// ```
+/// use gpu_pipeline::{Context, DeviceBuffer, Error, Stream};
+/// let ctx = Context::cpu();
+/// let stream = Stream::new(&ctx)?;
+/// let buffer = DeviceBuffer::<f32>::zeros(&stream, 4)?;
+/// let err = buffer.slice(2..8).unwrap_err();
+/// assert!(matches!(err, Error::InvalidArgument { .. }));
+/// assert!(err.to_string().contains("2..8"), "{err}");
+/// # Ok::<(), Error>(())
+/// ```
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum Error {
@@ -200,28 +220,32 @@ impl fmt::Display for Error {
                 f,
                 "`{call}` is not available on the {backend} backend: {reason}"
             ),
+            // The wrapped error's text follows: these layers only say where it happened.
             Error::Stage {
-                pipeline, stage, ..
+                pipeline,
+                stage,
+                source,
             } => write!(
                 f,
-                "pipeline `{pipeline}`, stage `{stage}`: a statement could not be enqueued"
+                "pipeline `{pipeline}`, stage `{stage}`: a statement could not be enqueued: \
+                 {source}"
             ),
             Error::Step {
                 pipeline,
                 stage: Some(stage),
-                ..
+                source,
             } => write!(
                 f,
-                "pipeline `{pipeline}`: a step failed before stage `{stage}` completed"
+                "pipeline `{pipeline}`: a step failed before stage `{stage}` completed: {source}"
             ),
             Error::Step {
                 pipeline,
                 stage: None,
-                ..
+                source,
             } => write!(
                 f,
                 "pipeline `{pipeline}`: a step failed (no stage named: fault tracking is off, or \
-                 every stage had completed)"
+                 every stage had completed): {source}"
             ),
             Error::ContextMismatch { call, what } => {
                 write!(f, "`{call}`: {what}; create both from one `Context`")
@@ -245,13 +269,15 @@ impl fmt::Display for Error {
 }
 
 impl StdError for Error {
-    /// The wrapped error of the variants that wrap one; its text is not part of this
-    /// error's [`Display`](fmt::Display). An [`External`](Error::External) error's source
-    /// is the library's error itself (downcast it to its type).
+    /// The wrapped error of the variants that wrap one, when its text is not part of this
+    /// error's [`Display`](fmt::Display). [`Stage`](Error::Stage) and [`Step`](Error::Step)
+    /// display the error they wrap, so their source is that error's source (use
+    /// [`Error::root`] to reach the wrapped error itself). An [`External`](Error::External)
+    /// error's source is the library's error itself (downcast it to its type).
     fn source(&self) -> Option<&(dyn StdError + 'static)> {
         match self {
             Error::InvalidImage { source, .. } => Some(source),
-            Error::Stage { source, .. } | Error::Step { source, .. } => Some(&**source),
+            Error::Stage { source, .. } | Error::Step { source, .. } => source.source(),
             Error::Rendezvous(e) => Some(e),
             Error::External { source, .. } => Some(&**source),
             // Displayed in full above (a driver error is this layer's own text).
@@ -307,9 +333,48 @@ impl Error {
         }
     }
 
-    /// The driver status code, when this error came from a driver call.
-    pub fn code(&self) -> Option<CUresult> {
+    /// The error below the pipeline wrappers: for an [`Error::Stage`] or [`Error::Step`],
+    /// the error they wrap (through any number of them); for any other error, itself. Match
+    /// on it to act on the cause of a failed step:
+    ///
+    /// ```
+    /// use gpu_pipeline::Error;
+    ///
+    /// fn react(err: &Error) -> &'static str {
+    ///     match err.root() {
+    ///         Error::KernelBound { .. } => "shrink the problem",
+    ///         Error::Driver(d) if d.is_sticky() => "restart the process",
+    ///         _ => "give up",
+    ///     }
+    /// }
+    /// let refused = Error::Stage {
+    ///     pipeline: "Saxpy",
+    ///     stage: "axpy",
+    ///     source: Box::new(Error::IterationLimit { label: "r > tol".into(), max_iterations: 9 }),
+    /// };
+    /// assert!(matches!(refused.root(), Error::IterationLimit { .. }));
+    /// assert_eq!(react(&refused), "give up");
+    /// ```
+    pub fn root(&self) -> &Error {
         match self {
+            Error::Stage { source, .. } | Error::Step { source, .. } => source.root(),
+            other => other,
+        }
+    }
+
+    /// The kernel bound a launch, capture or setter was refused for, whether the error is
+    /// [`Error::KernelBound`] itself or wraps one (a pipeline's [`Error::Stage`]).
+    pub fn kernel_bound(&self) -> Option<&crate::launch::violation::BoundViolation> {
+        match self.root() {
+            Error::KernelBound { violation, .. } => Some(violation),
+            _ => None,
+        }
+    }
+
+    /// The driver status code, when this error came from a driver call (directly, or
+    /// wrapped by a pipeline's [`Error::Stage`] or [`Error::Step`]).
+    pub fn code(&self) -> Option<CUresult> {
+        match self.root() {
             Error::Driver(e) => Some(e.code),
             _ => None,
         }
@@ -381,6 +446,12 @@ impl Error {
 
 /// An [`Error`] with its whole chain of sources, displayed on one line (see
 /// [`Error::report`]).
+///
+/// ```
+/// let err = gpu_pipeline::Error::external("cuBLAS", "status 7");
+/// assert_eq!(err.to_string(), "cuBLAS failed");
+/// assert_eq!(err.report().to_string(), "cuBLAS failed: status 7");
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct ErrorReport<'a>(&'a Error);
 
@@ -397,6 +468,17 @@ impl fmt::Display for ErrorReport<'_> {
 }
 
 /// One library path the loader tried, with the reason it failed.
+///
+/// ```
+/// use gpu_pipeline::{Error, LibraryAttempt};
+/// let err = Error::DriverNotFound {
+///     tried: vec![LibraryAttempt { path: "libcuda.so.1".into(), reason: "not found".into() }],
+/// };
+/// assert_eq!(
+///     err.to_string(),
+///     "no CUDA driver library could be loaded; tried `libcuda.so.1` (not found)"
+/// );
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LibraryAttempt {
     /// The path or file name passed to the dynamic loader.
@@ -416,6 +498,19 @@ impl LibraryAttempt {
 }
 
 /// A failed driver call: which call, the code, and the driver's own name and text for it.
+///
+/// ```
+/// use gpu_pipeline::{DriverError, Error, sys::CUresult};
+/// let failed = DriverError {
+///     call: "cuStreamSynchronize",
+///     code: CUresult::CUDA_ERROR_ILLEGAL_ADDRESS,
+///     name: "CUDA_ERROR_ILLEGAL_ADDRESS".into(),
+///     description: "an illegal memory access was encountered".into(),
+/// };
+/// assert!(failed.is_sticky()); // the process must restart to use CUDA again
+/// let err = Error::from(failed);
+/// assert_eq!(err.code(), Some(CUresult::CUDA_ERROR_ILLEGAL_ADDRESS));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub struct DriverError {
     /// The driver entry point that failed, e.g. `cuStreamSynchronize`.
@@ -524,20 +619,37 @@ mod tests {
             texts.push(e.to_string());
             next = e.source();
         }
+        // The pipeline layers name the root cause in their own text, and the walker does
+        // not print it again.
         assert_eq!(
             texts,
             [
-                "pipeline `Heat`: a step failed before stage `save` completed",
-                "pipeline `Heat`, stage `step`: a statement could not be enqueued",
-                "cuLaunchKernel failed with CUDA_ERROR_INVALID_VALUE (1): invalid argument",
+                "pipeline `Heat`: a step failed before stage `save` completed: pipeline `Heat`, \
+              stage `step`: a statement could not be enqueued: cuLaunchKernel failed with \
+              CUDA_ERROR_INVALID_VALUE (1): invalid argument"
             ]
         );
-        // Every message appears once in the one-line report.
         let report = step.report().to_string();
-        for text in &texts {
-            assert_eq!(report.matches(text.as_str()).count(), 1, "{report}");
-        }
         assert_eq!(report, texts.join(": "));
+        assert_eq!(report.matches("cuLaunchKernel").count(), 1, "{report}");
+        assert!(matches!(step.root(), Error::Driver(_)));
+        assert_eq!(step.code(), Some(CUresult::CUDA_ERROR_INVALID_VALUE));
+
+        // A library's error below a stage stays a source, once.
+        let blas = Error::Stage {
+            pipeline: "Gemm",
+            stage: "gemm",
+            source: Box::new(Error::external("cuBLAS", "status 7")),
+        };
+        assert_eq!(
+            blas.to_string(),
+            "pipeline `Gemm`, stage `gemm`: a statement could not be enqueued: cuBLAS failed"
+        );
+        assert_eq!(
+            blas.report().to_string(),
+            "pipeline `Gemm`, stage `gemm`: a statement could not be enqueued: cuBLAS failed: \
+             status 7"
+        );
 
         let image = Error::invalid_image(
             "Module::load_cubin",

@@ -7,6 +7,18 @@ use crate::error::{Error, Result};
 use crate::sys;
 
 /// How an event is created. The default records timing and spins when synchronized.
+///
+/// ```
+/// use gpu_pipeline::{Context, Event, EventFlags, Stream};
+/// let ctx = Context::cpu();
+/// let stream = Stream::new(&ctx)?;
+/// let order = Event::with_flags(&ctx, EventFlags::ORDERING)?; // no timing: cheaper
+/// stream.record_into(&order)?;
+/// order.synchronize()?;
+/// let sleepy = EventFlags { blocking_sync: true, ..EventFlags::default() };
+/// assert!(!sleepy.disable_timing);
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct EventFlags {
     /// Skip timestamps: cheaper to record and wait on, but [`Event::elapsed_time`] fails.

@@ -92,7 +92,7 @@
 //! STREAM    := NAME [[COUNT]] [( STREAM_OPT,* )] [on DEVICE]  NAME[COUNT]: a stream array
 //! STREAM_REF:= NAME | NAME[EXPR]                             NAME[EXPR]: one of an array
 //! STREAM_OPT:= priority = (high | low | default | [-]INT) | non_blocking
-//! FORMAT    := ptx | cubin | fatbin | cuda_c                 cuda_c is compiled with NVRTC
+//! FORMAT    := ptx | cubin | fatbin | cuda_c                 cuda_c: NVRTC, on CUDA only
 //! KERNEL    := fn NAME(NAME: KTYPE,*) [cpu = PATH];          `host = PATH` is accepted too
 //! KTYPE     := TYPE | &[T] | &mut [T] | &[T; BOUND] | &mut [T; BOUND]    TYPE: a scalar
 //! BOUND     := PRODUCT [+ INT] | INT + PRODUCT               see "Kernel bounds" below
@@ -165,7 +165,7 @@
 //! | `P::DOT`, `P::STAGES`, `P::NAME` | the stage graph in Graphviz DOT with its event edges, the stage names in order, the name |
 //! | `p.a_stream()`, `p.b_stream()` | each [`Stream`], e.g. to make the origin wait for a producer before a step |
 //! | `PA`, `PB` | the stream markers of [`TypedStream`]s |
-//! | `p.set_fault_tracking(on)` | on by default: a fault at a wait names the first stage that did not complete |
+//! | `p.set_fault_tracking(on)` | off by default (each stage then costs one more stream memory operation); when on, a fault at a wait names the first stage that did not complete; `GPU_PIPELINE_TRACK_FAULTS=1` turns it on for every pipeline created afterwards |
 //!
 //! ```
 //! use gpu_pipeline::{gpu_pipeline, Context, DeviceBuffer, PinnedBuffer, Result, TypedStream};
@@ -257,7 +257,7 @@
 //! let input = PinnedBuffer::from_slice(&ctx, &[1u32; 64])?;
 //! let mut field = DeviceBuffer::<u32>::alloc(&ctx, 64)?.named("field");
 //! a.copy_htod(&input, &mut field)?;
-//! b.memset_u32(&mut field, 0)?; // forgot `b.wait(&a)?`
+//! b.memset_u32(&mut field, 0)?; // forgot `b.join(&a)?`
 //! let err = ctx.synchronize().unwrap_err();
 //! assert!(err.to_string().contains("CPU backend"), "{err}");
 //! assert!(ctx.races().iter().any(|race| race.to_string().contains("field")));
@@ -285,7 +285,9 @@
 //! ([`Graph::add_kernel_node`]) and kernel-node update ([`GraphExec::set_kernel_params`])
 //! first checks that each bounded buffer passed is at least as long as its bound, and refuses
 //! with [`Error::KernelBound`], having changed nothing, when one is not (or when a scalar in a
-//! bound is negative, or the bound overflows). Generated pipelines check every bounded launch
+//! bound is negative, or the bound overflows). A pipeline returns it wrapped in an
+//! [`Error::Stage`] that names the stage; its message includes the cause, and
+//! [`Error::kernel_bound`] (or a `match` on [`Error::root`]) reaches the violation. Generated pipelines check every bounded launch
 //! of a step before enqueuing any of it, so a refused step, capture or setter leaves nothing
 //! half done. [`Kernel::launch`] is the one unchecked way in: its caller vouches for
 //! everything at every call.
@@ -297,8 +299,9 @@
 //! graph captured while using them; dropping memory waits for the work that may use it, or
 //! frees it in the order of the one stream that used it; the host sees pinned memory only
 //! after the fences of the copies and graph launches that touch it. An asynchronous fault
-//! surfaces at the next wait as an [`Error::Step`] naming the pipeline and the first stage
-//! that did not complete.
+//! surfaces at the next wait as an [`Error::Step`] naming the pipeline and, with fault
+//! tracking on (off by default: `set_fault_tracking(true)` or `GPU_PIPELINE_TRACK_FAULTS=1`),
+//! the first stage that did not complete.
 //!
 //! # Interop with cudarc
 //!
@@ -321,7 +324,7 @@
 //!
 //! | feature | adds |
 //! | --- | --- |
-//! | `nvrtc` | `cuda_c(...)` modules and `Module::from_cuda_source`, compiled at run time by NVRTC (loaded at run time) |
+//! | `nvrtc` | `cuda_c(...)` modules and `Module::from_cuda_source`, compiled at run time by NVRTC (loaded at run time) on CUDA; the CPU backend compiles nothing and needs neither the feature nor a CUDA toolchain |
 //! | `half` | `half::f16` and `half::bf16` as buffer elements and kernel scalars |
 //! | `cudarc` | the conversions above; `cudarc` re-exported |
 //!
@@ -448,6 +451,9 @@ pub use cpu::{
     CpuFault, CpuKernel, CpuKernelFn, CpuKernelGeometryFn, CpuParam, Hazard, OpSite, RaceReport,
 };
 pub use cuda::nccl;
+/// NVTX ranges for profilers: each pipeline stage is a `Pipeline/stage` range in Nsight
+/// Systems (see `docs/PERFORMANCE.md`, "Profiling").
+pub use cuda::nvtx;
 pub use cuda::{Device, DeviceAttribute};
 pub use driver::{
     DEFAULT_DRIVER_PATHS, DRIVER_PATH_ENV, is_available as driver_is_available,

@@ -15,7 +15,9 @@ pub use crate::launch::Signature;
 pub use crate::launch::{Bound, Bounds};
 pub use crate::launch::{LaunchConfig, TypedKernel};
 pub use crate::memory::{DeviceBuffer, FlagCell, PinnedBuffer};
-pub use crate::memory::{HostSlice, HostSliceMut};
+pub use crate::memory::{HostView, HostViewMut};
+// The names earlier expansions use, without their deprecation warning in users' crates.
+pub use crate::memory::{HostView as HostSlice, HostViewMut as HostSliceMut};
 pub use crate::module::Module;
 pub use crate::pipeline::build::{
     ConditionStaging, FillValue, FlagValue, copy_node, fill_checked, fill_node, fill_value,
@@ -60,15 +62,20 @@ pub fn load_fatbin(ctx: &Context, image: &[u8], name: &str) -> Result<Module> {
 }
 
 /// `unsafe kernels NAME = cuda_c(SOURCE)`: compiled at run time with NVRTC.
+/// On the CPU backend nothing is compiled, with or without the feature: the kernels run
+/// through their CPU implementations, so CPU-only development needs no CUDA toolchain.
 #[cfg(feature = "nvrtc")]
 pub fn compile_cuda_c(ctx: &Context, source: &str, name: &str) -> Result<Module> {
     Ok(Module::from_cuda_source(ctx, source, &[])?.named(name))
 }
 
-/// `unsafe kernels NAME = cuda_c(SOURCE)` without the `nvrtc` feature: a clear error.
+/// `unsafe kernels NAME = cuda_c(SOURCE)` without the `nvrtc` feature: the CPU backend needs
+/// no compilation; on CUDA, a clear error.
 #[cfg(not(feature = "nvrtc"))]
 pub fn compile_cuda_c(ctx: &Context, source: &str, name: &str) -> Result<Module> {
-    let _ = (ctx, source);
+    if let Some(module) = Module::cpu_from_cuda_source(ctx, source) {
+        return Ok(module.named(name));
+    }
     Err(Error::Unsupported {
         symbol: "nvrtc",
         reason: format!(
@@ -279,3 +286,19 @@ pub fn scalar<T: ScalarParam>(value: &T) -> T {
             next `run` or `capture`"
 )]
 pub trait ReadByTheStep {}
+
+/// The NVTX range around one stage's enqueue (and capture) on the CUDA backend, named
+/// `Pipeline/stage`, while a profiler listens (see `gpu_pipeline::nvtx`); `None` otherwise
+/// and on the CPU backend. Generated `__enqueue` holds it for the stage's statements.
+pub fn stage_range(
+    stream: &Stream,
+    pipeline: &'static str,
+    stage: &'static str,
+) -> Option<crate::cuda::nvtx::Range> {
+    match stream.kind() {
+        crate::stream::StreamBackend::Cuda(_) => {
+            crate::cuda::nvtx::Range::push(|| crate::cuda::nvtx::stage_range_name(pipeline, stage))
+        }
+        crate::stream::StreamBackend::Cpu(_) => None,
+    }
+}

@@ -58,10 +58,12 @@ fn with_tracking_on_a_device_fault_names_the_pipeline_and_the_first_incomplete_s
         other => panic!("expected Error::Step, got {other:?}"),
     }
     let message = err.to_string();
-    assert_eq!(
-        message,
-        "pipeline `Faulty`: a step failed before stage `crash` completed"
+    // The cause follows the pipeline's context in the message itself.
+    assert!(
+        message.starts_with("pipeline `Faulty`: a step failed before stage `crash` completed: "),
+        "{message}"
     );
+    assert!(message.contains("CUDA_ERROR_ILLEGAL_ADDRESS"), "{message}");
     // The driver's text comes once, from the source, in a report of the whole chain.
     let report = err.report().to_string();
     assert_eq!(

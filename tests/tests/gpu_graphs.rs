@@ -198,7 +198,7 @@ fn a_capture_forked_over_two_streams_and_joined(ctx: &Context) {
     f.add_scalar
         .launch(&side, config(), (N, 2.0f32, &mut b))
         .unwrap();
-    f.stream.wait(&side).unwrap(); // join
+    f.stream.join(&side).unwrap();
     let graph = f.stream.end_capture().unwrap();
 
     let kernels = graph.kernel_nodes().unwrap();
@@ -493,7 +493,7 @@ fn kernel_nodes_come_back_in_launch_order(ctx: &Context) {
             (N, 3.0f32, &mut a),
         )
         .unwrap();
-    f.stream.wait(&side).unwrap();
+    f.stream.join(&side).unwrap();
     let graph = f.stream.end_capture().unwrap();
     let order = graph.kernel_nodes_in_launch_order().unwrap();
     assert_eq!(order.len(), 3);

@@ -535,7 +535,7 @@ fn saxpy_on_two_streams_with_an_event_between(ctx: &Context) {
     kernel
         .launch(&f.stream, config, (n, 2.0f32, &x, &mut y))
         .unwrap();
-    other.wait(&f.stream).unwrap();
+    other.join(&f.stream).unwrap();
     kernel
         .launch(&other, config, (n, 3.0f32, &x, &mut y))
         .unwrap();

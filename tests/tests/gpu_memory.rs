@@ -233,7 +233,7 @@ fn split_halves_are_filled_by_two_streams(ctx: &Context) -> Result<()> {
         s.memset_u32(&mut lo, 1)?;
         s2.memset_u32(&mut hi, 2)?;
     }
-    s.wait(&s2)?;
+    s.join(&s2)?;
     let got = buf.to_vec(&s)?;
     assert!(got[..1000].iter().all(|&x| x == 1));
     assert!(got[1000..].iter().all(|&x| x == 2));
@@ -512,7 +512,7 @@ fn free_async_after_use_on_another_stream_synchronizes(ctx: &Context) -> Result<
     let s2 = Stream::non_blocking(&ctx)?;
     let mut buf = s.alloc_async::<u32>(1024)?;
     s.memset_u32(&mut buf, 5)?;
-    s2.wait(&s)?;
+    s2.join(&s)?;
     let mut copy = DeviceBuffer::<u32>::alloc(&ctx, 1024)?;
     s2.copy_dtod(&buf, &mut copy)?;
     // The copy on `s2` may still read `buf`: no stream-ordered free on `s`.

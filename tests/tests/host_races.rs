@@ -155,7 +155,7 @@ fn unordered_copies_into_one_buffer_stay_whole() {
     for _ in 0..50 {
         a.copy_dtod(&ones, &mut target).unwrap();
         b.copy_dtod(&twos, &mut target).unwrap();
-        b.wait(&a).unwrap();
+        b.join(&a).unwrap();
         let seen = target.to_vec(&b).unwrap();
         assert!(
             seen.iter().all(|&v| v == seen[0]),

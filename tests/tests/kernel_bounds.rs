@@ -172,6 +172,29 @@ fn assert_stage_refused(err: &Error, pipeline: &str, stage: &str) {
             source,
         } if *p == pipeline && *s == stage => {
             assert_refused(source, "TypedKernel::check_bounds", "k");
+            // The message names the cause, not only the stage, and a chain walker (the
+            // one-line report) prints it once.
+            let message = err.to_string();
+            assert_eq!(
+                message,
+                format!(
+                    "pipeline `{pipeline}`, stage `{stage}`: a statement could not be \
+                     enqueued: {source}"
+                )
+            );
+            assert!(
+                message.contains(&format!("holds {N} elements")),
+                "{message}"
+            );
+            assert_eq!(err.report().to_string(), message);
+            assert!(std::error::Error::source(err).is_none());
+            // The accessors look through the wrapper.
+            assert!(matches!(err.root(), Error::KernelBound { .. }));
+            let violation = err.kernel_bound().expect("a bound refusal");
+            assert_eq!(
+                (violation.kernel.as_str(), violation.buffer.as_str()),
+                ("saxpy", "y")
+            );
         }
         other => panic!("expected stage `{stage}` to refuse, got {other:?}"),
     }

@@ -267,10 +267,10 @@ fn cpu_a_stream_waiting_on_itself_does_not_deadlock() {
     within(20, "a stream waiting on itself", || {
         let ctx = Context::host();
         let stream = Stream::non_blocking(&ctx).unwrap();
-        stream.wait(&stream).unwrap();
+        stream.join(&stream).unwrap();
         stream.synchronize().unwrap();
         let graph = stream
-            .capture(CaptureMode::ThreadLocal, |s| s.wait(s))
+            .capture(CaptureMode::ThreadLocal, |s| s.join(s))
             .unwrap();
         graph.instantiate().unwrap().launch(&stream).unwrap();
         stream.synchronize().unwrap();
@@ -818,7 +818,7 @@ fn cuda_ending_a_capture_never_leaves_a_joined_streams_copy_unfenced() {
             }
             let fork = origin.record().unwrap();
             joined.wait_event(&fork).unwrap();
-            origin.wait(&joined).unwrap();
+            origin.join(&joined).unwrap();
             // Copies captured after the join leave the capture unjoined: that is an error of
             // this capture only.
             let _ = origin.end_capture();
@@ -895,7 +895,7 @@ fn cuda_dropping_a_capturing_stream_takes_the_streams_that_joined_out_of_it() {
     origin.begin_capture(CaptureMode::ThreadLocal).unwrap();
     let fork = origin.record().unwrap();
     joined.wait_event(&fork).unwrap();
-    origin.wait(&joined).unwrap();
+    origin.join(&joined).unwrap();
     drop(fork);
     drop(origin);
     assert!(!joined.is_capturing().unwrap());

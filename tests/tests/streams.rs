@@ -181,7 +181,7 @@ fn wait_on_another_stream_and_reused_events(ctx: &Context) {
     let done = FlagCell::<u32>::new(&ctx, 0).unwrap();
     for round in 1..=3_u32 {
         let flag = gate(&ctx, &a);
-        b.wait(&a).unwrap();
+        b.join(&a).unwrap();
         b.write_value_32(&done, round).unwrap();
         thread::sleep(Duration::from_millis(20));
         assert_eq!(done.load(), round - 1, "round {round}: b ran before a");
@@ -424,7 +424,7 @@ fn a_second_stream_joins_a_capture_through_an_event(ctx: &Context) {
     side.wait_event(&fork).unwrap();
     assert!(side.is_capturing().unwrap());
     side.write_value_32(&cell, 1).unwrap();
-    origin.wait(&side).unwrap();
+    origin.join(&side).unwrap();
     let graph = origin.end_capture().unwrap();
     assert!(!side.is_capturing().unwrap());
     assert!(graph.node_count().unwrap() >= 1);
@@ -551,4 +551,21 @@ fn streams_and_events_are_send_and_sync(ctx: &Context) {
     }
     stream.synchronize().unwrap();
     assert!(eventually(|| *count.lock().unwrap() == 100));
+}
+
+/// `join` is cudarc's name for waiting on another stream; the earlier `wait(&Stream)` still
+/// works, deprecated, with the same meaning.
+#[test]
+fn cpu_join_orders_like_the_deprecated_wait() {
+    let ctx = Context::cpu_checked();
+    let (a, b) = (Stream::new(&ctx).unwrap(), Stream::new(&ctx).unwrap());
+    let mut data = gpu_pipeline::DeviceBuffer::<u32>::zeros(&a, 64).unwrap();
+    a.memset_u32(&mut data, 1).unwrap();
+    b.join(&a).unwrap();
+    b.memset_u32(&mut data, 2).unwrap();
+    #[allow(deprecated)]
+    a.wait(&b).unwrap();
+    a.memset_u32(&mut data, 3).unwrap();
+    assert_eq!(data.to_vec(&a).unwrap(), vec![3; 64]);
+    assert!(ctx.races().is_empty(), "{:?}", ctx.races());
 }

@@ -36,8 +36,8 @@ use clap::Parser;
 use gpu_pipeline::{Context, DeviceBuffer, PinnedBuffer, Stream, gpu_pipeline};
 
 use crate::common::{
-    BoxError, Check, ReferenceMode, Report, check_output_path, copy_bandwidth, cpu_threads,
-    format_bytes, max_abs_diff, par_chunks, parse_float, progress,
+    BoxError, Check, ReferenceMode, Report, check_cpu_cost, check_output_path, copy_bandwidth,
+    cpu_threads, format_bytes, max_abs_diff, par_chunks, parse_float, progress,
 };
 
 gpu_pipeline! {
@@ -143,6 +143,12 @@ pub struct Heat2dArgs {
     /// No progress bar.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Run on the CPU backend even when the estimated time is over two minutes.
+    #[arg(long)]
+    pub cpu_anyway: bool,
+    /// Logging (`--log FILTER`).
+    #[command(flatten)]
+    pub log: crate::common::LogArgs,
 }
 
 fn parse_alpha(s: &str) -> Result<f32, String> {
@@ -155,6 +161,10 @@ fn parse_alpha(s: &str) -> Result<f32, String> {
         }
     })
 }
+
+/// Cell updates a second one CPU core gets through (a generous guess: the estimate errs
+/// short).
+const CPU_CELLS_PER_CORE: f64 = 1e9;
 
 impl Heat2dArgs {
     /// The rules clap cannot express: an even step count, writable output files.
@@ -277,9 +287,17 @@ pub struct Heat2dOutcome {
 /// Runs the example: `args.steps` steps on `ctx`, then the checks.
 pub fn run(ctx: &Context, args: &Heat2dArgs) -> Result<Heat2dOutcome, BoxError> {
     args.validate()?;
-    let mut report = Report::new(ctx);
     let (nx, ny) = (args.nx, args.ny);
     let cells = nx as usize * ny as usize;
+    let updates = cells as f64 * f64::from(args.steps);
+    check_cpu_cost(
+        ctx,
+        args.cpu_anyway,
+        updates,
+        CPU_CELLS_PER_CORE,
+        "cell updates",
+    )?;
+    let mut report = Report::new(ctx);
     let phases = schedule(args);
     let last_alpha = phases[phases.len() - 1].alpha;
     let stride = args.preview_stride;

@@ -165,17 +165,27 @@ pub struct JacobiArgs {
     /// No progress bar.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Logging (`--log FILTER`).
+    #[command(flatten)]
+    pub log: crate::common::LogArgs,
 }
 
 impl JacobiArgs {
     /// The rules clap cannot express: a writable trace file; no `--check-every` with
-    /// `--device-loop`.
+    /// `--device-loop`, nor one above `--max-iters`.
     pub fn validate(&self) -> Result<(), String> {
         if self.device_loop && self.check_every != 1 {
             return Err(format!(
                 "`--check-every {}` does not apply with `--device-loop`: the device tests the \
                  residual after every pair of sweeps, and the host reads it once at the end",
                 self.check_every
+            ));
+        }
+        if self.check_every > self.max_iters {
+            return Err(format!(
+                "`--check-every {}` exceeds `--max-iters {}`: the residual would be read only \
+                 at the last sweep; check at most every {} sweeps",
+                self.check_every, self.max_iters, self.max_iters
             ));
         }
         if let Some(path) = &self.trace {

@@ -209,6 +209,9 @@ pub struct JacobiMultiArgs {
     /// No progress bar.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Logging (`--log FILTER`).
+    #[command(flatten)]
+    pub log: crate::common::LogArgs,
 }
 
 /// How `jacobi_multi` exchanges the halo rows (`--exchange`).

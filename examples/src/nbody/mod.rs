@@ -29,6 +29,7 @@
 pub mod anchor;
 pub mod cpu;
 
+use std::ops::Bound;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -36,8 +37,8 @@ use clap::Parser;
 use gpu_pipeline::{Backend, Context, DeviceBuffer, PinnedBuffer, Stream, gpu_pipeline};
 
 use crate::common::{
-    BoxError, Check, POSITIVE, ReferenceMode, Report, Rng, check_output_path, cpu_threads,
-    float_in, max_abs_diff, par_chunks, progress,
+    BoxError, Check, POSITIVE, ReferenceMode, Report, Rng, check_cpu_cost, check_output_path,
+    cpu_threads, first_non_finite, float_in, max_abs_diff, par_chunks, progress,
 };
 
 gpu_pipeline! {
@@ -99,8 +100,10 @@ pub struct NbodyArgs {
     /// Record the positions every this many steps.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
     pub sample_every: u32,
-    /// Time step.
-    #[arg(long, default_value_t = 1e-3, value_parser = float_in(POSITIVE), allow_hyphen_values = true)]
+    /// Time step, at most 1 (the bodies start in the unit ball with a total mass of 1, so a
+    /// larger step only produces overflow); a run whose state stops being finite stops with
+    /// an error naming the step.
+    #[arg(long, default_value_t = 1e-3, value_parser = float_in(DT_RANGE), allow_hyphen_values = true)]
     pub dt: f32,
     /// Softening length (forces use r^2 + eps^2).
     #[arg(long, default_value_t = 0.05, value_parser = float_in(POSITIVE), allow_hyphen_values = true)]
@@ -126,7 +129,19 @@ pub struct NbodyArgs {
     /// No progress bar.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Run on the CPU backend even when the estimated time is over two minutes.
+    #[arg(long)]
+    pub cpu_anyway: bool,
+    /// Logging (`--log FILTER`).
+    #[command(flatten)]
+    pub log: crate::common::LogArgs,
 }
+
+/// The time steps accepted: above 0, at most 1.
+pub const DT_RANGE: (Bound<f32>, Bound<f32>) = (Bound::Excluded(0.0), Bound::Included(1.0));
+
+/// Body pairs a second one CPU core gets through (a generous guess: the estimate errs short).
+const CPU_PAIRS_PER_CORE: f64 = 5e8;
 
 impl NbodyArgs {
     /// The rules between flags: the reference run is part of the run; the trace file can be
@@ -317,9 +332,18 @@ pub struct NbodyOutcome {
 pub fn run(ctx: &Context, args: &NbodyArgs) -> Result<NbodyOutcome, BoxError> {
     args.validate()?;
     let replayed = args.reference_steps();
-    let mut report = Report::new(ctx);
     let n = args.bodies;
     let pairs = f64::from(n) * f64::from(n);
+    // The steps, the initial forces and the reference all cost `pairs` each.
+    let steps = f64::from(args.steps) + 1.0 + f64::from(replayed);
+    check_cpu_cost(
+        ctx,
+        args.cpu_anyway,
+        pairs * steps,
+        CPU_PAIRS_PER_CORE,
+        "body pairs",
+    )?;
+    let mut report = Report::new(ctx);
     let eps2 = args.eps * args.eps;
     let bodies = initial_bodies(n, 0x5eed);
     let start = Instant::now();
@@ -361,7 +385,19 @@ pub fn run(ctx: &Context, args: &NbodyArgs) -> Result<NbodyOutcome, BoxError> {
         graph.launch()?;
         if step % args.sample_every == 0 || step == replayed || step == args.steps {
             graph.synchronize()?;
-            samples.push((step, graph.params().snapshot.to_vec()?));
+            let sample = graph.params().snapshot.to_vec()?;
+            if let Some(at) = first_non_finite(&sample) {
+                bar.finish_and_clear();
+                return Err(format!(
+                    "the positions stopped being finite by step {step} (body {}): --dt {} is \
+                     too large for --eps {}; take a smaller step",
+                    at / 4,
+                    args.dt,
+                    args.eps
+                )
+                .into());
+            }
+            samples.push((step, sample));
             bar.set_position(u64::from(step));
         }
     }

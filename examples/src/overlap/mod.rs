@@ -118,6 +118,9 @@ pub struct OverlapArgs {
     /// No progress bar.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Logging (`--log FILTER`).
+    #[command(flatten)]
+    pub log: crate::common::LogArgs,
 }
 
 impl OverlapArgs {

@@ -107,6 +107,9 @@ pub struct StreamChunksArgs {
     /// No progress bar.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Logging (`--log FILTER`).
+    #[command(flatten)]
+    pub log: crate::common::LogArgs,
 }
 
 impl StreamChunksArgs {

@@ -48,6 +48,21 @@ pub struct OpSite {
 }
 
 /// Two conflicting accesses to one buffer that no stream order, event or synchronize orders.
+///
+/// ```
+/// use gpu_pipeline::{Context, DeviceBuffer, Stream};
+/// let ctx = Context::cpu_checked(); // the race detector
+/// let (a, b) = (Stream::new(&ctx)?, Stream::new(&ctx)?);
+/// let mut field = DeviceBuffer::<u32>::alloc(&ctx, 16)?.named("field");
+/// a.memset_u32(&mut field, 1)?;
+/// b.memset_u32(&mut field, 2)?; // forgot `b.join(&a)?`
+/// let err = ctx.synchronize().unwrap_err(); // the race surfaces at the next wait
+/// assert!(err.to_string().contains("field"), "{err}");
+/// let races = ctx.races();
+/// assert_eq!(races.len(), 1);
+/// assert_eq!(&*races[0].buffer_name, "field");
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RaceReport {
     /// The buffer both operations touch.

@@ -244,6 +244,16 @@ cpu_fns! {
 /// Attach it with [`TypedKernel::with_cpu`](crate::TypedKernel::with_cpu). Built with
 /// [`CpuKernel::new`] from a function of the arguments, or with
 /// [`CpuKernel::with_geometry`] from one that also receives the launch's geometry.
+///
+/// ```
+/// use gpu_pipeline::CpuKernel;
+/// fn add_one(n: u32, data: &mut [f32]) {
+///     data[..n as usize].iter_mut().for_each(|x| *x += 1.0);
+/// }
+/// let cpu: CpuKernel<(u32, &'static mut [f32])> = CpuKernel::new(add_one);
+/// let shared = cpu.clone(); // cheap: one implementation, shared
+/// # drop(shared);
+/// ```
 pub struct CpuKernel<Sig> {
     f: CpuImpl,
     _sig: std::marker::PhantomData<fn(Sig)>,

@@ -64,8 +64,11 @@ impl Kernel {
     /// parameter (`saxpy(n, a, x, y)`) cannot keep that promise, since a caller may pass any
     /// `n`: declare it with [`Kernel::typed_with_bounds`] instead.
     ///
-    /// Where the driver can report the kernel's parameter sizes (`cuFuncGetParamInfo`,
-    /// CUDA 12.4), they are compared with `Sig` and a mismatch (count or size) is an error.
+    /// The parameter list a PTX image declares for the kernel is compared with `Sig` on both
+    /// backends, and a mismatch (count or size) is an [`Error::InvalidArgument`] naming the
+    /// kernel and both lists. Where the driver can report the kernel's parameter sizes
+    /// (`cuFuncGetParamInfo`, CUDA 12.4; cubin and fatbin images too), they are compared as
+    /// well.
     ///
     /// ```no_run
     /// # use gpu_pipeline::*;
@@ -84,6 +87,23 @@ impl Kernel {
     /// `T*` it may read and write; and for every launch, whatever its arguments, the kernel
     /// indexes each buffer within the buffer (or view) passed for it.
     pub unsafe fn typed<Sig: Signature>(&self) -> Result<TypedKernel<Sig>> {
+        // The image's own parameter list (PTX), on both backends: a declaration that cannot
+        // match fails on the CPU backend as it would on a GPU.
+        if let Some(image) = self.module().image_params(self.name()) {
+            let sizes: Vec<usize> = image.iter().map(|p| p.size).collect();
+            check_param_sizes(Sig::PARAM_LAYOUTS, &sizes).map_err(|m| {
+                Error::invalid(
+                    "Kernel::typed",
+                    format!(
+                        "`{}` of module `{}`: {m}; declared {}, the image's `.entry` takes {}",
+                        self.name(),
+                        self.module_name(),
+                        crate::module::describe_declared(Sig::PARAM_LAYOUTS, Sig::KINDS),
+                        crate::module::describe_image(image),
+                    ),
+                )
+            })?;
+        }
         // The check is a safety net on top of the caller's promise: where the driver cannot
         // answer, the declaration stands on that promise alone. Only the declared parameters
         // are asked for: probing past the last one is a driver error (INVALID_VALUE), which

@@ -35,6 +35,7 @@ mod module;
 pub mod nccl;
 #[cfg(feature = "nvrtc")]
 pub mod nvrtc;
+pub mod nvtx;
 mod pinned;
 mod pool;
 pub(crate) mod repr;

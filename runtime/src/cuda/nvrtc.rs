@@ -308,11 +308,17 @@ pub fn compile_ptx(source: &str, options: &[&str]) -> Result<String> {
 impl crate::Module {
     /// Compiles CUDA C++ `source` with NVRTC for the context's device (its compute
     /// capability, unless `options` names an architecture) and loads the PTX.
+    ///
+    /// On the CPU backend nothing is compiled and NVRTC is not loaded: the module records the
+    /// source's `__global__` kernels, which run through their CPU implementations.
     pub fn from_cuda_source(
         ctx: &crate::Context,
         source: &str,
         options: &[&str],
     ) -> Result<crate::Module> {
+        if let Some(module) = crate::Module::cpu_from_cuda_source(ctx, source) {
+            return Ok(module);
+        }
         let mut options: Vec<String> = options.iter().map(|o| (*o).to_owned()).collect();
         let has_arch = options
             .iter()

@@ -166,7 +166,7 @@ pub(crate) fn load_from(paths: &[String]) -> Result<Driver> {
             Err(e) => {
                 tried.push(LibraryAttempt {
                     path: path.clone(),
-                    reason: e.to_string(),
+                    reason: loader_message(&e),
                 });
                 continue;
             }
@@ -185,14 +185,39 @@ pub(crate) fn load_from(paths: &[String]) -> Result<Driver> {
     Err(Error::DriverNotFound { tried })
 }
 
+/// The dynamic loader's own text for a failed open (libloading's `Display` says only
+/// "dlopen failed"; `dlerror`'s message, naming the file and the reason, is its source).
+fn loader_message(e: &libloading::Error) -> String {
+    match std::error::Error::source(e) {
+        Some(source) => source.to_string(),
+        None => e.to_string(),
+    }
+}
+
+/// The path [`DRIVER_PATH_ENV`] names, when it is set and not empty.
+pub(crate) fn override_path() -> Option<String> {
+    std::env::var(DRIVER_PATH_ENV)
+        .ok()
+        .filter(|path| !path.is_empty())
+}
+
 static DRIVER: OnceLock<Result<Driver>> = OnceLock::new();
 
 /// The process's driver table, loaded on first use. A failure is cached and returned again.
 pub(crate) fn driver() -> Result<&'static Driver> {
     DRIVER
         .get_or_init(|| {
-            let override_path = std::env::var(DRIVER_PATH_ENV).ok();
-            load_from(&candidate_paths(override_path.as_deref()))
+            let override_path = override_path();
+            load_from(&candidate_paths(override_path.as_deref())).map_err(|e| match e {
+                // Say where the one path tried came from.
+                Error::DriverNotFound { mut tried } if override_path.is_some() => {
+                    for attempt in &mut tried {
+                        attempt.reason = format!("named by {DRIVER_PATH_ENV}: {}", attempt.reason);
+                    }
+                    Error::DriverNotFound { tried }
+                }
+                other => other,
+            })
         })
         .as_ref()
         .map_err(Clone::clone)

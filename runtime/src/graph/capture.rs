@@ -11,6 +11,18 @@ use crate::stream::{Stream, StreamBackend};
 use crate::sys::{self, CUstreamCaptureMode, CUstreamCaptureStatus};
 
 /// How a capture restricts CUDA calls that are unsafe during capture (`CUstreamCaptureMode`).
+///
+/// ```
+/// use gpu_pipeline::{CaptureMode, Context, DeviceBuffer, Stream};
+/// let ctx = Context::cpu();
+/// let stream = Stream::new(&ctx)?;
+/// let mut data = DeviceBuffer::<u32>::zeros(&stream, 8)?;
+/// // The closure form ends the capture even when the closure fails.
+/// let graph = stream.capture(CaptureMode::ThreadLocal, |s| s.memset_u32(&mut data, 5))?;
+/// graph.instantiate()?.launch(&stream)?;
+/// assert_eq!(data.to_vec(&stream)?, [5; 8]);
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum CaptureMode {
     /// Unsafe calls from any thread fail while this capture is active (CUDA's default).
@@ -33,6 +45,18 @@ impl CaptureMode {
 }
 
 /// A stream's capture state (`CUstreamCaptureStatus`).
+///
+/// ```
+/// use gpu_pipeline::{CaptureMode, CaptureStatus, Context, Stream};
+/// let ctx = Context::cpu();
+/// let stream = Stream::new(&ctx)?;
+/// assert_eq!(stream.capture_status()?, CaptureStatus::None);
+/// stream.capture(CaptureMode::Global, |s| {
+///     assert!(matches!(s.capture_status()?, CaptureStatus::Active { .. }));
+///     Ok(())
+/// })?;
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CaptureStatus {
     /// Not capturing.

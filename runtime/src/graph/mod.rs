@@ -6,7 +6,7 @@
 //! itself, so nothing a launch can touch is freed while the executable graph lives. Each
 //! launch makes the host wait for it before it touches pinned memory the graph copies, and a
 //! launch, which borrows nothing, refuses to run while a host slice
-//! ([`HostSlice`](crate::HostSlice)) of pinned or managed memory it touches is alive. The
+//! ([`HostView`](crate::HostView)) of pinned or managed memory it touches is alive. The
 //! rules live with each backend (`cuda/graph.rs`; `cpu/graph.rs` and `cpu/memory.rs`).
 //!
 //! On the CPU backend a graph is the engine's recording: nodes are numbered in capture order,
@@ -611,7 +611,7 @@ impl GraphExec {
     /// the graph copies only after this launch completes (the buffers wait on their own).
     ///
     /// A launch borrows none of the memory the graph touches, so it fails while a host slice
-    /// ([`HostSlice`](crate::HostSlice), from `as_slice` / `as_mut_slice`) of pinned or
+    /// ([`HostView`](crate::HostView), from `as_slice` / `as_mut_slice`) of pinned or
     /// managed memory the graph touches is alive: drop the slice before launching.
     pub fn launch(&self, stream: &Stream) -> Result<()> {
         const CALL: &str = "GraphExec::launch";

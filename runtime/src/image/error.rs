@@ -4,6 +4,12 @@
 use std::fmt;
 
 /// The kind of image a check read.
+///
+/// ```
+/// use gpu_pipeline::image::{ImageFormat, check_ptx};
+/// let err = check_ptx("").unwrap_err();
+/// assert_eq!(err.format, ImageFormat::Ptx);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ImageFormat {

@@ -4,6 +4,13 @@
 use std::fmt;
 
 /// Three dimensions of a grid or a block. `Dim3::from(n)` is `(n, 1, 1)`.
+///
+/// ```
+/// use gpu_pipeline::Dim3;
+/// assert_eq!(Dim3::from(8), Dim3::new(8, 1, 1));
+/// assert_eq!(Dim3::from((4, 2)).volume(), 8);
+/// assert_eq!(Dim3::x(3).to_string(), "(3, 1, 1)");
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Dim3 {
     /// Extent along x.
@@ -67,6 +74,15 @@ impl fmt::Display for Dim3 {
 
 /// How a kernel is launched: grid and block dimensions and the bytes of dynamic shared
 /// memory per block (what `extern __shared__` arrays get).
+///
+/// ```
+/// use gpu_pipeline::{Dim3, LaunchConfig};
+/// let tiles = LaunchConfig::new((64, 64), (16, 16)).with_shared_mem(2 * 16 * 16 * 4);
+/// assert_eq!(tiles.grid, Dim3::new(64, 64, 1));
+/// assert_eq!(tiles.block.volume(), 256);
+/// assert_eq!(tiles.shared_mem_bytes, 2048);
+/// assert_eq!(LaunchConfig::for_elements(1000, 256).grid, Dim3::x(4));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct LaunchConfig {
     /// Blocks in the grid.

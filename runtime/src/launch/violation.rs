@@ -5,6 +5,30 @@ use std::fmt;
 
 /// A launch refused because a buffer is shorter than its declared bound, or because the
 /// bound could not be computed ([`Error::KernelBound`](crate::Error::KernelBound)).
+///
+/// ```
+/// use gpu_pipeline::{Bound, BoundProblem, Bounds, Context, CpuKernel, DeviceBuffer, Module, Stream};
+/// let ctx = Context::cpu();
+/// let ptx = ".version 8.0\n.target sm_75\n.address_size 64\n.visible .entry fill(.param .u32 n, .param .u64 y)\n{\n\tret;\n}\n";
+/// let module = Module::load_ptx(&ctx, ptx)?.named("fill");
+/// fn fill(n: u32, y: &mut [f32]) {
+///     y[..n as usize].fill(1.0);
+/// }
+/// // SAFETY: `fill(n, y)` writes `y[i]` only for `i < n`, the bound declared here.
+/// let kernel = unsafe {
+///     module.function("fill")?.typed_with_bounds::<(u32, &'static mut [f32])>(
+///         Bounds::new().names(&["n", "y"]).buffer(1, Bound::param(0)),
+///     )?
+/// }
+/// .with_cpu(CpuKernel::new(fill));
+/// let stream = Stream::new(&ctx)?;
+/// let mut y = DeviceBuffer::<f32>::zeros(&stream, 4)?;
+/// let err = kernel.check_bounds(&(5u32, &mut y)).unwrap_err();
+/// let violation = err.kernel_bound().expect("a bound refusal");
+/// assert_eq!(violation.buffer, "y");
+/// assert_eq!(violation.problem, BoundProblem::TooShort { bound: 5, len: 4 });
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BoundViolation {
     /// The kernel's name.

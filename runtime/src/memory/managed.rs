@@ -8,7 +8,7 @@ use bytemuck::Pod;
 
 use super::alloc::{DeviceAlloc, DeviceMemory};
 use super::check;
-use super::slice::{HostSlice, HostSliceMut};
+use super::slice::{HostView, HostViewMut};
 use super::view::{
     self, DeviceDest, DeviceRegion, DeviceSource, DeviceView, DeviceViewMut, sealed,
 };
@@ -56,7 +56,7 @@ impl AttachScope {
 /// memory while *any* kernel runs faults, which no borrow can prevent. On such devices the
 /// host-side methods return [`Error::Unsupported`].
 ///
-/// The host slices are guards ([`HostSlice`], [`HostSliceMut`]): a graph launch, which
+/// The host slices are guards ([`HostView`], [`HostViewMut`]): a graph launch, which
 /// borrows nothing, refuses to run while one of memory it touches is alive.
 ///
 /// On the CPU backend the memory is an ordinary heap allocation; the host waits for the work
@@ -156,7 +156,7 @@ impl<T: Pod> ManagedBuffer<T> {
 
     /// The elements, after synchronizing the context (all work on every stream of it). While
     /// the guard lives, launching a graph that touches this buffer fails.
-    pub fn as_slice(&self) -> Result<HostSlice<'_, T>> {
+    pub fn as_slice(&self) -> Result<HostView<'_, T>> {
         const CALL: &str = "ManagedBuffer::as_slice";
         Ok(match &self.alloc.memory {
             DeviceMemory::Cuda(m) => m.host_slice(CALL, 0, self.len)?.into(),
@@ -166,7 +166,7 @@ impl<T: Pod> ManagedBuffer<T> {
 
     /// The elements, mutably, after synchronizing the context. While the guard lives,
     /// launching a graph that touches this buffer fails.
-    pub fn as_mut_slice(&mut self) -> Result<HostSliceMut<'_, T>> {
+    pub fn as_mut_slice(&mut self) -> Result<HostViewMut<'_, T>> {
         const CALL: &str = "ManagedBuffer::as_mut_slice";
         Ok(match &self.alloc.memory {
             DeviceMemory::Cuda(m) => m.host_slice_mut(CALL, 0, self.len)?.into(),

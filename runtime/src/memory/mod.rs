@@ -4,8 +4,8 @@
 //! | type | memory | host access |
 //! | --- | --- | --- |
 //! | [`DeviceBuffer`] | device (`cuMemAlloc`, or stream-ordered from a [`MemoryPool`]) | none; copy through a [`PinnedBuffer`] |
-//! | [`PinnedBuffer`] | page-locked host (allocated, or a `Vec` registered in place) | [`PinnedBuffer::as_slice`] ([`HostSlice`]) after its fences |
-//! | [`ManagedBuffer`] | managed (unified) | [`ManagedBuffer::as_slice`] ([`HostSlice`]) after a context synchronize |
+//! | [`PinnedBuffer`] | page-locked host (allocated, or a `Vec` registered in place) | [`PinnedBuffer::as_slice`] ([`HostView`]) after its fences |
+//! | [`ManagedBuffer`] | managed (unified) | [`ManagedBuffer::as_slice`] ([`HostView`]) after a context synchronize |
 //! | [`FlagCell`] | one mapped host word | atomics, any time |
 //!
 //! Copies and memsets are [`Stream`](crate::Stream) methods (`copy_htod`, `copy_dtoh`,
@@ -33,7 +33,8 @@ pub use flag::{FlagCell, FlagWord};
 pub use managed::{AttachScope, ManagedBuffer};
 pub use pinned::{PinnedBuffer, RegisterError};
 pub use pool::MemoryPool;
-pub use slice::{HostSlice, HostSliceMut};
+#[allow(deprecated)]
+pub use slice::{HostSlice, HostSliceMut, HostView, HostViewMut};
 pub use view::{
     DeviceDest, DeviceSource, DeviceView, DeviceViewMut, PinnedDest, PinnedSource, PinnedView,
     PinnedViewMut,

@@ -7,7 +7,7 @@ use bytemuck::Pod;
 
 use super::alloc::{PinnedAlloc, PinnedMemory};
 use super::check;
-use super::slice::{HostSlice, HostSliceMut};
+use super::slice::{HostView, HostViewMut};
 use super::view::{
     self, PinnedDest, PinnedRegion, PinnedSource, PinnedView, PinnedViewMut, sealed,
 };
@@ -22,7 +22,7 @@ use crate::error::{Error, Result};
 /// stream). The host reaches the elements only through [`as_slice`](Self::as_slice) and
 /// [`as_mut_slice`](Self::as_mut_slice), which first wait for every fence, and device work
 /// that writes the buffer needs `&mut` of it for the enqueue, so no host slice is alive
-/// then. The slices are guards ([`HostSlice`], [`HostSliceMut`]): a graph launch, which
+/// then. The slices are guards ([`HostView`], [`HostViewMut`]): a graph launch, which
 /// borrows nothing, refuses to run while one of memory it touches is alive. Dropping the
 /// buffer waits for the fences before freeing.
 ///
@@ -194,7 +194,7 @@ impl<T: Pod> PinnedBuffer<T> {
     /// The elements, after waiting for every pending piece of work that touches them
     /// (see [`synchronize`](Self::synchronize)). While the guard lives, launching a graph
     /// that copies to or from this buffer fails.
-    pub fn as_slice(&self) -> Result<HostSlice<'_, T>> {
+    pub fn as_slice(&self) -> Result<HostView<'_, T>> {
         const CALL: &str = "PinnedBuffer::as_slice";
         Ok(match &self.alloc.memory {
             PinnedMemory::Cuda(m) => m.host_slice(CALL, 0, self.len)?.into(),
@@ -204,7 +204,7 @@ impl<T: Pod> PinnedBuffer<T> {
 
     /// The elements, mutably, after waiting for every pending piece of work that touches
     /// them. While the guard lives, launching a graph that touches this buffer fails.
-    pub fn as_mut_slice(&mut self) -> Result<HostSliceMut<'_, T>> {
+    pub fn as_mut_slice(&mut self) -> Result<HostViewMut<'_, T>> {
         const CALL: &str = "PinnedBuffer::as_mut_slice";
         Ok(match &self.alloc.memory {
             PinnedMemory::Cuda(m) => m.host_slice_mut(CALL, 0, self.len)?.into(),

@@ -153,7 +153,7 @@ impl Stream {
     /// order from the device's current pool (`cuMemAllocAsync`).
     ///
     /// The memory is valid for work enqueued on this stream from now on; work on another
-    /// stream must first wait for this one (e.g. [`Stream::wait`]), as for any data this
+    /// stream must first wait for this one (e.g. [`Stream::join`]), as for any data this
     /// stream produces. Free it without waiting with [`Stream::free_async`] (see the
     /// [free rule](crate::FreeMode)); dropping it synchronizes the context instead.
     /// Not available during a capture (the graph would own the allocation).

@@ -1,5 +1,11 @@
-//! Host slices of pinned and managed memory: guards that count themselves in the allocation
-//! (and, on the CPU backend, hold its lock).
+//! Host views of pinned and managed memory: guards that count themselves in the allocation
+//! (and, on the CPU backend, hold its lock), and deref to the slice of elements.
+//!
+//! They are views, not slices: a view is not itself an iterator (`view.iter().zip(..)`, or
+//! `for x in &view`), and while it lives it borrows its buffer, so a step that writes the
+//! buffer cannot start until it is dropped. Copy the elements out (`to_vec`) or end the
+//! view's scope before the next step. (Earlier versions called them `HostSlice` and
+//! `HostSliceMut`; those names remain as deprecated aliases.)
 //!
 //! A graph launch borrows nothing (it replays copies and kernels captured long before), so
 //! the borrow checker alone cannot keep it from writing memory the host is reading. The
@@ -17,10 +23,27 @@ use crate::cpu;
 use crate::cuda;
 
 /// The elements of a [`PinnedBuffer`](crate::PinnedBuffer) or
-/// [`ManagedBuffer`](crate::ManagedBuffer), readable by the host: derefs to `[T]`. Taken
-/// after the work that touches the memory has completed; while it lives, launching a graph
-/// that touches the memory fails.
-pub struct HostSlice<'a, T: Pod> {
+/// [`ManagedBuffer`](crate::ManagedBuffer), readable by the host: a guard that derefs to
+/// `[T]`. Taken after the work that touches the memory has completed; while it lives,
+/// launching a graph that touches the memory fails.
+///
+/// ```
+/// use gpu_pipeline::{Context, PinnedBuffer};
+/// let ctx = Context::cpu();
+/// let buf = PinnedBuffer::from_slice(&ctx, &[1.0f32, 2.0, 3.0])?;
+/// let view = buf.as_slice()?;
+/// // Slice methods through `Deref`, iteration through `&view`.
+/// let dot: f32 = view.iter().zip([4.0, 5.0, 6.0]).map(|(a, b)| a * b).sum();
+/// assert_eq!(dot, 32.0);
+/// let mut sum = 0.0;
+/// for x in &view {
+///     sum += x;
+/// }
+/// assert_eq!(sum, 6.0);
+/// assert_eq!(view, [1.0, 2.0, 3.0]);
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
+pub struct HostView<'a, T: Pod> {
     inner: SliceOf<'a, T>,
 }
 
@@ -30,9 +53,25 @@ enum SliceOf<'a, T> {
 }
 
 /// The elements of a [`PinnedBuffer`](crate::PinnedBuffer) or
-/// [`ManagedBuffer`](crate::ManagedBuffer), writable by the host: derefs to `&mut [T]`.
-/// Like [`HostSlice`], it makes graph launches touching the memory fail while it lives.
-pub struct HostSliceMut<'a, T: Pod> {
+/// [`ManagedBuffer`](crate::ManagedBuffer), writable by the host: a guard that derefs to
+/// `&mut [T]`. Like [`HostView`], it makes graph launches touching the memory fail while it
+/// lives.
+///
+/// ```
+/// use gpu_pipeline::{Context, PinnedBuffer};
+/// let ctx = Context::cpu();
+/// let mut buf = PinnedBuffer::<u32>::zeros(&ctx, 4)?;
+/// let mut view = buf.as_mut_slice()?;
+/// for (i, x) in (&mut view).into_iter().enumerate() {
+///     *x = i as u32 * 10;
+/// }
+/// let total: u32 = (&view).into_iter().sum();
+/// assert_eq!(total, 60);
+/// drop(view); // ends the borrow of `buf`
+/// assert_eq!(buf.to_vec()?, [0, 10, 20, 30]);
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
+pub struct HostViewMut<'a, T: Pod> {
     inner: SliceMutOf<'a, T>,
 }
 
@@ -41,39 +80,39 @@ enum SliceMutOf<'a, T> {
     Cpu(cpu::HostSliceMut<'a, T>),
 }
 
-impl<'a, T: Pod> From<cuda::HostSlice<'a, T>> for HostSlice<'a, T> {
+impl<'a, T: Pod> From<cuda::HostSlice<'a, T>> for HostView<'a, T> {
     fn from(slice: cuda::HostSlice<'a, T>) -> Self {
-        HostSlice {
+        HostView {
             inner: SliceOf::Cuda(slice),
         }
     }
 }
 
-impl<'a, T: Pod> From<cpu::HostSlice<'a, T>> for HostSlice<'a, T> {
+impl<'a, T: Pod> From<cpu::HostSlice<'a, T>> for HostView<'a, T> {
     fn from(slice: cpu::HostSlice<'a, T>) -> Self {
-        HostSlice {
+        HostView {
             inner: SliceOf::Cpu(slice),
         }
     }
 }
 
-impl<'a, T: Pod> From<cuda::HostSliceMut<'a, T>> for HostSliceMut<'a, T> {
+impl<'a, T: Pod> From<cuda::HostSliceMut<'a, T>> for HostViewMut<'a, T> {
     fn from(slice: cuda::HostSliceMut<'a, T>) -> Self {
-        HostSliceMut {
+        HostViewMut {
             inner: SliceMutOf::Cuda(slice),
         }
     }
 }
 
-impl<'a, T: Pod> From<cpu::HostSliceMut<'a, T>> for HostSliceMut<'a, T> {
+impl<'a, T: Pod> From<cpu::HostSliceMut<'a, T>> for HostViewMut<'a, T> {
     fn from(slice: cpu::HostSliceMut<'a, T>) -> Self {
-        HostSliceMut {
+        HostViewMut {
             inner: SliceMutOf::Cpu(slice),
         }
     }
 }
 
-impl<T: Pod> HostSlice<'_, T> {
+impl<T: Pod> HostView<'_, T> {
     fn slice(&self) -> &[T] {
         match &self.inner {
             SliceOf::Cuda(s) => s.get(),
@@ -82,7 +121,7 @@ impl<T: Pod> HostSlice<'_, T> {
     }
 }
 
-impl<T: Pod> HostSliceMut<'_, T> {
+impl<T: Pod> HostViewMut<'_, T> {
     fn slice(&self) -> &[T] {
         match &self.inner {
             SliceMutOf::Cuda(s) => s.get(),
@@ -98,45 +137,45 @@ impl<T: Pod> HostSliceMut<'_, T> {
     }
 }
 
-impl<T: Pod> Deref for HostSlice<'_, T> {
+impl<T: Pod> Deref for HostView<'_, T> {
     type Target = [T];
     fn deref(&self) -> &[T] {
         self.slice()
     }
 }
 
-impl<T: Pod> Deref for HostSliceMut<'_, T> {
+impl<T: Pod> Deref for HostViewMut<'_, T> {
     type Target = [T];
     fn deref(&self) -> &[T] {
         self.slice()
     }
 }
 
-impl<T: Pod> DerefMut for HostSliceMut<'_, T> {
+impl<T: Pod> DerefMut for HostViewMut<'_, T> {
     fn deref_mut(&mut self) -> &mut [T] {
         self.slice_mut()
     }
 }
 
-impl<T: Pod> AsRef<[T]> for HostSlice<'_, T> {
+impl<T: Pod> AsRef<[T]> for HostView<'_, T> {
     fn as_ref(&self) -> &[T] {
         self.slice()
     }
 }
 
-impl<T: Pod> AsRef<[T]> for HostSliceMut<'_, T> {
+impl<T: Pod> AsRef<[T]> for HostViewMut<'_, T> {
     fn as_ref(&self) -> &[T] {
         self.slice()
     }
 }
 
-impl<T: Pod> AsMut<[T]> for HostSliceMut<'_, T> {
+impl<T: Pod> AsMut<[T]> for HostViewMut<'_, T> {
     fn as_mut(&mut self) -> &mut [T] {
         self.slice_mut()
     }
 }
 
-impl<'s, T: Pod> IntoIterator for &'s HostSlice<'_, T> {
+impl<'s, T: Pod> IntoIterator for &'s HostView<'_, T> {
     type Item = &'s T;
     type IntoIter = std::slice::Iter<'s, T>;
     fn into_iter(self) -> Self::IntoIter {
@@ -144,7 +183,15 @@ impl<'s, T: Pod> IntoIterator for &'s HostSlice<'_, T> {
     }
 }
 
-impl<'s, T: Pod> IntoIterator for &'s mut HostSliceMut<'_, T> {
+impl<'s, T: Pod> IntoIterator for &'s HostViewMut<'_, T> {
+    type Item = &'s T;
+    type IntoIter = std::slice::Iter<'s, T>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.slice().iter()
+    }
+}
+
+impl<'s, T: Pod> IntoIterator for &'s mut HostViewMut<'_, T> {
     type Item = &'s mut T;
     type IntoIter = std::slice::IterMut<'s, T>;
     fn into_iter(self) -> Self::IntoIter {
@@ -152,13 +199,13 @@ impl<'s, T: Pod> IntoIterator for &'s mut HostSliceMut<'_, T> {
     }
 }
 
-impl<T: Pod + fmt::Debug> fmt::Debug for HostSlice<'_, T> {
+impl<T: Pod + fmt::Debug> fmt::Debug for HostView<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.slice().fmt(f)
     }
 }
 
-impl<T: Pod + fmt::Debug> fmt::Debug for HostSliceMut<'_, T> {
+impl<T: Pod + fmt::Debug> fmt::Debug for HostViewMut<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.slice().fmt(f)
     }
@@ -191,4 +238,16 @@ macro_rules! compare {
     )*};
 }
 
-compare!(HostSlice, HostSliceMut);
+compare!(HostView, HostViewMut);
+
+/// [`HostView`] under its earlier name.
+#[deprecated(
+    since = "0.1.0",
+    note = "renamed `HostView`: a guard that derefs to a slice, not a slice (iterate with \
+            `.iter()` or `for x in &view`)"
+)]
+pub type HostSlice<'a, T> = HostView<'a, T>;
+
+/// [`HostViewMut`] under its earlier name.
+#[deprecated(since = "0.1.0", note = "renamed `HostViewMut`")]
+pub type HostSliceMut<'a, T> = HostViewMut<'a, T>;

@@ -20,6 +20,10 @@ use crate::error::{Error, Result};
 use crate::launch::config::{Dim3, LaunchLimits};
 use crate::sys;
 
+mod params;
+
+pub(crate) use params::{EntryParams, describe_declared, describe_image};
+
 /// A function attribute id (`CUfunction_attribute`).
 pub use crate::sys::CUfunction_attribute as FunctionAttribute;
 
@@ -66,6 +70,9 @@ struct ModuleInfo {
     /// Whether any kernel name is accepted on the CPU backend (cubin and fatbin images,
     /// whose kernels are not read there).
     any_name: bool,
+    /// Each kernel's parameter list as the image declares it (PTX only; empty otherwise),
+    /// which typed declarations are checked against on both backends.
+    params: Vec<EntryParams>,
     /// The device's launch limits, read once at load.
     limits: DeviceLimits,
 }
@@ -94,6 +101,8 @@ enum ImageKind {
     Ptx,
     Cubin,
     Fatbin,
+    /// CUDA C source, not compiled on the CPU backend.
+    CudaSource,
 }
 
 impl ImageKind {
@@ -102,6 +111,7 @@ impl ImageKind {
             ImageKind::Ptx => "<PTX module>",
             ImageKind::Cubin => "<cubin module>",
             ImageKind::Fatbin => "<fatbin module>",
+            ImageKind::CudaSource => "<CUDA C module>",
         }
     }
 }
@@ -129,7 +139,25 @@ impl Module {
                 format!("the PTX text contains a NUL byte at {}", e.nul_position()),
             )
         })?;
-        Module::load(ctx, cuda::ModuleImage::Ptx(&text), ImageKind::Ptx, entries)
+        let module = Module::load(ctx, cuda::ModuleImage::Ptx(&text), ImageKind::Ptx, entries)?;
+        Ok(module.with_params(params::entry_params(ptx)))
+    }
+
+    /// Records the image's parameter lists (a module is not shared yet when this runs).
+    fn with_params(mut self, params: Vec<EntryParams>) -> Module {
+        if let Some(info) = Arc::get_mut(&mut self.info) {
+            info.params = params;
+        }
+        self
+    }
+
+    /// The parameter list the image declares for `kernel`, when it was read (PTX images).
+    pub(crate) fn image_params(&self, kernel: &str) -> Option<&[params::PtxParam]> {
+        self.info
+            .params
+            .iter()
+            .find(|e| e.kernel == kernel)
+            .and_then(|e| e.params.as_deref())
     }
 
     /// Loads a cubin (an ELF image compiled for the device's architecture, e.g. by
@@ -162,6 +190,29 @@ impl Module {
         )
     }
 
+    /// A module of CUDA C `source` on the CPU backend, where nothing is compiled (so no NVRTC
+    /// or CUDA toolkit is needed): it records the `__global__` kernels the source defines, so
+    /// asking for another is the usual error, and its kernels run through their CPU
+    /// implementations. On CUDA the source must be compiled: `None`.
+    pub(crate) fn cpu_from_cuda_source(ctx: &Context, source: &str) -> Option<Module> {
+        if !matches!(ctx.kind(), ContextBackend::Cpu(_)) {
+            return None;
+        }
+        let entries = params::global_names(source);
+        Some(Module {
+            ctx: ctx.clone(),
+            backend: ModuleBackend::Cpu(Arc::new(CpuModule)),
+            info: Arc::new(ModuleInfo {
+                // A source whose kernels we could not find accepts any name, as a cubin does.
+                any_name: entries.is_empty(),
+                entries,
+                params: Vec::new(),
+                limits: CPU_DEVICE_LIMITS,
+            }),
+            name: Arc::from(ImageKind::CudaSource.default_name()),
+        })
+    }
+
     fn load(
         ctx: &Context,
         image: cuda::ModuleImage<'_>,
@@ -185,6 +236,7 @@ impl Module {
             info: Arc::new(ModuleInfo {
                 any_name: kind != ImageKind::Ptx,
                 entries,
+                params: Vec::new(),
                 limits,
             }),
             name: Arc::from(kind.default_name()),
@@ -333,7 +385,29 @@ impl std::fmt::Debug for Module {
 ///
 /// Launching needs the kernel's parameter types, which the driver cannot check: declare
 /// them once with [`Kernel::typed`] and launch the [`TypedKernel`](crate::TypedKernel)
-/// safely, or use the unsafe [`Kernel::launch`].
+/// safely, or use the unsafe [`Kernel::launch`]. On the CPU backend the launch runs the
+/// CPU implementation attached with [`TypedKernel::with_cpu`](crate::TypedKernel::with_cpu).
+///
+/// ```
+/// use gpu_pipeline::{Context, CpuKernel, DeviceBuffer, LaunchConfig, Module, Stream};
+/// let ctx = Context::cpu();
+/// let ptx = ".version 8.0\n.target sm_75\n.address_size 64\n.visible .entry scale(.param .u32 n, .param .f32 f, .param .u64 x)\n{\n\tret;\n}\n";
+/// let module = Module::load_ptx(&ctx, ptx)?.named("scale");
+/// let kernel = module.function("scale")?;
+/// assert_eq!(kernel.name(), "scale");
+/// // SAFETY: `scale(n, f, x)` multiplies `x[i]` by `f` for `i < n` only, and `x` is
+/// // passed with `n` elements below.
+/// let scale = unsafe { kernel.typed::<(u32, f32, &'static mut [f32])>()? };
+/// fn scale_on_cpu(n: u32, f: f32, x: &mut [f32]) {
+///     x[..n as usize].iter_mut().for_each(|v| *v *= f);
+/// }
+/// let scale = scale.with_cpu(CpuKernel::new(scale_on_cpu));
+/// let stream = Stream::new(&ctx)?;
+/// let mut x = DeviceBuffer::from_slice(&stream, &[1.0f32, 2.0])?;
+/// scale.launch(&stream, LaunchConfig::for_elements(2, 32), (2u32, 3.0f32, &mut x))?;
+/// assert_eq!(x.to_vec(&stream)?, [3.0, 6.0]);
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 #[derive(Clone)]
 pub struct Kernel {
     pub(crate) inner: Arc<KernelInner>,

@@ -397,7 +397,7 @@ mod tests {
         assert_eq!(
             twice.to_string(),
             "pipeline `P`: a step failed (no stage named: fault tracking is off, or every stage \
-             had completed)"
+             had completed): x: y"
         );
         assert_eq!(
             twice.report().to_string(),

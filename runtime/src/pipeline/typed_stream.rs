@@ -258,6 +258,15 @@ impl<M> TypedStream<'_, M> {
     }
 
     /// Not in a pipeline step: see the compile error.
+    pub fn join(&self, other: &Stream) -> Result<()>
+    where
+        Self: NoForeignEvent,
+    {
+        let _ = other;
+        Err(not_capturable("join"))
+    }
+
+    /// Not in a pipeline step: see the compile error.
     pub fn record(&self) -> Result<Event>
     where
         Self: NoHandWiredEvent,

@@ -68,7 +68,7 @@ impl StreamFlags {
 /// let input = PinnedBuffer::from_slice(&ctx, &[1u32, 2, 3, 4])?;
 /// let mut field = DeviceBuffer::<u32>::alloc(&ctx, 4)?;
 /// upload.copy_htod(&input, &mut field)?;
-/// compute.wait(&upload)?; // later work on `compute` sees the upload
+/// compute.join(&upload)?; // later work on `compute` sees the upload
 /// let mut output = PinnedBuffer::<u32>::zeros(&ctx, 4)?;
 /// compute.copy_dtoh(&field, &mut output)?;
 /// assert_eq!(output.as_slice()?, [1, 2, 3, 4]); // waits for the copy
@@ -77,7 +77,7 @@ impl StreamFlags {
 pub struct Stream {
     ctx: Context,
     backend: StreamBackend,
-    /// A reusable event for [`Stream::wait`]: re-recording is fine, since a wait captures the
+    /// A reusable event for [`Stream::join`]: re-recording is fine, since a wait captures the
     /// event's state at the time it is enqueued.
     join_event: OnceLock<Event>,
     /// What keeps a borrowed handle alive, when the stream came from another library's
@@ -289,9 +289,21 @@ impl Stream {
         }
     }
 
-    /// Makes later work on this stream wait for all work enqueued on `other` so far.
-    pub fn wait(&self, other: &Stream) -> Result<()> {
-        const CALL: &str = "Stream::wait";
+    /// Makes later work on this stream wait for all work enqueued on `other` so far (cudarc's
+    /// `CudaStream::join`).
+    ///
+    /// ```
+    /// use gpu_pipeline::{Context, DeviceBuffer, Stream};
+    /// let ctx = Context::cpu();
+    /// let (upload, compute) = (Stream::new(&ctx)?, Stream::new(&ctx)?);
+    /// let mut data = DeviceBuffer::from_slice(&upload, &[1u32, 2, 3])?;
+    /// compute.join(&upload)?; // `compute` now sees the upload
+    /// compute.memset_u32(&mut data, 7)?;
+    /// assert_eq!(data.to_vec(&compute)?, [7, 7, 7]);
+    /// # Ok::<(), gpu_pipeline::Error>(())
+    /// ```
+    pub fn join(&self, other: &Stream) -> Result<()> {
+        const CALL: &str = "Stream::join";
         if let (StreamBackend::Cpu(s), StreamBackend::Cpu(o)) = (&self.backend, &other.backend) {
             self.same_machine(CALL, other.context())?;
             return Ok(s.wait_stream(o)?);
@@ -305,6 +317,19 @@ impl Stream {
         };
         other.record_into(event)?;
         self.wait_event(event)
+    }
+
+    /// [`Stream::join`] under its earlier name.
+    ///
+    /// Deprecated because cudarc, which many users come from, calls this `join` and uses
+    /// `wait` for an event (our [`Stream::wait_event`]); a later version may give `wait` that
+    /// meaning. See `docs/FROM_CUDARC.md`.
+    #[deprecated(
+        since = "0.1.0",
+        note = "renamed `join` (cudarc's name); to wait on an event, use `wait_event`"
+    )]
+    pub fn wait(&self, other: &Stream) -> Result<()> {
+        self.join(other)
     }
 
     /// Records a new event at the current end of this stream.

@@ -663,7 +663,7 @@ pub fn window_items(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             let read_doc = format!("The elements of `{name}`, as the last replay left them.");
             let read = quote! {
                 #[doc = #read_doc]
-                pub fn #name(&self) -> #rt::Result<#rt::HostSlice<'_, #elem>> {
+                pub fn #name(&self) -> #rt::Result<#rt::HostView<'_, #elem>> {
                     self.graph.params.#name.as_slice()
                 }
             };
@@ -678,7 +678,7 @@ pub fn window_items(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             quote! {
                 #read
                 #[doc = #write_doc]
-                pub fn #write(&mut self) -> #rt::Result<#rt::HostSliceMut<'_, #elem>> {
+                pub fn #write(&mut self) -> #rt::Result<#rt::HostViewMut<'_, #elem>> {
                     self.graph.params.#name.as_mut_slice()
                 }
             }

@@ -558,6 +558,8 @@ pub fn enqueue_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                     .and_then(|lanes| lanes.get(__instance.lane))
                     .ok_or_else(|| #rt::internal(#name, "a stage's stream was not created"))?;
                 let __refs: &[#rt::Ref] = &__instance.refs;
+                // `Pipeline/stage` in a profiler's timeline (NVTX), while one listens.
+                let __range = #rt::stage_range(__stream, #name, __instance.name);
                 let __result: #rt::Result<()> = (|| {
                     if __planned.fork && __mode.forks() {
                         #rt::Stream::wait_event(__stream, __fork)?;
@@ -582,6 +584,7 @@ pub fn enqueue_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                     }
                     ::core::result::Result::Ok(())
                 })();
+                drop(__range);
                 __result.map_err(|e| #rt::stage_error(#name, __instance.name, e))?;
                 __progress.mark(__stream, __instance.stream, __position as u32 + 1)?;
                 if let ::core::option::Option::Some(__e) = __planned.record {
