@@ -13,6 +13,7 @@ use std::ffi::c_uint;
 pub mod device_ring;
 pub mod mismatch;
 pub mod multi;
+pub mod segv;
 pub mod sync_policy;
 
 /// Whether this process runs under compute-sanitizer (it injects its collector library).

@@ -6,6 +6,9 @@
 //!
 //! Run on a machine with two GPUs:
 //! `cargo test -p tests --test gpu_comm_timeout -- --ignored --test-threads=1 --nocapture`
+//!
+//! With `GPU_PIPELINE_SEGV_BACKTRACE=1` (passed on to the workers) a worker that dies of
+//! SIGSEGV prints the faulting thread's backtrace to stderr first ([`tests::segv`]).
 
 use std::time::{Duration, Instant};
 
@@ -73,6 +76,7 @@ fn launch(test: &str, role: &str) {
 
 /// This worker's rank, context and (nonblocking, 5 s) communicator.
 fn open() -> (RankInfo, Context, Communicator) {
+    tests::segv::install_from_env();
     let me = RankInfo::from_env().expect("the launcher's variables");
     let ctx = Context::cuda(me.local_rank).expect("this rank's GPU");
     let comm = Communicator::from_env(&ctx).expect("the communicator");

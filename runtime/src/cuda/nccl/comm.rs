@@ -12,7 +12,7 @@ use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_void};
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Once, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use super::adapt;
@@ -255,6 +255,7 @@ impl CommHandle {
             AbortPlan::Nothing => {}
             AbortPlan::AfterCaptures => defer_abort(self.me.clone()),
             AbortPlan::Now => {
+                let _aborting = ABORTS.begin();
                 *alive = false;
                 self.failed.store(true, Ordering::Release);
                 let _ = self.bind("ncclCommAbort");
@@ -404,6 +405,102 @@ pub(crate) fn abort_deferred() {
     }
 }
 
+/// The aborts running now, process-wide: `ncclCommAbort` takes a while after it has told
+/// the kernels to stop (NCCL 2.28 joins its proxy threads, which poll every 500 ms, and
+/// waits for every graph that captured the communicator to be destroyed), and the host wait
+/// that the abort released returns long before. A process that exits in between tears the
+/// CUDA runtime (statically linked in libnccl) and NCCL's globals down under the aborting
+/// thread: the SIGSEGV at exit after a timeout on both ranks. Exit waits for them
+/// ([`wait_for_aborts_at_exit`]).
+pub(crate) struct InFlight {
+    running: Mutex<usize>,
+    idle: Condvar,
+}
+
+/// One abort in progress, from before its failure is recorded until `ncclCommAbort` returns.
+#[must_use = "the abort counts as running only while the guard lives"]
+pub(crate) struct Aborting<'a>(&'a InFlight);
+
+impl InFlight {
+    pub(crate) const fn new() -> InFlight {
+        InFlight {
+            running: Mutex::new(0),
+            idle: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, usize> {
+        // A count changed by one under the lock is never half updated.
+        self.running.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Counts an abort as running until the guard drops.
+    pub(crate) fn begin(&self) -> Aborting<'_> {
+        *self.lock() += 1;
+        Aborting(self)
+    }
+
+    /// How many aborts run now.
+    pub(crate) fn running(&self) -> usize {
+        *self.lock()
+    }
+
+    /// Waits until no abort runs, at most `limit`; whether none runs.
+    pub(crate) fn wait_idle(&self, limit: Duration) -> bool {
+        let running = self.lock();
+        let (running, _) = self
+            .idle
+            .wait_timeout_while(running, limit, |n| *n > 0)
+            .unwrap_or_else(PoisonError::into_inner);
+        *running == 0
+    }
+}
+
+impl Drop for Aborting<'_> {
+    fn drop(&mut self) {
+        let mut running = self.0.lock();
+        *running = running.saturating_sub(1);
+        if *running == 0 {
+            self.0.idle.notify_all();
+        }
+    }
+}
+
+/// Every `ncclCommAbort` of this process.
+pub(crate) static ABORTS: InFlight = InFlight::new();
+
+/// How long exit waits for aborts still running: NCCL's teardown takes a second or so; one
+/// that waits for a graph the program never destroys is given up on.
+const EXIT_WAIT: Duration = Duration::from_secs(30);
+
+extern "C" fn wait_at_exit() {
+    if !ABORTS.wait_idle(EXIT_WAIT) {
+        use std::io::Write;
+        // No panic may leave an exit handler: a failed write is ignored.
+        let _ = writeln!(
+            std::io::stderr(),
+            "gpu-pipeline: {} NCCL communicator abort(s) still running after {EXIT_WAIT:?} at \
+             exit (a graph that captured the communicator is still alive?); exiting anyway",
+            ABORTS.running()
+        );
+    }
+}
+
+/// Makes the process's exit wait for the aborts still running ([`InFlight`]); registered
+/// once, after the first communicator is created.
+fn wait_for_aborts_at_exit() {
+    static REGISTERED: Once = Once::new();
+    REGISTERED.call_once(|| {
+        // SAFETY: `wait_at_exit` is a plain `extern "C" fn()` that never unwinds (it waits on
+        // a condvar and ignores a failed write) and touches only a static. A failed
+        // registration (out of memory) only loses the wait.
+        let code = unsafe { nix::libc::atexit(wait_at_exit) };
+        if code != 0 {
+            tracing::warn!("could not make exit wait for NCCL aborts (atexit failed)");
+        }
+    });
+}
+
 impl Drop for CommHandle {
     fn drop(&mut self) {
         let alive = std::mem::take(self.alive.get_mut().unwrap_or_else(PoisonError::into_inner));
@@ -433,6 +530,7 @@ impl Drop for CommHandle {
             }
         } else {
             // A broken communicator may never finish its work: abort rather than wait.
+            let _aborting = ABORTS.begin();
             // SAFETY: a live communicator, aborted once; nothing uses it afterwards.
             let code = unsafe { (n.ncclCommAbort)(self.raw) };
             tracing::warn!(
@@ -593,6 +691,9 @@ impl Communicator {
         // A nonblocking init returns `ncclInProgress` until every rank has joined: wait for
         // it within the deadline (a missed one aborts the handle, and dropping it is safe).
         handle.with_raw(call, |raw| handle.settle(call, raw, code))?;
+        // After NCCL's own exit handlers are registered (at its first init), so ours runs
+        // before them.
+        wait_for_aborts_at_exit();
         let comm = Communicator {
             handle,
             rank,
@@ -943,6 +1044,34 @@ mod tests {
         assert_eq!(abort_plan(true, 3), AbortPlan::AfterCaptures);
         assert_eq!(abort_plan(false, 0), AbortPlan::Nothing);
         assert_eq!(abort_plan(false, 2), AbortPlan::Nothing);
+    }
+
+    #[test]
+    fn exit_waits_for_every_running_abort_and_no_longer_than_its_limit() {
+        let aborts = InFlight::new();
+        assert!(aborts.wait_idle(Duration::ZERO), "nothing runs at first");
+        let first = aborts.begin();
+        let second = aborts.begin();
+        assert_eq!(aborts.running(), 2);
+        let start = Instant::now();
+        assert!(
+            !aborts.wait_idle(Duration::from_millis(20)),
+            "two still run"
+        );
+        assert!(start.elapsed() >= Duration::from_millis(20));
+        drop(first);
+        assert!(!aborts.wait_idle(Duration::ZERO), "one still runs");
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                std::thread::sleep(Duration::from_millis(30));
+                drop(second);
+            });
+            // Woken when the last one ends, well before the limit.
+            let start = Instant::now();
+            assert!(aborts.wait_idle(Duration::from_secs(10)));
+            assert!(start.elapsed() < Duration::from_secs(5));
+        });
+        assert_eq!(aborts.running(), 0);
     }
 
     #[test]

@@ -232,6 +232,9 @@ impl Watchdog {
             drop(pending);
             for (handle, failure) in failed {
                 tracing::error!(failure = %failure, "aborting an NCCL communicator");
+                // Counted as running before the failure is visible: a thread that sees it
+                // (and the process exit after it) must find the abort not yet finished.
+                let _aborting = super::comm::ABORTS.begin();
                 handle.abort_state().record(failure);
                 handle.abort_now();
             }
