@@ -8,7 +8,7 @@ gpu_pipeline! {
         devices { gpu[2] }
         streams { main on gpu[0], work[2] on gpu[..] }
         unsafe kernels k = ptx("") {
-            fn scale(n: u32, data: &mut [f32]);
+            fn scale(n: u32, data: &mut [f32; n]);
         }
         params {
             n: u32,
