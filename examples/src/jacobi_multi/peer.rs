@@ -34,7 +34,7 @@ struct Grids {
 
 /// One pipeline per device count (see the module docs).
 macro_rules! peer_pipeline {
-    ($pipeline:ident, $params:ident, $solve:ident, $n:literal) => {
+    ($pipeline:ident, $params:ident, $solve:ident, $of:ident, $n:literal) => {
         gpu_pipeline! {
             /// Two Jacobi iterations (`a -> b -> a`) of every device's block, each device's
             /// edge rows stored into its neighbours' halos by its own kernel.
@@ -84,61 +84,45 @@ macro_rules! peer_pipeline {
             }
         }
 
+        /// The step's params over `g`.
+        fn $of(g: &mut Grids, nx: u32, (low, low_devices): (u32, usize)) -> $params<'_> {
+            let Grids {
+                a: [a_top, a_block, a_bot],
+                b: [b_top, b_block, b_bot],
+                norm,
+                ..
+            } = g;
+            $params {
+                nx,
+                low,
+                low_devices,
+                a_top,
+                a_block,
+                a_bot,
+                b_top,
+                b_block,
+                b_bot,
+                norm,
+            }
+        }
+
         /// The solve on `devices` (see [`solve`]).
         fn $solve(devices: &[Context], args: &JacobiMultiArgs) -> Result<Solved, BoxError> {
             let devices: &[Context; $n] = devices.try_into()?;
-            let (low, low_devices) = split(args.ny, $n);
+            let rows = split(args.ny, $n);
             let mut pipeline = $pipeline::new(devices)?;
             // One eager step: peer access and every kernel's first launch out of the clock.
             let mut g = upload(devices, args)?;
-            {
-                let Grids {
-                    a: [a_top, a_block, a_bot],
-                    b: [b_top, b_block, b_bot],
-                    norm,
-                    ..
-                } = &mut g;
-                pipeline
-                    .run($params {
-                        nx: args.nx,
-                        low,
-                        low_devices,
-                        a_top,
-                        a_block,
-                        a_bot,
-                        b_top,
-                        b_block,
-                        b_bot,
-                        norm,
-                    })?
-                    .wait()?;
-            }
+            pipeline.run($of(&mut g, args.nx, rows))?.wait()?;
             let mut g = upload(devices, args)?;
+            let origin = Stream::non_blocking(&devices[0])?;
             let replay_time = {
-                let Grids {
-                    streams,
-                    a: [a_top, a_block, a_bot],
-                    b: [b_top, b_block, b_bot],
-                    norm,
-                    ..
-                } = &mut g;
-                let mut graph = pipeline.capture($params {
-                    nx: args.nx,
-                    low,
-                    low_devices,
-                    a_top,
-                    a_block,
-                    a_bot,
-                    b_top,
-                    b_block,
-                    b_bot,
-                    norm,
-                })?;
+                let mut graph = pipeline.capture($of(&mut g, args.nx, rows))?;
                 if let Some(exec) = graph.exec() {
-                    exec.upload(&streams[0])?;
+                    exec.upload(&origin)?;
                 }
-                for stream in streams.iter() {
-                    stream.synchronize()?;
+                for d in devices.iter() {
+                    d.synchronize()?;
                 }
                 let start = Instant::now();
                 for _ in 0..args.iterations / 2 {
@@ -152,10 +136,10 @@ macro_rules! peer_pipeline {
     };
 }
 
-peer_pipeline!(JacobiPeer1, JacobiPeer1Params, solve_1, 1);
-peer_pipeline!(JacobiPeer2, JacobiPeer2Params, solve_2, 2);
-peer_pipeline!(JacobiPeer4, JacobiPeer4Params, solve_4, 4);
-peer_pipeline!(JacobiPeer8, JacobiPeer8Params, solve_8, 8);
+peer_pipeline!(JacobiPeer1, JacobiPeer1Params, solve_1, params_1, 1);
+peer_pipeline!(JacobiPeer2, JacobiPeer2Params, solve_2, params_2, 2);
+peer_pipeline!(JacobiPeer4, JacobiPeer4Params, solve_4, params_4, 4);
+peer_pipeline!(JacobiPeer8, JacobiPeer8Params, solve_8, params_8, 8);
 
 /// Solves the grid over `devices`, all driven by this process, the halos exchanged by the
 /// kernels' own stores into their neighbours' memory: the whole grid's rows and residual.
