@@ -23,7 +23,7 @@ mod device;
 mod mentions;
 
 pub use collective::{Comm, CommOp, Operand};
-pub use control::{Case, Comparison, Condition, Control, flatten};
+pub use control::{Case, Comparison, Condition, Control, StepCondition, flatten};
 pub use device::{Device, DeviceIndex, Devices, OnDevice};
 pub use mentions::{Mention, Use, mentions, token_mentions};
 

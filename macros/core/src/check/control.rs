@@ -192,10 +192,40 @@ fn expressions(cx: &Ctxt, scope: &Scope<'_>, control: &Control) {
         Some(Condition::Step(step)) => {
             value_expression(cx, scope, &step.modulus, word);
             value_expression(cx, scope, &step.remainder, word);
+            step_constants(cx, step);
         }
         None => {}
     }
     if let Some((_, max)) = control.max() {
         value_expression(cx, scope, max, "while ... max");
+    }
+}
+
+/// Rule: a constant `k` in `step % k == r` is at least 1, and a constant `r` is below it, so
+/// that the test can hold: `step % 0` has no value (it was refused only when the step ran), and
+/// `step % 4 == 4` never holds.
+fn step_constants(cx: &Ctxt, step: &ast::StepCondition) {
+    let modulus = crate::constant::value(&step.modulus);
+    if let Some(k) = modulus
+        && k < 1
+    {
+        cx.error_spanned_by(
+            &step.modulus,
+            format!(
+                "`step % {k}` has no value: the step counter is divided by `k`; write a `k` of 1 or more (`step % 2 == 0` for every other step)"
+            ),
+        );
+        return;
+    }
+    if let (Some(k), Some(r)) = (modulus, crate::constant::value(&step.remainder))
+        && !(0..k).contains(&r)
+    {
+        cx.error_spanned_by(
+            &step.remainder,
+            format!(
+                "`step % {k} == {r}` never holds: a remainder of `% {k}` is 0 to {}; write one of those",
+                k - 1
+            ),
+        );
     }
 }

@@ -93,6 +93,32 @@ pub(super) fn apart_in_one_statement(
     );
 }
 
+/// Rule: a copy between two ranges whose bounds are constants copies as many elements as the
+/// destination holds: the lengths must be equal (a copy of `f[0..4]` into `g[0..8]` was refused
+/// only when the step ran).
+pub(super) fn copy_lengths(cx: &Ctxt, src: &BufRef<'_>, dst: &BufRef<'_>) {
+    let length = |r: &BufRef<'_>| match constant_bounds(r)? {
+        (start, Some(end)) => Some(end - start),
+        _ => None,
+    };
+    let (Some(from), Some(to)) = (length(src), length(dst)) else {
+        return;
+    };
+    let (Some(rs), Some(rd)) = (src.range, dst.range) else {
+        return;
+    };
+    if from != to && from >= 0 && to >= 0 {
+        cx.error_between(
+            rs.span,
+            rd.span,
+            format!(
+                "`copy` from {from} elements into {to}: a copy's source and destination ranges have one length; make both ranges {} long",
+                from.min(to)
+            ),
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::shared_elements;

@@ -365,6 +365,7 @@ fn copy_statement(cx: &Ctxt, scope: &Scope<'_>, copy: &ast::Copy) {
         return;
     };
     let (src_ref, dst_ref) = (copy.src_ref.borrow(), copy.dst_ref.borrow());
+    super::ranges::copy_lengths(cx, &src_ref, &dst_ref);
     if copy.src == copy.dst && src_ref.is_subscripted() && dst_ref.is_subscripted() {
         super::ranges::apart_in_one_statement(cx, &src_ref, &dst_ref, &dst_ref);
     }

@@ -235,3 +235,23 @@ fn built_graphs_get_the_reduced_stage_edges() {
         [(stage(0), stage(1)), (stage(1), stage(2))]
     );
 }
+
+#[test]
+fn constant_step_tests_that_cannot_hold_are_errors() {
+    let source = |test: &str| {
+        format!(
+            "pub pipeline P {{ streams {{ main }} params {{ f: &DeviceBuffer<f32>, s: &mut PinnedBuffer<f32> }} stage save on main {{ if {test} {{ copy f -> s; }} }} }}"
+        )
+    };
+    crate::tests::assert_error(
+        &source("step % 0 == 0"),
+        "`step % 0` has no value: the step counter is divided by `k`; write a `k` of 1 or more (`step % 2 == 0` for every other step)",
+        "0",
+    );
+    crate::tests::assert_error(
+        &source("step % 4 == 4"),
+        "`step % 4 == 4` never holds: a remainder of `% 4` is 0 to 3; write one of those",
+        "4",
+    );
+    assert!(crate::tests::compile(&source("step % 4 == 3")).is_ok());
+}
