@@ -307,12 +307,21 @@ impl Condition {
             Test::Every {
                 ctx: owner,
                 modulus,
+                remainder,
                 ..
             } => {
                 if *modulus == 0 {
                     return Err(Error::invalid(
                         call,
                         "`Condition::every` needs a modulus of at least 1",
+                    ));
+                }
+                if remainder >= modulus {
+                    return Err(Error::invalid(
+                        call,
+                        format!(
+                            "`Condition::every` with remainder {remainder} of modulus {modulus} never holds; a remainder is below the modulus"
+                        ),
                     ));
                 }
                 owner

@@ -434,11 +434,19 @@ pub fn host_value(
     Ok(word.as_slice()?[0])
 }
 
-/// `step % modulus == remainder` for an eager step; a zero modulus is an error, as it is for
-/// a built graph ([`Condition::every`](crate::Condition::every)).
+/// `step % modulus == remainder` for an eager step; a zero modulus, or a remainder that is
+/// not below it (a test that never holds), is an error, as it is for a built graph
+/// ([`Condition::every`](crate::Condition::every)) and, when both are constants, when the
+/// program compiles.
 pub fn step_selects(step: u32, modulus: u32, remainder: u32) -> Result<bool> {
     if modulus == 0 {
         return Err(Error::invalid("if step % k == r", "`k` must be at least 1"));
+    }
+    if remainder >= modulus {
+        return Err(Error::invalid(
+            "if step % k == r",
+            format!("`step % {modulus} == {remainder}` never holds: `r` must be below `k`"),
+        ));
     }
     Ok(step % modulus == remainder)
 }
@@ -459,5 +467,19 @@ pub fn iteration_limit(label: &str, max_iterations: u32) -> Error {
     Error::IterationLimit {
         label: label.to_owned(),
         max_iterations,
+    }
+}
+
+#[cfg(test)]
+mod step_tests {
+    use super::step_selects;
+
+    #[test]
+    fn a_step_test_that_cannot_hold_is_an_error() {
+        assert!(step_selects(6, 3, 0).unwrap());
+        assert!(!step_selects(7, 3, 0).unwrap());
+        assert!(step_selects(7, 0, 0).is_err());
+        let never = step_selects(7, 4, 4).unwrap_err().to_string();
+        assert!(never.contains("never holds"), "{never}");
     }
 }
