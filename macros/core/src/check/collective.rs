@@ -30,6 +30,78 @@ pub fn check(cx: &Ctxt, scope: &Scope<'_>) {
                 expressions(cx, scope, comm);
             }
         }
+        for group in stage
+            .statements
+            .split(|s| !matches!(s, Statement::Comm(_)))
+            .filter(|group| group.len() > 1)
+        {
+            group_apart(cx, group);
+        }
+    }
+}
+
+/// The elements a constant range operand covers (`x[2..6]`, `x[..4]`, `x[2..=5]`); `None` when a
+/// bound is not a constant or the end is left out.
+fn constant_elements(operand: &ast::Operand) -> Option<(i128, i128)> {
+    let Expr::Range(range) = ungroup_expr(operand.range.as_ref()?) else {
+        return None;
+    };
+    let start = match &range.start {
+        Some(start) => crate::constant::value(start)?,
+        None => 0,
+    };
+    let end = crate::constant::value(range.end.as_ref()?)?;
+    let end = match range.limits {
+        syn::RangeLimits::HalfOpen(_) => end,
+        syn::RangeLimits::Closed(_) => end.checked_add(1)?,
+    };
+    Some((start, end))
+}
+
+/// Rule: the statements of one communication group (consecutive ones, one `ncclGroupStart` ...
+/// `ncclGroupEnd`) run together in any order, so none writes elements another of them uses;
+/// with constant ranges this is decided when the program compiles (issue 23, class 2), and
+/// otherwise before the step is enqueued.
+fn group_apart(cx: &Ctxt, group: &[Statement]) {
+    let operands: Vec<(&Comm, &ast::Operand, bool)> = group
+        .iter()
+        .filter_map(|s| match s {
+            Statement::Comm(comm) => Some(&**comm),
+            _ => None,
+        })
+        .flat_map(|comm| {
+            comm.operands()
+                .into_iter()
+                .map(move |(operand, writes)| (comm, operand, writes))
+        })
+        .collect();
+    for (j, (comm_b, b, writes_b)) in operands.iter().enumerate() {
+        for (comm_a, a, writes_a) in &operands[..j] {
+            if std::ptr::eq(*comm_a, *comm_b) || a.name != b.name || !(*writes_a || *writes_b) {
+                continue;
+            }
+            let (Some(ra), Some(rb)) = (constant_elements(a), constant_elements(b)) else {
+                continue;
+            };
+            let (start, end) = (ra.0.max(rb.0), ra.1.min(rb.1));
+            if start >= end {
+                continue;
+            }
+            let (writer, other) = if *writes_b {
+                (comm_b, comm_a)
+            } else {
+                (comm_a, comm_b)
+            };
+            cx.error_spanned_by(
+                &b.name,
+                format!(
+                    "`{}` of this group writes elements {start}..{end} of `{}` that its `{}` also uses: a group's statements run together, in any order; name elements that do not overlap, or move one statement to a stage of its own",
+                    writer.word(),
+                    b.name,
+                    other.word()
+                ),
+            );
+        }
     }
 }
 

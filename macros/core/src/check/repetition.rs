@@ -84,7 +84,25 @@ fn stream_arrays(cx: &Ctxt, scope: &Scope<'_>) {
                 lane,
                 format!("`{name}` is one stream, not an array; write `on {name}`"),
             ),
-            (Some(_), Some(lane)) => host_expression(cx, scope, lane, "a stream index"),
+            (Some(count), Some(lane)) => {
+                host_expression(cx, scope, lane, "a stream index");
+                // Both constants: the index is checked when the program compiles (issue 23,
+                // class 2), not when the step is planned. An array placed on a device array
+                // has that rule (`check::devices`).
+                if stream.device.is_none()
+                    && let (Some(count), Some(index)) =
+                    (crate::constant::value(count), crate::constant::value(lane))
+                    && !(0..count).contains(&index)
+                {
+                    cx.error_spanned_by(
+                        lane,
+                        format!(
+                            "`{name}[{index}]` is past the stream array `{name}` of {count} streams (`{name}[0]` to `{name}[{}]`); name one of those, or `{name}[i % {count}]` in a loop",
+                            count - 1
+                        ),
+                    );
+                }
+            }
             (None, None) => {}
         }
     }
