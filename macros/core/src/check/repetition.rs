@@ -242,6 +242,16 @@ fn swaps(cx: &Ctxt, scope: &Scope<'_>) {
     }
     let mut swapped: HashMap<String, ()> = HashMap::new();
     for swap in &swaps {
+        if swap.a == swap.b {
+            let name = &swap.b;
+            cx.error_spanned_by(
+                name,
+                format!(
+                    "`swap({name}, {name})` exchanges `{name}` with itself, which changes nothing; name the buffer it alternates with: `swap({name}, next)`"
+                ),
+            );
+            continue;
+        }
         let mut decls = Vec::new();
         for name in [&swap.a, &swap.b] {
             let decl = match scope.value(name) {
