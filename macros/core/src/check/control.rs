@@ -193,6 +193,7 @@ fn expressions(cx: &Ctxt, scope: &Scope<'_>, control: &Control) {
             value_expression(cx, scope, &step.modulus, word);
             value_expression(cx, scope, &step.remainder, word);
             step_constants(cx, step);
+            step_not_shadowed(cx, scope, step);
         }
         None => {}
     }
@@ -226,6 +227,18 @@ fn step_constants(cx: &Ctxt, step: &ast::StepCondition) {
                 "`step % {k} == {r}` never holds: a remainder of `% {k}` is 0 to {}; write one of those",
                 k - 1
             ),
+        );
+    }
+}
+
+/// Rule: in `step % k == r`, `step` is the step counter; a param named `step` would silently
+/// lose to it (issue 23, class 5), so the two cannot meet: the error asks to rename the param.
+fn step_not_shadowed(cx: &Ctxt, scope: &Scope<'_>, step: &ast::StepCondition) {
+    let word = proc_macro2::Ident::new("step", step.step);
+    if scope.value(&word).is_some() {
+        cx.error_at(
+            step.step,
+            "`step` in `step % k == r` is the pipeline's step counter, but a param is named `step` too; rename the param (e.g. `step_size`) so that each name means one thing",
         );
     }
 }

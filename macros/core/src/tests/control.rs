@@ -255,3 +255,12 @@ fn constant_step_tests_that_cannot_hold_are_errors() {
     );
     assert!(crate::tests::compile(&source("step % 4 == 3")).is_ok());
 }
+
+#[test]
+fn a_param_named_step_cannot_meet_the_step_counter() {
+    crate::tests::assert_error(
+        "pub pipeline P { streams { main } params { step: u32, f: &DeviceBuffer<f32>, s: &mut PinnedBuffer<f32> } stage save on main { if step % 2 == 0 { copy f -> s; } } }",
+        "`step` in `step % k == r` is the pipeline's step counter, but a param is named `step` too; rename the param (e.g. `step_size`) so that each name means one thing",
+        "step",
+    );
+}
