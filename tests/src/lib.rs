@@ -16,6 +16,31 @@ pub mod multi;
 pub mod segv;
 pub mod sync_policy;
 
+/// Runs each named `fn NAME(&Context)` twice: in `mod cpu_backend` on a checked CPU context
+/// (in CI), and in `mod gpu` on CUDA device 0 (`#[ignore]`d without a GPU).
+#[macro_export]
+macro_rules! on_both_backends {
+    ($($name:ident,)*) => {
+        mod cpu_backend {
+            $(
+                #[test]
+                fn $name() {
+                    super::$name(&gpu_pipeline::Context::cpu_checked());
+                }
+            )*
+        }
+        mod gpu {
+            $(
+                #[test]
+                #[ignore = "needs a CUDA GPU"]
+                fn $name() {
+                    super::$name(&gpu_pipeline::Context::cuda(0).unwrap());
+                }
+            )*
+        }
+    };
+}
+
 /// Whether this process runs under compute-sanitizer (it injects its collector library).
 pub fn under_compute_sanitizer() -> bool {
     std::env::var_os("NVTX_INJECTION64_PATH")

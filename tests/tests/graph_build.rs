@@ -456,29 +456,7 @@ fn clones_run_on_their_own(ctx: &Context) {
     assert_eq!(data.to_vec(&stream).unwrap(), vec![3.0; 2]);
 }
 
-macro_rules! on_both_backends {
-    ($($name:ident,)*) => {
-        mod cpu {
-            $(
-                #[test]
-                fn $name() {
-                    super::$name(&gpu_pipeline::Context::cpu_checked());
-                }
-            )*
-        }
-        mod gpu {
-            $(
-                #[test]
-                #[ignore = "needs a CUDA GPU"]
-                fn $name() {
-                    super::$name(&gpu_pipeline::Context::cuda(0).unwrap());
-                }
-            )*
-        }
-    };
-}
-
-on_both_backends!(
+tests::on_both_backends!(
     diamond_has_exactly_its_edges,
     memsets_hosts_and_children_run_every_launch,
     captured_work_joins_the_built_graph,

@@ -271,29 +271,7 @@ fn do_while_runs_its_body_first(ctx: &Context) {
     assert_eq!(read(&stream, &iterations), 20.0);
 }
 
-macro_rules! on_both_backends {
-    ($($name:ident,)*) => {
-        mod cpu_backend {
-            $(
-                #[test]
-                fn $name() {
-                    super::$name(&gpu_pipeline::Context::cpu_checked());
-                }
-            )*
-        }
-        mod gpu {
-            $(
-                #[test]
-                #[ignore = "needs a CUDA GPU"]
-                fn $name() {
-                    super::$name(&gpu_pipeline::Context::cuda(0).unwrap());
-                }
-            )*
-        }
-    };
-}
-
-on_both_backends!(
+tests::on_both_backends!(
     if_else_runs_one_branch,
     switch_runs_the_named_case,
     do_while_runs_its_body_first,

@@ -302,29 +302,7 @@ fn built_graph_edges_match_the_stage_graph(ctx: &Context) {
     assert_eq!(graph.edge_count().unwrap(), Diamond::GRAPH_EDGES + 8);
 }
 
-macro_rules! on_both_backends {
-    ($($name:ident,)*) => {
-        mod cpu_backend {
-            $(
-                #[test]
-                fn $name() {
-                    super::$name(&gpu_pipeline::Context::cpu_checked());
-                }
-            )*
-        }
-        mod gpu {
-            $(
-                #[test]
-                #[ignore = "needs a CUDA GPU"]
-                fn $name() {
-                    super::$name(&gpu_pipeline::Context::cuda(0).unwrap());
-                }
-            )*
-        }
-    };
-}
-
-on_both_backends!(
+tests::on_both_backends!(
     loops_count_exit_early_and_stop_at_the_limit,
     snapshots_on_every_kth_step,
     built_graph_edges_match_the_stage_graph,
