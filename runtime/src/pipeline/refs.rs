@@ -233,23 +233,6 @@ impl<B> Elements for [B] {
     }
 }
 
-impl<B> Elements for Vec<B> {
-    type Read<'b>
-        = &'b B
-    where
-        B: 'b;
-    type Write<'b>
-        = &'b mut B
-    where
-        B: 'b;
-    fn element(&self, r: Ref) -> Result<&B> {
-        self.as_slice().element(r)
-    }
-    fn element_mut(&mut self, r: Ref) -> Result<&mut B> {
-        self.as_mut_slice().element_mut(r)
-    }
-}
-
 impl<'a, B> Elements for Apart<'a, B> {
     type Read<'b>
         = &'b Apart<'a, B>
@@ -349,7 +332,7 @@ mod tests {
     fn views_elements_and_copies_between_them() {
         let ctx = Context::cpu();
         let stream = Stream::non_blocking(&ctx).unwrap();
-        let mut xs = vec![
+        let mut xs = [
             DeviceBuffer::<u32>::zeros(&stream, 8).unwrap(),
             DeviceBuffer::<u32>::zeros(&stream, 8).unwrap(),
         ];
@@ -362,10 +345,10 @@ mod tests {
         };
         let mut pinned = PinnedBuffer::from_slice(&ctx, &[7u32; 8]).unwrap();
         let src = view(&pinned, r).unwrap();
-        let mut dst = view_mut(element_mut(&mut xs, r).unwrap(), r).unwrap();
+        let mut dst = view_mut(element_mut(&mut xs[..], r).unwrap(), r).unwrap();
         super::super::ops::copy(&stream, &src, &mut dst).unwrap();
         fill_view(&stream, &mut view_mut(&mut xs[0], r).unwrap(), 3u32).unwrap();
-        let back = view(element(&xs, r).unwrap(), r).unwrap();
+        let back = view(element(&xs[..], r).unwrap(), r).unwrap();
         let mut out = view_mut(
             &mut pinned,
             Ref {
@@ -382,6 +365,6 @@ mod tests {
         assert_eq!(xs[0].to_vec(&stream).unwrap(), [0, 0, 3, 3, 3, 3, 0, 0]);
         assert_eq!(pinned.to_vec().unwrap(), [7, 7, 7, 7, 7, 7, 7, 7]);
         let missing = Ref { element: 2, ..r };
-        assert!(element(&xs, missing).is_err());
+        assert!(element(&xs[..], missing).is_err());
     }
 }
