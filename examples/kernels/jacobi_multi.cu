@@ -10,6 +10,12 @@
 // A rank's block of rows is five buffers per grid: `halo_top` (the row above, received from
 // the neighbour), `top` (its first row), `mid` (`rows` rows), `bot` (its last row) and
 // `halo_bot`. Columns 0 and nx-1 are fixed boundary values: no kernel writes them.
+//
+// Two choices in `jacobi_bulk` and `jacobi_peer` are measured, not style
+// (benches/multi_gpu/kernel_speed.cu, one H200, docs/PERFORMANCE.md): row offsets are 32-bit
+// (64-bit ones cost 3% at every size), so a buffer holds fewer than 2^31 elements (the example
+// refuses bigger blocks); and thread 0 of block 0 is column 1, as in NVIDIA's kernel
+// (0.5% faster than starting at column 0, whose thread has nothing to do).
 
 extern "C" {
 
@@ -34,22 +40,24 @@ __global__ void jacobi_edge(unsigned int nx, const float* __restrict__ above,
 // 0, the squared residual (new - old)^2 of every interior cell of the block, `top` and `bot`
 // rows included (their new values are computed here again, as `jacobi_edge` computes them,
 // but not written), added to norm[0]; with `with_norm` 0, `norm` is not touched. Threads
-// cover virtual rows 0 (`top`), 1..rows (`mid`) and rows + 1 (`bot`) and columns 0..nx:
-// launch a 2-D grid of at least nx by rows + 2 threads with blocks of up to 1024 threads,
-// blockDim.x a multiple of 32. One atomic add per block.
+// cover virtual rows 0 (`top`), 1..rows (`mid`) and rows + 1 (`bot`) and columns 1..nx-1:
+// launch a 2-D grid of at least nx - 2 by rows + 2 threads (thread x is column x + 1) with
+// blocks of up to 1024 threads, blockDim.x a multiple of 32. One atomic add per block.
 __global__ void jacobi_bulk(unsigned int nx, unsigned int rows, unsigned int with_norm,
                             const float* __restrict__ halo_top, const float* __restrict__ top,
                             const float* __restrict__ mid, const float* __restrict__ bot,
                             const float* __restrict__ halo_bot, float* __restrict__ out,
                             float* __restrict__ norm) {
     __shared__ float warp_sums[32];
-    unsigned int x = blockIdx.x * blockDim.x + threadIdx.x;
-    unsigned int v = blockIdx.y * blockDim.y + threadIdx.y;
+    int x = blockIdx.x * blockDim.x + threadIdx.x + 1;
+    int v = blockIdx.y * blockDim.y + threadIdx.y;
+    int n = nx;
+    int last = rows + 1;
     float residue = 0.0f;
     // Without the residual, the top and bottom rows (virtual rows 0 and rows + 1) have
     // nothing to do.
-    bool cell = with_norm != 0 ? v < rows + 2 : v >= 1 && v <= rows;
-    if (x >= 1 && x + 1 < nx && cell) {
+    bool cell = with_norm != 0 ? v <= last : v >= 1 && v < last;
+    if (x + 1 < n && cell) {
         const float* center;
         const float* up;
         const float* down;
@@ -57,20 +65,20 @@ __global__ void jacobi_bulk(unsigned int nx, unsigned int rows, unsigned int wit
             center = top;
             up = halo_top;
             down = mid;
-        } else if (v == rows + 1) {
+        } else if (v == last) {
             center = bot;
-            up = mid + (unsigned long long)(rows - 1) * nx;
+            up = mid + (last - 2) * n;
             down = halo_bot;
         } else {
-            unsigned int r = v - 1;
-            center = mid + (unsigned long long)r * nx;
-            up = r == 0 ? top : center - nx;
-            down = r + 1 == rows ? bot : center + nx;
+            int r = v - 1;
+            center = mid + r * n;
+            up = r == 0 ? top : center - n;
+            down = r + 2 == last ? bot : center + n;
         }
         float sum = __fadd_rn(__fadd_rn(__fadd_rn(center[x + 1], center[x - 1]), down[x]), up[x]);
         float value = __fmul_rn(0.25f, sum);
-        if (v >= 1 && v <= rows) {
-            out[(unsigned long long)(v - 1) * nx + x] = value;
+        if (v >= 1 && v < last) {
+            out[(v - 1) * n + x] = value;
         }
         float diff = __fsub_rn(value, center[x]);
         residue = __fmul_rn(diff, diff);
@@ -107,28 +115,31 @@ __global__ void jacobi_bulk(unsigned int nx, unsigned int rows, unsigned int wit
 // neighbour's bottom halo) and the last into `to_down` (the lower neighbour's top halo),
 // stored straight into the neighbours' memory where they live on other GPUs; with
 // `with_norm` not 0, the block's squared residual added to norm[0]. Threads cover rows
-// 0..rows and columns 0..nx: launch a 2-D grid of at least nx by rows threads with blocks of
-// up to 1024 threads, blockDim.x a multiple of 32. One atomic add per block.
+// 0..rows and columns 1..nx-1: launch a 2-D grid of at least nx - 2 by rows threads (thread x
+// is column x + 1) with blocks of up to 1024 threads, blockDim.x a multiple of 32. One atomic
+// add per block.
 __global__ void jacobi_peer(unsigned int nx, unsigned int rows, unsigned int with_norm,
                             const float* __restrict__ halo_top, const float* __restrict__ block,
                             const float* __restrict__ halo_bot, float* __restrict__ out,
                             float* __restrict__ to_up, float* __restrict__ to_down,
                             float* __restrict__ norm) {
     __shared__ float warp_sums[32];
-    unsigned int x = blockIdx.x * blockDim.x + threadIdx.x;
-    unsigned int r = blockIdx.y * blockDim.y + threadIdx.y;
+    int x = blockIdx.x * blockDim.x + threadIdx.x + 1;
+    int r = blockIdx.y * blockDim.y + threadIdx.y;
+    int n = nx;
+    int count = rows;
     float residue = 0.0f;
-    if (x >= 1 && x + 1 < nx && r < rows) {
-        const float* center = block + (unsigned long long)r * nx;
-        const float* up = r == 0 ? halo_top : center - nx;
-        const float* down = r + 1 == rows ? halo_bot : center + nx;
+    if (x + 1 < n && r < count) {
+        const float* center = block + r * n;
+        const float* up = r == 0 ? halo_top : center - n;
+        const float* down = r + 1 == count ? halo_bot : center + n;
         float sum = __fadd_rn(__fadd_rn(__fadd_rn(center[x + 1], center[x - 1]), down[x]), up[x]);
         float value = __fmul_rn(0.25f, sum);
-        out[(unsigned long long)r * nx + x] = value;
+        out[r * n + x] = value;
         if (r == 0) {
             to_up[x] = value;
         }
-        if (r + 1 == rows) {
+        if (r + 1 == count) {
             to_down[x] = value;
         }
         float diff = __fsub_rn(value, center[x]);

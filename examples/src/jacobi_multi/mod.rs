@@ -108,7 +108,7 @@ gpu_pipeline! {
         stage bulk_ab on compute {
             launch jacobi::jacobi_bulk(nx, rows, 0, a_halo_top, a_top, a_mid, a_bot, a_halo_bot,
                                        b_mid, no_norm)
-                grid (nx.div_ceil(32), (rows + 2).div_ceil(32)) block (32u32, 32u32);
+                grid ((nx - 2).div_ceil(32), (rows + 2).div_ceil(32)) block (32u32, 32u32);
         }
         stage edges_ba on halo {
             launch jacobi::jacobi_edge(nx, b_halo_top, 0, b_top, b_mid, 0, a_top)
@@ -125,7 +125,7 @@ gpu_pipeline! {
         stage bulk_ba on compute {
             launch jacobi::jacobi_bulk(nx, rows, 1, b_halo_top, b_top, b_mid, b_bot, b_halo_bot,
                                        a_mid, norm)
-                grid (nx.div_ceil(32), (rows + 2).div_ceil(32)) block (32u32, 32u32);
+                grid ((nx - 2).div_ceil(32), (rows + 2).div_ceil(32)) block (32u32, 32u32);
         }
         concurrent(reduce, edges_ab, bulk_ab);
         concurrent(exchange_b, bulk_ab);
@@ -235,7 +235,7 @@ impl JacobiMultiArgs {
             ));
         }
         if let Some(ranks) = self.ranks.or(self.gpus) {
-            rows_per_rank(self.ny, ranks as usize)?;
+            rows_per_rank(self.nx, self.ny, ranks as usize)?;
         }
         if let Some(path) = &self.trace {
             check_output_path("--trace", path)?;
@@ -264,14 +264,27 @@ impl JacobiMultiArgs {
     }
 }
 
-/// Checks that `ny - 2` interior rows give every one of `ranks` ranks at least 3.
-pub fn rows_per_rank(ny: u32, ranks: usize) -> Result<(), String> {
+/// The most elements a rank's block may hold: the kernels index it with 32-bit offsets
+/// (64-bit ones cost 3%, see examples/kernels/jacobi_multi.cu).
+pub const MAX_BLOCK_ELEMENTS: usize = (1 << 31) - 1;
+
+/// Checks that `ny - 2` interior rows give every one of `ranks` ranks at least 3, and that
+/// no rank's block of `nx`-wide rows exceeds [`MAX_BLOCK_ELEMENTS`].
+pub fn rows_per_rank(nx: u32, ny: u32, ranks: usize) -> Result<(), String> {
     let interior = ny as usize - 2;
     if ranks == 0 || interior / ranks < 3 {
         return Err(format!(
             "--ny {ny} gives {interior} interior rows, fewer than 3 for each of {ranks} rank(s); \
              use --ny {} or more",
             3 * ranks.max(1) + 2
+        ));
+    }
+    let rows = interior.div_ceil(ranks);
+    if rows * nx as usize > MAX_BLOCK_ELEMENTS {
+        let fewest = (interior * nx as usize).div_ceil(MAX_BLOCK_ELEMENTS);
+        return Err(format!(
+            "--nx {nx} --ny {ny} on {ranks} rank(s) gives blocks of {rows} rows of {nx}, more \
+             than the kernels' 2^31 - 1 elements; use {fewest} or more GPUs, or a smaller grid"
         ));
     }
     Ok(())
@@ -420,7 +433,7 @@ pub fn solve(
     show_progress: bool,
 ) -> Result<Solved, BoxError> {
     let (rank, size) = (comm.rank(), comm.size());
-    rows_per_rank(args.ny, size)?;
+    rows_per_rank(args.nx, args.ny, size)?;
     let (nx, ny) = (args.nx, args.ny);
     let (first, chunk) = decompose(ny, size, rank);
     let rows = u32::try_from(chunk - 2)?;
@@ -1055,8 +1068,12 @@ mod tests {
         assert_eq!(blocks, [(1, 2), (3, 2), (5, 3), (8, 3)]);
         // Even: every rank the same.
         assert_eq!(decompose(10, 2, 1), (5, 4));
-        assert!(rows_per_rank(12, 4).is_err());
-        assert!(rows_per_rank(14, 4).is_ok());
+        assert!(rows_per_rank(64, 12, 4).is_err());
+        assert!(rows_per_rank(64, 14, 4).is_ok());
+        // 32768 interior rows of 65536 are 2^31 elements: too many for one block, not for two.
+        let err = rows_per_rank(65536, 32770, 1).unwrap_err();
+        assert!(err.contains("use 2 or more GPUs"), "{err}");
+        assert!(rows_per_rank(65536, 32770, 2).is_ok());
     }
 
     /// The kernels' CPU implementations over a block split in two equal the CPU solver on the

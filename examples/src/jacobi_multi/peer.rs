@@ -67,7 +67,7 @@ macro_rules! peer_pipeline {
                                                    a_top[d], a_block[d], a_bot[d], b_block[d],
                                                    b_bot[(d + $n - 1) % $n], b_top[(d + 1) % $n],
                                                    norm[d][0..1])
-                            grid (nx.div_ceil(32), (low + 1).div_ceil(32)) block (32u32, 32u32)
+                            grid ((nx - 2).div_ceil(32), (low + 1).div_ceil(32)) block (32u32, 32u32)
                             peer(b_bot, b_top);
                     }
                 }
@@ -77,7 +77,7 @@ macro_rules! peer_pipeline {
                                                    b_top[d], b_block[d], b_bot[d], a_block[d],
                                                    a_bot[(d + $n - 1) % $n], a_top[(d + 1) % $n],
                                                    norm[d][1..2])
-                            grid (nx.div_ceil(32), (low + 1).div_ceil(32)) block (32u32, 32u32)
+                            grid ((nx - 2).div_ceil(32), (low + 1).div_ceil(32)) block (32u32, 32u32)
                             peer(a_bot, a_top);
                     }
                 }
@@ -144,7 +144,7 @@ peer_pipeline!(JacobiPeer8, JacobiPeer8Params, solve_8, params_8, 8);
 /// Solves the grid over `devices`, all driven by this process, the halos exchanged by the
 /// kernels' own stores into their neighbours' memory: the whole grid's rows and residual.
 pub fn solve(devices: &[Context], args: &JacobiMultiArgs) -> Result<Solved, BoxError> {
-    rows_per_rank(args.ny, devices.len())?;
+    rows_per_rank(args.nx, args.ny, devices.len())?;
     match devices.len() {
         1 => solve_1(devices, args),
         2 => solve_2(devices, args),
