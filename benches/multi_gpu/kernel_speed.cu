@@ -134,7 +134,7 @@ int main(int argc, char** argv) {
         cudaEvent_t start, stop;
         CHECK(cudaEventCreate(&start));
         CHECK(cudaEventCreate(&stop));
-        unsigned int unx = nx, urows = rows, one = 1;
+        unsigned int unx = nx, urows = rows;
         dim3 block(32, 32), ours_grid((nx - 2 + 31) / 32, (rows + 31) / 32),
             before_grid((nx + 31) / 32, (rows + 31) / 32),
             anchor_grid((nx + 31) / 32, (rows + 31) / 32);
@@ -149,12 +149,12 @@ int main(int argc, char** argv) {
                     float* halo_bot = src + (size_t)nx * (rows + 1);
                     float* out = dst + nx;
                     if (variant == 0) {
-                        void* params[] = {&unx, &urows, &one, &halo_top, &blk, &halo_bot,
+                        void* params[] = {&unx, &urows, &halo_top, &blk, &halo_bot,
                                           &out, &up, &down, &norm};
                         CHECK(cuLaunchKernel(jit, ours_grid.x, ours_grid.y, 1, 32, 32, 1, 0, 0,
                                              params, nullptr));
                     } else if (variant == 1) {
-                        jacobi_peer<<<ours_grid, block>>>(unx, urows, 1, halo_top, blk, halo_bot,
+                        jacobi_peer<<<ours_grid, block>>>(unx, urows, halo_top, blk, halo_bot,
                                                           out, up, down, norm);
                     } else if (variant == 3) {
                         peer_before<<<before_grid, block>>>(unx, urows, halo_top, blk, halo_bot,

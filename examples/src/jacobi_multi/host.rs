@@ -42,14 +42,12 @@ pub fn row_update(center: &[f32], up: &[f32], down: &[f32], mut out: Option<&mut
     residual
 }
 
-/// `jacobi_bulk`: the `rows` rows of `mid` into `out`, and, when `with_norm` is not 0, the
-/// squared residual of every interior cell of the block (`top` and `bot` too) added to
-/// `norm[0]`.
+/// `jacobi_bulk`: the `rows` rows of `mid` into `out`, and the squared residual of every
+/// interior cell of the block (`top` and `bot` too) added to `norm[0]`.
 #[allow(clippy::too_many_arguments)]
 pub fn jacobi_bulk(
     nx: u32,
     rows: u32,
-    with_norm: u32,
     halo_top: &[f32],
     top: &[f32],
     mid: &[f32],
@@ -68,19 +66,16 @@ pub fn jacobi_bulk(
         residual += row_update(row(r), up, down, Some(out));
     }
     residual += row_update(bot, row(rows - 1), &halo_bot[..nx], None);
-    if with_norm != 0 {
-        norm[0] += residual;
-    }
+    norm[0] += residual;
 }
 
 /// `jacobi_peer`: the `rows` rows of `block` (its halos `halo_top` and `halo_bot`) into
 /// `out`, the first row also into `to_up` and the last into `to_down` (the neighbours'
-/// halos), and, when `with_norm` is not 0, the block's squared residual added to `norm[0]`.
+/// halos), and the block's squared residual added to `norm[0]`.
 #[allow(clippy::too_many_arguments)]
 pub fn jacobi_peer(
     nx: u32,
     rows: u32,
-    with_norm: u32,
     halo_top: &[f32],
     block: &[f32],
     halo_bot: &[f32],
@@ -106,7 +101,5 @@ pub fn jacobi_peer(
     to_up[interior.clone()].copy_from_slice(&out[interior.clone()]);
     let last = (rows - 1) * nx;
     to_down[interior.clone()].copy_from_slice(&out[last + interior.start..last + interior.end]);
-    if with_norm != 0 {
-        norm[0] += residual;
-    }
+    norm[0] += residual;
 }

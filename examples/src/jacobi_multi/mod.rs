@@ -62,7 +62,7 @@ gpu_pipeline! {
             fn jacobi_edge(nx: u32, above: &[f32; unbounded], above_row: u32, center: &[f32; unbounded],
                            below: &[f32; unbounded], below_row: u32, out: &mut [f32; unbounded])
                 cpu = crate::jacobi_multi::host::jacobi_edge;
-            fn jacobi_bulk(nx: u32, rows: u32, with_norm: u32, halo_top: &[f32; unbounded], top: &[f32; unbounded],
+            fn jacobi_bulk(nx: u32, rows: u32, halo_top: &[f32; unbounded], top: &[f32; unbounded],
                            mid: &[f32; unbounded], bot: &[f32; unbounded], halo_bot: &[f32; unbounded], out: &mut [f32; unbounded],
                            norm: &mut [f32; unbounded])
                 cpu = crate::jacobi_multi::host::jacobi_bulk;
@@ -86,9 +86,9 @@ gpu_pipeline! {
             norm: &mut DeviceBuffer<f32>,
             total: &mut DeviceBuffer<f32>,
         }
-        // The first iteration's bulk computes no residual; its `norm` argument is never
-        // touched.
-        scratch { no_norm: DeviceBuffer<f32> = 1 }
+        // Every iteration computes its residual, as NVIDIA's Jacobi does; the first one's is
+        // summed into `first_norm` and not reduced (only the step's last residual is).
+        scratch { first_norm: DeviceBuffer<f32> = 1 }
         stage reduce on side {
             all_reduce(sum) norm -> total;
             fill norm = 0.0;
@@ -106,8 +106,9 @@ gpu_pipeline! {
             send b_top to up;
         }
         stage bulk_ab on compute {
-            launch jacobi::jacobi_bulk(nx, rows, 0, a_halo_top, a_top, a_mid, a_bot, a_halo_bot,
-                                       b_mid, no_norm)
+            fill first_norm = 0.0;
+            launch jacobi::jacobi_bulk(nx, rows, a_halo_top, a_top, a_mid, a_bot, a_halo_bot,
+                                       b_mid, first_norm)
                 grid ((nx - 2).div_ceil(32), (rows + 2).div_ceil(32)) block (32u32, 32u32);
         }
         stage edges_ba on halo {
@@ -123,7 +124,7 @@ gpu_pipeline! {
             send a_top to up;
         }
         stage bulk_ba on compute {
-            launch jacobi::jacobi_bulk(nx, rows, 1, b_halo_top, b_top, b_mid, b_bot, b_halo_bot,
+            launch jacobi::jacobi_bulk(nx, rows, b_halo_top, b_top, b_mid, b_bot, b_halo_bot,
                                        a_mid, norm)
                 grid ((nx - 2).div_ceil(32), (rows + 2).div_ceil(32)) block (32u32, 32u32);
         }
@@ -1106,7 +1107,6 @@ mod tests {
             host::jacobi_bulk(
                 nx,
                 rows,
-                1,
                 &src[..w],
                 &src[w..2 * w],
                 &src[2 * w..10 * w],

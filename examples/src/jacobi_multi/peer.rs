@@ -42,7 +42,7 @@ macro_rules! peer_pipeline {
                 devices { gpu[$n] }
                 streams { main on gpu[0], work[$n] on gpu[..] }
                 unsafe kernels jacobi = ptx(include_str!("../../kernels/jacobi_multi.ptx")) {
-                    fn jacobi_peer(nx: u32, rows: u32, with_norm: u32, halo_top: &[f32; nx],
+                    fn jacobi_peer(nx: u32, rows: u32, halo_top: &[f32; nx],
                                    block: &[f32; nx * rows], halo_bot: &[f32; nx],
                                    out: &mut [f32; nx * rows], to_up: &mut [f32; nx],
                                    to_down: &mut [f32; nx], norm: &mut [f32; 1])
@@ -63,7 +63,7 @@ macro_rules! peer_pipeline {
                 for d in 0..$n {
                     stage ab on work[d] {
                         fill norm[d] = 0.0;
-                        launch jacobi::jacobi_peer(nx, low + u32::from(d >= low_devices), 1,
+                        launch jacobi::jacobi_peer(nx, low + u32::from(d >= low_devices),
                                                    a_top[d], a_block[d], a_bot[d], b_block[d],
                                                    b_bot[(d + $n - 1) % $n], b_top[(d + 1) % $n],
                                                    norm[d][0..1])
@@ -73,7 +73,7 @@ macro_rules! peer_pipeline {
                 }
                 for d in 0..$n {
                     stage ba on work[d] {
-                        launch jacobi::jacobi_peer(nx, low + u32::from(d >= low_devices), 1,
+                        launch jacobi::jacobi_peer(nx, low + u32::from(d >= low_devices),
                                                    b_top[d], b_block[d], b_bot[d], a_block[d],
                                                    a_bot[(d + $n - 1) % $n], a_top[(d + 1) % $n],
                                                    norm[d][1..2])
