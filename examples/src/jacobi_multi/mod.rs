@@ -438,24 +438,37 @@ pub fn solve(
     let (nx, ny) = (args.nx, args.ny);
     let (first, chunk) = decompose(ny, size, rank);
     let rows = u32::try_from(chunk - 2)?;
-    let init = initial_rows(nx, ny, first, chunk);
     let stream = Stream::non_blocking(ctx)?;
-    let upload = |name: &str| Grid::upload(&stream, &init, nx as usize, name);
-    let (mut a, mut b) = (upload("a")?, upload("b")?);
     let mut norm = DeviceBuffer::<f32>::zeros(&stream, 1)?.named("norm");
     let mut total = DeviceBuffer::<f32>::zeros(&stream, 1)?.named("total");
-    stream.synchronize()?;
     let mut pipeline = JacobiStep::new(ctx)?;
     pipeline.set_fault_tracking(args.track_faults);
 
-    // Warm-up, then the grids back to their initial state.
-    pipeline
-        .run(step_params(
-            comm, nx, rows, &mut a, &mut b, &mut norm, &mut total,
-        ))?
-        .wait()?;
-    a = upload("a")?;
-    b = upload("b")?;
+    // Warm-up (NCCL's connections, the kernels' first launches) on a small grid split the
+    // same way, so that the real grid is built and uploaded once: at 32768^2 each upload of
+    // it costs seconds.
+    {
+        let (small_nx, small_ny) = (WARM_UP_NX.min(nx), warm_up_rows(size));
+        let (small_first, small_chunk) = decompose(small_ny, size, rank);
+        let init = initial_rows(small_nx, small_ny, small_first, small_chunk);
+        let upload = |name: &str| Grid::upload(&stream, &init, small_nx as usize, name);
+        let (mut a, mut b) = (upload("warm-up a")?, upload("warm-up b")?);
+        pipeline
+            .run(step_params(
+                comm,
+                small_nx,
+                u32::try_from(small_chunk - 2)?,
+                &mut a,
+                &mut b,
+                &mut norm,
+                &mut total,
+            ))?
+            .wait()?;
+    }
+    let init = initial_rows(nx, ny, first, chunk);
+    let upload = |name: &str| Grid::upload(&stream, &init, nx as usize, name);
+    let (mut a, mut b) = (upload("a")?, upload("b")?);
+    drop(init);
     stream.memset_u32(&mut norm, 0)?;
     stream.synchronize()?;
 
@@ -508,6 +521,14 @@ pub fn solve(
         replay_time,
         iterations: args.iterations,
     })
+}
+
+/// The width of the warm-up grid (or the real one's, if narrower).
+pub const WARM_UP_NX: u32 = 64;
+
+/// The height of a warm-up grid that gives each of `ranks` ranks the fewest rows it may have.
+pub fn warm_up_rows(ranks: usize) -> u32 {
+    3 * ranks as u32 + 2
 }
 
 /// Returns once every rank of `comm` has called it: a one-element `all_reduce`, waited for.

@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 
 use gpu_pipeline::{Context, DeviceBuffer, Stream, gpu_pipeline};
 
-use super::{JacobiMultiArgs, Solved, decompose, initial_rows, rows_per_rank};
+use super::{
+    JacobiMultiArgs, Solved, WARM_UP_NX, decompose, initial_rows, rows_per_rank, warm_up_rows,
+};
 use crate::common::BoxError;
 
 /// The device counts `--exchange peer` runs on.
@@ -111,9 +113,16 @@ macro_rules! peer_pipeline {
             let devices: &[Context; $n] = devices.try_into()?;
             let rows = split(args.ny, $n);
             let mut pipeline = $pipeline::new(devices)?;
-            // One eager step: peer access and every kernel's first launch out of the clock.
-            let mut g = upload(devices, args)?;
-            pipeline.run($of(&mut g, args.nx, rows))?.wait()?;
+            // One eager step, on a small grid split the same way: peer access and every
+            // kernel's first launch out of the clock, the real grid uploaded once.
+            let small = JacobiMultiArgs {
+                nx: WARM_UP_NX.min(args.nx),
+                ny: warm_up_rows($n),
+                ..args.clone()
+            };
+            let mut g = upload(devices, &small)?;
+            pipeline.run($of(&mut g, small.nx, split(small.ny, $n)))?.wait()?;
+            drop(g);
             let mut g = upload(devices, args)?;
             let origin = Stream::non_blocking(&devices[0])?;
             let replay_time = {
