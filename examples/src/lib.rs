@@ -11,6 +11,7 @@
 //! | `cublas` | [`cublas`] | cuBLAS SGEMM through cudarc in a captured step, between two of our kernels, replayed with scalars set in place |
 //! | `jacobi_multi` | [`jacobi_multi`] | 2-D Jacobi split over ranks (one GPU each): halos exchanged with NCCL send/recv and the residual all-reduced inside the replayed graph; checked against one rank |
 //! | `jacobi` | [`jacobi`] | a solver to a tolerance: one captured sweep, its grids swapped in place between replays, the residual read through the graph's window |
+//! | `cg` | [`cg`] | conjugate gradient to a tolerance in one device loop: two dot products, the step scalars and the convergence test on the device every iteration |
 //! | `stream_chunks` | [`stream_chunks`] | copy-in, compute, copy-out of one array in chunks (ranges of it) over a stream array, steps running ahead of each other; bandwidth against the two-way copy limit |
 //! | `halo` | [`halo`] | the interior and boundary rows of one field computed concurrently (ranges), the boundary rows streamed in from the host through the window each replay |
 //!
@@ -22,6 +23,7 @@
 //! `interop` do the same arithmetic in the same order as their kernels, bit for bit; `nbody`'s
 //! force kernel uses `rsqrtf`, so its backends agree within tolerances.
 
+pub mod cg;
 pub mod common;
 pub mod cublas;
 pub mod halo;

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use clap::Parser;
+use examples::cg::{self, CgArgs};
 use examples::common::Report;
 use examples::cublas::{self, CublasArgs};
 use examples::halo::{self, HaloArgs};
@@ -1301,4 +1302,66 @@ fn nbody_refuses_an_unreasonable_dt_and_stops_on_a_non_finite_state() {
         err.to_string().contains("stopped being finite by step"),
         "{err}"
     );
+}
+
+/// `cg` on the checked CPU backend: the device loop converges to the tolerance in the CPU
+/// solver's iterations with its answer bit for bit (both sum the dot products in index order
+/// there), on a square and a lopsided grid; a loop stopped by `--max-iters` says so and
+/// passes; no race.
+#[test]
+fn cg_converges_like_the_cpu_solver_on_the_cpu_backend() {
+    let ctx = Context::cpu_checked();
+    for (nx, ny) in [("24", "24"), ("37", "5")] {
+        let args = CgArgs::parse_from(["cg", "--nx", nx, "--ny", ny, "--tol", "1e-9"]);
+        let outcome = cg::run(&ctx, &args).unwrap();
+        assert_passed(&ctx, &outcome.report);
+        assert!(outcome.reached);
+        assert!(outcome.full_reference);
+        assert!(
+            outcome.relative_residual <= 2e-9,
+            "{}",
+            outcome.relative_residual
+        );
+        let b = cg::rhs(args.nx, args.ny);
+        let bb: f64 = b.iter().map(|v| v * v).sum();
+        let tol = f64::from(args.tol);
+        let (want, iterations) = cg::host::solve(args.nx, args.ny, &b, tol * tol * bb, 20_000);
+        assert_eq!(outcome.iterations, iterations);
+        assert_eq!(outcome.x, want);
+    }
+    let args = CgArgs::parse_from(["cg", "--nx", "16", "--ny", "16", "--max-iters", "3"]);
+    let outcome = cg::run(&ctx, &args).unwrap();
+    assert_passed(&ctx, &outcome.report);
+    assert!(!outcome.reached);
+    assert_eq!(outcome.iterations, 3);
+    assert!(
+        outcome
+            .report
+            .notes
+            .iter()
+            .any(|n| n.contains("not reached")),
+        "{}",
+        outcome.report
+    );
+}
+
+/// `cg` on a GPU: one launch of a conditional WHILE node solves 512x512 to 1e-8 with the
+/// dot products and step scalars on the device; the answer satisfies the equation, agrees
+/// with the CPU solver to 1e-6 and ends within two iterations of it.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn cg_passes_on_a_gpu() {
+    let ctx = Context::cuda(0).unwrap();
+    let args = CgArgs::parse_from(["cg", "--nx", "512", "--ny", "512", "--reference", "full"]);
+    let outcome = cg::run(&ctx, &args).unwrap();
+    println!("{}", outcome.report);
+    assert!(outcome.report.passed(), "{}", outcome.report);
+    assert!(outcome.reached);
+    assert!(outcome.full_reference);
+    assert!(
+        outcome.relative_residual <= 2e-8,
+        "{}",
+        outcome.relative_residual
+    );
+    assert!(outcome.iterations > 100, "{}", outcome.iterations);
 }
