@@ -436,6 +436,24 @@ fn next_kernel_id() -> u64 {
 }
 
 /// A kernel's attributes, as the driver reports them after compilation.
+///
+/// ```
+/// use gpu_pipeline::{Backend, Context, Module};
+/// let ctx = Context::auto()?; // CUDA device 0 when there is one, else the CPU backend
+/// let ptx = ".version 8.0\n.target sm_75\n.address_size 64\n.visible .entry noop()\n{\n\tret;\n}\n";
+/// let kernel = Module::load_ptx(&ctx, ptx)?.function("noop")?;
+/// match ctx.backend() {
+///     Backend::Cuda => {
+///         let attributes = kernel.attributes()?;
+///         assert_eq!(attributes.ptx_version, 80);
+///         assert_eq!(attributes.static_shared_bytes, 0);
+///         assert!(attributes.max_threads_per_block >= 1);
+///     }
+///     // The CPU backend compiles nothing: there are no attributes to report.
+///     _ => assert!(kernel.attributes().is_err()),
+/// }
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct KernelAttributes {
     /// Registers per thread.
