@@ -15,6 +15,24 @@ pub use crate::sys::CUdevice_attribute as DeviceAttribute;
 ///
 /// Invariant: `raw` is the handle `cuDeviceGet` returned for `ordinal` (device handles are
 /// plain integers that need no release).
+///
+/// ```
+/// use gpu_pipeline::{Context, Device, DeviceAttribute};
+/// match Device::count() {
+///     Ok(count) if count > 0 => {
+///         let device = Device::get(0)?;
+///         let (major, _minor) = device.compute_capability()?;
+///         assert!(major >= 5, "{}", device.name()?);
+///         assert!(device.attribute(DeviceAttribute::MULTIPROCESSOR_COUNT)? > 0);
+///         assert!(device.total_memory()? > 0);
+///         let ctx = Context::new(&device)?;
+///         assert_eq!(ctx.device(), Some(device));
+///     }
+///     // No driver (an `Err`) or no device: the CPU backend has none.
+///     _ => assert_eq!(Context::cpu().device(), None),
+/// }
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Device {
     ordinal: i32,
