@@ -101,6 +101,20 @@ pub const MAX_PAYLOAD: usize = 64 * 1024;
 pub const MAX_WORLD_SIZE: usize = 65_536;
 
 /// Why ranks could not meet.
+///
+/// ```
+/// use gpu_pipeline::rendezvous::{Rendezvous, RendezvousError};
+/// // Nowhere to meet: the error names the variables to set.
+/// let err = Rendezvous::from_vars(|name| {
+///     (name == "GPU_PIPELINE_RENDEZVOUS_INSECURE").then(|| "1".to_owned())
+/// })
+/// .unwrap_err();
+/// assert!(matches!(err, RendezvousError::Environment { .. }));
+/// assert!(err.to_string().contains("GPU_PIPELINE_MASTER_ADDR"), "{err}");
+/// // No secret and no opt-out: refused too, saying how to make one.
+/// let err = Rendezvous::from_vars(|_| None).unwrap_err();
+/// assert!(err.to_string().contains("openssl rand -hex 32"), "{err}");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum RendezvousError {
@@ -153,6 +167,15 @@ pub enum RendezvousError {
 }
 
 /// Results of this module.
+///
+/// ```
+/// use gpu_pipeline::rendezvous::{RankInfo, Result};
+/// /// The GPU this rank drives: its rank among the host's ranks.
+/// fn my_gpu() -> Result<usize> {
+///     Ok(RankInfo::from_env_or_single()?.local_rank)
+/// }
+/// # if std::env::var_os("RANK").is_none() { assert_eq!(my_gpu().unwrap(), 0); }
+/// ```
 pub type Result<T, E = RendezvousError> = std::result::Result<T, E>;
 
 fn env_error(message: impl Into<String>) -> RendezvousError {
@@ -177,6 +200,35 @@ fn remaining(deadline: Instant) -> Option<Duration> {
 }
 
 /// A store ranks meet through, chosen from the environment by [`Rendezvous::from_env`].
+///
+/// ```
+/// use std::time::Duration;
+/// use gpu_pipeline::rendezvous::{Auth, Rendezvous};
+/// use std::collections::HashMap;
+/// let vars = |pairs: &[(&str, &str)]| {
+///     let map: HashMap<String, String> =
+///         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+///     move |name: &str| map.get(name).cloned()
+/// };
+/// let secret = "0123456789abcdef0123456789abcdef";
+/// let store = Rendezvous::from_vars(vars(&[
+///     ("MASTER_ADDR", "10.0.0.1"), // torchrun's names work too
+///     ("MASTER_PORT", "29500"),
+///     ("GPU_PIPELINE_RENDEZVOUS_SECRET", secret),
+///     ("GPU_PIPELINE_RENDEZVOUS_TIMEOUT", "30"),
+/// ]))?;
+/// let Rendezvous::Tcp(tcp) = &store else { panic!("{store:?}") };
+/// assert_eq!((tcp.host.as_str(), tcp.port), ("10.0.0.1", 29500));
+/// assert_eq!(tcp.timeout, Duration::from_secs(30));
+/// assert!(matches!(&tcp.auth, Auth::Secret(s) if s.expose() == secret.as_bytes()));
+/// // A shared file instead of a server:
+/// let store = Rendezvous::from_vars(vars(&[
+///     ("GPU_PIPELINE_RENDEZVOUS_FILE", "/shared/job-17/rendezvous"),
+///     ("GPU_PIPELINE_RENDEZVOUS_SECRET", secret),
+/// ]))?;
+/// assert!(matches!(store, Rendezvous::File(_)));
+/// # Ok::<(), gpu_pipeline::rendezvous::RendezvousError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Rendezvous {
     /// A server (rank 0 or the launcher) hands out the payload over TCP.
