@@ -71,6 +71,15 @@ pub const LAUNCH_TIMEOUT_ENV: &str = "GPU_PIPELINE_LAUNCH_TIMEOUT";
 pub const SIGNAL_GRACE: Duration = Duration::from_secs(10);
 
 /// Why a launch could not be made (a rank that fails is a [`LaunchReport`], not this).
+///
+/// ```
+/// use gpu_pipeline::launcher::{Launch, LaunchError};
+/// let err = Launch::new(2, "/no/such/program").run().unwrap_err();
+/// assert!(matches!(err, LaunchError::Spawn { rank: 0, .. }), "{err}");
+/// let err = Launch::from_args(["-n", "two", "--", "true"].map(Into::into)).unwrap_err();
+/// assert!(matches!(err, LaunchError::Usage(_)));
+/// assert!(err.to_string().contains("usage: gpu-pipeline-launch"), "{err}");
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LaunchError {
@@ -109,6 +118,20 @@ pub enum LaunchError {
 }
 
 /// A launch of one program as N ranks; see the module docs.
+///
+/// ```
+/// use std::time::Duration;
+/// use gpu_pipeline::launcher::Launch;
+/// // Two ranks of a shell command, their output kept in the report.
+/// let report = Launch::new(2, "sh")
+///     .args(["-c", "echo rank $RANK of $WORLD_SIZE on GPU $LOCAL_RANK"])
+///     .timeout(Duration::from_secs(60))
+///     .capture()
+///     .run()
+///     .unwrap();
+/// assert!(report.success(), "{}", report.summary());
+/// assert_eq!(report.ranks[1].stdout, ["rank 1 of 2 on GPU 1"]);
+/// ```
 #[derive(Clone, Debug)]
 pub struct Launch {
     /// The number of ranks.
