@@ -73,6 +73,12 @@ impl ElementKind {
     ];
 
     /// The size of one element in bytes.
+    ///
+    /// ```
+    /// use gpu_pipeline::collective::ElementKind;
+    /// // The bytes an all-gather of 1000 `f64` from each of 4 ranks fills.
+    /// assert_eq!(4 * 1000 * ElementKind::F64.size(), 32_000);
+    /// ```
     pub const fn size(self) -> usize {
         match self {
             ElementKind::I8 | ElementKind::U8 => 1,
@@ -82,6 +88,12 @@ impl ElementKind {
     }
 
     /// The Rust name of the type, e.g. `f32`.
+    ///
+    /// ```
+    /// use gpu_pipeline::collective::{Element, ElementKind};
+    /// assert_eq!(ElementKind::U64.name(), "u64");
+    /// assert_eq!(f32::KIND.name(), std::any::type_name::<f32>());
+    /// ```
     pub const fn name(self) -> &'static str {
         match self {
             ElementKind::I8 => "i8",
@@ -96,6 +108,12 @@ impl ElementKind {
     }
 
     /// Whether the kind is a floating-point type.
+    ///
+    /// ```
+    /// use gpu_pipeline::collective::ElementKind;
+    /// let floats: Vec<_> = ElementKind::ALL.into_iter().filter(|k| k.is_float()).collect();
+    /// assert_eq!(floats, [ElementKind::F32, ElementKind::F64]);
+    /// ```
     pub const fn is_float(self) -> bool {
         matches!(self, ElementKind::F32 | ElementKind::F64)
     }
@@ -203,6 +221,12 @@ impl ReduceOp {
     ];
 
     /// The operator's name, e.g. `sum`.
+    ///
+    /// ```
+    /// use gpu_pipeline::collective::ReduceOp;
+    /// // The names `all_reduce(OP)` takes in `gpu_pipeline!`.
+    /// assert_eq!(ReduceOp::ALL.map(ReduceOp::name), ["sum", "prod", "max", "min", "avg"]);
+    /// ```
     pub const fn name(self) -> &'static str {
         match self {
             ReduceOp::Sum => "sum",
@@ -216,6 +240,13 @@ impl ReduceOp {
     /// The rule both backends apply before reducing: `avg` is only defined for floating-point
     /// kinds (NCCL's integer mean truncates in a way the CPU backend would have to copy
     /// bit for bit; a sum and a division say what is meant instead).
+    ///
+    /// ```
+    /// use gpu_pipeline::collective::{ElementKind, ReduceOp};
+    /// assert!(ReduceOp::Max.check(ElementKind::I64).is_ok());
+    /// let err = ReduceOp::Avg.check(ElementKind::U32).unwrap_err();
+    /// assert!(err.contains("divide by the number of ranks"), "{err}");
+    /// ```
     pub fn check(self, kind: ElementKind) -> Result<(), String> {
         if self == ReduceOp::Avg && !kind.is_float() {
             return Err(format!(

@@ -241,11 +241,38 @@ impl Rendezvous {
     /// [`FileStore`] when `GPU_PIPELINE_RENDEZVOUS_FILE` is set, else [`TcpStore`] at
     /// `GPU_PIPELINE_MASTER_ADDR` / `GPU_PIPELINE_MASTER_PORT` (or `MASTER_ADDR` /
     /// `MASTER_PORT`); the secret, server and timeout from their variables.
+    ///
+    /// ```
+    /// use gpu_pipeline::rendezvous::Rendezvous;
+    /// if std::env::var_os("GPU_PIPELINE_MASTER_ADDR").is_none() && std::env::var_os("MASTER_ADDR").is_none()
+    ///     && std::env::var_os("GPU_PIPELINE_RENDEZVOUS_FILE").is_none()
+    /// {
+    ///     // Not started by a launcher: the error says what to set.
+    ///     let err = Rendezvous::from_env().unwrap_err();
+    ///     assert!(err.to_string().contains("set"), "{err}");
+    /// }
+    /// ```
     pub fn from_env() -> Result<Rendezvous> {
         Rendezvous::from_vars(|name| std::env::var(name).ok())
     }
 
     /// [`Rendezvous::from_env`] over any variable lookup.
+    ///
+    /// ```
+    /// use gpu_pipeline::rendezvous::Rendezvous;
+    /// let vars = |name: &str| match name {
+    ///     "GPU_PIPELINE_MASTER_ADDR" => Some("node07".to_owned()),
+    ///     "GPU_PIPELINE_MASTER_PORT" => Some("29500".to_owned()),
+    ///     "GPU_PIPELINE_RENDEZVOUS_SECRET" => Some("0123456789abcdef0123456789abcdef".to_owned()),
+    ///     _ => None,
+    /// };
+    /// let Rendezvous::Tcp(store) = Rendezvous::from_vars(vars)? else { unreachable!() };
+    /// assert_eq!((store.host.as_str(), store.port), ("node07", 29500));
+    /// // A bad port is an error that quotes it.
+    /// let bad = |name: &str| if name.ends_with("PORT") { Some("http".to_owned()) } else { vars(name) };
+    /// assert!(Rendezvous::from_vars(bad).unwrap_err().to_string().contains("\"http\""));
+    /// # Ok::<(), gpu_pipeline::rendezvous::RendezvousError>(())
+    /// ```
     pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Rendezvous> {
         let auth = auth_from_vars(&get)?;
         let timeout = match get(RENDEZVOUS_TIMEOUT_ENV) {
@@ -303,6 +330,26 @@ impl Rendezvous {
 
     /// Hands rank 0's `payload` to every rank: rank 0 passes `Some`, the others `None`; every
     /// rank returns the payload once all ranks have it.
+    ///
+    /// ```
+    /// use std::os::unix::fs::DirBuilderExt;
+    /// use std::time::Duration;
+    /// use gpu_pipeline::rendezvous::{FileStore, RankInfo, Rendezvous, Secret};
+    /// let dir = std::env::temp_dir().join(format!("gpu-pipeline-share-{}", std::process::id()));
+    /// std::fs::DirBuilder::new().mode(0o700).create(&dir).unwrap();
+    /// let mut store = FileStore::new(dir.join("id"), Secret::generate()?);
+    /// store.timeout = Duration::from_secs(20);
+    /// let store = Rendezvous::File(store);
+    /// let rank = |rank| RankInfo { rank, world_size: 2, local_rank: rank, local_world_size: Some(2), source: "example" };
+    /// let other = store.clone();
+    /// let rank1 = std::thread::spawn(move || other.share(&rank(1), None));
+    /// assert_eq!(store.share(&rank(0), Some(b"id from rank 0"))?, b"id from rank 0");
+    /// assert_eq!(rank1.join().unwrap()?, b"id from rank 0");
+    /// // Rank 0 must bring the payload.
+    /// assert!(store.share(&rank(0), None).is_err());
+    /// std::fs::remove_dir_all(&dir).unwrap();
+    /// # Ok::<(), gpu_pipeline::rendezvous::RendezvousError>(())
+    /// ```
     pub fn share(&self, me: &RankInfo, payload: Option<&[u8]>) -> Result<Vec<u8>> {
         match (me.is_root(), payload) {
             (true, Some(payload)) => {
