@@ -9,6 +9,19 @@ use crate::sys;
 
 /// A device attribute id (`CUdevice_attribute`). The associated constants name the common
 /// ones; any other id from the CUDA headers can be built with `DeviceAttribute(id)`.
+///
+/// ```
+/// use gpu_pipeline::{Device, DeviceAttribute};
+/// // `cudaDevAttrL2CacheSize` from the CUDA headers: not named here, still usable.
+/// let l2_cache_size = DeviceAttribute(38);
+/// assert_eq!(format!("{l2_cache_size:?}"), "CUdevice_attribute(38)");
+/// assert_eq!(DeviceAttribute::WARP_SIZE.known_name(), Some("WARP_SIZE"));
+/// if let Ok(device) = Device::get(0) {
+///     assert_eq!(device.attribute(DeviceAttribute::WARP_SIZE)?, 32);
+///     assert!(device.attribute(l2_cache_size)? > 0);
+/// }
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 pub use crate::sys::CUdevice_attribute as DeviceAttribute;
 
 /// A CUDA device, by ordinal. Cheap to copy; it owns nothing.

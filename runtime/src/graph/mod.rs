@@ -41,8 +41,40 @@ use crate::stream::{Stream, StreamBackend, mixed};
 use crate::sys;
 
 /// The verdict of a whole-graph update (`CUgraphExecUpdateResult`).
+///
+/// ```
+/// use gpu_pipeline::{CaptureMode, Context, DeviceBuffer, GraphUpdateResult, Stream};
+/// let ctx = Context::cpu();
+/// let stream = Stream::new(&ctx)?;
+/// let mut x = DeviceBuffer::<u32>::alloc(&ctx, 8)?;
+/// let mut exec = stream.capture(CaptureMode::ThreadLocal, |s| s.memset_u32(&mut x, 1))?.instantiate()?;
+/// let two = stream.capture(CaptureMode::ThreadLocal, |s| {
+///     s.memset_u32(&mut x, 2)?;
+///     s.memset_u32(&mut x, 3)
+/// })?;
+/// let update = exec.try_update(&two)?;
+/// assert_eq!(update.result, GraphUpdateResult::ERROR_TOPOLOGY_CHANGED);
+/// assert_eq!(update.result.known_name(), Some("ERROR_TOPOLOGY_CHANGED"));
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 pub use crate::sys::CUgraphExecUpdateResult as GraphUpdateResult;
 /// A node's kind (`CUgraphNodeType`).
+///
+/// ```
+/// use gpu_pipeline::{CaptureMode, Context, DeviceBuffer, GraphNodeType, PinnedBuffer, Stream};
+/// let ctx = Context::cpu();
+/// let stream = Stream::new(&ctx)?;
+/// let mut x = DeviceBuffer::<u32>::alloc(&ctx, 8)?;
+/// let mut out = PinnedBuffer::<u32>::zeros(&ctx, 8)?;
+/// let graph = stream.capture(CaptureMode::ThreadLocal, |s| {
+///     s.memset_u32(&mut x, 1)?;
+///     s.copy_dtoh(&x, &mut out)
+/// })?;
+/// let kinds: Vec<GraphNodeType> = graph.nodes()?.iter().map(|node| node.kind()).collect();
+/// assert_eq!(kinds, [GraphNodeType::MEMSET, GraphNodeType::MEMCPY]);
+/// assert_eq!(format!("{:?}", kinds[1]), "MEMCPY");
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 pub use crate::sys::CUgraphNodeType as GraphNodeType;
 
 /// A graph recorded by [`Stream::end_capture`](crate::Stream::end_capture) or

@@ -25,6 +25,18 @@ mod params;
 pub(crate) use params::{EntryParams, describe_declared, describe_image};
 
 /// A function attribute id (`CUfunction_attribute`).
+///
+/// ```
+/// use gpu_pipeline::{Backend, Context, FunctionAttribute, Module};
+/// let ctx = Context::auto()?; // CUDA device 0 when there is one, else the CPU backend
+/// let ptx = ".version 8.0\n.target sm_75\n.address_size 64\n.visible .entry noop()\n{\n\tret;\n}\n";
+/// let kernel = Module::load_ptx(&ctx, ptx)?.function("noop")?;
+/// match ctx.backend() {
+///     Backend::Cuda => assert_eq!(kernel.attribute(FunctionAttribute::PTX_VERSION)?, 80),
+///     _ => assert!(kernel.attribute(FunctionAttribute::NUM_REGS).is_err()), // CUDA only
+/// }
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 pub use crate::sys::CUfunction_attribute as FunctionAttribute;
 
 /// A loaded module (`CUmodule` on CUDA). Cloning is cheap and shares the module.
