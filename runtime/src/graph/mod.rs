@@ -556,7 +556,7 @@ impl std::fmt::Debug for Graph {
 /// An executable graph: launch it on any stream of its context, as often as needed, and
 /// change a kernel node's arguments in place between launches.
 ///
-/// ```
+/// ```standalone_crate
 /// # fn main() -> gpu_pipeline::Result<()> {
 /// use gpu_pipeline::{CaptureMode, Context, CpuKernel, DeviceBuffer, LaunchConfig, Module, Stream};
 ///

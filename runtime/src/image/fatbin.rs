@@ -61,7 +61,7 @@ const E_FLAGS: u64 = 40;
 
 /// One entry of a checked fatbin.
 ///
-/// ```
+/// ```standalone_crate
 /// use gpu_pipeline::image::{ImageFormat, check_fatbin};
 /// // `nvcc -fatbin -arch=sm_90 test_kernels.cu`
 /// let fatbin = include_bytes!("../../kernels/test_kernels.sm_90.fatbin");

@@ -133,7 +133,7 @@ impl Module {
     /// [`Error::Driver`] from `cuModuleLoadDataEx` whose description carries the JIT's error
     /// log (line numbers and messages).
     ///
-    /// ```no_run
+    /// ```no_run,standalone_crate
     /// # fn main() -> gpu_pipeline::Result<()> {
     /// let ctx = gpu_pipeline::Context::cuda(0)?;
     /// let module = gpu_pipeline::Module::load_ptx(&ctx, include_str!("../../kernels/test_kernels.ptx"))?
