@@ -49,7 +49,7 @@ pub struct RankOutcome {
     pub rank: usize,
     /// How it ended.
     pub status: RankStatus,
-    /// Its standard output lines (when [`Launch::capture`] is on).
+    /// Its standard output lines (when [`Launch::capture`](super::Launch::capture) is on).
     pub stdout: Vec<String>,
     /// Its standard error lines (when captured).
     pub stderr: Vec<String>,
