@@ -104,18 +104,25 @@ pub struct AccessPolicyWindow {
 /// `CUaccessProperty`.
 ///
 /// ```
-/// use gpu_pipeline::{AccessPolicyWindow, AccessProperty};
-/// // Keep a 4 MiB lookup table in L2 (on CUDA, through `Stream::set_attribute`); the base
-/// // is a device address, from `DeviceBuffer::device_ptr`.
-/// # let base = 0x7f00_0000_0000;
-/// let window = AccessPolicyWindow {
-///     base,
-///     num_bytes: 4 << 20,
-///     hit_ratio: 0.5, // half of the window's lines persist
-///     hit_property: AccessProperty::Persisting,
-///     miss_property: AccessProperty::Normal,
-/// };
-/// assert_ne!(window.hit_property, window.miss_property);
+/// use gpu_pipeline::{AccessPolicyWindow, AccessProperty, DeviceBuffer};
+/// use gpu_pipeline::{Backend, Context, Stream, StreamAttribute, StreamAttributeId};
+/// let ctx = Context::auto()?; // CUDA device 0 when there is one, else the CPU backend
+/// let stream = Stream::new(&ctx)?;
+/// // A field read once per step: its lines should not push reused data out of L2.
+/// let field = DeviceBuffer::<f32>::zeros(&stream, 1 << 16)?;
+/// if let (Backend::Cuda, Some(base)) = (ctx.backend(), field.device_ptr()) {
+///     let window = AccessPolicyWindow {
+///         base,
+///         num_bytes: field.len() * 4,
+///         hit_ratio: 1.0,
+///         hit_property: AccessProperty::Streaming,
+///         miss_property: AccessProperty::Normal,
+///     };
+///     stream.set_attribute(StreamAttribute::AccessPolicyWindow(window))?;
+///     let read = stream.get_attribute(StreamAttributeId::AccessPolicyWindow)?;
+///     assert_eq!(read, StreamAttribute::AccessPolicyWindow(window));
+/// }
+/// # Ok::<(), gpu_pipeline::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum AccessProperty {

@@ -104,7 +104,7 @@ mod sealed {
 /// tolerance) and `u32` (a flag a kernel sets).
 ///
 /// ```
-/// use gpu_pipeline::{Comparison, Condition, ConditionValue, Context, DeviceBuffer, Stream};
+/// use gpu_pipeline::{Comparison, Condition, ConditionValue, Context, DeviceBuffer, Graph, Stream};
 /// /// Tests `value[0] > threshold` on the device, for a residual of either precision.
 /// fn above<T: ConditionValue>(value: &DeviceBuffer<T>, threshold: T) -> Condition {
 ///     Condition::compare(value, Comparison::Greater, threshold)
@@ -113,7 +113,18 @@ mod sealed {
 /// let stream = Stream::new(&ctx)?;
 /// let single = DeviceBuffer::from_slice(&stream, &[0.5f32])?;
 /// let double = DeviceBuffer::from_slice(&stream, &[0.5f64])?;
-/// let (_, _) = (above(&single, 1e-6), above(&double, 1e-12));
+/// let mut ran = DeviceBuffer::from_slice(&stream, &[0u32, 0])?;
+/// let mut graph = Graph::new(&ctx)?;
+/// // 0.5 > 1e-6 holds; 0.5 > 1.0 does not.
+/// graph.add_if_node(&[], above(&single, 1e-6), |body| {
+///     body.add_memset_u32_node(&[], &mut ran.slice_mut(0..1)?, 1).map(drop)
+/// })?;
+/// graph.add_if_node(&[], above(&double, 1.0), |body| {
+///     body.add_memset_u32_node(&[], &mut ran.slice_mut(1..2)?, 1).map(drop)
+/// })?;
+/// graph.instantiate()?.launch(&stream)?;
+/// drop(graph);
+/// assert_eq!(ran.to_vec(&stream)?, [1, 0]);
 /// # Ok::<(), gpu_pipeline::Error>(())
 /// ```
 ///

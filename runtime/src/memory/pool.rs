@@ -39,6 +39,7 @@ use crate::sys::{self, CUmemPool_attribute};
 ///     assert_eq!(pool.release_threshold()?, 64 << 20);
 ///     let stream = Stream::new(&ctx)?;
 ///     let scratch = stream.alloc_from_pool::<f32>(&pool, 1 << 20)?;
+///     stream.synchronize()?;
 ///     assert!(pool.used_bytes()? >= 4 << 20);
 ///     stream.free_async(scratch)?;
 ///     stream.synchronize()?;

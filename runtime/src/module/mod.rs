@@ -32,7 +32,10 @@ pub(crate) use params::{EntryParams, describe_declared, describe_image};
 /// let ptx = ".version 8.0\n.target sm_75\n.address_size 64\n.visible .entry noop()\n{\n\tret;\n}\n";
 /// let kernel = Module::load_ptx(&ctx, ptx)?.function("noop")?;
 /// match ctx.backend() {
-///     Backend::Cuda => assert_eq!(kernel.attribute(FunctionAttribute::PTX_VERSION)?, 80),
+///     Backend::Cuda => {
+///         let max = kernel.attribute(FunctionAttribute::MAX_THREADS_PER_BLOCK)?;
+///         assert_eq!(max as u32, kernel.attributes()?.max_threads_per_block);
+///     }
 ///     _ => assert!(kernel.attribute(FunctionAttribute::NUM_REGS).is_err()), // CUDA only
 /// }
 /// # Ok::<(), gpu_pipeline::Error>(())
@@ -457,9 +460,11 @@ fn next_kernel_id() -> u64 {
 /// match ctx.backend() {
 ///     Backend::Cuda => {
 ///         let attributes = kernel.attributes()?;
-///         assert_eq!(attributes.ptx_version, 80);
+///         // The PTX was compiled, when loaded, for this device's architecture.
+///         let (major, minor) = ctx.device().unwrap().compute_capability()?;
+///         assert_eq!(attributes.binary_version, major * 10 + minor);
 ///         assert_eq!(attributes.static_shared_bytes, 0);
-///         assert!(attributes.max_threads_per_block >= 1);
+///         assert_eq!(attributes.max_threads_per_block, kernel.limits().max_threads_per_block);
 ///     }
 ///     // The CPU backend compiles nothing: there are no attributes to report.
 ///     _ => assert!(kernel.attributes().is_err()),
