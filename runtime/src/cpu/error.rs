@@ -65,7 +65,8 @@ impl fmt::Display for Hazard {
 /// let race = &ctx.races()[0];
 /// assert_ne!(race.earlier.stream, race.later.stream); // the two streams, by name
 /// assert!(race.earlier.op.contains("memset"), "{}", race.earlier.op);
-/// println!("`{}` on `{}`, then `{}` on `{}`", race.earlier.op, race.earlier.stream, race.later.op, race.later.stream);
+/// let (first, then) = (&race.earlier, &race.later);
+/// println!("`{}` on `{}`, then `{}` on `{}`", first.op, first.stream, then.op, then.stream);
 /// # Ok::<(), gpu_pipeline::Error>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

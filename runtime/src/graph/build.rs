@@ -134,7 +134,8 @@ impl WhileNode {
 /// let ctx = Context::cpu();
 /// let stream = Stream::new(&ctx)?;
 /// let go = DeviceBuffer::from_slice(&stream, &[1u32])?;
-/// let (mut a, mut b) = (DeviceBuffer::<u32>::alloc(&ctx, 4)?, DeviceBuffer::<u32>::alloc(&ctx, 4)?);
+/// let mut a = DeviceBuffer::<u32>::alloc(&ctx, 4)?;
+/// let mut b = DeviceBuffer::<u32>::alloc(&ctx, 4)?;
 /// let mut graph = Graph::new(&ctx)?;
 /// // Runs its body once when `go[0] != 0`: two memsets, then a join after both.
 /// graph.add_if_node(&[], Condition::value(&go), |body| {

@@ -47,7 +47,8 @@ use crate::sys;
 /// let ctx = Context::cpu();
 /// let stream = Stream::new(&ctx)?;
 /// let mut x = DeviceBuffer::<u32>::alloc(&ctx, 8)?;
-/// let mut exec = stream.capture(CaptureMode::ThreadLocal, |s| s.memset_u32(&mut x, 1))?.instantiate()?;
+/// let one = stream.capture(CaptureMode::ThreadLocal, |s| s.memset_u32(&mut x, 1))?;
+/// let mut exec = one.instantiate()?;
 /// let two = stream.capture(CaptureMode::ThreadLocal, |s| {
 ///     s.memset_u32(&mut x, 2)?;
 ///     s.memset_u32(&mut x, 3)
@@ -214,7 +215,8 @@ enum KernelIdentity {
 ///     y[..n as usize].fill(1.0);
 /// }
 /// let ctx = Context::cpu();
-/// let ptx = ".version 8.0\n.target sm_75\n.address_size 64\n.visible .entry fill(.param .u32 n, .param .u64 y)\n{\n\tret;\n}\n";
+/// let ptx = ".version 8.0\n.target sm_75\n.address_size 64\n\
+///            .visible .entry fill(.param .u32 n, .param .u64 y)\n{\n\tret;\n}\n";
 /// let module = Module::load_ptx(&ctx, ptx)?;
 /// // SAFETY: `fill(n, y)` writes `y[i]` for `i < n` only, and `n` is `y`'s length below.
 /// let fill = unsafe { module.function("fill")?.typed::<(u32, &mut [f32])>()? }
@@ -646,7 +648,9 @@ impl CpuExec {
 /// let ctx = Context::cpu();
 /// let stream = Stream::new(&ctx)?;
 /// let mut x = DeviceBuffer::<u32>::alloc(&ctx, 8)?;
-/// let mut fill = |value| stream.capture(CaptureMode::ThreadLocal, |s| s.memset_u32(&mut x, value));
+/// let mut fill = |value| {
+///     stream.capture(CaptureMode::ThreadLocal, |s| s.memset_u32(&mut x, value))
+/// };
 /// let mut exec = fill(1)?.instantiate()?;
 /// // Same topology, another value: the executable graph takes the new parameters in place.
 /// let update = exec.try_update(&fill(2)?)?;

@@ -48,9 +48,12 @@ pub struct BoundViolation {
 /// What is wrong with one bound at one launch.
 ///
 /// ```
-/// use gpu_pipeline::{Bound, BoundProblem, Bounds, Context, CpuKernel, DeviceBuffer, Module, Stream};
+/// use gpu_pipeline::{
+///     Bound, BoundProblem, Bounds, Context, CpuKernel, DeviceBuffer, Module, Stream,
+/// };
 /// let ctx = Context::cpu();
-/// let ptx = ".version 8.0\n.target sm_75\n.address_size 64\n.visible .entry fill(.param .u32 n, .param .u64 y)\n{\n\tret;\n}\n";
+/// let ptx = ".version 8.0\n.target sm_75\n.address_size 64\n\
+///            .visible .entry fill(.param .s32 n, .param .u64 y)\n{\n\tret;\n}\n";
 /// let module = Module::load_ptx(&ctx, ptx)?.named("fill");
 /// fn fill(n: i32, y: &mut [f32]) {
 ///     y[..n.max(0) as usize].fill(1.0);

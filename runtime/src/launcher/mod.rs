@@ -228,7 +228,8 @@ impl Launch {
     /// ```
     /// use std::time::Duration;
     /// use gpu_pipeline::launcher::Launch;
-    /// let report = Launch::new(2, "sleep").arg("60").timeout(Duration::from_millis(300)).run().unwrap();
+    /// let sleepers = Launch::new(2, "sleep").arg("60");
+    /// let report = sleepers.timeout(Duration::from_millis(300)).run().unwrap();
     /// assert_eq!(report.exit_code(), 124); // as `timeout(1)` reports it
     /// ```
     pub fn timeout(mut self, timeout: Duration) -> Launch {
@@ -284,10 +285,11 @@ impl Launch {
     /// ```
     /// use gpu_pipeline::launcher::{Launch, LaunchError};
     /// // Each rank finds the rendezvous the launcher serves in its environment.
-    /// let report = Launch::new(2, "sh")
-    ///     .args(["-c", "test $GPU_PIPELINE_RENDEZVOUS_SERVER = launcher && test -n \"$GPU_PIPELINE_MASTER_PORT\""])
-    ///     .run()
-    ///     .unwrap();
+    /// let check = concat!(
+    ///     "test $GPU_PIPELINE_RENDEZVOUS_SERVER = launcher",
+    ///     " && test -n \"$GPU_PIPELINE_MASTER_PORT\""
+    /// );
+    /// let report = Launch::new(2, "sh").args(["-c", check]).run().unwrap();
     /// assert!(report.success(), "{}", report.summary());
     /// assert!(matches!(Launch::new(0, "true").run(), Err(LaunchError::Usage(_))));
     /// ```

@@ -16,7 +16,8 @@ use std::process::ExitStatus;
 /// assert_eq!(report.ranks[0].status, RankStatus::Exited(3));
 /// assert_eq!(report.ranks[1].status, RankStatus::Killed);
 /// // Past the timeout, every rank is killed.
-/// let report = Launch::new(1, "sleep").arg("60").timeout(Duration::from_millis(200)).run().unwrap();
+/// let sleeper = Launch::new(1, "sleep").arg("60");
+/// let report = sleeper.timeout(Duration::from_millis(200)).run().unwrap();
 /// assert_eq!(report.ranks[0].status, RankStatus::TimedOut);
 /// assert_eq!(report.exit_code(), 124);
 /// ```
@@ -36,7 +37,8 @@ pub enum RankStatus {
 ///
 /// ```
 /// use gpu_pipeline::launcher::{Launch, RankStatus};
-/// let report = Launch::new(2, "sh").args(["-c", "echo out; echo err >&2"]).capture().run().unwrap();
+/// let both = Launch::new(2, "sh").args(["-c", "echo out; echo err >&2"]);
+/// let report = both.capture().run().unwrap();
 /// for outcome in &report.ranks {
 ///     assert_eq!(outcome.status, RankStatus::Exited(0), "rank {}", outcome.rank);
 ///     assert_eq!(outcome.stdout, ["out"]);

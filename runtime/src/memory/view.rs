@@ -64,7 +64,11 @@ pub trait DeviceSource<T: Pod>: sealed::DeviceMemory {}
 /// ```
 /// use gpu_pipeline::{Context, DeviceBuffer, DeviceDest, Stream};
 /// /// Sets every element to `value` (any 4-byte element type).
-/// fn clear<T: gpu_pipeline::Pod>(stream: &Stream, dst: &mut impl DeviceDest<T>, value: u32) -> gpu_pipeline::Result<()> {
+/// fn clear<T: gpu_pipeline::Pod>(
+///     stream: &Stream,
+///     dst: &mut impl DeviceDest<T>,
+///     value: u32,
+/// ) -> gpu_pipeline::Result<()> {
 ///     stream.memset_u32(dst, value)
 /// }
 /// let ctx = Context::cpu();
@@ -90,7 +94,11 @@ pub trait DeviceDest<T: Pod>: DeviceSource<T> {}
 /// ```
 /// use gpu_pipeline::{Context, DeviceBuffer, PinnedBuffer, PinnedSource, Stream};
 /// /// Uploads `src` into `dst` (same lengths).
-/// fn upload(stream: &Stream, src: &impl PinnedSource<f32>, dst: &mut DeviceBuffer<f32>) -> gpu_pipeline::Result<()> {
+/// fn upload(
+///     stream: &Stream,
+///     src: &impl PinnedSource<f32>,
+///     dst: &mut DeviceBuffer<f32>,
+/// ) -> gpu_pipeline::Result<()> {
 ///     stream.copy_htod(src, dst)
 /// }
 /// let ctx = Context::cpu();
@@ -109,7 +117,11 @@ pub trait PinnedSource<T: Pod>: sealed::PinnedMemory {}
 /// ```
 /// use gpu_pipeline::{Context, DeviceBuffer, PinnedBuffer, PinnedDest, Stream};
 /// /// Downloads `src` into `dst` (same lengths).
-/// fn download(stream: &Stream, src: &DeviceBuffer<u8>, dst: &mut impl PinnedDest<u8>) -> gpu_pipeline::Result<()> {
+/// fn download(
+///     stream: &Stream,
+///     src: &DeviceBuffer<u8>,
+///     dst: &mut impl PinnedDest<u8>,
+/// ) -> gpu_pipeline::Result<()> {
 ///     stream.copy_dtoh(src, dst)
 /// }
 /// let ctx = Context::cpu();

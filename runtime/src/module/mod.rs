@@ -29,7 +29,7 @@ pub(crate) use params::{EntryParams, describe_declared, describe_image};
 /// ```
 /// use gpu_pipeline::{Backend, Context, FunctionAttribute, Module};
 /// let ctx = Context::auto()?; // CUDA device 0 when there is one, else the CPU backend
-/// let ptx = ".version 8.0\n.target sm_75\n.address_size 64\n.visible .entry noop()\n{\n\tret;\n}\n";
+/// let ptx = ".version 8.0\n.target sm_75\n.address_size 64\n.visible .entry noop()\n{\n\tret;\n}";
 /// let kernel = Module::load_ptx(&ctx, ptx)?.function("noop")?;
 /// match ctx.backend() {
 ///     Backend::Cuda => {
@@ -455,7 +455,7 @@ fn next_kernel_id() -> u64 {
 /// ```
 /// use gpu_pipeline::{Backend, Context, Module};
 /// let ctx = Context::auto()?; // CUDA device 0 when there is one, else the CPU backend
-/// let ptx = ".version 8.0\n.target sm_75\n.address_size 64\n.visible .entry noop()\n{\n\tret;\n}\n";
+/// let ptx = ".version 8.0\n.target sm_75\n.address_size 64\n.visible .entry noop()\n{\n\tret;\n}";
 /// let kernel = Module::load_ptx(&ctx, ptx)?.function("noop")?;
 /// match ctx.backend() {
 ///     Backend::Cuda => {

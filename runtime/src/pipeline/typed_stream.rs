@@ -33,7 +33,8 @@ use crate::sys;
 /// assert_eq!(StreamPriority::High.resolve(&ctx)?, range.greatest);
 /// assert_eq!(StreamPriority::Default.resolve(&ctx)?, range.least);
 /// assert_eq!(StreamPriority::Value(-1000).resolve(&ctx)?, range.greatest); // clamped
-/// let urgent = Stream::with_priority(&ctx, StreamFlags::default(), StreamPriority::High.resolve(&ctx)?)?;
+/// let high = StreamPriority::High.resolve(&ctx)?;
+/// let urgent = Stream::with_priority(&ctx, StreamFlags::default(), high)?;
 /// assert_eq!(urgent.priority()?, range.greatest);
 /// # Ok::<(), gpu_pipeline::Error>(())
 /// ```

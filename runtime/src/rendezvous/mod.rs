@@ -244,9 +244,9 @@ impl Rendezvous {
     ///
     /// ```
     /// use gpu_pipeline::rendezvous::Rendezvous;
-    /// if std::env::var_os("GPU_PIPELINE_MASTER_ADDR").is_none() && std::env::var_os("MASTER_ADDR").is_none()
-    ///     && std::env::var_os("GPU_PIPELINE_RENDEZVOUS_FILE").is_none()
-    /// {
+    /// let set = |name| std::env::var_os(name).is_some();
+    /// let launched = set("GPU_PIPELINE_MASTER_ADDR") || set("MASTER_ADDR");
+    /// if !launched && !set("GPU_PIPELINE_RENDEZVOUS_FILE") {
     ///     // Not started by a launcher: the error says what to set.
     ///     let err = Rendezvous::from_env().unwrap_err();
     ///     assert!(err.to_string().contains("set"), "{err}");
@@ -269,7 +269,10 @@ impl Rendezvous {
     /// let Rendezvous::Tcp(store) = Rendezvous::from_vars(vars)? else { unreachable!() };
     /// assert_eq!((store.host.as_str(), store.port), ("node07", 29500));
     /// // A bad port is an error that quotes it.
-    /// let bad = |name: &str| if name.ends_with("PORT") { Some("http".to_owned()) } else { vars(name) };
+    /// let bad = |name: &str| match name {
+    ///     "GPU_PIPELINE_MASTER_PORT" => Some("http".to_owned()),
+    ///     _ => vars(name),
+    /// };
     /// assert!(Rendezvous::from_vars(bad).unwrap_err().to_string().contains("\"http\""));
     /// # Ok::<(), gpu_pipeline::rendezvous::RendezvousError>(())
     /// ```
@@ -340,7 +343,13 @@ impl Rendezvous {
     /// let mut store = FileStore::new(dir.join("id"), Secret::generate()?);
     /// store.timeout = Duration::from_secs(20);
     /// let store = Rendezvous::File(store);
-    /// let rank = |rank| RankInfo { rank, world_size: 2, local_rank: rank, local_world_size: Some(2), source: "example" };
+    /// let rank = |rank| RankInfo {
+    ///     rank,
+    ///     world_size: 2,
+    ///     local_rank: rank,
+    ///     local_world_size: Some(2),
+    ///     source: "example",
+    /// };
     /// let other = store.clone();
     /// let rank1 = std::thread::spawn(move || other.share(&rank(1), None));
     /// assert_eq!(store.share(&rank(0), Some(b"id from rank 0"))?, b"id from rank 0");

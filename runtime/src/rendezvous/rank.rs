@@ -66,10 +66,12 @@ const FAMILIES: [Family; 4] = [
 /// assert_eq!((me.rank, me.world_size, me.local_rank), (2, 8, 2));
 /// assert!(!me.is_root());
 /// // Slurm's names:
-/// let me = RankInfo::from_vars(vars(&[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "2"), ("SLURM_LOCALID", "0")]))?;
+/// let slurm = [("SLURM_PROCID", "0"), ("SLURM_NTASKS", "2"), ("SLURM_LOCALID", "0")];
+/// let me = RankInfo::from_vars(vars(&slurm))?;
 /// assert_eq!((me.source, me.is_root()), ("Slurm", true));
 /// // A rank beyond the world is an error naming both.
-/// assert!(RankInfo::from_vars(vars(&[("RANK", "8"), ("WORLD_SIZE", "8"), ("LOCAL_RANK", "0")])).is_err());
+/// let beyond = [("RANK", "8"), ("WORLD_SIZE", "8"), ("LOCAL_RANK", "0")];
+/// assert!(RankInfo::from_vars(vars(&beyond)).is_err());
 /// # Ok::<(), gpu_pipeline::rendezvous::RendezvousError>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]

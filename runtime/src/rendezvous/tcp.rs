@@ -16,7 +16,8 @@ use super::{DEFAULT_TIMEOUT, MAX_WORLD_SIZE, RendezvousError, Result, io_error, 
 ///     "GPU_PIPELINE_MASTER_ADDR" => Some("127.0.0.1".to_owned()),
 ///     "GPU_PIPELINE_MASTER_PORT" => Some("29500".to_owned()),
 ///     "GPU_PIPELINE_RENDEZVOUS_SECRET" => Some("0123456789abcdef0123456789abcdef".to_owned()),
-///     "GPU_PIPELINE_RENDEZVOUS_SERVER" => Some("launcher".to_owned()), // set by gpu-pipeline-launch
+///     // what gpu-pipeline-launch sets
+///     "GPU_PIPELINE_RENDEZVOUS_SERVER" => Some("launcher".to_owned()),
 ///     _ => None,
 /// };
 /// let Rendezvous::Tcp(store) = Rendezvous::from_vars(launched)? else { unreachable!() };
@@ -45,7 +46,13 @@ pub enum ServedBy {
 /// let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
 /// let mut store = TcpStore::new("127.0.0.1", port, Secret::generate()?);
 /// store.timeout = Duration::from_secs(20);
-/// let rank = |rank| RankInfo { rank, world_size: 2, local_rank: rank, local_world_size: Some(2), source: "example" };
+/// let rank = |rank| RankInfo {
+///     rank,
+///     world_size: 2,
+///     local_rank: rank,
+///     local_world_size: Some(2),
+///     source: "example",
+/// };
 /// let other = store.clone();
 /// let rank1 = std::thread::spawn(move || other.fetch(1, 2));
 /// // Rank 0 serves (`ServedBy::RankZero`) and returns once rank 1 has the payload.
