@@ -30,6 +30,14 @@ pub use failure::{CommCause, CommFailure};
 /// The element types collectives move and reduce: those NCCL and Rust share.
 ///
 /// (NCCL's half, bfloat16 and fp8 types have no `std` Rust type and are left out.)
+///
+/// ```
+/// use gpu_pipeline::collective::{Element, ElementKind};
+/// assert_eq!(f64::KIND, ElementKind::F64);
+/// assert_eq!((ElementKind::U8.size(), ElementKind::F64.size()), (1, 8));
+/// assert_eq!(ElementKind::I32.to_string(), "i32");
+/// assert!(ElementKind::F32.is_float() && !ElementKind::U64.is_float());
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ElementKind {
@@ -65,6 +73,12 @@ impl ElementKind {
     ];
 
     /// The size of one element in bytes.
+    ///
+    /// ```
+    /// use gpu_pipeline::collective::ElementKind;
+    /// // The bytes an all-gather of 1000 `f64` from each of 4 ranks fills.
+    /// assert_eq!(4 * 1000 * ElementKind::F64.size(), 32_000);
+    /// ```
     pub const fn size(self) -> usize {
         match self {
             ElementKind::I8 | ElementKind::U8 => 1,
@@ -74,6 +88,12 @@ impl ElementKind {
     }
 
     /// The Rust name of the type, e.g. `f32`.
+    ///
+    /// ```
+    /// use gpu_pipeline::collective::{Element, ElementKind};
+    /// assert_eq!(ElementKind::U64.name(), "u64");
+    /// assert_eq!(f32::KIND.name(), std::any::type_name::<f32>());
+    /// ```
     pub const fn name(self) -> &'static str {
         match self {
             ElementKind::I8 => "i8",
@@ -88,6 +108,12 @@ impl ElementKind {
     }
 
     /// Whether the kind is a floating-point type.
+    ///
+    /// ```
+    /// use gpu_pipeline::collective::ElementKind;
+    /// let floats: Vec<_> = ElementKind::ALL.into_iter().filter(|k| k.is_float()).collect();
+    /// assert_eq!(floats, [ElementKind::F32, ElementKind::F64]);
+    /// ```
     pub const fn is_float(self) -> bool {
         matches!(self, ElementKind::F32 | ElementKind::F64)
     }
@@ -113,6 +139,20 @@ mod sealed {
     note = "sends, receives and collectives move buffers of `i8`, `u8`, `i32`, `u32`, `i64`, \
             `u64`, `f32` or `f64`"
 )]
+///
+/// ```
+/// use gpu_pipeline::collective::{Element, ElementKind, World};
+/// /// Sums `x` over every rank, for any type collectives carry.
+/// fn total<T: Element>(comm: &gpu_pipeline::collective::Comm, x: T) -> T {
+///     let mut sum = [x];
+///     comm.all_reduce_in_place(&mut sum, gpu_pipeline::collective::ReduceOp::Sum).unwrap();
+///     assert_eq!(T::KIND.size(), std::mem::size_of::<T>());
+///     sum[0]
+/// }
+/// let sums = World::run(3, |comm| Ok(total(&comm, comm.rank() as u64 + 1))).unwrap();
+/// assert!(sums.iter().all(|sum| *sum.as_ref().unwrap() == 6));
+/// assert_eq!(u64::KIND, ElementKind::U64);
+/// ```
 pub trait Element: Pod + sealed::Sealed {
     /// The kind of this type.
     const KIND: ElementKind;
@@ -141,6 +181,20 @@ elements! {
 /// A reduction operator for `all_reduce` and `reduce_scatter`.
 ///
 /// Integer sums and products wrap, as on the GPU.
+///
+/// ```
+/// use gpu_pipeline::collective::{ElementKind, ReduceOp, World};
+/// let maxima = World::run(4, |comm| {
+///     let mut x = [comm.rank() as f32, -(comm.rank() as f32)];
+///     comm.all_reduce_in_place(&mut x, ReduceOp::Max)?;
+///     Ok(x)
+/// })
+/// .unwrap();
+/// assert!(maxima.iter().all(|x| *x.as_ref().unwrap() == [3.0, 0.0]));
+/// // `avg` is for floating-point elements only, on both backends.
+/// assert!(ReduceOp::Avg.check(ElementKind::F32).is_ok());
+/// assert!(ReduceOp::Avg.check(ElementKind::I32).unwrap_err().contains("`sum`"));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ReduceOp {
@@ -167,6 +221,12 @@ impl ReduceOp {
     ];
 
     /// The operator's name, e.g. `sum`.
+    ///
+    /// ```
+    /// use gpu_pipeline::collective::ReduceOp;
+    /// // The names `all_reduce(OP)` takes in `gpu_pipeline!`.
+    /// assert_eq!(ReduceOp::ALL.map(ReduceOp::name), ["sum", "prod", "max", "min", "avg"]);
+    /// ```
     pub const fn name(self) -> &'static str {
         match self {
             ReduceOp::Sum => "sum",
@@ -180,6 +240,13 @@ impl ReduceOp {
     /// The rule both backends apply before reducing: `avg` is only defined for floating-point
     /// kinds (NCCL's integer mean truncates in a way the CPU backend would have to copy
     /// bit for bit; a sum and a division say what is meant instead).
+    ///
+    /// ```
+    /// use gpu_pipeline::collective::{ElementKind, ReduceOp};
+    /// assert!(ReduceOp::Max.check(ElementKind::I64).is_ok());
+    /// let err = ReduceOp::Avg.check(ElementKind::U32).unwrap_err();
+    /// assert!(err.contains("divide by the number of ranks"), "{err}");
+    /// ```
     pub fn check(self, kind: ElementKind) -> Result<(), String> {
         if self == ReduceOp::Avg && !kind.is_float() {
             return Err(format!(

@@ -19,6 +19,18 @@ use crate::image::ImageError;
 use crate::sys::CUresult;
 
 /// A `Result` whose error is [`Error`].
+///
+/// ```
+/// use gpu_pipeline::{Context, DeviceBuffer, Result, Stream};
+/// /// Sums a buffer on the host.
+/// fn total(stream: &Stream, x: &DeviceBuffer<f64>) -> Result<f64> {
+///     Ok(x.to_vec(stream)?.iter().sum())
+/// }
+/// let ctx = Context::cpu();
+/// let stream = Stream::new(&ctx)?;
+/// assert_eq!(total(&stream, &DeviceBuffer::from_slice(&stream, &[1.0, 2.5])?)?, 3.5);
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can go wrong in gpu-pipeline.

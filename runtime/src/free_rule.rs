@@ -19,6 +19,29 @@ pub(crate) enum AllocKind {
 }
 
 /// How [`Stream::free_async`](crate::Stream::free_async) released a buffer.
+///
+/// ```
+/// use gpu_pipeline::{CaptureMode, Context, FreeMode, Stream};
+/// let ctx = Context::cpu();
+/// let (a, b) = (Stream::new(&ctx)?, Stream::new(&ctx)?);
+/// // Used on its allocating stream only: freed in stream order, without waiting.
+/// let mut x = a.alloc_async::<u32>(1024)?;
+/// a.memset_u32(&mut x, 0)?;
+/// assert_eq!(a.free_async(x)?, FreeMode::StreamOrdered);
+/// // Used on a second stream too: the context is synchronized first.
+/// let mut y = a.alloc_async::<u32>(1024)?;
+/// a.memset_u32(&mut y, 0)?;
+/// b.join(&a)?;
+/// b.memset_u32(&mut y, 1)?;
+/// assert_eq!(a.free_async(y)?, FreeMode::Synchronized);
+/// // Held by a captured graph: the graph's drop frees it.
+/// let mut z = a.alloc_async::<u32>(1024)?;
+/// a.memset_u32(&mut z, 0)?; // valid from here on `a`
+/// let graph = a.capture(CaptureMode::ThreadLocal, |s| s.memset_u32(&mut z, 2))?;
+/// assert_eq!(a.free_async(z)?, FreeMode::Deferred);
+/// drop(graph);
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum FreeMode {
     /// `cuMemFreeAsync` on the given stream: the allocation was stream-ordered, every piece

@@ -17,7 +17,7 @@
 //! with `include_str!`, here from a `kernels/` folder beside `src/`. `cpu =` names what the
 //! CPU backend runs instead.
 //!
-//! ```
+//! ```standalone_crate
 //! use gpu_pipeline::{gpu_pipeline, Context, DeviceBuffer, PinnedBuffer, Stream};
 //!
 //! gpu_pipeline! {
@@ -167,7 +167,7 @@
 //! | `PA`, `PB` | the stream markers of [`TypedStream`]s |
 //! | `p.set_fault_tracking(on)` | off by default (each stage then costs one more stream memory operation); when on, a fault at a wait names the first stage that did not complete; `GPU_PIPELINE_TRACK_FAULTS=1` turns it on for every pipeline created afterwards |
 //!
-//! ```
+//! ```standalone_crate
 //! use gpu_pipeline::{gpu_pipeline, Context, DeviceBuffer, PinnedBuffer, Result, TypedStream};
 //! # fn saxpy_on_cpu(n: u32, a: f32, x: &[f32], y: &mut [f32]) {
 //! #     for i in 0..n as usize { y[i] += a * x[i]; }

@@ -44,6 +44,36 @@ use scope::Scope;
 ///
 /// Each check phase reports all of its errors together, and nothing is generated unless it
 /// passed.
+///
+/// ```
+/// use quote::quote;
+/// let expanded = gpu_pipeline_macros_core::gpu_pipeline(quote! {
+///     pub pipeline Clear {
+///         streams { main, side }
+///         params { x: &mut DeviceBuffer<f32>, y: &mut DeviceBuffer<f32> }
+///         stage zero on main { fill x = 0.0; }
+///         stage one on side { fill y = 1.0; }
+///     }
+/// })
+/// .to_string();
+/// assert!(expanded.contains("pub struct Clear"), "{expanded}");
+/// assert!(expanded.contains("pub struct ClearParams"), "{expanded}");
+/// assert!(!expanded.contains("compile_error"));
+///
+/// // A stage on a stream that was never declared: an error on that token, and stubs
+/// // with the same public names so that the user's code still resolves them.
+/// let refused = gpu_pipeline_macros_core::gpu_pipeline(quote! {
+///     pub pipeline Clear {
+///         streams { main }
+///         params { x: &mut DeviceBuffer<f32> }
+///         stage zero on elsewhere { fill x = 0.0; }
+///     }
+/// })
+/// .to_string();
+/// assert!(refused.contains("compile_error"), "{refused}");
+/// assert!(refused.contains("elsewhere"), "{refused}");
+/// assert!(refused.contains("pub struct Clear"), "{refused}");
+/// ```
 pub fn gpu_pipeline(tokens: TokenStream) -> TokenStream {
     let input = match syn::parse2::<ast::Pipeline>(tokens.clone()) {
         Ok(input) => input,

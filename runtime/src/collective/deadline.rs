@@ -19,6 +19,15 @@ pub const COMM_TIMEOUT_ENV: &str = "GPU_PIPELINE_COMM_TIMEOUT";
 pub const DEFAULT_COMM_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 
 /// The deadline a text gives: a positive, finite number of seconds (`300`, `2.5`, ` 10 `).
+///
+/// ```
+/// use std::time::Duration;
+/// use gpu_pipeline::collective::parse_comm_timeout;
+/// assert_eq!(parse_comm_timeout(" 2.5 "), Ok(Duration::from_millis(2500)));
+/// let err = parse_comm_timeout("0").unwrap_err();
+/// assert!(err.contains("positive"), "{err}");
+/// assert!(parse_comm_timeout("5m").is_err()); // seconds, as a number
+/// ```
 pub fn parse_comm_timeout(text: &str) -> Result<Duration, String> {
     let trimmed = text.trim();
     let refuse = |why: &str| {
@@ -38,6 +47,15 @@ pub fn parse_comm_timeout(text: &str) -> Result<Duration, String> {
 
 /// The deadline [`COMM_TIMEOUT_ENV`] sets, or [`DEFAULT_COMM_TIMEOUT`] when it is unset or
 /// empty; a value that is not a positive number of seconds is an error saying so.
+///
+/// ```
+/// use gpu_pipeline::collective::{COMM_TIMEOUT_ENV, DEFAULT_COMM_TIMEOUT, comm_timeout_from_env};
+/// let deadline = comm_timeout_from_env()?;
+/// if std::env::var_os(COMM_TIMEOUT_ENV).is_none() {
+///     assert_eq!(deadline, DEFAULT_COMM_TIMEOUT);
+/// }
+/// # Ok::<(), String>(())
+/// ```
 pub fn comm_timeout_from_env() -> Result<Duration, String> {
     match std::env::var(COMM_TIMEOUT_ENV) {
         Ok(text) if !text.trim().is_empty() => parse_comm_timeout(&text),

@@ -13,6 +13,35 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 /// Why a communication failed.
+///
+/// A rank waits on a peer that never issues the matching operation, and its deadline ends
+/// the wait:
+///
+/// ```
+/// use std::time::Duration;
+/// use gpu_pipeline::collective::CommCause;
+/// use gpu_pipeline::{Communicator, Context, DeviceBuffer, Stream, gpu_pipeline};
+///
+/// gpu_pipeline! {
+///     /// Receives `inbox` from rank 1.
+///     pipeline Pull {
+///         streams { link }
+///         params { comm: &Communicator, inbox: &mut DeviceBuffer<f32> }
+///         stage pull on link { recv inbox from 1; }
+///     }
+/// }
+///
+/// let ranks = Communicator::cpu_ranks_with_timeout(2, Duration::from_millis(200))?;
+/// let ctx = Context::cpu();
+/// let mut inbox = DeviceBuffer::<f32>::zeros(&Stream::new(&ctx)?, 4)?;
+/// let params = PullParams { comm: &ranks[0], inbox: &mut inbox };
+/// let err = Pull::new(&ctx)?.run(params).and_then(|run| run.wait()).unwrap_err();
+/// let failure = err.comm_failure().expect("a communication error");
+/// assert!(matches!(failure.cause, CommCause::Timeout { .. }), "{err}");
+/// assert!(failure.is_timeout());
+/// # drop(ranks);
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum CommCause {
@@ -54,6 +83,36 @@ pub enum CommCause {
 
 /// One rank's failed communication: which rank, pipeline, stage and operation, the peer
 /// where there is one, the deadline, and why.
+///
+/// ```
+/// use gpu_pipeline::collective::CommCause;
+/// use gpu_pipeline::{Communicator, Context, DeviceBuffer, Stream, gpu_pipeline};
+///
+/// gpu_pipeline! {
+///     /// Sends `out` to rank 1.
+///     pipeline Push {
+///         streams { link }
+///         params { comm: &Communicator, out: &DeviceBuffer<f32> }
+///         stage push on link { send out to 1; }
+///     }
+/// }
+///
+/// let mut ranks = Communicator::cpu_ranks(2)?;
+/// drop(ranks.pop()); // rank 1 leaves before it receives
+/// let ctx = Context::cpu();
+/// let out = DeviceBuffer::<f32>::zeros(&Stream::new(&ctx)?, 4)?;
+/// let params = PushParams { comm: &ranks[0], out: &out };
+/// let err = Push::new(&ctx)?.run(params).and_then(|run| run.wait()).unwrap_err();
+/// let failure = err.comm_failure().expect("a communication error");
+/// assert_eq!(failure.cause, CommCause::PeerGone { peer: 1 });
+/// assert_eq!((failure.rank, failure.peer), (0, Some(1)));
+/// assert_eq!((failure.pipeline, failure.stage), (Some("Push"), Some("push")));
+/// assert!(!failure.is_timeout());
+/// assert!(err.to_string().contains("rank 1 left"), "{err}");
+/// // The communicator is aborted: a second use is refused at once, naming the first failure.
+/// assert!(ranks[0].failure().is_some());
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct CommFailure {

@@ -51,6 +51,25 @@ use crate::collective::{Element, ElementKind, ReduceOp};
 pub const DEFAULT_TIMEOUT: Duration = crate::collective::DEFAULT_COMM_TIMEOUT;
 
 /// Why a CPU collective failed.
+///
+/// ```
+/// use std::time::Duration;
+/// use gpu_pipeline::collective::{CollectiveError, World};
+/// // Rank 0 receives from rank 1, which never sends: the deadline ends the wait.
+/// let ended = World::run_with_timeout(2, Duration::from_millis(100), |comm| {
+///     if comm.rank() == 0 {
+///         comm.recv(1, &mut [0u32; 4])?;
+///     }
+///     Ok(())
+/// })
+/// .unwrap();
+/// let err = ended[0].as_ref().unwrap_err();
+/// assert!(
+///     matches!(err, CollectiveError::Timeout { rank: 0, peer: Some(1), .. })
+///         || matches!(err, CollectiveError::PeerGone { rank: 0, peer: 1, .. }),
+///     "{err}"
+/// );
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum CollectiveError {
@@ -120,6 +139,20 @@ pub type Result<T, E = CollectiveError> = std::result::Result<T, E>;
 
 /// N simulated ranks in one process. Take each rank's [`Comm`] once ([`World::comm`] or
 /// [`World::into_comms`]) and move it to that rank's thread.
+///
+/// ```
+/// use gpu_pipeline::collective::World;
+/// let world = World::new(2).unwrap();
+/// assert_eq!(world.size(), 2);
+/// let mut comms = world.into_comms().unwrap().into_iter();
+/// let (zero, one) = (comms.next().unwrap(), comms.next().unwrap());
+/// // Each rank's communicator moves to its own thread.
+/// let sender = std::thread::spawn(move || zero.send(1, &[1.5f32, 2.5]));
+/// let mut got = [0.0f32; 2];
+/// one.recv(0, &mut got).unwrap();
+/// sender.join().unwrap().unwrap();
+/// assert_eq!(got, [1.5, 2.5]);
+/// ```
 #[derive(Clone)]
 pub struct World {
     shared: Arc<Shared>,
@@ -379,6 +412,24 @@ impl Shared {
 /// One rank's communicator in a [`World`]: what a thread standing in for a GPU holds. Send
 /// it to the rank's thread; like an NCCL communicator it is driven from one thread at a time.
 /// Dropping it tells the other ranks that this one left.
+///
+/// ```
+/// use gpu_pipeline::collective::{ReduceOp, World};
+/// let results = World::run(4, |comm| {
+///     // rank r holds [r, 10 r]; every rank gets the sums, then rank 2's values
+///     let mut sums = [0i64; 2];
+///     comm.all_reduce(&[comm.rank() as i64, 10 * comm.rank() as i64], &mut sums, ReduceOp::Sum)?;
+///     let mut row = [comm.rank() as i64; 2];
+///     comm.broadcast(2, &mut row)?;
+///     let mut all = [0i64; 4];
+///     comm.all_gather(&[comm.rank() as i64], &mut all)?;
+///     Ok((sums, row, all))
+/// })
+/// .unwrap();
+/// for result in results {
+///     assert_eq!(result.unwrap(), ([6, 60], [2, 2], [0, 1, 2, 3]));
+/// }
+/// ```
 pub struct Comm {
     shared: Arc<Shared>,
     rank: usize,
@@ -1028,6 +1079,28 @@ fn match_message(
 
 /// A group of sends and recvs being recorded by [`Comm::group`]. The buffers it is given are
 /// borrowed until the group ends.
+/// A group of sends and recvs being recorded by [`Comm::group`]. The buffers it is given are
+/// borrowed until the group ends.
+///
+/// Two ranks that each send first and then receive would wait on each other with blocking
+/// calls; in a group the order does not matter:
+///
+/// ```
+/// use gpu_pipeline::collective::World;
+/// let swapped = World::run(2, |comm| {
+///     let other = 1 - comm.rank();
+///     let mine = [comm.rank() as u8; 3];
+///     let mut theirs = [9u8; 3];
+///     comm.group(|group| {
+///         group.send(other, &mine)?;
+///         group.recv(other, &mut theirs)
+///     })?;
+///     Ok(theirs)
+/// })
+/// .unwrap();
+/// assert_eq!(swapped[0].as_ref().unwrap(), &[1, 1, 1]);
+/// assert_eq!(swapped[1].as_ref().unwrap(), &[0, 0, 0]);
+/// ```
 pub struct CommGroup<'a> {
     comm: &'a Comm,
     sends: Vec<(usize, Option<ElementKind>, &'a [u8])>,

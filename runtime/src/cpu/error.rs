@@ -6,6 +6,20 @@ use std::sync::Arc;
 use super::access::{Access, BufferId};
 
 /// The kind of conflict between two unordered accesses to one buffer, named from the later one.
+///
+/// ```
+/// use gpu_pipeline::{Context, DeviceBuffer, Hazard, PinnedBuffer, Stream};
+/// let ctx = Context::cpu_checked();
+/// let (a, b) = (Stream::new(&ctx)?, Stream::new(&ctx)?);
+/// let mut field = DeviceBuffer::<u32>::alloc(&ctx, 8)?.named("field");
+/// let mut out = PinnedBuffer::<u32>::zeros(&ctx, 8)?;
+/// a.memset_u32(&mut field, 7)?;
+/// b.copy_dtoh(&field, &mut out)?; // reads what `a` writes, with no event between them
+/// assert!(ctx.synchronize().is_err());
+/// assert_eq!(ctx.races()[0].hazard, Hazard::ReadAfterWrite);
+/// assert_eq!(Hazard::ReadAfterWrite.to_string(), "read-after-write");
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Hazard {
     /// The later access reads what the earlier one wrote.
@@ -39,6 +53,22 @@ impl fmt::Display for Hazard {
 }
 
 /// One side of a race: an operation and the stream it ran on (`host` for host accesses).
+///
+/// ```
+/// use gpu_pipeline::{Context, DeviceBuffer, Stream};
+/// let ctx = Context::cpu_checked();
+/// let (a, b) = (Stream::new(&ctx)?, Stream::new(&ctx)?);
+/// let mut x = DeviceBuffer::<u32>::alloc(&ctx, 8)?.named("x");
+/// a.memset_u32(&mut x, 1)?;
+/// b.memset_u32(&mut x, 2)?;
+/// assert!(ctx.synchronize().is_err());
+/// let race = &ctx.races()[0];
+/// assert_ne!(race.earlier.stream, race.later.stream); // the two streams, by name
+/// assert!(race.earlier.op.contains("memset"), "{}", race.earlier.op);
+/// let (first, then) = (&race.earlier, &race.later);
+/// println!("`{}` on `{}`, then `{}` on `{}`", first.op, first.stream, then.op, then.stream);
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct OpSite {
     /// The operation's label.
@@ -102,6 +132,16 @@ impl fmt::Display for RaceReport {
 }
 
 /// Everything the host backend can report. The crate's `Error` wraps it.
+///
+/// ```
+/// use gpu_pipeline::{Context, CpuFault, Error, Stream};
+/// let ctx = Context::cpu();
+/// let stream = Stream::new(&ctx)?;
+/// let err = stream.end_capture().unwrap_err(); // no capture was begun
+/// let Error::Cpu(CpuFault::NotCapturing { stream }) = &err else { panic!("{err}") };
+/// assert!(err.to_string().contains(&**stream), "{err}");
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 #[derive(Clone, Debug, thiserror::Error)]
 #[non_exhaustive]
 #[allow(

@@ -94,7 +94,7 @@ impl<Sig> CpuKernel<Sig> {
     /// [`CpuKernelGeometryFn`]): each launch passes its [`LaunchConfig`], including the one
     /// an executable graph's kernel node was last updated to.
     ///
-    /// ```
+    /// ```standalone_crate
     /// # fn main() -> gpu_pipeline::Result<()> {
     /// use gpu_pipeline::{Context, CpuKernel, DeviceBuffer, LaunchConfig, Module, Stream};
     /// /// `reduce_sum` as the CUDA kernel computes it: each block tree-reduces its slice in

@@ -78,6 +78,16 @@ impl KernelArg<'_> {
 /// it: `T` for a [`DeviceRepr`] scalar `T`, `&'a [T]` for `&[T]`, `&'a mut [T]` for
 /// `&mut [T]`. Implemented for exactly the parameter types (the trait is sealed through
 /// [`KernelParam`]).
+///
+/// ```
+/// use gpu_pipeline::CpuParam;
+/// fn receives<P: CpuParam>() -> &'static str {
+///     std::any::type_name::<P::Value<'static>>()
+/// }
+/// assert_eq!(receives::<f32>(), "f32");
+/// assert_eq!(receives::<&[u32]>(), "&[u32]");
+/// assert_eq!(receives::<&mut [u32]>(), "&mut [u32]");
+/// ```
 pub trait CpuParam: KernelParam {
     /// What the CPU implementation receives, borrowed for one call.
     type Value<'a>;

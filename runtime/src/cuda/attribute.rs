@@ -7,6 +7,21 @@ use crate::error::{Error, Result};
 use crate::sys::{self, CUlaunchAttributeID, CUlaunchAttributeValue};
 
 /// Which attribute to read.
+///
+/// ```
+/// use gpu_pipeline::{Backend, Context, Stream, StreamAttribute, StreamAttributeId};
+/// let ctx = Context::auto()?; // CUDA device 0 when there is one, else the CPU backend
+/// let stream = Stream::new(&ctx)?;
+/// match ctx.backend() {
+///     Backend::Cuda => {
+///         let priority = stream.get_attribute(StreamAttributeId::Priority)?;
+///         assert_eq!(priority, StreamAttribute::Priority(stream.priority()?));
+///     }
+///     // Stream attributes are the driver's: the CPU backend has none.
+///     _ => assert!(stream.get_attribute(StreamAttributeId::Priority).is_err()),
+/// }
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum StreamAttributeId {
     /// The L2 access policy window.
@@ -18,6 +33,22 @@ pub enum StreamAttributeId {
 }
 
 /// A stream attribute with its value.
+///
+/// ```
+/// use gpu_pipeline::SyncPolicy;
+/// use gpu_pipeline::{Backend, Context, Stream, StreamAttribute, StreamAttributeId};
+/// let ctx = Context::auto()?; // CUDA device 0 when there is one, else the CPU backend
+/// let stream = Stream::new(&ctx)?;
+/// let policy = StreamAttribute::SynchronizationPolicy(SyncPolicy::BlockingSync);
+/// match ctx.backend() {
+///     Backend::Cuda => {
+///         stream.set_attribute(policy)?;
+///         assert_eq!(stream.get_attribute(StreamAttributeId::SynchronizationPolicy)?, policy);
+///     }
+///     _ => assert!(stream.set_attribute(policy).is_err()), // CUDA only
+/// }
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum StreamAttribute {
     /// A hint for L2 persistence of an address range.
@@ -30,6 +61,32 @@ pub enum StreamAttribute {
 
 /// An L2 cache access policy over a device address range (`CUaccessPolicyWindow`).
 /// It is a cache hint: a stale or wrong range costs performance, never correctness.
+///
+/// ```
+/// use gpu_pipeline::{AccessPolicyWindow, AccessProperty, DeviceBuffer};
+/// use gpu_pipeline::{Backend, Context, Stream, StreamAttribute, StreamAttributeId};
+/// let ctx = Context::auto()?; // CUDA device 0 when there is one, else the CPU backend
+/// let stream = Stream::new(&ctx)?;
+/// let table = DeviceBuffer::<f32>::zeros(&stream, 1 << 18)?; // 1 MiB read by every step
+/// // `device_ptr` is `None` on the CPU backend, which has no L2 to steer.
+/// if let (Backend::Cuda, Some(base)) = (ctx.backend(), table.device_ptr()) {
+///     let window = AccessPolicyWindow {
+///         base,
+///         num_bytes: table.len() * 4,
+///         hit_ratio: 1.0,
+///         hit_property: AccessProperty::Persisting,
+///         miss_property: AccessProperty::Streaming,
+///     };
+///     stream.set_attribute(StreamAttribute::AccessPolicyWindow(window))?;
+///     let StreamAttribute::AccessPolicyWindow(read) =
+///         stream.get_attribute(StreamAttributeId::AccessPolicyWindow)?
+///     else {
+///         unreachable!()
+///     };
+///     assert_eq!((read.base, read.num_bytes), (base, 1 << 20));
+/// }
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AccessPolicyWindow {
     /// First device address of the window.
@@ -45,6 +102,28 @@ pub struct AccessPolicyWindow {
 }
 
 /// `CUaccessProperty`.
+///
+/// ```
+/// use gpu_pipeline::{AccessPolicyWindow, AccessProperty, DeviceBuffer};
+/// use gpu_pipeline::{Backend, Context, Stream, StreamAttribute, StreamAttributeId};
+/// let ctx = Context::auto()?; // CUDA device 0 when there is one, else the CPU backend
+/// let stream = Stream::new(&ctx)?;
+/// // A field read once per step: its lines should not push reused data out of L2.
+/// let field = DeviceBuffer::<f32>::zeros(&stream, 1 << 16)?;
+/// if let (Backend::Cuda, Some(base)) = (ctx.backend(), field.device_ptr()) {
+///     let window = AccessPolicyWindow {
+///         base,
+///         num_bytes: field.len() * 4,
+///         hit_ratio: 1.0,
+///         hit_property: AccessProperty::Streaming,
+///         miss_property: AccessProperty::Normal,
+///     };
+///     stream.set_attribute(StreamAttribute::AccessPolicyWindow(window))?;
+///     let read = stream.get_attribute(StreamAttributeId::AccessPolicyWindow)?;
+///     assert_eq!(read, StreamAttribute::AccessPolicyWindow(window));
+/// }
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum AccessProperty {
     /// Normal caching.

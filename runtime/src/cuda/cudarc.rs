@@ -79,6 +79,29 @@ fn untracked(call: &'static str, ctx: &CudaContext) -> Result<()> {
 /// A clone of the `Arc` may outlive the borrow (a `CudaBlas` keeps one): that is safe too.
 /// While any clone lives the handle is not destroyed: a [`Stream`] dropped before them leaks
 /// its handle instead (with a warning), so drop cudarc's holders first.
+///
+/// ```
+/// use gpu_pipeline::cudarc::driver::CudaContext;
+/// use gpu_pipeline::{Backend, Context, DeviceBuffer, Stream};
+/// let ctx = Context::auto()?;
+/// if ctx.backend() != Backend::Cuda {
+///     return Ok(()); // cudarc drives a GPU: nothing to lend on the CPU backend
+/// }
+/// let cu = CudaContext::new(0).expect("cudarc's context of device 0");
+/// // SAFETY: no slice of this context relies on cudarc's event tracking.
+/// unsafe { cu.disable_event_tracking() };
+/// let stream = Stream::non_blocking(&ctx)?;
+/// // SAFETY: nothing here begins a capture through cudarc.
+/// let lent = unsafe { stream.to_cudarc(&cu)? };
+/// assert_eq!(lent.cu_stream() as usize, stream.handle().unwrap() as usize);
+/// // cudarc's work on it is ordered with ours: the upload, then our memset.
+/// let mut x = DeviceBuffer::<u32>::alloc(&ctx, 4)?;
+/// let y = lent.clone_htod(&[1u32, 2, 3, 4]).expect("cudarc's upload");
+/// stream.memset_u32(&mut x, 9)?;
+/// assert_eq!(lent.clone_dtoh(&y).expect("cudarc's download"), [1, 2, 3, 4]);
+/// assert_eq!(x.to_vec(&stream)?, [9; 4]);
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct CudarcStream<'s> {
     stream: Arc<CudaStream>,
@@ -171,6 +194,26 @@ impl<M> TypedStream<'_, M> {
 /// cudarc's view of a [`DeviceBuffer`] lent to it for reading (see
 /// [`DeviceBuffer::cudarc_view`]). The buffer is borrowed while this lives; dropping it
 /// gives the memory back (nothing is freed).
+///
+/// ```
+/// use gpu_pipeline::cudarc::driver::CudaContext;
+/// use gpu_pipeline::{Backend, Context, DeviceBuffer, Stream};
+/// let ctx = Context::auto()?;
+/// if ctx.backend() != Backend::Cuda {
+///     return Ok(()); // cudarc drives a GPU: nothing to lend on the CPU backend
+/// }
+/// let cu = CudaContext::new(0).expect("cudarc's context of device 0");
+/// // SAFETY: no slice of this context relies on cudarc's event tracking.
+/// unsafe { cu.disable_event_tracking() };
+/// let stream = Stream::non_blocking(&ctx)?;
+/// // SAFETY: nothing here begins a capture through cudarc.
+/// let lent = unsafe { stream.to_cudarc(&cu)? };
+/// let x = DeviceBuffer::from_slice(&stream, &[1.5f32; 8])?;
+/// let view = x.cudarc_view(&lent)?; // `x` is borrowed until `view` is dropped
+/// let seen = lent.clone_dtoh(&view.view()).expect("cudarc reads our buffer");
+/// assert_eq!(seen, [1.5; 8]);
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 pub struct CudarcView<'a, T> {
     slice: ManuallyDrop<CudaSlice<T>>,
     /// The buffer's borrow, as a borrow of its elements.
@@ -180,6 +223,28 @@ pub struct CudarcView<'a, T> {
 /// cudarc's view of a [`DeviceBuffer`] lent to it for reading and writing (see
 /// [`DeviceBuffer::cudarc_view_mut`]). The buffer is borrowed exclusively while this lives;
 /// dropping it gives the memory back (nothing is freed).
+///
+/// ```
+/// use gpu_pipeline::cudarc::driver::CudaContext;
+/// use gpu_pipeline::{Backend, Context, DeviceBuffer, Stream};
+/// let ctx = Context::auto()?;
+/// if ctx.backend() != Backend::Cuda {
+///     return Ok(()); // cudarc drives a GPU: nothing to lend on the CPU backend
+/// }
+/// let cu = CudaContext::new(0).expect("cudarc's context of device 0");
+/// // SAFETY: no slice of this context relies on cudarc's event tracking.
+/// unsafe { cu.disable_event_tracking() };
+/// let stream = Stream::non_blocking(&ctx)?;
+/// // SAFETY: nothing here begins a capture through cudarc.
+/// let lent = unsafe { stream.to_cudarc(&cu)? };
+/// let mut x = DeviceBuffer::<f32>::zeros(&stream, 8)?;
+/// {
+///     let mut view = x.cudarc_view_mut(&lent)?;
+///     lent.memcpy_htod(&[2.0f32; 8], &mut view.view_mut()).expect("cudarc writes our buffer");
+/// } // `x` is ours again
+/// assert_eq!(x.to_vec(&stream)?, [2.0; 8]);
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 pub struct CudarcViewMut<'a, T> {
     slice: ManuallyDrop<CudaSlice<T>>,
     /// The buffer's exclusive borrow, as one of its elements.
@@ -393,6 +458,23 @@ impl<T: Pod> DeviceBuffer<T> {
 
 /// Why [`DeviceBuffer::into_cudarc`] did not give the slice back, with the buffer when it
 /// could be kept.
+///
+/// ```
+/// use gpu_pipeline::{Context, DeviceBuffer, Error, Stream};
+/// let ctx = Context::auto()?;
+/// let stream = Stream::new(&ctx)?;
+/// // Our own allocation has no `CudaSlice` to give back: refused, the buffer handed back.
+/// let buffer = DeviceBuffer::from_slice(&stream, &[1u8, 2, 3])?;
+/// let refused = buffer.into_cudarc().unwrap_err();
+/// assert!(
+///     matches!(refused.error, Error::InvalidArgument { .. } | Error::BackendMismatch { .. }),
+///     "{}",
+///     refused.error
+/// );
+/// let buffer = refused.buffer.expect("the buffer, unchanged");
+/// assert_eq!(buffer.to_vec(&stream)?, [1, 2, 3]);
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 pub struct IntoCudarcError<T: Pod> {
     /// What went wrong.
     pub error: Error,

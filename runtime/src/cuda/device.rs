@@ -9,12 +9,43 @@ use crate::sys;
 
 /// A device attribute id (`CUdevice_attribute`). The associated constants name the common
 /// ones; any other id from the CUDA headers can be built with `DeviceAttribute(id)`.
+///
+/// ```
+/// use gpu_pipeline::{Device, DeviceAttribute};
+/// // `cudaDevAttrL2CacheSize` from the CUDA headers: not named here, still usable.
+/// let l2_cache_size = DeviceAttribute(38);
+/// assert_eq!(format!("{l2_cache_size:?}"), "CUdevice_attribute(38)");
+/// assert_eq!(DeviceAttribute::WARP_SIZE.known_name(), Some("WARP_SIZE"));
+/// if let Ok(device) = Device::get(0) {
+///     assert_eq!(device.attribute(DeviceAttribute::WARP_SIZE)?, 32);
+///     assert!(device.attribute(l2_cache_size)? > 0);
+/// }
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 pub use crate::sys::CUdevice_attribute as DeviceAttribute;
 
 /// A CUDA device, by ordinal. Cheap to copy; it owns nothing.
 ///
 /// Invariant: `raw` is the handle `cuDeviceGet` returned for `ordinal` (device handles are
 /// plain integers that need no release).
+///
+/// ```
+/// use gpu_pipeline::{Context, Device, DeviceAttribute};
+/// match Device::count() {
+///     Ok(count) if count > 0 => {
+///         let device = Device::get(0)?;
+///         let (major, _minor) = device.compute_capability()?;
+///         assert!(major >= 5, "{}", device.name()?);
+///         assert!(device.attribute(DeviceAttribute::MULTIPROCESSOR_COUNT)? > 0);
+///         assert!(device.total_memory()? > 0);
+///         let ctx = Context::new(&device)?;
+///         assert_eq!(ctx.device(), Some(device));
+///     }
+///     // No driver (an `Err`) or no device: the CPU backend has none.
+///     _ => assert_eq!(Context::cpu().device(), None),
+/// }
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Device {
     ordinal: i32,

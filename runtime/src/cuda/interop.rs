@@ -70,7 +70,7 @@ impl Kernel {
     /// (`cuFuncGetParamInfo`, CUDA 12.4; cubin and fatbin images too), they are compared as
     /// well.
     ///
-    /// ```no_run
+    /// ```no_run,standalone_crate
     /// # use gpu_pipeline::*;
     /// # fn main() -> Result<()> {
     /// # let ctx = Context::cuda(0)?;
@@ -133,7 +133,7 @@ impl Kernel {
     /// `bounds` is checked against `Sig` here: a bound on a scalar, a factor that is not an
     /// integer parameter or a malformed bound is an [`Error::InvalidArgument`].
     ///
-    /// ```no_run
+    /// ```no_run,standalone_crate
     /// # use gpu_pipeline::*;
     /// # fn main() -> Result<()> {
     /// # let ctx = Context::cuda(0)?;

@@ -57,6 +57,29 @@ type PfnGetSize = unsafe extern "C" fn(prog: Program, size: *mut usize) -> Nvrtc
 type PfnGetBytes = unsafe extern "C" fn(prog: Program, out: *mut c_char) -> NvrtcResult;
 
 /// A loaded NVRTC library.
+///
+/// ```
+/// use gpu_pipeline::nvrtc::{self, DEFAULT_NVRTC_PATHS};
+/// match nvrtc::nvrtc() {
+///     Ok(nvrtc) => {
+///         let (major, _minor) = nvrtc.version();
+///         assert!(major >= 12);
+///         let source =
+///             r#"extern "C" __global__ void twice(float* x) { x[threadIdx.x] *= 2.0f; }"#;
+///         let ptx = nvrtc.compile_ptx("twice.cu", source, &["--gpu-architecture=compute_75"])?;
+///         assert!(ptx.contains(".entry twice"), "{ptx}");
+///         // A compile error carries the compiler's log.
+///         let bad = "__global__ void f() { nope; }";
+///         let err = nvrtc.compile_ptx("bad.cu", bad, &[]).unwrap_err();
+///         assert!(err.to_string().contains("nope"), "{err}");
+///     }
+///     // No NVRTC here (the CPU backend needs none): the error names every path tried.
+///     Err(err) => {
+///         assert!(DEFAULT_NVRTC_PATHS.iter().all(|p| err.to_string().contains(p)), "{err}")
+///     }
+/// }
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 pub struct Nvrtc {
     version: (i32, i32),
     get_error_string: PfnGetErrorString,

@@ -80,6 +80,32 @@ impl<'a> End<'a> {
 }
 
 /// A `while` node and the state its loop leaves behind.
+///
+/// ```
+/// use gpu_pipeline::{Comparison, Condition, Context, DeviceBuffer, Graph, Stream};
+/// let ctx = Context::cpu();
+/// let stream = Stream::new(&ctx)?;
+/// let mut flag = DeviceBuffer::from_slice(&stream, &[1u32])?;
+/// let mut done = DeviceBuffer::<u32>::alloc(&ctx, 1)?;
+/// let mut graph = Graph::new(&ctx)?;
+/// // While `flag[0] != 0`, at most 10 times: the body clears the flag, so it runs once.
+/// let looping = graph.add_while_node(
+///     &[],
+///     Condition::compare(&flag, Comparison::NotEqual, 0u32).named("flag != 0"),
+///     10,
+///     |body| body.add_memset_u32_node(&[], &mut flag, 0).map(drop),
+/// )?;
+/// // Later nodes depend on the loop's node: they run once it has finished.
+/// graph.add_memset_u32_node(&[looping.node()], &mut done, 7)?;
+/// let exec = graph.instantiate()?;
+/// exec.launch(&stream)?;
+/// stream.synchronize()?;
+/// assert_eq!(looping.state().iterations(), 1);
+/// exec.check_loops()?; // no loop stopped at its maximum
+/// drop((exec, graph));
+/// assert_eq!(done.to_vec(&stream)?, [7]);
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct WhileNode {
     node: GraphNode,
@@ -102,6 +128,28 @@ impl WhileNode {
 /// (kernels, copies, memsets, empty nodes and nested conditionals; CUDA allows no host
 /// functions, event nodes or work of another context there). Dependencies are nodes of this
 /// body; nodes nothing in the body depends on end the body.
+///
+/// ```
+/// use gpu_pipeline::{Condition, Context, DeviceBuffer, Graph, Stream};
+/// let ctx = Context::cpu();
+/// let stream = Stream::new(&ctx)?;
+/// let go = DeviceBuffer::from_slice(&stream, &[1u32])?;
+/// let mut a = DeviceBuffer::<u32>::alloc(&ctx, 4)?;
+/// let mut b = DeviceBuffer::<u32>::alloc(&ctx, 4)?;
+/// let mut graph = Graph::new(&ctx)?;
+/// // Runs its body once when `go[0] != 0`: two memsets, then a join after both.
+/// graph.add_if_node(&[], Condition::value(&go), |body| {
+///     let first = body.add_memset_u32_node(&[], &mut a, 5)?;
+///     let second = body.add_memset_u32_node(&[], &mut b, 6)?;
+///     body.add_empty_node(&[first, second])?;
+///     assert_eq!(body.edge_count()?, 2);
+///     Ok(())
+/// })?;
+/// graph.instantiate()?.launch(&stream)?;
+/// drop(graph);
+/// assert_eq!((a.to_vec(&stream)?, b.to_vec(&stream)?), (vec![5; 4], vec![6; 4]));
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct GraphBody<'g> {
     graph: &'g mut Graph,

@@ -22,6 +22,14 @@ use crate::memory::{DeviceSource, FlagCell};
 
 /// How a condition compares its value with the threshold. NaN compares as IEEE says: every
 /// comparison with it is false except `NotEqual`.
+///
+/// ```
+/// use gpu_pipeline::Comparison;
+/// assert!(Comparison::Greater.holds(0.5f32, 1e-6));
+/// assert!(!Comparison::LessOrEqual.holds(2u32, 1));
+/// assert!(Comparison::NotEqual.holds(f32::NAN, f32::NAN)); // IEEE: NaN equals nothing
+/// assert_eq!(Comparison::GreaterOrEqual.symbol(), ">=");
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Comparison {
     /// `value > threshold`.
@@ -94,6 +102,40 @@ mod sealed {
 
 /// The element types a condition can read on the device: `f32`, `f64` (a residual against a
 /// tolerance) and `u32` (a flag a kernel sets).
+///
+/// ```
+/// use gpu_pipeline::{Comparison, Condition, ConditionValue, Context, DeviceBuffer, Graph, Stream};
+/// /// Tests `value[0] > threshold` on the device, for a residual of either precision.
+/// fn above<T: ConditionValue>(value: &DeviceBuffer<T>, threshold: T) -> Condition {
+///     Condition::compare(value, Comparison::Greater, threshold)
+/// }
+/// let ctx = Context::cpu();
+/// let stream = Stream::new(&ctx)?;
+/// let single = DeviceBuffer::from_slice(&stream, &[0.5f32])?;
+/// let double = DeviceBuffer::from_slice(&stream, &[0.5f64])?;
+/// let mut ran = DeviceBuffer::from_slice(&stream, &[0u32, 0])?;
+/// let mut graph = Graph::new(&ctx)?;
+/// // 0.5 > 1e-6 holds; 0.5 > 1.0 does not.
+/// graph.add_if_node(&[], above(&single, 1e-6), |body| {
+///     body.add_memset_u32_node(&[], &mut ran.slice_mut(0..1)?, 1).map(drop)
+/// })?;
+/// graph.add_if_node(&[], above(&double, 1.0), |body| {
+///     body.add_memset_u32_node(&[], &mut ran.slice_mut(1..2)?, 1).map(drop)
+/// })?;
+/// graph.instantiate()?.launch(&stream)?;
+/// drop(graph);
+/// assert_eq!(ran.to_vec(&stream)?, [1, 0]);
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
+///
+/// Other element types are refused at compile time:
+///
+/// ```compile_fail
+/// use gpu_pipeline::{Comparison, Condition, DeviceBuffer};
+/// fn above(value: &DeviceBuffer<i64>) -> Condition {
+///     Condition::compare(value, Comparison::Greater, 0i64)
+/// }
+/// ```
 pub trait ConditionValue: sealed::Sealed + Pod {
     /// The value's bits, as the condition kernel takes the threshold.
     #[doc(hidden)]
@@ -342,6 +384,27 @@ impl Condition {
 /// device-mapped host memory that the loop's condition kernel writes; read it after the
 /// launches you care about have completed (a synchronize).
 #[derive(Clone)]
+///
+/// ```
+/// use gpu_pipeline::{Comparison, Condition, Context, DeviceBuffer, Error, Graph, Stream};
+/// let ctx = Context::cpu();
+/// let stream = Stream::new(&ctx)?;
+/// let flag = DeviceBuffer::from_slice(&stream, &[1u32])?;
+/// let mut graph = Graph::new(&ctx)?;
+/// // Nothing in the body clears the flag: the loop runs into its maximum of 5.
+/// let condition = Condition::compare(&flag, Comparison::NotEqual, 0u32).named("flag != 0");
+/// let looping = graph.add_while_node(&[], condition, 5, |_body| Ok(()))?;
+/// let exec = graph.instantiate()?;
+/// exec.launch(&stream)?;
+/// stream.synchronize()?;
+/// let state = looping.state();
+/// assert_eq!((state.iterations(), state.max_iterations()), (5, 5));
+/// assert_eq!(state.label(), "flag != 0");
+/// assert!(state.hit_limit());
+/// assert!(matches!(state.check(), Err(Error::IterationLimit { .. })));
+/// assert!(!state.hit_limit()); // `check` cleared the mark
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 pub struct LoopState {
     word: Arc<FlagCell<u64>>,
     label: Arc<str>,

@@ -41,8 +41,41 @@ use crate::stream::{Stream, StreamBackend, mixed};
 use crate::sys;
 
 /// The verdict of a whole-graph update (`CUgraphExecUpdateResult`).
+///
+/// ```
+/// use gpu_pipeline::{CaptureMode, Context, DeviceBuffer, GraphUpdateResult, Stream};
+/// let ctx = Context::cpu();
+/// let stream = Stream::new(&ctx)?;
+/// let mut x = DeviceBuffer::<u32>::alloc(&ctx, 8)?;
+/// let one = stream.capture(CaptureMode::ThreadLocal, |s| s.memset_u32(&mut x, 1))?;
+/// let mut exec = one.instantiate()?;
+/// let two = stream.capture(CaptureMode::ThreadLocal, |s| {
+///     s.memset_u32(&mut x, 2)?;
+///     s.memset_u32(&mut x, 3)
+/// })?;
+/// let update = exec.try_update(&two)?;
+/// assert_eq!(update.result, GraphUpdateResult::ERROR_TOPOLOGY_CHANGED);
+/// assert_eq!(update.result.known_name(), Some("ERROR_TOPOLOGY_CHANGED"));
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 pub use crate::sys::CUgraphExecUpdateResult as GraphUpdateResult;
 /// A node's kind (`CUgraphNodeType`).
+///
+/// ```
+/// use gpu_pipeline::{CaptureMode, Context, DeviceBuffer, GraphNodeType, PinnedBuffer, Stream};
+/// let ctx = Context::cpu();
+/// let stream = Stream::new(&ctx)?;
+/// let mut x = DeviceBuffer::<u32>::alloc(&ctx, 8)?;
+/// let mut out = PinnedBuffer::<u32>::zeros(&ctx, 8)?;
+/// let graph = stream.capture(CaptureMode::ThreadLocal, |s| {
+///     s.memset_u32(&mut x, 1)?;
+///     s.copy_dtoh(&x, &mut out)
+/// })?;
+/// let kinds: Vec<GraphNodeType> = graph.nodes()?.iter().map(|node| node.kind()).collect();
+/// assert_eq!(kinds, [GraphNodeType::MEMSET, GraphNodeType::MEMCPY]);
+/// assert_eq!(format!("{:?}", kinds[1]), "MEMCPY");
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 pub use crate::sys::CUgraphNodeType as GraphNodeType;
 
 /// A graph recorded by [`Stream::end_capture`](crate::Stream::end_capture) or
@@ -108,6 +141,25 @@ enum NodeId {
 
 /// One node of a [`Graph`]. A plain handle: it does not keep the graph alive, and calls that
 /// take it check that it belongs to the graph they act on.
+///
+/// ```
+/// use gpu_pipeline::{Context, DeviceBuffer, Graph, GraphNodeType, Stream};
+/// let ctx = Context::cpu();
+/// let stream = Stream::new(&ctx)?;
+/// let mut a = DeviceBuffer::<u32>::alloc(&ctx, 8)?;
+/// let mut b = DeviceBuffer::<u32>::alloc(&ctx, 8)?;
+/// let mut graph = Graph::new(&ctx)?;
+/// let clear_a = graph.add_memset_u32_node(&[], &mut a, 0)?;
+/// let clear_b = graph.add_memset_u32_node(&[], &mut b, 0)?;
+/// let both = graph.add_empty_node(&[clear_a, clear_b])?; // a join point
+/// assert_eq!(clear_a.kind(), GraphNodeType::MEMSET);
+/// assert_eq!(both.kind(), GraphNodeType::EMPTY);
+/// assert_eq!(graph.node_count()?, 3);
+/// assert_eq!(graph.edge_count()?, 2);
+/// graph.instantiate()?.launch(&stream)?;
+/// stream.synchronize()?;
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct GraphNode {
     graph: u64,
@@ -156,6 +208,32 @@ enum KernelIdentity {
 }
 
 /// A kernel node: which kernel it launches and how.
+///
+/// ```
+/// use gpu_pipeline::{Context, CpuKernel, DeviceBuffer, Graph, LaunchConfig, Module, Stream};
+/// fn fill_on_cpu(n: u32, y: &mut [f32]) {
+///     y[..n as usize].fill(1.0);
+/// }
+/// let ctx = Context::cpu();
+/// let ptx = ".version 8.0\n.target sm_75\n.address_size 64\n\
+///            .visible .entry fill(.param .u32 n, .param .u64 y)\n{\n\tret;\n}\n";
+/// let module = Module::load_ptx(&ctx, ptx)?;
+/// // SAFETY: `fill(n, y)` writes `y[i]` for `i < n` only, and `n` is `y`'s length below.
+/// let fill = unsafe { module.function("fill")?.typed::<(u32, &mut [f32])>()? }
+///     .with_cpu(CpuKernel::new(fill_on_cpu));
+/// let stream = Stream::new(&ctx)?;
+/// let mut y = DeviceBuffer::<f32>::zeros(&stream, 64)?;
+/// let mut graph = Graph::new(&ctx)?;
+/// let config = LaunchConfig::for_elements(64, 32);
+/// let node = graph.add_kernel_node(&[], &fill, config, (64u32, &mut y))?;
+/// assert!(node.launches(&fill));
+/// assert_eq!(node.config(), config);
+/// assert_eq!(graph.kernel_nodes()?, [node]);
+/// graph.instantiate()?.launch(&stream)?;
+/// drop(graph); // the graph shares `y`; let it go before reading
+/// assert_eq!(y.to_vec(&stream)?, vec![1.0; 64]);
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct KernelNode {
     node: GraphNode,
@@ -480,7 +558,7 @@ impl std::fmt::Debug for Graph {
 /// An executable graph: launch it on any stream of its context, as often as needed, and
 /// change a kernel node's arguments in place between launches.
 ///
-/// ```
+/// ```standalone_crate
 /// # fn main() -> gpu_pipeline::Result<()> {
 /// use gpu_pipeline::{CaptureMode, Context, CpuKernel, DeviceBuffer, LaunchConfig, Module, Stream};
 ///
@@ -564,6 +642,29 @@ impl CpuExec {
 }
 
 /// The outcome of [`GraphExec::try_update`].
+///
+/// ```
+/// use gpu_pipeline::{CaptureMode, Context, DeviceBuffer, GraphUpdateResult, Stream};
+/// let ctx = Context::cpu();
+/// let stream = Stream::new(&ctx)?;
+/// let mut x = DeviceBuffer::<u32>::alloc(&ctx, 8)?;
+/// let mut fill = |value| {
+///     stream.capture(CaptureMode::ThreadLocal, |s| s.memset_u32(&mut x, value))
+/// };
+/// let mut exec = fill(1)?.instantiate()?;
+/// // Same topology, another value: the executable graph takes the new parameters in place.
+/// let update = exec.try_update(&fill(2)?)?;
+/// assert!(update.is_success());
+/// // Another topology: refused, naming why; `exec` still runs what it ran before.
+/// let two = stream.capture(CaptureMode::ThreadLocal, |s| {
+///     s.memset_u32(&mut x, 3)?;
+///     s.memset_u32(&mut x, 4)
+/// })?;
+/// let refused = exec.try_update(&two)?;
+/// assert!(!refused.is_success());
+/// assert_ne!(refused.result, GraphUpdateResult::SUCCESS);
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GraphUpdate {
     /// The driver's verdict: `SUCCESS`, or why the update was refused.

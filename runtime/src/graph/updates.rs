@@ -16,7 +16,7 @@ use crate::module::{Kernel, KernelBackend};
 /// nodes costs little more than the driver's own per-node call. Each
 /// [`set`](KernelUpdates::set) takes effect when it returns; dropping the batch ends it.
 ///
-/// ```
+/// ```standalone_crate
 /// # fn main() -> gpu_pipeline::Result<()> {
 /// use gpu_pipeline::{CaptureMode, Context, CpuKernel, DeviceBuffer, LaunchConfig, Module, Stream};
 /// fn add_scalar(n: u32, value: f32, data: &mut [f32]) {

@@ -60,6 +60,18 @@ const E_NAME_LEN: u64 = 36;
 const E_FLAGS: u64 = 40;
 
 /// One entry of a checked fatbin.
+///
+/// ```standalone_crate
+/// use gpu_pipeline::image::{ImageFormat, check_fatbin};
+/// // `nvcc -fatbin -arch=sm_90 test_kernels.cu`
+/// let fatbin = include_bytes!("../../kernels/test_kernels.sm_90.fatbin");
+/// let entries = check_fatbin(fatbin)?;
+/// let cubin = entries.iter().find(|e| e.format == ImageFormat::Cubin).expect("a cubin");
+/// assert_eq!(cubin.arch, 90);
+/// assert!(cubin.kernels.iter().any(|k| k == "saxpy"), "{:?}", cubin.kernels);
+/// assert!(cubin.offset + cubin.size <= fatbin.len() as u64);
+/// # Ok::<(), gpu_pipeline::ImageError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct FatbinEntry {

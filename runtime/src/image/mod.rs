@@ -17,7 +17,7 @@
 //! This module is pure: no `unsafe`, no driver calls. [`Module`](crate::Module)'s loaders
 //! call it, and it can be called directly to check an image before shipping it:
 //!
-//! ```
+//! ```standalone_crate
 //! let cubin = include_bytes!("../../kernels/test_kernels.sm_90.cubin");
 //! let kernels = gpu_pipeline::image::check_cubin(cubin)?;
 //! assert_eq!(kernels.len(), 5);

@@ -27,6 +27,13 @@ use crate::memory::{DeviceBuffer, DeviceView, DeviceViewMut, ManagedBuffer};
 pub use crate::cuda::repr::DeviceRepr;
 
 /// The size and alignment of one parameter as the kernel receives it.
+///
+/// ```
+/// use gpu_pipeline::{KernelParam, ParamLayout};
+/// assert_eq!(ParamLayout::of::<f64>(), ParamLayout { size: 8, align: 8 });
+/// // A buffer parameter is passed as its 8-byte device address.
+/// assert_eq!(<&[u8] as KernelParam>::LAYOUT, ParamLayout::of::<u64>());
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ParamLayout {
     /// Bytes.
@@ -57,6 +64,17 @@ pub(crate) mod sealed {
 
 /// A type a kernel signature may name for one parameter: a [`DeviceRepr`] scalar, `&[T]`
 /// for device memory the kernel only reads, or `&mut [T]` for device memory it writes.
+///
+/// ```
+/// use gpu_pipeline::{KernelParam, ParamKind};
+/// assert!(<&mut [f32] as KernelParam>::WRITES);
+/// assert!(!<&[f32] as KernelParam>::WRITES);
+/// assert_eq!(
+///     <&mut [f64] as KernelParam>::KIND,
+///     ParamKind::Buffer { writes: true, elem_size: 8 }
+/// );
+/// assert_eq!(<u32 as KernelParam>::LAYOUT.size, 4);
+/// ```
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a kernel parameter type",
     label = "not allowed in a kernel signature",
@@ -117,6 +135,18 @@ pub enum ArgRef<'a> {
 
 /// A value passed to a kernel: a [`DeviceRepr`] scalar, or a device buffer (`&DeviceBuffer<T>`
 /// or `&mut DeviceBuffer<T>`, and their views), passed as its device address.
+///
+/// ```
+/// use gpu_pipeline::{Context, DeviceBuffer, KernelArg, Stream};
+/// fn packed_size<A: KernelArg>(_: &A) -> usize {
+///     std::mem::size_of::<A::Packed>()
+/// }
+/// let ctx = Context::cpu();
+/// let x = DeviceBuffer::<f32>::zeros(&Stream::new(&ctx)?, 1000)?;
+/// assert_eq!(packed_size(&&x), 8); // a buffer: its device address
+/// assert_eq!(packed_size(&7u16), 2); // a scalar: itself
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be passed to a kernel",
     label = "not a kernel argument",
@@ -147,6 +177,23 @@ impl<T: DeviceRepr> KernelArg for T {
 }
 
 /// `Self` may be passed for a kernel parameter declared as `P`.
+///
+/// ```
+/// use gpu_pipeline::{DeviceBuffer, PassedAs};
+/// fn passes<P: gpu_pipeline::KernelParam, A: PassedAs<P>>() {}
+/// passes::<&[f32], &DeviceBuffer<f32>>(); // a buffer the kernel reads
+/// passes::<&[f32], &mut DeviceBuffer<f32>>(); // `&mut` lends as `&` too
+/// passes::<&mut [f32], &mut DeviceBuffer<f32>>();
+/// passes::<u32, u32>(); // a scalar of exactly its type
+/// ```
+///
+/// A buffer the kernel writes cannot be passed by shared reference:
+///
+/// ```compile_fail
+/// use gpu_pipeline::{DeviceBuffer, PassedAs};
+/// fn passes<P: gpu_pipeline::KernelParam, A: PassedAs<P>>() {}
+/// passes::<&mut [f32], &DeviceBuffer<f32>>();
+/// ```
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be passed for a kernel parameter declared `{P}`",
     label = "expected an argument for `{P}`",
@@ -200,6 +247,14 @@ device_args! {
 }
 
 /// A kernel signature: a tuple (up to 12) of [`KernelParam`] types.
+///
+/// ```
+/// use gpu_pipeline::{ParamLayout, Signature};
+/// type Saxpy = (u32, f32, &'static [f32], &'static mut [f32]);
+/// assert_eq!(Saxpy::WRITES, [false, false, false, true]);
+/// assert_eq!(Saxpy::PARAM_LAYOUTS[0], ParamLayout { size: 4, align: 4 });
+/// assert_eq!(Saxpy::PARAM_LAYOUTS[3], ParamLayout::of::<u64>());
+/// ```
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a kernel signature",
     note = "a signature is a tuple of up to 12 kernel parameter types, e.g. \
@@ -215,6 +270,22 @@ pub trait Signature: sealed::Tuple {
 }
 
 /// The arguments of one launch: a tuple (up to 12) of [`KernelArg`] values.
+///
+/// ```
+/// use gpu_pipeline::{Context, DeviceBuffer, KernelArgs, ParamLayout, Stream};
+/// let ctx = Context::cpu();
+/// let y = DeviceBuffer::<f32>::zeros(&Stream::new(&ctx)?, 16)?;
+/// let args = (16u32, 2.0f64, &y);
+/// assert_eq!(
+///     <(u32, f64, &DeviceBuffer<f32>) as KernelArgs>::ARG_LAYOUTS,
+///     [ParamLayout::of::<u32>(), ParamLayout::of::<f64>(), ParamLayout::of::<u64>()]
+/// );
+/// // The driver's `void*[]`: one pointer per argument, to its packed value.
+/// // SAFETY: `params[0]` points to the packed `u32`, alive during the closure.
+/// let n = args.with_params(|params| unsafe { *(params[0] as *const u32) });
+/// assert_eq!(n, 16);
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a tuple of kernel arguments",
     note = "pass the arguments as a tuple: `(n, a, &x, &mut y)`; one argument is `(x,)`, none \
@@ -234,6 +305,22 @@ pub trait KernelArgs: sealed::Tuple {
 }
 
 /// Arguments that match the signature `Sig` one by one.
+///
+/// ```
+/// use gpu_pipeline::{DeviceBuffer, KernelArgsFor};
+/// type Saxpy = (u32, f32, &'static [f32], &'static mut [f32]);
+/// fn matches<Sig: gpu_pipeline::Signature, A: KernelArgsFor<Sig>>() {}
+/// matches::<Saxpy, (u32, f32, &DeviceBuffer<f32>, &mut DeviceBuffer<f32>)>();
+/// ```
+///
+/// A scalar of another type than the declared one is refused (no conversions):
+///
+/// ```compile_fail
+/// use gpu_pipeline::{DeviceBuffer, KernelArgsFor};
+/// type Saxpy = (u32, f32, &'static [f32], &'static mut [f32]);
+/// fn matches<Sig: gpu_pipeline::Signature, A: KernelArgsFor<Sig>>() {}
+/// matches::<Saxpy, (usize, f32, &DeviceBuffer<f32>, &mut DeviceBuffer<f32>)>();
+/// ```
 #[diagnostic::on_unimplemented(
     message = "these arguments do not match the kernel signature `{Sig}`",
     label = "arguments `{Self}`",
@@ -311,6 +398,15 @@ tuples! {
 /// Compares a signature's layouts with the parameter sizes the driver reports for a kernel
 /// (`cuFuncGetParamInfo`), so a declaration that cannot match fails before any launch.
 /// Pure; `Err` says which parameter differs.
+///
+/// ```
+/// use gpu_pipeline::{Signature, check_param_sizes};
+/// type Scale = (u32, f32, &'static mut [f32]);
+/// assert!(check_param_sizes(Scale::PARAM_LAYOUTS, &[4, 4, 8]).is_ok());
+/// // The kernel takes a `double` where the declaration says `f32`.
+/// let err = check_param_sizes(Scale::PARAM_LAYOUTS, &[4, 8, 8]).unwrap_err();
+/// assert!(err.contains("parameter 1"), "{err}");
+/// ```
 pub fn check_param_sizes(declared: &[ParamLayout], kernel: &[usize]) -> Result<(), String> {
     if declared.len() != kernel.len() {
         return Err(format!(

@@ -189,6 +189,23 @@ impl LaunchConfig {
 /// The limits a launch is checked against: the device's, narrowed by the kernel's own
 /// (its register use lowers the threads per block; its static shared memory lowers the
 /// dynamic shared memory available).
+///
+/// [`Kernel::limits`](crate::Kernel::limits) gives a kernel's; [`LaunchConfig::validate`]
+/// checks a launch against them without a driver call:
+///
+/// ```
+/// use gpu_pipeline::{Dim3, LaunchConfig, LaunchLimits};
+/// let h100 = LaunchLimits {
+///     max_threads_per_block: 1024,
+///     max_block: Dim3::new(1024, 1024, 64),
+///     max_grid: Dim3::new(2_147_483_647, 65535, 65535),
+///     max_shared_per_block_opt_in: 227 * 1024,
+///     static_shared_bytes: 3 * 1024,
+/// };
+/// assert_eq!(h100.max_dynamic_shared_bytes(), 224 * 1024);
+/// assert!(LaunchConfig::for_elements(1 << 20, 256).validate(&h100).is_ok());
+/// assert!(LaunchConfig::new(1, 2048).validate(&h100).is_err()); // 2048 threads a block
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct LaunchLimits {
     /// Threads per block: the smaller of the device's and the kernel's maximum.
@@ -217,6 +234,25 @@ impl LaunchLimits {
 }
 
 /// Why a [`LaunchConfig`] was rejected, with the limit it broke.
+///
+/// ```
+/// use gpu_pipeline::{Dim3, LaunchConfig, LaunchConfigError, LaunchLimits};
+/// let h100 = LaunchLimits {
+///     max_threads_per_block: 1024,
+///     max_block: Dim3::new(1024, 1024, 64),
+///     max_grid: Dim3::new(2_147_483_647, 65535, 65535),
+///     max_shared_per_block_opt_in: 227 * 1024,
+///     static_shared_bytes: 3 * 1024,
+/// };
+/// let err = LaunchConfig::new((4, 4), (32, 32, 2)).validate(&h100).unwrap_err();
+/// assert!(matches!(err, LaunchConfigError::TooManyThreads { threads: 2048, max: 1024, .. }));
+/// assert_eq!(
+///     err.to_string(),
+///     "the block (32, 32, 2) has 2048 threads; at most 1024 threads per block are allowed"
+/// );
+/// let err = LaunchConfig::new(8, 128).with_shared_mem(300 * 1024).validate(&h100).unwrap_err();
+/// assert!(matches!(err, LaunchConfigError::SharedMemoryTooLarge { max: 229376, .. }), "{err}");
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum LaunchConfigError {

@@ -10,6 +10,18 @@
 /// [`DeviceRepr::INDEX`](crate::DeviceRepr::INDEX)); it cannot be constructed outside this
 /// crate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+///
+/// ```
+/// use gpu_pipeline::{DeviceRepr, KernelParam, ParamKind};
+/// let index = |kind: ParamKind| match kind {
+///     ParamKind::Scalar { index } => index.map(|t| t.name()),
+///     ParamKind::Buffer { .. } => None,
+/// };
+/// assert_eq!(index(<u32 as KernelParam>::KIND), Some("u32"));
+/// assert_eq!(index(<i64 as KernelParam>::KIND), Some("i64"));
+/// assert_eq!(index(<f32 as KernelParam>::KIND), None); // a float bounds nothing
+/// assert_eq!(<usize as DeviceRepr>::INDEX.unwrap().name(), "usize");
+/// ```
 pub struct IndexType(Int);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -94,6 +106,14 @@ impl IndexType {
 }
 
 /// What a kernel parameter is, for bound declarations ([`Signature::KINDS`](crate::Signature::KINDS)).
+///
+/// ```
+/// use gpu_pipeline::{ParamKind, Signature};
+/// type Scale = (u32, f32, &'static mut [f32]);
+/// assert!(matches!(Scale::KINDS[0], ParamKind::Scalar { index: Some(_) }));
+/// assert!(matches!(Scale::KINDS[1], ParamKind::Scalar { index: None }));
+/// assert_eq!(Scale::KINDS[2], ParamKind::Buffer { writes: true, elem_size: 4 });
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ParamKind {
     /// A value passed by copy; `index` is its integer type when it is one, the only scalars

@@ -46,6 +46,35 @@ pub struct BoundViolation {
 }
 
 /// What is wrong with one bound at one launch.
+///
+/// ```
+/// use gpu_pipeline::{
+///     Bound, BoundProblem, Bounds, Context, CpuKernel, DeviceBuffer, Module, Stream,
+/// };
+/// let ctx = Context::cpu();
+/// let ptx = ".version 8.0\n.target sm_75\n.address_size 64\n\
+///            .visible .entry fill(.param .s32 n, .param .u64 y)\n{\n\tret;\n}\n";
+/// let module = Module::load_ptx(&ctx, ptx)?.named("fill");
+/// fn fill(n: i32, y: &mut [f32]) {
+///     y[..n.max(0) as usize].fill(1.0);
+/// }
+/// // SAFETY: `fill(n, y)` writes `y[i]` only for `i < n`, the bound declared here.
+/// let kernel = unsafe {
+///     module.function("fill")?.typed_with_bounds::<(i32, &'static mut [f32])>(
+///         Bounds::new().names(&["n", "y"]).buffer(1, Bound::param(0)),
+///     )?
+/// }
+/// .with_cpu(CpuKernel::new(fill));
+/// let mut y = DeviceBuffer::<f32>::zeros(&Stream::new(&ctx)?, 4)?;
+/// let mut problem = |n: i32| {
+///     let err = kernel.check_bounds(&(n, &mut y)).unwrap_err();
+///     err.kernel_bound().unwrap().problem.clone()
+/// };
+/// assert_eq!(problem(-1), BoundProblem::Negative { param: "n".into() });
+/// assert_eq!(problem(8), BoundProblem::TooShort { bound: 8, len: 4 });
+/// assert!(kernel.check_bounds(&(4, &mut y)).is_ok());
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum BoundProblem {

@@ -29,6 +29,15 @@ options:
 
 /// A timeout as the command line or `GPU_PIPELINE_LAUNCH_TIMEOUT` gives it: seconds
 /// (fractions allowed) or `none`.
+///
+/// ```
+/// use std::time::Duration;
+/// use gpu_pipeline::launcher::parse_timeout;
+/// assert_eq!(parse_timeout("90"), Some(Some(Duration::from_secs(90))));
+/// assert_eq!(parse_timeout("0.5"), Some(Some(Duration::from_millis(500))));
+/// assert_eq!(parse_timeout("none"), Some(None)); // no limit
+/// assert_eq!(parse_timeout("1h"), None); // not understood
+/// ```
 pub fn parse_timeout(text: &str) -> Option<Option<Duration>> {
     let text = text.trim();
     if text.eq_ignore_ascii_case("none") {
@@ -122,6 +131,14 @@ impl Launch {
 
 /// `gpu-pipeline-launch`'s whole work: parses `args` (without the program name), runs the
 /// launch, prints what went wrong, and returns the exit status (see [`USAGE`]).
+///
+/// ```
+/// use gpu_pipeline::launcher::main_with_args;
+/// // What `gpu-pipeline-launch -n 2 -- sh -c 'exit 0'` does, from a program of one's own.
+/// assert_eq!(main_with_args(["-n", "2", "--", "sh", "-c", "exit 0"].map(Into::into)), 0);
+/// assert_eq!(main_with_args(["-n", "1", "--", "sh", "-c", "exit 5"].map(Into::into)), 5);
+/// assert_eq!(main_with_args(["--bogus"].map(Into::into)), 2); // a usage error
+/// ```
 pub fn main_with_args<I: IntoIterator<Item = OsString>>(args: I) -> u8 {
     let launch = match Launch::from_args(args) {
         Ok(Some(launch)) => launch,

@@ -71,6 +71,15 @@ pub const LAUNCH_TIMEOUT_ENV: &str = "GPU_PIPELINE_LAUNCH_TIMEOUT";
 pub const SIGNAL_GRACE: Duration = Duration::from_secs(10);
 
 /// Why a launch could not be made (a rank that fails is a [`LaunchReport`], not this).
+///
+/// ```
+/// use gpu_pipeline::launcher::{Launch, LaunchError};
+/// let err = Launch::new(2, "/no/such/program").run().unwrap_err();
+/// assert!(matches!(err, LaunchError::Spawn { rank: 0, .. }), "{err}");
+/// let err = Launch::from_args(["-n", "two", "--", "true"].map(Into::into)).unwrap_err();
+/// assert!(matches!(err, LaunchError::Usage(_)));
+/// assert!(err.to_string().contains("usage: gpu-pipeline-launch"), "{err}");
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LaunchError {
@@ -109,6 +118,20 @@ pub enum LaunchError {
 }
 
 /// A launch of one program as N ranks; see the module docs.
+///
+/// ```
+/// use std::time::Duration;
+/// use gpu_pipeline::launcher::Launch;
+/// // Two ranks of a shell command, their output kept in the report.
+/// let report = Launch::new(2, "sh")
+///     .args(["-c", "echo rank $RANK of $WORLD_SIZE on GPU $LOCAL_RANK"])
+///     .timeout(Duration::from_secs(60))
+///     .capture()
+///     .run()
+///     .unwrap();
+/// assert!(report.success(), "{}", report.summary());
+/// assert_eq!(report.ranks[1].stdout, ["rank 1 of 2 on GPU 1"]);
+/// ```
 #[derive(Clone, Debug)]
 pub struct Launch {
     /// The number of ranks.
@@ -136,6 +159,14 @@ pub struct Launch {
 impl Launch {
     /// `nprocs` ranks of `program` with no arguments, rendezvous on a loopback port the
     /// system picks, the [`DEFAULT_LAUNCH_TIMEOUT`], signals not caught.
+    ///
+    /// ```
+    /// use gpu_pipeline::launcher::{DEFAULT_LAUNCH_TIMEOUT, Launch};
+    /// let launch = Launch::new(4, "./solver");
+    /// assert_eq!((launch.nprocs, launch.master_addr.as_str()), (4, "127.0.0.1"));
+    /// assert_eq!((launch.master_port, launch.timeout), (None, Some(DEFAULT_LAUNCH_TIMEOUT)));
+    /// assert!(!launch.forward_signals);
+    /// ```
     pub fn new(nprocs: usize, program: impl Into<OsString>) -> Launch {
         Launch {
             nprocs,
@@ -151,42 +182,97 @@ impl Launch {
     }
 
     /// Adds an argument.
+    ///
+    /// ```
+    /// use gpu_pipeline::launcher::Launch;
+    /// let report = Launch::new(1, "echo").arg("--steps=100").capture().run().unwrap();
+    /// assert_eq!(report.ranks[0].stdout, ["--steps=100"]);
+    /// ```
     pub fn arg(mut self, arg: impl Into<OsString>) -> Launch {
         self.args.push(arg.into());
         self
     }
 
     /// Adds arguments.
+    ///
+    /// ```
+    /// use gpu_pipeline::launcher::Launch;
+    /// let launch = Launch::new(2, "./solver").args(["--grid", "4096"]).arg("--check");
+    /// assert_eq!(launch.args, ["--grid", "4096", "--check"]);
+    /// ```
     pub fn args<I: IntoIterator<Item = S>, S: Into<OsString>>(mut self, args: I) -> Launch {
         self.args.extend(args.into_iter().map(Into::into));
         self
     }
 
     /// Sets a variable for every rank.
+    ///
+    /// ```
+    /// use gpu_pipeline::launcher::Launch;
+    /// let report = Launch::new(2, "sh")
+    ///     .args(["-c", "echo $SOLVER_TOL $RANK"])
+    ///     .env("SOLVER_TOL", "1e-6")
+    ///     .env("RANK", "7") // the rank variables win
+    ///     .capture()
+    ///     .run()
+    ///     .unwrap();
+    /// assert_eq!(report.ranks[1].stdout, ["1e-6 1"]);
+    /// ```
     pub fn env(mut self, name: impl Into<OsString>, value: impl Into<OsString>) -> Launch {
         self.env.push((name.into(), value.into()));
         self
     }
 
     /// Kills every rank after `timeout`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use gpu_pipeline::launcher::Launch;
+    /// let sleepers = Launch::new(2, "sleep").arg("60");
+    /// let report = sleepers.timeout(Duration::from_millis(300)).run().unwrap();
+    /// assert_eq!(report.exit_code(), 124); // as `timeout(1)` reports it
+    /// ```
     pub fn timeout(mut self, timeout: Duration) -> Launch {
         self.timeout = Some(timeout);
         self
     }
 
     /// Lets the ranks run as long as they like.
+    ///
+    /// ```
+    /// use gpu_pipeline::launcher::Launch;
+    /// let launch = Launch::new(1, "true").no_timeout();
+    /// assert_eq!(launch.timeout, None);
+    /// assert!(launch.run().unwrap().success());
+    /// ```
     pub fn no_timeout(mut self) -> Launch {
         self.timeout = None;
         self
     }
 
     /// Keeps every rank's output in the report.
+    ///
+    /// ```
+    /// use gpu_pipeline::launcher::Launch;
+    /// let hello = Launch::new(1, "echo").arg("hello");
+    /// assert!(hello.run().unwrap().ranks[0].stdout.is_empty()); // forwarded, not kept
+    /// assert_eq!(hello.capture().run().unwrap().ranks[0].stdout, ["hello"]);
+    /// ```
     pub fn capture(mut self) -> Launch {
         self.capture = true;
         self
     }
 
     /// Forwards SIGINT, SIGTERM and SIGHUP to the ranks while running.
+    ///
+    /// ```
+    /// use gpu_pipeline::launcher::Launch;
+    /// // What `gpu-pipeline-launch` does: Ctrl-C during the run reaches every rank.
+    /// let launch = Launch::new(2, "true").forward_signals();
+    /// assert!(launch.forward_signals);
+    /// let report = launch.run().unwrap();
+    /// assert!(report.success() && report.signal.is_none());
+    /// ```
     pub fn forward_signals(mut self) -> Launch {
         self.forward_signals = true;
         self
@@ -195,6 +281,18 @@ impl Launch {
     /// Starts every rank, serves their rendezvous, forwards their output, and waits for all
     /// of them (see the module docs). `Err` only when the launch could not be made; a
     /// failing rank is a report whose [`success`](LaunchReport::success) is false.
+    ///
+    /// ```
+    /// use gpu_pipeline::launcher::{Launch, LaunchError};
+    /// // Each rank finds the rendezvous the launcher serves in its environment.
+    /// let check = concat!(
+    ///     "test $GPU_PIPELINE_RENDEZVOUS_SERVER = launcher",
+    ///     " && test -n \"$GPU_PIPELINE_MASTER_PORT\""
+    /// );
+    /// let report = Launch::new(2, "sh").args(["-c", check]).run().unwrap();
+    /// assert!(report.success(), "{}", report.summary());
+    /// assert!(matches!(Launch::new(0, "true").run(), Err(LaunchError::Usage(_))));
+    /// ```
     pub fn run(&self) -> Result<LaunchReport, LaunchError> {
         if self.nprocs == 0 || self.nprocs > MAX_WORLD_SIZE {
             return Err(LaunchError::Usage(format!(

@@ -3,6 +3,24 @@
 use std::process::ExitStatus;
 
 /// How one rank ended.
+///
+/// ```
+/// use std::time::Duration;
+/// use gpu_pipeline::launcher::{Launch, RankStatus};
+/// // Rank 0 fails at once; rank 1 would sleep, and is killed instead.
+/// let report = Launch::new(2, "sh")
+///     .args(["-c", "[ \"$RANK\" = 0 ] && exit 3; sleep 60"])
+///     .timeout(Duration::from_secs(50))
+///     .run()
+///     .unwrap();
+/// assert_eq!(report.ranks[0].status, RankStatus::Exited(3));
+/// assert_eq!(report.ranks[1].status, RankStatus::Killed);
+/// // Past the timeout, every rank is killed.
+/// let sleeper = Launch::new(1, "sleep").arg("60");
+/// let report = sleeper.timeout(Duration::from_millis(200)).run().unwrap();
+/// assert_eq!(report.ranks[0].status, RankStatus::TimedOut);
+/// assert_eq!(report.exit_code(), 124);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RankStatus {
     /// It exited with this code.
@@ -16,19 +34,39 @@ pub enum RankStatus {
 }
 
 /// One rank's end and, when captured, its output.
+///
+/// ```
+/// use gpu_pipeline::launcher::{Launch, RankStatus};
+/// let both = Launch::new(2, "sh").args(["-c", "echo out; echo err >&2"]);
+/// let report = both.capture().run().unwrap();
+/// for outcome in &report.ranks {
+///     assert_eq!(outcome.status, RankStatus::Exited(0), "rank {}", outcome.rank);
+///     assert_eq!(outcome.stdout, ["out"]);
+///     assert_eq!(outcome.stderr, ["err"]);
+/// }
+/// ```
 #[derive(Clone, Debug)]
 pub struct RankOutcome {
     /// The rank.
     pub rank: usize,
     /// How it ended.
     pub status: RankStatus,
-    /// Its standard output lines (when [`Launch::capture`] is on).
+    /// Its standard output lines (when [`Launch::capture`](super::Launch::capture) is on).
     pub stdout: Vec<String>,
     /// Its standard error lines (when captured).
     pub stderr: Vec<String>,
 }
 
 /// The end of a launch: every rank's outcome, in rank order.
+///
+/// ```
+/// use gpu_pipeline::launcher::Launch;
+/// let report = Launch::new(3, "sh").args(["-c", "exit $RANK"]).run().unwrap();
+/// assert!(!report.success());
+/// assert!(report.first_failure.is_some());
+/// assert_ne!(report.exit_code(), 0); // the first failing rank's code
+/// assert!(report.summary().contains("the first failure"), "{}", report.summary());
+/// ```
 #[derive(Clone, Debug)]
 pub struct LaunchReport {
     /// Every rank's outcome.

@@ -31,6 +31,18 @@ pub(crate) enum FlagStorage {
 }
 
 /// The word types a [`FlagCell`] can hold: `u32` and `u64`.
+///
+/// ```
+/// use gpu_pipeline::{Context, FlagCell, Stream, WaitCondition};
+/// let ctx = Context::cpu();
+/// let stream = Stream::new(&ctx)?;
+/// let epoch = FlagCell::<u64>::new(&ctx, 0)?; // a 64-bit word
+/// stream.write_value_64(&epoch, 1 << 40)?;
+/// stream.wait_value_64(&epoch, WaitCondition::GreaterOrEqual, 1 << 40)?;
+/// stream.synchronize()?;
+/// assert_eq!(epoch.load(), 1 << 40);
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 pub trait FlagWord: sealed::Sealed + Copy + Send + Sync + std::fmt::Debug + 'static {
     /// The width in bits.
     #[doc(hidden)]

@@ -19,6 +19,19 @@ use crate::sys;
 
 /// Which work may touch a managed allocation (`cuStreamAttachMemAsync`'s flags), for
 /// [`Stream::attach_mem_async`](crate::Stream::attach_mem_async).
+///
+/// ```
+/// use gpu_pipeline::{AttachScope, Context, ManagedBuffer, Stream};
+/// let ctx = Context::cpu();
+/// let stream = Stream::new(&ctx)?;
+/// let mut counts = ManagedBuffer::<u32>::zeros(&ctx, 4)?;
+/// // Only `stream`'s work touches it: other streams' kernels need not see it migrate.
+/// stream.attach_mem_async(&counts, AttachScope::Single)?;
+/// stream.memset_u32(&mut counts, 3)?;
+/// assert_eq!(*counts.as_slice()?, [3; 4]); // the host may always look (it synchronizes)
+/// assert_eq!(AttachScope::default(), AttachScope::Global);
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum AttachScope {
     /// Any stream of any device, and the host (`CU_MEM_ATTACH_GLOBAL`, how it is allocated).

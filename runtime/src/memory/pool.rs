@@ -29,6 +29,26 @@ use crate::sys::{self, CUmemPool_attribute};
 /// Freed memory stays reserved by the pool for reuse until a synchronize finds more than
 /// the [release threshold](Self::set_release_threshold) unused, or until
 /// [`trim_to`](Self::trim_to).
+///
+/// ```
+/// use gpu_pipeline::{Backend, Context, MemoryPool, Stream};
+/// let ctx = Context::auto()?; // CUDA device 0 when there is one, else the CPU backend
+/// if ctx.backend() == Backend::Cuda {
+///     let pool = MemoryPool::default_for(&ctx)?;
+///     pool.set_release_threshold(64 << 20)?; // keep up to 64 MiB for reuse
+///     assert_eq!(pool.release_threshold()?, 64 << 20);
+///     let stream = Stream::new(&ctx)?;
+///     let scratch = stream.alloc_from_pool::<f32>(&pool, 1 << 20)?;
+///     stream.synchronize()?;
+///     assert!(pool.used_bytes()? >= 4 << 20);
+///     stream.free_async(scratch)?;
+///     stream.synchronize()?;
+/// } else {
+///     // The CPU backend has no device pool; `Stream::alloc_async` works on both.
+///     assert!(MemoryPool::default_for(&ctx).is_err());
+/// }
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 pub struct MemoryPool {
     ctx: Context,
     pool: cuda::MemoryPool,

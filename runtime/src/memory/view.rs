@@ -37,18 +37,101 @@ pub(crate) mod sealed {
 
 /// Device memory that work may read: a [`DeviceBuffer`](crate::DeviceBuffer),
 /// [`ManagedBuffer`](crate::ManagedBuffer), [`DeviceView`] or [`DeviceViewMut`] of `T`.
+///
+/// Write a function over any of them once:
+///
+/// ```
+/// use gpu_pipeline::{Context, DeviceBuffer, DeviceSource, ManagedBuffer, PinnedBuffer, Stream};
+/// /// Copies the first element of `src` back to the host.
+/// fn first(stream: &Stream, src: &impl DeviceSource<u32>) -> gpu_pipeline::Result<u32> {
+///     let mut out = PinnedBuffer::<u32>::zeros(stream.context(), 1)?;
+///     stream.copy_dtoh(src, &mut out)?;
+///     Ok(out.as_slice()?[0])
+/// }
+/// let ctx = Context::cpu();
+/// let stream = Stream::new(&ctx)?;
+/// let buffer = DeviceBuffer::from_slice(&stream, &[4u32, 5, 6])?;
+/// assert_eq!(first(&stream, &buffer.slice(1..2)?)?, 5); // a view
+/// let managed = ManagedBuffer::from_slice(&ctx, &[9u32])?;
+/// assert_eq!(first(&stream, &managed)?, 9);
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 pub trait DeviceSource<T: Pod>: sealed::DeviceMemory {}
 
 /// Device memory that work may write: a [`DeviceBuffer`](crate::DeviceBuffer),
 /// [`ManagedBuffer`](crate::ManagedBuffer) or [`DeviceViewMut`] of `T`, taken by `&mut`.
+///
+/// ```
+/// use gpu_pipeline::{Context, DeviceBuffer, DeviceDest, Stream};
+/// /// Sets every element to `value` (any 4-byte element type).
+/// fn clear<T: gpu_pipeline::Pod>(
+///     stream: &Stream,
+///     dst: &mut impl DeviceDest<T>,
+///     value: u32,
+/// ) -> gpu_pipeline::Result<()> {
+///     stream.memset_u32(dst, value)
+/// }
+/// let ctx = Context::cpu();
+/// let stream = Stream::new(&ctx)?;
+/// let mut x = DeviceBuffer::<f32>::zeros(&stream, 6)?;
+/// clear(&stream, &mut x.slice_mut(2..4)?, 1.0f32.to_bits())?; // a mutable view
+/// assert_eq!(x.to_vec(&stream)?, [0.0, 0.0, 1.0, 1.0, 0.0, 0.0]);
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
+///
+/// A shared view is read-only:
+///
+/// ```compile_fail
+/// use gpu_pipeline::{DeviceDest, DeviceView};
+/// fn writable<D: DeviceDest<f32>>() {}
+/// writable::<DeviceView<'static, f32>>();
+/// ```
 pub trait DeviceDest<T: Pod>: DeviceSource<T> {}
 
 /// Pinned host memory a copy may read: a [`PinnedBuffer`](crate::PinnedBuffer),
 /// [`PinnedView`] or [`PinnedViewMut`] of `T`.
+///
+/// ```
+/// use gpu_pipeline::{Context, DeviceBuffer, PinnedBuffer, PinnedSource, Stream};
+/// /// Uploads `src` into `dst` (same lengths).
+/// fn upload(
+///     stream: &Stream,
+///     src: &impl PinnedSource<f32>,
+///     dst: &mut DeviceBuffer<f32>,
+/// ) -> gpu_pipeline::Result<()> {
+///     stream.copy_htod(src, dst)
+/// }
+/// let ctx = Context::cpu();
+/// let stream = Stream::new(&ctx)?;
+/// let staging = PinnedBuffer::from_slice(&ctx, &[1.0f32, 2.0, 3.0, 4.0])?;
+/// let mut x = DeviceBuffer::<f32>::zeros(&stream, 2)?;
+/// upload(&stream, &staging.slice(2..)?, &mut x)?; // the last two, as a view
+/// assert_eq!(x.to_vec(&stream)?, [3.0, 4.0]);
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 pub trait PinnedSource<T: Pod>: sealed::PinnedMemory {}
 
 /// Pinned host memory a copy may write: a [`PinnedBuffer`](crate::PinnedBuffer) or
 /// [`PinnedViewMut`] of `T`, taken by `&mut`.
+///
+/// ```
+/// use gpu_pipeline::{Context, DeviceBuffer, PinnedBuffer, PinnedDest, Stream};
+/// /// Downloads `src` into `dst` (same lengths).
+/// fn download(
+///     stream: &Stream,
+///     src: &DeviceBuffer<u8>,
+///     dst: &mut impl PinnedDest<u8>,
+/// ) -> gpu_pipeline::Result<()> {
+///     stream.copy_dtoh(src, dst)
+/// }
+/// let ctx = Context::cpu();
+/// let stream = Stream::new(&ctx)?;
+/// let x = DeviceBuffer::from_slice(&stream, &[7u8, 8])?;
+/// let mut out = PinnedBuffer::<u8>::zeros(&ctx, 4)?;
+/// download(&stream, &x, &mut out.slice_mut(1..3)?)?;
+/// assert_eq!(*out.as_slice()?, [0, 7, 8, 0]);
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 pub trait PinnedDest<T: Pod>: PinnedSource<T> {}
 
 /// The device memory one buffer or view covers: the allocation, the byte offset into it, and

@@ -25,6 +25,21 @@ mod params;
 pub(crate) use params::{EntryParams, describe_declared, describe_image};
 
 /// A function attribute id (`CUfunction_attribute`).
+///
+/// ```
+/// use gpu_pipeline::{Backend, Context, FunctionAttribute, Module};
+/// let ctx = Context::auto()?; // CUDA device 0 when there is one, else the CPU backend
+/// let ptx = ".version 8.0\n.target sm_75\n.address_size 64\n.visible .entry noop()\n{\n\tret;\n}";
+/// let kernel = Module::load_ptx(&ctx, ptx)?.function("noop")?;
+/// match ctx.backend() {
+///     Backend::Cuda => {
+///         let max = kernel.attribute(FunctionAttribute::MAX_THREADS_PER_BLOCK)?;
+///         assert_eq!(max as u32, kernel.attributes()?.max_threads_per_block);
+///     }
+///     _ => assert!(kernel.attribute(FunctionAttribute::NUM_REGS).is_err()), // CUDA only
+/// }
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 pub use crate::sys::CUfunction_attribute as FunctionAttribute;
 
 /// A loaded module (`CUmodule` on CUDA). Cloning is cheap and shares the module.
@@ -121,7 +136,7 @@ impl Module {
     /// [`Error::Driver`] from `cuModuleLoadDataEx` whose description carries the JIT's error
     /// log (line numbers and messages).
     ///
-    /// ```no_run
+    /// ```no_run,standalone_crate
     /// # fn main() -> gpu_pipeline::Result<()> {
     /// let ctx = gpu_pipeline::Context::cuda(0)?;
     /// let module = gpu_pipeline::Module::load_ptx(&ctx, include_str!("../../kernels/test_kernels.ptx"))?
@@ -436,6 +451,26 @@ fn next_kernel_id() -> u64 {
 }
 
 /// A kernel's attributes, as the driver reports them after compilation.
+///
+/// ```
+/// use gpu_pipeline::{Backend, Context, Module};
+/// let ctx = Context::auto()?; // CUDA device 0 when there is one, else the CPU backend
+/// let ptx = ".version 8.0\n.target sm_75\n.address_size 64\n.visible .entry noop()\n{\n\tret;\n}";
+/// let kernel = Module::load_ptx(&ctx, ptx)?.function("noop")?;
+/// match ctx.backend() {
+///     Backend::Cuda => {
+///         let attributes = kernel.attributes()?;
+///         // The PTX was compiled, when loaded, for this device's architecture.
+///         let (major, minor) = ctx.device().unwrap().compute_capability()?;
+///         assert_eq!(attributes.binary_version, major * 10 + minor);
+///         assert_eq!(attributes.static_shared_bytes, 0);
+///         assert_eq!(attributes.max_threads_per_block, kernel.limits().max_threads_per_block);
+///     }
+///     // The CPU backend compiles nothing: there are no attributes to report.
+///     _ => assert!(kernel.attributes().is_err()),
+/// }
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct KernelAttributes {
     /// Registers per thread.

@@ -41,6 +41,22 @@ use crate::memory::view::sealed::DeviceMemory as _;
 use crate::stream::{Stream, StreamBackend};
 
 /// A rank as a statement names it (`send x to (rank + 1) % size`): any integer type.
+///
+/// ```
+/// use gpu_pipeline::Rank;
+/// assert_eq!(3u8.index(), Some(3));
+/// assert_eq!((-1i32).index(), None); // no such rank: the statement is refused when it runs
+/// ```
+///
+/// In a pipeline, `send x to (rank + 1) % size;` takes `rank` and `size` of any integer
+/// type; a float is a compile error:
+///
+/// ```compile_fail
+/// fn peer<R: gpu_pipeline::Rank>(rank: R) -> Option<usize> {
+///     rank.index()
+/// }
+/// peer(1.0f32);
+/// ```
 #[diagnostic::on_unimplemented(
     message = "a peer or root rank must be an integer, not `{Self}`",
     label = "not a rank",

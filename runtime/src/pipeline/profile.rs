@@ -126,6 +126,33 @@ impl Profiler {
 }
 
 /// When one stage ran, in milliseconds from the start of its step.
+///
+/// ```
+/// use gpu_pipeline::{Context, DeviceBuffer, gpu_pipeline};
+///
+/// gpu_pipeline! {
+///     /// Clears two buffers on two streams, then copies one into the other.
+///     pipeline Clear {
+///         streams { main, side }
+///         params { x: &mut DeviceBuffer<f32>, y: &mut DeviceBuffer<f32> }
+///         stage zero on main { fill x = 0.0; }
+///         stage one on side { fill y = 1.0; }
+///         stage merge on main { copy y -> x; }
+///     }
+/// }
+///
+/// let ctx = Context::cpu();
+/// let mut x = DeviceBuffer::<f32>::alloc(&ctx, 1 << 16)?;
+/// let mut y = DeviceBuffer::<f32>::alloc(&ctx, 1 << 16)?;
+/// let profile = Clear::new(&ctx)?.profile(ClearParams { x: &mut x, y: &mut y })?;
+/// let one = &profile.stages[1];
+/// assert_eq!((one.stage, one.stream), ("one", "side"));
+/// assert!(0.0 <= one.start_ms && one.start_ms <= one.end_ms);
+/// assert!(one.duration_ms() >= 0.0);
+/// // `merge` reads `y` after `one` wrote it: it starts after `one` ends.
+/// assert!(profile.stages[2].start_ms >= one.end_ms);
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct StageTiming {
     /// The stage's name.
@@ -146,6 +173,34 @@ impl StageTiming {
 }
 
 /// The timings of one profiled step, from a generated pipeline's `profile`.
+///
+/// ```
+/// use gpu_pipeline::{Context, DeviceBuffer, gpu_pipeline};
+///
+/// gpu_pipeline! {
+///     /// Clears two buffers on two streams, then copies one into the other.
+///     pipeline Clear {
+///         streams { main, side }
+///         params { x: &mut DeviceBuffer<f32>, y: &mut DeviceBuffer<f32> }
+///         stage zero on main { fill x = 0.0; }
+///         stage one on side { fill y = 1.0; }
+///         stage merge on main { copy y -> x; }
+///     }
+/// }
+///
+/// let ctx = Context::cpu();
+/// let mut x = DeviceBuffer::<f32>::alloc(&ctx, 1 << 16)?;
+/// let mut y = DeviceBuffer::<f32>::alloc(&ctx, 1 << 16)?;
+/// let profile = Clear::new(&ctx)?.profile(ClearParams { x: &mut x, y: &mut y })?;
+/// assert_eq!(profile.pipeline, "Clear");
+/// let names: Vec<_> = profile.stages.iter().map(|s| s.stage).collect();
+/// assert_eq!(names, ["zero", "one", "merge"]);
+/// assert!(profile.stages.iter().all(|s| s.end_ms <= profile.total_ms()));
+/// // Open in Perfetto (ui.perfetto.dev): one track per stream.
+/// let trace = profile.to_chrome_trace();
+/// assert!(trace.contains("\"name\":\"merge\""), "{trace}");
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct StepProfile {
     /// The pipeline's name.

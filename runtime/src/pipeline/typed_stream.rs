@@ -22,6 +22,22 @@ use crate::stream::{Stream, StreamFlags, WaitCondition};
 use crate::sys;
 
 /// A declared stream priority, resolved against the context's range when the stream is made.
+///
+/// In `gpu_pipeline!` it is a stream's `priority = high` (or `low`, `default`, a number);
+/// resolved by hand:
+///
+/// ```
+/// use gpu_pipeline::{Context, Stream, StreamFlags, StreamPriority};
+/// let ctx = Context::cpu();
+/// let range = ctx.stream_priority_range()?;
+/// assert_eq!(StreamPriority::High.resolve(&ctx)?, range.greatest);
+/// assert_eq!(StreamPriority::Default.resolve(&ctx)?, range.least);
+/// assert_eq!(StreamPriority::Value(-1000).resolve(&ctx)?, range.greatest); // clamped
+/// let high = StreamPriority::High.resolve(&ctx)?;
+/// let urgent = Stream::with_priority(&ctx, StreamFlags::default(), high)?;
+/// assert_eq!(urgent.priority()?, range.greatest);
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum StreamPriority {
     /// The most urgent priority the context allows.

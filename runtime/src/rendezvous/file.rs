@@ -30,6 +30,29 @@ const ACK_LABEL: &str = "gpu-pipeline/rendezvous/2/file-ack";
 
 /// Rank 0 writes the payload to `path`; rank `r` reads it and writes `path.ack.r`; rank 0
 /// waits for every acknowledgement and removes the files (see the module docs).
+///
+/// ```
+/// use std::os::unix::fs::DirBuilderExt;
+/// use std::time::Duration;
+/// use gpu_pipeline::rendezvous::{FileStore, Secret};
+/// // A directory only this user can write (on a shared file system, in a real job).
+/// let dir = std::env::temp_dir().join(format!("gpu-pipeline-doc-{}", std::process::id()));
+/// std::fs::DirBuilder::new().mode(0o700).create(&dir).unwrap();
+/// let mut store = FileStore::new(dir.join("rendezvous"), Secret::generate()?);
+/// store.timeout = Duration::from_secs(20);
+/// let readers: Vec<_> = (1..3)
+///     .map(|rank| {
+///         let store = store.clone();
+///         std::thread::spawn(move || store.fetch(rank, 3))
+///     })
+///     .collect();
+/// store.publish(3, b"payload")?; // returns once ranks 1 and 2 have read it
+/// for reader in readers {
+///     assert_eq!(reader.join().unwrap()?, b"payload");
+/// }
+/// std::fs::remove_dir_all(&dir).unwrap();
+/// # Ok::<(), gpu_pipeline::rendezvous::RendezvousError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FileStore {
     /// The file rank 0 writes, in a directory only this user can write.

@@ -101,6 +101,20 @@ pub const MAX_PAYLOAD: usize = 64 * 1024;
 pub const MAX_WORLD_SIZE: usize = 65_536;
 
 /// Why ranks could not meet.
+///
+/// ```
+/// use gpu_pipeline::rendezvous::{Rendezvous, RendezvousError};
+/// // Nowhere to meet: the error names the variables to set.
+/// let err = Rendezvous::from_vars(|name| {
+///     (name == "GPU_PIPELINE_RENDEZVOUS_INSECURE").then(|| "1".to_owned())
+/// })
+/// .unwrap_err();
+/// assert!(matches!(err, RendezvousError::Environment { .. }));
+/// assert!(err.to_string().contains("GPU_PIPELINE_MASTER_ADDR"), "{err}");
+/// // No secret and no opt-out: refused too, saying how to make one.
+/// let err = Rendezvous::from_vars(|_| None).unwrap_err();
+/// assert!(err.to_string().contains("openssl rand -hex 32"), "{err}");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum RendezvousError {
@@ -153,6 +167,15 @@ pub enum RendezvousError {
 }
 
 /// Results of this module.
+///
+/// ```
+/// use gpu_pipeline::rendezvous::{RankInfo, Result};
+/// /// The GPU this rank drives: its rank among the host's ranks.
+/// fn my_gpu() -> Result<usize> {
+///     Ok(RankInfo::from_env_or_single()?.local_rank)
+/// }
+/// # if std::env::var_os("RANK").is_none() { assert_eq!(my_gpu().unwrap(), 0); }
+/// ```
 pub type Result<T, E = RendezvousError> = std::result::Result<T, E>;
 
 fn env_error(message: impl Into<String>) -> RendezvousError {
@@ -177,6 +200,35 @@ fn remaining(deadline: Instant) -> Option<Duration> {
 }
 
 /// A store ranks meet through, chosen from the environment by [`Rendezvous::from_env`].
+///
+/// ```
+/// use std::time::Duration;
+/// use gpu_pipeline::rendezvous::{Auth, Rendezvous};
+/// use std::collections::HashMap;
+/// let vars = |pairs: &[(&str, &str)]| {
+///     let map: HashMap<String, String> =
+///         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+///     move |name: &str| map.get(name).cloned()
+/// };
+/// let secret = "0123456789abcdef0123456789abcdef";
+/// let store = Rendezvous::from_vars(vars(&[
+///     ("MASTER_ADDR", "10.0.0.1"), // torchrun's names work too
+///     ("MASTER_PORT", "29500"),
+///     ("GPU_PIPELINE_RENDEZVOUS_SECRET", secret),
+///     ("GPU_PIPELINE_RENDEZVOUS_TIMEOUT", "30"),
+/// ]))?;
+/// let Rendezvous::Tcp(tcp) = &store else { panic!("{store:?}") };
+/// assert_eq!((tcp.host.as_str(), tcp.port), ("10.0.0.1", 29500));
+/// assert_eq!(tcp.timeout, Duration::from_secs(30));
+/// assert!(matches!(&tcp.auth, Auth::Secret(s) if s.expose() == secret.as_bytes()));
+/// // A shared file instead of a server:
+/// let store = Rendezvous::from_vars(vars(&[
+///     ("GPU_PIPELINE_RENDEZVOUS_FILE", "/shared/job-17/rendezvous"),
+///     ("GPU_PIPELINE_RENDEZVOUS_SECRET", secret),
+/// ]))?;
+/// assert!(matches!(store, Rendezvous::File(_)));
+/// # Ok::<(), gpu_pipeline::rendezvous::RendezvousError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Rendezvous {
     /// A server (rank 0 or the launcher) hands out the payload over TCP.
@@ -189,11 +241,41 @@ impl Rendezvous {
     /// [`FileStore`] when `GPU_PIPELINE_RENDEZVOUS_FILE` is set, else [`TcpStore`] at
     /// `GPU_PIPELINE_MASTER_ADDR` / `GPU_PIPELINE_MASTER_PORT` (or `MASTER_ADDR` /
     /// `MASTER_PORT`); the secret, server and timeout from their variables.
+    ///
+    /// ```
+    /// use gpu_pipeline::rendezvous::Rendezvous;
+    /// let set = |name| std::env::var_os(name).is_some();
+    /// let launched = set("GPU_PIPELINE_MASTER_ADDR") || set("MASTER_ADDR");
+    /// if !launched && !set("GPU_PIPELINE_RENDEZVOUS_FILE") {
+    ///     // Not started by a launcher: the error says what to set.
+    ///     let err = Rendezvous::from_env().unwrap_err();
+    ///     assert!(err.to_string().contains("set"), "{err}");
+    /// }
+    /// ```
     pub fn from_env() -> Result<Rendezvous> {
         Rendezvous::from_vars(|name| std::env::var(name).ok())
     }
 
     /// [`Rendezvous::from_env`] over any variable lookup.
+    ///
+    /// ```
+    /// use gpu_pipeline::rendezvous::Rendezvous;
+    /// let vars = |name: &str| match name {
+    ///     "GPU_PIPELINE_MASTER_ADDR" => Some("node07".to_owned()),
+    ///     "GPU_PIPELINE_MASTER_PORT" => Some("29500".to_owned()),
+    ///     "GPU_PIPELINE_RENDEZVOUS_SECRET" => Some("0123456789abcdef0123456789abcdef".to_owned()),
+    ///     _ => None,
+    /// };
+    /// let Rendezvous::Tcp(store) = Rendezvous::from_vars(vars)? else { unreachable!() };
+    /// assert_eq!((store.host.as_str(), store.port), ("node07", 29500));
+    /// // A bad port is an error that quotes it.
+    /// let bad = |name: &str| match name {
+    ///     "GPU_PIPELINE_MASTER_PORT" => Some("http".to_owned()),
+    ///     _ => vars(name),
+    /// };
+    /// assert!(Rendezvous::from_vars(bad).unwrap_err().to_string().contains("\"http\""));
+    /// # Ok::<(), gpu_pipeline::rendezvous::RendezvousError>(())
+    /// ```
     pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Rendezvous> {
         let auth = auth_from_vars(&get)?;
         let timeout = match get(RENDEZVOUS_TIMEOUT_ENV) {
@@ -251,6 +333,32 @@ impl Rendezvous {
 
     /// Hands rank 0's `payload` to every rank: rank 0 passes `Some`, the others `None`; every
     /// rank returns the payload once all ranks have it.
+    ///
+    /// ```
+    /// use std::os::unix::fs::DirBuilderExt;
+    /// use std::time::Duration;
+    /// use gpu_pipeline::rendezvous::{FileStore, RankInfo, Rendezvous, Secret};
+    /// let dir = std::env::temp_dir().join(format!("gpu-pipeline-share-{}", std::process::id()));
+    /// std::fs::DirBuilder::new().mode(0o700).create(&dir).unwrap();
+    /// let mut store = FileStore::new(dir.join("id"), Secret::generate()?);
+    /// store.timeout = Duration::from_secs(20);
+    /// let store = Rendezvous::File(store);
+    /// let rank = |rank| RankInfo {
+    ///     rank,
+    ///     world_size: 2,
+    ///     local_rank: rank,
+    ///     local_world_size: Some(2),
+    ///     source: "example",
+    /// };
+    /// let other = store.clone();
+    /// let rank1 = std::thread::spawn(move || other.share(&rank(1), None));
+    /// assert_eq!(store.share(&rank(0), Some(b"id from rank 0"))?, b"id from rank 0");
+    /// assert_eq!(rank1.join().unwrap()?, b"id from rank 0");
+    /// // Rank 0 must bring the payload.
+    /// assert!(store.share(&rank(0), None).is_err());
+    /// std::fs::remove_dir_all(&dir).unwrap();
+    /// # Ok::<(), gpu_pipeline::rendezvous::RendezvousError>(())
+    /// ```
     pub fn share(&self, me: &RankInfo, payload: Option<&[u8]>) -> Result<Vec<u8>> {
         match (me.is_root(), payload) {
             (true, Some(payload)) => {

@@ -47,6 +47,33 @@ const FAMILIES: [Family; 4] = [
 ];
 
 /// Which rank this process is, of how many, and which on its host.
+///
+/// ```
+/// use gpu_pipeline::rendezvous::RankInfo;
+/// use std::collections::HashMap;
+/// let vars = |pairs: &[(&str, &str)]| {
+///     let map: HashMap<String, String> =
+///         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+///     move |name: &str| map.get(name).cloned()
+/// };
+/// // What torchrun (or `gpu-pipeline-launch`) sets for the third rank of 8, 4 per host:
+/// let me = RankInfo::from_vars(vars(&[
+///     ("RANK", "2"),
+///     ("WORLD_SIZE", "8"),
+///     ("LOCAL_RANK", "2"),
+///     ("LOCAL_WORLD_SIZE", "4"),
+/// ]))?;
+/// assert_eq!((me.rank, me.world_size, me.local_rank), (2, 8, 2));
+/// assert!(!me.is_root());
+/// // Slurm's names:
+/// let slurm = [("SLURM_PROCID", "0"), ("SLURM_NTASKS", "2"), ("SLURM_LOCALID", "0")];
+/// let me = RankInfo::from_vars(vars(&slurm))?;
+/// assert_eq!((me.source, me.is_root()), ("Slurm", true));
+/// // A rank beyond the world is an error naming both.
+/// let beyond = [("RANK", "8"), ("WORLD_SIZE", "8"), ("LOCAL_RANK", "0")];
+/// assert!(RankInfo::from_vars(vars(&beyond)).is_err());
+/// # Ok::<(), gpu_pipeline::rendezvous::RendezvousError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RankInfo {
     /// This rank, `0..world_size`.

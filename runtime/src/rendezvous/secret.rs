@@ -21,6 +21,17 @@ pub(crate) type Tag = [u8; TAG_LEN];
 ///
 /// Its text is the key (so `openssl rand -hex 32` makes a good one); it has at least
 /// [`Secret::MIN_LEN`] characters. `Debug` does not show it.
+///
+/// ```
+/// use gpu_pipeline::rendezvous::{RendezvousError, Secret};
+/// let secret = Secret::generate()?; // what the launcher makes for each job
+/// assert_eq!(secret.expose().len(), 64);
+/// assert_eq!(format!("{secret:?}"), "Secret(..)"); // never printed
+/// let err = Secret::new("hunter2").unwrap_err();
+/// assert!(matches!(err, RendezvousError::Insecure { .. }), "{err}");
+/// assert!(Secret::new(" 0123456789abcdef0123456789abcdef \n").is_ok()); // white space trimmed
+/// # Ok::<(), RendezvousError>(())
+/// ```
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(Vec<u8>);
 
@@ -31,6 +42,24 @@ impl fmt::Debug for Secret {
 }
 
 /// How a store proves that its peers belong to the job.
+///
+/// ```
+/// use gpu_pipeline::rendezvous::{Auth, Rendezvous};
+/// use std::collections::HashMap;
+/// let vars = |pairs: &[(&str, &str)]| {
+///     let map: HashMap<String, String> =
+///         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+///     move |name: &str| map.get(name).cloned()
+/// };
+/// let open = vars(&[
+///     ("GPU_PIPELINE_MASTER_ADDR", "127.0.0.1"),
+///     ("GPU_PIPELINE_MASTER_PORT", "29500"),
+///     ("GPU_PIPELINE_RENDEZVOUS_INSECURE", "1"), // a deliberate opt-out
+/// ]);
+/// let Rendezvous::Tcp(store) = Rendezvous::from_vars(open)? else { unreachable!() };
+/// assert_eq!(store.auth, Auth::Insecure);
+/// # Ok::<(), gpu_pipeline::rendezvous::RendezvousError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Auth {
     /// Every message is tied to this secret by HMAC-SHA256 (the default and only safe choice).

@@ -9,6 +9,21 @@ use super::wire::{self, FrameError, Hello, Kind, Role, Session, Wait};
 use super::{DEFAULT_TIMEOUT, MAX_WORLD_SIZE, RendezvousError, Result, io_error, remaining};
 
 /// Who listens for the ranks of a [`TcpStore`].
+///
+/// ```
+/// use gpu_pipeline::rendezvous::{Rendezvous, ServedBy};
+/// let launched = |name: &str| match name {
+///     "GPU_PIPELINE_MASTER_ADDR" => Some("127.0.0.1".to_owned()),
+///     "GPU_PIPELINE_MASTER_PORT" => Some("29500".to_owned()),
+///     "GPU_PIPELINE_RENDEZVOUS_SECRET" => Some("0123456789abcdef0123456789abcdef".to_owned()),
+///     // what gpu-pipeline-launch sets
+///     "GPU_PIPELINE_RENDEZVOUS_SERVER" => Some("launcher".to_owned()),
+///     _ => None,
+/// };
+/// let Rendezvous::Tcp(store) = Rendezvous::from_vars(launched)? else { unreachable!() };
+/// assert_eq!(store.served_by, ServedBy::Launcher);
+/// # Ok::<(), gpu_pipeline::rendezvous::RendezvousError>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ServedBy {
     /// Rank 0 binds `host:port` itself (mpirun, srun): a bind failure is its error.
@@ -20,6 +35,32 @@ pub enum ServedBy {
 
 /// A store on `host:port`; the ranks connect and prove they know the job's secret (see the
 /// module docs).
+///
+/// Two ranks meeting on this host, each on its own thread (each in its own process in a
+/// real job):
+///
+/// ```
+/// use std::time::Duration;
+/// use gpu_pipeline::rendezvous::{RankInfo, Rendezvous, Secret, TcpStore};
+/// // A free port, for the example.
+/// let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+/// let mut store = TcpStore::new("127.0.0.1", port, Secret::generate()?);
+/// store.timeout = Duration::from_secs(20);
+/// let rank = |rank| RankInfo {
+///     rank,
+///     world_size: 2,
+///     local_rank: rank,
+///     local_world_size: Some(2),
+///     source: "example",
+/// };
+/// let other = store.clone();
+/// let rank1 = std::thread::spawn(move || other.fetch(1, 2));
+/// // Rank 0 serves (`ServedBy::RankZero`) and returns once rank 1 has the payload.
+/// let shared = Rendezvous::Tcp(store).share(&rank(0), Some(b"nccl unique id"))?;
+/// assert_eq!(shared, b"nccl unique id");
+/// assert_eq!(rank1.join().unwrap()?, b"nccl unique id");
+/// # Ok::<(), gpu_pipeline::rendezvous::RendezvousError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TcpStore {
     /// The host the server listens on and the ranks connect to (name or address).

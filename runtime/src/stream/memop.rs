@@ -10,6 +10,20 @@ use crate::memory::{FlagCell, FlagWord};
 use crate::sys;
 
 /// When a wait completes, comparing the cell's word with the given value.
+///
+/// ```
+/// use gpu_pipeline::{Context, FlagCell, Stream, WaitCondition};
+/// let ctx = Context::cpu();
+/// let (consumer, producer) = (Stream::new(&ctx)?, Stream::new(&ctx)?);
+/// let ready = FlagCell::<u32>::new(&ctx, 0)?;
+/// // Waits until bit 2 is set, whatever the other bits hold.
+/// consumer.wait_value_32(&ready, WaitCondition::And, 0b100)?;
+/// producer.write_value_32(&ready, 0b110)?;
+/// consumer.synchronize()?;
+/// assert_eq!(ready.load(), 0b110);
+/// assert_eq!(WaitCondition::default(), WaitCondition::GreaterOrEqual);
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum WaitCondition {
     /// `(word as signed) >= value`, cyclically, as CUDA defines it: the usual choice for counters.
@@ -44,6 +58,23 @@ impl WaitCondition {
 }
 
 /// One operation of a [`Stream::batch_mem_op`].
+///
+/// ```
+/// use gpu_pipeline::{Context, FlagCell, MemOp, Stream, WaitCondition};
+/// let ctx = Context::cpu();
+/// let stream = Stream::new(&ctx)?;
+/// let (go, done) = (FlagCell::<u32>::new(&ctx, 0)?, FlagCell::<u64>::new(&ctx, 0)?);
+/// go.store(1);
+/// // One batch: wait for `go`, then publish `done`, with a barrier between.
+/// stream.batch_mem_op(&[
+///     MemOp::WaitValue32 { cell: &go, condition: WaitCondition::Equal, value: 1 },
+///     MemOp::Barrier,
+///     MemOp::WriteValue64 { cell: &done, value: 42 },
+/// ])?;
+/// stream.synchronize()?;
+/// assert_eq!(done.load(), 42);
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub enum MemOp<'a> {
     /// Wait on a 32-bit cell.

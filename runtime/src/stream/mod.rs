@@ -32,6 +32,15 @@ pub use crate::cuda::attribute::{
 pub use memop::{MemOp, WaitCondition};
 
 /// Stream creation flags.
+///
+/// ```
+/// use gpu_pipeline::{Context, Stream, StreamFlags};
+/// let ctx = Context::cpu();
+/// let stream = Stream::with_flags(&ctx, StreamFlags { non_blocking: true })?;
+/// assert!(stream.flags()?.non_blocking);
+/// assert!(!Stream::new(&ctx)?.is_nonblocking()?); // `StreamFlags::default()`
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct StreamFlags {
     /// The stream does not synchronize with the legacy default (NULL) stream.

@@ -47,6 +47,16 @@ macro_rules! c_enum {
 
 c_enum! {
     /// A driver call's status. Any value is valid; unknown ones come from newer drivers.
+    ///
+    /// What [`Error::code`](crate::Error::code) gives for a failed driver call:
+    ///
+    /// ```
+    /// use gpu_pipeline::sys::CUresult;
+    /// let code = CUresult::CUDA_ERROR_OUT_OF_MEMORY;
+    /// assert_eq!(code, CUresult(2));
+    /// assert_eq!(code.known_name(), Some("CUDA_ERROR_OUT_OF_MEMORY"));
+    /// assert_eq!(format!("{:?}", CUresult(12345)), "CUresult(12345)"); // unknown, not UB
+    /// ```
     CUresult(c_int) {
         CUDA_SUCCESS = 0,
         CUDA_ERROR_INVALID_VALUE = 1,
@@ -93,6 +103,12 @@ c_enum! {
 
 impl CUresult {
     /// Whether this is `CUDA_SUCCESS`.
+    ///
+    /// ```
+    /// use gpu_pipeline::sys::CUresult;
+    /// assert!(CUresult::CUDA_SUCCESS.is_success());
+    /// assert!(!CUresult(999).is_success()); // a code of a newer driver is a value too
+    /// ```
     pub fn is_success(self) -> bool {
         self == Self::CUDA_SUCCESS
     }

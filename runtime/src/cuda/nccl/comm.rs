@@ -57,6 +57,21 @@ pub(super) fn set_in_group(open: bool) {
 ///
 /// It holds the address of a bootstrap socket that [`UniqueId::new`] opened in this process:
 /// the process that made it must live until every rank has created its communicator.
+///
+/// ```
+/// use gpu_pipeline::nccl::{self, UniqueId};
+/// // The other ranks rebuild it from the bytes rank 0 shared.
+/// let received = [7u8; 128];
+/// let id = UniqueId::from_bytes(&received)?;
+/// assert_eq!(id.as_bytes(), &received);
+/// assert!(UniqueId::from_bytes(&received[..64]).is_err()); // not an id
+/// // Rank 0 makes one, where NCCL loads.
+/// if nccl::is_available() {
+///     let fresh = UniqueId::new()?;
+///     assert_eq!(UniqueId::from_bytes(fresh.as_bytes())?, fresh);
+/// }
+/// # Ok::<(), gpu_pipeline::Error>(())
+/// ```
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct UniqueId([u8; sys::NCCL_UNIQUE_ID_BYTES]);
 

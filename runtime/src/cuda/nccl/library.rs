@@ -180,6 +180,12 @@ fn c_text(ptr: *const c_char) -> Option<String> {
 /// virtual environments count); of the user (`~/.local`); and of the usual prefixes
 /// (`/usr/local`, `/usr`, `/opt/*`, `/opt/*/.venv`, `/opt/*/venv`). Only existing
 /// directories, each once.
+///
+/// ```
+/// for dir in gpu_pipeline::nccl::python_package_dirs() {
+///     assert!(dir.is_dir(), "{}", dir.display()); // only directories that exist
+/// }
+/// ```
 pub fn python_package_dirs() -> Vec<PathBuf> {
     python_package_dirs_from(|name| std::env::var_os(name), Path::new("/"))
 }
@@ -277,6 +283,15 @@ pub(crate) fn candidates(
 
 /// The library paths tried when NCCL is first used, in order (the override alone when it
 /// is set).
+///
+/// ```
+/// use gpu_pipeline::nccl::{DEFAULT_NCCL_NAMES, NCCL_PATH_ENV, candidate_paths};
+/// let paths = candidate_paths();
+/// if std::env::var_os(NCCL_PATH_ENV).is_none() {
+///     // The usual names through the loader's search first, then copies in Python wheels.
+///     assert!(paths.starts_with(&DEFAULT_NCCL_NAMES.map(String::from)), "{paths:?}");
+/// }
+/// ```
 pub fn candidate_paths() -> Vec<String> {
     let override_path = std::env::var(NCCL_PATH_ENV).ok();
     candidates(override_path.as_deref(), &python_package_dirs()).0
@@ -349,6 +364,17 @@ pub(crate) fn nccl() -> Result<&'static Nccl> {
 }
 
 /// A NCCL version, decoded from `NCCL_VERSION_CODE`.
+///
+/// ```
+/// use gpu_pipeline::nccl::{self, NcclVersion};
+/// let v = NcclVersion::from_code(22703); // NCCL 2.27.3
+/// assert_eq!((v.major, v.minor, v.patch), (2, 27, 3));
+/// assert_eq!(v.to_string(), "2.27.3");
+/// assert!(NcclVersion::from_code(2804) < v); // 2.8.4, the older encoding
+/// if let Ok(loaded) = nccl::version() {
+///     assert_eq!(loaded.major, 2);
+/// }
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct NcclVersion {
     /// The major version (2).
@@ -384,16 +410,39 @@ impl std::fmt::Display for NcclVersion {
 }
 
 /// Whether NCCL loads in this process (loading it if needed).
+///
+/// ```
+/// use gpu_pipeline::nccl;
+/// if nccl::is_available() {
+///     println!("NCCL {} from {}", nccl::version().unwrap(), nccl::library_path().unwrap());
+/// } else {
+///     // The error names every path tried and why each failed.
+///     assert!(nccl::version().is_err());
+/// }
+/// ```
 pub fn is_available() -> bool {
     nccl().is_ok()
 }
 
 /// The loaded NCCL's version.
+///
+/// ```
+/// match gpu_pipeline::nccl::version() {
+///     Ok(version) => assert!(version.major >= 2),
+///     Err(err) => println!("no NCCL: {err}"),
+/// }
+/// ```
 pub fn version() -> Result<NcclVersion> {
     nccl().map(|n| NcclVersion::from_code(n.version))
 }
 
 /// Where the loaded NCCL came from (a path, or a name the dynamic loader resolved).
+///
+/// ```
+/// if let Ok(path) = gpu_pipeline::nccl::library_path() {
+///     assert!(path.contains("libnccl"), "{path}");
+/// }
+/// ```
 pub fn library_path() -> Result<&'static str> {
     nccl().map(|n| n.path.as_str())
 }

@@ -93,7 +93,7 @@ const RELA_SIZE: u64 = 24;
 /// Checks that `image` is a cubin every part of which a reader trusting its headers finds
 /// inside it, and returns the names of its kernels (its `.text.<name>` sections).
 ///
-/// ```
+/// ```standalone_crate
 /// let cubin = include_bytes!("../../../kernels/test_kernels.sm_90.cubin");
 /// let kernels = gpu_pipeline::image::check_cubin(cubin)?;
 /// assert!(kernels.iter().any(|k| k == "saxpy"));
