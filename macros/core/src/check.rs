@@ -15,6 +15,7 @@ mod bounds;
 mod collective;
 mod control;
 mod devices;
+mod flow;
 mod hint;
 mod limits;
 mod ordering;
@@ -65,6 +66,7 @@ pub fn declarations(scope: &Scope<'_>) -> syn::Result<()> {
 pub fn ordering(pipeline: &lower::Pipeline<'_>) -> syn::Result<()> {
     let cx = Ctxt::new();
     ordering::check(&cx, pipeline);
+    flow::check(&cx, pipeline);
     cx.check()
 }
 

@@ -232,12 +232,23 @@ fn scratch_written_first(cx: &Ctxt, pipeline: &Pipeline<'_>) {
                     stage: StageId(stage_id),
                     index,
                 };
-                for touch in statement.accesses.iter().filter(|touch| touch.buffer == id) {
-                    match touch.mode {
-                        Mode::Write => writes.push(site),
-                        Mode::Read => reads.push((site, touch.name)),
-                    }
+                if statement
+                    .accesses
+                    .iter()
+                    .any(|touch| touch.buffer == id && touch.mode == Mode::Write)
+                {
+                    writes.push(site);
                 }
+                // The reads that nothing earlier in the statement writes first (a `while`
+                // body may write a scratch buffer and then read it).
+                let mut uncovered = Vec::new();
+                super::flow::uncovered_reads(
+                    std::slice::from_ref(statement),
+                    id,
+                    &mut false,
+                    &mut uncovered,
+                );
+                reads.extend(uncovered.into_iter().map(|name| (site, name)));
             }
         }
         let unwritten = reads.iter().find(|(read, _)| {
