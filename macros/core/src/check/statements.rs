@@ -99,6 +99,7 @@ fn launch_statement(cx: &Ctxt, scope: &Scope<'_>, launch: &ast::Launch) {
         .filter_map(|(param, arg)| launch_argument(cx, scope, kernel, param, arg))
         .collect();
     launch_aliasing(cx, kernel, &uses);
+    super::ranges::windows_hold_bounds(cx, scope, kernel, launch);
 }
 
 /// A buffer argument of a launch, for the aliasing rule.
