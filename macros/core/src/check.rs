@@ -17,6 +17,7 @@ mod control;
 mod devices;
 mod flow;
 mod hint;
+mod iterations;
 mod limits;
 mod ordering;
 mod ranges;
@@ -55,6 +56,7 @@ pub fn declarations(scope: &Scope<'_>) -> syn::Result<()> {
     statements::check(&cx, scope);
     control::check(&cx, scope);
     repetition::check(&cx, scope);
+    iterations::check(&cx, scope);
     accesses::check(&cx, scope);
     collective::check(&cx, scope);
     devices::check(&cx, scope);
