@@ -101,3 +101,54 @@ fn claims_every_iteration_contradicts_are_errors_in_loops() {
         "for i in 0..chunks { stage a on work[i % 4] { fill x[i..i + 1] = 0.0; } stage b on work[(i + 1) % 4] { fill y[i..i + 1] = 0.0; } concurrent(a, b); }",
     ));
 }
+
+/// A ring over a device array, with `body` inside the pipeline.
+fn ring(body: &str) -> String {
+    format!(
+        r#"pipeline R {{
+            devices {{ gpu[4] }}
+            streams {{ main on gpu[0], work[4] on gpu[..] }}
+            unsafe kernels k = ptx("k.ptx") {{
+                fn saxpy(n: u32, a: f32, x: &[f32; unbounded], y: &mut [f32; unbounded]);
+            }}
+            params {{ n: u32, chunks: usize, fields: &mut [DeviceBuffer<f32>] on gpu[..], halos: &mut [DeviceBuffer<f32>] on gpu[..] }}
+            {body}
+        }}"#
+    )
+}
+
+#[test]
+fn a_kernel_given_another_devices_buffer_in_a_loop_is_an_error() {
+    assert_error(
+        &ring(
+            "for i in 0..4 { stage send on work[i] { launch k::saxpy(n, 1.0, fields[i][..4], halos[(i + 1) % 4][..4]) grid 1 block 32; } }",
+        ),
+        "`halos[(i + 1) % 4]` (`halos[1]` when `i = 0`) lives on device `gpu[1]`, but stage `send` runs on stream `work[i]`, on device `gpu[0]` when `i = 0`: kernel `saxpy` reaches only its own device's memory; copy it first, in a stage ordered before this one (`copy halos -> halos_gpu[0];` into a buffer declared `on gpu[0]`), run this stage on a stream `on gpu[1]`, or reach it through peer access: `peer(halos)` after the launch",
+        "halos",
+    );
+    // The last iteration only: 3 + 1 is past the array.
+    assert_error(
+        &ring(
+            "for i in 0..4 { stage send on work[i] { launch k::saxpy(n, 1.0, fields[i], halos[i + 1]) grid 1 block 32 peer(halos); } }",
+        ),
+        "`halos` has one buffer per device of gpu, 4 in all; `halos[4]` when `i = 3` is past them",
+        "i + 1",
+    );
+    // Bounds that are not constants: compared as polynomials.
+    assert_error(
+        &ring(
+            "for i in 0..chunks { stage send on work[i] { launch k::saxpy(n, 1.0, fields[i], halos[i + 1]) grid 1 block 32; } }",
+        ),
+        "`halos[i + 1]` lives on device `gpu[i + 1]`, but stage `send` runs on stream `work[i]`, on device `gpu[i]`, in every iteration: kernel `saxpy` reaches only its own device's memory; pass `halos[i]`, or reach it through peer access: `peer(halos)` after the launch",
+        "halos",
+    );
+    for body in [
+        "for i in 0..4 { stage send on work[i] { launch k::saxpy(n, 1.0, fields[i][..4], halos[(i + 1) % 4][..4]) grid 1 block 32 peer(halos); } }",
+        "for i in 0..chunks { stage own on work[i] { launch k::saxpy(n, 1.0, fields[i], halos[i]) grid 1 block 32; } }",
+        "for i in 0..4 { stage own on work[i] { launch k::saxpy(n, 1.0, fields[i], halos[i]) grid 1 block 32; } }",
+        // Bounds the compiler cannot see: checked before each launch.
+        "for i in 0..chunks { stage own on work[i % 4] { launch k::saxpy(n, 1.0, fields[(i + 1) % 4], halos[i % 4]) grid 1 block 32 peer(fields); } }",
+    ] {
+        lower_ok(&ring(body));
+    }
+}
