@@ -317,7 +317,7 @@ fn launch_arguments_match_the_kernel_signature() {
         ),
         (
             "stage s on s1 { launch k::touch(handle) grid 1 block 1; }",
-            "`handle` is not a buffer (`&mut BlasHandle`); `touch` takes a `DeviceBuffer` for `buf: &mut [f32]`",
+            "`handle` is not a buffer (`&mut BlasHandle`; the macro knows a buffer by its type as written, so if `BlasHandle` is a `type` alias of one, write the buffer type itself, e.g. `handle: &mut DeviceBuffer<f32>`); `touch` takes a `DeviceBuffer` for `buf: &mut [f32]`",
             "handle",
         ),
     ]);
