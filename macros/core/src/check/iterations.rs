@@ -119,8 +119,9 @@ pub fn varies(body: &ForLoop, expr: &Expr) -> bool {
         .any(|m| m.ident == body.var || body.lets.iter().any(|l| l.name == m.ident))
 }
 
-/// Runs the rule on every stage inside a loop.
+/// Runs the rules on every stage inside a loop.
 pub fn check(cx: &Ctxt, scope: &Scope<'_>) {
+    swapped_sweeps(cx, scope);
     for (id, stage) in scope.stages.iter().enumerate() {
         let Some(body) = scope.stage_loops[id].map(|l| scope.loops[l]) else {
             continue;
@@ -135,6 +136,126 @@ pub fn check(cx: &Ctxt, scope: &Scope<'_>) {
                 chunks_apart(cx, scope, body, stage, &reference);
             }
         }
+    }
+}
+
+/// Rule: `swap(a, b)` exchanges two buffers between replays, not between the iterations of a
+/// `for`. A statement in a loop that reads the whole of one and writes the whole of the other,
+/// with nothing in the loop writing the one it reads and nothing in it changing with the
+/// iteration, computes the same half step in every iteration (four sweeps gave the result of
+/// one).
+pub fn swapped_sweeps(cx: &Ctxt, scope: &Scope<'_>) {
+    for swap in scope.input.swaps() {
+        let (Some(a), Some(b)) = (scope.buffer(&swap.a), scope.buffer(&swap.b)) else {
+            continue;
+        };
+        for (l, body) in scope.loops.iter().enumerate() {
+            if Iterations::of(body).is_some_and(|it| it.range.end - it.range.start < 2) {
+                continue;
+            }
+            let stages: Vec<&ast::Stage> = (0..scope.stages.len())
+                .filter(|&id| scope.stage_loops[id] == Some(l))
+                .map(|id| scope.stages[id])
+                .collect();
+            let loop_writes = |buffer: usize| {
+                stages.iter().any(|stage| {
+                    ast::flatten(&stage.statements)
+                        .into_iter()
+                        .any(|statement| {
+                            written(scope, statement)
+                                .iter()
+                                .any(|r| scope.buffer(r.name) == Some(buffer))
+                        })
+                })
+            };
+            for stage in &stages {
+                for statement in ast::flatten(&stage.statements) {
+                    let whole = |r: &BufRef<'_>| !r.is_subscripted();
+                    let writes: Vec<usize> = written(scope, statement)
+                        .iter()
+                        .filter(|r| whole(r))
+                        .filter_map(|r| scope.buffer(r.name))
+                        .collect();
+                    let reads: Vec<&Ident> = read(scope, statement)
+                        .into_iter()
+                        .filter(|r| whole(r))
+                        .map(|r| r.name)
+                        .collect();
+                    if statement_varies(scope, body, statement) {
+                        continue;
+                    }
+                    for name in reads {
+                        let Some(from) = scope.buffer(name) else {
+                            continue;
+                        };
+                        let to = if from == a {
+                            b
+                        } else if from == b {
+                            a
+                        } else {
+                            continue;
+                        };
+                        if !writes.contains(&to) || loop_writes(from) {
+                            continue;
+                        }
+                        let other = if from == a { &swap.b } else { &swap.a };
+                        cx.error_spanned_by(
+                            name,
+                            format!(
+                                "`swap({}, {})` exchanges the two between replays of the captured graph, not between the iterations of this `for`: every iteration of stage `{}` reads the same `{name}` and writes the same `{other}`, so the step computes one half step again and again; to sweep several times in one step, alternate by hand (`launch ..({name}, {other})` then `launch ..({other}, {name})` in each iteration, over half as many iterations), or run one sweep per replay and `swap_{}_{}()` between them",
+                                swap.a, swap.b, stage.name, swap.a, swap.b,
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Whether a statement does something else in each iteration: an argument, a launch
+/// dimension or a subscript names the loop variable or a `let`.
+fn statement_varies(scope: &Scope<'_>, body: &ForLoop, statement: &Statement) -> bool {
+    let mut exprs: Vec<&Expr> = scope
+        .statement_refs(statement)
+        .iter()
+        .flat_map(|r| r.subscript_exprs())
+        .collect();
+    if let Statement::Launch(launch) = statement {
+        exprs.extend(launch.args.iter());
+        exprs.extend(
+            [&launch.grid, &launch.block, &launch.shared]
+                .into_iter()
+                .flatten()
+                .map(|option| &option.value),
+        );
+    }
+    exprs.into_iter().any(|expr| varies(body, expr))
+}
+
+/// The references a statement reads through: a launch's `&` arguments, a copy's source.
+fn read<'a>(scope: &Scope<'_>, statement: &'a Statement) -> Vec<BufRef<'a>> {
+    match statement {
+        Statement::Launch(launch) => {
+            let Some(kernel) = launch
+                .target()
+                .and_then(|(module, kernel)| scope.kernel(scope.module(module)?, kernel))
+                .map(|id| scope.kernels[id].decl)
+            else {
+                return Vec::new();
+            };
+            kernel
+                .params
+                .iter()
+                .zip(&launch.args)
+                .filter(|(param, _)| {
+                    matches!(param.kind(), KernelParamType::Slice { mutable: false, .. })
+                })
+                .filter_map(|(_, arg)| BufRef::of_expr(arg))
+                .collect()
+        }
+        Statement::Copy(copy) => vec![copy.src_ref.borrow()],
+        _ => Vec::new(),
     }
 }
 

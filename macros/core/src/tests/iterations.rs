@@ -152,3 +152,40 @@ fn a_kernel_given_another_devices_buffer_in_a_loop_is_an_error() {
         lower_ok(&ring(body));
     }
 }
+
+/// A pipeline with `swap(u, v)` and `body`.
+fn swapped(body: &str) -> String {
+    format!(
+        r#"pipeline S {{
+            streams {{ main }}
+            unsafe kernels k = ptx("k.ptx") {{
+                fn step(n: u32, src: &[f32; n], dst: &mut [f32; n]);
+            }}
+            params {{ n: u32, sweeps: usize, u: &mut DeviceBuffer<f32>, v: &mut DeviceBuffer<f32> }}
+            swap(u, v);
+            {body}
+        }}"#
+    )
+}
+
+#[test]
+fn a_swap_does_not_alternate_the_iterations_of_a_for() {
+    assert_error(
+        &swapped(
+            "for it in 0..4 { stage sweep on main { launch k::step(n, u, v) grid 1 block 1; } }",
+        ),
+        "`swap(u, v)` exchanges the two between replays of the captured graph, not between the iterations of this `for`: every iteration of stage `sweep` reads the same `u` and writes the same `v`, so the step computes one half step again and again; to sweep several times in one step, alternate by hand (`launch ..(u, v)` then `launch ..(v, u)` in each iteration, over half as many iterations), or run one sweep per replay and `swap_u_v()` between them",
+        "u",
+    );
+    for body in [
+        // Alternating by hand.
+        "for it in 0..2 { stage sweep on main { launch k::step(n, u, v) grid 1 block 1; launch k::step(n, v, u) grid 1 block 1; } }",
+        // Chunks of a half step.
+        "for it in 0..sweeps { stage sweep on main { launch k::step(n, u[it * 4..it * 4 + 4], v[it * 4..it * 4 + 4]) grid 1 block 1; } }",
+        // One iteration, or none in a loop.
+        "for it in 0..1 { stage sweep on main { launch k::step(n, u, v) grid 1 block 1; } }",
+        "stage sweep on main { launch k::step(n, u, v) grid 1 block 1; }",
+    ] {
+        lower_ok(&swapped(body));
+    }
+}
