@@ -17,6 +17,9 @@ mod cpu {
     }
 }
 
+/// A `const` item the compiler checks against the kernel's bound.
+const HEAD: usize = 4;
+
 gpu_pipeline! {
     /// A window exactly as long as the kernel's constant bound; chunks `i * s .. (i + 1) * s`
     /// on streams of their own, one iteration's two stages claimed concurrent; the length of
@@ -35,7 +38,7 @@ gpu_pipeline! {
             y: &mut DeviceBuffer<f32>,
             parts: &mut [DeviceBuffer<f32>],
         }
-        stage head on main { launch k::add_scalar(4, 100.0, y[0..4]) grid 1u32 block 32u32; }
+        stage head on main { launch k::add_scalar(HEAD as u32, 100.0, y[0..HEAD]) grid 1u32 block 32u32; }
         for i in 0..chunks {
             stage chunk on work[i % lanes] {
                 launch k::add_scalar(s as u32, 1.0, x[i * s..(i + 1) * s]) grid 1u32 block 64u32;

@@ -6,6 +6,10 @@
 
 use gpu_pipeline::{Context, DeviceBuffer, Result, gpu_pipeline};
 
+/// Constants the compiler checks against the bounds and ranges they meet.
+const HEAD: usize = 4;
+const EVERY: u64 = 3;
+
 gpu_pipeline! {
     pub pipeline Chunks {
         streams { main, work[lanes] }
@@ -15,7 +19,11 @@ gpu_pipeline! {
         }
         params { lanes: usize, chunks: usize, s: usize, tol: f32, x: &mut DeviceBuffer<f32>, y: &mut DeviceBuffer<f32>, residual: &mut DeviceBuffer<f32>, parts: &mut [DeviceBuffer<f32>] }
         scratch { tmp: DeviceBuffer<f32> = 4 }
-        stage head on main { launch k::add_scalar(4, 1.0, y[0..4]) grid 1u32 block 32u32; }
+        stage head on main {
+            launch k::add_scalar(HEAD as u32, 1.0, y[0..HEAD]) grid 1u32 block 32u32;
+            copy y[HEAD..2 * HEAD] -> x[0..HEAD];
+            if step % EVERY == EVERY - 1 { fill y[..HEAD] = 0.0; }
+        }
         for i in 0..chunks {
             stage chunk on work[i % lanes] {
                 launch k::saxpy(s as u32, 2.0, y[i * s..(i + 1) * s + 1], x[i * s..(i + 1) * s]) grid 1u32 block 256u32;
