@@ -319,7 +319,7 @@ fn chunks_apart(
             .as_ref()
             .map_or(String::new(), ast::tokens_string),
     );
-    let consequence = "the iterations are meant to split the buffer, but the overlap orders them one after the other and writes those elements twice";
+    let consequence = "the iterations are meant to split the buffer, but the overlap orders them one after the other and writes those elements twice (if the kernel only reads them, pass them as a `&[T]` argument of their own)";
     let iterations = Iterations::of(body);
     if let Some(iterations) = &iterations
         && let Some(chunks) = evaluated_chunks(iterations, start, end)
