@@ -372,7 +372,7 @@ fn chunks_apart(
     cx.error_at(
         range.span,
         format!(
-            "{what}, and iterations `{var}` and `{var} + 1` both write elements {}..{} ({overlap} {plural}): {consequence}; make the ranges apart: `{}[{}..{}]`",
+            "{what}, and iterations `{var}` and `{var} + 1` both write elements `{}..{}` ({overlap} {plural}): {consequence}; make the ranges apart: `{}[{}..{}]`",
             next_lo.render(),
             hi.render(),
             reference.name,

@@ -23,7 +23,7 @@ fn chunks_on_streams_of_their_own_overlapping_by_one_element_are_an_error() {
         &chunked(
             "for i in 0..chunks { stage c on work[i % 4] { launch k::scale(n, 2.0, y, x[i * s..(i + 1) * s + 1]) grid 1 block 1; } }",
         ),
-        "`x[i * s..(i + 1) * s + 1]` is written by every iteration of stage `c`, each on a stream of its own (`work[i % 4]`), and iterations `i` and `i + 1` both write elements i * s + s..i * s + s + 1 (1 element): the iterations are meant to split the buffer, but the overlap orders them one after the other and writes those elements twice (if the kernel only reads them, pass them as a `&[T]` argument of their own); make the ranges apart: `x[i * s..i * s + s]`",
+        "`x[i * s..(i + 1) * s + 1]` is written by every iteration of stage `c`, each on a stream of its own (`work[i % 4]`), and iterations `i` and `i + 1` both write elements `i * s + s..i * s + s + 1` (1 element): the iterations are meant to split the buffer, but the overlap orders them one after the other and writes those elements twice (if the kernel only reads them, pass them as a `&[T]` argument of their own); make the ranges apart: `x[i * s..i * s + s]`",
         "[i * s..(i + 1) * s + 1]",
     );
     // Through `let`s, one of them not a polynomial but the same in every iteration.
@@ -33,7 +33,7 @@ fn chunks_on_streams_of_their_own_overlapping_by_one_element_are_an_error() {
     let all = errors(&through_lets);
     assert_eq!(all.len(), 1, "{all:?}");
     assert!(
-        all[0].contains("iterations `i` and `i + 1` both write elements i * size + size..i * size + size + 2 (2 elements)"),
+        all[0].contains("iterations `i` and `i + 1` both write elements `i * size + size..i * size + size + 2` (2 elements)"),
         "{all:?}"
     );
     // Constant bounds: every iteration is evaluated, and the message names two of them.
