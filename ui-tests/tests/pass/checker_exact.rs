@@ -8,7 +8,7 @@ use gpu_pipeline::{Context, DeviceBuffer, Result, gpu_pipeline};
 
 /// Constants the compiler checks against the bounds and ranges they meet.
 const HEAD: usize = 4;
-const EVERY: u64 = 3;
+const EVERY: u32 = 3;
 
 gpu_pipeline! {
     pub pipeline Chunks {

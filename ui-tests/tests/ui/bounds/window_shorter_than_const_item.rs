@@ -7,7 +7,7 @@ use gpu_pipeline::{DeviceBuffer, PinnedBuffer, gpu_pipeline};
 
 const HALF: usize = 128;
 const N: u32 = 256;
-const EVERY: u64 = 0;
+const EVERY: u32 = 0;
 const LANES: usize = 2;
 
 gpu_pipeline! {
