@@ -325,8 +325,10 @@ impl Rules<'_, '_> {
         };
         let name = &p.streams[stage.stream.0].name;
         let message = format!(
-            "`{name}[{}]` is past the stream array `{name}[{}]`: a stream index is below the array's count",
+            "`{name}[{}]` is past the stream array `{name}` of `{}` streams: name an index below `{}`, or `{name}[i % {}]` in a loop",
             ast::tokens_string(lane),
+            ast::tokens_string(count),
+            ast::tokens_string(count),
             ast::tokens_string(count)
         );
         let holds = quote_spanned!(Span::call_site()=> #index >= 0 && #index < #n);
