@@ -1,7 +1,10 @@
 //! The correct programs beside the checker's compile errors of issue 23 run, on the checked
-//! CPU backend: windows exactly as long as a constant bound, chunks apart on streams of their
+//! CPU backend and (`#[ignore = "needs a CUDA GPU"]`) on a GPU: windows exactly as long as a constant bound, chunks apart on streams of their
 //! own, `concurrent` claims that hold in every iteration, the length of one element of a
-//! buffer array as a scalar, and a scratch buffer written and then read inside a device loop.
+//! buffer array as a scalar, a scratch buffer written and then read inside a device loop, and
+//! `after` across steps that run ahead.
+
+use std::sync::{Arc, Mutex};
 
 use gpu_pipeline::{Context, DeviceBuffer, Stream, gpu_pipeline};
 
@@ -51,10 +54,8 @@ gpu_pipeline! {
     }
 }
 
-#[test]
-fn chunks_apart_windows_at_their_bound_and_element_lengths_run() {
-    let ctx = Context::cpu_checked();
-    let stream = Stream::new(&ctx).unwrap();
+fn chunks_apart_windows_at_their_bound_and_element_lengths_run(ctx: &Context) {
+    let stream = Stream::new(ctx).unwrap();
     let mut x = DeviceBuffer::<f32>::zeros(&stream, 12).unwrap();
     let mut y = DeviceBuffer::<f32>::zeros(&stream, 6).unwrap();
     let mut parts = vec![
@@ -63,7 +64,7 @@ fn chunks_apart_windows_at_their_bound_and_element_lengths_run() {
         DeviceBuffer::<f32>::zeros(&stream, 1).unwrap(),
     ];
     stream.synchronize().unwrap();
-    let mut pipeline = Chunks::new(&ctx).unwrap();
+    let mut pipeline = Chunks::new(ctx).unwrap();
     for _ in 0..2 {
         pipeline
             .run(ChunksParams {
@@ -111,14 +112,12 @@ gpu_pipeline! {
     }
 }
 
-#[test]
-fn a_scratch_buffer_written_then_read_inside_a_while_runs_eagerly_and_captured() {
-    let ctx = Context::cpu_checked();
-    let stream = Stream::new(&ctx).unwrap();
+fn a_scratch_buffer_written_then_read_inside_a_while_runs_eagerly_and_captured(ctx: &Context) {
+    let stream = Stream::new(ctx).unwrap();
     let mut residual = DeviceBuffer::from_slice(&stream, &[4.0f32]).unwrap();
     let mut iterations = DeviceBuffer::<f32>::zeros(&stream, 1).unwrap();
     stream.synchronize().unwrap();
-    let mut pipeline = ScratchLoop::new(&ctx).unwrap();
+    let mut pipeline = ScratchLoop::new(ctx).unwrap();
     pipeline
         .run(ScratchLoopParams {
             drop: 1.0,
@@ -148,7 +147,7 @@ fn a_scratch_buffer_written_then_read_inside_a_while_runs_eagerly_and_captured()
 }
 
 /// What the two stages of `Ordered` did, in the order they did it.
-static LOG: std::sync::Mutex<Vec<char>> = std::sync::Mutex::new(Vec::new());
+type Log = Arc<Mutex<Vec<char>>>;
 
 gpu_pipeline! {
     /// Two host calls on two streams ordered only by `after` (as two library calls sharing a
@@ -156,29 +155,33 @@ gpu_pipeline! {
     /// step before's `b` if `after` stopped applying across steps.
     pub pipeline Ordered {
         streams { main, first, second }
-        params { unused: u32 }
+        params { log: Log }
         stage a on first {
-            host move || LOG.lock().unwrap().push('a');
+            host move || log.lock().unwrap().push('a');
         }
         stage b on second after a {
             host move || {
                 std::thread::sleep(std::time::Duration::from_millis(2));
-                LOG.lock().unwrap().push('b');
+                log.lock().unwrap().push('b');
             };
         }
     }
 }
 
-#[test]
-fn after_keeps_ordering_steps_that_run_ahead() {
-    let ctx = Context::cpu_checked();
-    let mut pipeline = Ordered::new(&ctx).unwrap();
-    LOG.lock().unwrap().clear();
+fn after_keeps_ordering_steps_that_run_ahead(ctx: &Context) {
+    let mut pipeline = Ordered::new(ctx).unwrap();
+    let log = Log::default();
     pipeline
-        .run_ahead(OrderedParams { unused: 0 }, 20)
+        .run_ahead(OrderedParams { log: log.clone() }, 20)
         .unwrap()
         .wait()
         .unwrap();
-    let log: String = LOG.lock().unwrap().iter().collect();
+    let log: String = log.lock().unwrap().iter().collect();
     assert_eq!(log, "ab".repeat(20));
 }
+
+tests::on_both_backends!(
+    chunks_apart_windows_at_their_bound_and_element_lengths_run,
+    a_scratch_buffer_written_then_read_inside_a_while_runs_eagerly_and_captured,
+    after_keeps_ordering_steps_that_run_ahead,
+);
