@@ -67,19 +67,29 @@ pub fn plan(nodes: &[Node], schedule: &Schedule) -> Plan {
 /// consecutive steps' orderings, given stream order and the steps' own waits.
 pub fn plan_ahead(stream_count: usize, nodes: &[Node], schedule_one: &Schedule) -> Plan {
     let n = nodes.len();
-    // Two steps as one program; the second copy's `after`s point into itself. (An `after`
-    // needs no wait across steps: the named stage of the step before runs before the same
-    // stage of this step on its stream, which this stage waits for.)
+    // Two steps as one program; the second copy's `after`s point into itself. An `after`
+    // keeps applying across steps, as it does between closed steps: `b after a` also orders
+    // the next step's `a` after this step's `b`, so the two never overlap (two library calls
+    // ordered only by `after`). (`b` of the next step needs no wait for `a` of this one: it
+    // waits for the next `a`, which runs after this one on its stream.)
     let mut twice: Vec<Node> = nodes.to_vec();
-    twice.extend(nodes.iter().map(|node| {
+    twice.extend(nodes.iter().enumerate().map(|(id, node)| {
+        let mut after: Vec<StageId> = node
+            .after
+            .iter()
+            .map(|&StageId(a)| StageId(a + n))
+            .collect();
+        after.extend(
+            nodes
+                .iter()
+                .enumerate()
+                .filter(|(_, other)| other.after.contains(&StageId(id)))
+                .map(|(later, _)| StageId(later)),
+        );
         Node {
             stream: node.stream,
             accesses: node.accesses.clone(),
-            after: node
-                .after
-                .iter()
-                .map(|&StageId(a)| StageId(a + n))
-                .collect(),
+            after,
         }
     }));
     let cross: Vec<Edge> = match schedule(stream_count, &twice) {
@@ -262,5 +272,9 @@ mod tests {
         let slot0 = ahead.stages.iter().find(|s| s.stage.0 == 0).unwrap().record;
         assert_eq!(stage1.waits, vec![slot0.unwrap()]);
         assert!(stage1.ahead_waits.is_empty());
+        // Across steps too: the next step's stage 0 waits for this step's stage 1, so the two
+        // never overlap (issue 23: two library calls ordered only by `after` overlapped).
+        let stage0 = ahead.stages.iter().find(|s| s.stage.0 == 0).unwrap();
+        assert_eq!(stage0.ahead_waits, vec![stage1.record.unwrap()]);
     }
 }

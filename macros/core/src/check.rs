@@ -15,7 +15,9 @@ mod bounds;
 mod collective;
 mod control;
 mod devices;
+mod flow;
 mod hint;
+mod iterations;
 mod limits;
 mod ordering;
 mod ranges;
@@ -54,6 +56,7 @@ pub fn declarations(scope: &Scope<'_>) -> syn::Result<()> {
     statements::check(&cx, scope);
     control::check(&cx, scope);
     repetition::check(&cx, scope);
+    iterations::check(&cx, scope);
     accesses::check(&cx, scope);
     collective::check(&cx, scope);
     devices::check(&cx, scope);
@@ -65,6 +68,7 @@ pub fn declarations(scope: &Scope<'_>) -> syn::Result<()> {
 pub fn ordering(pipeline: &lower::Pipeline<'_>) -> syn::Result<()> {
     let cx = Ctxt::new();
     ordering::check(&cx, pipeline);
+    flow::check(&cx, pipeline);
     cx.check()
 }
 

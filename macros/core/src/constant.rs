@@ -1,18 +1,35 @@
 //! The value of an expression the macro can compute: integer literals combined with
 //! arithmetic, shifts, bit operations and casts. Anything else (a param, a call) is unknown,
 //! and the rules that use a value say nothing about an unknown one.
+//!
+//! Inside a `for` the same expressions may name the loop variable and the loop's `let`s:
+//! [`value_in`] evaluates them for one iteration, and [`Poly`] keeps them as polynomials
+//! over the loop variable and the params, to compare iterations whose bounds are not
+//! constants (`i * s .. (i + 1) * s` and the next iteration's range).
 
-use syn::{BinOp, Expr, Lit, UnOp};
+use std::collections::BTreeMap;
+
+use syn::{BinOp, Expr, Ident, Lit, UnOp};
 
 use crate::ast::ungroup_expr;
 
 /// The value of `expr`, when it is a constant integer expression that does not overflow.
 pub fn value(expr: &Expr) -> Option<i128> {
+    value_in(expr, &|_| None)
+}
+
+/// The value of `expr` where `names` gives some names a value (a loop variable and `let`s
+/// in one iteration): integer literals, those names, arithmetic, shifts, bit operations,
+/// casts, and `a.min(b)`, `a.max(b)`. Anything else is unknown.
+pub fn value_in(expr: &Expr, names: &dyn Fn(&Ident) -> Option<i128>) -> Option<i128> {
+    let value = |e: &Expr| value_in(e, names);
     match ungroup_expr(expr) {
         Expr::Lit(lit) => match &lit.lit {
             Lit::Int(int) => int.base10_parse::<i128>().ok(),
             _ => None,
         },
+        Expr::Path(path) => names(path.path.get_ident()?),
+        Expr::Paren(paren) => value(&paren.expr),
         Expr::Unary(unary) => match unary.op {
             UnOp::Neg(_) => value(&unary.expr)?.checked_neg(),
             _ => None,
@@ -20,6 +37,14 @@ pub fn value(expr: &Expr) -> Option<i128> {
         // A cast to an integer type keeps a value that fits it; the rules only use values
         // that make sense before any truncation.
         Expr::Cast(cast) => value(&cast.expr),
+        Expr::MethodCall(call) if call.args.len() == 1 => {
+            let (a, b) = (value(&call.receiver)?, value(&call.args[0])?);
+            match call.method.to_string().as_str() {
+                "min" => Some(a.min(b)),
+                "max" => Some(a.max(b)),
+                _ => None,
+            }
+        }
         Expr::Binary(binary) => {
             let (a, b) = (value(&binary.left)?, value(&binary.right)?);
             match binary.op {
@@ -33,6 +58,165 @@ pub fn value(expr: &Expr) -> Option<i128> {
                 BinOp::BitAnd(_) => Some(a & b),
                 BinOp::BitOr(_) => Some(a | b),
                 BinOp::BitXor(_) => Some(a ^ b),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// A polynomial with integer coefficients over named unknowns (the loop variable, params,
+/// `x.len()`): each product of unknowns, sorted, with its coefficient (none zero).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Poly(BTreeMap<Vec<String>, i128>);
+
+impl Poly {
+    /// The constant `c`.
+    pub fn constant(c: i128) -> Poly {
+        let mut terms = BTreeMap::new();
+        if c != 0 {
+            terms.insert(Vec::new(), c);
+        }
+        Poly(terms)
+    }
+
+    /// The unknown `name`.
+    pub fn unknown(name: &str) -> Poly {
+        Poly(BTreeMap::from([(vec![name.to_owned()], 1)]))
+    }
+
+    /// Its value when it has no unknown.
+    pub fn as_constant(&self) -> Option<i128> {
+        match self.0.len() {
+            0 => Some(0),
+            1 => self.0.get(&Vec::new()).copied(),
+            _ => None,
+        }
+    }
+
+    /// `self + other`.
+    pub fn add(&self, other: &Poly) -> Option<Poly> {
+        let mut terms = self.0.clone();
+        for (monomial, c) in &other.0 {
+            let sum = terms.get(monomial).copied().unwrap_or(0).checked_add(*c)?;
+            if sum == 0 {
+                terms.remove(monomial);
+            } else {
+                terms.insert(monomial.clone(), sum);
+            }
+        }
+        Some(Poly(terms))
+    }
+
+    /// `self - other`.
+    pub fn sub(&self, other: &Poly) -> Option<Poly> {
+        self.add(&other.scale(-1)?)
+    }
+
+    /// `c × self`.
+    pub fn scale(&self, c: i128) -> Option<Poly> {
+        let mut terms = BTreeMap::new();
+        for (monomial, k) in &self.0 {
+            let product = k.checked_mul(c)?;
+            if product != 0 {
+                terms.insert(monomial.clone(), product);
+            }
+        }
+        Some(Poly(terms))
+    }
+
+    /// `self × other`.
+    pub fn mul(&self, other: &Poly) -> Option<Poly> {
+        let mut product = Poly::default();
+        for (a, ka) in &self.0 {
+            for (b, kb) in &other.0 {
+                let mut monomial: Vec<String> = a.iter().chain(b).cloned().collect();
+                monomial.sort();
+                let term = Poly(BTreeMap::from([(monomial, ka.checked_mul(*kb)?)]));
+                product = product.add(&term)?;
+            }
+        }
+        Some(product)
+    }
+
+    /// `self` with `name` replaced by `by`.
+    pub fn substitute(&self, name: &str, by: &Poly) -> Option<Poly> {
+        let mut result = Poly::default();
+        for (monomial, k) in &self.0 {
+            let mut term = Poly::constant(*k);
+            for unknown in monomial {
+                let factor = if unknown == name {
+                    by.clone()
+                } else {
+                    Poly::unknown(unknown)
+                };
+                term = term.mul(&factor)?;
+            }
+            result = result.add(&term)?;
+        }
+        Some(result)
+    }
+
+    /// Whether every coefficient is positive: the value is at least 0 wherever every unknown
+    /// is (as indices, lengths and `usize` params are).
+    pub fn nonnegative(&self) -> bool {
+        self.0.values().all(|&k| k > 0)
+    }
+
+    /// The polynomial as Rust would write it: `(i + 1) * s` is `i * s + s`.
+    pub fn render(&self) -> String {
+        if self.0.is_empty() {
+            return "0".to_owned();
+        }
+        let mut out = String::new();
+        // Unknowns before the constant, as people write `i * s + 1`.
+        let mut terms: Vec<(&Vec<String>, &i128)> = self.0.iter().collect();
+        terms.sort_by_key(|(monomial, _)| monomial.is_empty());
+        for (n, (monomial, &k)) in terms.into_iter().enumerate() {
+            let magnitude = k.unsigned_abs();
+            if n == 0 {
+                if k < 0 {
+                    out.push('-');
+                }
+            } else {
+                out.push_str(if k < 0 { " - " } else { " + " });
+            }
+            let mut factors: Vec<String> = Vec::new();
+            if magnitude != 1 || monomial.is_empty() {
+                factors.push(magnitude.to_string());
+            }
+            factors.extend(monomial.iter().cloned());
+            out.push_str(&factors.join(" * "));
+        }
+        out
+    }
+}
+
+/// `expr` as a polynomial: integer literals, names (`names` gives a name's polynomial, a
+/// loop variable's or a `let`'s, or `None` when it has none), `x.len()` as an unknown of its
+/// own, `+`, `-`, `*`, unary `-`, parentheses and integer casts. Anything else (`/`, `%`,
+/// a call) is `None`.
+pub fn polynomial(expr: &Expr, names: &dyn Fn(&Ident) -> Option<Poly>) -> Option<Poly> {
+    let poly = |e: &Expr| polynomial(e, names);
+    match ungroup_expr(expr) {
+        Expr::Lit(_) => Some(Poly::constant(value(expr)?)),
+        Expr::Path(path) => names(path.path.get_ident()?),
+        Expr::Paren(paren) => poly(&paren.expr),
+        Expr::Unary(unary) => match unary.op {
+            UnOp::Neg(_) => poly(&unary.expr)?.scale(-1),
+            _ => None,
+        },
+        Expr::Cast(cast) => poly(&cast.expr),
+        Expr::MethodCall(call) if call.method == "len" && call.args.is_empty() => {
+            let receiver = crate::ast::bare_ident(&call.receiver)?;
+            Some(Poly::unknown(&format!("{receiver}.len()")))
+        }
+        Expr::Binary(binary) => {
+            let (a, b) = (poly(&binary.left)?, poly(&binary.right)?);
+            match binary.op {
+                BinOp::Add(_) => a.add(&b),
+                BinOp::Sub(_) => a.sub(&b),
+                BinOp::Mul(_) => a.mul(&b),
                 _ => None,
             }
         }
@@ -68,6 +252,39 @@ mod tests {
         assert_eq!(eval("n * 2"), None);
         assert_eq!(eval("n.div_ceil(256)"), None);
         assert_eq!(eval("1 / 0"), None);
+    }
+
+    #[test]
+    fn names_take_the_values_of_an_iteration() {
+        let expr: Expr = syn::parse_str("(i + 1) % 4 * s.min(3)").expect("expression");
+        let names = |name: &Ident| match name.to_string().as_str() {
+            "i" => Some(3),
+            "s" => Some(5),
+            _ => None,
+        };
+        assert_eq!(value_in(&expr, &names), Some(0));
+        let expr: Expr = syn::parse_str("(i + 2) % 4 * s.max(7)").expect("expression");
+        assert_eq!(value_in(&expr, &names), Some(7));
+        assert_eq!(value_in(&expr, &|_| None), None);
+    }
+
+    #[test]
+    fn polynomials_compare_ranges_across_iterations() {
+        let names = |name: &Ident| Some(Poly::unknown(&name.to_string()));
+        let poly = |source: &str| {
+            polynomial(&syn::parse_str(source).expect("expression"), &names).expect("polynomial")
+        };
+        let hi = poly("(i + 1) * s + 1");
+        let next_lo = poly("i * s")
+            .substitute("i", &poly("i + 1"))
+            .expect("substitutes");
+        assert_eq!(hi.sub(&next_lo).expect("difference").as_constant(), Some(1));
+        assert_eq!(next_lo.render(), "i * s + s");
+        assert_eq!(poly("2 * (n - 1) - 3").render(), "2 * n - 5");
+        assert_eq!(poly("x.len() * 2").render(), "2 * x.len()");
+        assert!(poly("i * s + s").nonnegative());
+        assert!(!poly("i - 1").nonnegative());
+        assert!(polynomial(&syn::parse_str("i / 2").expect("expression"), &names).is_none());
     }
 
     #[test]

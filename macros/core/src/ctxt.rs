@@ -46,6 +46,14 @@ impl Ctxt {
         self.error_spanned_by(tokens, message);
     }
 
+    /// Moves the errors `other` collected into this collector; whether there were any.
+    pub fn absorb(&self, other: Ctxt) -> bool {
+        let errors = other.errors.into_inner();
+        let any = !errors.is_empty();
+        self.errors.borrow_mut().extend(errors);
+        any
+    }
+
     /// Every error reported, combined into one, or `Ok` if there were none.
     pub fn check(self) -> syn::Result<()> {
         let mut errors = self.errors.into_inner().into_iter();

@@ -20,6 +20,7 @@
 mod bounds;
 mod build;
 mod collective;
+mod constants;
 mod control;
 mod device;
 mod graph;
@@ -62,6 +63,7 @@ pub fn expand(p: &Pipeline<'_>) -> TokenStream {
         graph::graph_drop(p, &names),
         graph::graph_debug(&names),
         graph::window_items(p, &names),
+        constants::assertions(p),
     ];
     quote!(#(#items)*)
 }

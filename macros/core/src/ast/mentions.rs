@@ -23,7 +23,8 @@ pub struct Mention {
 /// How an expression uses a name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Use {
-    /// `x.len()` or `x.is_empty()`: a buffer's length, which is host-side metadata.
+    /// `x.len()` or `x.is_empty()`: a buffer's length, which is host-side metadata (or
+    /// `xs[k].len()`, the length of one element of an array of buffers).
     Length,
     /// The receiver of a method whose name ends in `_mut` (`x.as_view_mut()`): a mutable use.
     MutMethod(String),
@@ -82,6 +83,17 @@ impl<'ast> Visit<'ast> for Finder {
     }
 
     fn visit_expr_method_call(&mut self, call: &'ast syn::ExprMethodCall) {
+        let length = call.args.is_empty() && (call.method == "len" || call.method == "is_empty");
+        // `xs[k].len()`: the length of one element of a buffer array, host-side metadata as
+        // `x.len()` is.
+        if let (Expr::Index(element), true) = (crate::ast::ungroup_expr(&call.receiver), length)
+            && let Expr::Path(path) = crate::ast::ungroup_expr(&element.expr)
+            && path.qself.is_none()
+            && let Some(array) = path.path.get_ident()
+        {
+            self.push(array, Use::Length);
+            return self.visit_expr(&element.index);
+        }
         let receiver = match &*call.receiver {
             Expr::Path(path) if path.qself.is_none() => path.path.get_ident(),
             _ => None,
@@ -242,6 +254,16 @@ mod tests {
                 ("f".to_owned(), Use::Length),
                 ("b".to_owned(), Use::Other),
                 ("g".to_owned(), Use::Other)
+            ]
+        );
+        // The length of one element of an array, and the index's own mentions.
+        assert_eq!(
+            names("xs[i + k].len() as u32 + xs[0].first_mut()"),
+            [
+                ("xs".to_owned(), Use::Length),
+                ("i".to_owned(), Use::Other),
+                ("k".to_owned(), Use::Other),
+                ("xs".to_owned(), Use::Other),
             ]
         );
         assert_eq!(

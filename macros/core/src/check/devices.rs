@@ -17,6 +17,7 @@ use std::collections::HashMap;
 use syn::Ident;
 
 use super::hint::unknown;
+use super::iterations::Iterations;
 use crate::ast::{self, BufRef, KernelParamType, Statement};
 use crate::ctxt::Ctxt;
 use crate::scope::{Memory, Scope, Value};
@@ -24,21 +25,154 @@ use crate::scope::{Memory, Scope, Value};
 /// Every device rule.
 pub fn check(cx: &Ctxt, scope: &Scope<'_>) {
     declarations(cx, scope);
-    for stage in &scope.stages {
+    for (id, stage) in scope.stages.iter().enumerate() {
         let Some(stream) = scope.stream(&stage.stream) else {
             continue;
         };
-        let Some(device) = stage_device(cx, scope, stage, stream) else {
+        // Inside a `for` with constant bounds, every iteration is checked with the loop
+        // variable's value (`work[i]` next to `fields[(i + 1) % 4]`); the first iteration
+        // with an error reports it.
+        let body = scope.stage_loops[id].map(|l| scope.loops[l]);
+        if let Some(iterations) = body.and_then(Iterations::of) {
+            for i in iterations.range.clone() {
+                let values = Iteration {
+                    body,
+                    i,
+                    values: iterations.values(i),
+                };
+                let here = Ctxt::new();
+                stage_statements(&here, scope, stage, stream, &values);
+                if cx.absorb(here) {
+                    break;
+                }
+            }
+            continue;
+        }
+        stage_statements(cx, scope, stage, stream, &Iteration::default());
+        if let Some(body) = body {
+            launches_in_every_iteration(cx, scope, stage, stream, body);
+        }
+    }
+}
+
+/// Inside a `for` whose bounds are not constants: a stage on element `lane` of a stream
+/// array `on gpu[..]` given element `index` of a buffer array `on gpu[..]` of the same
+/// devices, where `index - lane` is a constant other than 0 whatever the params are
+/// (`work[i]` and `fields[i + 1]`), runs a kernel on another device's memory in every
+/// iteration.
+fn launches_in_every_iteration(
+    cx: &Ctxt,
+    scope: &Scope<'_>,
+    stage: &ast::Stage,
+    stream: usize,
+    body: &ast::ForLoop,
+) {
+    let Some(lane) = stage.lane.as_ref() else {
+        return;
+    };
+    if !scope.stream_per_device(stream) {
+        return;
+    }
+    let symbols = super::iterations::symbols(scope, body);
+    let Some(lane_poly) = super::iterations::polynomial(scope, lane, &symbols) else {
+        return;
+    };
+    for statement in ast::flatten(&stage.statements) {
+        let Statement::Launch(launch) = statement else {
             continue;
         };
-        let site = Site {
-            scope,
-            stage,
-            device,
+        let Some(kernel) = launch
+            .target()
+            .and_then(|(module, kernel)| scope.kernel(scope.module(module)?, kernel))
+            .map(|id| scope.kernels[id].decl)
+        else {
+            continue;
         };
-        for statement in &stage.statements {
-            site.statement(cx, statement);
+        for (param, arg) in kernel.params.iter().zip(&launch.args) {
+            let (KernelParamType::Slice { .. }, Some(buffer)) =
+                (param.kind(), BufRef::of_expr(arg))
+            else {
+                continue;
+            };
+            let (Some(index), Some(id)) = (buffer.index, scope.buffer(buffer.name)) else {
+                continue;
+            };
+            let peer = launch.peer.as_ref().is_some_and(|p| p.names(buffer.name));
+            if peer
+                || !scope.buffer_per_device(id)
+                || scope.buffer_device(id) != scope.stream_device(stream)
+            {
+                continue;
+            }
+            let apart = super::iterations::polynomial(scope, index, &symbols)
+                .and_then(|poly| poly.sub(&lane_poly))
+                .and_then(|difference| difference.as_constant());
+            let Some(apart) = apart.filter(|&d| d != 0) else {
+                continue;
+            };
+            let name = buffer.name;
+            let (index, lane) = (ast::tokens_string(index), ast::tokens_string(lane));
+            let array = &scope.devices[scope.stream_device(stream)].decl.name;
+            cx.error_spanned_by(
+                name,
+                format!(
+                    "`{name}[{index}]` lives on device `{array}[{lane} {} {}]`, but stage `{}` runs on stream `{}[{lane}]`, on device `{array}[{lane}]`, in every iteration: kernel `{}` reaches only its own device's memory; pass `{name}[{lane}]`, or reach it through peer access: `peer({name})` after the launch",
+                    if apart > 0 { "+" } else { "-" },
+                    apart.unsigned_abs(),
+                    stage.name,
+                    stage.stream,
+                    kernel.name,
+                ),
+            );
         }
+    }
+}
+
+/// The values a loop's names take in one iteration (none outside loops).
+#[derive(Default)]
+struct Iteration<'a> {
+    body: Option<&'a ast::ForLoop>,
+    i: i128,
+    values: HashMap<String, i128>,
+}
+
+impl Iteration<'_> {
+    /// The value of `expr` in this iteration, when the macro can compute it.
+    fn value(&self, expr: &syn::Expr) -> Option<i128> {
+        crate::constant::value_in(expr, &|name| self.values.get(&name.to_string()).copied())
+    }
+
+    /// ` when `i = 3``, for messages on `expr` inside a loop, when it changes with the
+    /// iteration.
+    fn when(&self, expr: Option<&syn::Expr>) -> String {
+        match (self.body, expr) {
+            (Some(body), Some(expr)) if super::iterations::varies(body, expr) => {
+                format!(" when `{} = {}`", body.var, self.i)
+            }
+            _ => String::new(),
+        }
+    }
+}
+
+/// The device rules on one stage's statements, in one iteration.
+fn stage_statements(
+    cx: &Ctxt,
+    scope: &Scope<'_>,
+    stage: &ast::Stage,
+    stream: usize,
+    iteration: &Iteration<'_>,
+) {
+    let Some(device) = stage_device(cx, scope, stage, stream, iteration) else {
+        return;
+    };
+    let site = Site {
+        scope,
+        stage,
+        device,
+        iteration,
+    };
+    for statement in &stage.statements {
+        site.statement(cx, statement);
     }
 }
 
@@ -256,21 +390,28 @@ fn each_on_array(
 /// The device a stage runs on, when the macro can see it: its stream's, or for a stream
 /// array `on gpu[..]` the element its constant lane names (a lane past the array is an
 /// error here).
-fn stage_device(cx: &Ctxt, scope: &Scope<'_>, stage: &ast::Stage, stream: usize) -> Option<usize> {
+fn stage_device(
+    cx: &Ctxt,
+    scope: &Scope<'_>,
+    stage: &ast::Stage,
+    stream: usize,
+    iteration: &Iteration<'_>,
+) -> Option<usize> {
     let base = scope.stream_device(stream);
     if !scope.stream_per_device(stream) {
         return Some(base);
     }
     let lane = stage.lane.as_ref()?;
-    let k = crate::constant::value(lane)?;
+    let k = iteration.value(lane)?;
     let len = scope.array_devices(base);
     if !(0..len as i128).contains(&k) {
         let name = &stage.stream;
         cx.error_spanned_by(
             lane,
             format!(
-                "stream `{name}` has {len} streams, one per device of {}; `{name}[{k}]` is past them",
-                scope.devices[base].decl.name
+                "stream `{name}` has {len} streams, one per device of {}; `{name}[{k}]`{} is past them",
+                scope.devices[base].decl.name,
+                iteration.when(Some(lane)),
             ),
         );
         return None;
@@ -278,11 +419,12 @@ fn stage_device(cx: &Ctxt, scope: &Scope<'_>, stage: &ast::Stage, stream: usize)
     Some(base + k as usize)
 }
 
-/// A stage, and the device its stream runs on.
+/// A stage, and the device its stream runs on (in one iteration, inside a loop).
 struct Site<'s, 'a> {
     scope: &'s Scope<'a>,
     stage: &'a ast::Stage,
     device: usize,
+    iteration: &'s Iteration<'s>,
 }
 
 impl Site<'_, '_> {
@@ -311,15 +453,16 @@ impl Site<'_, '_> {
         if !self.scope.buffer_per_device(id) {
             return self.device_of(name);
         }
-        let k = crate::constant::value(index?)?;
+        let k = self.iteration.value(index?)?;
         let base = self.scope.buffer_device(id);
         let len = self.scope.array_devices(base);
         if !(0..len as i128).contains(&k) {
             cx.error_spanned_by(
                 index,
                 format!(
-                    "`{name}` has one buffer per device of {}, {len} in all; `{name}[{k}]` is past them",
-                    self.scope.devices[base].decl.name
+                    "`{name}` has one buffer per device of {}, {len} in all; `{name}[{k}]`{} is past them",
+                    self.scope.devices[base].decl.name,
+                    self.iteration.when(index),
                 ),
             );
             return None;
@@ -329,11 +472,22 @@ impl Site<'_, '_> {
 
     /// "stage `s` runs on stream `a`, on device `gpu0`".
     fn where_(&self) -> String {
+        let lane = self
+            .stage
+            .lane
+            .as_ref()
+            .map_or(String::new(), |l| format!("[{}]", ast::tokens_string(l)));
         format!(
-            "stage `{}` runs on stream `{}`, on device {}",
+            "stage `{}` runs on stream `{}{lane}`, on device {}{}",
             self.stage.name,
             self.stage.stream,
-            self.scope.device_name(self.device)
+            self.scope.device_name(self.device),
+            match self.scope.stream(&self.stage.stream) {
+                Some(id) if self.scope.stream_per_device(id) => {
+                    self.iteration.when(self.stage.lane.as_ref())
+                }
+                _ => String::new(),
+            },
         )
     }
 
@@ -346,6 +500,37 @@ impl Site<'_, '_> {
 
     /// [`Site::local`] for a buffer found on `device`.
     fn local_at(&self, cx: &Ctxt, name: &Ident, device: Option<usize>, what: &str) {
+        self.local_element(cx, name, None, device, what);
+    }
+
+    /// [`Site::local_at`] for `name[index]`, an element of a buffer array (named with the
+    /// element its index gives in this iteration).
+    fn local_element(
+        &self,
+        cx: &Ctxt,
+        name: &Ident,
+        index: Option<&syn::Expr>,
+        device: Option<usize>,
+        what: &str,
+    ) {
+        let subject = match index {
+            Some(index)
+                if self
+                    .scope
+                    .buffer(name)
+                    .is_some_and(|id| self.scope.buffer_per_device(id)) =>
+            {
+                let written = ast::tokens_string(index);
+                match self.iteration.value(index) {
+                    Some(k) if written != k.to_string() => format!(
+                        "`{name}[{written}]` (`{name}[{k}]`{})",
+                        self.iteration.when(Some(index))
+                    ),
+                    _ => format!("`{name}[{written}]`"),
+                }
+            }
+            _ => format!("`{name}`"),
+        };
         let Some(device) = device else {
             return;
         };
@@ -367,7 +552,7 @@ impl Site<'_, '_> {
         cx.error_spanned_by(
             name,
             format!(
-                "`{name}` lives on device {there}, but {}: {what} reaches only its own device's memory; copy it first, in a stage ordered before this one (`copy {name} -> {name}_{on_here};` into a buffer declared `on {on_here}`), {}run this stage on a stream `on {on_there}`{}",
+                "{subject} lives on device {there}, but {}: {what} reaches only its own device's memory; copy it first, in a stage ordered before this one (`copy {name} -> {name}_{on_here};` into a buffer declared `on {on_here}`), {}run this stage on a stream `on {on_there}`{}",
                 self.where_(),
                 if kernel { "" } else { "or " },
                 if kernel {
@@ -454,7 +639,7 @@ impl Site<'_, '_> {
             {
                 continue;
             }
-            self.local_at(cx, buffer.name, device, &what);
+            self.local_element(cx, buffer.name, buffer.index, device, &what);
         }
         if let Some(peer) = &launch.peer {
             for name in &peer.names {

@@ -16,7 +16,9 @@ pub fn check(cx: &Ctxt, pipeline: &Pipeline<'_>) {
     if pipeline.cycles.is_empty() {
         // A dynamic pipeline's graph is a sketch; its claims are checked on the instances,
         // before each step is enqueued.
-        if !pipeline.dynamic {
+        if pipeline.dynamic {
+            claims_contradicted_in_every_instance(cx, pipeline);
+        } else {
             concurrent_claims(cx, pipeline);
         }
         flag_waits(cx, pipeline);
@@ -232,12 +234,23 @@ fn scratch_written_first(cx: &Ctxt, pipeline: &Pipeline<'_>) {
                     stage: StageId(stage_id),
                     index,
                 };
-                for touch in statement.accesses.iter().filter(|touch| touch.buffer == id) {
-                    match touch.mode {
-                        Mode::Write => writes.push(site),
-                        Mode::Read => reads.push((site, touch.name)),
-                    }
+                if statement
+                    .accesses
+                    .iter()
+                    .any(|touch| touch.buffer == id && touch.mode == Mode::Write)
+                {
+                    writes.push(site);
                 }
+                // The reads that nothing earlier in the statement writes first (a `while`
+                // body may write a scratch buffer and then read it).
+                let mut uncovered = Vec::new();
+                super::flow::uncovered_reads(
+                    std::slice::from_ref(statement),
+                    id,
+                    &mut false,
+                    &mut uncovered,
+                );
+                reads.extend(uncovered.into_iter().map(|name| (site, name)));
             }
         }
         let unwritten = reads.iter().find(|(read, _)| {
@@ -319,6 +332,111 @@ fn concurrent_claims(cx: &Ctxt, pipeline: &Pipeline<'_>) {
             }
         }
     }
+}
+
+/// In a step whose shape is known only when it is enqueued (a loop, a stream array, a range
+/// over params), `concurrent` claims are checked on the stage instances before each step; the
+/// ones that every instance contradicts are errors here already: two stages of one iteration
+/// (or both outside loops) on the same stream (one stream, or the same element of an array
+/// written alike), one declared `after` the other, or both touching a whole buffer that one
+/// of them writes.
+fn claims_contradicted_in_every_instance(cx: &Ctxt, pipeline: &Pipeline<'_>) {
+    let stage_id = |name: &syn::Ident| {
+        pipeline
+            .stages
+            .iter()
+            .position(|stage| stage.decl.name == *name)
+    };
+    for claim in pipeline.input.claims() {
+        let named: Vec<_> = claim.stages.iter().collect();
+        for (j, second) in named.iter().enumerate() {
+            for first in &named[..j] {
+                let (Some(a), Some(b)) = (stage_id(first), stage_id(second)) else {
+                    continue;
+                };
+                let (sa, sb) = (&pipeline.stages[a], &pipeline.stages[b]);
+                if a == b || sa.looped != sb.looped || sa.kind != sb.kind {
+                    continue;
+                }
+                let Some(message) = contradiction(pipeline, (a, first), (b, second)) else {
+                    continue;
+                };
+                cx.error_between(first.span(), second.span(), message);
+            }
+        }
+    }
+}
+
+/// What orders two stages of one iteration in every instance, in words.
+fn contradiction(
+    pipeline: &Pipeline<'_>,
+    (a, first): (usize, &syn::Ident),
+    (b, second): (usize, &syn::Ident),
+) -> Option<String> {
+    let (sa, sb) = (&pipeline.stages[a], &pipeline.stages[b]);
+    let lane = |lane: Option<&syn::Expr>| lane.map(tokens_string);
+    if sa.stream == sb.stream && lane(sa.lane) == lane(sb.lane) {
+        let stream = &pipeline.streams[sa.stream.0].name;
+        let element = lane(sa.lane).map_or(String::new(), |l| format!("[{l}]"));
+        return Some(format!(
+            "`{first}` and `{second}` both run on stream `{stream}{element}`, which runs them one after the other; put one on another stream, or drop the claim",
+        ));
+    }
+    let (earlier, later) = if a < b { (sa, sb) } else { (sb, sa) };
+    let (earlier_id, later_id) = (StageId(a.min(b)), StageId(a.max(b)));
+    if later.after.contains(&earlier_id) || earlier.after.contains(&later_id) {
+        let (to, from) = if later.after.contains(&earlier_id) {
+            (later, earlier)
+        } else {
+            (earlier, later)
+        };
+        return Some(format!(
+            "`{first}` and `{second}` cannot run concurrently: `{}` is declared `after {}`; drop the claim, or remove that ordering",
+            to.decl.name, from.decl.name
+        ));
+    }
+    // Whole buffers: the same buffer in every instance.
+    let whole = |stage: &crate::lower::Stage<'_>| -> Vec<(BufferId, Mode)> {
+        stage
+            .statements
+            .iter()
+            .flat_map(|statement| &statement.accesses)
+            .filter(|touch| touch.subscript.is_none())
+            .map(|touch| (touch.buffer, touch.mode))
+            .collect()
+    };
+    let (before, after) = (whole(earlier), whole(later));
+    for &(buffer, mode) in &after {
+        let Some(&(_, earlier_mode)) = before
+            .iter()
+            .filter(|(other, _)| *other == buffer)
+            .max_by_key(|(_, m)| *m)
+        else {
+            continue;
+        };
+        let later_mode = after
+            .iter()
+            .filter(|(other, _)| *other == buffer)
+            .map(|(_, m)| *m)
+            .max()
+            .unwrap_or(mode);
+        if earlier_mode == Mode::Read && later_mode == Mode::Read {
+            continue;
+        }
+        let verb = |m: Mode| if m == Mode::Write { "writes" } else { "reads" };
+        let name = pipeline
+            .buffers
+            .get(buffer.0)
+            .map_or(String::new(), |b| b.ident.to_string());
+        return Some(format!(
+            "`{first}` and `{second}` cannot run concurrently: `{}` {} `{name}` after `{}` {} it; drop the claim, or remove that ordering",
+            later.decl.name,
+            verb(later_mode),
+            earlier.decl.name,
+            verb(earlier_mode),
+        ));
+    }
+    None
 }
 
 /// A path of orderings in words: "`save` reads `next` after `step` writes it, and ...".

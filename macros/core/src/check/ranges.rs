@@ -5,9 +5,11 @@
 
 use quote::ToTokens;
 
-use crate::ast::{BufRef, tokens_string};
+use crate::ast::{self, BufRef, KernelParamType, tokens_string};
 use crate::constant;
 use crate::ctxt::Ctxt;
+use crate::lower::bound;
+use crate::scope::Scope;
 
 /// The elements a range covers when its bounds are constants: `lo` (0 when left out) and
 /// `hi`, `None` when it runs to the buffer's end.
@@ -50,6 +52,18 @@ fn shared_elements(a: (i128, Option<i128>), b: (i128, Option<i128>)) -> Option<(
     (start < end).then_some((start, end))
 }
 
+/// A reference as written: `f[0..4]`, `xs[1][2..]`.
+fn reference_text(r: &BufRef<'_>) -> String {
+    let index = r
+        .index
+        .map_or(String::new(), |i| format!("[{}]", tokens_string(i)));
+    let range = r.range.map_or(String::new(), |b| {
+        let bound = |e: Option<&syn::Expr>| e.map_or(String::new(), tokens_string);
+        format!("[{}..{}]", bound(b.start), bound(b.end))
+    });
+    format!("{}{index}{range}", r.name)
+}
+
 /// Rule: one statement's ranges of one buffer, one of them written (`written` says which of
 /// the two), do not overlap when the compiler can tell: a kernel's pointer parameters are
 /// `__restrict__` and a copy's ends must be apart.
@@ -71,16 +85,7 @@ pub(super) fn apart_in_one_statement(
     let (Some(ra), Some(rb)) = (first.range, second.range) else {
         return;
     };
-    let text = |r: &BufRef<'_>| {
-        let index = r
-            .index
-            .map_or(String::new(), |i| format!("[{}]", tokens_string(i)));
-        let range = r.range.map_or(String::new(), |b| {
-            let bound = |e: Option<&syn::Expr>| e.map_or(String::new(), tokens_string);
-            format!("[{}..{}]", bound(b.start), bound(b.end))
-        });
-        format!("{}{index}{range}", r.name)
-    };
+    let text = reference_text;
     cx.error_between(
         ra.span,
         rb.span,
@@ -114,6 +119,110 @@ pub(super) fn copy_lengths(cx: &Ctxt, src: &BufRef<'_>, dst: &BufRef<'_>) {
             format!(
                 "`copy` from {from} elements into {to}: a copy's source and destination ranges have one length; make both ranges {} long",
                 from.min(to)
+            ),
+        );
+    }
+}
+
+/// The number of elements a buffer argument names, when the compiler can tell: a range whose
+/// bounds are constants (`x[0..128]`, `x[..128]`), or a whole scratch buffer of constant
+/// length. A range open at its end, or a param, runs to a length known only when the step
+/// runs.
+fn window_length(scope: &Scope<'_>, reference: &BufRef<'_>) -> Option<i128> {
+    match reference.range {
+        Some(range) => {
+            let start = range.start.map_or(Some(0), constant::value)?;
+            let end = constant::value(range.end?)?;
+            Some(end - start)
+        }
+        None if reference.index.is_none() => {
+            let buffer = &scope.buffers[scope.buffer(reference.name)?];
+            if !buffer.scratch || buffer.array {
+                return None;
+            }
+            constant::value(buffer.len?)
+        }
+        None => None,
+    }
+}
+
+/// The value of a kernel's bound for one launch, when every scalar argument it multiplies is
+/// a constant: `scale × p₁ × … × pₖ + offset`.
+fn bound_value(bound: &bound::Bound<'_>, args: &[&syn::Expr]) -> Option<i128> {
+    let mut value = i128::from(bound.scale);
+    for &(position, _) in &bound.factors {
+        let factor = constant::value(args.get(position)?)?;
+        if factor < 0 {
+            return None;
+        }
+        value = value.checked_mul(factor)?;
+    }
+    value.checked_add(i128::from(bound.offset))
+}
+
+/// Rule: a window given to a kernel parameter with a bound (`y: &mut [f32; n]`) holds at
+/// least the bound's value, when both are constants: the kernel indexes it below the bound,
+/// so a shorter window is an access past its end. The runtime refuses the same launch before
+/// the step when either depends on a param or a `const` item; here it is a compile error on
+/// the argument.
+pub(super) fn windows_hold_bounds(
+    cx: &Ctxt,
+    scope: &Scope<'_>,
+    kernel: &ast::Kernel,
+    launch: &ast::Launch,
+) {
+    let args: Vec<&syn::Expr> = launch.args.iter().collect();
+    for (param, arg) in kernel.params.iter().zip(&launch.args) {
+        let KernelParamType::Slice {
+            bound: Some(expr), ..
+        } = param.kind()
+        else {
+            continue;
+        };
+        let Ok(resolved) = bound::resolve(kernel, expr) else {
+            continue;
+        };
+        let (Some(reference), Some(needed)) = (BufRef::of_expr(arg), bound_value(&resolved, &args))
+        else {
+            continue;
+        };
+        let Some(length) = window_length(scope, &reference) else {
+            continue;
+        };
+        if length >= needed || length < 0 {
+            continue;
+        }
+        let bound_text = tokens_string(expr);
+        let (with_args, smaller) = if resolved.factors.is_empty() {
+            (String::new(), String::new())
+        } else {
+            (
+                format!(" = {needed}"),
+                format!(", or pass a smaller `{bound_text}`"),
+            )
+        };
+        let fix = match reference.range {
+            Some(range) => {
+                let start = range.start.map_or(String::new(), tokens_string);
+                let from = range.start.and_then(constant::value).unwrap_or(0);
+                format!(
+                    "pass a window of {needed} elements (`{}[{start}..{}]`)",
+                    reference.name,
+                    from + needed
+                )
+            }
+            None => format!(
+                "declare `{}` with at least {needed} elements",
+                reference.name
+            ),
+        };
+        cx.error_spanned_by(
+            arg,
+            format!(
+                "`{}` holds {length} elements, but `{}` indexes its `{}` below `{bound_text}`{with_args}: the kernel would reach past the end; {fix}{smaller}",
+                reference_text(&reference),
+                kernel.name,
+                param.name,
             ),
         );
     }

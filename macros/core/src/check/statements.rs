@@ -67,7 +67,11 @@ pub(super) fn what(buffer: &BufferDecl<'_>) -> String {
         Memory::Pinned => format!("`{name}` is a `PinnedBuffer` (`{ty}`)"),
         Memory::Flag => format!("`{name}` is a flag cell (`{ty}`)"),
         Memory::Pageable => format!("`{name}` is pageable host memory (`{ty}`)"),
-        Memory::Opaque => format!("`{name}` is not a buffer (`{ty}`)"),
+        // A `type` alias of a buffer type looks like any other type to the macro.
+        Memory::Opaque => format!(
+            "`{name}` is not a buffer (`{ty}`; the macro knows a buffer by its type as written, so if `{}` is a `type` alias of one, write the buffer type itself, e.g. `{name}: &mut DeviceBuffer<f32>`)",
+            type_string(buffer.referent)
+        ),
     }
 }
 
@@ -77,6 +81,12 @@ pub(super) fn writable(cx: &Ctxt, buffer: &BufferDecl<'_>, at: &Ident, action: &
     if !buffer.mutable {
         let name = buffer.name;
         let referent = type_string(buffer.referent);
+        // An array of buffers is declared `&mut [T]`.
+        let referent = if buffer.array {
+            format!("[{referent}]")
+        } else {
+            referent
+        };
         cx.error_spanned_by(
             at,
             format!("`{name}` is declared `&` but {action}; declare it `&mut {referent}`"),
@@ -99,6 +109,7 @@ fn launch_statement(cx: &Ctxt, scope: &Scope<'_>, launch: &ast::Launch) {
         .filter_map(|(param, arg)| launch_argument(cx, scope, kernel, param, arg))
         .collect();
     launch_aliasing(cx, kernel, &uses);
+    super::ranges::windows_hold_bounds(cx, scope, kernel, launch);
 }
 
 /// A buffer argument of a launch, for the aliasing rule.

@@ -584,7 +584,7 @@ pub fn enqueue_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                     }
                     ::core::result::Result::Ok(())
                 })();
-                drop(__range);
+                ::core::mem::drop(__range);
                 __result.map_err(|e| #rt::stage_error(#name, __instance.name, e))?;
                 __progress.mark(__stream, __instance.stream, __position as u32 + 1)?;
                 if let ::core::option::Option::Some(__e) = __planned.record {

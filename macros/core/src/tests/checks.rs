@@ -317,7 +317,7 @@ fn launch_arguments_match_the_kernel_signature() {
         ),
         (
             "stage s on s1 { launch k::touch(handle) grid 1 block 1; }",
-            "`handle` is not a buffer (`&mut BlasHandle`); `touch` takes a `DeviceBuffer` for `buf: &mut [f32]`",
+            "`handle` is not a buffer (`&mut BlasHandle`; the macro knows a buffer by its type as written, so if `BlasHandle` is a `type` alias of one, write the buffer type itself, e.g. `handle: &mut DeviceBuffer<f32>`); `touch` takes a `DeviceBuffer` for `buf: &mut [f32]`",
             "handle",
         ),
     ]);
@@ -615,4 +615,47 @@ fn nothing_is_lowered_while_a_declaration_is_wrong() {
         all,
         ["unknown stream `nowhere`; expected one of `s1`, `s2`"]
     );
+}
+
+#[test]
+fn a_window_shorter_than_a_constant_bound_is_an_error() {
+    let source = |launch: &str| {
+        format!(
+            r#"pipeline P {{
+            streams {{ s }}
+            unsafe kernels k = ptx("k.ptx") {{
+                fn scale(n: u32, alpha: f32, src: &[f32; n], dst: &mut [f32; n + 1]);
+                fn first(out: &mut [f32; 4]);
+            }}
+            params {{ n: u32, x: &mut DeviceBuffer<f32>, y: &mut DeviceBuffer<f32> }}
+            scratch {{ tmp: DeviceBuffer<f32> = 64 }}
+            stage a on s {{ {launch} }}
+        }}"#
+        )
+    };
+    assert_error(
+        &source("launch k::scale(256, 1.0, x[0..128], y) grid 1 block 1;"),
+        "`x[0..128]` holds 128 elements, but `scale` indexes its `src` below `n` = 256: the kernel would reach past the end; pass a window of 256 elements (`x[0..256]`), or pass a smaller `n`",
+        "x[0..128]",
+    );
+    assert_error(
+        &source("launch k::scale(64, 1.0, x, tmp) grid 1 block 1;"),
+        "`tmp` holds 64 elements, but `scale` indexes its `dst` below `n + 1` = 65: the kernel would reach past the end; declare `tmp` with at least 65 elements, or pass a smaller `n + 1`",
+        "tmp",
+    );
+    assert_error(
+        &source("launch k::first(y[8..10]) grid 1 block 1;"),
+        "`y[8..10]` holds 2 elements, but `first` indexes its `out` below `4`: the kernel would reach past the end; pass a window of 4 elements (`y[8..12]`)",
+        "y[8..10]",
+    );
+    // Long enough, or not decidable: a param, an open end, a param's whole buffer.
+    for launch in [
+        "launch k::scale(128, 1.0, x[0..128], y[0..129]) grid 1 block 1;",
+        "launch k::scale(n, 1.0, x[0..128], y) grid 1 block 1;",
+        "launch k::scale(256, 1.0, x[0..], y) grid 1 block 1;",
+        "launch k::scale(63, 1.0, x, tmp) grid 1 block 1;",
+        "launch k::first(y[n as usize..n as usize + 2]) grid 1 block 1;",
+    ] {
+        lower_ok(&source(launch));
+    }
 }

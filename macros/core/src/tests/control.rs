@@ -91,7 +91,7 @@ fn the_rules_on_conditions() {
             "alpha",
         ),
         (
-            "stage s on s1 { while a > c.len() as f32 max b.len() as u32 { fill b = 0; } }",
+            "stage s on s1 { while a > c.len() as f32 max b.len() as u32 { fill a = 0; } }",
             "",
             "",
         ),
@@ -178,7 +178,7 @@ fn a_body_holds_only_what_a_conditional_node_may_hold() {
 fn a_control_statement_touches_its_condition_and_its_body() {
     let pipeline = lower_ok(&with(
         "stage s on s1 {
-            while a > alpha max n {
+            while b > alpha max n {
                 launch k::scale(n, alpha, c, b) grid 1 block 1;
                 if step % 2 == 0 { copy b -> h; }
             }
@@ -195,7 +195,7 @@ fn a_control_statement_touches_its_condition_and_its_body() {
         ControlCondition::Device {
             value,
             comparison: Comparison::Greater
-        } if value == buffer(0)
+        } if value == buffer(1)
     ));
     assert_eq!(control.bodies.len(), 1);
     assert_eq!(control.bodies[0].len(), 2);
@@ -204,9 +204,8 @@ fn a_control_statement_touches_its_condition_and_its_body() {
     assert_eq!(
         touched,
         [
-            (buffer(0), Mode::Read),
-            (buffer(2), Mode::Read),
             (buffer(1), Mode::Write),
+            (buffer(2), Mode::Read),
             (buffer(4), Mode::Write),
         ]
     );
@@ -262,5 +261,80 @@ fn a_param_named_step_cannot_meet_the_step_counter() {
         "pub pipeline P { streams { main } params { step: u32, f: &DeviceBuffer<f32>, s: &mut PinnedBuffer<f32> } stage save on main { if step % 2 == 0 { copy f -> s; } } }",
         "`step` in `step % k == r` is the pipeline's step counter, but a param is named `step` too; rename the param (e.g. `step_size`) so that each name means one thing",
         "step",
+    );
+}
+
+#[test]
+fn a_device_loop_writes_the_element_its_condition_reads() {
+    let never = "the loop tests `a > alpha`, but nothing in the loop's body writes `a`: the test gives the same answer every time, so the loop runs its body `max` times and fails with `Error::IterationLimit` (or never runs it); have a statement in the body write `a[0]` (the kernel that computes it, e.g. `launch k::residual(.., a)`), or test a buffer the body writes";
+    assert_error(
+        &with("stage s on s1 { while a > alpha max 5 { fill b = 0; } }"),
+        never,
+        "a",
+    );
+    assert_error(
+        &with("stage s on s1 { do { fill b = 0; } while a > alpha max 5; }"),
+        never,
+        "a",
+    );
+    // A nested body counts; so does a range the compiler cannot evaluate.
+    for body in [
+        "if step % 2 == 0 { fill a = 0; }",
+        "launch k::scale(n, alpha, c, a) grid 1 block 1;",
+        "fill a[..1] = 0;",
+        "fill a[n as usize..] = 0;",
+    ] {
+        lower_ok(&with(&format!(
+            "stage s on s1 {{ while a > alpha max 5 {{ {body} }} }}"
+        )));
+    }
+    assert_error(
+        &with("stage s on s1 { while a > alpha max 5 { fill a[1..4] = 0; fill a[2..] = 0; } }"),
+        "the loop tests `a > alpha`, but the loop's body writes only `a[1..4]` and `a[2..]`, not element 0, which the test reads: the test gives the same answer every time, so the loop runs its body `max` times and fails with `Error::IterationLimit` (or never runs it); have a statement in the body write `a[0]` (the kernel that computes it, e.g. `launch k::residual(.., a)`), or test a buffer the body writes",
+        "a",
+    );
+    // An `if` runs its body once: nothing to converge.
+    lower_ok(&with("stage s on s1 { if a > alpha { fill b = 0; } }"));
+}
+
+#[test]
+fn a_scratch_buffer_written_then_read_inside_a_body_is_written_first() {
+    let source = |body: &str| {
+        format!(
+            r#"pipeline P {{
+            streams {{ s }}
+            unsafe kernels k = ptx("k.ptx") {{
+                fn scale(n: u32, alpha: f32, src: &[f32; unbounded], dst: &mut [f32; unbounded]);
+            }}
+            params {{ n: u32, r: &mut DeviceBuffer<f32>, x: &mut DeviceBuffer<f32> }}
+            scratch {{ tmp: DeviceBuffer<f32> = 16, t: DeviceBuffer<f32> = 1 }}
+            stage solve on s {{ {body} }}
+        }}"#
+        )
+    };
+    lower_ok(&source(
+        "while r > 0.5 max 10 { launch k::scale(n, 1.0, x, tmp) grid 1 block 1; launch k::scale(n, 0.5, tmp, r) grid 1 block 1; }",
+    ));
+    // A scratch condition written in a `do ... while` body before the test.
+    lower_ok(&source(
+        "do { launch k::scale(n, 1.0, x, t) grid 1 block 1; } while t > 0.5 max 10;",
+    ));
+    let unwritten = |name: &str, stage: &str| {
+        format!(
+            "scratch buffer `{name}` is read in stage `{stage}` before anything writes it: its contents start undefined, and a later step finds what the last one left; write it first (`fill {name} = 0;`, or a kernel that writes it) in an earlier statement or in a stage `{stage}` runs after, or make it a param if it keeps state from step to step"
+        )
+    };
+    // Read before the write in the body; written in one branch, read in the other; a
+    // `while` condition read before the body that writes it.
+    for body in [
+        "while r > 0.5 max 10 { launch k::scale(n, 0.5, tmp, r) grid 1 block 1; launch k::scale(n, 1.0, x, tmp) grid 1 block 1; }",
+        "if r > 0.5 { launch k::scale(n, 1.0, x, tmp) grid 1 block 1; } else { launch k::scale(n, 0.5, tmp, r) grid 1 block 1; }",
+    ] {
+        assert_error(&source(body), &unwritten("tmp", "solve"), "tmp");
+    }
+    assert_error(
+        &source("while t > 0.5 max 10 { launch k::scale(n, 1.0, x, t) grid 1 block 1; }"),
+        &unwritten("t", "solve"),
+        "t",
     );
 }

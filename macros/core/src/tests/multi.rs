@@ -323,7 +323,7 @@ fn stream_arrays_and_loops_run_on_their_device() {
                 "streams { s0, s1 on gpu1 }",
                 "streams { s0, s1 on gpu1, work[2] }",
             ),
-        "`x1` lives on device `gpu1`, but stage `grow` runs on stream `work`, on device `gpu0`: kernel `touch` reaches only its own device's memory; copy it first, in a stage ordered before this one (`copy x1 -> x1_gpu0;` into a buffer declared `on gpu0`), run this stage on a stream `on gpu1`, or reach it through peer access: `peer(x1)` after the launch",
+        "`x1` lives on device `gpu1`, but stage `grow` runs on stream `work[i]`, on device `gpu0`: kernel `touch` reaches only its own device's memory; copy it first, in a stage ordered before this one (`copy x1 -> x1_gpu0;` into a buffer declared `on gpu0`), run this stage on a stream `on gpu1`, or reach it through peer access: `peer(x1)` after the launch",
         "x1",
     );
 }
@@ -403,7 +403,7 @@ fn a_peers_buffer_needs_peer_in_the_launch() {
         &ring(
             "stage s on work[0] { launch k::saxpy(n, 1.0, fields[0], halos[1]) grid 1 block 1; }",
         ),
-        "`halos` lives on device `gpu[1]`, but stage `s` runs on stream `work`, on device `gpu[0]`: kernel `saxpy` reaches only its own device's memory; copy it first, in a stage ordered before this one (`copy halos -> halos_gpu[0];` into a buffer declared `on gpu[0]`), run this stage on a stream `on gpu[1]`, or reach it through peer access: `peer(halos)` after the launch",
+        "`halos[1]` lives on device `gpu[1]`, but stage `s` runs on stream `work[0]`, on device `gpu[0]`: kernel `saxpy` reaches only its own device's memory; copy it first, in a stage ordered before this one (`copy halos -> halos_gpu[0];` into a buffer declared `on gpu[0]`), run this stage on a stream `on gpu[1]`, or reach it through peer access: `peer(halos)` after the launch",
         "halos",
     );
     lower_ok(&ring(

@@ -1,0 +1,161 @@
+//! Data flow through device loops and conditionals (issue 23, class 4): what a body reads and
+//! writes, in the order a device runs it.
+//!
+//! A `while` or `do ... while` decides on the device whether to run its body again from the
+//! first element of its condition buffer; a body that never writes that element gives the same
+//! answer every time, so the loop runs to its `max` and fails (or never runs). And a scratch
+//! buffer a body writes before it reads it is written first, as the same statements outside
+//! the loop would be: [`uncovered_reads`] is the order the scratch rule in `ordering` judges.
+
+use syn::Ident;
+
+use crate::ast;
+use crate::ctxt::Ctxt;
+use crate::lower::{BufferId, Control, ControlCondition, Mode, Pipeline, Statement, StatementKind};
+
+/// Runs the rules on every device loop.
+pub fn check(cx: &Ctxt, pipeline: &Pipeline<'_>) {
+    for stage in &pipeline.stages {
+        each_control(&stage.statements, &mut |control| {
+            loop_writes_its_condition(cx, pipeline, control);
+        });
+    }
+}
+
+/// Calls `f` on every control statement of `statements`, at any depth.
+fn each_control<'s, 'a>(statements: &'s [Statement<'a>], f: &mut impl FnMut(&'s Control<'a>)) {
+    for statement in statements {
+        if let StatementKind::Control(control) = &statement.kind {
+            f(control);
+            for body in &control.bodies {
+                each_control(body, f);
+            }
+        }
+    }
+}
+
+/// Rule: the body of a `while` or `do ... while` writes the element its condition reads (the
+/// first of the condition buffer). Otherwise the condition is the same at every test: the loop
+/// runs its body `max` times and fails with `Error::IterationLimit`, or never runs it.
+/// A write through a range the compiler cannot evaluate may reach the element, and is taken
+/// to.
+fn loop_writes_its_condition(cx: &Ctxt, pipeline: &Pipeline<'_>, control: &Control<'_>) {
+    let (ast::Control::While { condition, .. } | ast::Control::DoWhile { condition, .. }) =
+        control.source
+    else {
+        return;
+    };
+    let (ControlCondition::Device { value, .. }, ast::Condition::Device(written)) =
+        (control.condition, condition)
+    else {
+        return;
+    };
+    let mut others: Vec<String> = Vec::new();
+    for touch in control
+        .statements()
+        .flat_map(|s| s.accesses.iter())
+        .filter(|touch| touch.buffer == value && touch.mode == Mode::Write)
+    {
+        let Some(range) = touch.subscript.and_then(|r| r.range) else {
+            return;
+        };
+        let start = range.start.map_or(Some(0), crate::constant::value);
+        let end = range.end.map(crate::constant::value);
+        match (start, end) {
+            (Some(start), Some(Some(end))) if start > 0 || end <= 0 => {
+                others.push(format!("`{}[{start}..{end}]`", touch.name));
+            }
+            (Some(start), None) if start > 0 => others.push(format!("`{}[{start}..]`", touch.name)),
+            _ => return,
+        }
+    }
+    let name = &written.value;
+    let test = format!(
+        "`{} {} {}`",
+        name,
+        written.comparison.symbol(),
+        crate::ast::tokens_string(&written.threshold)
+    );
+    let buffer = pipeline
+        .buffers
+        .get(value.0)
+        .map_or(name.to_string(), |b| b.name.clone());
+    let what = if others.is_empty() {
+        format!("nothing in the loop's body writes `{buffer}`")
+    } else {
+        format!(
+            "the loop's body writes only {}, not element 0, which the test reads",
+            others.join(" and ")
+        )
+    };
+    cx.error_spanned_by(
+        name,
+        format!(
+            "the loop tests {test}, but {what}: the test gives the same answer every time, so the loop runs its body `max` times and fails with `Error::IterationLimit` (or never runs it); have a statement in the body write `{buffer}[0]` (the kernel that computes it, e.g. `launch k::residual(.., {buffer})`), or test a buffer the body writes"
+        ),
+    );
+}
+
+/// The reads of `buffer` in `statements`, in the order a device runs them, that no write
+/// before them covers; `written` says whether one before `statements` did, and is left saying
+/// whether one has by their end. One statement's own reads come before its writes (a kernel
+/// given a buffer to read and to write reads what was there). Inside a control statement the
+/// body runs in order, so a write earlier in a body covers a later read in it (a scratch
+/// buffer written and then read inside a `while`); the bodies of an `if`/`else` or a `switch`
+/// are alternatives, so a write in one covers no read in another. The condition of a
+/// `while`, `if` or `switch` is read before its body, that of a `do ... while` after it. A
+/// write anywhere in a control statement counts as done after it, as for any statement.
+pub fn uncovered_reads<'a>(
+    statements: &[Statement<'a>],
+    buffer: BufferId,
+    written: &mut bool,
+    out: &mut Vec<&'a Ident>,
+) {
+    for statement in statements {
+        let StatementKind::Control(control) = &statement.kind else {
+            let touches = statement.accesses.iter().filter(|t| t.buffer == buffer);
+            let mut writes = false;
+            for touch in touches {
+                match touch.mode {
+                    Mode::Read if !*written => out.push(touch.name),
+                    Mode::Read => {}
+                    Mode::Write => writes = true,
+                }
+            }
+            *written |= writes;
+            continue;
+        };
+        let condition = condition_read(control).filter(|(read, _)| *read == buffer);
+        let after_body = matches!(control.source, ast::Control::DoWhile { .. });
+        if let (Some((_, name)), false, false) = (condition, after_body, *written) {
+            out.push(name);
+        }
+        let mut any = false;
+        for body in &control.bodies {
+            let mut inside = *written;
+            uncovered_reads(body, buffer, &mut inside, out);
+            any |= inside;
+        }
+        if let (Some((_, name)), true) = (condition, after_body) {
+            // A `do ... while` has one body, which always runs before the test.
+            if !any {
+                out.push(name);
+            }
+        }
+        *written |= any;
+    }
+}
+
+/// The buffer a control statement's condition reads, with its name as written.
+fn condition_read<'a>(control: &Control<'a>) -> Option<(BufferId, &'a Ident)> {
+    match (control.condition, control.source) {
+        (ControlCondition::Device { value, .. }, source) => match source.test() {
+            Some(ast::Condition::Device(written)) => Some((value, &written.value)),
+            _ => None,
+        },
+        (ControlCondition::Value { value }, ast::Control::Switch { value: name, .. }) => {
+            Some((value, name))
+        }
+        _ => None,
+    }
+}
