@@ -356,6 +356,41 @@ impl Graph {
         }
     }
 
+    /// Adds a conditional node of `form` whose `handle` (made by [`Graph::condition_handle`])
+    /// kernels set themselves: no condition kernel before it or at the end of a loop's body.
+    /// On a driver before 12.8 an `if`/`else` or a switch is built as
+    /// [`Graph::add_conditional`] builds it, its library kernels reading the value the kernel
+    /// wrote to its word (`args`), and `handle` is left unused. `keep` is the word and state.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn add_kernel_set_conditional(
+        &mut self,
+        scope: usize,
+        dependencies: &[NodeRef],
+        form: Form,
+        count: usize,
+        handle: sys::CUgraphConditionalHandle,
+        args: &mut ConditionArgs,
+        keep: Vec<Keep>,
+    ) -> Result<Added> {
+        const CALL: &str = "Graph::add_conditional_node";
+        let d = self.handle.ctx.bind()?;
+        if d.version < CONDITIONAL_DRIVER {
+            return Err(unsupported(d.version));
+        }
+        if matches!(form, Form::IfElse | Form::Switch) && d.version < SWITCH_DRIVER {
+            return self.add_conditional(scope, dependencies, form, count, args, keep);
+        }
+        let target = self.scope_raw(CALL, scope)?;
+        self.own(CALL, dependencies)?;
+        self.retain(keep);
+        let (node, bodies) = self.conditional_node(target, dependencies, handle, form, count)?;
+        Ok(Added {
+            node,
+            bodies,
+            close: None,
+        })
+    }
+
     /// One conditional node of `form` on `handle` in `target` after `dependencies`, with
     /// `count` empty bodies, whose scopes it returns.
     fn conditional_node(
