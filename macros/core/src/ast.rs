@@ -455,6 +455,9 @@ pub enum KernelParamType<'a> {
         /// Whether it is declared `&mut [T; unbounded]`: no bound, on purpose.
         unbounded: bool,
     },
+    /// `Condition`: the kernel sets a device `while`, `do ... while`, `if` or `switch`
+    /// condition itself (`gp_set_condition`); the argument is a `Condition` scratch entry.
+    Condition,
     /// A reference to something other than a slice, a bare slice, or a raw pointer.
     Unsupported,
 }
@@ -492,6 +495,14 @@ impl KernelParam {
                 _ => KernelParamType::Unsupported,
             },
             Type::Slice(_) | Type::Ptr(_) => KernelParamType::Unsupported,
+            Type::Path(path)
+                if path.qself.is_none()
+                    && path.path.segments.len() == 1
+                    && path.path.segments[0].ident == crate::symbol::CONDITION
+                    && path.path.segments[0].arguments.is_none() =>
+            {
+                KernelParamType::Condition
+            }
             ty => KernelParamType::Scalar(ty),
         }
     }

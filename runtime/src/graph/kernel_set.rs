@@ -305,6 +305,27 @@ impl KernelArg for &ConditionHandle {
 impl crate::launch::sealed::PassedAs<SetsCondition> for &ConditionHandle {}
 impl PassedAs<SetsCondition> for &ConditionHandle {}
 
+// `&mut` too, as the pipeline macro passes what a kernel writes.
+impl crate::launch::sealed::Arg for &mut ConditionHandle {}
+impl KernelArg for &mut ConditionHandle {
+    type Packed = ConditionBytes;
+    #[inline]
+    fn pack(&self) -> ConditionBytes {
+        self.bytes()
+    }
+    fn arg_ref(&self) -> ArgRef<'_> {
+        ArgRef::Buffer {
+            region: self.word.device_region(),
+            elem_size: 4,
+        }
+    }
+    fn condition(&self) -> Option<&ConditionHandle> {
+        Some(self)
+    }
+}
+impl crate::launch::sealed::PassedAs<SetsCondition> for &mut ConditionHandle {}
+impl PassedAs<SetsCondition> for &mut ConditionHandle {}
+
 /// What a kernel's CPU implementation receives for a [`SetsCondition`] parameter: it sets the
 /// condition once per launch, as the CUDA kernel calls `gp_set_condition` once.
 #[derive(Debug)]

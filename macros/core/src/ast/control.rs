@@ -112,6 +112,8 @@ pub struct Case {
 pub enum Condition {
     /// `buffer OP value`, on the device.
     Device(DeviceCondition),
+    /// `go`: a `Condition` that kernels set themselves (non-zero holds).
+    Kernel(Ident),
     /// `step % K == R`, on the pipeline's step counter.
     Step(StepCondition),
 }
@@ -262,14 +264,16 @@ impl Condition {
                 tokens_string(&step.modulus),
                 tokens_string(&step.remainder)
             ),
+            Condition::Kernel(name) => name.to_string(),
         }
     }
 
     /// The condition as written.
-    pub fn expr(&self) -> &Expr {
+    pub fn expr(&self) -> Option<&Expr> {
         match self {
-            Condition::Device(c) => &c.expr,
-            Condition::Step(c) => &c.expr,
+            Condition::Device(c) => Some(&c.expr),
+            Condition::Step(c) => Some(&c.expr),
+            Condition::Kernel(_) => None,
         }
     }
 }
@@ -412,9 +416,14 @@ impl Parse for Condition {
             syn::Error::new(
                 expr.span(),
                 "a condition compares a device buffer with a value (`residual > tol`, \
-                 `flag != 0`) or tests the step counter (`step % k == 0`)",
+                 `flag != 0`), tests the step counter (`step % k == 0`), or names a \
+                 `Condition` that kernels set (`while go max 100 { ... }`)",
             )
         };
+        // `go`: a condition a kernel sets.
+        if let Some(name) = bare_ident(&expr) {
+            return Ok(Condition::Kernel(name.clone()));
+        }
         let Expr::Binary(binary) = ungroup_expr(&expr) else {
             return Err(shape());
         };

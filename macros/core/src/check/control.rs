@@ -84,6 +84,34 @@ fn condition(cx: &Ctxt, scope: &Scope<'_>, control: &Control) {
                 );
             }
         }
+        Condition::Kernel(name) => {
+            let role = "a bare name tests a `Condition` that kernels set (`scratch { go: \
+                        Condition }`, passed to a kernel parameter declared `Condition`)";
+            let Some(buffer) = resolve(cx, scope, name, role) else {
+                return;
+            };
+            match buffer.memory {
+                Memory::Condition => {}
+                Memory::Device => cx.error_spanned_by(
+                    name,
+                    format!(
+                        "{}; a bare name tests a `Condition` that kernels set; compare the \
+                         buffer's first element instead: `{} {name} != 0 ...`",
+                        what(buffer),
+                        control.word()
+                    ),
+                ),
+                _ => cx.error_spanned_by(
+                    name,
+                    format!(
+                        "{}; a bare name tests a `Condition` that kernels set: declare \
+                         `scratch {{ {name}: Condition }}` and pass it to the kernel that \
+                         decides",
+                        what(buffer)
+                    ),
+                ),
+            }
+        }
         Condition::Step(step) => {
             if control.is_loop() {
                 cx.error_at(
@@ -195,7 +223,7 @@ fn expressions(cx: &Ctxt, scope: &Scope<'_>, control: &Control) {
             step_constants(cx, step);
             step_not_shadowed(cx, scope, step);
         }
-        None => {}
+        Some(Condition::Kernel(_)) | None => {}
     }
     if let Some((_, max)) = control.max() {
         value_expression(cx, scope, max, "while ... max");

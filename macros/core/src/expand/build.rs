@@ -129,14 +129,16 @@ pub fn capture_step_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             stage,
             |index, _| {
                 let kept = bounded_site(pipeline, &sites, StageId(t), index);
-                statement_node(
+                let handles = handle_lets(&stage.statements, index, Target::Graph, pipeline);
+                let node = statement_node(
                     pipeline,
                     stage,
                     &stage.statements[index],
                     Target::Graph,
                     &slots[index],
                     kept,
-                )
+                );
+                quote!(#handles #node)
             },
             |group| captured_into_graph(&group),
         );
@@ -409,14 +411,22 @@ fn control_node(
             let name = pipeline.buffers[value.0].ident;
             quote!(#rt::Condition::value(&*#name).named(#label))
         }
+        // `#name` is the graph's handle here (`handle_lets`).
+        ControlCondition::Kernel { value } => {
+            let name = pipeline.buffers[value.0].ident;
+            quote!(#rt::Condition::set_by_kernel(&*#name).named(#label))
+        }
     };
-    let mut statements =
-        control
-            .statements()
-            .zip(body_slots(control, slots))
-            .map(|(statement, slots)| {
-                statement_node(pipeline, stage, statement, Target::Body, slots, None)
-            });
+    let mut statements = control
+        .bodies
+        .iter()
+        .flat_map(|body| (0..body.len()).map(move |index| (body, index)))
+        .zip(body_slots(control, slots))
+        .map(|((body, index), slots)| {
+            let handles = handle_lets(body, index, Target::Body, pipeline);
+            let node = statement_node(pipeline, stage, &body[index], Target::Body, slots, None);
+            quote!(#handles #node)
+        });
     let bodies: Vec<TokenStream> = control
         .bodies
         .iter()
@@ -483,6 +493,59 @@ fn control_node(
             }
         }
     }
+}
+
+/// The handles of the conditionals of `list` that kernels set, made where the first of them
+/// is mentioned at statement `index`: the launch that sets it before the conditional, or (a
+/// `do ... while`) the conditional itself. The `Condition`'s name is then the graph's handle
+/// (in the graph or body `target`) for the rest of the list and the conditional's bodies,
+/// which is where `check` lets kernels set it.
+fn handle_lets(
+    list: &[Statement<'_>],
+    index: usize,
+    target: Target,
+    pipeline: &Pipeline<'_>,
+) -> TokenStream {
+    let rt = rt();
+    let recv = target.receiver();
+    let mut lets = TokenStream::new();
+    for (at, statement) in list.iter().enumerate() {
+        let StatementKind::Control(control) = &statement.kind else {
+            continue;
+        };
+        let ControlCondition::Kernel { value } = control.condition else {
+            continue;
+        };
+        let first = list[..at]
+            .iter()
+            .position(|s| {
+                matches!(s.kind, StatementKind::Launch { .. })
+                    && s.accesses
+                        .iter()
+                        .any(|t| t.buffer == value && t.mode == Mode::Write)
+            })
+            .unwrap_or(at);
+        if first != index {
+            continue;
+        }
+        let name = pipeline.buffers[value.0].ident;
+        let handle = format_ident!("__handle_{}", name);
+        let max = control::maximum(control);
+        let kind = match control.source {
+            crate::ast::Control::While { .. } => {
+                quote!(#rt::HandleKind::While { max_iterations: #max })
+            }
+            crate::ast::Control::DoWhile { .. } => {
+                quote!(#rt::HandleKind::DoWhile { max_iterations: #max })
+            }
+            _ => quote!(#rt::HandleKind::Decision),
+        };
+        lets.extend(quote! {
+            let mut #handle = #recv.condition_handle(#kind)?;
+            let #name = &mut #handle;
+        });
+    }
+    lets
 }
 
 /// Whether the step is captured from its streams rather than built node by node: over

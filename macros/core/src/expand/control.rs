@@ -46,7 +46,9 @@ pub fn uses_device_condition(pipeline: &Pipeline<'_>) -> bool {
     controls(pipeline).iter().any(|c| {
         matches!(
             c.condition,
-            ControlCondition::Device { .. } | ControlCondition::Value { .. }
+            ControlCondition::Device { .. }
+                | ControlCondition::Value { .. }
+                | ControlCondition::Kernel { .. }
         )
     })
 }
@@ -167,7 +169,9 @@ pub fn threshold(pipeline: &Pipeline<'_>, control: &Control<'_>) -> TokenStream 
     let value = &device.threshold;
     let elem = match control.condition {
         ControlCondition::Device { value, .. } => pipeline.buffers[value.0].elem,
-        ControlCondition::Step | ControlCondition::Value { .. } => None,
+        ControlCondition::Step
+        | ControlCondition::Value { .. }
+        | ControlCondition::Kernel { .. } => None,
     };
     match elem {
         Some(elem) => {
@@ -225,15 +229,24 @@ pub fn eager(
             let (modulus, remainder) = step_parts(control);
             quote!(#rt::step_selects(__step, #modulus, #remainder)?)
         }
-        ControlCondition::Value { value } => {
+        // An eager step gives the kernel the condition's word: read back, it decides.
+        ControlCondition::Kernel { value } if control.source.test().is_some() => {
             let name = pipeline.buffers[value.0].ident;
+            quote!((#rt::host_value(__staging, __stream, #name.word())? != 0))
+        }
+        ControlCondition::Value { value } | ControlCondition::Kernel { value } => {
+            let name = pipeline.buffers[value.0].ident;
+            let word = match control.condition {
+                ControlCondition::Kernel { .. } => quote!(#name.word()),
+                _ => quote!(&*#name),
+            };
             let cases = bodies.iter().enumerate().map(|(n, body)| {
                 let n = n as u32;
                 quote!(#n => { #(#body)* })
             });
             // A value with no case runs none, as CUDA's SWITCH node does.
             return quote! {
-                match #rt::host_value(__staging, __stream, &*#name)? {
+                match #rt::host_value(__staging, __stream, #word)? {
                     #(#cases)*
                     _ => {}
                 }

@@ -300,7 +300,8 @@ fn describe_statement(pipeline: &Pipeline<'_>, statement: &Statement<'_>) -> Tok
         StatementKind::Control(control) => {
             let condition = match control.condition {
                 crate::lower::ControlCondition::Device { .. }
-                | crate::lower::ControlCondition::Value { .. } => statement.accesses.first(),
+                | crate::lower::ControlCondition::Value { .. }
+                | crate::lower::ControlCondition::Kernel { .. } => statement.accesses.first(),
                 crate::lower::ControlCondition::Step => None,
             };
             let condition = condition.map(|touch| describe_touch(pipeline, touch));

@@ -38,6 +38,12 @@ pub enum ControlCondition {
         /// The buffer read.
         value: BufferId,
     },
+    /// A `Condition` kernels set (`while go`, `switch go`): the node's handle, or eagerly
+    /// its word.
+    Kernel {
+        /// The `Condition` scratch entry.
+        value: BufferId,
+    },
 }
 
 impl<'a> Control<'a> {
@@ -52,6 +58,13 @@ impl<'a> Control<'a> {
             (ControlCondition::Value { value }, ast::Control::Switch { value: name, .. }) => {
                 Some((value, name))
             }
+            (ControlCondition::Kernel { value }, ast::Control::Switch { value: name, .. }) => {
+                Some((value, name))
+            }
+            (ControlCondition::Kernel { value }, _) => match self.source.test() {
+                Some(ast::Condition::Kernel(name)) => Some((value, name)),
+                _ => None,
+            },
             _ => None,
         };
         if let Some((buffer, name)) = read {
@@ -80,8 +93,16 @@ pub(super) fn lower<'a>(
 ) -> Result<Statement<'a>, Unresolved> {
     let mut expressions = TokenStream::new();
     let condition = match (source, source.test()) {
-        (ast::Control::Switch { value, .. }, _) => ControlCondition::Value {
-            value: buffer(scope, value)?,
+        (ast::Control::Switch { value, .. }, _) => {
+            let id = buffer(scope, value)?;
+            if scope.buffers[id.0].memory == crate::scope::Memory::Condition {
+                ControlCondition::Kernel { value: id }
+            } else {
+                ControlCondition::Value { value: id }
+            }
+        }
+        (_, Some(ast::Condition::Kernel(name))) => ControlCondition::Kernel {
+            value: buffer(scope, name)?,
         },
         (_, None) => ControlCondition::Step,
         (_, Some(ast::Condition::Device(device))) => {

@@ -11,6 +11,7 @@ mod checks;
 mod conditionals;
 mod control;
 mod dot;
+mod kernel_set;
 mod language;
 mod limits;
 mod lowering;
