@@ -305,6 +305,24 @@ fn misuse_is_refused(ctx: &Context) {
         .add_if_node(&[], Condition::set_by_kernel(&once), |_| Ok(()))
         .unwrap_err();
     assert!(e.to_string().contains("decides another node"), "{e}");
+    // A node that sets a condition keeps its arguments.
+    let mut graph = Graph::new(ctx).unwrap();
+    let decide = graph.condition_handle(HandleKind::Decision).unwrap();
+    let value = DeviceBuffer::from_slice(&stream, &[1u32]).unwrap();
+    let setter = graph
+        .add_kernel_node(&[], &k.set_to, one(), (&value, &decide))
+        .unwrap();
+    graph
+        .add_if_node(&[setter.node()], Condition::set_by_kernel(&decide), |_| {
+            Ok(())
+        })
+        .unwrap();
+    let mut exec = graph.instantiate().unwrap();
+    let e = exec
+        .set_kernel_params(&setter, &k.set_to, one(), (&value, &decide))
+        .unwrap_err();
+    assert!(e.to_string().contains("keeps the arguments"), "{e}");
+    drop(exec);
     // An eager handle belongs to no graph.
     let eager = ConditionHandle::eager(ctx).unwrap();
     let e = graph

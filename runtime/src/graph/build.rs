@@ -221,9 +221,15 @@ impl Graph {
         kernel.check_bounds_for(CALL, &args)?;
         // A condition handle is set only where its node can see it.
         let mut refused = None;
+        // The loop state words the kernel may write: kept for the graph's life even if the
+        // handle and its node go before it (the words themselves are argument memory).
+        let mut states = Vec::new();
         args.visit_conditions(&mut |handle| {
             if refused.is_none() {
                 refused = handle.check_setter(CALL, self.id, scope).err();
+            }
+            if let Some(FlagStorage::Cuda(word)) = handle.loop_state().map(LoopState::storage) {
+                states.push(cuda::Keep::Object(word.clone()));
             }
         });
         if let Some(e) = refused {
@@ -252,7 +258,9 @@ impl Graph {
             GraphNodeType::KERNEL,
             |g, body, deps| {
                 let function = k.cuda_only(CALL)?;
-                g.add_kernel_node(body, deps, function, &config, &CudaArgsOf(&args))
+                let node = g.add_kernel_node(body, deps, function, &config, &CudaArgsOf(&args))?;
+                g.retain(states);
+                Ok(node)
             },
             |g, path, deps| {
                 if !matches!(k.inner.backend, KernelBackend::Cpu) {

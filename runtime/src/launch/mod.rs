@@ -125,6 +125,22 @@ pub(crate) fn refuse_graph_conditions<A: KernelArgs>(call: &'static str, args: &
     Ok(())
 }
 
+/// Refuses new arguments for a kernel node that sets a condition (any handle among `args`): its
+/// node's loop is decided, and counted against its maximum, by the handle it was built with,
+/// which another would leave unset (a loop that never ends).
+pub(crate) fn refuse_condition_updates<A: KernelArgs>(call: &'static str, args: &A) -> Result<()> {
+    let mut any = false;
+    args.visit_conditions(&mut |_| any = true);
+    if any {
+        return Err(Error::invalid(
+            call,
+            "a kernel node that sets a condition keeps the arguments it was built with; build \
+             the graph again to change them",
+        ));
+    }
+    Ok(())
+}
+
 /// Argument tuples as the CUDA backend takes them.
 pub(crate) struct CudaArgsOf<'a, A>(pub(crate) &'a A);
 
