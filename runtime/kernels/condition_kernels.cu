@@ -23,3 +23,11 @@ extern "C" __global__ void gp_bump(unsigned int* out)
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
     out[0] += 1u;
 }
+
+// dst[0] = src[0] - 1 and r[0] = dst[0]: one sweep of a ping-pong loop whose condition reads r.
+extern "C" __global__ void gp_step(const unsigned int* src, unsigned int* dst, unsigned int* r)
+{
+    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    dst[0] = src[0] - 1u;
+    r[0] = dst[0];
+}

@@ -2,16 +2,19 @@
 //! a `SetsCondition` parameter): `while`, `do ... while`, `if`/`else` and `switch` nodes with no
 //! condition kernel of the library, each on the checked CPU backend and, `#[ignore = "needs a
 //! CUDA GPU"]`, on a GPU; and the misuses the runtime refuses (a handle set from another graph
-//! or scope, from a stream, given to a node it was not made for, or to two nodes).
+//! or scope, from a stream, given to a node it was not made for, or to two nodes). Also the
+//! ping-pong loop (`add_ping_pong_while_node`): a body that swaps buffers, unrolled by two.
 
 use gpu_pipeline::{
-    Condition, ConditionHandle, ConditionSetter, Context, CpuKernel, DeviceBuffer, Error, Graph,
-    HandleKind, LaunchConfig, Module, PinnedBuffer, SetsCondition, Stream, TypedKernel,
+    Comparison, Condition, ConditionHandle, ConditionSetter, Context, CpuKernel, DeviceBuffer,
+    Error, Graph, HandleKind, LaunchConfig, Module, PinnedBuffer, SetsCondition, Stream,
+    TypedKernel,
 };
 
 type CountDown = (&'static mut [u32], SetsCondition);
 type SetTo = (&'static [u32], SetsCondition);
 type Bump = (&'static mut [u32],);
+type StepDown = (&'static [u32], &'static mut [u32], &'static mut [u32]);
 
 fn count_down_cpu(n: &mut [u32], mut go: ConditionSetter<'_>) {
     n[0] -= 1;
@@ -26,10 +29,16 @@ fn bump_cpu(out: &mut [u32]) {
     out[0] += 1;
 }
 
+fn step_cpu(src: &[u32], dst: &mut [u32], r: &mut [u32]) {
+    dst[0] = src[0].wrapping_sub(1);
+    r[0] = dst[0];
+}
+
 struct Kernels {
     count_down: TypedKernel<CountDown>,
     set_to: TypedKernel<SetTo>,
     bump: TypedKernel<Bump>,
+    step: TypedKernel<StepDown>,
 }
 
 fn kernels(ctx: &Context) -> Kernels {
@@ -60,6 +69,12 @@ fn kernels(ctx: &Context) -> Kernels {
                 .typed::<Bump>()
                 .unwrap()
                 .with_cpu(CpuKernel::new(bump_cpu)),
+            step: module
+                .function("gp_step")
+                .unwrap()
+                .typed::<StepDown>()
+                .unwrap()
+                .with_cpu(CpuKernel::new(step_cpu)),
         }
     }
 }
@@ -343,7 +358,51 @@ fn eager_handle_writes_its_word(ctx: &Context) {
     assert_eq!(go.word().to_vec(&stream).unwrap()[0], 0);
 }
 
+/// A ping-pong loop: `a -> b` and `b -> a` alternate while `r > 0`; after an odd count the
+/// last body's output is copied from `b` into `a`, so `a` holds the result either way.
+fn ping_pong_alternates_and_puts_the_result_back(ctx: &Context) {
+    let k = kernels(ctx);
+    let stream = Stream::new(ctx).unwrap();
+    for (start, first_test, iterations) in [
+        (5u32, true, 5),
+        (4, true, 4),
+        (0, true, 0),
+        (1, false, 1),
+        (4, false, 4),
+    ] {
+        let mut a = DeviceBuffer::from_slice(&stream, &[start]).unwrap();
+        let mut b = DeviceBuffer::from_slice(&stream, &[77u32]).unwrap();
+        let mut r = DeviceBuffer::from_slice(&stream, &[start]).unwrap();
+        let mut graph = Graph::new(ctx).unwrap();
+        let looping = graph
+            .add_ping_pong_while_node(
+                &[],
+                Condition::compare(&r, Comparison::Greater, 0u32),
+                first_test,
+                100,
+                |n, body| {
+                    match n {
+                        0 => body.add_kernel_node(&[], &k.step, one(), (&a, &mut b, &mut r))?,
+                        1 => body.add_kernel_node(&[], &k.step, one(), (&b, &mut a, &mut r))?,
+                        _ => return body.add_copy_dtod_node(&[], &b, &mut a).map(drop),
+                    };
+                    Ok(())
+                },
+            )
+            .unwrap();
+        let exec = graph.instantiate().unwrap();
+        exec.launch(&stream).unwrap();
+        stream.synchronize().unwrap();
+        exec.check_loops().unwrap();
+        assert_eq!(looping.state().iterations(), iterations, "from {start}");
+        drop((exec, graph));
+        let expected = start.wrapping_sub(iterations);
+        assert_eq!(read(&stream, &a), expected, "from {start}");
+    }
+}
+
 tests::on_both_backends! {
+    ping_pong_alternates_and_puts_the_result_back,
     do_while_counts_down,
     while_set_before_and_in_body,
     while_stops_at_its_maximum,

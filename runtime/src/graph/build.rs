@@ -534,6 +534,122 @@ impl Graph {
     }
 }
 
+impl Graph {
+    /// Adds a ping-pong loop to `scope` (see `add_ping_pong_while_node`): the CUDA form is
+    /// built in steps, each body filled as soon as its scope exists. A body that fails (or
+    /// panics) leaves the graph unusable, as for the other conditional nodes.
+    #[allow(clippy::too_many_arguments)]
+    fn add_ping_pong_in(
+        &mut self,
+        call: &'static str,
+        scope: u32,
+        dependencies: &[GraphNode],
+        condition: Condition,
+        first_test: bool,
+        max_iterations: u32,
+        body: &mut dyn FnMut(usize, &mut GraphBody<'_>) -> Result<()>,
+    ) -> Result<(GraphNode, LoopState)> {
+        let target = self.scope_of(call, scope)?;
+        let deps = self.deps(call, scope, dependencies)?;
+        condition.check(call, &self.ctx)?;
+        if matches!(condition.test, Test::Kernel { .. }) {
+            return Err(Error::invalid(
+                call,
+                "a loop whose body swaps buffers is decided by a comparison (`Condition::compare`) \
+                 or a value, which the library tests after each half of the unrolled body; a \
+                 kernel-set condition would need two handles",
+            ));
+        }
+        if max_iterations == 0 {
+            return Err(Error::invalid(
+                call,
+                "a loop needs a maximum of at least 1 iteration",
+            ));
+        }
+        let state = LoopState::new(&self.ctx, condition.label(), max_iterations)?;
+        let built = catch_unwind(AssertUnwindSafe(|| -> Result<NodeId> {
+            let mut fill = |graph: &mut Graph, inner: Scope, n: usize| -> Result<()> {
+                graph.scopes.push(inner);
+                let body_scope = (graph.scopes.len() - 1) as u32;
+                body(
+                    n,
+                    &mut GraphBody {
+                        graph,
+                        scope: body_scope,
+                    },
+                )
+            };
+            match (&mut self.backend, target, deps) {
+                (GraphBackend::Cuda(g), Scope::Cuda(at), Deps::Cuda(deps)) => {
+                    let (mut args, keep) =
+                        cuda_condition(call, &condition, &state, max_iterations)?;
+                    let (node, body0, handle) =
+                        g.ping_pong_start(at, &deps, first_test, &mut args, keep)?;
+                    fill(self, Scope::Cuda(body0), 0)?;
+                    let GraphBackend::Cuda(g) = &mut self.backend else {
+                        return Err(mixed(call, "graph"));
+                    };
+                    let (middle, body1) = g.ping_pong_middle(body0, &args)?;
+                    fill(self, Scope::Cuda(body1), 1)?;
+                    let GraphBackend::Cuda(g) = &mut self.backend else {
+                        return Err(mixed(call, "graph"));
+                    };
+                    g.ping_pong_end(body0, middle, handle, &args)?;
+                    let (after, body2) = g.ping_pong_after(at, node, &args)?;
+                    fill(self, Scope::Cuda(body2), 2)?;
+                    Ok(NodeId::Cuda(after))
+                }
+                (GraphBackend::Cpu(g), Scope::Cpu(path), Deps::Cpu(deps)) => {
+                    let test = cpu_condition(call, &condition)?;
+                    let FlagStorage::Cpu(word) = state.storage() else {
+                        return Err(mixed(call, "loop state"));
+                    };
+                    let form = if first_test {
+                        cpu::Form::PingPong
+                    } else {
+                        cpu::Form::DoPingPong
+                    };
+                    let label = condition.label();
+                    let index = g.add_conditional(
+                        &path,
+                        &deps,
+                        &label,
+                        form,
+                        3,
+                        test,
+                        max_iterations,
+                        word.clone(),
+                    )?;
+                    for n in 0..3 {
+                        let mut inner = path.clone();
+                        inner.extend([index, n]);
+                        fill(self, Scope::Cpu(inner), n)?;
+                    }
+                    let GraphBackend::Cpu(g) = &mut self.backend else {
+                        return Err(mixed(call, "graph"));
+                    };
+                    g.seal_conditional(&path, index)?;
+                    Ok(NodeId::Cpu(index))
+                }
+                _ => Err(mixed(call, "graph")),
+            }
+        }));
+        let node = match built {
+            Ok(Ok(node)) => node,
+            Ok(Err(e)) => {
+                self.broken = true;
+                return Err(e);
+            }
+            Err(panic) => {
+                self.broken = true;
+                resume_unwind(panic)
+            }
+        };
+        self.loops.push(state.clone());
+        Ok((self.made(scope, GraphNodeType::CONDITIONAL, node), state))
+    }
+}
+
 /// Checks that a kernel-set handle `owner` may decide a node of `form` in `scope` of graph
 /// `graph`: its own scope, the kind it was made for, the same maximum, and no node yet.
 fn kernel_set_fits(
@@ -957,6 +1073,38 @@ macro_rules! shared_node_methods {
                 1,
                 max_iterations,
                 &mut |_, b| body.take().map_or(Ok(()), |f| f(b)),
+            )?;
+            Ok(WhileNode { node, state })
+        }
+
+        /// Adds a device-side loop whose body swaps buffers (a ping-pong), unrolled by two:
+        /// `body(0, ..)` builds the body as written, `body(1, ..)` the body with the buffers
+        /// exchanged, and the two alternate, `condition` tested before each (and counted
+        /// against `max_iterations` each, as [`add_while_node`](Graph::add_while_node)'s
+        /// iterations are); `body(2, ..)` runs once after the loop when it ran an odd number
+        /// of iterations (e.g. a copy that puts the result back under its first name). With
+        /// `first_test` false the first iteration runs before any test (a do-while).
+        ///
+        /// On CUDA: `K0 -> WHILE(body 0 -> K -> IF(body 1) -> K) -> K -> IF(body 2)`, the
+        /// library's condition kernel deciding each test (a comparison or a value; not a
+        /// kernel-set condition). The node returned is the last IF: later nodes follow it.
+        pub fn add_ping_pong_while_node(
+            &mut self,
+            dependencies: &[GraphNode],
+            condition: Condition,
+            first_test: bool,
+            max_iterations: u32,
+            mut body: impl FnMut(usize, &mut GraphBody<'_>) -> Result<()>,
+        ) -> Result<WhileNode> {
+            let scope = $scope(&*self);
+            let (node, state) = $graph!(self).add_ping_pong_in(
+                "Graph::add_ping_pong_while_node",
+                scope,
+                dependencies,
+                condition,
+                first_test,
+                max_iterations,
+                &mut body,
             )?;
             Ok(WhileNode { node, state })
         }
