@@ -26,7 +26,8 @@
 // `K0 -> WHILE(body 0 -> Kmid -> IF(body 1) -> Kend) -> Kodd -> IF(after odd)`: Kmid counts
 // and decides the IF like any closing kernel; Kend (bit 3, `after_middle`) stops the loop
 // without counting when Kmid stopped it (the count is 0 then); `iterations[1]` keeps the
-// count of the last run, which Kodd (`gp_cond_every` on it, modulus 2, remainder 1, bit 4:
+// count of the last run (0 when it stopped at its maximum: a failed step gets no fix-up, as
+// an eager one does not), which Kodd (`gp_cond_every` on it, modulus 2, remainder 1, bit 4:
 // decide only) reads to run the body after an odd count.
 
 extern "C" __device__ void cudaGraphSetConditional(unsigned long long handle, unsigned int value);
@@ -66,7 +67,7 @@ __device__ void decide(unsigned long long handle, unsigned int go, unsigned int*
     }
     *iterations = go ? done : 0u;
     if (!go) {
-        iterations[1] = done;
+        iterations[1] = limit ? 0u : done;
         volatile unsigned int* words = state;
         words[0] = done;
         if (limit) {

@@ -119,6 +119,25 @@ pub struct Swap {
     pub b: Ident,
 }
 
+impl Parse for Swap {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let keyword = input.parse()?;
+        let content;
+        parenthesized!(content in input);
+        let a = content.parse()?;
+        content.parse::<Token![,]>()?;
+        let b = content.parse()?;
+        if content.peek(Token![,]) {
+            content.parse::<Token![,]>()?;
+        }
+        if !content.is_empty() {
+            return Err(content.error("`swap` exchanges two buffers: `swap(a, b);`"));
+        }
+        input.parse::<Token![;]>()?;
+        Ok(Swap { keyword, a, b })
+    }
+}
+
 /// A buffer as a statement names it: `x`, `xs[k]` (an element of a buffer array), `x[lo..hi]`
 /// (a range of elements) or `xs[k][lo..hi]`.
 #[derive(Debug, Clone)]
@@ -1045,20 +1064,7 @@ impl Parse for Item {
                 items,
             }))
         } else if lookahead.peek(kw::swap) {
-            let keyword = input.parse()?;
-            let content;
-            parenthesized!(content in input);
-            let a = content.parse()?;
-            content.parse::<Token![,]>()?;
-            let b = content.parse()?;
-            if content.peek(Token![,]) {
-                content.parse::<Token![,]>()?;
-            }
-            if !content.is_empty() {
-                return Err(content.error("`swap` exchanges two buffers: `swap(a, b);`"));
-            }
-            input.parse::<Token![;]>()?;
-            Ok(Item::Swap(Swap { keyword, a, b }))
+            Ok(Item::Swap(input.parse()?))
         } else if lookahead.peek(kw::concurrent) {
             let keyword = input.parse()?;
             let content;

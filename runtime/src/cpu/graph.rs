@@ -168,7 +168,8 @@ pub(crate) enum Form {
     /// Body `n` when the value is `n`; none when it is not below the number of bodies.
     Switch,
     /// A loop whose body swaps buffers, unrolled by two: bodies 0 and 1 alternate (tested
-    /// before each, counted each), body 2 runs once after a run of an odd count. The CUDA
+    /// before each, counted each), body 2 runs once after a run of an odd count that did not
+    /// stop at its maximum. The CUDA
     /// form: `WHILE(body 0 -> IF(body 1)) -> IF(body 2)`.
     PingPong,
     /// [`Form::PingPong`] whose first body runs before the first test (a do-while).
@@ -209,6 +210,7 @@ impl Conditional {
             Form::PingPong | Form::DoPingPong => {
                 let mut done = 0u32;
                 let mut test = self.form == Form::PingPong;
+                let mut stopped = false;
                 loop {
                     let mut go = !test || value(&self.condition)? != 0;
                     test = true;
@@ -220,12 +222,15 @@ impl Conditional {
                     let word = u64::from(done) | ((sticky | u64::from(hit)) << 32);
                     self.state.store(word, Ordering::Release);
                     if !go {
+                        stopped = hit;
                         break;
                     }
                     body((done % 2) as usize)?;
                     done += 1;
                 }
-                if done % 2 == 1 {
+                // A run stopped at its maximum gets no fix-up (an eager step's error returns
+                // before it too).
+                if done % 2 == 1 && !stopped {
                     body(2)?;
                 }
                 Ok(())

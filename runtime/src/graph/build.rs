@@ -1082,7 +1082,8 @@ macro_rules! shared_node_methods {
         /// exchanged, and the two alternate, `condition` tested before each (and counted
         /// against `max_iterations` each, as [`add_while_node`](Graph::add_while_node)'s
         /// iterations are); `body(2, ..)` runs once after the loop when it ran an odd number
-        /// of iterations (e.g. a copy that puts the result back under its first name). With
+        /// of iterations (e.g. a copy that puts the result back under its first name), unless
+        /// it stopped at its maximum (then it runs nothing after). With
         /// `first_test` false the first iteration runs before any test (a do-while).
         ///
         /// On CUDA: `K0 -> WHILE(body 0 -> K -> IF(body 1) -> K) -> K -> IF(body 2)`, the

@@ -443,6 +443,45 @@ fn control_node(
     let closure =
         |body: &TokenStream| quote!(|__body: &mut #rt::GraphBody<'_>| -> #rt::Result<()> { #body });
     match control.source {
+        // A body that swaps buffers: unrolled by two, the second half with the names
+        // exchanged, and after an odd count each second buffer copied into the first.
+        crate::ast::Control::While { .. } | crate::ast::Control::DoWhile { .. }
+            if !control.swaps.is_empty() =>
+        {
+            let max = control::maximum(control);
+            let first_test = matches!(control.source, crate::ast::Control::While { .. });
+            let swapped = control::swapped_lets(pipeline, control);
+            let even = &bodies[0];
+            let copies = control.swaps.iter().map(|&(a, b)| {
+                let (a, b) = (pipeline.buffers[a.0].ident, pipeline.buffers[b.0].ident);
+                quote!(__tail = ::std::vec![#rt::copy_node(&mut *__body, &__tail, &*#b, &mut *#a)?];)
+            });
+            quote! {
+                let __condition = #condition;
+                let __loop = #recv.add_ping_pong_while_node(
+                    &__tail,
+                    __condition,
+                    #first_test,
+                    #max,
+                    |__half: usize, __body: &mut #rt::GraphBody<'_>| -> #rt::Result<()> {
+                        match __half {
+                            0 => { #even }
+                            1 => {
+                                #swapped
+                                #even
+                            }
+                            _ => {
+                                let mut __tail: ::std::vec::Vec<#rt::GraphNode> = ::std::vec::Vec::new();
+                                #(#copies)*
+                                let _ = __tail;
+                                ::core::result::Result::Ok(())
+                            }
+                        }
+                    },
+                )?;
+                __tail = ::std::vec![__loop.node()];
+            }
+        }
         crate::ast::Control::While { .. } | crate::ast::Control::DoWhile { .. } => {
             let max = control::maximum(control);
             let body = closure(&bodies[0]);

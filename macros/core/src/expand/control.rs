@@ -203,6 +203,19 @@ pub fn step_parts(control: &Control<'_>) -> (TokenStream, TokenStream) {
     }
 }
 
+/// The `let` that exchanges the names of each pair a loop's body swaps, for the other half of
+/// its iterations: `let (a, b) = (&mut *b, &mut *a);`.
+pub fn swapped_lets(pipeline: &Pipeline<'_>, control: &Control<'_>) -> TokenStream {
+    let mut names = Vec::new();
+    let mut values = Vec::new();
+    for &(a, b) in &control.swaps {
+        let (a, b) = (pipeline.buffers[a.0].ident, pipeline.buffers[b.0].ident);
+        names.extend([a, b]);
+        values.extend([quote!(&mut *#b), quote!(&mut *#a)]);
+    }
+    quote!(let (#(#names,)*) = (#(#values,)*);)
+}
+
 /// An eager `while`, `do ... while`, `if`, `if`/`else` or `switch` inside a stage's closure
 /// (`__stream` is its stream), around `body`, the tokens of its bodies' statements in order.
 pub fn eager(
@@ -256,12 +269,41 @@ pub fn eager(
     let label = label(control);
     let max = maximum(control);
     let first = bodies.first().cloned().unwrap_or_default();
+    // A body that swaps buffers runs with them exchanged every other iteration, and after an
+    // odd count the second is copied into the first (what the last iteration left under the
+    // first name).
+    let (first, odd, fix_up) = if control.swaps.is_empty() {
+        (quote!(#(#first)*), quote!(), quote!())
+    } else {
+        let swapped = swapped_lets(pipeline, control);
+        let copies = control.swaps.iter().map(|&(a, b)| {
+            let (a, b) = (pipeline.buffers[a.0].ident, pipeline.buffers[b.0].ident);
+            quote!(#rt::copy(__stream, &*#b, &mut *#a)?;)
+        });
+        (
+            quote! {
+                if __odd {
+                    #swapped
+                    #(#first)*
+                } else {
+                    #(#first)*
+                }
+                __odd = !__odd;
+            },
+            quote!(let mut __odd = false;),
+            quote! {
+                if __odd {
+                    #(#copies)*
+                }
+            },
+        )
+    };
     match control.source {
         ast::Control::If { .. } => {
             let otherwise = bodies.get(1).map(|b| quote!(else { #(#b)* }));
             quote! {
                 if #test {
-                    #(#first)*
+                    #first
                 } #otherwise
             }
         }
@@ -271,8 +313,9 @@ pub fn eager(
             {
                 let __max: u32 = #rt::loop_maximum(#max)?;
                 let mut __done: u32 = 0;
+                #odd
                 loop {
-                    #(#first)*
+                    #first
                     __done += 1;
                     if !#test {
                         break;
@@ -281,12 +324,14 @@ pub fn eager(
                         return ::core::result::Result::Err(#rt::iteration_limit(#label, __max));
                     }
                 }
+                #fix_up
             }
         },
         _ => quote! {
             {
                 let __max: u32 = #rt::loop_maximum(#max)?;
                 let mut __done: u32 = 0;
+                #odd
                 loop {
                     if !#test {
                         break;
@@ -294,9 +339,10 @@ pub fn eager(
                     if __done >= __max {
                         return ::core::result::Result::Err(#rt::iteration_limit(#label, __max));
                     }
-                    #(#first)*
+                    #first
                     __done += 1;
                 }
+                #fix_up
             }
         },
     }
