@@ -91,6 +91,29 @@ gpu_pipeline! {
     }
 }
 
+gpu_pipeline! {
+    /// An `if`/`else` whose two bodies write one buffer (each branch's graph body is built by
+    /// one closure: two would each borrow the buffer exclusively).
+    pipeline OneBuffer {
+        streams { main }
+        unsafe kernels k = ptx(include_str!("../../runtime/kernels/condition_kernels.ptx")) {
+            fn gp_set_to(value: &[u32; unbounded], go: Condition) cpu = cpu::set_to;
+            fn gp_bump(out: &mut [u32; unbounded]) cpu = cpu::bump;
+        }
+        params { flag: &mut DeviceBuffer<u32>, out: &mut DeviceBuffer<u32> }
+        scratch { yes: Condition }
+        stage branch on main {
+            launch k::gp_set_to(flag, yes) grid 1u32 block 1u32;
+            if yes {
+                launch k::gp_bump(out) grid 1u32 block 1u32;
+            } else {
+                launch k::gp_bump(out) grid 1u32 block 1u32;
+                launch k::gp_bump(out) grid 1u32 block 1u32;
+            }
+        }
+    }
+}
+
 fn read(stream: &Stream, buffer: &DeviceBuffer<u32>) -> u32 {
     buffer.to_vec(stream).unwrap()[0]
 }
@@ -235,10 +258,46 @@ fn decisions_that_kernels_make(ctx: &Context) {
     assert_eq!(counts(&cases), [1, 1, 3]);
 }
 
+/// Both branches of an `if`/`else` may write one buffer, eagerly and in a graph.
+fn both_branches_write_one_buffer(ctx: &Context) {
+    let stream = Stream::new(ctx).unwrap();
+    let mut flag = DeviceBuffer::<u32>::zeros(&stream, 1).unwrap();
+    let mut out = DeviceBuffer::<u32>::zeros(&stream, 1).unwrap();
+    stream.synchronize().unwrap();
+    let mut pipeline = OneBuffer::new(ctx).unwrap();
+    pipeline.set_fault_tracking(false);
+    for f in [1, 0] {
+        set(&stream, &mut flag, f);
+        pipeline
+            .run(OneBufferParams {
+                flag: &mut flag,
+                out: &mut out,
+            })
+            .unwrap()
+            .wait()
+            .unwrap();
+    }
+    assert_eq!(read(&stream, &out), 3);
+    let mut graph = pipeline
+        .capture(OneBufferParams {
+            flag: &mut flag,
+            out: &mut out,
+        })
+        .unwrap();
+    graph.launch().unwrap();
+    graph.synchronize().unwrap();
+    drop(graph);
+    assert_eq!(read(&stream, &out), 5);
+}
+
 /// The CPU twin receives a typed setter (a compile-time check of the signature it gets).
 #[allow(dead_code)]
 fn setter_type(go: &mut ConditionSetter<'_>) {
     go.set(1);
 }
 
-tests::on_both_backends!(loops_that_kernels_decide, decisions_that_kernels_make,);
+tests::on_both_backends!(
+    loops_that_kernels_decide,
+    decisions_that_kernels_make,
+    both_branches_write_one_buffer,
+);

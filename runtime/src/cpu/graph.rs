@@ -210,8 +210,7 @@ impl Conditional {
             Form::PingPong | Form::DoPingPong => {
                 let mut done = 0u32;
                 let mut test = self.form == Form::PingPong;
-                let mut stopped = false;
-                loop {
+                let stopped = loop {
                     let mut go = !test || value(&self.condition)? != 0;
                     test = true;
                     let mut hit = false;
@@ -222,12 +221,11 @@ impl Conditional {
                     let word = u64::from(done) | ((sticky | u64::from(hit)) << 32);
                     self.state.store(word, Ordering::Release);
                     if !go {
-                        stopped = hit;
-                        break;
+                        break hit;
                     }
                     body((done % 2) as usize)?;
                     done += 1;
-                }
+                };
                 // A run stopped at its maximum gets no fix-up (an eager step's error returns
                 // before it too).
                 if done % 2 == 1 && !stopped {

@@ -496,11 +496,24 @@ fn control_node(
                 __tail = ::std::vec![__loop.node()];
             }
         }
+        // Both bodies are built by one closure behind a `RefCell` (the runtime builds one,
+        // then the other), so that both may write one buffer: two closures would each hold
+        // the buffer's exclusive borrow.
         crate::ast::Control::If { .. } if bodies.len() == 2 => {
-            let (then, otherwise) = (closure(&bodies[0]), closure(&bodies[1]));
+            let (then, otherwise) = (&bodies[0], &bodies[1]);
             quote! {
                 let __condition = #condition;
-                __tail = ::std::vec![#recv.add_if_else_node(&__tail, __condition, #then, #otherwise)?];
+                let __branches = ::core::cell::RefCell::new(
+                    |__branch: usize, __body: &mut #rt::GraphBody<'_>| -> #rt::Result<()> {
+                        if __branch == 0 { #then } else { #otherwise }
+                    },
+                );
+                __tail = ::std::vec![#recv.add_if_else_node(
+                    &__tail,
+                    __condition,
+                    |__body: &mut #rt::GraphBody<'_>| (__branches.borrow_mut())(0, __body),
+                    |__body: &mut #rt::GraphBody<'_>| (__branches.borrow_mut())(1, __body),
+                )?];
             }
         }
         crate::ast::Control::If { .. } => {

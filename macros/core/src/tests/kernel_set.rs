@@ -1,5 +1,6 @@
 //! Conditions kernels set (`scratch { go: Condition }`, a kernel parameter declared
-//! `Condition`): parsing and lowering, and each rule's message on the token it points at.
+//! `Condition`): parsing and lowering, and each rule's message on the token it points at. Also
+//! `swap(a, b);` at the end of a loop's body (the other new form of device loops).
 
 use super::*;
 use crate::lower::{Arg, ControlCondition, Mode, StatementKind};
@@ -159,5 +160,128 @@ fn a_condition_is_scratch_without_a_length() {
             "a `Condition` belongs to the pipeline, which makes one handle per conditional node it builds; declare it in `scratch { go: Condition }`",
             "condition `more` holds one value and takes no length; write `more: Condition`",
         ]
+    );
+}
+
+/// A pipeline for loop swaps: `x`, `y` (f32), `u` (f64), `c` (shared), `r` (the residual),
+/// `go` (a kernel-set condition).
+fn swapping(items: &str) -> String {
+    format!(
+        r#"pipeline P {{
+            streams {{ s1 }}
+            unsafe kernels k = ptx("k.ptx") {{
+                fn jacobi(src: &[f32], dst: &mut [f32], r: &mut [f32]);
+                fn check(r: &[f32], go: Condition);
+            }}
+            params {{
+                tol: f32,
+                x: &mut DeviceBuffer<f32>, y: &mut DeviceBuffer<f32>, u: &mut DeviceBuffer<f64>,
+                c: &DeviceBuffer<f32>, r: &mut DeviceBuffer<f32>,
+            }}
+            scratch {{ go: Condition }}
+            {items}
+        }}"#
+    )
+}
+
+const JACOBI: &str = "launch k::jacobi(x, y, r) grid 1 block 1;";
+
+#[test]
+fn a_loop_body_may_end_with_swaps_which_write_both_buffers() {
+    let pipeline = lower_ok(&swapping(&format!(
+        "stage s on s1 {{ while r > tol max 10 {{ {JACOBI} swap(x, y); }} \
+         do {{ {JACOBI} swap(x, y); }} while r > tol max 10; }}"
+    )));
+    let StatementKind::Control(control) = &pipeline.stages[0].statements[0].kind else {
+        panic!("a control");
+    };
+    let (x, y) = (buffer(0), buffer(1));
+    assert_eq!(control.swaps, [(x, y)]);
+    // The condition's read, the launch's three touches, then both swapped buffers written.
+    let written: Vec<_> = pipeline.stages[0].statements[0]
+        .accesses
+        .iter()
+        .skip(4)
+        .map(|t| (t.buffer, t.mode))
+        .collect();
+    assert_eq!(written, [(x, Mode::Write), (y, Mode::Write)]);
+}
+
+#[test]
+fn the_rules_on_swaps_in_a_loop_body() {
+    let cases: &[(String, &str, &str)] = &[
+        (
+            format!("stage s on s1 {{ while r > tol max 10 {{ {JACOBI} swap(x, u); }} }}"),
+            "`x` holds `f32` and `u` holds `f64`; `swap` exchanges buffers of one element type",
+            "u",
+        ),
+        (
+            format!("stage s on s1 {{ while r > tol max 10 {{ {JACOBI} swap(x, c); }} }}"),
+            "`c` is declared `&` but the loop's body swaps it, so each half writes through it what the other writes through the other buffer; declare it `&mut DeviceBuffer<f32>`",
+            "c",
+        ),
+        (
+            format!("stage s on s1 {{ while r > tol max 10 {{ {JACOBI} swap(x, x); }} }}"),
+            "`swap(x, x)` exchanges `x` with itself, which changes nothing; name the buffer it alternates with: `swap(x, next)`",
+            "x",
+        ),
+        (
+            format!("stage s on s1 {{ while r > tol max 10 {{ {JACOBI} swap(r, y); }} }}"),
+            "the loop tests `r`, which its condition kernel reads at one address; swap other buffers, and have a kernel write the value the loop tests",
+            "r",
+        ),
+        (
+            format!("stage s on s1 {{ while r > tol max 10 {{ {JACOBI} swap(x, y); swap(y, r); }} }}"),
+            "`y` is swapped twice at the end of this body; each buffer takes part in one `swap`",
+            "y",
+        ),
+        (
+            "stage s on s1 { while r > tol max 10 { launch k::jacobi(x[0..4], y, r) grid 1 block 1; swap(x, y); } }".to_owned(),
+            "`x` is swapped at the end of the loop's body, so the body names it whole; pass the range through a kernel parameter instead",
+            "x",
+        ),
+    ];
+    for (items, message, token) in cases {
+        let all = errors(&swapping(items));
+        assert!(all.iter().any(|m| m == message), "{items}: {all:#?}");
+        if let Err(error) = compile(&swapping(items))
+            && let Some(text) = error
+                .into_iter()
+                .find(|e| e.to_string() == *message)
+                .and_then(|e| e.span().source_text())
+        {
+            assert_eq!(text, *token, "{message}");
+        }
+    }
+    // A kernel-set loop cannot swap.
+    let all = errors(&swapping(
+        "stage s on s1 { launch k::check(r, go) grid 1 block 1; while go max 10 { launch k::check(r, go) grid 1 block 1; swap(x, y); } }",
+    ));
+    assert!(
+        all.iter()
+            .any(|m| m.starts_with("a loop whose body swaps buffers is unrolled by two")),
+        "{all:#?}"
+    );
+}
+
+#[test]
+fn swaps_end_a_loop_body_and_only_a_loop_body() {
+    let error = parse(&swapping(&format!(
+        "stage s on s1 {{ while r > tol max 10 {{ swap(x, y); {JACOBI} }} }}"
+    )))
+    .expect_err("a statement after a swap");
+    assert!(
+        error
+            .to_string()
+            .starts_with("a loop body's `swap`s come last"),
+        "{error}"
+    );
+    let error = parse(&swapping(&format!(
+        "stage s on s1 {{ if r > tol {{ {JACOBI} swap(x, y); }} }}"
+    )))
+    .expect_err("a swap in an if");
+    assert!(
+        error.to_string().starts_with("`swap` ends a loop's body"),
+        "{error}"
     );
 }
