@@ -193,7 +193,7 @@ fn loop_swaps(cx: &Ctxt, scope: &Scope<'_>, control: &Control) {
                 "the loop's body swaps it, so each half writes through it what the other \
                  writes through the other buffer",
             );
-            if seen.iter().any(|s| *s == name) {
+            if seen.contains(&name) {
                 cx.error_spanned_by(
                     name,
                     format!("`{name}` is swapped twice at the end of this body; each buffer takes part in one `swap`"),
