@@ -98,6 +98,11 @@ fn swapping_loops_leave_the_result_under_the_first_name(ctx: &Context) {
             set(&stream, buffer, n);
         }
         let mut graph = pipeline.capture(params!(100)).unwrap();
+        if ctx.handle().is_some() {
+            // `while`: K0 -> WHILE -> K -> IF; `do ... while`: WHILE -> K -> IF (each body
+            // unrolled by two inside its WHILE).
+            assert_eq!(graph.node_count().unwrap(), 7);
+        }
         graph.launch().unwrap();
         graph.synchronize().unwrap();
         let loops: Vec<u32> = graph
