@@ -21,6 +21,14 @@
 // because the kernel zeroes it whenever a loop ends); an `if`, `if`/`else` or switch once,
 // before the node. `gp_cond_value` passes a `u32` through as the handle's value: a SWITCH
 // node runs the body that value names, none when it is out of range.
+//
+// A ping-pong loop (a loop whose body swaps buffers, unrolled by two) is
+// `K0 -> WHILE(body 0 -> Kmid -> IF(body 1) -> Kend) -> Kodd -> IF(after odd)`: Kmid counts
+// and decides the IF like any closing kernel; Kend (bit 3, `after_middle`) stops the loop
+// without counting when Kmid stopped it (the count is 0 then); `iterations[1]` keeps the
+// count of the last run (0 when it stopped at its maximum: a failed step gets no fix-up, as
+// an eager one does not), which Kodd (`gp_cond_every` on it, modulus 2, remainder 1, bit 4:
+// decide only) reads to run the body after an odd count.
 
 extern "C" __device__ void cudaGraphSetConditional(unsigned long long handle, unsigned int value);
 
@@ -44,6 +52,14 @@ __device__ void decide(unsigned long long handle, unsigned int go, unsigned int*
     if (flags & 2u) {
         go = go ? 0u : 1u;
     }
+    if (flags & 16u) {
+        cudaGraphSetConditional(handle, go);
+        return;
+    }
+    if ((flags & 8u) && *iterations == 0u) {
+        cudaGraphSetConditional(handle, 0u);
+        return;
+    }
     unsigned int done = (flags & 1u) ? 0u : *iterations + 1u;
     bool limit = go && done >= max_iterations;
     if (limit) {
@@ -51,6 +67,7 @@ __device__ void decide(unsigned long long handle, unsigned int go, unsigned int*
     }
     *iterations = go ? done : 0u;
     if (!go) {
+        iterations[1] = limit ? 0u : done;
         volatile unsigned int* words = state;
         words[0] = done;
         if (limit) {

@@ -461,11 +461,12 @@ pub use driver::{
 };
 pub use error::{DriverError, Error, ErrorReport, LibraryAttempt, Result};
 pub use event::{Event, EventFlags};
-pub use graph::{CaptureMode, CaptureStatus, exchange_thread_capture_mode};
 pub use graph::{
-    Comparison, Condition, ConditionValue, Graph, GraphBody, GraphExec, GraphNode, GraphNodeType,
-    GraphUpdate, GraphUpdateResult, KernelNode, KernelUpdates, LoopState, WhileNode,
+    CONDITION_HEADER, Comparison, Condition, ConditionBytes, ConditionHandle, ConditionSetter,
+    ConditionValue, Graph, GraphBody, GraphExec, GraphNode, GraphNodeType, GraphUpdate,
+    GraphUpdateResult, HandleKind, KernelNode, KernelUpdates, LoopState, SetsCondition, WhileNode,
 };
+pub use graph::{CaptureMode, CaptureStatus, exchange_thread_capture_mode};
 pub use image::{ImageError, ImageFormat};
 pub use launch::{
     ArgRef, Bound, BoundProblem, BoundViolation, Bounds, DEFAULT_DYNAMIC_SHARED_LIMIT, DeviceRepr,

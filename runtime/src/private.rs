@@ -9,7 +9,10 @@ pub use crate::cuda::{declare_bounded_kernel, declare_kernel};
 pub use crate::error::{Error, Result};
 pub use crate::event::{Event, EventFlags};
 pub use crate::graph::CaptureMode;
-pub use crate::graph::{Comparison, Condition, GraphBody, GraphNode, WhileNode};
+pub use crate::graph::{
+    Comparison, Condition, ConditionHandle, ConditionSetter, GraphBody, GraphNode, HandleKind,
+    SetsCondition, WhileNode,
+};
 pub use crate::graph::{Graph, GraphExec, KernelNode};
 pub use crate::launch::Signature;
 pub use crate::launch::{Bound, Bounds};

@@ -119,6 +119,25 @@ pub struct Swap {
     pub b: Ident,
 }
 
+impl Parse for Swap {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let keyword = input.parse()?;
+        let content;
+        parenthesized!(content in input);
+        let a = content.parse()?;
+        content.parse::<Token![,]>()?;
+        let b = content.parse()?;
+        if content.peek(Token![,]) {
+            content.parse::<Token![,]>()?;
+        }
+        if !content.is_empty() {
+            return Err(content.error("`swap` exchanges two buffers: `swap(a, b);`"));
+        }
+        input.parse::<Token![;]>()?;
+        Ok(Swap { keyword, a, b })
+    }
+}
+
 /// A buffer as a statement names it: `x`, `xs[k]` (an element of a buffer array), `x[lo..hi]`
 /// (a range of elements) or `xs[k][lo..hi]`.
 #[derive(Debug, Clone)]
@@ -455,6 +474,9 @@ pub enum KernelParamType<'a> {
         /// Whether it is declared `&mut [T; unbounded]`: no bound, on purpose.
         unbounded: bool,
     },
+    /// `Condition`: the kernel sets a device `while`, `do ... while`, `if` or `switch`
+    /// condition itself (`gp_set_condition`); the argument is a `Condition` scratch entry.
+    Condition,
     /// A reference to something other than a slice, a bare slice, or a raw pointer.
     Unsupported,
 }
@@ -492,6 +514,14 @@ impl KernelParam {
                 _ => KernelParamType::Unsupported,
             },
             Type::Slice(_) | Type::Ptr(_) => KernelParamType::Unsupported,
+            Type::Path(path)
+                if path.qself.is_none()
+                    && path.path.segments.len() == 1
+                    && path.path.segments[0].ident == crate::symbol::CONDITION
+                    && path.path.segments[0].arguments.is_none() =>
+            {
+                KernelParamType::Condition
+            }
             ty => KernelParamType::Scalar(ty),
         }
     }
@@ -1034,20 +1064,7 @@ impl Parse for Item {
                 items,
             }))
         } else if lookahead.peek(kw::swap) {
-            let keyword = input.parse()?;
-            let content;
-            parenthesized!(content in input);
-            let a = content.parse()?;
-            content.parse::<Token![,]>()?;
-            let b = content.parse()?;
-            if content.peek(Token![,]) {
-                content.parse::<Token![,]>()?;
-            }
-            if !content.is_empty() {
-                return Err(content.error("`swap` exchanges two buffers: `swap(a, b);`"));
-            }
-            input.parse::<Token![;]>()?;
-            Ok(Item::Swap(Swap { keyword, a, b }))
+            Ok(Item::Swap(input.parse()?))
         } else if lookahead.peek(kw::concurrent) {
             let keyword = input.parse()?;
             let content;

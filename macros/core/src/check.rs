@@ -18,6 +18,7 @@ mod devices;
 mod flow;
 mod hint;
 mod iterations;
+mod kernel_set;
 mod limits;
 mod ordering;
 mod ranges;
@@ -55,6 +56,7 @@ pub fn declarations(scope: &Scope<'_>) -> syn::Result<()> {
     claim_names(&cx, scope);
     statements::check(&cx, scope);
     control::check(&cx, scope);
+    kernel_set::check(&cx, scope);
     repetition::check(&cx, scope);
     iterations::check(&cx, scope);
     accesses::check(&cx, scope);
@@ -337,6 +339,17 @@ fn declarations_of_buffers(cx: &Ctxt, scope: &Scope<'_>) {
             DeclProblem::MissingLen => cx.error_spanned_by(
                 name,
                 format!("scratch buffer `{name}` needs a length: write `{name}: {ty} = LEN`"),
+            ),
+            DeclProblem::ConditionLen => {
+                let message = format!("condition `{name}` holds one value and takes no length; write `{name}: Condition`");
+                match buffer.len {
+                    Some(len) => cx.error_spanned_by(len, message),
+                    None => cx.error_spanned_by(name, message),
+                }
+            }
+            DeclProblem::ConditionParam => cx.error_spanned_by(
+                buffer.ty,
+                format!("a `Condition` belongs to the pipeline, which makes one handle per conditional node it builds; declare it in `scratch {{ {name}: Condition }}`"),
             ),
             DeclProblem::FlagLen => {
                 let message = format!("flag cell `{name}` holds one value and takes no length; write `{name}: {ty}`");

@@ -193,6 +193,9 @@ pub enum KernelParamKind<'a> {
         /// The bound the kernel indexes it below (`&mut [T; n]`), if declared.
         bound: Option<bound::Bound<'a>>,
     },
+    /// A condition the kernel sets (`Condition`): its argument is a `Condition` scratch
+    /// entry, which the launch writes.
+    Condition,
 }
 
 /// A scalar param.
@@ -744,6 +747,7 @@ fn lower_kernel(module: usize, decl: &ast::Kernel) -> Result<Kernel<'_>, Unresol
                         None => None,
                     },
                 },
+                KernelParamType::Condition => KernelParamKind::Condition,
                 KernelParamType::Unsupported => return Err(unresolved(&param.name)),
             };
             Ok(KernelParam {
@@ -1032,6 +1036,14 @@ fn lower_arg(scope: &Scope<'_>, param: &ast::KernelParam, arg: &Expr) -> Result<
                 ty,
                 param: param.map(ScalarId),
                 assert_type,
+            })
+        }
+        // The kernel writes the condition's handle (its word, eagerly).
+        KernelParamType::Condition => {
+            let ident = bare_ident(arg).ok_or_else(|| unresolved(&param.name))?;
+            Ok(Arg::Buffer {
+                buffer: buffer(scope, ident)?,
+                mode: Mode::Write,
             })
         }
         KernelParamType::Unsupported => Err(unresolved(&param.name)),

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use syn::{Expr, Ident, Type};
 
 use crate::ast::{self, BufRef, KernelParamType, ungroup_type};
-use crate::symbol::{COMMUNICATOR, DEVICE_BUFFER, FLAG_CELL, PINNED_BUFFER, VEC};
+use crate::symbol::{COMMUNICATOR, CONDITION, DEVICE_BUFFER, FLAG_CELL, PINNED_BUFFER, VEC};
 
 /// The declarations of one pipeline, by name.
 #[derive(Debug)]
@@ -107,6 +107,9 @@ pub enum Memory {
     Pinned,
     /// `FlagCell`: a device word for wait/write value.
     Flag,
+    /// `Condition` (scratch only): the condition of one `while`, `do ... while`, `if` or
+    /// `switch` that a kernel sets itself.
+    Condition,
     /// `Vec<T>` or `[T]`: pageable host memory.
     Pageable,
     /// A reference to any other type, such as a library handle; only `call` and `host`
@@ -175,6 +178,10 @@ pub enum DeclProblem {
     MissingLen,
     /// A scratch flag cell with `= LEN`.
     FlagLen,
+    /// A `Condition` with `= LEN`.
+    ConditionLen,
+    /// A `Condition` param (a condition is the pipeline's own: scratch).
+    ConditionParam,
 }
 
 /// A type taken apart: its reference, if any, and the memory kind behind it.
@@ -211,6 +218,8 @@ pub fn shape(ty: &Type) -> TypeShape<'_> {
                     Some(Memory::Pinned)
                 } else if last.ident == FLAG_CELL {
                     Some(Memory::Flag)
+                } else if last.ident == CONDITION && last.arguments.is_none() {
+                    Some(Memory::Condition)
                 } else if last.ident == VEC {
                     Some(Memory::Pageable)
                 } else {
@@ -529,8 +538,11 @@ fn param_buffer(param: &ast::Param) -> Option<BufferDecl<'_>> {
         (None, Some(memory)) => (memory, false, Some(DeclProblem::OwnedParam)),
         (Some(mutable), None) => (Memory::Opaque, mutable, None),
         (Some(mutable), Some(memory)) => {
-            let problem = (memory != Memory::Flag && shape.elem.is_none())
-                .then_some(DeclProblem::MissingElem);
+            let problem = if memory == Memory::Condition {
+                Some(DeclProblem::ConditionParam)
+            } else {
+                (memory != Memory::Flag && shape.elem.is_none()).then_some(DeclProblem::MissingElem)
+            };
             (memory, mutable, problem)
         }
     };
@@ -586,6 +598,9 @@ fn scratch_buffer(scratch: &ast::Scratch) -> BufferDecl<'_> {
             Some(DeclProblem::ScratchNotMemory)
         }
         (None, Some(Memory::Flag)) => scratch.len.is_some().then_some(DeclProblem::FlagLen),
+        (None, Some(Memory::Condition)) => {
+            scratch.len.is_some().then_some(DeclProblem::ConditionLen)
+        }
         (None, Some(Memory::Device | Memory::Pinned)) => match (shape.elem, &scratch.len) {
             (None, _) => Some(DeclProblem::MissingElem),
             (Some(_), None) => Some(DeclProblem::MissingLen),

@@ -99,6 +99,8 @@ pub const DEVICE_BUFFER: Symbol = Symbol("DeviceBuffer");
 pub const PINNED_BUFFER: Symbol = Symbol("PinnedBuffer");
 /// A device word for stream wait/write value operations: `FlagCell` or `FlagCell<T>`.
 pub const FLAG_CELL: Symbol = Symbol("FlagCell");
+/// A condition a kernel sets: the type of a scratch entry and of a kernel parameter.
+pub const CONDITION: Symbol = Symbol("Condition");
 /// The pipeline's step counter in an `if` condition: `if step % k == 0 { ... }`.
 pub const STEP: Symbol = Symbol("step");
 /// The communicator of one rank (`gpu_pipeline::Communicator`), which communication

@@ -167,6 +167,13 @@ pub(crate) enum Form {
     DoWhile,
     /// Body `n` when the value is `n`; none when it is not below the number of bodies.
     Switch,
+    /// A loop whose body swaps buffers, unrolled by two: bodies 0 and 1 alternate (tested
+    /// before each, counted each), body 2 runs once after a run of an odd count that did not
+    /// stop at its maximum. The CUDA
+    /// form: `WHILE(body 0 -> IF(body 1)) -> IF(body 2)`.
+    PingPong,
+    /// [`Form::PingPong`] whose first body runs before the first test (a do-while).
+    DoPingPong,
 }
 
 /// A conditional node: its condition, its bodies and its state word.
@@ -199,6 +206,32 @@ impl Conditional {
                     _ => return Ok(()),
                 };
                 body(pick)
+            }
+            Form::PingPong | Form::DoPingPong => {
+                let mut done = 0u32;
+                let mut test = self.form == Form::PingPong;
+                let stopped = loop {
+                    let mut go = !test || value(&self.condition)? != 0;
+                    test = true;
+                    let mut hit = false;
+                    if go && done >= self.max_iterations {
+                        (go, hit) = (false, true);
+                    }
+                    let sticky = self.state.load(Ordering::Acquire) >> 32;
+                    let word = u64::from(done) | ((sticky | u64::from(hit)) << 32);
+                    self.state.store(word, Ordering::Release);
+                    if !go {
+                        break hit;
+                    }
+                    body((done % 2) as usize)?;
+                    done += 1;
+                };
+                // A run stopped at its maximum gets no fix-up (an eager step's error returns
+                // before it too).
+                if done % 2 == 1 && !stopped {
+                    body(2)?;
+                }
+                Ok(())
             }
             Form::While | Form::DoWhile => {
                 let mut done = 0u32;

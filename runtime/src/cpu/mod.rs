@@ -120,6 +120,7 @@ pub(crate) use event::{Event, EventOptions};
 pub use geometry::CpuKernelGeometryFn;
 pub(crate) use graph::{Form, Graph, GraphExec, Node};
 pub(crate) use host_data::{HostDataFn, RegionIo};
+pub(crate) use kernel::KernelArg as CpuKernelArg;
 pub(crate) use kernel::missing_cpu_impl;
 pub use kernel::{CpuKernel, CpuKernelFn, CpuParam};
 pub(crate) use memory::{HostSlice, HostSliceMut, Memory, MemoryKind};

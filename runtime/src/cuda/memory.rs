@@ -281,6 +281,23 @@ impl DeviceMemory {
         ))
     }
 
+    /// `bytes` of zeroed device memory: `cuMemsetD8` on the legacy stream, then that stream
+    /// synchronized (it runs before any work can reach the memory; no other stream is waited
+    /// for).
+    pub(crate) fn alloc_zeroed(ctx: &Arc<Context>, bytes: usize) -> Result<DeviceMemory> {
+        let memory = DeviceMemory::alloc(ctx, bytes)?;
+        let d = ctx.bind()?;
+        // SAFETY: a fresh allocation of at least `bytes` bytes that no work has been given yet.
+        check("cuMemsetD8", unsafe {
+            (d.cuMemsetD8)(memory.ptr, 0, bytes.max(1))
+        })?;
+        // SAFETY: the legacy stream of the bound context (a null handle).
+        check("cuStreamSynchronize", unsafe {
+            (d.cuStreamSynchronize)(std::ptr::null_mut())
+        })?;
+        Ok(memory)
+    }
+
     /// `bytes` of zeroed managed memory, attached globally (any stream, and the host, may use
     /// it).
     pub(crate) fn alloc_managed(ctx: &Arc<Context>, bytes: usize) -> Result<DeviceMemory> {

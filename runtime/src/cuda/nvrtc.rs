@@ -224,16 +224,23 @@ impl Nvrtc {
             .collect::<Result<Vec<_>>>()?;
         let option_ptrs: Vec<*const c_char> = coptions.iter().map(|o| o.as_ptr()).collect();
 
+        // The library's own header, so that a kernel compiled here can
+        // `#include "gpu_pipeline_condition.cuh"` to set a condition.
+        let header = CString::new(crate::graph::CONDITION_HEADER).map_err(|_| nul("header"))?;
+        let header_name = c"gpu_pipeline_condition.cuh";
+        let headers = [header.as_ptr()];
+        let header_names = [header_name.as_ptr()];
         let mut program: Program = std::ptr::null_mut();
-        // SAFETY: valid C strings and an out-pointer; no headers.
+        // SAFETY: valid C strings and an out-pointer; one header and its name, C strings
+        // that outlive the call.
         let code = unsafe {
             (self.create_program)(
                 &mut program,
                 csource.as_ptr(),
                 cname.as_ptr(),
-                0,
-                std::ptr::null(),
-                std::ptr::null(),
+                1,
+                headers.as_ptr(),
+                header_names.as_ptr(),
             )
         };
         if code != 0 {
@@ -381,6 +388,39 @@ mod tests {
         assert!(text.contains("/nonexistent/libnvrtc.so.13"), "{text}");
         assert!(text.contains("libnvrtc-bogus.so"), "{text}");
         assert!(text.contains(NVRTC_PATH_ENV), "{text}");
+    }
+
+    /// Where `tools/build-ptx` keeps NVRTC (absent until it ran on this machine).
+    fn wheel_nvrtc() -> Option<Nvrtc> {
+        let dir = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../target/build-ptx/nvrtc-12.0.140"
+        );
+        let path = format!("{dir}/libnvrtc.so.12");
+        if !std::path::Path::new(&path).exists() {
+            println!("skipped: {path} is absent (run tools/build-ptx once)");
+            return None;
+        }
+        Nvrtc::load_from(&[path]).ok()
+    }
+
+    #[test]
+    fn a_kernel_may_include_the_condition_header() {
+        let Some(nvrtc) = wheel_nvrtc() else {
+            return;
+        };
+        let source = r#"
+            #include "gpu_pipeline_condition.cuh"
+            extern "C" __global__ void decide(const unsigned* v, gp_condition go)
+            {
+                if (threadIdx.x == 0) gp_set_condition(go, v[0]);
+            }
+        "#;
+        let text = nvrtc
+            .compile_ptx("decide.cu", source, &["--gpu-architecture=compute_75"])
+            .expect("compiles with the header");
+        assert!(text.contains("cudaGraphSetConditional"), "{text}");
+        assert!(text.contains(".b8 decide_param_1[32]"), "{text}");
     }
 
     #[test]

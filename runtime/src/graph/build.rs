@@ -18,6 +18,7 @@ use std::sync::Arc;
 use bytemuck::Pod;
 
 use super::control::Test;
+use super::kernel_set::{ConditionHandle, HandleKind, Owner};
 use super::{
     CaptureMode, Condition, Graph, GraphBackend, GraphNode, GraphNodeType, KernelIdentity,
     KernelNode, LoopState, NodeId, Scope,
@@ -266,6 +267,22 @@ impl Graph {
         const CALL: &str = "Graph::add_kernel_node";
         // A node whose arguments break a bound of the kernel is refused, not added.
         kernel.check_bounds_for(CALL, &args)?;
+        // A condition handle is set only where its node can see it.
+        let mut refused = None;
+        // The loop state words the kernel may write: kept for the graph's life even if the
+        // handle and its node go before it (the words themselves are argument memory).
+        let mut states = Vec::new();
+        args.visit_conditions(&mut |handle| {
+            if refused.is_none() {
+                refused = handle.check_setter(CALL, self.id, scope).err();
+            }
+            if let Some(FlagStorage::Cuda(word)) = handle.loop_state().map(LoopState::storage) {
+                states.push(cuda::Keep::Object(word.clone()));
+            }
+        });
+        if let Some(e) = refused {
+            return Err(e);
+        }
         let k = kernel.kernel();
         k.validate_for(CALL, &config)?;
         if !k.context().shares_memory_with(&self.ctx) {
@@ -289,7 +306,9 @@ impl Graph {
             GraphNodeType::KERNEL,
             |g, body, deps| {
                 let function = k.cuda_only(CALL)?;
-                g.add_kernel_node(body, deps, function, &config, &CudaArgsOf(&args))
+                let node = g.add_kernel_node(body, deps, function, &config, &CudaArgsOf(&args))?;
+                g.retain(states);
+                Ok(node)
             },
             |g, path, deps| {
                 if !matches!(k.inner.backend, KernelBackend::Cpu) {
@@ -445,9 +464,45 @@ impl Graph {
             return Err(Error::invalid(call, "a switch needs at least one case"));
         }
         let max = if is_loop { max_iterations } else { u32::MAX };
-        let state = LoopState::new(&self.ctx, condition.label(), max)?;
+        let kernel_set = match &condition.test {
+            Test::Kernel {
+                owner: Some(owner), ..
+            } => Some(owner.clone()),
+            _ => None,
+        };
+        if let Some(owner) = &kernel_set {
+            kernel_set_fits(call, owner, self.id, scope, form, max_iterations)?;
+        }
+        let state = match kernel_set.as_ref().and_then(|o| o.state.as_ref()) {
+            Some(state) => state.relabeled(condition.label()),
+            None => LoopState::new(&self.ctx, condition.label(), max)?,
+        };
         // Adds the node with empty bodies; returns the bodies' scopes and how to close them.
         let (node, inner, close) = match (&mut self.backend, target, deps) {
+            (GraphBackend::Cuda(g), Scope::Cuda(at), Deps::Cuda(deps))
+                if let Some(owner) = &kernel_set =>
+            {
+                // The kernel sets the handle: no condition kernel, but the value's words and
+                // the state stay with the graph. Drivers before 12.8 decide an `else` or a
+                // switch from the word with the library's kernels.
+                let words = Condition {
+                    test: match &condition.test {
+                        Test::Kernel { alloc, offset, .. } => Test::Value {
+                            alloc: alloc.clone(),
+                            offset: *offset,
+                            len: 1,
+                        },
+                        _ => return Err(Error::invalid(call, "a kernel-set condition")),
+                    },
+                    label: None,
+                };
+                let (mut args, keep) = cuda_condition(call, &words, &state, max)?;
+                let added = g.add_kernel_set_conditional(
+                    at, &deps, form, count, owner.raw, &mut args, keep,
+                )?;
+                let inner = added.bodies.into_iter().map(Scope::Cuda).collect();
+                (NodeId::Cuda(added.node), inner, Close::Cuda(None))
+            }
             (GraphBackend::Cuda(g), Scope::Cuda(at), Deps::Cuda(deps)) => {
                 let (mut args, keep) = cuda_condition(call, &condition, &state, max)?;
                 let added = g.add_conditional(at, &deps, form, count, &mut args, keep)?;
@@ -474,11 +529,22 @@ impl Graph {
             }
             _ => return Err(mixed(call, "graph")),
         };
+        // Every body's scope first, so that a kernel-set handle knows where it may be set from
+        // before any body is built.
+        let scopes: Vec<Scope> = inner;
+        let mut body_scopes = Vec::with_capacity(scopes.len());
+        for inner in scopes {
+            self.scopes.push(inner);
+            body_scopes.push((self.scopes.len() - 1) as u32);
+        }
+        if let Some(owner) = &kernel_set {
+            *owner
+                .bodies
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(body_scopes.clone());
+        }
         let built = catch_unwind(AssertUnwindSafe(|| {
-            let scopes: Vec<Scope> = inner;
-            for (n, inner) in scopes.into_iter().enumerate() {
-                self.scopes.push(inner);
-                let body_scope = (self.scopes.len() - 1) as u32;
+            for (n, body_scope) in body_scopes.into_iter().enumerate() {
                 body(
                     n,
                     &mut GraphBody {
@@ -513,6 +579,215 @@ impl Graph {
             self.loops.push(state.clone());
         }
         Ok((self.made(scope, GraphNodeType::CONDITIONAL, node), state))
+    }
+}
+
+impl Graph {
+    /// Adds a ping-pong loop to `scope` (see `add_ping_pong_while_node`): the CUDA form is
+    /// built in steps, each body filled as soon as its scope exists. A body that fails (or
+    /// panics) leaves the graph unusable, as for the other conditional nodes.
+    #[allow(clippy::too_many_arguments)]
+    fn add_ping_pong_in(
+        &mut self,
+        call: &'static str,
+        scope: u32,
+        dependencies: &[GraphNode],
+        condition: Condition,
+        first_test: bool,
+        max_iterations: u32,
+        body: &mut dyn FnMut(usize, &mut GraphBody<'_>) -> Result<()>,
+    ) -> Result<(GraphNode, LoopState)> {
+        let target = self.scope_of(call, scope)?;
+        let deps = self.deps(call, scope, dependencies)?;
+        condition.check(call, &self.ctx)?;
+        if matches!(condition.test, Test::Kernel { .. }) {
+            return Err(Error::invalid(
+                call,
+                "a loop whose body swaps buffers is decided by a comparison (`Condition::compare`) \
+                 or a value, which the library tests after each half of the unrolled body; a \
+                 kernel-set condition would need two handles",
+            ));
+        }
+        if max_iterations == 0 {
+            return Err(Error::invalid(
+                call,
+                "a loop needs a maximum of at least 1 iteration",
+            ));
+        }
+        let state = LoopState::new(&self.ctx, condition.label(), max_iterations)?;
+        let built = catch_unwind(AssertUnwindSafe(|| -> Result<NodeId> {
+            let mut fill = |graph: &mut Graph, inner: Scope, n: usize| -> Result<()> {
+                graph.scopes.push(inner);
+                let body_scope = (graph.scopes.len() - 1) as u32;
+                body(
+                    n,
+                    &mut GraphBody {
+                        graph,
+                        scope: body_scope,
+                    },
+                )
+            };
+            match (&mut self.backend, target, deps) {
+                (GraphBackend::Cuda(g), Scope::Cuda(at), Deps::Cuda(deps)) => {
+                    let (mut args, keep) =
+                        cuda_condition(call, &condition, &state, max_iterations)?;
+                    let (node, body0, handle) =
+                        g.ping_pong_start(at, &deps, first_test, &mut args, keep)?;
+                    fill(self, Scope::Cuda(body0), 0)?;
+                    let GraphBackend::Cuda(g) = &mut self.backend else {
+                        return Err(mixed(call, "graph"));
+                    };
+                    let (middle, body1) = g.ping_pong_middle(body0, &args)?;
+                    fill(self, Scope::Cuda(body1), 1)?;
+                    let GraphBackend::Cuda(g) = &mut self.backend else {
+                        return Err(mixed(call, "graph"));
+                    };
+                    g.ping_pong_end(body0, middle, handle, &args)?;
+                    let (after, body2) = g.ping_pong_after(at, node, &args)?;
+                    fill(self, Scope::Cuda(body2), 2)?;
+                    Ok(NodeId::Cuda(after))
+                }
+                (GraphBackend::Cpu(g), Scope::Cpu(path), Deps::Cpu(deps)) => {
+                    let test = cpu_condition(call, &condition)?;
+                    let FlagStorage::Cpu(word) = state.storage() else {
+                        return Err(mixed(call, "loop state"));
+                    };
+                    let form = if first_test {
+                        cpu::Form::PingPong
+                    } else {
+                        cpu::Form::DoPingPong
+                    };
+                    let label = condition.label();
+                    let index = g.add_conditional(
+                        &path,
+                        &deps,
+                        &label,
+                        form,
+                        3,
+                        test,
+                        max_iterations,
+                        word.clone(),
+                    )?;
+                    for n in 0..3 {
+                        let mut inner = path.clone();
+                        inner.extend([index, n]);
+                        fill(self, Scope::Cpu(inner), n)?;
+                    }
+                    let GraphBackend::Cpu(g) = &mut self.backend else {
+                        return Err(mixed(call, "graph"));
+                    };
+                    g.seal_conditional(&path, index)?;
+                    Ok(NodeId::Cpu(index))
+                }
+                _ => Err(mixed(call, "graph")),
+            }
+        }));
+        let node = match built {
+            Ok(Ok(node)) => node,
+            Ok(Err(e)) => {
+                self.broken = true;
+                return Err(e);
+            }
+            Err(panic) => {
+                self.broken = true;
+                resume_unwind(panic)
+            }
+        };
+        self.loops.push(state.clone());
+        Ok((self.made(scope, GraphNodeType::CONDITIONAL, node), state))
+    }
+}
+
+/// Checks that a kernel-set handle `owner` may decide a node of `form` in `scope` of graph
+/// `graph`: its own scope, the kind it was made for, the same maximum, and no node yet.
+fn kernel_set_fits(
+    call: &'static str,
+    owner: &Owner,
+    graph: u64,
+    scope: u32,
+    form: cpu::Form,
+    max_iterations: u32,
+) -> Result<()> {
+    if owner.graph != graph || owner.scope != scope {
+        return Err(Error::invalid(
+            call,
+            "the condition handle was made by another graph or body; make it with \
+             `condition_handle` of the graph or body the node is added to",
+        ));
+    }
+    let fits = match (form, owner.kind) {
+        (cpu::Form::While, HandleKind::While { max_iterations: m })
+        | (cpu::Form::DoWhile, HandleKind::DoWhile { max_iterations: m }) => {
+            if m != max_iterations {
+                return Err(Error::invalid(
+                    call,
+                    format!(
+                        "the condition handle was made for a loop of at most {m} iterations, \
+                         and the node is given {max_iterations}; give both the same maximum"
+                    ),
+                ));
+            }
+            true
+        }
+        (cpu::Form::If | cpu::Form::IfElse | cpu::Form::Switch, HandleKind::Decision) => true,
+        _ => false,
+    };
+    if !fits {
+        return Err(Error::invalid(
+            call,
+            format!(
+                "the condition handle was made for {:?}, not for this kind of node (`While` \
+                 for a while node, `DoWhile` for a do-while node, `Decision` for an if, \
+                 if/else or switch node)",
+                owner.kind
+            ),
+        ));
+    }
+    if owner
+        .bodies
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .is_some()
+    {
+        return Err(Error::invalid(
+            call,
+            "the condition handle decides another node already; a handle decides one node",
+        ));
+    }
+    Ok(())
+}
+
+impl Graph {
+    /// A handle for a conditional node that kernels set, made in `scope`.
+    fn condition_handle_in(&mut self, scope: u32, kind: HandleKind) -> Result<ConditionHandle> {
+        const CALL: &str = "Graph::condition_handle";
+        let target = self.scope_of(CALL, scope)?;
+        let state = match kind {
+            HandleKind::While { max_iterations } | HandleKind::DoWhile { max_iterations } => {
+                if max_iterations == 0 {
+                    return Err(Error::invalid(
+                        CALL,
+                        "a loop needs a maximum of at least 1 iteration",
+                    ));
+                }
+                Some(LoopState::new(
+                    &self.ctx,
+                    "a kernel-set condition".to_owned(),
+                    max_iterations,
+                )?)
+            }
+            HandleKind::Decision => None,
+        };
+        let raw = match (&mut self.backend, target) {
+            (GraphBackend::Cuda(g), Scope::Cuda(at)) => match kind {
+                // A do-while's body runs first: its handle starts each launch at 1.
+                HandleKind::DoWhile { .. } => g.condition_handle(at, 1, true)?,
+                _ => g.condition_handle(at, 0, false)?,
+            },
+            (GraphBackend::Cpu(_), Scope::Cpu(_)) => 0,
+            _ => return Err(mixed(CALL, "graph")),
+        };
+        ConditionHandle::owned(&self.ctx, self.id, scope, raw, kind, state)
     }
 }
 
@@ -554,7 +829,9 @@ fn cuda_condition(
             };
             (kind, range.ptr(), *threshold, comparison.code())
         }
-        Test::Value { .. } => {
+        // A kernel-set condition's word (what the library's kernels read on drivers that
+        // have no IF with two bodies or SWITCH).
+        Test::Value { .. } | Test::Kernel { .. } => {
             let range = region
                 .and_then(|r| r.cuda())
                 .ok_or_else(|| mixed(call, "condition's buffer"))?;
@@ -612,7 +889,7 @@ fn cpu_condition(call: &'static str, condition: &Condition) -> Result<cpu::Condi
                 threshold: *threshold,
             }
         }
-        Test::Value { .. } => {
+        Test::Value { .. } | Test::Kernel { .. } => {
             let range = region
                 .and_then(|r| r.cpu())
                 .ok_or_else(|| mixed(call, "condition's buffer"))?;
@@ -773,6 +1050,21 @@ macro_rules! shared_node_methods {
             $graph!(self).add_dependency_in(scope, from, to)
         }
 
+        /// Makes the handle of a conditional node whose condition kernels set themselves
+        /// ([`Condition::set_by_kernel`]), for a node of `kind` added to this graph or body
+        /// later: pass `&handle` to each kernel node that sets it (a [`SetsCondition`]
+        /// parameter; the CUDA kernel calls `gp_set_condition`, see
+        /// [`CONDITION_HEADER`](crate::CONDITION_HEADER)). A kernel node before the
+        /// conditional node, in this graph or body, sets the first test of a `While` and the
+        /// value of a `Decision`; one in the loop's body sets each later test (a `DoWhile`'s
+        /// body runs first). A kernel node anywhere else is refused when added.
+        ///
+        /// [`SetsCondition`]: crate::SetsCondition
+        pub fn condition_handle(&mut self, kind: HandleKind) -> Result<ConditionHandle> {
+            let scope = $scope(&*self);
+            $graph!(self).condition_handle_in(scope, kind)
+        }
+
         /// Adds a device-side `while` loop after `dependencies`: `condition` is tested before
         /// each iteration (on the device, by the library's condition kernel; the host takes no
         /// part), and `body` builds what each iteration runs. The loop stops after
@@ -829,6 +1121,39 @@ macro_rules! shared_node_methods {
                 1,
                 max_iterations,
                 &mut |_, b| body.take().map_or(Ok(()), |f| f(b)),
+            )?;
+            Ok(WhileNode { node, state })
+        }
+
+        /// Adds a device-side loop whose body swaps buffers (a ping-pong), unrolled by two:
+        /// `body(0, ..)` builds the body as written, `body(1, ..)` the body with the buffers
+        /// exchanged, and the two alternate, `condition` tested before each (and counted
+        /// against `max_iterations` each, as [`add_while_node`](Graph::add_while_node)'s
+        /// iterations are); `body(2, ..)` runs once after the loop when it ran an odd number
+        /// of iterations (e.g. a copy that puts the result back under its first name), unless
+        /// it stopped at its maximum (then it runs nothing after). With
+        /// `first_test` false the first iteration runs before any test (a do-while).
+        ///
+        /// On CUDA: `K0 -> WHILE(body 0 -> K -> IF(body 1) -> K) -> K -> IF(body 2)`, the
+        /// library's condition kernel deciding each test (a comparison or a value; not a
+        /// kernel-set condition). The node returned is the last IF: later nodes follow it.
+        pub fn add_ping_pong_while_node(
+            &mut self,
+            dependencies: &[GraphNode],
+            condition: Condition,
+            first_test: bool,
+            max_iterations: u32,
+            mut body: impl FnMut(usize, &mut GraphBody<'_>) -> Result<()>,
+        ) -> Result<WhileNode> {
+            let scope = $scope(&*self);
+            let (node, state) = $graph!(self).add_ping_pong_in(
+                "Graph::add_ping_pong_while_node",
+                scope,
+                dependencies,
+                condition,
+                first_test,
+                max_iterations,
+                &mut body,
             )?;
             Ok(WhileNode { node, state })
         }

@@ -18,6 +18,7 @@ use crate::error::{Error, Result};
 use crate::memory::alloc::DeviceAlloc;
 use crate::memory::flag::FlagStorage;
 use crate::memory::view::DeviceRegion;
+use crate::memory::view::sealed::DeviceMemory as _;
 use crate::memory::{DeviceSource, FlagCell};
 
 /// How a condition compares its value with the threshold. NaN compares as IEEE says: every
@@ -219,6 +220,16 @@ pub(crate) enum Test {
         offset: usize,
         len: usize,
     },
+    /// The value a kernel sets through a [`ConditionHandle`](crate::ConditionHandle).
+    Kernel {
+        /// The handle's words (`word[0]` is the value set), for the CPU backend and for the
+        /// nodes of drivers before 12.8.
+        alloc: DeviceAlloc,
+        /// Where the words start in it.
+        offset: usize,
+        /// The handle's graph side (`None`: an eager handle, which no node may read).
+        owner: Option<Arc<super::kernel_set::Owner>>,
+    },
     /// `counter % modulus == remainder`.
     Every {
         ctx: Context,
@@ -245,6 +256,12 @@ impl Test {
                 offset: *offset,
                 bytes: (*len).min(1) * 4,
                 len: *len,
+            }),
+            Test::Kernel { alloc, offset, .. } => Some(DeviceRegion {
+                alloc,
+                offset: *offset,
+                bytes: 4,
+                len: 1,
             }),
             Test::Every { .. } => None,
         }
@@ -314,6 +331,21 @@ impl Condition {
         }
     }
 
+    /// The value a kernel sets itself through `handle` (a graph's handle, from
+    /// [`Graph::condition_handle`](crate::Graph::condition_handle)): the node adds no condition
+    /// kernel of the library. Non-zero holds; a switch runs the case the value names.
+    pub fn set_by_kernel(handle: &crate::ConditionHandle) -> Condition {
+        let region = handle.words().device_region();
+        Condition {
+            test: Test::Kernel {
+                alloc: region.alloc.clone(),
+                offset: region.offset,
+                owner: handle.owner.clone(),
+            },
+            label: None,
+        }
+    }
+
     /// Names the condition in errors (e.g. `"residual > tol"`).
     pub fn named(mut self, label: impl Into<String>) -> Condition {
         self.label = Some(label.into());
@@ -327,7 +359,7 @@ impl Condition {
         }
         match &self.test {
             Test::Compare { comparison, .. } => format!("value {} threshold", comparison.symbol()),
-            Test::Value { .. } => "value".to_owned(),
+            Test::Value { .. } | Test::Kernel { .. } => "value".to_owned(),
             Test::Every {
                 modulus, remainder, ..
             } => format!("counter % {modulus} == {remainder}"),
@@ -368,6 +400,15 @@ impl Condition {
                 }
                 owner
             }
+            Test::Kernel { owner: None, .. } => {
+                return Err(Error::invalid(
+                    call,
+                    "`Condition::set_by_kernel` was given an eager handle (`ConditionHandle::eager`), \
+                     which belongs to no graph; make the handle with `condition_handle` of the \
+                     graph or body that gets the node",
+                ));
+            }
+            Test::Kernel { alloc, .. } => &alloc.ctx,
         };
         if !ctx.shares_memory_with(owner) {
             return Err(Error::mismatch(
@@ -419,6 +460,15 @@ impl LoopState {
             label: Arc::from(label),
             max_iterations,
         })
+    }
+
+    /// The same word, under the label of the node it belongs to.
+    pub(crate) fn relabeled(&self, label: String) -> LoopState {
+        LoopState {
+            word: self.word.clone(),
+            label: Arc::from(label),
+            max_iterations: self.max_iterations,
+        }
     }
 
     /// The word, for the backends.

@@ -21,6 +21,7 @@
 mod build;
 mod capture;
 mod control;
+mod kernel_set;
 mod updates;
 
 use std::collections::HashSet;
@@ -29,6 +30,9 @@ use std::sync::Arc;
 pub use build::{GraphBody, WhileNode};
 pub use capture::{CaptureMode, CaptureStatus, exchange_thread_capture_mode};
 pub use control::{Comparison, Condition, ConditionValue, LoopState};
+pub use kernel_set::{
+    CONDITION_HEADER, ConditionBytes, ConditionHandle, ConditionSetter, HandleKind, SetsCondition,
+};
 pub use updates::KernelUpdates;
 
 use crate::context::Context;

@@ -90,6 +90,7 @@ impl KernelUpdates<'_> {
     ) -> Result<()> {
         const CALL: &str = "GraphExec::set_kernel_params";
         kernel.check_bounds_for(CALL, &args)?;
+        crate::launch::refuse_condition_updates(CALL, &args)?;
         if node.node.graph != self.source {
             return Err(Error::invalid(
                 CALL,

@@ -162,6 +162,13 @@ pub trait KernelArg: sealed::Arg {
     /// The argument as the backends read it.
     #[doc(hidden)]
     fn arg_ref(&self) -> ArgRef<'_>;
+    /// The condition handle it is, for a `SetsCondition` argument: where it may be set from
+    /// is checked before a launch or node is made.
+    #[doc(hidden)]
+    #[inline(always)]
+    fn condition(&self) -> Option<&crate::graph::ConditionHandle> {
+        None
+    }
 }
 
 impl<T: DeviceRepr> sealed::Arg for T {}
@@ -302,6 +309,12 @@ pub trait KernelArgs: sealed::Tuple {
     /// Calls `f` with each argument as the backends read it, in order.
     #[doc(hidden)]
     fn visit(&self, f: &mut dyn FnMut(usize, ArgRef<'_>));
+
+    /// Calls `f` with each condition handle among the arguments.
+    #[doc(hidden)]
+    fn visit_conditions(&self, f: &mut dyn FnMut(&crate::graph::ConditionHandle)) {
+        let _ = f;
+    }
 }
 
 /// Arguments that match the signature `Sig` one by one.
@@ -370,6 +383,11 @@ macro_rules! tuples {
             #[inline(always)]
             fn visit(&self, f: &mut dyn FnMut(usize, ArgRef<'_>)) {
                 $(f($i, self.$i.arg_ref());)+
+            }
+
+            #[inline(always)]
+            fn visit_conditions(&self, f: &mut dyn FnMut(&crate::graph::ConditionHandle)) {
+                $(if let ::core::option::Option::Some(c) = self.$i.condition() { f(c); })+
             }
         }
 

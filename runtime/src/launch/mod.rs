@@ -29,6 +29,7 @@ pub(crate) mod violation;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
+pub(crate) use args::sealed;
 pub use args::{
     ArgRef, DeviceRepr, KernelArg, KernelArgs, KernelArgsFor, KernelParam, ParamLayout, PassedAs,
     Signature, check_param_sizes,
@@ -105,6 +106,39 @@ impl Kernel {
             ModuleBackend::Cuda(module) => cpu::Keep::Object(module.clone()),
         }
     }
+}
+
+/// Refuses a graph's condition handle among `args`: a kernel launched on a stream (or a
+/// kernel node given new arguments) may set only an eager handle, whose word it writes; a
+/// graph's handle is set by kernel nodes that graph adds with it.
+pub(crate) fn refuse_graph_conditions<A: KernelArgs>(call: &'static str, args: &A) -> Result<()> {
+    let mut graph = false;
+    args.visit_conditions(&mut |handle| graph |= handle.owner.is_some());
+    if graph {
+        return Err(Error::invalid(
+            call,
+            "a kernel is given a graph's condition handle outside that graph; a graph's handle \
+             is set by the kernel nodes added with it (`add_kernel_node`), a launch on a stream \
+             sets an eager one (`ConditionHandle::eager`)",
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses new arguments for a kernel node that sets a condition (any handle among `args`): its
+/// node's loop is decided, and counted against its maximum, by the handle it was built with,
+/// which another would leave unset (a loop that never ends).
+pub(crate) fn refuse_condition_updates<A: KernelArgs>(call: &'static str, args: &A) -> Result<()> {
+    let mut any = false;
+    args.visit_conditions(&mut |_| any = true);
+    if any {
+        return Err(Error::invalid(
+            call,
+            "a kernel node that sets a condition keeps the arguments it was built with; build \
+             the graph again to change them",
+        ));
+    }
+    Ok(())
 }
 
 /// Argument tuples as the CUDA backend takes them.
@@ -294,6 +328,7 @@ impl<Sig: Signature + 'static> TypedKernel<Sig> {
     ) -> Result<()> {
         const CALL: &str = "TypedKernel::launch";
         self.check_bounds_for(CALL, &args)?;
+        refuse_graph_conditions(CALL, &args)?;
         match stream.kind() {
             StreamBackend::Cuda(s) => self.kernel.launch_cuda(CALL, s, &config, &args),
             StreamBackend::Cpu(s) => self.launch_cpu(CALL, stream, s, &config, &args),

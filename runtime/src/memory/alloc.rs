@@ -67,6 +67,25 @@ impl DeviceAlloc {
         })
     }
 
+    /// `bytes` of zeroed device memory, zero before any stream can reach it (CPU-backend
+    /// memory starts zeroed).
+    pub(crate) fn new_zeroed(
+        call: &'static str,
+        ctx: &Context,
+        bytes: usize,
+    ) -> Result<DeviceAlloc> {
+        let memory = match ctx.kind() {
+            ContextBackend::Cuda(c) => {
+                DeviceMemory::Cuda(Arc::new(cuda::DeviceMemory::alloc_zeroed(c, bytes)?))
+            }
+            ContextBackend::Cpu(_) => return DeviceAlloc::new(call, ctx, bytes),
+        };
+        Ok(DeviceAlloc {
+            ctx: ctx.clone(),
+            memory,
+        })
+    }
+
     /// `bytes` of zeroed managed memory.
     pub(crate) fn new_managed(
         call: &'static str,

@@ -20,7 +20,7 @@ use syn::parse::{Parse, ParseStream};
 use syn::spanned::Spanned;
 use syn::{BinOp, Expr, Ident, LitInt, Token, braced, token};
 
-use super::{Statement, bare_ident, tokens_string, ungroup_expr};
+use super::{Statement, Swap, bare_ident, tokens_string, ungroup_expr};
 use crate::symbol::{STEP, kw};
 
 /// `while ...` or `if ...`.
@@ -40,6 +40,9 @@ pub enum Control {
         brace: token::Brace,
         /// The body.
         body: Vec<Statement>,
+        /// `swap(a, b);` at the end of the body: the next iteration runs with the two
+        /// exchanged (a ping-pong, unrolled by two in a graph).
+        swaps: Vec<Swap>,
     },
     /// `if COND { ... } [else { ... }]`: the body runs once when the condition holds, the
     /// `else` body when it does not.
@@ -64,6 +67,8 @@ pub enum Control {
         brace: token::Brace,
         /// The body.
         body: Vec<Statement>,
+        /// `swap(a, b);` at the end of the body, as for `while`.
+        swaps: Vec<Swap>,
         /// The `while` keyword after the body.
         while_token: Token![while],
         /// What is tested after each iteration.
@@ -112,6 +117,8 @@ pub struct Case {
 pub enum Condition {
     /// `buffer OP value`, on the device.
     Device(DeviceCondition),
+    /// `go`: a `Condition` that kernels set themselves (non-zero holds).
+    Kernel(Ident),
     /// `step % K == R`, on the pipeline's step counter.
     Step(StepCondition),
 }
@@ -225,6 +232,14 @@ impl Control {
         }
     }
 
+    /// The `swap`s that end a loop's body (none for the other forms).
+    pub fn swaps(&self) -> &[Swap] {
+        match self {
+            Control::While { swaps, .. } | Control::DoWhile { swaps, .. } => swaps,
+            _ => &[],
+        }
+    }
+
     /// Whether it is a loop (`while` or `do ... while`).
     pub fn is_loop(&self) -> bool {
         matches!(self, Control::While { .. } | Control::DoWhile { .. })
@@ -262,14 +277,16 @@ impl Condition {
                 tokens_string(&step.modulus),
                 tokens_string(&step.remainder)
             ),
+            Condition::Kernel(name) => name.to_string(),
         }
     }
 
     /// The condition as written.
-    pub fn expr(&self) -> &Expr {
+    pub fn expr(&self) -> Option<&Expr> {
         match self {
-            Condition::Device(c) => &c.expr,
-            Condition::Step(c) => &c.expr,
+            Condition::Device(c) => Some(&c.expr),
+            Condition::Step(c) => Some(&c.expr),
+            Condition::Kernel(_) => None,
         }
     }
 }
@@ -295,17 +312,18 @@ impl Parse for Control {
             let keyword = input.parse()?;
             let condition = input.parse()?;
             let max = parse_max(input)?;
-            let (brace, body) = parse_body(input)?;
+            let (brace, body, swaps) = parse_loop_body(input)?;
             Ok(Control::While {
                 keyword,
                 condition,
                 max,
                 brace,
                 body,
+                swaps,
             })
         } else if input.peek(Token![do]) {
             let keyword = input.parse()?;
-            let (brace, body) = parse_body(input)?;
+            let (brace, body, swaps) = parse_loop_body(input)?;
             let while_token = input.parse().map_err(|e| {
                 syn::Error::new(
                     e.span(),
@@ -320,6 +338,7 @@ impl Parse for Control {
                 keyword,
                 brace,
                 body,
+                swaps,
                 while_token,
                 condition,
                 max,
@@ -400,9 +419,39 @@ fn parse_body(input: ParseStream<'_>) -> syn::Result<(token::Brace, Vec<Statemen
     let brace = braced!(content in input);
     let mut body = Vec::new();
     while !content.is_empty() {
+        if content.peek(kw::swap) {
+            return Err(content.error(
+                "`swap` ends a loop's body (`while` or `do ... while`), whose next iteration \
+                 runs with the buffers exchanged; an `if` or `switch` body runs once: pass the \
+                 other buffer to its launches instead",
+            ));
+        }
         body.push(content.parse()?);
     }
     Ok((brace, body))
+}
+
+/// A loop's body: statements, then the `swap`s that end it.
+fn parse_loop_body(
+    input: ParseStream<'_>,
+) -> syn::Result<(token::Brace, Vec<Statement>, Vec<Swap>)> {
+    let content;
+    let brace = braced!(content in input);
+    let mut body = Vec::new();
+    let mut swaps = Vec::new();
+    while !content.is_empty() {
+        if content.peek(kw::swap) {
+            swaps.push(content.parse()?);
+        } else if !swaps.is_empty() {
+            return Err(content.error(
+                "a loop body's `swap`s come last: the body runs, then the next iteration runs \
+                 with the buffers exchanged; move this statement before the `swap`",
+            ));
+        } else {
+            body.push(content.parse()?);
+        }
+    }
+    Ok((brace, body, swaps))
 }
 
 impl Parse for Condition {
@@ -412,9 +461,14 @@ impl Parse for Condition {
             syn::Error::new(
                 expr.span(),
                 "a condition compares a device buffer with a value (`residual > tol`, \
-                 `flag != 0`) or tests the step counter (`step % k == 0`)",
+                 `flag != 0`), tests the step counter (`step % k == 0`), or names a \
+                 `Condition` that kernels set (`while go max 100 { ... }`)",
             )
         };
+        // `go`: a condition a kernel sets.
+        if let Some(name) = bare_ident(&expr) {
+            return Ok(Condition::Kernel(name.clone()));
+        }
         let Expr::Binary(binary) = ungroup_expr(&expr) else {
             return Err(shape());
         };

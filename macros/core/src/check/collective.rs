@@ -166,7 +166,7 @@ fn statement(cx: &Ctxt, scope: &Scope<'_>, comm: &Comm) {
                 "{}; `{word}` moves device memory: `copy` it into a `DeviceBuffer` and use that",
                 what(buffer)
             )),
-            Memory::Flag | Memory::Pageable | Memory::Opaque => {
+            Memory::Flag | Memory::Condition | Memory::Pageable | Memory::Opaque => {
                 Some(format!("{}; `{word}` moves a `DeviceBuffer`", what(buffer)))
             }
         };

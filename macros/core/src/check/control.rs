@@ -32,6 +32,7 @@ fn statement(cx: &Ctxt, scope: &Scope<'_>, control: &Control) {
     condition(cx, scope, control);
     super::switch::check(cx, scope, control);
     maximum(cx, control);
+    loop_swaps(cx, scope, control);
     for body in control.bodies() {
         for statement in body {
             body_statement(cx, control, statement);
@@ -84,6 +85,34 @@ fn condition(cx: &Ctxt, scope: &Scope<'_>, control: &Control) {
                 );
             }
         }
+        Condition::Kernel(name) => {
+            let role = "a bare name tests a `Condition` that kernels set (`scratch { go: \
+                        Condition }`, passed to a kernel parameter declared `Condition`)";
+            let Some(buffer) = resolve(cx, scope, name, role) else {
+                return;
+            };
+            match buffer.memory {
+                Memory::Condition => {}
+                Memory::Device => cx.error_spanned_by(
+                    name,
+                    format!(
+                        "{}; a bare name tests a `Condition` that kernels set; compare the \
+                         buffer's first element instead: `{} {name} != 0 ...`",
+                        what(buffer),
+                        control.word()
+                    ),
+                ),
+                _ => cx.error_spanned_by(
+                    name,
+                    format!(
+                        "{}; a bare name tests a `Condition` that kernels set: declare \
+                         `scratch {{ {name}: Condition }}` and pass it to the kernel that \
+                         decides",
+                        what(buffer)
+                    ),
+                ),
+            }
+        }
         Condition::Step(step) => {
             if control.is_loop() {
                 cx.error_at(
@@ -92,6 +121,121 @@ fn condition(cx: &Ctxt, scope: &Scope<'_>, control: &Control) {
                      write `if step % k == 0 { ... }` to run a body on every k-th step",
                 );
             }
+        }
+    }
+}
+
+/// `swap(a, b);` at the end of a loop's body: two whole `DeviceBuffer`s of one element type
+/// that the pipeline may write (the other half of the unrolled body writes through each name
+/// what the first writes through the other), each in one swap of the loop, not the buffer the
+/// condition reads (the library's condition kernel reads one fixed buffer), and named whole in
+/// the body (its subscripted references are resolved once per step, for one arrangement).
+/// The condition is a comparison: a kernel-set one would need a handle per half.
+fn loop_swaps(cx: &Ctxt, scope: &Scope<'_>, control: &Control) {
+    let swaps = control.swaps();
+    let Some(first) = swaps.first() else {
+        return;
+    };
+    if let Some(Condition::Kernel(name)) = control.test() {
+        cx.error_at(
+            first.keyword.span,
+            format!(
+                "a loop whose body swaps buffers is unrolled by two, each half tested by the \
+                 library's condition kernel, so it tests a comparison (`while residual > tol max \
+                 N`); `{name}` is set by a kernel, which can set one handle only: write the value \
+                 to a `DeviceBuffer` and compare it"
+            ),
+        );
+    }
+    let tested = match control.test() {
+        Some(Condition::Device(device)) => Some(&device.value),
+        _ => None,
+    };
+    let mut seen: Vec<&syn::Ident> = Vec::new();
+    let body: Vec<&Statement> = control
+        .bodies()
+        .into_iter()
+        .flat_map(|body| ast::flatten(body))
+        .collect();
+    for swap in swaps {
+        if swap.a == swap.b {
+            let name = &swap.b;
+            cx.error_spanned_by(
+                name,
+                format!(
+                    "`swap({name}, {name})` exchanges `{name}` with itself, which changes \
+                     nothing; name the buffer it alternates with: `swap({name}, next)`"
+                ),
+            );
+            continue;
+        }
+        let mut elems = Vec::new();
+        for name in [&swap.a, &swap.b] {
+            let role = "`swap` in a loop's body exchanges two `DeviceBuffer`s";
+            let Some(buffer) = resolve(cx, scope, name, role) else {
+                continue;
+            };
+            if buffer.memory != Memory::Device || buffer.array {
+                cx.error_spanned_by(
+                    name,
+                    format!(
+                        "{}; `swap` in a loop's body exchanges two `DeviceBuffer`s (a whole \
+                         buffer each)",
+                        what(buffer)
+                    ),
+                );
+                continue;
+            }
+            super::statements::writable(
+                cx,
+                buffer,
+                name,
+                "the loop's body swaps it, so each half writes through it what the other \
+                 writes through the other buffer",
+            );
+            if seen.contains(&name) {
+                cx.error_spanned_by(
+                    name,
+                    format!("`{name}` is swapped twice at the end of this body; each buffer takes part in one `swap`"),
+                );
+            }
+            seen.push(name);
+            if tested == Some(name) {
+                cx.error_spanned_by(
+                    name,
+                    format!(
+                        "the loop tests `{name}`, which its condition kernel reads at one address; \
+                         swap other buffers, and have a kernel write the value the loop tests"
+                    ),
+                );
+            }
+            for statement in &body {
+                for reference in scope.statement_refs(statement) {
+                    if reference.name == name && reference.is_subscripted() {
+                        cx.error_spanned_by(
+                            reference.name,
+                            format!(
+                                "`{name}` is swapped at the end of the loop's body, so the body \
+                                 names it whole; pass the range through a kernel parameter \
+                                 instead"
+                            ),
+                        );
+                    }
+                }
+            }
+            elems.push(buffer.elem.map(ast::type_string));
+        }
+        if let [Some(a), Some(b)] = elems.as_slice()
+            && a != b
+        {
+            cx.error_spanned_by(
+                &swap.b,
+                format!(
+                    "`{}` holds `{a}` and `{}` holds `{b}`; `swap` exchanges buffers of one \
+                     element type",
+                    swap.a, swap.b
+                ),
+            );
         }
     }
 }
@@ -195,7 +339,7 @@ fn expressions(cx: &Ctxt, scope: &Scope<'_>, control: &Control) {
             step_constants(cx, step);
             step_not_shadowed(cx, scope, step);
         }
-        None => {}
+        Some(Condition::Kernel(_)) | None => {}
     }
     if let Some((_, max)) = control.max() {
         value_expression(cx, scope, max, "while ... max");

@@ -266,7 +266,7 @@ fn declarations(cx: &Ctxt, scope: &Scope<'_>) {
             Some(Value::Buffer(id)) => {
                 let buffer = &scope.buffers[id];
                 match buffer.memory {
-                    Memory::Device | Memory::Pinned | Memory::Flag => {
+                    Memory::Device | Memory::Pinned | Memory::Flag | Memory::Condition => {
                         known(on);
                         if let (Some(ast::DeviceIndex::Each(span)), false) = (&on.index, buffer.array) {
                             cx.error_at(
@@ -434,7 +434,7 @@ impl Site<'_, '_> {
         let buffer = &self.scope.buffers[id];
         let memory = matches!(
             buffer.memory,
-            Memory::Device | Memory::Pinned | Memory::Flag
+            Memory::Device | Memory::Pinned | Memory::Flag | Memory::Condition
         ) || buffer.is_communicator();
         (memory && buffer.problem.is_none() && !self.scope.buffer_per_device(id))
             .then(|| self.scope.buffer_device(id))

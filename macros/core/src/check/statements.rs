@@ -66,6 +66,7 @@ pub(super) fn what(buffer: &BufferDecl<'_>) -> String {
         Memory::Device => format!("`{name}` is a `DeviceBuffer` (`{ty}`)"),
         Memory::Pinned => format!("`{name}` is a `PinnedBuffer` (`{ty}`)"),
         Memory::Flag => format!("`{name}` is a flag cell (`{ty}`)"),
+        Memory::Condition => format!("`{name}` is a kernel-set condition (`{ty}`)"),
         Memory::Pageable => format!("`{name}` is pageable host memory (`{ty}`)"),
         // A `type` alias of a buffer type looks like any other type to the macro.
         Memory::Opaque => format!(
@@ -269,6 +270,16 @@ fn launch_argument<'a>(
                     );
                     return None;
                 }
+                Memory::Condition => {
+                    cx.error_spanned_by(
+                        ident,
+                        format!(
+                            "{}; `{k}` takes a `DeviceBuffer` for `{wanted}`, and a condition goes only to a kernel parameter declared `Condition`",
+                            what(buffer)
+                        ),
+                    );
+                    return None;
+                }
             }
             // Element types spelled differently may still be one type (`type Real = f32`):
             // only two different primitives are known to differ here; code generation
@@ -310,6 +321,22 @@ fn launch_argument<'a>(
                         );
                     }
                 }
+            }
+            None
+        }
+        KernelParamType::Condition => {
+            let what_to_write = format!(
+                "`{k}` sets a condition through `{wanted}`: pass a `Condition` declared in \
+                 `scratch {{ go: Condition }}` that a `while`, `do ... while`, `if` or `switch` \
+                 tests (`while go max 100 {{ ... }}`)"
+            );
+            let Some(ident) = bare_ident(arg) else {
+                cx.error_spanned_by(arg, what_to_write);
+                return None;
+            };
+            let buffer = resolve(cx, scope, ident, &what_to_write)?;
+            if buffer.memory != Memory::Condition {
+                cx.error_spanned_by(ident, format!("{}; {what_to_write}", what(buffer)));
             }
             None
         }
@@ -404,6 +431,7 @@ fn copy_statement(cx: &Ctxt, scope: &Scope<'_>, copy: &ast::Copy) {
             Memory::Flag => {
                 "`copy` does not take flag cells; use `write` and `wait` on them".to_owned()
             }
+            Memory::Condition => "a `Condition` is set by the kernels given it and read by the one `while`, `do ... while`, `if` or `switch` that names it; `copy` takes `DeviceBuffer` and `PinnedBuffer` buffers".to_owned(),
             Memory::Opaque => "`copy` takes `DeviceBuffer` and `PinnedBuffer` buffers".to_owned(),
         };
         cx.error_spanned_by(ident, format!("{}; {hint}", what(buffer)));
@@ -452,6 +480,7 @@ fn fill_statement(cx: &Ctxt, scope: &Scope<'_>, fill: &ast::Fill) {
             "it cannot be filled in stream order; use a `DeviceBuffer`".to_owned()
         }
         Memory::Flag => format!("set it with `write {name} = VALUE`"),
+        Memory::Condition => "a `Condition` is set by the kernels given it and read by the one `while`, `do ... while`, `if` or `switch` that names it; pass it to a kernel that sets it".to_owned(),
         Memory::Opaque => "`fill` takes a `DeviceBuffer`".to_owned(),
     };
     cx.error_spanned_by(name, format!("{}; {hint}", what(dst)));
@@ -489,7 +518,7 @@ fn host_statement(cx: &Ctxt, scope: &Scope<'_>, host: &ast::Host) {
             continue;
         };
         match buffer.memory {
-            Memory::Device | Memory::Flag => cx.error_spanned_by(
+            Memory::Device | Memory::Flag | Memory::Condition => cx.error_spanned_by(
                 name,
                 format!("{}, which a host closure cannot touch: it runs on the CPU; copy it into a `PinnedBuffer` first and list that", what(buffer)),
             ),

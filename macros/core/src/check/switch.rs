@@ -39,6 +39,10 @@ fn selector(cx: &Ctxt, scope: &Scope<'_>, name: &syn::Ident) {
     let Some(buffer) = resolve(cx, scope, name, role) else {
         return;
     };
+    if buffer.memory == Memory::Condition {
+        // A kernel sets the case number itself.
+        return;
+    }
     let elem = buffer.elem.map(ast::type_string);
     if buffer.memory != Memory::Device || elem.as_deref().is_some_and(|e| e != "u32") {
         cx.error_spanned_by(

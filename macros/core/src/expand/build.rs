@@ -129,14 +129,16 @@ pub fn capture_step_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             stage,
             |index, _| {
                 let kept = bounded_site(pipeline, &sites, StageId(t), index);
-                statement_node(
+                let handles = handle_lets(&stage.statements, index, Target::Graph, pipeline);
+                let node = statement_node(
                     pipeline,
                     stage,
                     &stage.statements[index],
                     Target::Graph,
                     &slots[index],
                     kept,
-                )
+                );
+                quote!(#handles #node)
             },
             |group| captured_into_graph(&group),
         );
@@ -409,14 +411,22 @@ fn control_node(
             let name = pipeline.buffers[value.0].ident;
             quote!(#rt::Condition::value(&*#name).named(#label))
         }
+        // `#name` is the graph's handle here (`handle_lets`).
+        ControlCondition::Kernel { value } => {
+            let name = pipeline.buffers[value.0].ident;
+            quote!(#rt::Condition::set_by_kernel(&*#name).named(#label))
+        }
     };
-    let mut statements =
-        control
-            .statements()
-            .zip(body_slots(control, slots))
-            .map(|(statement, slots)| {
-                statement_node(pipeline, stage, statement, Target::Body, slots, None)
-            });
+    let mut statements = control
+        .bodies
+        .iter()
+        .flat_map(|body| (0..body.len()).map(move |index| (body, index)))
+        .zip(body_slots(control, slots))
+        .map(|((body, index), slots)| {
+            let handles = handle_lets(body, index, Target::Body, pipeline);
+            let node = statement_node(pipeline, stage, &body[index], Target::Body, slots, None);
+            quote!(#handles #node)
+        });
     let bodies: Vec<TokenStream> = control
         .bodies
         .iter()
@@ -433,6 +443,45 @@ fn control_node(
     let closure =
         |body: &TokenStream| quote!(|__body: &mut #rt::GraphBody<'_>| -> #rt::Result<()> { #body });
     match control.source {
+        // A body that swaps buffers: unrolled by two, the second half with the names
+        // exchanged, and after an odd count each second buffer copied into the first.
+        crate::ast::Control::While { .. } | crate::ast::Control::DoWhile { .. }
+            if !control.swaps.is_empty() =>
+        {
+            let max = control::maximum(control);
+            let first_test = matches!(control.source, crate::ast::Control::While { .. });
+            let swapped = control::swapped_lets(pipeline, control);
+            let even = &bodies[0];
+            let copies = control.swaps.iter().map(|&(a, b)| {
+                let (a, b) = (pipeline.buffers[a.0].ident, pipeline.buffers[b.0].ident);
+                quote!(__tail = ::std::vec![#rt::copy_node(&mut *__body, &__tail, &*#b, &mut *#a)?];)
+            });
+            quote! {
+                let __condition = #condition;
+                let __loop = #recv.add_ping_pong_while_node(
+                    &__tail,
+                    __condition,
+                    #first_test,
+                    #max,
+                    |__half: usize, __body: &mut #rt::GraphBody<'_>| -> #rt::Result<()> {
+                        match __half {
+                            0 => { #even }
+                            1 => {
+                                #swapped
+                                #even
+                            }
+                            _ => {
+                                let mut __tail: ::std::vec::Vec<#rt::GraphNode> = ::std::vec::Vec::new();
+                                #(#copies)*
+                                let _ = __tail;
+                                ::core::result::Result::Ok(())
+                            }
+                        }
+                    },
+                )?;
+                __tail = ::std::vec![__loop.node()];
+            }
+        }
         crate::ast::Control::While { .. } | crate::ast::Control::DoWhile { .. } => {
             let max = control::maximum(control);
             let body = closure(&bodies[0]);
@@ -447,11 +496,24 @@ fn control_node(
                 __tail = ::std::vec![__loop.node()];
             }
         }
+        // Both bodies are built by one closure behind a `RefCell` (the runtime builds one,
+        // then the other), so that both may write one buffer: two closures would each hold
+        // the buffer's exclusive borrow.
         crate::ast::Control::If { .. } if bodies.len() == 2 => {
-            let (then, otherwise) = (closure(&bodies[0]), closure(&bodies[1]));
+            let (then, otherwise) = (&bodies[0], &bodies[1]);
             quote! {
                 let __condition = #condition;
-                __tail = ::std::vec![#recv.add_if_else_node(&__tail, __condition, #then, #otherwise)?];
+                let __branches = ::core::cell::RefCell::new(
+                    |__branch: usize, __body: &mut #rt::GraphBody<'_>| -> #rt::Result<()> {
+                        if __branch == 0 { #then } else { #otherwise }
+                    },
+                );
+                __tail = ::std::vec![#recv.add_if_else_node(
+                    &__tail,
+                    __condition,
+                    |__body: &mut #rt::GraphBody<'_>| (__branches.borrow_mut())(0, __body),
+                    |__body: &mut #rt::GraphBody<'_>| (__branches.borrow_mut())(1, __body),
+                )?];
             }
         }
         crate::ast::Control::If { .. } => {
@@ -483,6 +545,59 @@ fn control_node(
             }
         }
     }
+}
+
+/// The handles of the conditionals of `list` that kernels set, made where the first of them
+/// is mentioned at statement `index`: the launch that sets it before the conditional, or (a
+/// `do ... while`) the conditional itself. The `Condition`'s name is then the graph's handle
+/// (in the graph or body `target`) for the rest of the list and the conditional's bodies,
+/// which is where `check` lets kernels set it.
+fn handle_lets(
+    list: &[Statement<'_>],
+    index: usize,
+    target: Target,
+    pipeline: &Pipeline<'_>,
+) -> TokenStream {
+    let rt = rt();
+    let recv = target.receiver();
+    let mut lets = TokenStream::new();
+    for (at, statement) in list.iter().enumerate() {
+        let StatementKind::Control(control) = &statement.kind else {
+            continue;
+        };
+        let ControlCondition::Kernel { value } = control.condition else {
+            continue;
+        };
+        let first = list[..at]
+            .iter()
+            .position(|s| {
+                matches!(s.kind, StatementKind::Launch { .. })
+                    && s.accesses
+                        .iter()
+                        .any(|t| t.buffer == value && t.mode == Mode::Write)
+            })
+            .unwrap_or(at);
+        if first != index {
+            continue;
+        }
+        let name = pipeline.buffers[value.0].ident;
+        let handle = format_ident!("__handle_{}", name);
+        let max = control::maximum(control);
+        let kind = match control.source {
+            crate::ast::Control::While { .. } => {
+                quote!(#rt::HandleKind::While { max_iterations: #max })
+            }
+            crate::ast::Control::DoWhile { .. } => {
+                quote!(#rt::HandleKind::DoWhile { max_iterations: #max })
+            }
+            _ => quote!(#rt::HandleKind::Decision),
+        };
+        lets.extend(quote! {
+            let mut #handle = #recv.condition_handle(#kind)?;
+            let #name = &mut #handle;
+        });
+    }
+    lets
 }
 
 /// Whether the step is captured from its streams rather than built node by node: over

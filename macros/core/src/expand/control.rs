@@ -46,7 +46,9 @@ pub fn uses_device_condition(pipeline: &Pipeline<'_>) -> bool {
     controls(pipeline).iter().any(|c| {
         matches!(
             c.condition,
-            ControlCondition::Device { .. } | ControlCondition::Value { .. }
+            ControlCondition::Device { .. }
+                | ControlCondition::Value { .. }
+                | ControlCondition::Kernel { .. }
         )
     })
 }
@@ -167,7 +169,9 @@ pub fn threshold(pipeline: &Pipeline<'_>, control: &Control<'_>) -> TokenStream 
     let value = &device.threshold;
     let elem = match control.condition {
         ControlCondition::Device { value, .. } => pipeline.buffers[value.0].elem,
-        ControlCondition::Step | ControlCondition::Value { .. } => None,
+        ControlCondition::Step
+        | ControlCondition::Value { .. }
+        | ControlCondition::Kernel { .. } => None,
     };
     match elem {
         Some(elem) => {
@@ -199,6 +203,19 @@ pub fn step_parts(control: &Control<'_>) -> (TokenStream, TokenStream) {
     }
 }
 
+/// The `let` that exchanges the names of each pair a loop's body swaps, for the other half of
+/// its iterations: `let (a, b) = (&mut *b, &mut *a);`.
+pub fn swapped_lets(pipeline: &Pipeline<'_>, control: &Control<'_>) -> TokenStream {
+    let mut names = Vec::new();
+    let mut values = Vec::new();
+    for &(a, b) in &control.swaps {
+        let (a, b) = (pipeline.buffers[a.0].ident, pipeline.buffers[b.0].ident);
+        names.extend([a, b]);
+        values.extend([quote!(&mut *#b), quote!(&mut *#a)]);
+    }
+    quote!(let (#(#names,)*) = (#(#values,)*);)
+}
+
 /// An eager `while`, `do ... while`, `if`, `if`/`else` or `switch` inside a stage's closure
 /// (`__stream` is its stream), around `body`, the tokens of its bodies' statements in order.
 pub fn eager(
@@ -225,15 +242,24 @@ pub fn eager(
             let (modulus, remainder) = step_parts(control);
             quote!(#rt::step_selects(__step, #modulus, #remainder)?)
         }
-        ControlCondition::Value { value } => {
+        // An eager step gives the kernel the condition's word: read back, it decides.
+        ControlCondition::Kernel { value } if control.source.test().is_some() => {
             let name = pipeline.buffers[value.0].ident;
+            quote!((#rt::host_value(__staging, __stream, #name.word())? != 0))
+        }
+        ControlCondition::Value { value } | ControlCondition::Kernel { value } => {
+            let name = pipeline.buffers[value.0].ident;
+            let word = match control.condition {
+                ControlCondition::Kernel { .. } => quote!(#name.word()),
+                _ => quote!(&*#name),
+            };
             let cases = bodies.iter().enumerate().map(|(n, body)| {
                 let n = n as u32;
                 quote!(#n => { #(#body)* })
             });
             // A value with no case runs none, as CUDA's SWITCH node does.
             return quote! {
-                match #rt::host_value(__staging, __stream, &*#name)? {
+                match #rt::host_value(__staging, __stream, #word)? {
                     #(#cases)*
                     _ => {}
                 }
@@ -243,12 +269,41 @@ pub fn eager(
     let label = label(control);
     let max = maximum(control);
     let first = bodies.first().cloned().unwrap_or_default();
+    // A body that swaps buffers runs with them exchanged every other iteration, and after an
+    // odd count the second is copied into the first (what the last iteration left under the
+    // first name).
+    let (first, odd, fix_up) = if control.swaps.is_empty() {
+        (quote!(#(#first)*), quote!(), quote!())
+    } else {
+        let swapped = swapped_lets(pipeline, control);
+        let copies = control.swaps.iter().map(|&(a, b)| {
+            let (a, b) = (pipeline.buffers[a.0].ident, pipeline.buffers[b.0].ident);
+            quote!(#rt::copy(__stream, &*#b, &mut *#a)?;)
+        });
+        (
+            quote! {
+                if __odd {
+                    #swapped
+                    #(#first)*
+                } else {
+                    #(#first)*
+                }
+                __odd = !__odd;
+            },
+            quote!(let mut __odd = false;),
+            quote! {
+                if __odd {
+                    #(#copies)*
+                }
+            },
+        )
+    };
     match control.source {
         ast::Control::If { .. } => {
             let otherwise = bodies.get(1).map(|b| quote!(else { #(#b)* }));
             quote! {
                 if #test {
-                    #(#first)*
+                    #first
                 } #otherwise
             }
         }
@@ -258,8 +313,9 @@ pub fn eager(
             {
                 let __max: u32 = #rt::loop_maximum(#max)?;
                 let mut __done: u32 = 0;
+                #odd
                 loop {
-                    #(#first)*
+                    #first
                     __done += 1;
                     if !#test {
                         break;
@@ -268,12 +324,14 @@ pub fn eager(
                         return ::core::result::Result::Err(#rt::iteration_limit(#label, __max));
                     }
                 }
+                #fix_up
             }
         },
         _ => quote! {
             {
                 let __max: u32 = #rt::loop_maximum(#max)?;
                 let mut __done: u32 = 0;
+                #odd
                 loop {
                     if !#test {
                         break;
@@ -281,9 +339,10 @@ pub fn eager(
                     if __done >= __max {
                         return ::core::result::Result::Err(#rt::iteration_limit(#label, __max));
                     }
-                    #(#first)*
+                    #first
                     __done += 1;
                 }
+                #fix_up
             }
         },
     }

@@ -244,6 +244,9 @@ pub fn new_fn(
             let referent = b.referent;
             let ctx = ctx_of(b.device);
             quote!(#field: ::core::option::Option::Some(<#referent>::new(#ctx, 0)?))
+        } else if b.memory == Memory::Condition {
+            let ctx = ctx_of(b.device);
+            quote!(#field: ::core::option::Option::Some(#rt::ConditionHandle::eager(#ctx)?))
         } else {
             quote!(#field: ::core::option::Option::None)
         }

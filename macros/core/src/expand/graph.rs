@@ -42,7 +42,24 @@ fn fixed_uses(pipeline: &Pipeline<'_>, scalar: ScalarId) -> Vec<String> {
                 continue;
             }
             let what = match &statement.kind {
-                StatementKind::Launch { .. } => continue,
+                // A launch that sets a condition is given the graph's handle, which an update
+                // in place could not give it.
+                StatementKind::Launch { source, args, .. } => {
+                    let Some(condition) = args.iter().find_map(|arg| match arg {
+                        crate::lower::Arg::Buffer { buffer, .. }
+                            if pipeline.buffers[buffer.0].memory == Memory::Condition =>
+                        {
+                            Some(pipeline.buffers[buffer.0].name.as_str())
+                        }
+                        _ => None,
+                    }) else {
+                        continue;
+                    };
+                    format!(
+                        "`launch {}` (it sets condition `{condition}`)",
+                        crate::ast::tokens_string(&source.path)
+                    )
+                }
                 StatementKind::Copy { .. } => "a `copy`".to_owned(),
                 StatementKind::Fill { source, .. } => format!("`fill {}`", source.dst),
                 StatementKind::Wait { source, .. } => format!("`wait {}`", source.flag),

@@ -40,9 +40,9 @@ pub fn body_slots<'s>(
     slots: &'s [Option<usize>],
 ) -> Vec<&'s [Option<usize>]> {
     let mut rest = match control.condition {
-        ControlCondition::Device { .. } | ControlCondition::Value { .. } => {
-            slots.get(1..).unwrap_or(&[])
-        }
+        ControlCondition::Device { .. }
+        | ControlCondition::Value { .. }
+        | ControlCondition::Kernel { .. } => slots.get(1..).unwrap_or(&[]),
         ControlCondition::Step => slots,
     };
     control

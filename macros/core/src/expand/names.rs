@@ -108,6 +108,10 @@ impl Names {
                 elem,
                 ..
             } => quote!(&'static mut [#elem]),
+            KernelParamType::Condition => {
+                let rt = rt();
+                quote!(#rt::SetsCondition)
+            }
             // `check` rejected these; keep the tokens so nothing panics.
             KernelParamType::Unsupported => {
                 let ty = &param.ty;

@@ -69,6 +69,9 @@ pub fn pipeline_struct(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
     let scratch_fields = pipeline.buffers.iter().filter(|b| b.scratch).map(|b| {
         let field = names.scratch_field(b.ident);
         let referent = b.referent;
+        if b.memory == Memory::Condition {
+            return quote!(#field: ::core::option::Option<#rt::ConditionHandle>);
+        }
         quote!(#field: ::core::option::Option<#referent>)
     });
     let control_fields = super::control::struct_fields(pipeline);
@@ -314,6 +317,10 @@ fn new_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                         let mutability = mutable.then(|| quote!(mut));
                         quote_spanned!(param.ty.span()=> &#mutability [#elem])
                     }
+                    // The CPU implementation sets the condition through a typed setter.
+                    KernelParamType::Condition => {
+                        quote_spanned!(param.ty.span()=> #rt::ConditionSetter<'_>)
+                    }
                     _ => {
                         let ty = &param.ty;
                         quote!(#ty)
@@ -358,6 +365,8 @@ fn new_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
         if b.memory == Memory::Flag {
             let referent = b.referent;
             quote!(#field: ::core::option::Option::Some(<#referent>::new(ctx, 0)?))
+        } else if b.memory == Memory::Condition {
+            quote!(#field: ::core::option::Option::Some(#rt::ConditionHandle::eager(ctx)?))
         } else {
             quote!(#field: ::core::option::Option::None)
         }

@@ -300,14 +300,20 @@ fn describe_statement(pipeline: &Pipeline<'_>, statement: &Statement<'_>) -> Tok
         StatementKind::Control(control) => {
             let condition = match control.condition {
                 crate::lower::ControlCondition::Device { .. }
-                | crate::lower::ControlCondition::Value { .. } => statement.accesses.first(),
+                | crate::lower::ControlCondition::Value { .. }
+                | crate::lower::ControlCondition::Kernel { .. } => statement.accesses.first(),
                 crate::lower::ControlCondition::Step => None,
             };
             let condition = condition.map(|touch| describe_touch(pipeline, touch));
             let body = control
                 .statements()
                 .map(|statement| describe_statement(pipeline, statement));
-            quote!(__d.statement()?; #condition #(#body)*)
+            // A swap's writes, as a statement of their own after the body's.
+            let swaps = (!control.swaps.is_empty()).then(|| {
+                let touches = control.swaps.iter().flat_map(|&(a, b)| [a.0, b.0]);
+                quote!(__d.statement()?; #(__d.touch_whole(#touches, true)?;)*)
+            });
+            quote!(__d.statement()?; #condition #(#body)* #swaps)
         }
         _ => {
             let touches = statement

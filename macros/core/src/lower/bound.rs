@@ -167,7 +167,7 @@ fn parameter<'a>(kernel: &'a ast::Kernel, ident: &'a Ident) -> Result<usize, Bou
         }),
         KernelParamType::Slice { .. } => Err(BoundError::Buffer(ident)),
         // Reported with the signature; nothing more to say here.
-        KernelParamType::Unsupported => Err(BoundError::NotInteger {
+        KernelParamType::Condition | KernelParamType::Unsupported => Err(BoundError::NotInteger {
             ident,
             ty: type_string(&param.ty),
         }),

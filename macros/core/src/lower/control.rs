@@ -19,6 +19,9 @@ pub struct Control<'a> {
     pub condition: ControlCondition,
     /// The bodies, lowered: the body, the `else` body, or the cases in label order.
     pub bodies: Vec<Vec<Statement<'a>>>,
+    /// The buffers a loop's body swaps at its end (`swap(a, b);`): the next iteration runs
+    /// with each pair exchanged.
+    pub swaps: Vec<(BufferId, BufferId)>,
 }
 
 /// What a lowered `while` or `if` tests.
@@ -38,6 +41,12 @@ pub enum ControlCondition {
         /// The buffer read.
         value: BufferId,
     },
+    /// A `Condition` kernels set (`while go`, `switch go`): the node's handle, or eagerly
+    /// its word.
+    Kernel {
+        /// The `Condition` scratch entry.
+        value: BufferId,
+    },
 }
 
 impl<'a> Control<'a> {
@@ -52,6 +61,13 @@ impl<'a> Control<'a> {
             (ControlCondition::Value { value }, ast::Control::Switch { value: name, .. }) => {
                 Some((value, name))
             }
+            (ControlCondition::Kernel { value }, ast::Control::Switch { value: name, .. }) => {
+                Some((value, name))
+            }
+            (ControlCondition::Kernel { value }, _) => match self.source.test() {
+                Some(ast::Condition::Kernel(name)) => Some((value, name)),
+                _ => None,
+            },
             _ => None,
         };
         if let Some((buffer, name)) = read {
@@ -63,6 +79,19 @@ impl<'a> Control<'a> {
             });
         }
         touches.extend(self.statements().flat_map(|s| s.accesses.iter().copied()));
+        // A swap writes both: the other half of the unrolled body writes through each name
+        // what the first writes through the other, and after an odd count the second is copied
+        // into the first.
+        for (swap, &(a, b)) in self.source.swaps().iter().zip(&self.swaps) {
+            for (buffer, name) in [(a, &swap.a), (b, &swap.b)] {
+                touches.push(Touch {
+                    buffer,
+                    mode: Mode::Write,
+                    name,
+                    subscript: None,
+                });
+            }
+        }
         touches
     }
 
@@ -80,8 +109,16 @@ pub(super) fn lower<'a>(
 ) -> Result<Statement<'a>, Unresolved> {
     let mut expressions = TokenStream::new();
     let condition = match (source, source.test()) {
-        (ast::Control::Switch { value, .. }, _) => ControlCondition::Value {
-            value: buffer(scope, value)?,
+        (ast::Control::Switch { value, .. }, _) => {
+            let id = buffer(scope, value)?;
+            if scope.buffers[id.0].memory == crate::scope::Memory::Condition {
+                ControlCondition::Kernel { value: id }
+            } else {
+                ControlCondition::Value { value: id }
+            }
+        }
+        (_, Some(ast::Condition::Kernel(name))) => ControlCondition::Kernel {
+            value: buffer(scope, name)?,
         },
         (_, None) => ControlCondition::Step,
         (_, Some(ast::Condition::Device(device))) => {
@@ -122,10 +159,16 @@ pub(super) fn lower<'a>(
     for statement in bodies.iter().flatten() {
         scalars.extend(statement.scalars.iter().copied());
     }
+    let swaps = source
+        .swaps()
+        .iter()
+        .map(|swap| Ok((buffer(scope, &swap.a)?, buffer(scope, &swap.b)?)))
+        .collect::<Result<_, Unresolved>>()?;
     let control = Control {
         source,
         condition,
         bodies,
+        swaps,
     };
     Ok(Statement {
         accesses: control.accesses(),

@@ -12,6 +12,7 @@ mod conditionals;
 mod control;
 mod dot;
 mod iterations;
+mod kernel_set;
 mod language;
 mod limits;
 mod lowering;

@@ -74,7 +74,7 @@ impl Graph {
     }
 
     /// Keeps `items` for the graph's whole life.
-    pub(super) fn retain(&mut self, items: impl IntoIterator<Item = Keep>) {
+    pub(crate) fn retain(&mut self, items: impl IntoIterator<Item = Keep>) {
         let mut keys = self.keep.iter().map(Keep::key).collect();
         extend_keep(&mut self.keep, &mut keys, items);
     }

@@ -181,9 +181,12 @@ fn unsupported(version: i32) -> Error {
 }
 
 /// The condition kernel's `flags`: bit 0 set before the node (0 iterations done), bit 1
-/// negates the condition (the `else` of an `if`/`else` built from two IF nodes).
+/// negates the condition (the `else` of an `if`/`else` built from two IF nodes), bit 3 ends
+/// a ping-pong body after its middle test, bit 4 decides without counting.
 const FIRST: u32 = 1;
 const NEGATE: u32 = 2;
+const AFTER_MIDDLE: u32 = 8;
+const DECIDE_ONLY: u32 = 16;
 
 /// The first driver whose conditional nodes take an IF of two bodies and a SWITCH.
 const SWITCH_DRIVER: i32 = 12080;
@@ -264,11 +267,13 @@ impl Graph {
         // The iteration count stays in device memory while the loop runs; the kernel
         // writes it to the host-visible state word once, when the loop ends (and zeroes the
         // count then, so that a do-while, which has no kernel before it, starts at 0).
-        let counter = Arc::new(DeviceMemory::alloc(&self.handle.ctx, 4)?);
+        // Two words: the running count, and the count of the last run (a ping-pong loop's
+        // parity).
+        let counter = Arc::new(DeviceMemory::alloc(&self.handle.ctx, 8)?);
         {
             let d = self.handle.ctx.bind()?;
-            // SAFETY: 4 bytes of live device memory of the bound context.
-            check("cuMemsetD8", unsafe { (d.cuMemsetD8)(counter.ptr(), 0, 4) })?;
+            // SAFETY: 8 bytes of live device memory of the bound context.
+            check("cuMemsetD8", unsafe { (d.cuMemsetD8)(counter.ptr(), 0, 8) })?;
         }
         args.counter = counter.ptr();
         self.retain([Keep::Object(module.clone()), Keep::Device(counter)]);
@@ -356,6 +361,153 @@ impl Graph {
         }
     }
 
+    /// Adds a conditional node of `form` whose `handle` (made by [`Graph::condition_handle`])
+    /// kernels set themselves: no condition kernel before it or at the end of a loop's body.
+    /// On a driver before 12.8 an `if`/`else` or a switch is built as
+    /// [`Graph::add_conditional`] builds it, its library kernels reading the value the kernel
+    /// wrote to its word (`args`), and `handle` is left unused. `keep` is the word and state.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn add_kernel_set_conditional(
+        &mut self,
+        scope: usize,
+        dependencies: &[NodeRef],
+        form: Form,
+        count: usize,
+        handle: sys::CUgraphConditionalHandle,
+        args: &mut ConditionArgs,
+        keep: Vec<Keep>,
+    ) -> Result<Added> {
+        const CALL: &str = "Graph::add_conditional_node";
+        let d = self.handle.ctx.bind()?;
+        if d.version < CONDITIONAL_DRIVER {
+            return Err(unsupported(d.version));
+        }
+        if matches!(form, Form::IfElse | Form::Switch) && d.version < SWITCH_DRIVER {
+            return self.add_conditional(scope, dependencies, form, count, args, keep);
+        }
+        let target = self.scope_raw(CALL, scope)?;
+        self.own(CALL, dependencies)?;
+        self.retain(keep);
+        let (node, bodies) = self.conditional_node(target, dependencies, handle, form, count)?;
+        Ok(Added {
+            node,
+            bodies,
+            close: None,
+        })
+    }
+
+    /// Starts a ping-pong loop (a loop whose body swaps buffers, unrolled by two) in `scope`
+    /// after `dependencies`: `K0 -> WHILE(hw)` (no `K0` for a do-while, whose handle starts
+    /// each launch at 1). Returns the WHILE node, the scope of its body (where body 0 goes),
+    /// its handle, and the arguments for the rest ([`Graph::ping_pong_middle`],
+    /// [`Graph::ping_pong_end`], [`Graph::ping_pong_after`]).
+    pub(crate) fn ping_pong_start(
+        &mut self,
+        scope: usize,
+        dependencies: &[NodeRef],
+        first_test: bool,
+        args: &mut ConditionArgs,
+        keep: Vec<Keep>,
+    ) -> Result<(NodeRef, usize, sys::CUgraphConditionalHandle)> {
+        const CALL: &str = "Graph::add_ping_pong_while_node";
+        let d = self.handle.ctx.bind()?;
+        if d.version < CONDITIONAL_DRIVER {
+            return Err(unsupported(d.version));
+        }
+        let target = self.scope_raw(CALL, scope)?;
+        self.own(CALL, dependencies)?;
+        self.retain(keep);
+        let module = condition_module(&self.handle.ctx)?;
+        let counter = Arc::new(DeviceMemory::alloc(&self.handle.ctx, 8)?);
+        {
+            let d = self.handle.ctx.bind()?;
+            // SAFETY: 8 bytes of live device memory of the bound context.
+            check("cuMemsetD8", unsafe { (d.cuMemsetD8)(counter.ptr(), 0, 8) })?;
+        }
+        args.counter = counter.ptr();
+        self.retain([Keep::Object(module.clone()), Keep::Device(counter)]);
+        let args = *args;
+        let (handle, deps) = if first_test {
+            let handle = self.condition_handle(scope, 0, false)?;
+            let k0 =
+                self.add_condition_kernel(scope, dependencies, &module, handle, &args, FIRST)?;
+            (handle, vec![k0])
+        } else {
+            (
+                self.condition_handle(scope, 1, true)?,
+                dependencies.to_vec(),
+            )
+        };
+        let (node, bodies) = self.conditional_node(target, &deps, handle, Form::While, 1)?;
+        Ok((node, bodies[0], handle))
+    }
+
+    /// The middle of a ping-pong body, after body 0: `Kmid -> IF`, the IF's handle set by the
+    /// loop's condition (counting the iteration). Returns the IF node and its body's scope
+    /// (where body 1 goes).
+    pub(crate) fn ping_pong_middle(
+        &mut self,
+        body: usize,
+        args: &ConditionArgs,
+    ) -> Result<(NodeRef, usize)> {
+        const CALL: &str = "Graph::add_ping_pong_while_node";
+        let target = self.scope_raw(CALL, body)?;
+        let module = condition_module(&self.handle.ctx)?;
+        let sinks = self.sinks(body)?;
+        let handle = self.condition_handle(body, 0, false)?;
+        let k = self.add_condition_kernel(body, &sinks, &module, handle, args, 0)?;
+        let (node, bodies) = self.conditional_node(target, &[k], handle, Form::If, 1)?;
+        Ok((node, bodies[0]))
+    }
+
+    /// The end of a ping-pong body, after its IF: `Kend`, which decides the next iteration (or
+    /// stops, without counting, when the middle test stopped the loop).
+    pub(crate) fn ping_pong_end(
+        &mut self,
+        body: usize,
+        middle: NodeRef,
+        handle: sys::CUgraphConditionalHandle,
+        args: &ConditionArgs,
+    ) -> Result<()> {
+        let module = condition_module(&self.handle.ctx)?;
+        self.add_condition_kernel(body, &[middle], &module, handle, args, AFTER_MIDDLE)?;
+        Ok(())
+    }
+
+    /// After a ping-pong loop: `Kodd -> IF`, the IF running when the loop's last run made an
+    /// odd number of iterations (`args.counter`'s second word). Returns the IF node and its
+    /// body's scope.
+    pub(crate) fn ping_pong_after(
+        &mut self,
+        scope: usize,
+        looping: NodeRef,
+        args: &ConditionArgs,
+    ) -> Result<(NodeRef, usize)> {
+        const CALL: &str = "Graph::add_ping_pong_while_node";
+        let target = self.scope_raw(CALL, scope)?;
+        let module = condition_module(&self.handle.ctx)?;
+        let handle = self.condition_handle(scope, 0, false)?;
+        let odd = ConditionArgs {
+            kind: ConditionKind::Every,
+            value: args.counter + 4,
+            threshold: 2,
+            op: 1,
+            state: 0,
+            counter: 0,
+            max_iterations: u32::MAX,
+        };
+        let k = self.add_condition_kernel(
+            scope,
+            &[looping],
+            &module,
+            handle,
+            &odd,
+            FIRST | DECIDE_ONLY,
+        )?;
+        let (node, bodies) = self.conditional_node(target, &[k], handle, Form::If, 1)?;
+        Ok((node, bodies[0]))
+    }
+
     /// One conditional node of `form` on `handle` in `target` after `dependencies`, with
     /// `count` empty bodies, whose scopes it returns.
     fn conditional_node(
@@ -372,7 +524,9 @@ impl Graph {
         let (type_, size) = match form {
             Form::If => (sys::CU_GRAPH_COND_TYPE_IF, 1),
             Form::IfElse => (sys::CU_GRAPH_COND_TYPE_IF, 2),
-            Form::While | Form::DoWhile => (sys::CU_GRAPH_COND_TYPE_WHILE, 1),
+            Form::While | Form::DoWhile | Form::PingPong | Form::DoPingPong => {
+                (sys::CU_GRAPH_COND_TYPE_WHILE, 1)
+            }
             Form::Switch => (sys::CU_GRAPH_COND_TYPE_SWITCH, count),
         };
         if size == 0 {

@@ -1,0 +1,366 @@
+//! Conditions a kernel sets itself: the handle of a `while`, `do ... while`, `if` or `switch`
+//! node passed to a user kernel (a `SetsCondition` parameter), which decides with
+//! `gp_set_condition` (`runtime/kernels/gpu_pipeline_condition.cuh`) instead of the library's
+//! condition kernel: no extra node before the conditional or at the end of a loop's body.
+//!
+//! A [`ConditionHandle`] is made for one conditional node before the kernels that set it are
+//! added (a kernel before the node sets the first test, as NVIDIA's samples do), by
+//! [`Graph::condition_handle`](crate::Graph::condition_handle) (or a body's), and then given to
+//! the node as [`Condition::set_by_kernel`](crate::Condition::set_by_kernel). An eager handle
+//! ([`ConditionHandle::eager`]) belongs to no graph: a kernel launched on a stream writes the
+//! value to the handle's word, which the host reads back ([`ConditionHandle::word`]).
+//!
+//! Soundness: a CUDA handle is only ever passed to kernel nodes of the scope that owns it or of
+//! its node's bodies (checked when the node is added); a launch on a stream, or a kernel-node
+//! update, refuses a graph's handle. The CPU backend's kernel receives a [`ConditionSetter`] over
+//! the handle's word, and its graph runner reads that word.
+
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::PoisonError;
+
+use bytemuck::{Pod, Zeroable};
+
+use super::control::LoopState;
+use crate::context::Context;
+use crate::cpu::{CpuKernelArg, CpuParam};
+use crate::error::{Error, Result};
+use crate::launch::{ArgRef, KernelArg, KernelParam, ParamKind, ParamLayout, PassedAs};
+use crate::memory::DeviceBuffer;
+use crate::memory::alloc::DeviceAlloc;
+use crate::memory::flag::FlagStorage;
+use crate::memory::view::sealed::DeviceMemory as _;
+
+/// The CUDA C header a kernel includes to set a condition (`gp_condition`,
+/// `gp_set_condition`): `runtime/kernels/gpu_pipeline_condition.cuh`, for CUDA C compiled at
+/// run time (prepend it to the source, or give it to NVRTC as a named header).
+pub const CONDITION_HEADER: &str = include_str!("../../kernels/gpu_pipeline_condition.cuh");
+
+/// `gp_condition` as the kernel receives it (32 bytes, 8-aligned).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+#[doc(hidden)]
+pub struct ConditionBytes {
+    /// The conditional node's handle; 0 outside a graph.
+    pub handle: u64,
+    /// The device address of the handle's two words (value, iteration count).
+    pub word: u64,
+    /// The device address of a loop's state word, or 0.
+    pub state: u64,
+    /// A loop's maximum iteration count.
+    pub max_iterations: u32,
+    /// Bit 0: the test before a loop's first iteration; bit 1: a loop.
+    pub flags: u32,
+}
+
+const FIRST: u32 = 1;
+const LOOP: u32 = 2;
+
+/// The kind of conditional node a [`ConditionHandle`] is made for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HandleKind {
+    /// A `while` node: a kernel before it sets the first test, one in its body each later one.
+    While {
+        /// The most iterations; then the loop stops and reports [`Error::IterationLimit`].
+        max_iterations: u32,
+    },
+    /// A `do ... while` node: its body runs first (the handle starts each launch at 1), and a
+    /// kernel in the body sets each test.
+    DoWhile {
+        /// As for `While`.
+        max_iterations: u32,
+    },
+    /// An `if`, `if`/`else` or `switch` node: a kernel before it sets the value it decides on.
+    Decision,
+}
+
+impl HandleKind {
+    fn max_iterations(self) -> Option<u32> {
+        match self {
+            HandleKind::While { max_iterations } | HandleKind::DoWhile { max_iterations } => {
+                Some(max_iterations)
+            }
+            HandleKind::Decision => None,
+        }
+    }
+}
+
+/// Where a graph's handle may be set from, and what its node became.
+#[derive(Debug)]
+pub(crate) struct Owner {
+    /// The graph.
+    pub(crate) graph: u64,
+    /// The scope (graph or body) that holds the node.
+    pub(crate) scope: u32,
+    /// The CUDA handle (0 on the CPU backend).
+    pub(crate) raw: u64,
+    /// What it is for.
+    pub(crate) kind: HandleKind,
+    /// The loop's state word, for loops.
+    pub(crate) state: Option<LoopState>,
+    /// The scopes of its node's bodies, once the node is added (`None` before).
+    pub(crate) bodies: Mutex<Option<Vec<u32>>>,
+}
+
+/// The value a kernel sets for one conditional node, or (eager) the word a kernel writes the
+/// value to. Passed to a kernel for a [`SetsCondition`] parameter (by reference).
+///
+/// ```
+/// # fn main() -> gpu_pipeline::Result<()> {
+/// use gpu_pipeline::{
+///     Condition, ConditionSetter, Context, CpuKernel, DeviceBuffer, Graph, HandleKind,
+///     LaunchConfig, Module, SetsCondition, Stream,
+/// };
+///
+/// // `gp_count_down(unsigned* n, gp_condition go)`: n[0] -= 1, go while n[0] > 0.
+/// fn count_down(n: &mut [u32], mut go: ConditionSetter<'_>) {
+///     n[0] -= 1;
+///     go.set(u32::from(n[0] > 0));
+/// }
+///
+/// let ctx = Context::cpu();
+/// let stream = Stream::new(&ctx)?;
+/// let module = Module::load_ptx(&ctx, include_str!("../../kernels/condition_kernels.ptx"))?;
+/// // SAFETY: the kernel writes `n[0]` only and sets `go` from one thread, once per launch.
+/// let count_down = unsafe {
+///     module.function("gp_count_down")?.typed::<(&mut [u32], SetsCondition)>()?
+/// }
+/// .with_cpu(CpuKernel::new(count_down));
+/// let mut n = DeviceBuffer::from_slice(&stream, &[3u32])?;
+/// let mut graph = Graph::new(&ctx)?;
+/// // The kernel in the body decides each test: no condition kernel of the library.
+/// let go = graph.condition_handle(HandleKind::DoWhile { max_iterations: 10 })?;
+/// let looping = graph.add_do_while_node(&[], Condition::set_by_kernel(&go), 10, |body| {
+///     body.add_kernel_node(&[], &count_down, LaunchConfig::new(1u32, 1u32), (&mut n, &go))?;
+///     Ok(())
+/// })?;
+/// let exec = graph.instantiate()?;
+/// exec.launch(&stream)?;
+/// stream.synchronize()?;
+/// assert_eq!(looping.state().iterations(), 3);
+/// drop((exec, graph));
+/// assert_eq!(n.to_vec(&stream)?, [0]);
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct ConditionHandle {
+    /// Two words: the value last set, and (CUDA, in a graph) the loop's iteration count.
+    word: DeviceBuffer<u32>,
+    /// `None` for an eager handle.
+    pub(crate) owner: Option<Arc<Owner>>,
+}
+
+impl ConditionHandle {
+    /// A handle of no graph, for eager steps: a kernel given it writes the value it sets to
+    /// [`word`](ConditionHandle::word) (starting at 0), which the host reads back.
+    pub fn eager(ctx: &Context) -> Result<ConditionHandle> {
+        Ok(ConditionHandle {
+            word: words(ctx)?,
+            owner: None,
+        })
+    }
+
+    /// A handle of scope `scope` of graph `graph`, with the CUDA handle `raw` (0 on the CPU
+    /// backend).
+    pub(crate) fn owned(
+        ctx: &Context,
+        graph: u64,
+        scope: u32,
+        raw: u64,
+        kind: HandleKind,
+        state: Option<LoopState>,
+    ) -> Result<ConditionHandle> {
+        Ok(ConditionHandle {
+            word: words(ctx)?,
+            owner: Some(Arc::new(Owner {
+                graph,
+                scope,
+                raw,
+                kind,
+                state,
+                bodies: Mutex::new(None),
+            })),
+        })
+    }
+
+    /// The device words a kernel writes: element 0 is the value it set last (what an eager
+    /// step reads back), element 1 a graph loop's iteration count on CUDA.
+    pub fn word(&self) -> &DeviceBuffer<u32> {
+        &self.word
+    }
+
+    /// What the handle was made for, for a graph's handle.
+    pub fn kind(&self) -> Option<HandleKind> {
+        self.owner.as_ref().map(|o| o.kind)
+    }
+
+    /// The state of the loop it decides (`None` for an eager handle or a decision).
+    pub fn loop_state(&self) -> Option<&LoopState> {
+        self.owner.as_ref().and_then(|o| o.state.as_ref())
+    }
+
+    /// Checks that a kernel node of scope `scope` of graph `graph` may set this handle: an
+    /// eager handle anywhere (it only writes its word), a graph's handle only in the scope of
+    /// its node or in that node's bodies.
+    pub(crate) fn check_setter(&self, call: &'static str, graph: u64, scope: u32) -> Result<()> {
+        let Some(owner) = &self.owner else {
+            return Ok(());
+        };
+        let in_bodies = owner
+            .bodies
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .is_some_and(|bodies| bodies.contains(&scope));
+        if owner.graph == graph && (owner.scope == scope || in_bodies) {
+            return Ok(());
+        }
+        Err(Error::invalid(
+            call,
+            "a kernel sets a condition handle of another graph, or of another scope: a handle is \
+             set by kernel nodes of the graph or body that holds its conditional node (before \
+             the node) or of that node's own bodies",
+        ))
+    }
+
+    /// The value's memory and the handle, for the conditional node.
+    pub(crate) fn words(&self) -> &DeviceBuffer<u32> {
+        &self.word
+    }
+
+    /// The bytes the kernel receives: the handle, its words, and (for a loop) the state word,
+    /// the maximum and whether this is the test before the first iteration (a kernel node
+    /// added before the conditional node is).
+    fn bytes(&self) -> ConditionBytes {
+        let word = self.word.device_region().ptr().unwrap_or(0);
+        let Some(owner) = &self.owner else {
+            return ConditionBytes {
+                word,
+                ..ConditionBytes::default()
+            };
+        };
+        let placed = owner
+            .bodies
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some();
+        let state = match owner.state.as_ref().map(LoopState::storage) {
+            Some(FlagStorage::Cuda(w)) => w.device_address(),
+            _ => 0,
+        };
+        let (max_iterations, flags) = match owner.kind.max_iterations() {
+            Some(max) => (max, LOOP | if placed { 0 } else { FIRST }),
+            None => (u32::MAX, 0),
+        };
+        ConditionBytes {
+            handle: owner.raw,
+            word,
+            state,
+            max_iterations,
+            flags,
+        }
+    }
+}
+
+/// Two zeroed words on `ctx`.
+fn words(ctx: &Context) -> Result<DeviceBuffer<u32>> {
+    const CALL: &str = "ConditionHandle::new";
+    Ok(DeviceBuffer::from_alloc(
+        DeviceAlloc::new_zeroed(CALL, ctx, 8)?,
+        2,
+    ))
+}
+
+/// The parameter type, in a kernel signature, of a kernel that sets a condition: the CUDA
+/// kernel takes a `gp_condition` by value (`gpu_pipeline_condition.cuh`), a CPU implementation
+/// a [`ConditionSetter`]; a launch passes a `&ConditionHandle`.
+#[derive(Debug, Clone, Copy)]
+pub enum SetsCondition {}
+
+impl crate::launch::sealed::Param for SetsCondition {}
+impl KernelParam for SetsCondition {
+    const LAYOUT: ParamLayout = ParamLayout::of::<ConditionBytes>();
+    // The CPU backend's kernel writes the handle's word.
+    const WRITES: bool = true;
+    const KIND: ParamKind = ParamKind::Scalar { index: None };
+}
+
+impl crate::launch::sealed::Arg for &ConditionHandle {}
+impl KernelArg for &ConditionHandle {
+    type Packed = ConditionBytes;
+    #[inline]
+    fn pack(&self) -> ConditionBytes {
+        self.bytes()
+    }
+    fn arg_ref(&self) -> ArgRef<'_> {
+        ArgRef::Buffer {
+            region: self.word.device_region(),
+            elem_size: 4,
+        }
+    }
+    fn condition(&self) -> Option<&ConditionHandle> {
+        Some(self)
+    }
+}
+impl crate::launch::sealed::PassedAs<SetsCondition> for &ConditionHandle {}
+impl PassedAs<SetsCondition> for &ConditionHandle {}
+
+// `&mut` too, as the pipeline macro passes what a kernel writes.
+impl crate::launch::sealed::Arg for &mut ConditionHandle {}
+impl KernelArg for &mut ConditionHandle {
+    type Packed = ConditionBytes;
+    #[inline]
+    fn pack(&self) -> ConditionBytes {
+        self.bytes()
+    }
+    fn arg_ref(&self) -> ArgRef<'_> {
+        ArgRef::Buffer {
+            region: self.word.device_region(),
+            elem_size: 4,
+        }
+    }
+    fn condition(&self) -> Option<&ConditionHandle> {
+        Some(self)
+    }
+}
+impl crate::launch::sealed::PassedAs<SetsCondition> for &mut ConditionHandle {}
+impl PassedAs<SetsCondition> for &mut ConditionHandle {}
+
+/// What a kernel's CPU implementation receives for a [`SetsCondition`] parameter: it sets the
+/// condition once per launch, as the CUDA kernel calls `gp_set_condition` once.
+#[derive(Debug)]
+pub struct ConditionSetter<'a> {
+    words: &'a mut [u32],
+}
+
+impl ConditionSetter<'_> {
+    /// Sets the condition: non-zero holds; a switch runs case `value` (none when it is not
+    /// below the number of cases).
+    pub fn set(&mut self, value: u32) {
+        self.words[0] = value;
+    }
+
+    /// The value set last (0 before any).
+    pub fn get(&self) -> u32 {
+        self.words[0]
+    }
+}
+
+impl CpuParam for SetsCondition {
+    type Value<'a> = ConditionSetter<'a>;
+
+    fn from_arg(arg: CpuKernelArg<'_>) -> std::result::Result<ConditionSetter<'_>, String> {
+        match arg {
+            CpuKernelArg::SliceMut { bytes, .. } if bytes.len() >= 4 => {
+                let words: &mut [u32] = bytemuck::try_cast_slice_mut(bytes).map_err(|e| {
+                    format!("a condition handle's word cannot be viewed as `u32`: {e:?}")
+                })?;
+                Ok(ConditionSetter { words })
+            }
+            _ => Err(
+                "expected a condition handle (`&ConditionHandle`) for a `SetsCondition` parameter"
+                    .to_owned(),
+            ),
+        }
+    }
+}

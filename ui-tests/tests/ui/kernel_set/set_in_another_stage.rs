@@ -1,0 +1,29 @@
+//! A condition set in another stage than the `if` that tests it (the handle belongs to the `if`'s graph scope).
+
+use gpu_pipeline::{ConditionSetter, DeviceBuffer, gpu_pipeline};
+
+fn check(_: &[u32], _: ConditionSetter<'_>) {}
+fn sweep(_: &mut [u32]) {}
+
+gpu_pipeline! {
+    pub pipeline Solve {
+        streams { main, side }
+        unsafe kernels k = ptx(include_str!("../../../../runtime/kernels/condition_kernels.ptx")) {
+            fn gp_set_to(value: &[u32; unbounded], go: Condition) cpu = check;
+            fn gp_bump(out: &mut [u32; unbounded]) cpu = sweep;
+        }
+        params { value: &mut DeviceBuffer<u32>, out: &mut DeviceBuffer<u32> }
+        scratch { go: Condition }
+        stage decide on main {
+            launch k::gp_set_to(value, go) grid 1u32 block 1u32;
+        }
+        stage act on main {
+            launch k::gp_set_to(value, go) grid 1u32 block 1u32;
+            if go {
+                launch k::gp_bump(out) grid 1u32 block 1u32;
+            }
+        }
+    }
+}
+
+fn main() {}
