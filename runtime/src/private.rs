@@ -36,6 +36,7 @@ pub use crate::pipeline::plan::{
     Captured, Claim, Describe, Description, Instance, Ref, StepMode, StepPlan, StreamDecl,
     ensure_events, ensure_streams, internal, plan_for, profile_sites,
 };
+pub use crate::pipeline::recapture::{Built, Recaptured, clone_captured, commit, instantiate};
 pub use crate::pipeline::refs::{
     Apart, Elements, ReadSource, Sliced, WriteSource, element, element_mut, fill_view, scratch_ref,
     view, view_mut,

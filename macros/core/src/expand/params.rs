@@ -63,3 +63,33 @@ pub fn params_debug(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
         }
     }
 }
+
+/// `__reborrow`: the params borrowed again for a shorter life (each `&mut` reborrowed, each
+/// `&` copied, each scalar cloned), which a clone of a captured step holds while it borrows
+/// the graph it was cloned from.
+pub fn params_reborrow(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
+    let params = &names.params;
+    let ty = names.params_ty(quote!('a));
+    let short = names.params_ty(quote!('_));
+    let fields = pipeline.input.params().map(|param| {
+        let field = &param.name;
+        match crate::ast::ungroup_type(&param.ty) {
+            syn::Type::Reference(r) if r.mutability.is_some() => quote!(#field: &mut *self.#field),
+            syn::Type::Reference(_) => quote!(#field: self.#field),
+            _ => quote!(#field: ::core::clone::Clone::clone(&self.#field)),
+        }
+    });
+    let generics = if names.params_borrow {
+        quote!(<'a>)
+    } else {
+        quote!()
+    };
+    quote! {
+        impl #generics #ty {
+            /// The same params, borrowed again for as long as `self` is.
+            fn __reborrow(&mut self) -> #short {
+                #params { #(#fields,)* }
+            }
+        }
+    }
+}
