@@ -3,6 +3,7 @@
 
 mod collective;
 pub(crate) mod host_data;
+pub(crate) mod host_write;
 pub(crate) mod plan;
 mod profile;
 mod progress;
@@ -11,6 +12,7 @@ pub(crate) mod refs;
 mod typed_stream;
 
 pub use collective::{CommStage, Rank};
+pub use host_write::HostWrite;
 pub use profile::{Profiler, StageTiming, StepProfile};
 pub use progress::{Progress, StageSite, TRACK_FAULTS_ENV};
 pub use recapture::Recaptured;

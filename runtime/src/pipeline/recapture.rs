@@ -10,7 +10,7 @@ use super::plan::{Captured, StepPlan};
 use crate::error::Result;
 use crate::graph::{Graph, GraphUpdateResult, KernelNode};
 
-/// What [`recapture`](crate::gpu_pipeline#updating-a-captured-step) did to a captured step's
+/// What a captured graph's `recapture` (see [`gpu_pipeline!`](crate::gpu_pipeline)) did to its
 /// executable graphs: updated them in place, or instantiated anew.
 ///
 /// ```

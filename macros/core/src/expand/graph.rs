@@ -30,7 +30,7 @@ use super::names::suffix;
 use super::names::{Names, rt, rt_fn};
 use super::step::{bindings, used_scalars};
 use crate::ast;
-use crate::lower::{Memory, Pipeline, ScalarId, StatementKind};
+use crate::lower::{Memory, Mode, Pipeline, ScalarId, StatementKind};
 
 /// What a replayed graph cannot update in place that reads `scalar`, in words: "`fill x` in
 /// stage `a`", "the length of scratch buffer `acc`", "the shape of the step".
@@ -193,6 +193,7 @@ pub fn graph_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
         }
     });
     let recapture = recapture_fns(pipeline, names);
+    let host_writes = host_writes(pipeline);
     let apply = apply_fn(pipeline, names, &sites);
     let arrange = arrange_fn(pipeline, names, &sites);
     quote! {
@@ -227,7 +228,9 @@ pub fn graph_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                 &self.params
             }
 
-            /// The instantiated graph of the (first kind of) step in the current arrangement.
+            /// The instantiated graph of the (first kind of) step in the current arrangement;
+            /// `None` while it has to be built again (after a failed recapture, until the next
+            /// launch).
             pub fn exec(&self) -> ::core::option::Option<&#rt::GraphExec> {
                 self.execs
                     .get(self.swapped)
@@ -267,6 +270,8 @@ pub fn graph_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             }
 
             #recapture
+
+            #host_writes
 
             #(#swaps)*
 
@@ -443,6 +448,105 @@ fn recapture_fns(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             ::core::result::Result::Ok(clone)
         }
     }
+}
+
+/// Whether the step touches one buffer, and how it writes it: whole (in some statement), or
+/// only ranges of it.
+fn writes_of(pipeline: &Pipeline<'_>, buffer: usize) -> (bool, bool, bool) {
+    let (mut touched, mut whole, mut ranges) = (false, false, false);
+    let touches = pipeline
+        .stages
+        .iter()
+        .flat_map(|stage| &stage.statements)
+        .flat_map(|statement| &statement.accesses)
+        .filter(|touch| touch.buffer.0 == buffer);
+    for touch in touches {
+        touched = true;
+        if touch.mode != Mode::Write {
+            continue;
+        }
+        match touch.subscript.and_then(|reference| reference.range) {
+            Some(_) => ranges = true,
+            None => whole = true,
+        }
+    }
+    (touched, whole, ranges)
+}
+
+/// `write_<name>()` for each device buffer param (not an array) the step uses: a `HostWrite`
+/// handle on the origin stream. A param declared `&`, or one a statement writes whole, gets one whose bound
+/// no type meets, so calling it is a compile error that says why; where the step writes
+/// ranges of the buffer, the handle refuses host writes into them at run time.
+fn host_writes(pipeline: &Pipeline<'_>) -> TokenStream {
+    let rt = rt();
+    let name = &pipeline.input.name;
+    let name_str = pipeline.name.as_str();
+    let methods = pipeline.buffers.iter().enumerate().filter_map(|(index, buffer)| {
+        if buffer.scratch || buffer.array || buffer.memory != Memory::Device {
+            return None;
+        }
+        let referent = buffer.referent;
+        let field = buffer.ident;
+        let label = buffer.name.as_str();
+        let method = format_ident!("write_{}", field, span = field.span());
+        let (touched, whole, ranges) = writes_of(pipeline, index);
+        if !touched {
+            // Nothing of the step uses it: nothing to write for.
+            return None;
+        }
+        let refusal = if !buffer.mutable {
+            Some(rt_fn(field.span(), "DeclaredMut"))
+        } else if whole {
+            Some(rt_fn(field.span(), "NotWrittenByTheStep"))
+        } else {
+            None
+        };
+        if let Some(trait_path) = refusal {
+            // The bound is spanned on the param, so the compiler's notes point at it.
+            let bound = quote_spanned!(field.span()=> Self: #trait_path);
+            return Some(quote! {
+                #[doc(hidden)]
+                pub fn #method(&mut self) -> #rt::Result<#rt::HostWrite<'_, #referent>>
+                where
+                    #bound,
+                {
+                    ::core::result::Result::Err(#rt::internal(#name_str, "a refused host write"))
+                }
+            });
+        }
+        let doc = format!(
+            "A `gpu_pipeline::HostWrite` handle that writes `{label}` between replays (`upload`, \
+             `fill`), enqueued on the origin stream in order with the launches, without \
+             waiting for them.{ranges_doc}",
+            ranges_doc = if ranges {
+                " The step writes ranges of it: a host write into one of them is refused."
+            } else {
+                ""
+            }
+        );
+        let plans = if ranges {
+            quote! {
+                (0..#name::__KINDS)
+                    .filter_map(|kind| execs.get((kind << #name::__SWAPS) | *swapped))
+                    .flatten()
+                    .map(|captured| &*captured.plan)
+            }
+        } else {
+            quote!(::core::iter::empty())
+        };
+        Some(quote! {
+            #[doc = #doc]
+            pub fn #method(&mut self) -> #rt::Result<#rt::HostWrite<'_, #referent>>
+            {
+                // What the replays write is the current params' plans'.
+                self.__ensure_captured()?;
+                let Self { pipeline, params, execs, swapped, .. } = self;
+                let stream = pipeline.__origin()?;
+                ::core::result::Result::Ok(#rt::host_write(#name_str, #label, #index, #plans, stream, &mut *params.#field))
+            }
+        })
+    });
+    quote!(#(#methods)*)
 }
 
 /// `__apply(index)`: the in-place setters' changes, applied to instantiation `index` (which

@@ -1,10 +1,10 @@
 //! `PParams<'a>`: the scalars and borrowed buffers of one step.
 
 use proc_macro2::{Span, TokenStream};
-use quote::quote;
+use quote::{quote, quote_spanned};
 use syn::Lifetime;
 
-use super::names::{Names, with_lifetime};
+use super::names::{Names, rt_fn, with_lifetime};
 use crate::ast::type_string;
 use crate::lower::Pipeline;
 use crate::symbol::PRIMITIVE_SCALARS;
@@ -76,7 +76,12 @@ pub fn params_reborrow(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
         match crate::ast::ungroup_type(&param.ty) {
             syn::Type::Reference(r) if r.mutability.is_some() => quote!(#field: &mut *self.#field),
             syn::Type::Reference(_) => quote!(#field: self.#field),
-            _ => quote!(#field: ::core::clone::Clone::clone(&self.#field)),
+            // As the steps copy it: a type that is not `Clone` is reported once, at the param.
+            _ => {
+                let ty = &param.ty;
+                let scalar = rt_fn(field.span(), "scalar");
+                quote_spanned!(field.span()=> #field: #scalar::<#ty>(&self.#field))
+            }
         }
     });
     let generics = if names.params_borrow {
