@@ -367,8 +367,7 @@ fn recapture_fns(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
     let name = &pipeline.input.name;
     let params_ty = names.params_ty(quote!('a));
     let scalars = pipeline.scalars.len();
-    let recapture_doc = format!(
-        "Builds the step again from new params (each kind of step, in the current arrangement \
+    let recapture_doc = "Builds the step again from new params (each kind of step, in the current arrangement \
          of swapped buffers) and puts the build in place of the executable graph: updated in \
          place (`cuGraphExecUpdate`) when the topology is unchanged, instantiated anew when it \
          is not, and the returned `gpu_pipeline::Recaptured` says which happened. \
@@ -380,8 +379,7 @@ fn recapture_fns(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
          is dropped (which waits for the launches). To change some params and keep the rest \
          (or swap two buffers), use [`recapture_with`](Self::recapture_with). On an error \
          (a kernel's bound refuses the new params, say) the graph keeps the new params and \
-         no instantiation: the next launch builds the step from them again."
-    );
+         no instantiation: the next launch builds the step from them again.";
     let recapture_with_doc = "Waits for the launches in flight, lets `edit` change the params \
          in place (a scalar, a buffer replaced by another borrowed for as long, two buffers \
          swapped), then builds the step again as [`recapture`](Self::recapture) does and says \
