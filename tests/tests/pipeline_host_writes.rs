@@ -22,6 +22,10 @@ mod cpu {
     pub fn sum_serial(n: u32, x: &[f32], out: &mut [f32]) {
         out[0] = x[..n as usize].iter().fold(0.0, |s, &v| s + v);
     }
+
+    pub fn add_scalar(n: u32, value: f32, data: &mut [f32]) {
+        data[..n as usize].iter_mut().for_each(|x| *x += value);
+    }
 }
 
 /// Runs each scenario on the checked CPU backend (asserting that the race detector found
@@ -54,6 +58,7 @@ on_both_backends!(
     host_writes_between_replays_run_in_order_with_them,
     a_host_write_into_a_range_a_replay_writes_is_refused,
     a_host_write_past_the_buffer_is_refused,
+    a_condition_set_by_the_host_between_replays_picks_the_branch,
 );
 
 /// Uploads `data` and waits, so the pipeline's streams find it there.
@@ -223,5 +228,52 @@ fn a_host_write_past_the_buffer_is_refused(ctx: &Context) -> Result<()> {
         .unwrap_err()
         .to_string();
     assert!(message.contains("goes past its 8 elements"), "{message}");
+    Ok(())
+}
+
+gpu_pipeline! {
+    /// Adds 1 to `then` when `flag != 0`, else 10 to `other`: graphConditionalNodes' IF with
+    /// its input set between launches.
+    pub pipeline Branch {
+        streams { main }
+        unsafe kernels k = ptx(include_str!("../../runtime/kernels/test_kernels.ptx")) {
+            fn add_scalar(n: u32, value: f32, data: &mut [f32; n]) cpu = cpu::add_scalar;
+        }
+        params {
+            flag: &mut DeviceBuffer<u32>,
+            then: &mut DeviceBuffer<f32>,
+            other: &mut DeviceBuffer<f32>,
+        }
+        stage decide on main {
+            if flag != 0u32 {
+                launch k::add_scalar(1u32, 1.0f32, then) grid 1u32 block 1u32;
+            } else {
+                launch k::add_scalar(1u32, 10.0f32, other) grid 1u32 block 1u32;
+            }
+        }
+    }
+}
+
+fn a_condition_set_by_the_host_between_replays_picks_the_branch(ctx: &Context) -> Result<()> {
+    let stream = Stream::non_blocking(ctx)?;
+    let mut flag = DeviceBuffer::from_slice(&stream, &[0u32])?;
+    stream.synchronize()?;
+    let mut then = upload(ctx, &[0.0])?;
+    let mut other = upload(ctx, &[0.0])?;
+    let mut pipeline = Branch::new(ctx)?;
+    let mut graph = pipeline.capture(BranchParams {
+        flag: &mut flag,
+        then: &mut then,
+        other: &mut other,
+    })?;
+    // 1, 0, 1, 1, 0, 1, 1: five replays take the `then` branch, two the `else`.
+    for k in 0..7u32 {
+        graph.write_flag()?.fill(u32::from(k % 3 != 1))?;
+        graph.launch()?;
+    }
+    graph.synchronize()?;
+    drop(graph);
+    assert_eq!(then.to_vec(&stream)?, vec![5.0]);
+    assert_eq!(other.to_vec(&stream)?, vec![20.0]);
     Ok(())
 }

@@ -25,6 +25,10 @@ mod cpu {
     pub fn sum_serial(n: u32, x: &[f32], out: &mut [f32]) {
         out[0] = x[..n as usize].iter().fold(0.0, |s, &v| s + v);
     }
+
+    pub fn add_scalar(n: u32, value: f32, data: &mut [f32]) {
+        data[..n as usize].iter_mut().for_each(|x| *x += value);
+    }
 }
 
 /// Runs each scenario on the checked CPU backend (asserting that the race detector found
@@ -62,6 +66,7 @@ on_both_backends!(
     a_recapture_outdates_the_other_arrangement_until_it_is_swapped_to,
     a_cloned_step_replays_with_its_own_scalars,
     a_clone_of_a_recaptured_step_runs_the_new_params,
+    a_step_with_a_device_loop_is_recaptured_and_cloned,
 );
 
 /// Uploads `data` and waits, so the pipeline's streams find it there.
@@ -410,5 +415,58 @@ fn a_clone_of_a_recaptured_step_runs_the_new_params(ctx: &Context) -> Result<()>
     assert_eq!(graph.window()?.total_host()?[0], 7.0 * N as f32);
     drop(graph);
     assert_eq!(read(ctx, &field)?, vec![7.0; N]);
+    Ok(())
+}
+
+gpu_pipeline! {
+    /// Lowers `residual` by one per iteration while it is above `tol`, counting iterations.
+    pub pipeline Countdown {
+        streams { main }
+        unsafe kernels k = ptx(include_str!("../../runtime/kernels/test_kernels.ptx")) {
+            fn add_scalar(n: u32, value: f32, data: &mut [f32; n]) cpu = cpu::add_scalar;
+        }
+        params {
+            tol: f32,
+            residual: &mut DeviceBuffer<f32>,
+            iterations: &mut DeviceBuffer<f32>,
+        }
+        stage solve on main {
+            while residual > tol max 100 {
+                launch k::add_scalar(1u32, -1.0f32, residual) grid 1u32 block 1u32;
+                launch k::add_scalar(1u32, 1.0f32, iterations) grid 1u32 block 1u32;
+            }
+        }
+    }
+}
+
+fn a_step_with_a_device_loop_is_recaptured_and_cloned(ctx: &Context) -> Result<()> {
+    let mut residual = upload(ctx, &[5.0])?;
+    let mut other = upload(ctx, &[3.0])?;
+    let mut iterations = upload(ctx, &[0.0])?;
+    let mut pipeline = Countdown::new(ctx)?;
+    let other = &mut other;
+    let mut graph = pipeline.capture(CountdownParams {
+        tol: 0.0,
+        residual: &mut residual,
+        iterations: &mut iterations,
+    })?;
+    graph.launch()?; // 5 iterations
+    // Another residual: updated in place where the driver updates conditional nodes, built
+    // again where it does not; either way the loop runs on the new buffer.
+    let _outcome = graph.recapture_with(|p| p.residual = other)?;
+    graph.launch()?; // 3 more
+    {
+        // A graph with a device loop cannot be cloned: the clone is built again.
+        let mut clone = graph.clone_step()?;
+        clone.set_tol(-2.0)?;
+        clone.launch()?; // 0 -> -2: 2 more
+        clone.synchronize()?;
+    }
+    graph.launch()?; // -2 is not above 0: none
+    graph.synchronize()?;
+    drop(graph);
+    assert_eq!(read(ctx, &iterations)?, vec![10.0]);
+    assert_eq!(read(ctx, &residual)?, vec![0.0]);
+    assert_eq!(read(ctx, other)?, vec![-2.0]);
     Ok(())
 }
