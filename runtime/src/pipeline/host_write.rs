@@ -23,6 +23,32 @@ use crate::stream::Stream;
 /// ranges of the buffer (`x[lo..hi]`), a host write that overlaps one of them is refused
 /// with an error naming the stage.
 ///
+/// ```
+/// # fn main() -> gpu_pipeline::Result<()> {
+/// use gpu_pipeline::{Context, DeviceBuffer, PinnedBuffer, Stream, gpu_pipeline};
+///
+/// gpu_pipeline! {
+///     /// Copies a device input out to the host at every replay.
+///     pub pipeline Echo {
+///         streams { main }
+///         params { input: &mut DeviceBuffer<f32>, out: &mut PinnedBuffer<f32> }
+///         stage echo on main { copy input -> out; }
+///     }
+/// }
+///
+/// let ctx = Context::cpu();
+/// let mut input = DeviceBuffer::<f32>::zeros(&Stream::new(&ctx)?, 4)?;
+/// let mut out = PinnedBuffer::<f32>::zeros(&ctx, 4)?;
+/// let frame = PinnedBuffer::from_slice(&ctx, &[1.0f32, 2.0, 3.0, 4.0])?;
+/// let mut echo = Echo::new(&ctx)?;
+/// let mut graph = echo.capture(EchoParams { input: &mut input, out: &mut out })?;
+/// graph.write_input()?.fill(7.0)?; // no wait: ordered before the next replay
+/// graph.launch()?;
+/// graph.write_input()?.upload(&frame)?;
+/// graph.launch()?;
+/// assert_eq!(&*graph.window()?.out()?, &[1.0, 2.0, 3.0, 4.0]);
+/// # Ok(()) }
+/// ```
 /// `B` is the buffer's type, `DeviceBuffer<T>`. (Generic over it rather than `T`, so that a
 /// param of a non-`Pod` element is reported once, at the param, not again at every
 /// generated `write_<name>()`.)

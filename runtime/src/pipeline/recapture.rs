@@ -14,11 +14,32 @@ use crate::graph::{Graph, GraphUpdateResult, KernelNode};
 /// executable graphs: updated them in place, or instantiated anew.
 ///
 /// ```
-/// use gpu_pipeline::{GraphUpdateResult, Recaptured};
-/// let outcome = Recaptured::Updated.and(Recaptured::Instantiated {
-///     refused: Some(GraphUpdateResult::ERROR_TOPOLOGY_CHANGED),
-/// });
-/// assert!(!outcome.is_updated());
+/// # fn main() -> gpu_pipeline::Result<()> {
+/// use gpu_pipeline::{Context, DeviceBuffer, PinnedBuffer, Recaptured, Stream, gpu_pipeline};
+///
+/// gpu_pipeline! {
+///     /// Copies `src` to the host at every replay.
+///     pub pipeline Echo {
+///         streams { main }
+///         params { src: &mut DeviceBuffer<f32>, spare: &mut DeviceBuffer<f32>, out: &mut PinnedBuffer<f32> }
+///         stage echo on main { copy src -> out; fill spare = 0.0; }
+///     }
+/// }
+///
+/// let ctx = Context::cpu();
+/// let stream = Stream::new(&ctx)?;
+/// let mut a = DeviceBuffer::from_slice(&stream, &[1.0f32; 4])?;
+/// let mut b = DeviceBuffer::from_slice(&stream, &[2.0f32; 4])?;
+/// let mut out = PinnedBuffer::<f32>::zeros(&ctx, 4)?;
+/// let mut echo = Echo::new(&ctx)?;
+/// let mut graph = echo.capture(EchoParams { src: &mut a, spare: &mut b, out: &mut out })?;
+/// graph.launch()?;
+/// // The same step with the two buffers exchanged: the executable graph is updated in place.
+/// let outcome = graph.recapture_with(|p| std::mem::swap(&mut p.src, &mut p.spare))?;
+/// assert_eq!(outcome, Recaptured::Updated);
+/// graph.launch()?;
+/// assert_eq!(&*graph.window()?.out()?, &[0.0; 4]);
+/// # Ok(()) }
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[must_use = "says whether the step was updated in place or instantiated anew"]
