@@ -372,8 +372,9 @@ fn recapture_fns(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
          place (`cuGraphExecUpdate`) when the topology is unchanged, instantiated anew when it \
          is not, and the returned `gpu_pipeline::Recaptured` says which happened. \
          What a solver that re-captures every iteration calls, as NVIDIA's jacobiCudaGraphs \
-         does; it does not wait for the launches in flight, which keep the parameters they \
-         were launched with.\n\n\
+         does; an update does not wait for the launches in flight, which keep the parameters \
+         they were launched with (a new instantiation waits for them before it drops the old \
+         one).\n\n\
          The new params are borrowed as `capture` borrows them, for the graph's whole life; \
          the old ones are dropped here, and what they borrowed stays borrowed until the graph \
          is dropped (which waits for the launches). To change some params and keep the rest \
