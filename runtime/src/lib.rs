@@ -477,7 +477,8 @@ pub use launch::{
 pub use memory::*;
 pub use module::{FunctionAttribute, Kernel, KernelAttributes, Module};
 pub use pipeline::{
-    CommStage, Rank, StageTiming, StepProfile, StreamPriority, TRACK_FAULTS_ENV, TypedStream,
+    CommStage, HostWrite, Rank, Recaptured, StageTiming, StepProfile, StreamPriority,
+    TRACK_FAULTS_ENV, TypedStream,
 };
 pub use stream::{
     AccessPolicyWindow, AccessProperty, MemOp, Stream, StreamAttribute, StreamAttributeId,

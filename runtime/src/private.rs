@@ -29,6 +29,7 @@ pub use crate::pipeline::build::{
     write_flag_checked, write_flag_node,
 };
 pub use crate::pipeline::host_data::{HostFrame, HostRegion, host_closure_with};
+pub use crate::pipeline::host_write::{HostWrite, host_write};
 pub use crate::pipeline::ops::step_error_at;
 pub use crate::pipeline::ops::{
     check_devices, check_launch_devices, copy, enable_all_peer_access, enable_peer_access,
@@ -39,6 +40,7 @@ pub use crate::pipeline::plan::{
     Captured, Claim, Describe, Description, Instance, Ref, StepMode, StepPlan, StreamDecl,
     ensure_events, ensure_streams, internal, plan_for, profile_sites,
 };
+pub use crate::pipeline::recapture::{Built, Recaptured, clone_captured, commit, instantiate};
 pub use crate::pipeline::refs::{
     Apart, Elements, ReadSource, Sliced, WriteSource, element, element_mut, fill_view, scratch_ref,
     view, view_mut,
@@ -305,3 +307,24 @@ pub fn stage_range(
         crate::stream::StreamBackend::Cpu(_) => None,
     }
 }
+
+/// What a captured graph's `write_<name>()` needs: a buffer no statement of the step writes
+/// whole. No type implements this trait.
+#[diagnostic::on_unimplemented(
+    message = "a replay writes this buffer, so the host may not write it between replays",
+    label = "a statement of the step writes this buffer",
+    note = "`write_<name>()` writes a device buffer the step only reads (an input, a condition, \
+            a table) between replays; to reset what the step writes, `fill` it in a stage of the \
+            step, or have the step write only a range of it (`x[lo..hi]`) and write the rest"
+)]
+pub trait NotWrittenByTheStep {}
+
+/// What a captured graph's `write_<name>()` needs: a buffer param declared `&mut`. No type
+/// implements this trait.
+#[diagnostic::on_unimplemented(
+    message = "this buffer param is declared `&`, so the host may not write it between replays",
+    label = "declared `&`: shared with the rest of the program",
+    note = "declare the param `&mut DeviceBuffer<T>` to write it between replays with \
+            `write_<name>()`"
+)]
+pub trait DeclaredMut {}

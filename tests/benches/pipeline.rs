@@ -11,6 +11,7 @@
 //! | `replay 100 kernels: tracked vs untracked` | the replay with fault tracking on against off (the default) |
 //! | `set scalar` | update the scalar of all 100 kernel nodes in place (one batch) |
 //! | `set 2 scalars, apply once` | both scalars of all 100 nodes changed, then one `apply_updates`; runtime and raw columns repeat `set scalar`'s |
+//! | `recapture every sweep` | jacobiCudaGraphs' method 1: the one-kernel step recorded again with its two grids exchanged, the executable graph updated from it (`cuGraphExecUpdate`), launched and synchronized; 100 sweeps |
 //!
 //! Kernel bounds (`data: &mut [f32; n]`) are checked before every launch and node update; the
 //! rows `...: bounds vs none` measure that cost in the same run: the `generated` column is the
@@ -36,6 +37,7 @@ use libloading::Library;
 const STEPS: usize = 10_000;
 const REPLAYS: usize = 1_000;
 const CHAIN: usize = 100;
+const SWEEPS: usize = 100;
 const REPS: usize = 7;
 
 type BoxResult<T> = std::result::Result<T, Box<dyn std::error::Error>>;
@@ -106,6 +108,19 @@ macro_rules! chain_pipeline {
     };
 }
 
+gpu_pipeline! {
+    /// One sweep `y += x` on one stream: jacobiCudaGraphs' method 1 records it again every
+    /// sweep with the grids exchanged.
+    pipeline Sweep {
+        streams { main }
+        unsafe kernels k = ptx(include_str!("../../runtime/kernels/test_kernels.ptx")) {
+            fn saxpy(n: u32, a: f32, x: &[f32; n], y: &mut [f32; n]);
+        }
+        params { n: u32, x: &mut DeviceBuffer<f32>, y: &mut DeviceBuffer<f32> }
+        stage sweep on main { launch k::saxpy(n, 1.0f32, x, y) grid 1u32 block 32u32; }
+    }
+}
+
 chain_pipeline!(
     0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33
     34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63
@@ -124,6 +139,7 @@ struct Raw {
     instantiate: sys::PFN_cuGraphInstantiateWithFlags,
     graph_launch: sys::PFN_cuGraphLaunch,
     exec_destroy: sys::PFN_cuGraphExecDestroy,
+    exec_update: sys::PFN_cuGraphExecUpdate,
     graph_destroy: sys::PFN_cuGraphDestroy,
     get_nodes: sys::PFN_cuGraphGetNodes,
     set_params: sys::PFN_cuGraphExecKernelNodeSetParams,
@@ -153,6 +169,7 @@ impl Raw {
                 instantiate: *library.get(b"cuGraphInstantiateWithFlags\0")?,
                 graph_launch: *library.get(b"cuGraphLaunch\0")?,
                 exec_destroy: *library.get(b"cuGraphExecDestroy\0")?,
+                exec_update: *library.get(b"cuGraphExecUpdate_v2\0")?,
                 graph_destroy: *library.get(b"cuGraphDestroy\0")?,
                 get_nodes: *library.get(b"cuGraphGetNodes\0")?,
                 set_params: *library.get(b"cuGraphExecKernelNodeSetParams_v2\0")?,
@@ -862,6 +879,149 @@ fn run(ctx: &Context) -> BoxResult<Vec<Row>> {
         drop((bounded, unbounded));
         stream.synchronize()?;
         raw_destroy(&raw, raw_graph, raw_exec);
+    }
+
+    // 6. jacobiCudaGraphs' method 1: record again, update, launch, synchronize, per sweep.
+    {
+        let mut pipeline = Sweep::new(ctx)?;
+        pipeline.set_fault_tracking(false);
+        let stream = Stream::non_blocking(ctx)?;
+        let grid = |stream: &Stream| DeviceBuffer::<f32>::zeros(stream, 32);
+        let (mut x0, mut y0) = (grid(&stream)?, grid(&stream)?);
+        let (mut x1, mut y1) = (grid(&stream)?, grid(&stream)?);
+        let (x2, y2) = (grid(&stream)?, grid(&stream)?);
+        stream.synchronize()?;
+        let cfg = LaunchConfig::new(1u32, 32u32);
+        let function = saxpy.kernel().handle().ok_or("a CUDA context")?;
+        let raw_stream = stream.handle().ok_or("a CUDA context")?;
+        let grids = [
+            x2.device_ptr().ok_or("a CUDA context")?,
+            y2.device_ptr().ok_or("a CUDA context")?,
+        ];
+        // One raw sweep's capture: `y += x` with the grids of parity `k`.
+        let raw_record = |k: usize| -> BoxResult<sys::CUgraph> {
+            let (mut n, mut a) = (32_u32, 1.0_f32);
+            let (mut src, mut dst) = (grids[k % 2], grids[(k + 1) % 2]);
+            let mut p: [*mut c_void; 4] = [
+                (&mut n as *mut u32).cast(),
+                (&mut a as *mut f32).cast(),
+                (&mut src as *mut u64).cast(),
+                (&mut dst as *mut u64).cast(),
+            ];
+            let mut graph = std::ptr::null_mut();
+            // SAFETY: a live stream and function; `p` matches saxpy and outlives the calls;
+            // the caller destroys the graph.
+            unsafe {
+                ok(
+                    (raw.begin_capture)(raw_stream, sys::CUstreamCaptureMode::THREAD_LOCAL),
+                    "cuStreamBeginCapture",
+                )?;
+                ok(
+                    (raw.launch_kernel)(
+                        function,
+                        1,
+                        1,
+                        1,
+                        32,
+                        1,
+                        1,
+                        0,
+                        raw_stream,
+                        p.as_mut_ptr(),
+                        std::ptr::null_mut(),
+                    ),
+                    "cuLaunchKernel",
+                )?;
+                ok(
+                    (raw.end_capture)(raw_stream, &mut graph),
+                    "cuStreamEndCapture",
+                )?;
+            }
+            Ok(graph)
+        };
+        let first = raw_record(0)?;
+        let mut raw_exec = std::ptr::null_mut();
+        // SAFETY: a live graph and a valid out-pointer.
+        let code = unsafe { (raw.instantiate)(&mut raw_exec, first, 0) };
+        ok(code, "cuGraphInstantiateWithFlags")?;
+        let mut graph = pipeline.capture(SweepParams {
+            n: 32,
+            x: &mut x0,
+            y: &mut y0,
+        })?;
+        let recorded = stream.capture(CaptureMode::ThreadLocal, |s| {
+            saxpy.launch(s, cfg, (32u32, 1.0f32, &x1, &mut y1))
+        })?;
+        let mut exec = recorded.instantiate()?;
+        drop(recorded);
+        let [g, r, w] = measure(SWEEPS, &mut |variant| {
+            match variant {
+                0 => {
+                    for _ in 0..SWEEPS {
+                        let outcome =
+                            graph.recapture_with(|p| std::mem::swap(&mut p.x, &mut p.y))?;
+                        if !outcome.is_updated() {
+                            return Err(format!("the sweep was not updated: {outcome:?}").into());
+                        }
+                        graph.launch()?;
+                        graph.synchronize()?;
+                    }
+                }
+                1 => {
+                    for k in 0..SWEEPS {
+                        let (src, dst) = if k % 2 == 0 {
+                            (&x1, &mut y1)
+                        } else {
+                            (&y1, &mut x1)
+                        };
+                        let recorded = stream.capture(CaptureMode::ThreadLocal, |s| {
+                            saxpy.launch(s, cfg, (32u32, 1.0f32, src, dst))
+                        })?;
+                        if !exec.try_update(&recorded)?.is_success() {
+                            return Err("the runtime's update was refused".into());
+                        }
+                        exec.launch(&stream)?;
+                        stream.synchronize()?;
+                    }
+                }
+                _ => {
+                    for k in 0..SWEEPS {
+                        let recorded = raw_record(k)?;
+                        let mut info = sys::CUgraphExecUpdateResultInfo {
+                            result: sys::CUgraphExecUpdateResult::SUCCESS,
+                            errorNode: std::ptr::null_mut(),
+                            errorFromNode: std::ptr::null_mut(),
+                        };
+                        // SAFETY: a live executable graph and graph of one context, a live
+                        // stream; the graph is destroyed after the launch that follows.
+                        unsafe {
+                            ok(
+                                (raw.exec_update)(raw_exec, recorded, &mut info),
+                                "cuGraphExecUpdate",
+                            )?;
+                            ok((raw.graph_launch)(raw_exec, raw_stream), "cuGraphLaunch")?;
+                            ok((raw.synchronize)(raw_stream), "cuStreamSynchronize")?;
+                            (raw.graph_destroy)(recorded);
+                        }
+                    }
+                }
+            }
+            Ok(())
+        })?;
+        rows.push(Row {
+            case: "recapture every sweep",
+            unit: "µs/sweep",
+            generated: g,
+            runtime: r,
+            raw: w,
+        });
+        drop((graph, exec));
+        stream.synchronize()?;
+        // SAFETY: owned handles, no launch in flight (synchronized above).
+        unsafe {
+            (raw.exec_destroy)(raw_exec);
+            (raw.graph_destroy)(first);
+        }
     }
     Ok(rows)
 }

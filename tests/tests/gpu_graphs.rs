@@ -113,6 +113,7 @@ on_both_backends!(
     graph_launches_fence_the_pinned_memory_they_copy_into,
     a_launch_is_refused_while_a_host_slice_of_its_memory_is_alive,
     kernel_nodes_come_back_in_launch_order,
+    a_clone_gets_the_nodes_its_original_nodes_became,
 );
 
 const N: u32 = 4096;
@@ -515,4 +516,40 @@ fn kernel_nodes_come_back_in_launch_order(ctx: &Context) {
     f.stream.synchronize().unwrap();
     assert_all(&f.stream, &a, 11.0);
     assert_all(&f.stream, &b, 2.0);
+}
+
+fn a_clone_gets_the_nodes_its_original_nodes_became(ctx: &Context) {
+    let f = fixture_on(ctx);
+    let mut data = filled(&f.stream, 0.0);
+    let x = filled(&f.stream, 1.0);
+    let graph = f
+        .stream
+        .capture(CaptureMode::ThreadLocal, |s| {
+            f.add_scalar.launch(s, config(), (N, 1.0f32, &mut data))?;
+            f.saxpy.launch(s, config(), (N, 2.0f32, &x, &mut data))
+        })
+        .unwrap();
+    let nodes = graph.kernel_nodes_in_launch_order().unwrap();
+    let (clone, cloned) = graph.try_clone_with_nodes(&nodes).unwrap();
+    assert_eq!(cloned.len(), 2);
+    assert!(cloned[0].launches(&f.add_scalar) && cloned[1].launches(&f.saxpy));
+    assert_eq!(cloned[1].config(), nodes[1].config());
+    assert_eq!(clone.node_count().unwrap(), graph.node_count().unwrap());
+    let original = graph.instantiate().unwrap();
+    let mut copy = clone.instantiate().unwrap();
+    // The clone's node takes new parameters; the original keeps its own.
+    copy.set_kernel_params(&cloned[0], &f.add_scalar, config(), (N, 10.0f32, &mut data))
+        .unwrap();
+    // A node of the original is not one of the clone's.
+    let err = copy
+        .set_kernel_params(&nodes[0], &f.add_scalar, config(), (N, 1.0f32, &mut data))
+        .unwrap_err();
+    assert!(err.to_string().contains("another graph"), "{err}");
+    original.launch(&f.stream).unwrap(); // 0 + 1 + 2
+    copy.launch(&f.stream).unwrap(); // 3 + 10 + 2
+    f.stream.synchronize().unwrap();
+    assert_all(&f.stream, &data, 15.0);
+    // Nodes of another graph are refused.
+    let err = clone.try_clone_with_nodes(&nodes).unwrap_err();
+    assert!(err.to_string().contains("another graph"), "{err}");
 }

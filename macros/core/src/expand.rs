@@ -49,6 +49,7 @@ pub fn expand(p: &Pipeline<'_>) -> TokenStream {
         pipeline::stream_markers(p),
         params::params_struct(p, &names),
         params::params_debug(p, &names),
+        params::params_reborrow(p, &names),
         pipeline::kernels_struct(p, &names),
         pipeline::pipeline_struct(p, &names),
         pipeline::pipeline_impl(p, &names),

@@ -162,6 +162,7 @@ driver_table! {
         cuGraphAddEventRecordNode: PFN_cuGraphAddEventNode @ ABI_VERSION,
         cuGraphAddEventWaitNode: PFN_cuGraphAddEventNode @ ABI_VERSION,
         cuGraphClone: PFN_cuGraphClone @ ABI_VERSION,
+        cuGraphNodeFindInClone: PFN_cuGraphNodeFindInClone @ ABI_VERSION,
         // The CUDA 10.0 ABI, without edge data (12030 adds a parameter).
         cuGraphGetEdges: PFN_cuGraphGetEdges @ 10000,
     }

@@ -1508,6 +1508,91 @@ impl Graph {
         Ok(Graph::from_backend(&self.ctx, backend))
     }
 
+    /// [`Graph::try_clone`], with the kernel nodes of the copy that `nodes` (kernel nodes of
+    /// this graph, of its top level) became, in the same order: what code that updates a
+    /// clone's nodes in place ([`GraphExec::set_kernel_params`](super::GraphExec::set_kernel_params))
+    /// needs (`cuGraphNodeFindInClone`).
+    ///
+    /// ```
+    /// # fn main() -> gpu_pipeline::Result<()> {
+    /// use gpu_pipeline::{Context, DeviceBuffer, Graph, PinnedBuffer, Stream};
+    /// let ctx = Context::cpu();
+    /// let stream = Stream::new(&ctx)?;
+    /// let input = PinnedBuffer::from_slice(&ctx, &[7u32; 4])?;
+    /// let mut field = DeviceBuffer::<u32>::alloc(&ctx, 4)?;
+    /// let mut graph = Graph::new(&ctx)?;
+    /// graph.add_copy_htod_node(&[], &input, &mut field)?;
+    /// let (clone, nodes) = graph.try_clone_with_nodes(&[])?;
+    /// assert!(nodes.is_empty());
+    /// assert_eq!(clone.node_count()?, 1);
+    /// clone.instantiate()?.launch(&stream)?;
+    /// assert_eq!(field.to_vec(&stream)?, vec![7; 4]);
+    /// # Ok(()) }
+    /// ```
+    pub fn try_clone_with_nodes(&self, nodes: &[KernelNode]) -> Result<(Graph, Vec<KernelNode>)> {
+        const CALL: &str = "Graph::try_clone_with_nodes";
+        if let Some(node) = nodes
+            .iter()
+            .find(|n| n.node.graph != self.id || n.node.scope != 0)
+        {
+            return Err(Error::invalid(
+                CALL,
+                if node.node.graph != self.id {
+                    "a node belongs to another graph"
+                } else {
+                    "a node is inside a conditional body, which a graph with conditional nodes \
+                     cannot be cloned with"
+                },
+            ));
+        }
+        match &self.backend {
+            GraphBackend::Cuda(g) => {
+                let raw: Vec<cuda::NodeRef> = nodes
+                    .iter()
+                    .map(|n| match n.node.id {
+                        NodeId::Cuda(node) => Ok(node),
+                        NodeId::Cpu(_) => Err(mixed(CALL, "node")),
+                    })
+                    .collect::<Result<_>>()?;
+                if self.has_conditional_nodes() {
+                    // `try_clone` says why.
+                    self.try_clone()?;
+                }
+                let (clone, mapped) = g.try_clone_with(&raw)?;
+                let clone = Graph::from_backend(&self.ctx, GraphBackend::Cuda(clone));
+                let nodes = nodes
+                    .iter()
+                    .zip(mapped)
+                    .map(|(n, node)| KernelNode {
+                        node: GraphNode {
+                            graph: clone.id,
+                            scope: 0,
+                            kind: n.node.kind,
+                            id: NodeId::Cuda(node),
+                        },
+                        ..*n
+                    })
+                    .collect();
+                Ok((clone, nodes))
+            }
+            GraphBackend::Cpu(_) => {
+                let clone = self.try_clone()?;
+                // A CPU-backend clone numbers its nodes as the original does.
+                let nodes = nodes
+                    .iter()
+                    .map(|n| KernelNode {
+                        node: GraphNode {
+                            graph: clone.id,
+                            ..n.node
+                        },
+                        ..*n
+                    })
+                    .collect();
+                Ok((clone, nodes))
+            }
+        }
+    }
+
     /// Whether the graph has a conditional (`while`/`if`) node.
     pub fn has_conditional_nodes(&self) -> bool {
         match &self.backend {

@@ -910,8 +910,15 @@ impl GraphExec {
                 format!("it has {old_count} nodes and the new graph has {new_count}"),
             )));
         }
-        // Kernel nodes must launch the same kernels (CUDA: the same functions).
+        // Each node keeps its kind (CUDA: `ERROR_NODE_TYPE_CHANGED`), and kernel nodes must
+        // launch the same kernels (CUDA: the same functions).
         for (index, (old, new)) in e.exec.nodes().zip(new.nodes()).enumerate() {
+            if old.kind() != new.kind() {
+                return Ok(Err((
+                    GraphUpdateResult::ERROR_NODE_TYPE_CHANGED,
+                    format!("node {index} (`{}`) is of another kind", new.label()),
+                )));
+            }
             if let (Some(a), Some(b)) = (old.kernel_tag(), new.kernel_tag())
                 && a.kernel != b.kernel
             {

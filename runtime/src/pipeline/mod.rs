@@ -3,15 +3,19 @@
 
 mod collective;
 pub(crate) mod host_data;
+pub(crate) mod host_write;
 pub(crate) mod plan;
 mod profile;
 mod progress;
+pub(crate) mod recapture;
 pub(crate) mod refs;
 mod typed_stream;
 
 pub use collective::{CommStage, Rank};
+pub use host_write::HostWrite;
 pub use profile::{Profiler, StageTiming, StepProfile};
 pub use progress::{Progress, StageSite, TRACK_FAULTS_ENV};
+pub use recapture::Recaptured;
 pub use typed_stream::{StreamPriority, TypedStream};
 
 pub(crate) mod build;

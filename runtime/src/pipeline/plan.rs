@@ -674,12 +674,20 @@ pub fn plan_for(
 pub struct Captured {
     /// The executable graph.
     pub exec: crate::graph::GraphExec,
-    /// Its kernel nodes, in launch order.
+    /// Its kernel nodes, in launch order: nodes of `graph`, which the executable graph's
+    /// in-place updates name.
     pub nodes: Vec<crate::graph::KernelNode>,
-    /// The plan it was captured from.
+    /// The plan it was built from (the latest, after a whole update).
     pub plan: Arc<StepPlan>,
-    /// The recorded graph (the executable graph's node handles refer to it).
+    /// The graph it was instantiated from (the executable graph's node handles refer to it).
     pub graph: crate::graph::Graph,
+    /// The build whose parameters a whole update (`cuGraphExecUpdate`) gave the executable
+    /// graph last, with its kernel nodes; `None` while `graph` is that build. What a clone
+    /// copies.
+    pub updated_from: Option<(crate::graph::Graph, Vec<crate::graph::KernelNode>)>,
+    /// Built from params that changed since (a recapture of another arrangement): never
+    /// launched, only updated from a new build first.
+    pub outdated: bool,
 }
 
 /// The error of generated code that found the plan and its statements disagreeing (a bug).

@@ -878,6 +878,9 @@ pub type PFN_cuGraphAddEventNode = unsafe extern "C" fn(
 ) -> CUresult;
 pub type PFN_cuGraphClone =
     unsafe extern "C" fn(clone: *mut CUgraph, original: CUgraph) -> CUresult;
+/// `cuGraphNodeFindInClone` (CUDA 10.0): the node of a clone that an original node became.
+pub type PFN_cuGraphNodeFindInClone =
+    unsafe extern "C" fn(node: *mut CUgraphNode, original: CUgraphNode, clone: CUgraph) -> CUresult;
 /// `cuGraphGetEdges` as of CUDA 10.0 (no edge data).
 pub type PFN_cuGraphGetEdges = unsafe extern "C" fn(
     graph: CUgraph,

@@ -84,9 +84,9 @@ pub fn constants(pipeline: &Pipeline<'_>) -> TokenStream {
     }
 }
 
-/// `__capture(kind, params)`: prepares the scratch buffers and streams, plans one step of
-/// kind `kind`, builds its graph and instantiates it, with the kernel nodes of its top-level
-/// launches in the plan's order (what the setters use).
+/// `__build(kind, params)`: prepares the scratch buffers and streams, plans one step of
+/// kind `kind` and builds its graph, with the kernel nodes of its top-level launches in the
+/// plan's order (what the setters use); and `__capture`, which instantiates that.
 pub fn capture_step_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
     if captured_not_built(pipeline) {
         return captured_step_fn(names);
@@ -120,6 +120,7 @@ pub fn capture_step_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
         &quote!(__schedule),
         &quote!(return ::core::result::Result::Err(__refusal);),
     );
+    let capture_by_build = capture_by_build(names);
     let arms = pipeline.stages.iter().enumerate().map(|(t, stage)| {
         let slots = ref_slots(stage);
         let header = stage_header(pipeline, stage);
@@ -148,15 +149,14 @@ pub fn capture_step_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
         quote!(#t => { #header #empty #(#statements)* })
     });
     quote! {
-        /// Prepares the scratch buffers and streams, plans one step of kind `kind`, builds it
-        /// as a graph straight from the plan and instantiates it, with its kernel nodes in
-        /// launch order.
+        /// Prepares the scratch buffers and streams, plans one step of kind `kind` and builds
+        /// it as a graph straight from the plan, with its kernel nodes in launch order.
         #[allow(unused_variables, unused_mut, unused_assignments, unused_braces, clippy::all)]
-        fn __capture(
+        fn __build(
             &mut self,
             __kind: usize,
             __p: &mut #params_ty,
-        ) -> #rt::Result<#rt::Captured> {
+        ) -> #rt::Result<#rt::Built> {
             self.__prepare(__p)?;
             let __plan = self.__plan(__kind, __p)?;
             self.__last = ::core::option::Option::Some(__plan.clone());
@@ -219,9 +219,10 @@ pub fn capture_step_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                     *__slot = __own;
                 }
             }
-            let __exec = __graph.instantiate()?;
-            ::core::result::Result::Ok(#rt::Captured { exec: __exec, nodes: __nodes, plan: __plan, graph: __graph })
+            ::core::result::Result::Ok(#rt::Built { graph: __graph, nodes: __nodes, plan: __plan })
         }
+
+        #capture_by_build
     }
 }
 
@@ -615,15 +616,27 @@ fn captured_not_built(pipeline: &Pipeline<'_>) -> bool {
             .any(|statement| matches!(statement.kind, StatementKind::Comm { .. }))
 }
 
-/// `__capture` of a step that is captured, not built (see [`captured_not_built`]).
-fn captured_step_fn(names: &Names) -> TokenStream {
+/// `__capture(kind, params)`: `__build`, instantiated.
+fn capture_by_build(names: &Names) -> TokenStream {
     let rt = rt();
     let params_ty = names.params_ty(quote!('_));
     quote! {
-        /// Prepares the scratch buffers and streams, plans one step of kind `kind`, records
-        /// it from the origin stream and instantiates it, with its kernel nodes in launch
-        /// order.
+        /// Builds one step of kind `kind` (see `__build`) and instantiates it.
         fn __capture(&mut self, kind: usize, params: &mut #params_ty) -> #rt::Result<#rt::Captured> {
+            #rt::instantiate(self.__build(kind, params)?)
+        }
+    }
+}
+
+/// `__build` of a step that is captured, not built (see [`captured_not_built`]).
+fn captured_step_fn(names: &Names) -> TokenStream {
+    let rt = rt();
+    let params_ty = names.params_ty(quote!('_));
+    let capture_by_build = capture_by_build(names);
+    quote! {
+        /// Prepares the scratch buffers and streams, plans one step of kind `kind` and records
+        /// it from the origin stream, with its kernel nodes in launch order.
+        fn __build(&mut self, kind: usize, params: &mut #params_ty) -> #rt::Result<#rt::Built> {
             self.__prepare(params)?;
             let plan = self.__plan(kind, params)?;
             self.__origin()?.begin_capture(#rt::CaptureMode::ThreadLocal)?;
@@ -632,10 +645,11 @@ fn captured_step_fn(names: &Names) -> TokenStream {
             let graph = self.__origin()?.end_capture();
             enqueued?;
             let graph = graph?;
-            let exec = graph.instantiate()?;
             let nodes = #rt::kernel_nodes_in_launch_order(&graph)?;
             self.__last = ::core::option::Option::Some(plan.clone());
-            ::core::result::Result::Ok(#rt::Captured { exec, nodes, plan, graph })
+            ::core::result::Result::Ok(#rt::Built { graph, nodes, plan })
         }
+
+        #capture_by_build
     }
 }

@@ -1,10 +1,10 @@
 //! `PParams<'a>`: the scalars and borrowed buffers of one step.
 
 use proc_macro2::{Span, TokenStream};
-use quote::quote;
+use quote::{quote, quote_spanned};
 use syn::Lifetime;
 
-use super::names::{Names, with_lifetime};
+use super::names::{Names, rt_fn, with_lifetime};
 use crate::ast::type_string;
 use crate::lower::Pipeline;
 use crate::symbol::PRIMITIVE_SCALARS;
@@ -59,6 +59,41 @@ pub fn params_debug(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
         impl ::core::fmt::Debug for #anonymous {
             fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
                 f.debug_struct(#name_str) #(#fields)* .finish()
+            }
+        }
+    }
+}
+
+/// `__reborrow`: the params borrowed again for a shorter life (each `&mut` reborrowed, each
+/// `&` copied, each scalar cloned), which a clone of a captured step holds while it borrows
+/// the graph it was cloned from.
+pub fn params_reborrow(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
+    let params = &names.params;
+    let ty = names.params_ty(quote!('a));
+    let short = names.params_ty(quote!('_));
+    let fields = pipeline.input.params().map(|param| {
+        let field = &param.name;
+        match crate::ast::ungroup_type(&param.ty) {
+            syn::Type::Reference(r) if r.mutability.is_some() => quote!(#field: &mut *self.#field),
+            syn::Type::Reference(_) => quote!(#field: self.#field),
+            // As the steps copy it: a type that is not `Clone` is reported once, at the param.
+            _ => {
+                let ty = &param.ty;
+                let scalar = rt_fn(field.span(), "scalar");
+                quote_spanned!(field.span()=> #field: #scalar::<#ty>(&self.#field))
+            }
+        }
+    });
+    let generics = if names.params_borrow {
+        quote!(<'a>)
+    } else {
+        quote!()
+    };
+    quote! {
+        impl #generics #ty {
+            /// The same params, borrowed again for as long as `self` is.
+            fn __reborrow(&mut self) -> #short {
+                #params { #(#fields,)* }
             }
         }
     }

@@ -233,6 +233,9 @@ pub fn stub(input: &ast::Pipeline, errors: syn::Error) -> TokenStream {
             pub fn node_count(&self) -> #rt::Result<usize> { #unreachable }
             pub fn edge_count(&self) -> #rt::Result<usize> { #unreachable }
             pub fn apply_updates(&mut self) -> #rt::Result<()> { #unreachable }
+            pub fn recapture<#(#generics),*>(&mut self, params: #params_ty) -> #rt::Result<#rt::Recaptured> { #unreachable }
+            pub fn recapture_with<#(#generics,)* F: ::core::ops::FnOnce(&mut #params_ty)>(&mut self, edit: F) -> #rt::Result<#rt::Recaptured> { #unreachable }
+            pub fn clone_step(&mut self) -> #rt::Result<#graph<'_>> { #unreachable }
             #(#swaps)*
             #(#setters)*
         }

@@ -441,6 +441,31 @@ impl Graph {
         Ok(unsafe { Graph::from_raw(&self.handle.ctx, raw, record) })
     }
 
+    /// [`Graph::try_clone`], with the nodes of the clone that `nodes` (of this graph) became
+    /// (`cuGraphNodeFindInClone`), in the same order.
+    pub(crate) fn try_clone_with(&self, nodes: &[NodeRef]) -> Result<(Graph, Vec<NodeRef>)> {
+        const CALL: &str = "Graph::try_clone_with_nodes";
+        let own = self.own(CALL, nodes)?;
+        let clone = self.try_clone()?;
+        let d = self.handle.ctx.bind()?;
+        let original_guard = self.handle.lock();
+        let clone_guard = clone.handle.lock();
+        let mapped = own
+            .into_iter()
+            .map(|original| {
+                let mut node = std::ptr::null_mut();
+                // SAFETY: a node of this live graph (checked by `own`), the live clone made
+                // from it, and a valid out-pointer.
+                check("cuGraphNodeFindInClone", unsafe {
+                    (d.cuGraphNodeFindInClone)(&mut node, original, clone.handle.raw)
+                })?;
+                Ok(clone.node(node))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        drop((original_guard, clone_guard));
+        Ok((clone, mapped))
+    }
+
     /// The edges of `scope`, as (from, to) pairs.
     fn edges(&self, scope: usize) -> Result<Vec<(sys::CUgraphNode, sys::CUgraphNode)>> {
         const CALL: &str = "Graph::edges";

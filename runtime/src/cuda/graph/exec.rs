@@ -83,6 +83,30 @@ impl GraphExec {
         self.managed.sort_by_key(|m| Arc::as_ptr(m) as usize);
     }
 
+    /// After a whole update to a graph that keeps `keep`: every node now points at what
+    /// `keep` holds, so the launches from now on fence, gate and watch only that. `keep`
+    /// itself still holds what earlier parameters pointed at, for the launches in flight (it
+    /// is released when the executable graph is dropped, after them); their fences were
+    /// recorded when they were enqueued. Without this, a step re-recorded every iteration
+    /// with new pinned buffers or host closures would fence and watch more at every launch.
+    fn touch_only(&mut self, keep: &[Keep]) {
+        self.pinned.clear();
+        self.managed.clear();
+        self.panics.clear();
+        for item in keep {
+            match item {
+                Keep::Pinned(p) => self.pinned.push(p.clone()),
+                Keep::Device(m) if m.kind() == AllocKind::Managed => self.managed.push(m.clone()),
+                Keep::Panics(log) => self.panics.push(log.clone()),
+                Keep::Device(_) | Keep::Object(_) => {}
+            }
+        }
+        self.pinned.sort_by_key(|p| Arc::as_ptr(p) as usize);
+        self.pinned.dedup_by_key(|p| Arc::as_ptr(p) as usize);
+        self.managed.sort_by_key(|m| Arc::as_ptr(m) as usize);
+        self.managed.dedup_by_key(|m| Arc::as_ptr(m) as usize);
+    }
+
     /// Enqueues one run of the whole graph on `stream` (a stream of its context).
     pub(crate) fn launch(&self, stream: &Stream) -> Result<()> {
         const CALL: &str = "GraphExec::launch";
@@ -208,6 +232,9 @@ impl GraphExec {
         } else {
             info.result
         };
+        if result == CUgraphExecUpdateResult::SUCCESS {
+            self.touch_only(&graph.keep);
+        }
         Ok(NodeUpdate {
             result,
             error_node: node(info.errorNode),
