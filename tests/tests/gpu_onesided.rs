@@ -2,7 +2,7 @@
 //! `tests/src/onesided.rs` (which `onesided.rs` runs on simulated ranks in CI), one process
 //! per rank, as in production. The test launches this very binary once per rank (two, or
 //! `GPU_PIPELINE_TEST_RANKS`) through `gpu_pipeline::launcher`; each worker opens its GPU
-//! (`local_rank % GPUs`, so one GPU serves two processes too), builds its NCCL communicator,
+//! (`local_rank % GPUs`; NCCL wants a GPU per rank, so it needs two), builds its NCCL communicator,
 //! makes its `Window` (CUDA IPC handles all-gathered through NCCL), and runs the chain
 //! exchange eagerly and replayed from a captured graph: kernels store straight into the
 //! neighbours' windows, ordered by `cuStreamWriteValue32`/`cuStreamWaitValue32` signals.
@@ -24,7 +24,7 @@ const WORKER: &str = "onesided-worker";
 const TEST: &str = "one_sided_windows_between_processes";
 
 #[test]
-#[ignore = "needs a CUDA GPU"]
+#[ignore = "needs two CUDA GPUs"]
 fn one_sided_windows_between_processes() {
     if std::env::var(ROLE_ENV).as_deref() == Ok(WORKER) {
         worker();
@@ -34,7 +34,9 @@ fn one_sided_windows_between_processes() {
         return;
     }
     let devices = match Device::count() {
-        Ok(0) => return println!("skipped: the CUDA driver sees no GPU"),
+        Ok(n) if n < 2 => {
+            return println!("skipped: {n} GPU(s); NCCL needs a GPU per rank, and this test two");
+        }
         Ok(n) => n,
         Err(e) => return println!("skipped: no CUDA driver ({e})"),
     };
@@ -45,7 +47,7 @@ fn one_sided_windows_between_processes() {
         .ok()
         .and_then(|r| r.parse::<usize>().ok())
         .unwrap_or(2)
-        .max(2);
+        .clamp(2, devices);
     println!("{devices} GPU(s); launching {ranks} rank(s)");
     let exe = std::env::current_exe().expect("the test binary's path");
     let mut launch = Launch::new(ranks, exe)

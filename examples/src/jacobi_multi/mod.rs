@@ -34,6 +34,7 @@
 //! affordable, against a plain CPU Jacobi solver; the residual against both.
 
 pub mod host;
+pub mod onesided;
 pub mod peer;
 
 use std::f64::consts::PI;
@@ -222,6 +223,9 @@ pub enum Exchange {
     /// One process drives every GPU; each kernel stores its edge rows into its neighbours'
     /// halo buffers (peer access).
     Peer,
+    /// One process per GPU; each kernel stores its edge rows into its neighbours' halos, in
+    /// memory they exported to it (`Window`: CUDA IPC), ordered by signals in the graph.
+    Onesided,
 }
 
 impl JacobiMultiArgs {
@@ -239,6 +243,11 @@ impl JacobiMultiArgs {
         }
         if let Some(path) = &self.trace {
             check_output_path("--trace", path)?;
+        }
+        if self.exchange == Exchange::Onesided && self.trace.is_some() {
+            return Err(
+                "--trace profiles the NCCL step; leave it out with --exchange onesided".into(),
+            );
         }
         if self.exchange == Exchange::Peer {
             if self.trace.is_some() {
@@ -420,6 +429,9 @@ pub fn solve(
     show_progress: bool,
 ) -> Result<Solved, BoxError> {
     let (rank, size) = (comm.rank(), comm.size());
+    if args.exchange == Exchange::Onesided && size > 1 {
+        return onesided::solve(ctx, comm, args, show_progress);
+    }
     rows_per_rank(args.ny, size)?;
     let (nx, ny) = (args.nx, args.ny);
     let (first, chunk) = decompose(ny, size, rank);
@@ -865,15 +877,23 @@ pub fn run_cpu_ranks(
     checked: bool,
 ) -> Result<Vec<RankOutcome>, BoxError> {
     let comms = Communicator::cpu_ranks(ranks)?;
+    // One-sided windows are shared by simulated ranks on devices made together.
+    let mut devices = match (args.exchange, checked) {
+        (Exchange::Onesided, true) => Context::cpu_checked_devices(ranks),
+        (Exchange::Onesided, false) => Context::cpu_devices(ranks),
+        _ => Vec::new(),
+    }
+    .into_iter();
     std::thread::scope(|scope| {
         let handles: Vec<_> = comms
             .into_iter()
             .map(|comm| {
+                let device = devices.next();
                 scope.spawn(move || {
-                    let ctx = if checked {
-                        Context::cpu_checked()
-                    } else {
-                        Context::cpu()
+                    let ctx = match device {
+                        Some(ctx) => ctx,
+                        None if checked => Context::cpu_checked(),
+                        None => Context::cpu(),
                     };
                     run_rank(&ctx, &comm, args, || {
                         Ok(Communicator::cpu_ranks(1)?.remove(0))
@@ -968,7 +988,7 @@ pub fn main() -> ExitCode {
             drop(probe);
             devices.and_then(|devices| run_peer(&devices, &args).map(|outcome| vec![outcome]))
         }
-        (Exchange::Nccl, Backend::Cuda) => {
+        (Exchange::Nccl | Exchange::Onesided, Backend::Cuda) => {
             drop(probe);
             if let Some(gpus) = args.gpus
                 && RankInfo::from_env().is_err()
@@ -978,7 +998,7 @@ pub fn main() -> ExitCode {
             }
             run_cuda_rank(&args).map(|outcome| vec![outcome])
         }
-        (Exchange::Nccl, Backend::Cpu) => {
+        (Exchange::Nccl | Exchange::Onesided, Backend::Cpu) => {
             let ranks = args.ranks.or(args.gpus).unwrap_or(2) as usize;
             println!(
                 "jacobi_multi: {} ranks as threads on the CPU backend{}",
