@@ -483,7 +483,7 @@ pub use stream::{
     AccessPolicyWindow, AccessProperty, MemOp, Stream, StreamAttribute, StreamAttributeId,
     StreamFlags, SyncPolicy, WaitCondition,
 };
-pub use window::{MAX_WINDOW_PEERS, Window};
+pub use window::{MAX_WINDOW_PEERS, SignalStream, Window};
 
 /// The repository's README, whose programs run as doctests of this crate: its first
 /// program is the getting-started example, so it is checked with every `cargo test`.

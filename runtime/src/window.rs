@@ -78,8 +78,35 @@ use crate::cuda;
 use crate::error::{Error, Result};
 use crate::memory::DeviceBuffer;
 use crate::memory::alloc::{DeviceAlloc, DeviceMemory};
-use crate::pipeline::CommStage;
+use crate::pipeline::{CommStage, TypedStream};
 use crate::stream::{Stream, StreamBackend};
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for crate::Stream {}
+    impl<M> Sealed for crate::TypedStream<'_, M> {}
+}
+
+/// A stream a [`Window`]'s signals are enqueued on: a [`Stream`], or the [`TypedStream`] a
+/// `gpu_pipeline!` `call` statement receives (the signals are stream memory operations, which
+/// a captured step replays), so a called function can wait, store and signal inside a step.
+pub trait SignalStream: sealed::Sealed {
+    /// The stream.
+    #[doc(hidden)]
+    fn signal_stream(&self) -> &Stream;
+}
+
+impl SignalStream for Stream {
+    fn signal_stream(&self) -> &Stream {
+        self
+    }
+}
+
+impl<M> SignalStream for TypedStream<'_, M> {
+    fn signal_stream(&self) -> &Stream {
+        self.stream()
+    }
+}
 
 /// The most neighbours one rank's window may have.
 pub const MAX_WINDOW_PEERS: usize = 8;
@@ -552,8 +579,9 @@ impl<T: Pod> Window<T> {
     /// Tells `to` that this rank wrote into `to`'s window, once the work enqueued on
     /// `stream` so far completes (a write of `to`'s `ready` word through the mapping, after a
     /// memory fence).
-    pub fn signal_written(&self, stream: &Stream, to: usize) -> Result<()> {
+    pub fn signal_written(&self, stream: &impl SignalStream, to: usize) -> Result<()> {
         const CALL: &str = "Window::signal_written";
+        let stream = stream.signal_stream();
         self.check_stream(CALL, stream)?;
         let peer = &self.peers[self.index(CALL, to)?];
         let (me, size) = (self.rank, self.size);
@@ -575,8 +603,9 @@ impl<T: Pod> Window<T> {
 
     /// Makes later work on `stream` wait until `from` signalled that it wrote into this
     /// rank's window, then clears the signal for the next exchange.
-    pub fn wait_written(&self, stream: &Stream, from: usize) -> Result<()> {
+    pub fn wait_written(&self, stream: &impl SignalStream, from: usize) -> Result<()> {
         const CALL: &str = "Window::wait_written";
+        let stream = stream.signal_stream();
         self.check_stream(CALL, stream)?;
         self.index(CALL, from)?;
         let at = ready_word(from);
@@ -603,8 +632,9 @@ impl<T: Pod> Window<T> {
 
     /// Tells `to` that this rank has read what `to` wrote into this rank's window (so `to`
     /// may write it again), once the work enqueued on `stream` so far completes.
-    pub fn signal_read(&self, stream: &Stream, to: usize) -> Result<()> {
+    pub fn signal_read(&self, stream: &impl SignalStream, to: usize) -> Result<()> {
         const CALL: &str = "Window::signal_read";
+        let stream = stream.signal_stream();
         self.check_stream(CALL, stream)?;
         let peer = &self.peers[self.index(CALL, to)?];
         let (me, size) = (self.rank, self.size);
@@ -626,8 +656,9 @@ impl<T: Pod> Window<T> {
 
     /// Makes later work on `stream` wait until `peer` has read what this rank last wrote
     /// into `peer`'s window (at once the first time), then clears the signal.
-    pub fn wait_read(&self, stream: &Stream, peer: usize) -> Result<()> {
+    pub fn wait_read(&self, stream: &impl SignalStream, peer: usize) -> Result<()> {
         const CALL: &str = "Window::wait_read";
+        let stream = stream.signal_stream();
         self.check_stream(CALL, stream)?;
         self.index(CALL, peer)?;
         let at = free_word(self.size, peer);

@@ -15,7 +15,7 @@
 
 use gpu_pipeline::{
     Bound, Bounds, CaptureMode, Communicator, Context, CpuKernel, DeviceBuffer, LaunchConfig,
-    Module, Result, Stream, TypedKernel, Window,
+    Module, Result, Stream, TypedKernel, TypedStream, Window, gpu_pipeline,
 };
 
 /// `tests/kernels/language.ptx`: `affine` and `axpb`.
@@ -195,4 +195,156 @@ pub fn check_history(
         }
     }
     Ok(())
+}
+
+gpu_pipeline! {
+    /// One exchange of the chain inside a pipeline's step, through a `call` (the language
+    /// declares no windows yet): the called function waits until the neighbours read what it
+    /// stored last, stores this rank's `base` (plus `offset`) into their halos, signals them,
+    /// waits for theirs and copies its own halos into `seen`, then tells them so. The macro
+    /// orders the call by `base` and `seen`; the window's signals order the ranks.
+    pub pipeline WindowStep {
+        streams { main }
+        params {
+            exchange: &ChainExchange,
+            window: &mut Window<f32>,
+            offset: f32,
+            base: &DeviceBuffer<f32>,
+            seen: &mut DeviceBuffer<f32>,
+        }
+        stage swap_halos on main {
+            call exchange_halos(exchange, window, offset, base, seen)
+                reads(exchange, base) writes(window, seen);
+        }
+    }
+}
+
+/// What [`WindowStep`]'s `call` needs besides its buffers: the kernels and the neighbours.
+pub struct ChainExchange {
+    kernels: Kernels,
+    rank: usize,
+    peers: Vec<usize>,
+    n: usize,
+}
+
+impl std::fmt::Debug for ChainExchange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChainExchange")
+            .field("rank", &self.rank)
+            .field("peers", &self.peers)
+            .field("n", &self.n)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ChainExchange {
+    /// Rank `comm.rank()`'s exchange of `n`-element halos, with its kernels on `ctx`.
+    pub fn new(ctx: &Context, comm: &Communicator, n: usize) -> Result<ChainExchange> {
+        let (rank, size) = (comm.rank(), comm.size());
+        let peers = [rank.checked_sub(1), Some(rank + 1).filter(|&p| p < size)]
+            .into_iter()
+            .flatten()
+            .collect();
+        Ok(ChainExchange {
+            kernels: kernels(ctx)?,
+            rank,
+            peers,
+            n,
+        })
+    }
+
+    /// The neighbours.
+    pub fn peers(&self) -> &[usize] {
+        &self.peers
+    }
+}
+
+/// `WindowStep`'s called function (see there).
+fn exchange_halos(
+    stream: &TypedStream<'_, WindowStepMain>,
+    exchange: &ChainExchange,
+    window: &mut Window<f32>,
+    offset: f32,
+    base: &DeviceBuffer<f32>,
+    seen: &mut DeviceBuffer<f32>,
+) -> Result<()> {
+    let (n, rank) = (exchange.n, exchange.rank);
+    let affine = &exchange.kernels.affine;
+    for &p in &exchange.peers {
+        window.wait_read(stream, p)?;
+        let halo = if rank < p { 0..n } else { n..2 * n };
+        let mut dst = window.peer_mut(p)?.slice_mut(halo)?;
+        stream.launch(
+            affine,
+            config(n),
+            (n as u32, 1.0f32, offset, base, &mut dst),
+        )?;
+        window.signal_written(stream, p)?;
+    }
+    for &p in &exchange.peers {
+        window.wait_written(stream, p)?;
+    }
+    stream.launch(
+        affine,
+        config(2 * n),
+        ((2 * n) as u32, 1.0f32, 0.0f32, window.local(), seen),
+    )?;
+    for &p in &exchange.peers {
+        window.signal_read(stream, p)?;
+    }
+    Ok(())
+}
+
+/// One rank of the chain through [`WindowStep`]: `steps` replays of the captured step, replay
+/// `k` storing `base + k` (`set_offset` before each), then one eager step storing
+/// `base + steps`. Returns the halos seen after the replays and after the eager step.
+pub fn pipeline_rank(
+    ctx: &Context,
+    comm: &Communicator,
+    n: usize,
+    steps: usize,
+) -> Result<(Vec<f32>, Vec<f32>)> {
+    let stream = Stream::non_blocking(ctx)?;
+    let exchange = ChainExchange::new(ctx, comm, n)?;
+    let mut window = Window::<f32>::new(comm, &stream, 2 * n, exchange.peers())?;
+    let rank = comm.rank();
+    let start: Vec<f32> = (0..n).map(|i| (1000 * rank + i) as f32).collect();
+    let base = DeviceBuffer::from_slice(&stream, &start)?;
+    let mut seen = DeviceBuffer::<f32>::zeros(&stream, 2 * n)?;
+    stream.synchronize()?;
+    let mut pipeline = WindowStep::new(ctx)?;
+    {
+        let mut graph = pipeline.capture(WindowStepParams {
+            exchange: &exchange,
+            window: &mut window,
+            offset: 0.0,
+            base: &base,
+            seen: &mut seen,
+        })?;
+        for step in 0..steps {
+            graph.set_offset(step as f32)?;
+            graph.launch()?;
+        }
+        graph.synchronize()?;
+    }
+    let replayed = seen.to_vec(&stream)?;
+    let eager = WindowStepParams {
+        exchange: &exchange,
+        window: &mut window,
+        offset: steps as f32,
+        base: &base,
+        seen: &mut seen,
+    };
+    pipeline.run(eager)?.wait()?;
+    Ok((replayed, seen.to_vec(&stream)?))
+}
+
+/// The halos rank `rank` of `size` sees after a step that stored `base + offset`.
+pub fn pipeline_halos(rank: usize, size: usize, n: usize, offset: usize) -> Vec<f32> {
+    let from = |p: Option<usize>, i: usize| p.map_or(0.0, |p| (1000 * p + i + offset) as f32);
+    let (up, down) = (rank.checked_sub(1), Some(rank + 1).filter(|&p| p < size));
+    (0..n)
+        .map(|i| from(up, i))
+        .chain((0..n).map(|i| from(down, i)))
+        .collect()
 }

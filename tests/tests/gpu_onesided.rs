@@ -7,7 +7,9 @@
 //! exchange eagerly and replayed from a captured graph: kernels store straight into the
 //! neighbours' windows, ordered by `cuStreamWriteValue32`/`cuStreamWaitValue32` signals.
 //! Every rank checks every exchange of its history against what its neighbours wrote (the
-//! result one rank computes for itself), then prints a line the launching test looks for.
+//! result one rank computes for itself), runs the same exchange inside a `gpu_pipeline!` step
+//! (a `call` statement, captured and replayed with a setter, then eagerly), checked the same
+//! way, then prints a line the launching test looks for.
 //!
 //! Skipped, saying why, without a driver, a GPU or NCCL.
 
@@ -100,6 +102,14 @@ fn worker() {
             .unwrap_or_else(|e| panic!("graph {graph}: {e}"));
         println!("rank {}: one-sided exchange ok (graph: {graph})", me.rank);
     }
+    // The same exchange inside a `gpu_pipeline!` step (a `call`), replayed with a setter.
+    let (n, steps) = (4096, 20);
+    let (replayed, eager) =
+        onesided::pipeline_rank(&ctx, &comm, n, steps).expect("the pipeline runs");
+    let want = |offset| onesided::pipeline_halos(me.rank, me.world_size, n, offset);
+    assert!(replayed == want(steps - 1), "the replayed step's halos");
+    assert!(eager == want(steps), "the eager step's halos");
+    println!("rank {}: one-sided exchange in a pipeline ok", me.rank);
     comm.async_error().expect("no asynchronous NCCL error");
     println!(
         "onesided worker rank {} of {}: all checks passed",

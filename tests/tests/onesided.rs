@@ -215,3 +215,32 @@ fn neighbours_must_list_each_other() {
         );
     }
 }
+
+/// The exchange inside a `gpu_pipeline!` step (a `call` whose function stores into the
+/// neighbours' windows and signals through its `TypedStream`): captured and replayed with a
+/// setter between replays, then run eagerly, on 2 and 3 ranks; no race.
+#[test]
+fn a_pipeline_step_exchanges_through_windows_in_a_call() {
+    for size in [2, 3] {
+        let comms = Communicator::cpu_ranks_with_timeout(size, Duration::from_secs(20)).unwrap();
+        let devices = Context::cpu_checked_devices(size);
+        let (n, steps) = (8, 5);
+        let results: Vec<_> = std::thread::scope(|scope| {
+            let handles: Vec<_> = comms
+                .into_iter()
+                .zip(devices)
+                .map(|(comm, ctx)| {
+                    scope.spawn(move || (onesided::pipeline_rank(&ctx, &comm, n, steps), ctx))
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for (rank, (seen, ctx)) in results.into_iter().enumerate() {
+            let (replayed, eager) = seen.unwrap_or_else(|e| panic!("rank {rank}: {e}"));
+            let want = |offset| onesided::pipeline_halos(rank, size, n, offset);
+            assert_eq!(replayed, want(steps - 1), "rank {rank} of {size}, replayed");
+            assert_eq!(eager, want(steps), "rank {rank} of {size}, eager");
+            assert!(ctx.races().is_empty(), "{:?}", ctx.races());
+        }
+    }
+}
