@@ -199,7 +199,9 @@ pub struct JacobiMultiArgs {
     /// How the halo rows travel: `nccl`, one process per GPU exchanging them with NCCL
     /// send/recv inside the graph; `peer`, every GPU driven by this one process, each kernel
     /// storing its edge rows straight into its neighbours' halos over NVLink (as NVIDIA's
-    /// multi_threaded_p2p_opt does; 1, 2, 4 or 8 devices).
+    /// multi_threaded_p2p_opt does; 1, 2, 4 or 8 devices); `onesided`, one process per GPU
+    /// as with nccl, each kernel storing its edge rows into the neighbours' halo windows
+    /// (CUDA IPC memory they exported), ordered by signals inside the graph (2 ranks or more).
     #[arg(long, value_enum, default_value_t = Exchange::Nccl)]
     pub exchange: Exchange,
     /// Turn the pipeline's fault tracking on: an asynchronous fault then names the first stage

@@ -163,3 +163,49 @@ impl Stream {
         self.enqueue(op)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waits_match_posts_in_order_and_a_missing_post_is_an_error_at_the_deadline() {
+        let signal = Signal::new("ready", 1, Duration::from_millis(50));
+        // The initial post carries an empty clock.
+        assert_eq!(signal.take_clock().unwrap(), VectorClock::default());
+        let mut later = VectorClock::default();
+        later.tick(3);
+        signal.push_clock(later.clone());
+        let mut first = VectorClock::default();
+        first.tick(2);
+        // A clock given back goes before the ones still queued.
+        signal.unshift_clock(first.clone());
+        assert_eq!(signal.take_clock().unwrap(), first);
+        assert_eq!(signal.take_clock().unwrap(), later);
+        let started = Instant::now();
+        match signal.take_clock() {
+            Err(CpuFault::SignalNeverPosted { signal, deadline }) => {
+                assert_eq!(&*signal, "ready");
+                assert_eq!(deadline, Duration::from_millis(50));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(started.elapsed() >= Duration::from_millis(50));
+    }
+
+    #[test]
+    fn the_kth_wait_runs_once_k_posts_ran() {
+        let signal = Signal::new("free", 1, Duration::from_secs(5));
+        signal.run_wait().unwrap(); // the initial post
+        let waiter = {
+            let signal = signal.clone();
+            std::thread::spawn(move || signal.run_wait())
+        };
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(!waiter.is_finished(), "the second wait needs a second post");
+        signal.run_post();
+        waiter.join().unwrap().unwrap();
+        let short = Signal::new("never", 0, Duration::from_millis(20));
+        assert!(short.run_wait().unwrap_err().contains("`never` was not posted"));
+    }
+}
