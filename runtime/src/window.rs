@@ -331,7 +331,7 @@ impl<T: Pod> Window<T> {
         }
         // This rank's memory, initialised before the handle leaves (the all-gather is ordered
         // after the initialisation on `stream`).
-        let (local, signals, exported, cpu_local) = match ctx.kind() {
+        let (local, signals, exported) = match ctx.kind() {
             ContextBackend::Cuda(c) => {
                 let total = data_bytes
                     .checked_add(signal_bytes)
@@ -349,7 +349,7 @@ impl<T: Pod> Window<T> {
                 let local = buffer::<T>(&ctx, DeviceMemory::Cuda(data), len);
                 let mut free = buffer::<u32>(&ctx, DeviceMemory::Cuda(words.clone()), 3 * size);
                 stream.memset_u32(&mut free.slice_mut(size..2 * size)?, 1)?;
-                (local, LocalSignals::Cuda(words), Some(exported), None)
+                (local, LocalSignals::Cuda(words), Some(exported))
             }
             ContextBackend::Cpu(c) => {
                 let memory = cpu::Memory::new(c.shared(), len * elem, cpu::MemoryKind::Device)
@@ -380,7 +380,7 @@ impl<T: Pod> Window<T> {
                 drop(windows);
                 record.handle[..8].copy_from_slice(&id.to_le_bytes());
                 let local = buffer::<T>(&ctx, DeviceMemory::Cpu(memory), len);
-                (local, LocalSignals::Cpu(shared.clone()), None, Some(shared))
+                (local, LocalSignals::Cpu(shared), None)
             }
         };
         let records = all_gather(comm, stream, &record)?;
@@ -421,79 +421,105 @@ impl<T: Pod> Window<T> {
         if let Some(exported) = &exported {
             exported.set_importers(peers.to_vec());
         }
-        let _ = cpu_local;
-        let mut mapped = Vec::with_capacity(peers.len());
-        for &p in peers {
-            let other = &records[p];
-            let peer = match ctx.kind() {
-                ContextBackend::Cuda(c) => {
-                    if other.host != record.host {
-                        return Err(Error::invalid(
-                            CALL,
-                            format!(
-                                "rank {p} runs on another host than rank {rank}: a window maps \
-                                 memory of the GPUs of one host; exchange with `send`/`recv` \
-                                 between hosts"
+        let map = || -> Result<Vec<PeerWindow<T>>> {
+            let mut mapped = Vec::with_capacity(peers.len());
+            for &p in peers {
+                let other = &records[p];
+                let peer = match ctx.kind() {
+                    ContextBackend::Cuda(c) => {
+                        if other.host != record.host {
+                            return Err(Error::invalid(
+                                CALL,
+                                format!(
+                                    "rank {p} runs on another host than rank {rank}: a window maps \
+                                     memory of the GPUs of one host; exchange with `send`/`recv` \
+                                     between hosts"
+                                ),
+                            ));
+                        }
+                        if other.pid == record.pid {
+                            return Err(Error::invalid(
+                                CALL,
+                                format!(
+                                    "ranks {rank} and {p} are one process: CUDA IPC maps memory of \
+                                     other processes only; several devices of one process reach \
+                                     each other with `peer(..)` launches"
+                                ),
+                            ));
+                        }
+                        let mapping = cuda::Mapping::open(
+                            c,
+                            &other.handle,
+                            data_bytes + signal_bytes,
+                            data_bytes + detach_word(size, rank),
+                        )?;
+                        let data = Arc::new(mapping.memory(0, len * elem)?);
+                        let words = Arc::new(mapping.memory(data_bytes, signal_bytes)?);
+                        PeerWindow {
+                            rank: p,
+                            buffer: buffer::<T>(&ctx, DeviceMemory::Cuda(data), len),
+                            signals: PeerSignals::Cuda(words),
+                        }
+                    }
+                    ContextBackend::Cpu(_) => {
+                        let mut id = [0u8; 8];
+                        id.copy_from_slice(&other.handle[..8]);
+                        let id = u64::from_le_bytes(id);
+                        let found = cpu_windows()
+                            .as_ref()
+                            .and_then(|m| m.get(&id))
+                            .and_then(Weak::upgrade);
+                        let Some(shared) = found.filter(|_| other.pid == record.pid) else {
+                            return Err(Error::invalid(
+                                CALL,
+                                format!(
+                                    "rank {p}'s window is not a simulated rank of this process"
+                                ),
+                            ));
+                        };
+                        if !shared.ctx.same_machine(&ctx) {
+                            return Err(Error::mismatch(
+                                CALL,
+                                "simulated ranks that share windows must run on CPU-backend devices \
+                                 made together (`Context::cpu_devices(n)` or \
+                                 `Context::cpu_checked_devices(n)`, one device per rank)",
+                            ));
+                        }
+                        PeerWindow {
+                            rank: p,
+                            buffer: buffer::<T>(
+                                &ctx,
+                                DeviceMemory::Cpu(shared.memory.clone()),
+                                len,
                             ),
-                        ));
+                            signals: PeerSignals::Cpu(shared),
+                        }
                     }
-                    if other.pid == record.pid {
-                        return Err(Error::invalid(
-                            CALL,
-                            format!(
-                                "ranks {rank} and {p} are one process: CUDA IPC maps memory of \
-                                 other processes only; several devices of one process reach \
-                                 each other with `peer(..)` launches"
-                            ),
-                        ));
-                    }
-                    let mapping = cuda::Mapping::open(
-                        c,
-                        &other.handle,
-                        data_bytes + signal_bytes,
-                        data_bytes + detach_word(size, rank),
-                    )?;
-                    let data = Arc::new(mapping.memory(0, len * elem)?);
-                    let words = Arc::new(mapping.memory(data_bytes, signal_bytes)?);
-                    PeerWindow {
-                        rank: p,
-                        buffer: buffer::<T>(&ctx, DeviceMemory::Cuda(data), len),
-                        signals: PeerSignals::Cuda(words),
-                    }
-                }
-                ContextBackend::Cpu(_) => {
-                    let mut id = [0u8; 8];
-                    id.copy_from_slice(&other.handle[..8]);
-                    let id = u64::from_le_bytes(id);
-                    let found = cpu_windows()
-                        .as_ref()
-                        .and_then(|m| m.get(&id))
-                        .and_then(Weak::upgrade);
-                    let Some(shared) = found.filter(|_| other.pid == record.pid) else {
-                        return Err(Error::invalid(
-                            CALL,
-                            format!("rank {p}'s window is not a simulated rank of this process"),
-                        ));
-                    };
-                    if !shared.ctx.same_machine(&ctx) {
-                        return Err(Error::mismatch(
-                            CALL,
-                            "simulated ranks that share windows must run on CPU-backend devices \
-                             made together (`Context::cpu_devices(n)` or \
-                             `Context::cpu_checked_devices(n)`, one device per rank)",
-                        ));
-                    }
-                    PeerWindow {
-                        rank: p,
-                        buffer: buffer::<T>(&ctx, DeviceMemory::Cpu(shared.memory.clone()), len),
-                        signals: PeerSignals::Cpu(shared),
-                    }
-                }
-            };
-            mapped.push(peer);
+                };
+                mapped.push(peer);
+            }
+            Ok(mapped)
+        };
+        let mapped = map();
+        // Every rank holds its window until every rank mapped its neighbours', and learns
+        // whether all did (so none waits for one that gave up).
+        let done = all_gather_bytes(comm, stream, &[u8::from(mapped.is_ok())])?;
+        if let Some(exported) = &exported {
+            // A rank that failed closed what it had mapped before it said so: only the ranks
+            // that succeeded still map this window, and its free waits for them alone.
+            let holding = peers
+                .iter()
+                .copied()
+                .filter(|&p| done[p].first() == Some(&1));
+            exported.set_importers(holding.collect());
         }
-        // Every rank holds its window until every neighbour mapped it.
-        all_gather(comm, stream, &record)?;
+        let mapped = mapped?;
+        if let Some(r) = done.iter().position(|d| d.first() != Some(&1)) {
+            return Err(Error::invalid(
+                CALL,
+                format!("rank {r} could not map its neighbours' windows (its own error says why)"),
+            ));
+        }
         Ok(Window {
             peers: mapped,
             local,
@@ -715,14 +741,21 @@ fn buffer<E: Pod>(ctx: &Context, memory: DeviceMemory, len: usize) -> DeviceBuff
 
 /// Every rank's record, in rank order, through the communicator (on `stream`, synchronized).
 fn all_gather(comm: &Communicator, stream: &Stream, record: &Record) -> Result<Vec<Record>> {
+    let bytes = all_gather_bytes(comm, stream, &record.encode())?;
+    Ok(bytes.iter().map(|b| Record::decode(b)).collect())
+}
+
+/// Every rank's `bytes` (the same length on every rank), in rank order, through the
+/// communicator (on `stream`, synchronized).
+fn all_gather_bytes(comm: &Communicator, stream: &Stream, bytes: &[u8]) -> Result<Vec<Vec<u8>>> {
     let size = comm.size();
-    let send = DeviceBuffer::from_slice(stream, &record.encode())?;
-    let mut recv = DeviceBuffer::<u8>::zeros(stream, RECORD * size)?;
+    let send = DeviceBuffer::from_slice(stream, bytes)?;
+    let mut recv = DeviceBuffer::<u8>::zeros(stream, bytes.len() * size)?;
     let mut group = CommStage::new(comm, stream);
     group.all_gather(&send, .., &mut recv, ..)?;
     group.finish()?;
-    let bytes = recv.to_vec(stream)?;
-    Ok(bytes.chunks_exact(RECORD).map(Record::decode).collect())
+    let all = recv.to_vec(stream)?;
+    Ok(all.chunks_exact(bytes.len()).map(<[u8]>::to_vec).collect())
 }
 
 #[cfg(test)]

@@ -244,3 +244,29 @@ fn a_pipeline_step_exchanges_through_windows_in_a_call() {
         }
     }
 }
+
+/// Simulated ranks on contexts made one by one (not `cpu_checked_devices`) cannot share
+/// windows: every rank is refused with an error that says what to make instead.
+#[test]
+fn ranks_on_contexts_not_made_together_are_refused() {
+    let comms = Communicator::cpu_ranks_with_timeout(2, Duration::from_secs(5)).unwrap();
+    let errors: Vec<String> = std::thread::scope(|scope| {
+        let handles: Vec<_> = comms
+            .into_iter()
+            .map(|comm| {
+                scope.spawn(move || {
+                    let ctx = Context::cpu_checked();
+                    let stream = Stream::new(&ctx).unwrap();
+                    let other = 1 - comm.rank();
+                    Window::<f32>::new(&comm, &stream, 4, &[other])
+                        .unwrap_err()
+                        .to_string()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for err in &errors {
+        assert!(err.contains("Context::cpu_checked_devices(n)"), "{err}");
+    }
+}

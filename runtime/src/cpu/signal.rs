@@ -206,6 +206,11 @@ mod tests {
         signal.run_post();
         waiter.join().unwrap().unwrap();
         let short = Signal::new("never", 0, Duration::from_millis(20));
-        assert!(short.run_wait().unwrap_err().contains("`never` was not posted"));
+        assert!(
+            short
+                .run_wait()
+                .unwrap_err()
+                .contains("`never` was not posted")
+        );
     }
 }
