@@ -7,7 +7,7 @@
 //! ```text
 //! a -> b:  wait read(b)   (the neighbours read what this rank stored into their b halos)
 //!          wait written(a) (the neighbours stored into this rank's a halos)
-//!          jacobi_peer a -> b, edge rows into the neighbours' b halos, residual into norm[0]
+//!          jacobi_window a -> b, edge rows into the neighbours' b halos, residual into norm[0]
 //!          signal written(b) to the neighbours; signal read(a) to the neighbours
 //! b -> a:  the same with a and b exchanged, residual into norm[1]
 //! ```
@@ -28,12 +28,11 @@ use gpu_pipeline::{
     TypedKernel, Window,
 };
 
-use super::{JacobiMultiArgs, Solved, barrier, decompose, initial_rows, rows_per_rank};
+use super::{JacobiMultiArgs, Solved, barrier, decompose, initial_rows};
 use crate::common::{BoxError, progress};
 
-/// `jacobi_peer`'s signature (`examples/kernels/jacobi_multi.cu`).
-type JacobiPeer = (
-    u32,
+/// `jacobi_window`'s signature (`examples/kernels/jacobi_onesided.cu`).
+type JacobiWindow = (
     u32,
     u32,
     &'static [f32],
@@ -45,14 +44,61 @@ type JacobiPeer = (
     &'static mut [f32],
 );
 
-fn jacobi_peer(ctx: &Context) -> Result<TypedKernel<JacobiPeer>, BoxError> {
-    let module = Module::load_ptx(ctx, include_str!("../../kernels/jacobi_multi.ptx"))?;
-    // SAFETY: jacobi_peer(unsigned nx, unsigned rows, unsigned with_norm, const float*
-    // halo_top, const float* block, const float* halo_bot, float* out, float* to_up, float*
-    // to_down, float* norm) indexes the halos and `to_*` below nx, `block` and `out` below
-    // nx * rows and `norm` at 0 only: `launch` below passes buffers of those lengths.
-    let kernel = unsafe { module.function("jacobi_peer")?.typed::<JacobiPeer>()? };
-    Ok(kernel.with_host(CpuKernel::new(super::host::jacobi_peer)))
+/// What `jacobi_window` computes, on the CPU backend: every row of `block` into `out` (its
+/// halos above the first row and below the last), the first row also into `to_up` and the last
+/// into `to_down`, the squared residual added to `norm[0]`; columns 0 and nx - 1 untouched.
+/// The same operations in the same order as the kernel (no fused multiply-add), so each
+/// cell's value is the kernel's bit for bit.
+#[allow(clippy::too_many_arguments)]
+pub fn jacobi_window_on_cpu(
+    nx: u32,
+    rows: u32,
+    halo_top: &[f32],
+    block: &[f32],
+    halo_bot: &[f32],
+    out: &mut [f32],
+    to_up: &mut [f32],
+    to_down: &mut [f32],
+    norm: &mut [f32],
+) {
+    let (w, rows) = (nx as usize, rows as usize);
+    let mut residual = 0.0f32;
+    for r in 0..rows {
+        let center = &block[r * w..(r + 1) * w];
+        let up = if r == 0 {
+            halo_top
+        } else {
+            &block[(r - 1) * w..r * w]
+        };
+        let down = if r + 1 == rows {
+            halo_bot
+        } else {
+            &block[(r + 1) * w..(r + 2) * w]
+        };
+        for x in 1..w.saturating_sub(1) {
+            let value = 0.25 * (((center[x + 1] + center[x - 1]) + down[x]) + up[x]);
+            out[r * w + x] = value;
+            if r == 0 {
+                to_up[x] = value;
+            }
+            if r + 1 == rows {
+                to_down[x] = value;
+            }
+            let diff = value - center[x];
+            residual += diff * diff;
+        }
+    }
+    norm[0] += residual;
+}
+
+fn jacobi_window(ctx: &Context) -> Result<TypedKernel<JacobiWindow>, BoxError> {
+    let module = Module::load_ptx(ctx, include_str!("../../kernels/jacobi_onesided.ptx"))?;
+    // SAFETY: jacobi_window(unsigned nx, unsigned rows, const float* halo_top, const float*
+    // block, const float* halo_bot, float* out, float* to_up, float* to_down, float* norm)
+    // indexes the halos and `to_*` below nx, `block` and `out` below nx * rows and `norm` at 0
+    // only: `iteration` below passes buffers of those lengths.
+    let kernel = unsafe { module.function("jacobi_window")?.typed::<JacobiWindow>()? };
+    Ok(kernel.with_host(CpuKernel::new(jacobi_window_on_cpu)))
 }
 
 /// The distinct neighbours of `rank` of `size` (periodic): up, then down when it differs.
@@ -66,7 +112,7 @@ fn neighbours(rank: usize, size: usize) -> Vec<usize> {
 #[allow(clippy::too_many_arguments)]
 fn iteration(
     s: &Stream,
-    kernel: &TypedKernel<JacobiPeer>,
+    kernel: &TypedKernel<JacobiWindow>,
     (nx, rows): (usize, usize),
     peers: &[usize],
     from: (&Window<f32>, &DeviceBuffer<f32>),
@@ -106,7 +152,6 @@ fn iteration(
             (
                 nx as u32,
                 rows as u32,
-                1u32,
                 &local.slice(0..nx)?,
                 block,
                 &local.slice(nx..2 * nx)?,
@@ -136,15 +181,19 @@ pub fn solve(
     show_progress: bool,
 ) -> Result<Solved, BoxError> {
     let (rank, size) = (comm.rank(), comm.size());
-    rows_per_rank(args.ny, size)?;
-    if size < 2 {
-        return Err("--exchange onesided needs two ranks or more".into());
+    let interior = args.ny as usize - 2;
+    if size < 2 || interior / size < 3 {
+        return Err(format!(
+            "--exchange onesided needs two ranks or more with 3 rows each; {size} rank(s) share \
+             {interior}"
+        )
+        .into());
     }
     let nx = args.nx as usize;
     let (first, chunk) = decompose(args.ny, size, rank);
     let init = initial_rows(args.nx, args.ny, first, chunk);
     let stream = Stream::non_blocking(ctx)?;
-    let kernel = jacobi_peer(ctx)?;
+    let kernel = jacobi_window(ctx)?;
     let peers = neighbours(rank, size);
     let mut a_halos = Window::<f32>::new(comm, &stream, 2 * nx, &peers)?;
     let mut b_halos = Window::<f32>::new(comm, &stream, 2 * nx, &peers)?;
