@@ -101,6 +101,16 @@ fn config(n: usize) -> LaunchConfig {
 /// One rank's part: makes its window, runs the plan, and returns its `history` (`iterations`
 /// slots of `2n` elements).
 pub fn chain_rank(ctx: &Context, comm: &Communicator, plan: Plan) -> Result<Vec<f32>> {
+    chain_rank_timed(ctx, comm, plan).map(|(history, _)| history)
+}
+
+/// [`chain_rank`], with the wall time of the rounds (from the first launch or enqueue to the
+/// synchronize after the last).
+pub fn chain_rank_timed(
+    ctx: &Context,
+    comm: &Communicator,
+    plan: Plan,
+) -> Result<(Vec<f32>, std::time::Duration)> {
     let (rank, size, n) = (comm.rank(), comm.size(), plan.n);
     let stream = Stream::non_blocking(ctx)?;
     let k = kernels(ctx)?;
@@ -146,20 +156,26 @@ pub fn chain_rank(ctx: &Context, comm: &Communicator, plan: Plan) -> Result<Vec<
         }
         Ok(())
     };
-    if plan.graph {
+    let elapsed = if plan.graph {
         let graph = stream.capture(CaptureMode::ThreadLocal, &mut round)?;
         let exec = graph.instantiate()?;
+        exec.upload(&stream)?;
+        stream.synchronize()?;
+        let start = std::time::Instant::now();
         for _ in 0..plan.rounds {
             exec.launch(&stream)?;
         }
         stream.synchronize()?;
+        start.elapsed()
     } else {
+        let start = std::time::Instant::now();
         for _ in 0..plan.rounds {
             round(&stream)?;
         }
         stream.synchronize()?;
-    }
-    history.to_vec(&stream)
+        start.elapsed()
+    };
+    Ok((history.to_vec(&stream)?, elapsed))
 }
 
 /// What rank `rank`'s history must hold after `plan` on `size` ranks; the first wrong

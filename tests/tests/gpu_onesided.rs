@@ -97,7 +97,17 @@ fn worker() {
             graph,
             omit: Omit::Nothing,
         };
-        let history = onesided::chain_rank(&ctx, &comm, plan).expect("the exchange runs");
+        let (history, elapsed) =
+            onesided::chain_rank_timed(&ctx, &comm, plan).expect("the exchange runs");
+        // Each exchange: one store per neighbour, two waits and two signals per neighbour,
+        // and the copy of the window (the figure is for comparing mechanisms, not a bench).
+        let exchanges = (plan.rounds * plan.iterations) as f64;
+        println!(
+            "rank {}: {:.2} us per exchange of {} KiB halos (graph: {graph})",
+            me.rank,
+            elapsed.as_secs_f64() * 1e6 / exchanges,
+            plan.n * 4 / 1024
+        );
         onesided::check_history(me.rank, me.world_size, plan, &history)
             .unwrap_or_else(|e| panic!("graph {graph}: {e}"));
         println!("rank {}: one-sided exchange ok (graph: {graph})", me.rank);
