@@ -127,13 +127,17 @@ pub(super) fn signals_of(keep: &[Keep]) -> Vec<(Arc<Signal>, bool)> {
     keep.iter()
         .filter_map(|k| match k {
             Keep::Object(o) => o
-                .clone()
-                .downcast::<SignalNode>()
-                .ok()
+                .downcast_ref::<SignalNode>()
                 .map(|n| (n.signal.clone(), n.post)),
             Keep::Memory(_) => None,
         })
         .collect()
+}
+
+/// Whether `keep` carries a signal (without collecting them).
+pub(super) fn has_signals(keep: &[Keep]) -> bool {
+    keep.iter()
+        .any(|k| matches!(k, Keep::Object(o) if o.downcast_ref::<SignalNode>().is_some()))
 }
 
 impl Stream {

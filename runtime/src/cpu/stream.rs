@@ -27,7 +27,7 @@ use super::memory::Pending;
 use super::op::{Keep, Op, run_guarded};
 use super::race::Detector;
 use super::shared::{ContextShared, become_worker, lock, on_worker_thread, wait};
-use super::signal::{Signal, signals_of};
+use super::signal::{Signal, has_signals, signals_of};
 
 /// Returns clocks taken for waits that were captured instead (in reverse, so each goes back
 /// to the front of its queue in order).
@@ -373,10 +373,7 @@ impl StreamShared {
         // wait's clock may have to wait for another rank's thread to enqueue its post, and
         // that rank's work may need this stream's worker to progress meanwhile.
         let signalled = self.ctx.checked
-            && plan
-                .nodes
-                .iter()
-                .any(|n| !signals_of(&n.node.keep).is_empty())
+            && plan.nodes.iter().any(|n| has_signals(&n.node.keep))
             && lock(&self.state).active_capture().is_none();
         let signalled_races = if signalled {
             Some(self.replay_signal_clocks(plan)?)
