@@ -20,7 +20,8 @@
 #   GPUS        GPU counts (default: "1 2 4", capped at the GPUs nvidia-smi lists)
 #   ITERATIONS  iterations per run (default: 1000)
 #   RUNS        runs per cell, alternating ours and the anchor (default: 5)
-#   EXCHANGES   jacobi_multi's halo exchanges to time, each a row (default: "nccl peer")
+#   EXCHANGES   jacobi_multi's halo exchanges to time, each a row (default: "nccl peer onesided";
+#               onesided on 1 GPU runs the nccl step, there being no neighbour)
 #   RAW         a file to append every single run to, one CSV line each (optional)
 #
 # NCCL_NVLS_ENABLE=0 is set for every run (NVLink multicast must stay off on these machines).
@@ -48,7 +49,7 @@ fi
 SIZES=${SIZES:-"8192 16384 32768"}
 ITERATIONS=${ITERATIONS:-1000}
 RUNS=${RUNS:-5}
-EXCHANGES=${EXCHANGES:-"nccl peer"}
+EXCHANGES=${EXCHANGES:-"nccl peer onesided"}
 case "$RUNS" in ''|*[!0-9]*|0) echo "error: RUNS=$RUNS is not a positive count" >&2; exit 2 ;; esac
 available=$(nvidia-smi --list-gpus 2>/dev/null | wc -l)
 if [ "$available" -eq 0 ]; then

@@ -559,6 +559,55 @@ fn jacobi_multi_on_two_and_four_ranks_matches_one_rank_and_the_cpu_solver() {
     }
 }
 
+/// `jacobi_multi --exchange onesided` on 2, 3 and 4 simulated ranks (checked): each rank's
+/// kernel stores its edge rows into its neighbours' windows; every rank's block equals the
+/// same grid solved by one rank (the `nccl` step) bit for bit and the CPU solver, and the race
+/// detector, which sees every rank, finds nothing.
+#[test]
+fn jacobi_multi_onesided_exchange_on_two_three_and_four_ranks_matches_one_rank() {
+    let args = JacobiMultiArgs::parse_from([
+        "jacobi_multi",
+        "--exchange",
+        "onesided",
+        "--nx",
+        "37",
+        "--ny",
+        "30",
+        "--iterations",
+        "12",
+        "-q",
+    ]);
+    for ranks in [2, 3, 4] {
+        let outcomes = jacobi_multi::run_cpu_ranks(&args, ranks, true).unwrap();
+        let mut rows = 0;
+        for outcome in &outcomes {
+            assert!(
+                outcome.report.passed(),
+                "{ranks} ranks, rank {}: {}",
+                outcome.rank,
+                outcome.report
+            );
+            let names: Vec<&str> = outcome
+                .report
+                .checks
+                .iter()
+                .map(|c| c.name.as_str())
+                .collect();
+            for wanted in [
+                "vs the same grid on one rank",
+                "vs a CPU solver",
+                "race detector",
+            ] {
+                assert!(names.iter().any(|n| n.contains(wanted)), "{names:?}");
+            }
+            rows += outcome.solved.block.len() / 37;
+        }
+        assert_eq!(rows, 28, "the ranks' blocks cover every interior row once");
+        let residual = outcomes[0].solved.residual;
+        assert!(outcomes.iter().all(|o| o.solved.residual == residual));
+    }
+}
+
 /// `jacobi_multi --exchange peer` on 1, 2 and 4 simulated devices of one process (checked):
 /// each kernel stores its edge rows into its neighbours' halos; the whole grid equals the
 /// same kernels on one device bit for bit and the CPU solver, and the race detector finds
@@ -1127,6 +1176,67 @@ fn jacobi_multi_runs_as_one_rank_on_a_gpu() {
     let outcome = jacobi_multi::run_cuda_rank(&args).unwrap();
     assert!(outcome.report.passed(), "{}", outcome.report);
     println!("{}", outcome.report);
+}
+
+/// `jacobi_multi --exchange onesided` between two processes on two GPUs: the test launches itself twice through `gpu_pipeline::launcher` (what
+/// `gpu-pipeline-launch -n 2` runs); each rank's kernel stores its edge rows into the other
+/// process's halo window (CUDA IPC), and each rank checks its block against the same grid on
+/// one rank (the `nccl` step) and the CPU solver.
+#[test]
+#[ignore = "needs two CUDA GPUs"]
+fn jacobi_multi_onesided_exchange_between_two_processes() {
+    const ROLE: &str = "GPU_PIPELINE_TEST_ROLE";
+    const TEST: &str = "jacobi_multi_onesided_exchange_between_two_processes";
+    let args = JacobiMultiArgs::parse_from([
+        "jacobi_multi",
+        "--exchange",
+        "onesided",
+        "--nx",
+        "1024",
+        "--ny",
+        "1026",
+        "--iterations",
+        "100",
+        "-q",
+    ]);
+    if std::env::var(ROLE).as_deref() == Ok("jacobi-onesided") {
+        let outcome = jacobi_multi::run_cuda_rank(&args).unwrap();
+        assert!(outcome.report.passed(), "{}", outcome.report);
+        println!("{}", outcome.report);
+        println!("jacobi onesided rank {}: passed", outcome.rank);
+        return;
+    }
+    match (gpu_pipeline::Device::count(), gpu_pipeline::nccl::version()) {
+        (Ok(n), Ok(version)) if n >= 2 => println!("{n} GPUs, NCCL {version}"),
+        (Ok(n), Ok(_)) => {
+            return println!("skipped: {n} GPU(s); NCCL needs a GPU per rank, and this test two");
+        }
+        (Err(e), _) | (_, Err(e)) => return println!("skipped: {e}"),
+    }
+    let exe = std::env::current_exe().unwrap();
+    let report = gpu_pipeline::launcher::Launch::new(2, exe)
+        .args([
+            TEST,
+            "--exact",
+            "--include-ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(ROLE, "jacobi-onesided")
+        .timeout(std::time::Duration::from_secs(300))
+        .capture()
+        .run()
+        .unwrap();
+    assert!(report.success(), "a rank failed:\n{}", report.summary());
+    for r in &report.ranks {
+        let done = format!("jacobi onesided rank {}: passed", r.rank);
+        assert!(
+            r.stdout.iter().any(|l| l.contains(&done)),
+            "rank {}: {:?}",
+            r.rank,
+            r.stdout
+        );
+    }
 }
 
 /// The raw-driver anchor of `nbody` runs and its state stays finite (a few steps; the

@@ -432,6 +432,7 @@ pub mod __private_0_1 {
 pub use cuda::nvrtc;
 mod private;
 mod stream;
+mod window;
 
 pub use communicator::Communicator;
 pub use context::{BACKEND_ENV, Backend, Context, StreamPriorityRange};
@@ -484,6 +485,7 @@ pub use stream::{
     AccessPolicyWindow, AccessProperty, MemOp, Stream, StreamAttribute, StreamAttributeId,
     StreamFlags, SyncPolicy, WaitCondition,
 };
+pub use window::{MAX_WINDOW_PEERS, SignalStream, Window};
 
 /// The repository's README, whose programs run as doctests of this crate: its first
 /// program is the getting-started example, so it is checked with every `cargo test`.

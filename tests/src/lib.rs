@@ -13,6 +13,7 @@ use std::ffi::c_uint;
 pub mod device_ring;
 pub mod mismatch;
 pub mod multi;
+pub mod onesided;
 pub mod segv;
 pub mod sync_policy;
 

@@ -34,6 +34,7 @@
 //! affordable, against a plain CPU Jacobi solver; the residual against both.
 
 pub mod host;
+pub mod onesided;
 pub mod peer;
 
 use std::f64::consts::PI;
@@ -199,7 +200,9 @@ pub struct JacobiMultiArgs {
     /// How the halo rows travel: `nccl`, one process per GPU exchanging them with NCCL
     /// send/recv inside the graph; `peer`, every GPU driven by this one process, each kernel
     /// storing its edge rows straight into its neighbours' halos over NVLink (as NVIDIA's
-    /// multi_threaded_p2p_opt does; 1, 2, 4 or 8 devices).
+    /// multi_threaded_p2p_opt does; 1, 2, 4 or 8 devices); `onesided`, one process per GPU
+    /// as with nccl, each kernel storing its edge rows into the neighbours' halo windows
+    /// (CUDA IPC memory they exported), ordered by signals inside the graph (2 ranks or more).
     #[arg(long, value_enum, default_value_t = Exchange::Nccl)]
     pub exchange: Exchange,
     /// Turn the pipeline's fault tracking on: an asynchronous fault then names the first stage
@@ -223,6 +226,9 @@ pub enum Exchange {
     /// One process drives every GPU; each kernel stores its edge rows into its neighbours'
     /// halo buffers (peer access).
     Peer,
+    /// One process per GPU; each kernel stores its edge rows into its neighbours' halos, in
+    /// memory they exported to it (`Window`: CUDA IPC), ordered by signals in the graph.
+    Onesided,
 }
 
 impl JacobiMultiArgs {
@@ -240,6 +246,11 @@ impl JacobiMultiArgs {
         }
         if let Some(path) = &self.trace {
             check_output_path("--trace", path)?;
+        }
+        if self.exchange == Exchange::Onesided && self.trace.is_some() {
+            return Err(
+                "--trace profiles the NCCL step; leave it out with --exchange onesided".into(),
+            );
         }
         if self.exchange == Exchange::Peer {
             if self.trace.is_some() {
@@ -615,7 +626,13 @@ pub fn run_rank(
     let (rank, size) = (comm.rank(), comm.size());
     let mut report = Report::new(ctx);
     let start = Instant::now();
-    let solved = solve(ctx, comm, args, rank == 0)?;
+    // One rank has no neighbour to store into: the single-rank check and a one-rank run take
+    // the NCCL step (the same values bit for bit).
+    let solved = if args.exchange == Exchange::Onesided && size > 1 {
+        onesided::solve(ctx, comm, args, rank == 0)?
+    } else {
+        solve(ctx, comm, args, rank == 0)?
+    };
     report.timings.add(
         "solve",
         start.elapsed(),
@@ -900,15 +917,23 @@ pub fn run_cpu_ranks(
     checked: bool,
 ) -> Result<Vec<RankOutcome>, BoxError> {
     let comms = Communicator::cpu_ranks(ranks)?;
+    // One-sided windows are shared by simulated ranks on devices made together.
+    let mut devices = match (args.exchange, checked) {
+        (Exchange::Onesided, true) => Context::cpu_checked_devices(ranks),
+        (Exchange::Onesided, false) => Context::cpu_devices(ranks),
+        _ => Vec::new(),
+    }
+    .into_iter();
     std::thread::scope(|scope| {
         let handles: Vec<_> = comms
             .into_iter()
             .map(|comm| {
+                let device = devices.next();
                 scope.spawn(move || {
-                    let ctx = if checked {
-                        Context::cpu_checked()
-                    } else {
-                        Context::cpu()
+                    let ctx = match device {
+                        Some(ctx) => ctx,
+                        None if checked => Context::cpu_checked(),
+                        None => Context::cpu(),
                     };
                     run_rank(&ctx, &comm, args, || {
                         Ok(Communicator::cpu_ranks(1)?.remove(0))
@@ -1003,7 +1028,7 @@ pub fn main() -> ExitCode {
             drop(probe);
             devices.and_then(|devices| run_peer(&devices, &args).map(|outcome| vec![outcome]))
         }
-        (Exchange::Nccl, Backend::Cuda) => {
+        (Exchange::Nccl | Exchange::Onesided, Backend::Cuda) => {
             drop(probe);
             if let Some(gpus) = args.gpus
                 && RankInfo::from_env().is_err()
@@ -1013,7 +1038,7 @@ pub fn main() -> ExitCode {
             }
             run_cuda_rank(&args).map(|outcome| vec![outcome])
         }
-        (Exchange::Nccl, Backend::Cpu) => {
+        (Exchange::Nccl | Exchange::Onesided, Backend::Cpu) => {
             let ranks = args.ranks.or(args.gpus).unwrap_or(2) as usize;
             println!(
                 "jacobi_multi: {} ranks as threads on the CPU backend{}",

@@ -232,6 +232,15 @@ pub enum CpuFault {
          there can deadlock, so host work must not synchronize"
     )]
     BlockingCallInsideOp { operation: &'static str },
+    /// A wait on a signal whose matching post no rank enqueued within the deadline.
+    #[error(
+        "signal `{signal}` was never posted within {deadline:?}: the rank that writes it \
+         stopped, or never signals it (each wait needs one post)"
+    )]
+    SignalNeverPosted {
+        signal: Arc<str>,
+        deadline: std::time::Duration,
+    },
     /// An event of another context.
     #[error("event `{event}` belongs to another context than stream `{stream}`")]
     ForeignEvent { stream: Arc<str>, event: Arc<str> },

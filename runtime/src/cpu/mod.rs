@@ -104,6 +104,7 @@ mod parts;
 mod peer;
 mod race;
 mod shared;
+mod signal;
 mod stream;
 pub(crate) mod work;
 
@@ -129,5 +130,6 @@ pub(crate) use op::KernelFn;
 pub(crate) use op::communication_failed;
 pub(crate) use op::{BufferArg, Keep, KernelArgValue, KernelTag, NodeKind, Op};
 pub(crate) use parts::{Part, PartBytes, PartsWork, overlapping_write};
+pub(crate) use signal::Signal;
 pub(crate) use stream::{Stream, StreamOptions};
 pub(crate) use work::{MemOp, Range, WaitCondition};

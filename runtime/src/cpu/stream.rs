@@ -19,13 +19,30 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
 
 use super::capture::CaptureSession;
-use super::clock::Timeline;
-use super::error::{CpuFault, OpSite};
+use super::clock::{Timeline, VectorClock};
+use super::error::{CpuFault, OpSite, RaceReport};
 use super::event::{Event, LatestRecord, RecordPoint};
 use super::graph::{ExecPlan, Graph, GraphExec};
 use super::memory::Pending;
-use super::op::{Op, run_guarded};
+use super::op::{Keep, Op, run_guarded};
+use super::race::Detector;
 use super::shared::{ContextShared, become_worker, lock, on_worker_thread, wait};
+use super::signal::{Signal, has_signals, signals_of};
+
+/// Returns clocks taken for waits that were captured instead (in reverse, so each goes back
+/// to the front of its queue in order).
+fn give_back(joins: Vec<(Arc<Signal>, VectorClock)>) {
+    for (signal, clock) in joins.into_iter().rev() {
+        signal.unshift_clock(clock);
+    }
+}
+
+/// Gives each post among `signals` the clock of `timeline` now, after its accesses.
+fn post_clocks(detector: &mut Detector, timeline: Timeline, signals: &[(Arc<Signal>, bool)]) {
+    for (signal, _) in signals.iter().filter(|(_, post)| *post) {
+        signal.push_clock(detector.record(timeline));
+    }
+}
 
 /// The most items a stream's queue holds before enqueuing blocks (CUDA's launch queue holds
 /// about a thousand launches too).
@@ -318,8 +335,11 @@ impl StreamShared {
     fn enqueue(&self, mut op: Op) -> Result<bool, CpuFault> {
         // Dropped after the lock is released unless captured.
         let keep = std::mem::take(&mut op.keep);
+        let signals = self.signals(&keep);
+        let joins = self.signal_joins(&signals)?;
         let mut state = self.admit();
         if let Some(session) = state.active_capture() {
+            give_back(joins);
             op.keep = keep;
             return session.add_op(self.timeline, op).map(|()| true);
         }
@@ -327,11 +347,14 @@ impl StreamShared {
         if self.ctx.checked {
             let label: Arc<str> = Arc::from(op.label());
             let accesses = op.effective_accesses();
-            let races = self.ctx.detector().stream_op(
-                self.timeline,
-                &self.name,
-                [(&label, accesses.as_slice())],
-            );
+            let mut detector = self.ctx.detector();
+            for (_, clock) in &joins {
+                detector.wait(self.timeline, clock);
+            }
+            let races =
+                detector.stream_op(self.timeline, &self.name, [(&label, accesses.as_slice())]);
+            post_clocks(&mut detector, self.timeline, &signals);
+            drop(detector);
             for race in races {
                 state.note(CpuFault::Race(Box::new(race)));
             }
@@ -345,6 +368,18 @@ impl StreamShared {
 
     /// Queues (or captures) one replay of `plan`; `Ok(true)` when captured.
     pub(super) fn launch(&self, plan: &Arc<ExecPlan>) -> Result<bool, CpuFault> {
+        // A checked replay that posts or waits on signals (a one-sided exchange between
+        // simulated ranks) orders them node by node, before the stream's lock is taken: a
+        // wait's clock may have to wait for another rank's thread to enqueue its post, and
+        // that rank's work may need this stream's worker to progress meanwhile.
+        let signalled = self.ctx.checked
+            && plan.nodes.iter().any(|n| has_signals(&n.node.keep))
+            && lock(&self.state).active_capture().is_none();
+        let signalled_races = if signalled {
+            Some(self.replay_signal_clocks(plan)?)
+        } else {
+            None
+        };
         let mut state = self.admit();
         if let Some(session) = state.active_capture() {
             let nodes: Vec<_> = plan.nodes.iter().map(|n| n.node.clone()).collect();
@@ -352,12 +387,17 @@ impl StreamShared {
         }
         if self.ctx.checked {
             let mut detector = self.ctx.detector();
-            let nodes = plan.nodes.iter();
-            let mut races = detector.stream_op(
-                self.timeline,
-                &self.name,
-                nodes.map(|n| (&n.node.label, n.accesses.as_slice())),
-            );
+            let mut races = match signalled_races {
+                Some(races) => races,
+                None => {
+                    let nodes = plan.nodes.iter();
+                    detector.stream_op(
+                        self.timeline,
+                        &self.name,
+                        nodes.map(|n| (&n.node.label, n.accesses.as_slice())),
+                    )
+                }
+            };
             if !plan.intra_reported.swap(true, Ordering::Relaxed) {
                 for race in plan.intra_races() {
                     let site = |i: usize| OpSite {
@@ -377,6 +417,61 @@ impl StreamShared {
         let wake = state.push(Item::Replay(plan.clone(), pending));
         self.wake(wake);
         Ok(false)
+    }
+
+    /// The race detector's view of one replay of a plan with signal nodes, in node order:
+    /// a wait joins its post's clock (blocking, without any lock, until the post was
+    /// enqueued), a node's accesses are checked at the clock reached there, and a post takes
+    /// that clock. Returns the races found.
+    fn replay_signal_clocks(&self, plan: &ExecPlan) -> Result<Vec<RaceReport>, CpuFault> {
+        let mut races = Vec::new();
+        for n in &plan.nodes {
+            let signals = signals_of(&n.node.keep);
+            for (signal, _) in signals.iter().filter(|(_, post)| !post) {
+                let clock = signal.take_clock()?;
+                self.ctx.detector().wait(self.timeline, &clock);
+            }
+            let mut detector = self.ctx.detector();
+            races.extend(detector.stream_op(
+                self.timeline,
+                &self.name,
+                [(&n.node.label, n.accesses.as_slice())],
+            ));
+            post_clocks(&mut detector, self.timeline, &signals);
+        }
+        Ok(races)
+    }
+
+    /// The signals `keep` posts or waits on, when the race detector must order them.
+    fn signals(&self, keep: &[Keep]) -> Vec<(Arc<Signal>, bool)> {
+        if self.ctx.checked {
+            signals_of(keep)
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// The clocks of the posts the waits among `signals` match, taken before the stream's
+    /// lock (taking one may block until another rank's thread enqueues the post); none
+    /// while the stream captures (a capture orders nothing yet).
+    fn signal_joins(
+        &self,
+        signals: &[(Arc<Signal>, bool)],
+    ) -> Result<Vec<(Arc<Signal>, VectorClock)>, CpuFault> {
+        if signals.iter().all(|(_, post)| *post) || lock(&self.state).active_capture().is_some() {
+            return Ok(Vec::new());
+        }
+        let mut joins = Vec::new();
+        for (signal, _) in signals.iter().filter(|(_, post)| !post) {
+            match signal.take_clock() {
+                Ok(clock) => joins.push((signal.clone(), clock)),
+                Err(fault) => {
+                    give_back(joins);
+                    return Err(fault);
+                }
+            }
+        }
+        Ok(joins)
     }
 
     fn record(self: &Arc<Self>, event: &Event) -> Result<(), CpuFault> {

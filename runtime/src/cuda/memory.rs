@@ -222,7 +222,6 @@ impl DeviceMemory {
     /// `ctx`'s context that stay allocated for as long as `owner` is alive, that nothing else
     /// uses while this value holds `owner` (no other handle to the memory exists outside
     /// `owner`), and whose contents are initialised.
-    #[cfg(feature = "cudarc")]
     pub(crate) unsafe fn foreign(
         ctx: &Arc<Context>,
         ptr: sys::CUdeviceptr,

@@ -40,6 +40,7 @@ mod pinned;
 mod pool;
 pub(crate) mod repr;
 mod stream;
+mod window;
 
 pub(crate) use context::Context;
 pub(crate) use copy::{DeviceRange, PinnedRange};
@@ -58,6 +59,7 @@ pub(crate) use module::{Function, FunctionId, Module, ModuleImage};
 pub(crate) use pinned::{PinnedMemory, Refused};
 pub(crate) use pool::MemoryPool;
 pub(crate) use stream::Stream;
+pub(crate) use window::{Exported, HANDLE_BYTES, Mapping, SignalOp};
 
 /// Capture entry points, for the public layer's `impl Stream` in `graph/capture.rs`.
 pub(crate) mod capture_api {

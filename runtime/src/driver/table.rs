@@ -172,6 +172,13 @@ driver_table! {
         cuMemcpyPeerAsync: PFN_cuMemcpyPeerAsync @ ABI_VERSION,
         cuDeviceCanAccessPeer: PFN_cuDeviceCanAccessPeer @ ABI_VERSION,
         cuCtxEnablePeerAccess: PFN_cuCtxEnablePeerAccess @ ABI_VERSION,
+        // One-sided windows between processes (`Window`): CUDA IPC handles, and the
+        // synchronous copy and memset its teardown handshake uses.
+        cuIpcGetMemHandle: PFN_cuIpcGetMemHandle @ ABI_VERSION,
+        cuIpcOpenMemHandle: PFN_cuIpcOpenMemHandle @ ABI_VERSION,
+        cuIpcCloseMemHandle: PFN_cuIpcCloseMemHandle @ ABI_VERSION,
+        cuMemcpyDtoH: PFN_cuMemcpyDtoH @ ABI_VERSION,
+        cuMemsetD32: PFN_cuMemsetD32 @ ABI_VERSION,
         // CUDA 12.8.
         cuStreamGetDevice: PFN_cuStreamGetDevice @ 12080,
         // CUDA 12.4.

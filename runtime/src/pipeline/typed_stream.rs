@@ -109,9 +109,8 @@ impl<'s, M> TypedStream<'s, M> {
         }
     }
 
-    /// The stream, for the backends' interop code (not public: a called function must not
-    /// get the full `Stream` back).
-    #[cfg(feature = "cudarc")]
+    /// The stream, for the backends' interop code and one-sided windows' signals (not
+    /// public: a called function must not get the full `Stream` back).
     pub(crate) fn stream(&self) -> &'s Stream {
         self.stream
     }

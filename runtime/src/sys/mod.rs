@@ -549,6 +549,25 @@ pub type PFN_cuEventElapsedTime =
 
 pub type PFN_cuMemAlloc = unsafe extern "C" fn(ptr: *mut CUdeviceptr, bytes: usize) -> CUresult;
 pub type PFN_cuMemFree = unsafe extern "C" fn(ptr: CUdeviceptr) -> CUresult;
+/// `CUipcMemHandle`: 64 opaque bytes naming a `cuMemAlloc` allocation to other processes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CUipcMemHandle {
+    /// The handle's bytes, as the driver wrote them.
+    pub reserved: [u8; 64],
+}
+/// `cuIpcOpenMemHandle` flag: enable peer access lazily where the memory lives on another
+/// device.
+pub const CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS: c_uint = 0x1;
+pub type PFN_cuIpcGetMemHandle =
+    unsafe extern "C" fn(handle: *mut CUipcMemHandle, ptr: CUdeviceptr) -> CUresult;
+pub type PFN_cuIpcOpenMemHandle =
+    unsafe extern "C" fn(ptr: *mut CUdeviceptr, handle: CUipcMemHandle, flags: c_uint) -> CUresult;
+pub type PFN_cuIpcCloseMemHandle = unsafe extern "C" fn(ptr: CUdeviceptr) -> CUresult;
+pub type PFN_cuMemcpyDtoH =
+    unsafe extern "C" fn(dst: *mut c_void, src: CUdeviceptr, bytes: usize) -> CUresult;
+pub type PFN_cuMemsetD32 =
+    unsafe extern "C" fn(dst: CUdeviceptr, value: u32, count: usize) -> CUresult;
 pub type PFN_cuMemAllocManaged =
     unsafe extern "C" fn(ptr: *mut CUdeviceptr, bytes: usize, flags: c_uint) -> CUresult;
 pub type PFN_cuMemHostAlloc =

@@ -1,0 +1,272 @@
+//! One-sided halo exchange between simulated ranks: kernels store straight into their
+//! neighbours' [`Window`]s, ordered by the windows' signals, eagerly and replayed from a
+//! captured graph, on 2, 3 and 4 ranks (threads, one simulated device each, one race
+//! detector for all). Each rank's history is checked against what its neighbours wrote; the
+//! race detector must find nothing, and must name the window when a signal is left out.
+//! `tests/src/onesided.rs` holds the exchange; `gpu_onesided.rs` runs it between processes.
+
+use std::time::Duration;
+
+use gpu_pipeline::{Communicator, Context, Error, Stream, Window};
+use tests::onesided::{self, Omit, Plan};
+
+/// Runs the plan on `size` simulated ranks; each rank's result and its context's races.
+fn on_ranks(size: usize, plan: Plan) -> Vec<(gpu_pipeline::Result<Vec<f32>>, Context)> {
+    let comms = Communicator::cpu_ranks_with_timeout(size, Duration::from_secs(20)).unwrap();
+    let devices = Context::cpu_checked_devices(size);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = comms
+            .into_iter()
+            .zip(devices)
+            .map(|(comm, ctx)| scope.spawn(move || (onesided::chain_rank(&ctx, &comm, plan), ctx)))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+fn plan(graph: bool) -> Plan {
+    Plan {
+        n: 16,
+        iterations: 3,
+        rounds: 4,
+        graph,
+        omit: Omit::Nothing,
+    }
+}
+
+fn exchange_checks(size: usize, plan: Plan) {
+    let results = on_ranks(size, plan);
+    for (rank, (history, ctx)) in results.into_iter().enumerate() {
+        let history = history.unwrap_or_else(|e| panic!("rank {rank}: {e}"));
+        onesided::check_history(rank, size, plan, &history).unwrap();
+        assert!(ctx.races().is_empty(), "rank {rank}: {:?}", ctx.races());
+    }
+}
+
+#[test]
+fn two_ranks_store_into_each_others_windows_eagerly() {
+    exchange_checks(2, plan(false));
+}
+
+#[test]
+fn three_ranks_store_into_each_others_windows_eagerly() {
+    exchange_checks(3, plan(false));
+}
+
+#[test]
+fn four_ranks_replay_the_exchange_from_a_captured_graph() {
+    exchange_checks(4, plan(true));
+}
+
+#[test]
+fn two_ranks_replay_the_exchange_from_a_captured_graph() {
+    exchange_checks(2, plan(true));
+}
+
+/// The races every rank's context saw (one detector for all ranks), as text.
+fn races(results: &[(gpu_pipeline::Result<Vec<f32>>, Context)]) -> Vec<String> {
+    results[0]
+        .1
+        .races()
+        .iter()
+        .map(ToString::to_string)
+        .collect()
+}
+
+#[test]
+fn a_read_no_signal_orders_is_a_race_naming_the_window() {
+    let plan = Plan {
+        omit: Omit::WaitWrittenOnRank1,
+        ..plan(false)
+    };
+    let results = on_ranks(2, plan);
+    let races = races(&results);
+    assert!(
+        races
+            .iter()
+            .any(|r| r.contains("`window of rank 1`") && r.contains("affine")),
+        "the detector must name rank 1's window: {races:#?}"
+    );
+    // The rank that read without waiting sees the race at its synchronize.
+    let err = results[1].0.as_ref().unwrap_err();
+    assert!(err.to_string().contains("race"), "{err}");
+}
+
+#[test]
+fn a_write_no_signal_orders_after_the_neighbours_read_is_a_race() {
+    let plan = Plan {
+        omit: Omit::WaitReadOnRank0,
+        ..plan(false)
+    };
+    let results = on_ranks(2, plan);
+    let races = races(&results);
+    assert!(
+        races
+            .iter()
+            .any(|r| r.contains("`window of rank 1`") && r.contains("write-after-read")),
+        "the detector must name rank 1's window: {races:#?}"
+    );
+}
+
+#[test]
+fn a_wait_whose_signal_never_comes_is_an_error_at_the_deadline() {
+    let comms = Communicator::cpu_ranks_with_timeout(2, Duration::from_millis(300)).unwrap();
+    let devices = Context::cpu_checked_devices(2);
+    let outcome: Vec<gpu_pipeline::Result<()>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = comms
+            .into_iter()
+            .zip(devices)
+            .map(|(comm, ctx)| {
+                scope.spawn(move || {
+                    let stream = Stream::new(&ctx)?;
+                    let other = 1 - comm.rank();
+                    let window = Window::<f32>::new(&comm, &stream, 4, &[other])?;
+                    // Rank 0 waits for a write rank 1 never signals.
+                    if comm.rank() == 0 {
+                        window.wait_written(&stream, other)?;
+                    }
+                    stream.synchronize()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let err = outcome[0].as_ref().unwrap_err().to_string();
+    assert!(
+        err.contains("never posted") && err.contains("ready of rank 0's window for rank 1"),
+        "{err}"
+    );
+    outcome[1].as_ref().unwrap();
+}
+
+#[test]
+fn windows_refuse_bad_peers_and_unequal_lengths() {
+    let comms = Communicator::cpu_ranks_with_timeout(2, Duration::from_secs(5)).unwrap();
+    let devices = Context::cpu_devices(2);
+    let errors: Vec<String> = std::thread::scope(|scope| {
+        let handles: Vec<_> = comms
+            .into_iter()
+            .zip(devices)
+            .map(|(comm, ctx)| {
+                scope.spawn(move || {
+                    let stream = Stream::new(&ctx).unwrap();
+                    let me = comm.rank();
+                    let own = Window::<f32>::new(&comm, &stream, 4, &[me]).unwrap_err();
+                    let past = Window::<f32>::new(&comm, &stream, 4, &[2]).unwrap_err();
+                    // Collective: both ranks get here; their lengths differ.
+                    let unequal =
+                        Window::<f32>::new(&comm, &stream, 4 + me, &[1 - me]).unwrap_err();
+                    [own, past, unequal]
+                        .map(|e: Error| e.to_string())
+                        .join("\n")
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(
+        errors[0].contains("peer 0 is not another rank"),
+        "{}",
+        errors[0]
+    );
+    assert!(
+        errors[0].contains("peer 2 is not another rank"),
+        "{}",
+        errors[0]
+    );
+    assert!(
+        errors[0].contains("every rank passes the same length"),
+        "{}",
+        errors[0]
+    );
+}
+
+#[test]
+fn neighbours_must_list_each_other() {
+    let comms = Communicator::cpu_ranks_with_timeout(3, Duration::from_secs(5)).unwrap();
+    let devices = Context::cpu_devices(3);
+    let errors: Vec<Option<String>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = comms
+            .into_iter()
+            .zip(devices)
+            .map(|(comm, ctx)| {
+                scope.spawn(move || {
+                    let stream = Stream::new(&ctx).unwrap();
+                    // Rank 0 lists rank 2, which lists only rank 1.
+                    let peers: &[usize] = match comm.rank() {
+                        0 => &[2],
+                        1 => &[2],
+                        _ => &[1],
+                    };
+                    Window::<f32>::new(&comm, &stream, 4, peers)
+                        .err()
+                        .map(|e| e.to_string())
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    // Every rank refuses, so none waits for the others.
+    for err in &errors {
+        let err = err.as_deref().expect("every rank is refused");
+        assert!(
+            err.contains("rank 0 lists rank 2 as a peer, but rank 2 lists [1]"),
+            "{err}"
+        );
+    }
+}
+
+/// The exchange inside a `gpu_pipeline!` step (a `call` whose function stores into the
+/// neighbours' windows and signals through its `TypedStream`): captured and replayed with a
+/// setter between replays, then run eagerly, on 2 and 3 ranks; no race.
+#[test]
+fn a_pipeline_step_exchanges_through_windows_in_a_call() {
+    for size in [2, 3] {
+        let comms = Communicator::cpu_ranks_with_timeout(size, Duration::from_secs(20)).unwrap();
+        let devices = Context::cpu_checked_devices(size);
+        let (n, steps) = (8, 5);
+        let results: Vec<_> = std::thread::scope(|scope| {
+            let handles: Vec<_> = comms
+                .into_iter()
+                .zip(devices)
+                .map(|(comm, ctx)| {
+                    scope.spawn(move || (onesided::pipeline_rank(&ctx, &comm, n, steps), ctx))
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for (rank, (seen, ctx)) in results.into_iter().enumerate() {
+            let (replayed, eager) = seen.unwrap_or_else(|e| panic!("rank {rank}: {e}"));
+            let want = |offset| onesided::pipeline_halos(rank, size, n, offset);
+            assert_eq!(replayed, want(steps - 1), "rank {rank} of {size}, replayed");
+            assert_eq!(eager, want(steps), "rank {rank} of {size}, eager");
+            assert!(ctx.races().is_empty(), "{:?}", ctx.races());
+        }
+    }
+}
+
+/// Simulated ranks on contexts made one by one (not `cpu_checked_devices`) cannot share
+/// windows: every rank is refused with an error that says what to make instead.
+#[test]
+fn ranks_on_contexts_not_made_together_are_refused() {
+    let comms = Communicator::cpu_ranks_with_timeout(2, Duration::from_secs(5)).unwrap();
+    let errors: Vec<String> = std::thread::scope(|scope| {
+        let handles: Vec<_> = comms
+            .into_iter()
+            .map(|comm| {
+                scope.spawn(move || {
+                    let ctx = Context::cpu_checked();
+                    let stream = Stream::new(&ctx).unwrap();
+                    let other = 1 - comm.rank();
+                    Window::<f32>::new(&comm, &stream, 4, &[other])
+                        .unwrap_err()
+                        .to_string()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for err in &errors {
+        assert!(err.contains("Context::cpu_checked_devices(n)"), "{err}");
+    }
+}
