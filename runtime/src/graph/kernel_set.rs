@@ -57,6 +57,54 @@ const FIRST: u32 = 1;
 const LOOP: u32 = 2;
 
 /// The kind of conditional node a [`ConditionHandle`] is made for.
+///
+/// A `while` loop whose first test a kernel before the node sets, and each later test the
+/// same kernel in the loop's body:
+///
+/// ```standalone_crate
+/// # fn main() -> gpu_pipeline::Result<()> {
+/// use gpu_pipeline::{
+///     Condition, ConditionSetter, Context, CpuKernel, DeviceBuffer, Graph, HandleKind,
+///     LaunchConfig, Module, SetsCondition, Stream,
+/// };
+///
+/// // `gp_count_down(unsigned* n, gp_condition go)`: n[0] -= 1, go while n[0] > 0.
+/// fn count_down(n: &mut [u32], mut go: ConditionSetter<'_>) {
+///     n[0] -= 1;
+///     go.set(u32::from(n[0] > 0));
+/// }
+///
+/// let ctx = Context::cpu();
+/// let stream = Stream::new(&ctx)?;
+/// let module = Module::load_ptx(&ctx, include_str!("../../kernels/condition_kernels.ptx"))?;
+/// // SAFETY: the kernel writes `n[0]` only and sets `go` from one thread, once per launch.
+/// let count_down = unsafe {
+///     module.function("gp_count_down")?.typed::<(&mut [u32], SetsCondition)>()?
+/// }
+/// .with_cpu(CpuKernel::new(count_down));
+/// let mut n = DeviceBuffer::from_slice(&stream, &[3u32])?;
+/// let mut graph = Graph::new(&ctx)?;
+/// let kind = HandleKind::While { max_iterations: 10 };
+/// let go = graph.condition_handle(kind)?;
+/// assert_eq!(go.kind(), Some(kind));
+/// // The first test: n = 3 becomes 2, which holds.
+/// let one = LaunchConfig::new(1u32, 1u32);
+/// let first = graph.add_kernel_node(&[], &count_down, one, (&mut n, &go))?;
+/// // The node's maximum is the handle's.
+/// let test = Condition::set_by_kernel(&go);
+/// let looping = graph.add_while_node(&[first.node()], test, 10, |body| {
+///     body.add_kernel_node(&[], &count_down, one, (&mut n, &go))?;
+///     Ok(())
+/// })?;
+/// let exec = graph.instantiate()?;
+/// exec.launch(&stream)?;
+/// stream.synchronize()?;
+/// exec.check_loops()?; // the loop stopped by itself, not at its maximum
+/// assert_eq!(looping.state().iterations(), 2); // at n = 2 and n = 1
+/// drop((exec, graph));
+/// assert_eq!(n.to_vec(&stream)?, [0]);
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HandleKind {
     /// A `while` node: a kernel before it sets the first test, one in its body each later one.
@@ -105,7 +153,7 @@ pub(crate) struct Owner {
 /// The value a kernel sets for one conditional node, or (eager) the word a kernel writes the
 /// value to. Passed to a kernel for a [`SetsCondition`] parameter (by reference).
 ///
-/// ```
+/// ```standalone_crate
 /// # fn main() -> gpu_pipeline::Result<()> {
 /// use gpu_pipeline::{
 ///     Condition, ConditionSetter, Context, CpuKernel, DeviceBuffer, Graph, HandleKind,
@@ -274,6 +322,36 @@ fn words(ctx: &Context) -> Result<DeviceBuffer<u32>> {
 /// The parameter type, in a kernel signature, of a kernel that sets a condition: the CUDA
 /// kernel takes a `gp_condition` by value (`gpu_pipeline_condition.cuh`), a CPU implementation
 /// a [`ConditionSetter`]; a launch passes a `&ConditionHandle`.
+///
+/// Launched on a stream with an eager handle ([`ConditionHandle::eager`]), the kernel writes
+/// the value it sets to the handle's word, which the host reads back:
+///
+/// ```standalone_crate
+/// # fn main() -> gpu_pipeline::Result<()> {
+/// use gpu_pipeline::{
+///     ConditionHandle, ConditionSetter, Context, CpuKernel, DeviceBuffer, LaunchConfig, Module,
+///     SetsCondition, Stream,
+/// };
+///
+/// // `gp_set_to(const unsigned* value, gp_condition go)`: sets the condition to value[0].
+/// fn set_to(value: &[u32], mut go: ConditionSetter<'_>) {
+///     go.set(value[0]);
+/// }
+///
+/// let ctx = Context::cpu();
+/// let stream = Stream::new(&ctx)?;
+/// let module = Module::load_ptx(&ctx, include_str!("../../kernels/condition_kernels.ptx"))?;
+/// // SAFETY: the kernel reads `value[0]` only and sets `go` from one thread, once per launch.
+/// let set_to = unsafe { module.function("gp_set_to")?.typed::<(&[u32], SetsCondition)>()? }
+///     .with_cpu(CpuKernel::new(set_to));
+/// let go = ConditionHandle::eager(&ctx)?;
+/// assert_eq!(go.kind(), None); // of no graph
+/// let value = DeviceBuffer::from_slice(&stream, &[7u32])?;
+/// set_to.launch(&stream, LaunchConfig::new(1u32, 1u32), (&value, &go))?;
+/// // Element 0: the value set; element 1 counts a graph loop's iterations on CUDA.
+/// assert_eq!(go.word().to_vec(&stream)?, [7, 0]);
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub enum SetsCondition {}
 
@@ -328,6 +406,64 @@ impl PassedAs<SetsCondition> for &mut ConditionHandle {}
 
 /// What a kernel's CPU implementation receives for a [`SetsCondition`] parameter: it sets the
 /// condition once per launch, as the CUDA kernel calls `gp_set_condition` once.
+///
+/// The CPU implementation of a kernel that picks a `switch` node's case, set before the
+/// node; a value past the cases runs none:
+///
+/// ```standalone_crate
+/// # fn main() -> gpu_pipeline::Result<()> {
+/// use gpu_pipeline::{
+///     Condition, ConditionSetter, Context, CpuKernel, DeviceBuffer, Graph, HandleKind,
+///     LaunchConfig, Module, PinnedBuffer, SetsCondition, Stream,
+/// };
+///
+/// // `gp_set_to(const unsigned* value, gp_condition go)`: sets the condition to value[0].
+/// fn set_to_cpu(value: &[u32], mut go: ConditionSetter<'_>) {
+///     go.set(value[0]);
+/// }
+/// // `gp_bump(unsigned* out)`: out[0] += 1.
+/// fn bump_cpu(out: &mut [u32]) {
+///     out[0] += 1;
+/// }
+///
+/// let ctx = Context::cpu();
+/// let stream = Stream::new(&ctx)?;
+/// let module = Module::load_ptx(&ctx, include_str!("../../kernels/condition_kernels.ptx"))?;
+/// // SAFETY: each kernel touches element 0 of its buffers only, and `gp_set_to` sets `go`
+/// // from one thread, once per launch.
+/// let set_to = unsafe { module.function("gp_set_to")?.typed::<(&[u32], SetsCondition)>()? }
+///     .with_cpu(CpuKernel::new(set_to_cpu));
+/// let bump = unsafe { module.function("gp_bump")?.typed::<(&mut [u32],)>()? }
+///     .with_cpu(CpuKernel::new(bump_cpu));
+/// let one = LaunchConfig::new(1u32, 1u32);
+/// let mut value = DeviceBuffer::from_slice(&stream, &[0u32])?;
+/// let mut counts = [
+///     DeviceBuffer::from_slice(&stream, &[0u32])?,
+///     DeviceBuffer::from_slice(&stream, &[0u32])?,
+///     DeviceBuffer::from_slice(&stream, &[0u32])?,
+/// ];
+/// let mut graph = Graph::new(&ctx)?;
+/// let pick = graph.condition_handle(HandleKind::Decision)?;
+/// let set = graph.add_kernel_node(&[], &set_to, one, (&value, &pick))?;
+/// graph.add_switch_node(&[set.node()], Condition::set_by_kernel(&pick), 3, |case, body| {
+///     body.add_kernel_node(&[], &bump, one, (&mut counts[case],))?;
+///     Ok(())
+/// })?;
+/// let exec = graph.instantiate()?;
+/// for v in [2u32, 0, 2, 7] {
+///     let staged = PinnedBuffer::from_slice(&ctx, &[v])?;
+///     stream.copy_htod(&staged, &mut value)?;
+///     exec.launch(&stream)?;
+///     stream.synchronize()?;
+/// }
+/// drop((exec, graph));
+/// let mut runs = Vec::new();
+/// for count in &counts {
+///     runs.push(count.to_vec(&stream)?[0]);
+/// }
+/// assert_eq!(runs, [1, 0, 2]); // case 0 once, case 2 twice, 7 none
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 pub struct ConditionSetter<'a> {
     words: &'a mut [u32],
