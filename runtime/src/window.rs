@@ -90,6 +90,83 @@ mod sealed {
 /// A stream a [`Window`]'s signals are enqueued on: a [`Stream`], or the [`TypedStream`] a
 /// `gpu_pipeline!` `call` statement receives (the signals are stream memory operations, which
 /// a captured step replays), so a called function can wait, store and signal inside a step.
+///
+/// Two simulated ranks exchange through their windows inside a `gpu_pipeline!` step: the
+/// `call`'s function signals on the step's own stream, so the captured step replays the
+/// signals with the rest of the step.
+///
+/// ```
+/// use std::thread;
+/// use gpu_pipeline::{
+///     Communicator, Context, DeviceBuffer, Result, Stream, TypedStream, Window, gpu_pipeline,
+/// };
+///
+/// gpu_pipeline! {
+///     /// One exchange with the neighbour `other`: store `value` into its window, then
+///     /// copy what it stored into ours to `seen`.
+///     pipeline Exchange {
+///         streams { main }
+///         params {
+///             window: &mut Window<f32>,
+///             other: usize,
+///             value: f32,
+///             seen: &mut DeviceBuffer<f32>,
+///         }
+///         stage swap on main {
+///             call hand_over(window, other, value, seen) writes(window, seen);
+///         }
+///     }
+/// }
+///
+/// // The `call`'s function: the step's stream comes first, a `TypedStream`.
+/// fn hand_over(
+///     stream: &TypedStream<'_, ExchangeMain>,
+///     window: &mut Window<f32>,
+///     other: usize,
+///     value: f32,
+///     seen: &mut DeviceBuffer<f32>,
+/// ) -> Result<()> {
+///     window.wait_read(stream, other)?; // it has read what we stored last time
+///     stream.memset_u32(window.peer_mut(other)?, value.to_bits())?;
+///     window.signal_written(stream, other)?;
+///     window.wait_written(stream, other)?; // it has stored into ours
+///     stream.copy_dtod(window.local(), seen)?;
+///     window.signal_read(stream, other)
+/// }
+///
+/// # fn main() -> Result<()> {
+/// let devices = Context::cpu_checked_devices(2);
+/// let comms = Communicator::cpu_ranks(2)?;
+/// let ranks: Vec<_> = comms.into_iter().zip(devices).map(|(comm, ctx)| {
+///     thread::spawn(move || -> Result<(Vec<f32>, Context)> {
+///         let (me, other) = (comm.rank(), 1 - comm.rank());
+///         let mut pipeline = Exchange::new(&ctx)?;
+///         let stream = Stream::new(&ctx)?;
+///         let mut window = Window::<f32>::new(&comm, &stream, 4, &[other])?;
+///         let mut seen = DeviceBuffer::<f32>::zeros(&stream, 4)?;
+///         stream.synchronize()?;
+///         {
+///             let mut graph = pipeline.capture(ExchangeParams {
+///                 window: &mut window,
+///                 other,
+///                 value: me as f32 + 1.0,
+///                 seen: &mut seen,
+///             })?;
+///             for _ in 0..3 {
+///                 graph.launch()?; // the signals alternate: no replay overtakes a read
+///             }
+///             graph.synchronize()?;
+///         }
+///         Ok((seen.to_vec(&stream)?, ctx))
+///     })
+/// }).collect();
+/// for (rank, handle) in ranks.into_iter().enumerate() {
+///     let (seen, ctx) = handle.join().unwrap()?;
+///     assert_eq!(seen, vec![(1 - rank) as f32 + 1.0; 4]); // what the other rank stored
+///     assert!(ctx.races().is_empty(), "{:?}", ctx.races()); // every store ordered
+/// }
+/// # Ok(()) }
+/// ```
 pub trait SignalStream: sealed::Sealed {
     /// The stream.
     #[doc(hidden)]
