@@ -2,7 +2,8 @@
 // `tests/tests/pipeline_conditionals.rs` and `runtime/benches/graph_build.rs` build with the
 // macro, built here with CUDA runtime calls as NVIDIA's graphConditionalNodes sample builds
 // them, replayed and timed per launch. Prints one line per form,
-// `form launches us_per_launch`, for docs/PERFORMANCE.md.
+// `form launches us_per_launch`, for docs/PERFORMANCE.md; `tests/benches/conditionals.rs` runs
+// it (CONDITIONALS_ANCHOR=./conditionals) in rounds alternating with the macro's forms.
 //
 // Build and run on the GPU machine (CUDA 12.8+ driver and toolkit: IF with two bodies, SWITCH):
 //   nvcc -O3 -arch=sm_90 -o conditionals benches/anchors/conditionals.cu

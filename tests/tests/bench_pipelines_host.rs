@@ -2,7 +2,9 @@
 //! tiny size: every variant's output is verified and the race detector must find nothing.
 //! The benches themselves (`tests/benches/overlap.rs`, `events.rs`) need a GPU for their
 //! timings; this keeps their event wiring proven in CI. The same checks run with
-//! `cargo bench -p tests --bench overlap -- --check-host` (and `--bench events`).
+//! `cargo bench -p tests --bench overlap -- --check-host` (and `--bench events`,
+//! `--bench conditionals`). The conditionals bench's rounds against its C++ anchor, and its
+//! reading of the anchor's output, are checked here with a stand-in anchor script.
 
 #[allow(
     dead_code,
@@ -10,6 +12,13 @@
 )]
 #[path = "../benches/events.rs"]
 mod events;
+
+#[allow(
+    dead_code,
+    reason = "the bench's timing and printing code, which only its own `main` uses"
+)]
+#[path = "../benches/conditionals.rs"]
+mod conditionals;
 
 #[test]
 fn the_overlap_bench_variants_are_correct_and_race_free() {
@@ -23,6 +32,154 @@ fn the_events_bench_variants_are_correct_and_race_free() {
     if let Err(e) = events::check_host() {
         panic!("{e}");
     }
+}
+
+#[test]
+fn the_conditionals_bench_forms_are_correct_and_race_free() {
+    if let Err(e) = conditionals::check_host() {
+        panic!("{e}");
+    }
+}
+
+/// What `benches/anchors/conditionals.cu` prints for 10 000 launches.
+const ANCHOR_OUTPUT: &str = "form launches us_per_launch
+if_else 10000 2.500
+switch 10000 2.600
+do_while 10000 9.100
+kernel_while 10000 6.200
+";
+
+#[test]
+fn the_conditionals_bench_reads_the_anchors_lines() {
+    let us = conditionals::parse_anchor(ANCHOR_OUTPUT, 10_000).unwrap();
+    assert_eq!(us, [2.5, 2.6, 9.1, 6.2]);
+    // Its order does not matter; each of these does.
+    let reordered =
+        "form launches us_per_launch\nswitch 5 1\nif_else 5 2\nkernel_while 5 3\ndo_while 5 4\n";
+    assert_eq!(
+        conditionals::parse_anchor(reordered, 5).unwrap(),
+        [2.0, 1.0, 4.0, 3.0]
+    );
+    let refused = |text: &str, launches: usize, says: &str| {
+        let e = conditionals::parse_anchor(text, launches)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(says), "{e:?} should say {says:?}");
+    };
+    refused(ANCHOR_OUTPUT, 100, "not 100 launches");
+    refused("", 10_000, "does not start with");
+    refused(
+        &ANCHOR_OUTPUT.replace("kernel_while 10000 6.200\n", ""),
+        10_000,
+        "no line for kernel_while",
+    );
+    refused(
+        &format!("{ANCHOR_OUTPUT}switch 10000 2.0\n"),
+        10_000,
+        "switch twice",
+    );
+    refused(
+        &ANCHOR_OUTPUT.replace("switch", "case"),
+        10_000,
+        "unknown form",
+    );
+    refused(&ANCHOR_OUTPUT.replace("9.100", "nan"), 10_000, "no time");
+    refused(
+        &ANCHOR_OUTPUT.replace("9.100", "9.1 us"),
+        10_000,
+        "not `form launches us`",
+    );
+}
+
+#[test]
+fn the_conditionals_bench_takes_its_arguments() {
+    let parse = |args: &[&str]| conditionals::parse_args(args.iter().map(|a| a.to_string()));
+    let options = parse(&["--launches", "500", "--rounds", "3", "--bench"]).unwrap();
+    assert_eq!(
+        (options.launches, options.rounds, options.check_host),
+        (500, 3, false)
+    );
+    assert!(parse(&["--check-host", "--bench"]).unwrap().check_host);
+    assert_eq!(parse(&[]).unwrap().launches, 10_000);
+    for (args, says) in [
+        (&["--launches", "0"][..], "positive whole number, not `0`"),
+        (
+            &["--rounds", "many"][..],
+            "positive whole number, not `many`",
+        ),
+        (&["--rounds"][..], "--rounds needs a count"),
+        (&["--fast"][..], "unknown argument `--fast`"),
+    ] {
+        let e = parse(args).unwrap_err();
+        assert!(e.contains(says), "{e:?} should say {says:?}");
+    }
+}
+
+/// Rounds alternate with the anchor, a stand-in script here, whose times fill its column;
+/// a failing anchor is an error that carries what it printed.
+#[test]
+fn the_conditionals_bench_runs_rounds_with_its_anchor() {
+    use std::os::unix::fs::PermissionsExt;
+
+    let dir = std::env::temp_dir().join(format!("conditionals-anchor-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = |name: &str, body: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    };
+    // Counts its runs in a file beside it, and prints 2 µs for every form.
+    let runs = dir.join("runs");
+    let good = script(
+        "good",
+        &format!(
+            "echo run >> '{}'\necho 'form launches us_per_launch'\n\
+             for f in if_else switch do_while kernel_while; do echo \"$f $1 2.000\"; done",
+            runs.display()
+        ),
+    );
+    let bad = script("bad", "echo 'needs a CUDA 12.8+ driver' >&2\nexit 1");
+
+    let ctx = gpu_pipeline::Context::cpu_checked();
+    let times = conditionals::measure(&ctx, 2, 3, Some(&good)).unwrap();
+    assert_eq!(std::fs::read_to_string(&runs).unwrap().lines().count(), 3);
+    assert_eq!(times.len(), 4);
+    for (t, form) in times.iter().zip(conditionals::FORMS) {
+        assert_eq!(t.form, form);
+        assert_eq!((t.ours.len(), &t.anchor[..]), (3, &[2.0, 2.0, 2.0][..]));
+        assert!(t.ours.iter().all(|us| us.is_finite() && *us > 0.0));
+    }
+    let table = conditionals::table(&times);
+    assert!(table.starts_with(
+        "| form | ours median µs | spread | anchor median µs | spread | ours/anchor |"
+    ));
+    // The header, its rule, one row per form.
+    assert_eq!(table.lines().filter(|l| l.starts_with("| ")).count(), 6);
+    assert!(table.contains("target: every form at most 1.05x the anchor"));
+
+    let e = conditionals::measure(&ctx, 2, 1, Some(&bad))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("needs a CUDA 12.8+ driver"), "{e}");
+    let missing = dir.join("missing");
+    let e = conditionals::measure(&ctx, 2, 1, Some(&missing))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("could not run the anchor"), "{e}");
+
+    // Without an anchor: our column only.
+    let times = conditionals::measure(&ctx, 2, 1, None).unwrap();
+    assert!(
+        times
+            .iter()
+            .all(|t| t.anchor.is_empty() && t.ours.len() == 1)
+    );
+    let table = conditionals::table(&times);
+    assert!(table.starts_with("| form | ours median µs | spread |\n"));
+    assert!(!table.contains("target:"));
+    assert!(ctx.races().is_empty(), "{:?}", ctx.races());
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// compute-sanitizer fails a binary that never calls CUDA; this gives it one call there.
