@@ -51,7 +51,7 @@ pub struct Plan {
 }
 
 /// `dst[i] = a * src[i] + b`, as `affine` computes it (no contraction into an FMA).
-fn affine_cpu(n: u32, a: f32, b: f32, src: &[f32], dst: &mut [f32]) {
+pub fn affine_cpu(n: u32, a: f32, b: f32, src: &[f32], dst: &mut [f32]) {
     for i in 0..n as usize {
         dst[i] = a * src[i] + b;
     }
@@ -359,6 +359,116 @@ pub fn pipeline_rank(
 pub fn pipeline_halos(rank: usize, size: usize, n: usize, offset: usize) -> Vec<f32> {
     let from = |p: Option<usize>, i: usize| p.map_or(0.0, |p| (1000 * p + i + offset) as f32);
     let (up, down) = (rank.checked_sub(1), Some(rank + 1).filter(|&p| p < size));
+    (0..n)
+        .map(|i| from(up, i))
+        .chain((0..n).map(|i| from(down, i)))
+        .collect()
+}
+
+/// `up[i] = down[i] = a * src[i] + b`, as `affine2` computes it.
+pub fn affine2_cpu(n: u32, a: f32, b: f32, src: &[f32], up: &mut [f32], down: &mut [f32]) {
+    for i in 0..n as usize {
+        up[i] = a * src[i] + b;
+        down[i] = up[i];
+    }
+}
+
+gpu_pipeline! {
+    /// The exchange of a ring of ranks in the language: the macro derives the window's
+    /// signals. `store` writes this rank's `base` (plus `offset`) into the lower halo of the
+    /// rank above and the upper halo of the rank below (one rank on two ranks: two parts of
+    /// its window), waiting until they read the last store and then telling them; `load`
+    /// waits for both neighbours' stores into this rank's `halos`, copies them into `seen`,
+    /// and tells the neighbours it read them.
+    pub pipeline RingStep {
+        streams { main }
+        unsafe kernels k = ptx(include_str!("../kernels/language.ptx")) {
+            fn affine(n: u32, a: f32, b: f32, src: &[f32; n], dst: &mut [f32; n])
+                cpu = crate::onesided::affine_cpu;
+            fn affine2(n: u32, a: f32, b: f32, src: &[f32; n], up: &mut [f32; n],
+                       down: &mut [f32; n])
+                cpu = crate::onesided::affine2_cpu;
+        }
+        params {
+            n: u32,
+            up: usize,
+            down: usize,
+            offset: f32,
+            halos: &mut Window<f32>,
+            base: &DeviceBuffer<f32>,
+            seen: &mut DeviceBuffer<f32>,
+        }
+        stage store on main {
+            launch k::affine2(n, 1.0, offset, base,
+                              halos[n..2 * n] on rank up, halos[..n] on rank down)
+                grid n.div_ceil(256) block 256;
+        }
+        stage load on main {
+            launch k::affine(2 * n, 1.0, 0.0, halos, seen) grid (2 * n).div_ceil(256) block 256;
+        }
+    }
+}
+
+/// One rank of a ring through [`RingStep`]: `steps` replays of the captured step, replay
+/// `k` storing `base + k`, then one eager step storing `base + steps`. Returns the halos seen
+/// after the replays and after the eager step.
+pub fn ring_rank(
+    ctx: &Context,
+    comm: &Communicator,
+    n: usize,
+    steps: usize,
+) -> Result<(Vec<f32>, Vec<f32>)> {
+    let stream = Stream::non_blocking(ctx)?;
+    let (rank, size) = (comm.rank(), comm.size());
+    let (up, down) = ring_neighbours(rank, size);
+    let peers = if up == down { vec![up] } else { vec![up, down] };
+    let mut halos = Window::<f32>::new(comm, &stream, 2 * n, &peers)?;
+    let start: Vec<f32> = (0..n).map(|i| (1000 * rank + i) as f32).collect();
+    let base = DeviceBuffer::from_slice(&stream, &start)?;
+    let mut seen = DeviceBuffer::<f32>::zeros(&stream, 2 * n)?;
+    stream.synchronize()?;
+    let mut pipeline = RingStep::new(ctx)?;
+    {
+        let mut graph = pipeline.capture(RingStepParams {
+            n: n as u32,
+            up,
+            down,
+            offset: 0.0,
+            halos: &mut halos,
+            base: &base,
+            seen: &mut seen,
+        })?;
+        for step in 0..steps {
+            graph.set_offset(step as f32)?;
+            graph.launch()?;
+        }
+        graph.synchronize()?;
+    }
+    let replayed = seen.to_vec(&stream)?;
+    pipeline
+        .run(RingStepParams {
+            n: n as u32,
+            up,
+            down,
+            offset: steps as f32,
+            halos: &mut halos,
+            base: &base,
+            seen: &mut seen,
+        })?
+        .wait()?;
+    Ok((replayed, seen.to_vec(&stream)?))
+}
+
+/// The ranks above and below `rank` in a ring of `size`.
+pub fn ring_neighbours(rank: usize, size: usize) -> (usize, usize) {
+    ((rank + size - 1) % size, (rank + 1) % size)
+}
+
+/// The halos rank `rank` of a ring of `size` sees after a [`RingStep`] that stored
+/// `base + offset`: the rank above's, then the rank below's.
+pub fn ring_halos(rank: usize, size: usize, n: usize, offset: usize) -> Vec<f32> {
+    let (up, down) = ring_neighbours(rank, size);
+    let from = |p: usize, i: usize| (1000 * p + i + offset) as f32;
     (0..n)
         .map(|i| from(up, i))
         .chain((0..n).map(|i| from(down, i)))

@@ -270,3 +270,32 @@ fn ranks_on_contexts_not_made_together_are_refused() {
         assert!(err.contains("Context::cpu_checked_devices(n)"), "{err}");
     }
 }
+
+/// The exchange in the language (`RingStep`: `halos[..] on rank r` arguments, the signals
+/// derived by the macro): captured and replayed with a setter between replays, then run
+/// eagerly, on rings of 2 (both neighbours one rank), 3 and 4 ranks; no race.
+#[test]
+fn a_pipeline_derives_the_window_signals_and_replays_them() {
+    for size in [2, 3, 4] {
+        let comms = Communicator::cpu_ranks_with_timeout(size, Duration::from_secs(20)).unwrap();
+        let devices = Context::cpu_checked_devices(size);
+        let (n, steps) = (8, 5);
+        let results: Vec<_> = std::thread::scope(|scope| {
+            let handles: Vec<_> = comms
+                .into_iter()
+                .zip(devices)
+                .map(|(comm, ctx)| {
+                    scope.spawn(move || (onesided::ring_rank(&ctx, &comm, n, steps), ctx))
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for (rank, (seen, ctx)) in results.into_iter().enumerate() {
+            let (replayed, eager) = seen.unwrap_or_else(|e| panic!("rank {rank} of {size}: {e}"));
+            let want = |offset| onesided::ring_halos(rank, size, n, offset);
+            assert_eq!(replayed, want(steps - 1), "rank {rank} of {size}, replayed");
+            assert_eq!(eager, want(steps), "rank {rank} of {size}, eager");
+            assert!(ctx.races().is_empty(), "{:?}", ctx.races());
+        }
+    }
+}

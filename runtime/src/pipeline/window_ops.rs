@@ -1,0 +1,199 @@
+//! What a `gpu_pipeline!` launch that names a [`Window`] stands on: the views of this rank's
+//! window and of the neighbours' parts it writes (`w[lo..hi] on rank r`), and the signals the
+//! macro derives around it (see `macros/LANGUAGE.md`, "Windows"). Each check here refuses
+//! with an error naming the pipeline and the window rather than letting a rank wait for ever.
+
+use bytemuck::Pod;
+
+use crate::error::{Error, Result};
+use crate::memory::{DeviceView, DeviceViewMut};
+use crate::stream::Stream;
+use crate::window::Window;
+
+const CALL: &str = "pipeline step";
+
+/// A range `lo..hi` of a window of `len` elements (`hi` left out: to the end), checked.
+fn range(
+    pipeline: &'static str,
+    window: &'static str,
+    (start, end): (usize, Option<usize>),
+    len: usize,
+) -> Result<(usize, usize)> {
+    let end = end.unwrap_or(len);
+    if start > end || end > len {
+        return Err(Error::invalid(
+            CALL,
+            format!(
+                "pipeline `{pipeline}`: range {start}..{end} of window `{window}` is outside its \
+                 {len} elements"
+            ),
+        ));
+    }
+    Ok((start, end))
+}
+
+/// The distinct ranks of `ranks`, in their first order.
+fn distinct(ranks: &[usize]) -> Vec<usize> {
+    let mut out: Vec<usize> = Vec::with_capacity(ranks.len());
+    for &r in ranks {
+        if !out.contains(&r) {
+            out.push(r);
+        }
+    }
+    out
+}
+
+/// The views one launch passes for window `name`: `local` ranges of this rank's window (read)
+/// and `remote` `(rank, range)`s of the neighbours' windows (written). Two ranges written into
+/// one neighbour (both neighbours are one rank on two ranks) must be apart.
+#[allow(clippy::type_complexity)]
+pub fn window_views<'w, T: Pod, const L: usize, const R: usize>(
+    pipeline: &'static str,
+    name: &'static str,
+    window: &'w mut Window<T>,
+    local: [(usize, Option<usize>); L],
+    remote: [(usize, (usize, Option<usize>)); R],
+) -> Result<([DeviceView<'w, T>; L], [DeviceViewMut<'w, T>; R])> {
+    // Shared from here on: the views below are of disjoint memory, which the exclusive borrow
+    // of the window and the checks make sure of.
+    let window: &'w Window<T> = window;
+    let len = window.local().len();
+    let mut reads = Vec::with_capacity(L);
+    for r in local {
+        let (start, end) = range(pipeline, name, r, len)?;
+        reads.push(window.local().slice(start..end)?);
+    }
+    let mut written: Vec<(usize, usize, usize)> = Vec::with_capacity(R);
+    let mut writes = Vec::with_capacity(R);
+    for (rank, r) in remote {
+        let (start, end) = range(pipeline, name, r, len)?;
+        if let Some(&(_, s, e)) = written
+            .iter()
+            .find(|&&(p, s, e)| p == rank && start < e && s < end)
+        {
+            return Err(Error::invalid(
+                CALL,
+                format!(
+                    "pipeline `{pipeline}`: one launch writes {start}..{end} and {s}..{e} of \
+                     rank {rank}'s window `{name}`, which overlap (the two neighbours are one \
+                     rank here); write parts that are apart"
+                ),
+            ));
+        }
+        written.push((rank, start, end));
+        let peer = window
+            .peer(rank)
+            .map_err(|_| not_a_peer(pipeline, name, window, rank))?;
+        writes.push(peer.slice_mut_apart(start..end)?);
+    }
+    let reads = reads
+        .try_into()
+        .map_err(|_| crate::pipeline::plan::internal(pipeline, "window views"))?;
+    let writes = writes
+        .try_into()
+        .map_err(|_| crate::pipeline::plan::internal(pipeline, "window views"))?;
+    Ok((reads, writes))
+}
+
+fn not_a_peer<T: Pod>(
+    pipeline: &'static str,
+    name: &'static str,
+    window: &Window<T>,
+    rank: usize,
+) -> Error {
+    Error::invalid(
+        CALL,
+        format!(
+            "pipeline `{pipeline}`: rank {} writes window `{name}` on rank {rank}, which is not \
+             one of its window peers {:?} (the `peers` given to `Window::new`)",
+            window.rank(),
+            window.peers()
+        ),
+    )
+}
+
+/// The signals before a launch that reads window `name` locally (`reads`) and writes it on
+/// `ranks`: wait until each neighbour written into has read what this rank wrote last, then
+/// (reading) until every neighbour has written this rank's window. A launch that writes the
+/// window writes every neighbour's part, since each neighbour's read waits for every one of
+/// its neighbours (duplicates are one neighbour: both sides of two ranks).
+pub fn window_before<T: Pod>(
+    pipeline: &'static str,
+    name: &'static str,
+    stream: &Stream,
+    window: &Window<T>,
+    reads: bool,
+    ranks: &[usize],
+) -> Result<()> {
+    if !ranks.is_empty() {
+        let ranks = distinct(ranks);
+        for &r in &ranks {
+            if !window.peers().contains(&r) {
+                return Err(not_a_peer(pipeline, name, window, r));
+            }
+        }
+        let missing: Vec<usize> = window
+            .peers()
+            .into_iter()
+            .filter(|p| !ranks.contains(p))
+            .collect();
+        if !missing.is_empty() {
+            return Err(Error::invalid(
+                CALL,
+                format!(
+                    "pipeline `{pipeline}`: rank {} writes window `{name}` on ranks {ranks:?} but \
+                     not on its peers {missing:?}, whose reads would wait for ever; write every \
+                     peer's part in the launch (or make the window with those peers only)",
+                    window.rank()
+                ),
+            ));
+        }
+        for &r in &ranks {
+            window.wait_read(stream, r)?;
+        }
+    }
+    if reads {
+        for p in window.peers() {
+            window.wait_written(stream, p)?;
+        }
+    }
+    Ok(())
+}
+
+/// The signals after the launch [`window_before`] preceded: tell each neighbour written into
+/// that its window is written, and (reading) every neighbour that this rank has read.
+pub fn window_after<T: Pod>(
+    stream: &Stream,
+    window: &Window<T>,
+    reads: bool,
+    ranks: &[usize],
+) -> Result<()> {
+    for r in distinct(ranks) {
+        window.signal_written(stream, r)?;
+    }
+    if reads {
+        for p in window.peers() {
+            window.signal_read(stream, p)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn duplicate_ranks_are_one_neighbour() {
+        assert_eq!(distinct(&[1, 1]), [1]);
+        assert_eq!(distinct(&[2, 0, 2]), [2, 0]);
+    }
+
+    #[test]
+    fn a_range_past_the_window_is_refused() {
+        assert_eq!(range("p", "w", (2, None), 8).unwrap(), (2, 8));
+        let err = range("p", "w", (4, Some(9)), 8).unwrap_err().to_string();
+        assert!(err.contains("range 4..9 of window `w`"), "{err}");
+        assert!(range("p", "w", (5, Some(4)), 8).is_err());
+    }
+}
