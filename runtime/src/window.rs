@@ -710,6 +710,23 @@ impl<T: Pod> Window<T> {
     }
 }
 
+impl<T: Pod> Window<T> {
+    /// Counts what this rank put in its own window (its initial halos, say) as written by
+    /// its neighbours, so that a step that reads the window before it writes the neighbours'
+    /// (a `gpu_pipeline!` step whose first launch naming the window reads it) finds it
+    /// written: for each neighbour, this rank waits until the neighbour may be written and
+    /// tells it that it was. A collective of the window's ranks: every rank calls it once,
+    /// before the first such step and after it set its own part, on a stream of its device.
+    /// A step that writes before it reads needs no such call (and must not follow one).
+    pub fn mark_written(&self, stream: &impl SignalStream) -> Result<()> {
+        for p in self.peers() {
+            self.wait_read(stream, p)?;
+            self.signal_written(stream, p)?;
+        }
+        Ok(())
+    }
+}
+
 impl<T: Pod> std::fmt::Debug for Window<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Window")
