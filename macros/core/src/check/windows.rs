@@ -38,14 +38,17 @@ pub fn check(cx: &Ctxt, pipeline: &Pipeline<'_>) {
         .max()
         .map_or(0, |k| k + 1);
     for kind in 0..kinds {
+        // Windows with an error reported already: their sequence says nothing more.
+        let mut reported: Vec<BufferId> = Vec::new();
         let mut accesses = Vec::new();
         for stage in pipeline.stages.iter().filter(|s| s.kind == kind) {
             for statement in &stage.statements {
                 if let StatementKind::Control(control) = &statement.kind {
-                    nested(cx, pipeline, control.statements(), control.source.word());
+                    let word = control.source.word();
+                    nested(cx, pipeline, control.statements(), word, &mut reported);
                     continue;
                 }
-                let found = launch_accesses(cx, pipeline, statement);
+                let found = launch_accesses(cx, pipeline, statement, &mut reported);
                 if stage.looped.is_some() {
                     if let Some(first) = found.first() {
                         cx.error_at(
@@ -53,6 +56,7 @@ pub fn check(cx: &Ctxt, pipeline: &Pipeline<'_>) {
                             "a window is exchanged once per step, and a `for` runs this launch \
                              once per iteration; move it out of the `for`",
                         );
+                        reported.extend(found.iter().map(|a| a.window));
                     }
                     continue;
                 }
@@ -60,6 +64,9 @@ pub fn check(cx: &Ctxt, pipeline: &Pipeline<'_>) {
             }
         }
         for (id, buffer) in pipeline.buffers.iter().enumerate() {
+            if reported.contains(&BufferId(id)) {
+                continue;
+            }
             let ops: Vec<&Access> = accesses.iter().filter(|a| a.window.0 == id).collect();
             pairs_up(cx, &buffer.name, &ops);
         }
@@ -74,13 +81,16 @@ fn nested<'s, 'a: 's>(
     pipeline: &Pipeline<'a>,
     statements: impl Iterator<Item = &'s Statement<'a>>,
     word: &str,
+    reported: &mut Vec<BufferId>,
 ) {
     for statement in statements {
         if let StatementKind::Control(control) = &statement.kind {
-            nested(cx, pipeline, control.statements(), word);
+            nested(cx, pipeline, control.statements(), word, reported);
             continue;
         }
-        if let Some(first) = launch_accesses(cx, pipeline, statement).first() {
+        let found = launch_accesses(cx, pipeline, statement, reported);
+        reported.extend(found.iter().map(|a| a.window));
+        if let Some(first) = found.first() {
             cx.error_at(
                 first.span,
                 format!(
@@ -95,7 +105,12 @@ fn nested<'s, 'a: 's>(
 /// The window accesses of one statement (a launch's, one per window it names). Rule: one
 /// launch does not read a window here and write it on the neighbours: the neighbours would
 /// be writing this rank's part while the kernel reads it (their launch is the same one).
-fn launch_accesses(cx: &Ctxt, pipeline: &Pipeline<'_>, statement: &Statement<'_>) -> Vec<Access> {
+fn launch_accesses(
+    cx: &Ctxt,
+    pipeline: &Pipeline<'_>,
+    statement: &Statement<'_>,
+    reported: &mut Vec<BufferId>,
+) -> Vec<Access> {
     let StatementKind::Launch { source, args, .. } = &statement.kind else {
         return Vec::new();
     };
@@ -107,12 +122,11 @@ fn launch_accesses(cx: &Ctxt, pipeline: &Pipeline<'_>, statement: &Statement<'_>
         if !pipeline.buffers[buffer.0].window {
             continue;
         }
-        let (op, span) = match rank {
-            Some(rank) => (Op::Write, rank.on.span),
-            None => (Op::Read, expr.span()),
-        };
+        let op = if rank.is_some() { Op::Write } else { Op::Read };
+        let span = expr.span();
         match found.iter().find(|a| a.window == *buffer) {
-            Some(other) if other.op != op => {
+            Some(other) if other.op != op && !reported.contains(buffer) => {
+                reported.push(*buffer);
                 let name = &pipeline.buffers[buffer.0].name;
                 cx.error_at(
                     span,
