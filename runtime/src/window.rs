@@ -153,6 +153,8 @@ pub struct Window<T: Pod> {
     signals: LocalSignals,
     rank: usize,
     size: usize,
+    /// [`Window::mark_written`] ran: steps read the window before they write it.
+    marked: std::sync::atomic::AtomicBool,
 }
 
 /// A neighbour's window, mapped into this rank's context.
@@ -526,6 +528,7 @@ impl<T: Pod> Window<T> {
             signals,
             rank,
             size,
+            marked: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -718,12 +721,31 @@ impl<T: Pod> Window<T> {
     /// tells it that it was. A collective of the window's ranks: every rank calls it once,
     /// before the first such step and after it set its own part, on a stream of its device.
     /// A step that writes before it reads needs no such call (and must not follow one).
+    /// Calling it a second time is an error (its wait would be for a read that never comes).
     pub fn mark_written(&self, stream: &impl SignalStream) -> Result<()> {
+        use std::sync::atomic::Ordering;
+        if self.marked.swap(true, Ordering::Relaxed) {
+            return Err(Error::invalid(
+                "Window::mark_written",
+                format!(
+                    "rank {}'s window is marked written already: mark it once, before the first \
+                     step",
+                    self.rank
+                ),
+            ));
+        }
         for p in self.peers() {
             self.wait_read(stream, p)?;
             self.signal_written(stream, p)?;
         }
         Ok(())
+    }
+}
+
+impl<T: Pod> Window<T> {
+    /// Whether [`Window::mark_written`] ran.
+    pub(crate) fn marked(&self) -> bool {
+        self.marked.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 

@@ -474,3 +474,98 @@ pub fn ring_halos(rank: usize, size: usize, n: usize, offset: usize) -> Vec<f32>
         .chain((0..n).map(|i| from(down, i)))
         .collect()
 }
+
+gpu_pipeline! {
+    /// [`RingStep`] the other way round: `load` reads what the neighbours stored in the step
+    /// before (before the first step: what each rank set in its own window, counted as their
+    /// stores with `Window::mark_written`), then `store` writes the neighbours' halos for the
+    /// next step, as a Jacobi sweep that stores its edge rows into the next sweep's halos does.
+    pub pipeline RingReadFirst {
+        streams { main }
+        unsafe kernels k = ptx(include_str!("../kernels/language.ptx")) {
+            fn affine(n: u32, a: f32, b: f32, src: &[f32; n], dst: &mut [f32; n])
+                cpu = crate::onesided::affine_cpu;
+            fn affine2(n: u32, a: f32, b: f32, src: &[f32; n], up: &mut [f32; n],
+                       down: &mut [f32; n])
+                cpu = crate::onesided::affine2_cpu;
+        }
+        params {
+            n: u32,
+            up: usize,
+            down: usize,
+            offset: f32,
+            halos: &mut Window<f32>,
+            base: &DeviceBuffer<f32>,
+            seen: &mut DeviceBuffer<f32>,
+        }
+        stage load on main {
+            launch k::affine(2 * n, 1.0, 0.0, halos, seen) grid (2 * n).div_ceil(256) block 256;
+        }
+        stage store on main {
+            launch k::affine2(n, 1.0, offset, base,
+                              halos[n..2 * n] on rank up, halos[..n] on rank down)
+                grid n.div_ceil(256) block 256;
+        }
+    }
+}
+
+/// One rank of a ring through [`RingReadFirst`], its window set to `-1` and (with `mark`)
+/// marked written first: `steps` replays of the captured step, replay `k` storing
+/// `base + k`, then one eager step storing `base + steps`. Returns the halos seen in the
+/// first replay, in the last replay and in the eager step.
+pub fn ring_read_first_rank(
+    ctx: &Context,
+    comm: &Communicator,
+    n: usize,
+    steps: usize,
+    mark: bool,
+) -> Result<[Vec<f32>; 3]> {
+    let stream = Stream::non_blocking(ctx)?;
+    let (rank, size) = (comm.rank(), comm.size());
+    let (up, down) = ring_neighbours(rank, size);
+    let peers = if up == down { vec![up] } else { vec![up, down] };
+    let mut halos = Window::<f32>::new(comm, &stream, 2 * n, &peers)?;
+    stream.memset_u32(halos.local_mut(), (-1.0f32).to_bits())?;
+    if mark {
+        halos.mark_written(&stream)?;
+    }
+    let start: Vec<f32> = (0..n).map(|i| (1000 * rank + i) as f32).collect();
+    let base = DeviceBuffer::from_slice(&stream, &start)?;
+    let mut seen = DeviceBuffer::<f32>::zeros(&stream, 2 * n)?;
+    stream.synchronize()?;
+    let mut pipeline = RingReadFirst::new(ctx)?;
+    let mut first = Vec::new();
+    {
+        let mut graph = pipeline.capture(RingReadFirstParams {
+            n: n as u32,
+            up,
+            down,
+            offset: 0.0,
+            halos: &mut halos,
+            base: &base,
+            seen: &mut seen,
+        })?;
+        for step in 0..steps {
+            graph.set_offset(step as f32)?;
+            graph.launch()?;
+            if step == 0 {
+                graph.synchronize()?;
+                first = graph.params().seen.to_vec(&stream)?;
+            }
+        }
+        graph.synchronize()?;
+    }
+    let replayed = seen.to_vec(&stream)?;
+    pipeline
+        .run(RingReadFirstParams {
+            n: n as u32,
+            up,
+            down,
+            offset: steps as f32,
+            halos: &mut halos,
+            base: &base,
+            seen: &mut seen,
+        })?
+        .wait()?;
+    Ok([first, replayed, seen.to_vec(&stream)?])
+}

@@ -116,15 +116,34 @@ fn not_a_peer<T: Pod>(
 /// `ranks`: wait until each neighbour written into has read what this rank wrote last, then
 /// (reading) until every neighbour has written this rank's window. A launch that writes the
 /// window writes every neighbour's part, since each neighbour's read waits for every one of
-/// its neighbours (duplicates are one neighbour: both sides of two ranks).
+/// its neighbours (duplicates are one neighbour: both sides of two ranks). `first`: the
+/// launch is the step's first that names the window, which reads what the neighbours wrote
+/// before the step exactly when [`Window::mark_written`] stood in for their first write.
 pub fn window_before<T: Pod>(
     pipeline: &'static str,
     name: &'static str,
     stream: &Stream,
     window: &Window<T>,
-    reads: bool,
+    (reads, first): (bool, bool),
     ranks: &[usize],
 ) -> Result<()> {
+    if first && reads != window.marked() {
+        let message = if reads {
+            format!(
+                "pipeline `{pipeline}`: the step reads window `{name}` before it writes it on the \
+                 neighbours, so it reads what they wrote before the step; before the first step, \
+                 set this rank's part and call `{name}.mark_written(&stream)` on every rank"
+            )
+        } else {
+            format!(
+                "pipeline `{pipeline}`: the step writes window `{name}` on the neighbours before \
+                 it reads it, but `mark_written` counted this rank's part as their writes, so \
+                 this write would wait for ever for a read; leave `mark_written` out for a window \
+                 whose steps write it first"
+            )
+        };
+        return Err(Error::invalid(CALL, message));
+    }
     if !ranks.is_empty() {
         let ranks = distinct(ranks);
         for &r in &ranks {

@@ -649,7 +649,15 @@ pub(super) fn statement_tokens(
                 quote!(&__kernels.#field)
             };
             if crate::lower::names_window(&pipeline.buffers, args) {
-                return super::window::launch(pipeline, source, *kernel, args, slots, &kernel_ref);
+                return super::window::launch(
+                    pipeline,
+                    stage,
+                    source,
+                    *kernel,
+                    args,
+                    slots,
+                    &kernel_ref,
+                );
             }
             let checked_args = super::device::is_multi(pipeline).then(|| {
                 let (peers, names) = super::device::launch_arg_devices(pipeline, source, args);

@@ -11,7 +11,34 @@ use quote::{format_ident, quote};
 use super::launch::{Retype, arg_tokens, launch_parts};
 use super::names::rt;
 use crate::ast::{self, BufRef};
-use crate::lower::{Arg, BufferId, KernelId, Pipeline};
+use crate::lower::{Arg, BufferId, KernelId, Pipeline, Stage, StatementKind};
+
+/// Whether `source` is the first launch of its kind of step that names `window` (stages in
+/// program order; `check` keeps window launches out of loops and bodies).
+fn first_access(
+    pipeline: &Pipeline<'_>,
+    stage: &Stage<'_>,
+    source: &ast::Launch,
+    window: BufferId,
+) -> bool {
+    for other in pipeline.stages.iter().filter(|s| s.kind == stage.kind) {
+        for statement in &other.statements {
+            let StatementKind::Launch {
+                source: s, args, ..
+            } = &statement.kind
+            else {
+                continue;
+            };
+            let names = args
+                .iter()
+                .any(|arg| matches!(arg, Arg::Buffer { buffer, .. } if *buffer == window));
+            if names {
+                return std::ptr::eq(*s, source);
+            }
+        }
+    }
+    false
+}
 
 /// `(start, Some(end))` of a range as the runtime's `window_views` takes it.
 fn range_tokens(reference: &BufRef<'_>) -> TokenStream {
@@ -32,6 +59,7 @@ fn range_tokens(reference: &BufRef<'_>) -> TokenStream {
 /// arguments.
 pub fn launch(
     pipeline: &Pipeline<'_>,
+    stage: &Stage<'_>,
     source: &ast::Launch,
     kernel: KernelId,
     args: &[Arg],
@@ -119,8 +147,9 @@ pub fn launch(
         let name_str = name.to_string();
         let reads = !local[w].is_empty();
         let rank_list = &ranks[w];
+        let first = first_access(pipeline, stage, source, *window);
         before.push(quote! {
-            #rt::window_before(#label, #name_str, __stream, &*#name, #reads, &[#(#rank_list),*])?;
+            #rt::window_before(#label, #name_str, __stream, &*#name, (#reads, #first), &[#(#rank_list),*])?;
         });
         after.push(quote! {
             #rt::window_after(__stream, &*#name, #reads, &[#(#rank_list),*])?;
