@@ -12,6 +12,10 @@
 //!
 //! Run eagerly, or with one round captured as a graph and replayed `rounds` times (the
 //! signals then replay inside the graph).
+//!
+//! The same exchange in the language, on a ring (`RingStep`, `RingReadFirst`): window params
+//! whose launch arguments name the neighbours' parts with `on rank`, the signals derived by
+//! `gpu_pipeline!`.
 
 use gpu_pipeline::{
     Bound, Bounds, CaptureMode, Communicator, Context, CpuKernel, DeviceBuffer, LaunchConfig,
@@ -214,8 +218,9 @@ pub fn check_history(
 }
 
 gpu_pipeline! {
-    /// One exchange of the chain inside a pipeline's step, through a `call` (the language
-    /// declares no windows yet): the called function waits until the neighbours read what it
+    /// One exchange of the chain inside a pipeline's step, through a `call` with signals
+    /// written by hand (a chain's end ranks have one neighbour, which `on rank` arguments
+    /// cannot say; [`RingStep`] has the macro derive them): the called function waits until the neighbours read what it
     /// stored last, stores this rank's `base` (plus `offset`) into their halos, signals them,
     /// waits for theirs and copies its own halos into `seen`, then tells them so. The macro
     /// orders the call by `base` and `seen`; the window's signals order the ranks.

@@ -4,6 +4,7 @@
 //! detector for all). Each rank's history is checked against what its neighbours wrote; the
 //! race detector must find nothing, and must name the window when a signal is left out.
 //! `tests/src/onesided.rs` holds the exchange; `gpu_onesided.rs` runs it between processes.
+//! The pipelines whose signals the macro derives (`RingStep`, `RingReadFirst`) run here too.
 
 use std::time::Duration;
 
