@@ -574,3 +574,37 @@ pub fn ring_read_first_rank(
         .wait()?;
     Ok([first, replayed, seen.to_vec(&stream)?])
 }
+
+/// One eager [`RingStep`] on a ring window of `comm`'s rank, storing into `up` and `down` as
+/// given (which may not be the window's peers); the step's error, if it is refused.
+pub fn ring_step_with(
+    ctx: &Context,
+    comm: &Communicator,
+    n: usize,
+    (up, down): (usize, usize),
+) -> Result<()> {
+    let stream = Stream::non_blocking(ctx)?;
+    let (rank, size) = (comm.rank(), comm.size());
+    let (above, below) = ring_neighbours(rank, size);
+    let peers = if above == below {
+        vec![above]
+    } else {
+        vec![above, below]
+    };
+    let mut halos = Window::<f32>::new(comm, &stream, 2 * n, &peers)?;
+    let base = DeviceBuffer::<f32>::zeros(&stream, n)?;
+    let mut seen = DeviceBuffer::<f32>::zeros(&stream, 2 * n)?;
+    stream.synchronize()?;
+    let mut pipeline = RingStep::new(ctx)?;
+    pipeline
+        .run(RingStepParams {
+            n: n as u32,
+            up,
+            down,
+            offset: 0.0,
+            halos: &mut halos,
+            base: &base,
+            seen: &mut seen,
+        })?
+        .wait()
+}

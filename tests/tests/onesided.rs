@@ -372,3 +372,45 @@ fn a_step_that_reads_an_unmarked_window_first_is_refused() {
         );
     }
 }
+
+/// A step whose launch would leave a peer of the window unwritten (both parts into the rank
+/// above, on a ring of 3) or write a rank that is no peer: refused on every rank before any
+/// signal of the step is posted, naming the pipeline, the window and the ranks (no rank waits
+/// for a write that never comes).
+#[test]
+fn a_step_that_leaves_a_peer_unwritten_is_refused_before_any_signal() {
+    for (targets, wanted) in [
+        (
+            (|r: usize| ((r + 2) % 3, (r + 2) % 3)) as fn(usize) -> (usize, usize),
+            "but not on its peers",
+        ),
+        (
+            |r: usize| (r, (r + 1) % 3),
+            "which is not one of its window peers",
+        ),
+    ] {
+        let comms = Communicator::cpu_ranks_with_timeout(3, Duration::from_secs(5)).unwrap();
+        let devices = Context::cpu_checked_devices(3);
+        let errors: Vec<String> = std::thread::scope(|scope| {
+            let handles: Vec<_> = comms
+                .into_iter()
+                .zip(devices)
+                .map(|(comm, ctx)| {
+                    scope.spawn(move || {
+                        let ends = targets(comm.rank());
+                        onesided::ring_step_with(&ctx, &comm, 4, ends)
+                            .unwrap_err()
+                            .to_string()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for err in &errors {
+            assert!(
+                err.contains("RingStep") && err.contains("window `halos`") && err.contains(wanted),
+                "{err}"
+            );
+        }
+    }
+}

@@ -67,19 +67,7 @@ pub fn window_views<'w, T: Pod, const L: usize, const R: usize>(
     let mut writes = Vec::with_capacity(R);
     for (rank, r) in remote {
         let (start, end) = range(pipeline, name, r, len)?;
-        if let Some(&(_, s, e)) = written
-            .iter()
-            .find(|&&(p, s, e)| p == rank && start < e && s < end)
-        {
-            return Err(Error::invalid(
-                CALL,
-                format!(
-                    "pipeline `{pipeline}`: one launch writes {start}..{end} and {s}..{e} of \
-                     rank {rank}'s window `{name}`, which overlap (the two neighbours are one \
-                     rank here); write parts that are apart"
-                ),
-            ));
-        }
+        apart(pipeline, name, &written, (rank, start, end))?;
         written.push((rank, start, end));
         let peer = window
             .peer(rank)
@@ -112,6 +100,119 @@ fn not_a_peer<T: Pod>(
     )
 }
 
+/// The checks of one launch's window arguments, before anything of the step is enqueued:
+/// `local` ranges read here, `remote` `(rank, range)`s written on the neighbours; `reads` and
+/// `first` as [`window_before`] takes them. The same refusals as the launch's own calls, made
+/// while no signal of the step is posted yet.
+#[allow(clippy::type_complexity)]
+pub fn window_check<T: Pod, const L: usize, const R: usize>(
+    pipeline: &'static str,
+    name: &'static str,
+    window: &Window<T>,
+    (reads, first): (bool, bool),
+    local: [(usize, Option<usize>); L],
+    remote: [(usize, (usize, Option<usize>)); R],
+) -> Result<()> {
+    marked_as_used(pipeline, name, window, (reads, first))?;
+    let ranks: Vec<usize> = remote.iter().map(|&(rank, _)| rank).collect();
+    if !ranks.is_empty() {
+        covers_peers(pipeline, name, window, &ranks)?;
+    }
+    let len = window.local().len();
+    for r in local {
+        range(pipeline, name, r, len)?;
+    }
+    let mut written: Vec<(usize, usize, usize)> = Vec::with_capacity(R);
+    for (rank, r) in remote {
+        let (start, end) = range(pipeline, name, r, len)?;
+        apart(pipeline, name, &written, (rank, start, end))?;
+        written.push((rank, start, end));
+    }
+    Ok(())
+}
+
+/// Two parts written into one neighbour's window by one launch are apart.
+fn apart(
+    pipeline: &'static str,
+    name: &'static str,
+    written: &[(usize, usize, usize)],
+    (rank, start, end): (usize, usize, usize),
+) -> Result<()> {
+    match written
+        .iter()
+        .find(|&&(p, s, e)| p == rank && start < e && s < end)
+    {
+        Some(&(_, s, e)) => Err(Error::invalid(
+            CALL,
+            format!(
+                "pipeline `{pipeline}`: one launch writes {start}..{end} and {s}..{e} of rank \
+                 {rank}'s window `{name}`, which overlap (the two neighbours are one rank here); \
+                 write parts that are apart"
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The step's first use of the window matches [`Window::mark_written`].
+fn marked_as_used<T: Pod>(
+    pipeline: &'static str,
+    name: &'static str,
+    window: &Window<T>,
+    (reads, first): (bool, bool),
+) -> Result<()> {
+    if !first || reads == window.marked() {
+        return Ok(());
+    }
+    let message = if reads {
+        format!(
+            "pipeline `{pipeline}`: the step reads window `{name}` before it writes it on the \
+             neighbours, so it reads what they wrote before the step; before the first step, \
+             set this rank's part and call `{name}.mark_written(&stream)` on every rank"
+        )
+    } else {
+        format!(
+            "pipeline `{pipeline}`: the step writes window `{name}` on the neighbours before it \
+             reads it, but `mark_written` counted this rank's part as their writes, so this \
+             write would wait for ever for a read; leave `mark_written` out for a window whose \
+             steps write it first"
+        )
+    };
+    Err(Error::invalid(CALL, message))
+}
+
+/// The ranks a launch writes are the window's peers, every one of them.
+fn covers_peers<T: Pod>(
+    pipeline: &'static str,
+    name: &'static str,
+    window: &Window<T>,
+    ranks: &[usize],
+) -> Result<()> {
+    let ranks = distinct(ranks);
+    for &r in &ranks {
+        if !window.peers().contains(&r) {
+            return Err(not_a_peer(pipeline, name, window, r));
+        }
+    }
+    let missing: Vec<usize> = window
+        .peers()
+        .into_iter()
+        .filter(|p| !ranks.contains(p))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(Error::invalid(
+        CALL,
+        format!(
+            "pipeline `{pipeline}`: rank {} writes window `{name}` on ranks {ranks:?} but not on \
+             its peers {missing:?}, whose reads would wait for ever; write every peer's part in \
+             the launch (or make the window with those peers only)",
+            window.rank()
+        ),
+    ))
+}
+
 /// The signals before a launch that reads window `name` locally (`reads`) and writes it on
 /// `ranks`: wait until each neighbour written into has read what this rank wrote last, then
 /// (reading) until every neighbour has written this rank's window. A launch that writes the
@@ -127,46 +228,10 @@ pub fn window_before<T: Pod>(
     (reads, first): (bool, bool),
     ranks: &[usize],
 ) -> Result<()> {
-    if first && reads != window.marked() {
-        let message = if reads {
-            format!(
-                "pipeline `{pipeline}`: the step reads window `{name}` before it writes it on the \
-                 neighbours, so it reads what they wrote before the step; before the first step, \
-                 set this rank's part and call `{name}.mark_written(&stream)` on every rank"
-            )
-        } else {
-            format!(
-                "pipeline `{pipeline}`: the step writes window `{name}` on the neighbours before \
-                 it reads it, but `mark_written` counted this rank's part as their writes, so \
-                 this write would wait for ever for a read; leave `mark_written` out for a window \
-                 whose steps write it first"
-            )
-        };
-        return Err(Error::invalid(CALL, message));
-    }
+    marked_as_used(pipeline, name, window, (reads, first))?;
     if !ranks.is_empty() {
+        covers_peers(pipeline, name, window, ranks)?;
         let ranks = distinct(ranks);
-        for &r in &ranks {
-            if !window.peers().contains(&r) {
-                return Err(not_a_peer(pipeline, name, window, r));
-            }
-        }
-        let missing: Vec<usize> = window
-            .peers()
-            .into_iter()
-            .filter(|p| !ranks.contains(p))
-            .collect();
-        if !missing.is_empty() {
-            return Err(Error::invalid(
-                CALL,
-                format!(
-                    "pipeline `{pipeline}`: rank {} writes window `{name}` on ranks {ranks:?} but \
-                     not on its peers {missing:?}, whose reads would wait for ever; write every \
-                     peer's part in the launch (or make the window with those peers only)",
-                    window.rank()
-                ),
-            ));
-        }
         for &r in &ranks {
             window.wait_read(stream, r)?;
         }

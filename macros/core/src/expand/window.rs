@@ -173,3 +173,110 @@ pub fn launch(
         #(#after)*
     }}
 }
+
+/// Every window launch of the planned step checked before anything of it is enqueued (in
+/// `__enqueue`, after the bindings): the ranks it writes are the window's peers, all of them,
+/// its ranges fit and the parts of one neighbour are apart, and a first read matches
+/// `Window::mark_written`, so that a refusal never leaves a signal of the step posted and its
+/// partner not.
+pub fn prechecks(pipeline: &Pipeline<'_>) -> TokenStream {
+    if !pipeline.buffers.iter().any(|b| b.window) {
+        return TokenStream::new();
+    }
+    let rt = rt();
+    let label = pipeline.input.name.to_string();
+    let arms = pipeline.stages.iter().enumerate().filter_map(|(t, stage)| {
+        if stage.looped.is_some() {
+            return None;
+        }
+        let checks: Vec<TokenStream> = stage
+            .statements
+            .iter()
+            .filter_map(|statement| match &statement.kind {
+                StatementKind::Launch { source, args, .. }
+                    if crate::lower::names_window(&pipeline.buffers, args) =>
+                {
+                    Some(launch_check(pipeline, stage, source, args))
+                }
+                _ => None,
+            })
+            .collect();
+        (!checks.is_empty()).then(|| quote!(#t => { #(#checks)* }))
+    });
+    let arms: Vec<TokenStream> = arms.collect();
+    if arms.is_empty() {
+        return TokenStream::new();
+    }
+    quote! {
+        for __planned in __schedule.stages.iter() {
+            let __instance = __plan
+                .instances
+                .get(__planned.stage.0)
+                .ok_or_else(|| #rt::internal(#label, "a planned stage is not described"))?;
+            let __checked: #rt::Result<()> = (|| {
+                match __instance.template {
+                    #(#arms)*
+                    _ => {}
+                }
+                ::core::result::Result::Ok(())
+            })();
+            if let ::core::result::Result::Err(__refusal) = __checked {
+                return ::core::result::Result::Err(#rt::stage_error(#label, __instance.name, __refusal));
+            }
+        }
+    }
+}
+
+/// The check of one launch's window arguments (see [`prechecks`]).
+fn launch_check(
+    pipeline: &Pipeline<'_>,
+    stage: &Stage<'_>,
+    source: &ast::Launch,
+    args: &[Arg],
+) -> TokenStream {
+    let rt = rt();
+    let label = pipeline.input.name.to_string();
+    let mut windows: Vec<(BufferId, Vec<TokenStream>, Vec<TokenStream>)> = Vec::new();
+    let mut rank_lets = Vec::new();
+    for (i, ((arg, expr), rank)) in args.iter().zip(&source.args).zip(&source.ranks).enumerate() {
+        let Arg::Buffer { buffer, .. } = arg else {
+            continue;
+        };
+        if !pipeline.buffers[buffer.0].window {
+            continue;
+        }
+        let Some(reference) = BufRef::of_expr(expr) else {
+            continue;
+        };
+        let w = match windows.iter().position(|(b, _, _)| b == buffer) {
+            Some(w) => w,
+            None => {
+                windows.push((*buffer, Vec::new(), Vec::new()));
+                windows.len() - 1
+            }
+        };
+        let range = range_tokens(&reference);
+        match rank {
+            Some(rank) => {
+                let value = &rank.expr;
+                let name = format_ident!("__rank_{}", i);
+                rank_lets.push(quote!(let #name: usize = (#value) as usize;));
+                windows[w].2.push(quote!((#name, #range)));
+            }
+            None => windows[w].1.push(range),
+        }
+    }
+    let calls = windows.iter().map(|(window, local, remote)| {
+        let name = pipeline.buffers[window.0].ident;
+        let name_str = name.to_string();
+        let reads = !local.is_empty();
+        let first = first_access(pipeline, stage, source, *window);
+        quote! {
+            #rt::window_check(#label, #name_str, &*#name, (#reads, #first), [#(#local),*], [#(#remote),*])?;
+        }
+    });
+    quote! {{
+        #(#rank_lets)*
+        #(#calls)*
+    }}
+}
