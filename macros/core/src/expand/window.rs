@@ -163,10 +163,20 @@ pub fn launch(
                 #rt::window_views(#label, #name_str, &mut *#name, [#(#l),*], [#(#r),*])?;
         });
     }
+    // A buffer other than the windows named in several ranges, one written.
+    let apart = super::launch::apart_lets(pipeline, &super::launch::launch_uses(args, slots));
+    // The kernel's bounds are checked before the first signal, so that a refusal leaves
+    // none of this launch's signals posted without the launch.
     quote! {{
         #(#rank_lets)*
+        {
+            #apart
+            #(#views)*
+            (#kernel_ref).check_bounds(&(#(#tuple,)*))?;
+        }
         #(#before)*
         {
+            #apart
             #(#views)*
             (#kernel_ref).launch(__stream, #config, (#(#tuple,)*))?;
         }
