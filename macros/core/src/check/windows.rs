@@ -41,11 +41,26 @@ pub fn check(cx: &Ctxt, pipeline: &Pipeline<'_>) {
         // Windows with an error reported already: their sequence says nothing more.
         let mut reported: Vec<BufferId> = Vec::new();
         let mut accesses = Vec::new();
+        // Windows a `call` or `host` statement takes, where the user wrote them.
+        let mut by_hand: Vec<(BufferId, &syn::Ident)> = Vec::new();
         for stage in pipeline.stages.iter().filter(|s| s.kind == kind) {
             for statement in &stage.statements {
                 if let StatementKind::Control(control) = &statement.kind {
                     let word = control.source.word();
                     nested(cx, pipeline, control.statements(), word, &mut reported);
+                    continue;
+                }
+                if matches!(
+                    statement.kind,
+                    StatementKind::Call { .. } | StatementKind::Host { .. }
+                ) {
+                    by_hand.extend(
+                        statement
+                            .accesses
+                            .iter()
+                            .filter(|t| pipeline.buffers[t.buffer.0].window)
+                            .map(|t| (t.buffer, t.name)),
+                    );
                     continue;
                 }
                 let found = launch_accesses(cx, pipeline, statement, &mut reported);
@@ -66,6 +81,9 @@ pub fn check(cx: &Ctxt, pipeline: &Pipeline<'_>) {
         for (id, buffer) in pipeline.buffers.iter().enumerate() {
             if reported.contains(&BufferId(id)) {
                 continue;
+            }
+            if accesses.iter().any(|a| a.window.0 == id) {
+                signals_by_hand(cx, &buffer.name, &by_hand, BufferId(id));
             }
             let ops: Vec<&Access> = accesses.iter().filter(|a| a.window.0 == id).collect();
             pairs_up(cx, &buffer.name, &ops);
@@ -146,6 +164,23 @@ fn launch_accesses(
         }
     }
     found
+}
+
+/// Rule: a window the step's launches exchange (the macro deriving its signals) is not also
+/// given to a `call` or `host` statement of the same kind of step, whose signals by hand
+/// would come between the derived ones and break their pairing across the ranks.
+fn signals_by_hand(cx: &Ctxt, name: &str, by_hand: &[(BufferId, &syn::Ident)], window: BufferId) {
+    for (_, at) in by_hand.iter().filter(|(b, _)| *b == window) {
+        cx.error_spanned_by(
+            at,
+            format!(
+                "`{name}` is exchanged by this step's launches, whose signals the macro derives; \
+                 a `call` or `host` statement given it too would signal out of step with them: \
+                 pass `{name}` to launches only in this kind of step, or move the statement to a \
+                 kind of step of its own"
+            ),
+        );
+    }
 }
 
 /// Rule: within a kind of step, the launches that write a window on the neighbours and those
