@@ -45,6 +45,7 @@ pub use crate::pipeline::refs::{
     Apart, Elements, ReadSource, Sliced, WriteSource, element, element_mut, fill_view, scratch_ref,
     view, view_mut,
 };
+pub use crate::pipeline::window_ops::{window_after, window_before, window_check, window_views};
 pub use crate::pipeline::{CommStage, Rank};
 pub use crate::pipeline::{
     Profiler, Progress, StageSite, StepProfile, StreamPriority, TypedStream,

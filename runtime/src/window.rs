@@ -230,6 +230,8 @@ pub struct Window<T: Pod> {
     signals: LocalSignals,
     rank: usize,
     size: usize,
+    /// [`Window::mark_written`] ran: steps read the window before they write it.
+    marked: std::sync::atomic::AtomicBool,
 }
 
 /// A neighbour's window, mapped into this rank's context.
@@ -603,6 +605,7 @@ impl<T: Pod> Window<T> {
             signals,
             rank,
             size,
+            marked: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -784,6 +787,42 @@ impl<T: Pod> Window<T> {
             }
             _ => Err(mixed(CALL, self.size)),
         }
+    }
+}
+
+impl<T: Pod> Window<T> {
+    /// Counts what this rank put in its own window (its initial halos, say) as written by
+    /// its neighbours, so that a step that reads the window before it writes the neighbours'
+    /// (a `gpu_pipeline!` step whose first launch naming the window reads it) finds it
+    /// written: for each neighbour, this rank waits until the neighbour may be written and
+    /// tells it that it was. A collective of the window's ranks: every rank calls it once,
+    /// before the first such step and after it set its own part, on a stream of its device.
+    /// A step that writes before it reads needs no such call (and must not follow one).
+    /// Calling it a second time is an error (its wait would be for a read that never comes).
+    pub fn mark_written(&self, stream: &impl SignalStream) -> Result<()> {
+        use std::sync::atomic::Ordering;
+        if self.marked.swap(true, Ordering::Relaxed) {
+            return Err(Error::invalid(
+                "Window::mark_written",
+                format!(
+                    "rank {}'s window is marked written already: mark it once, before the first \
+                     step",
+                    self.rank
+                ),
+            ));
+        }
+        for p in self.peers() {
+            self.wait_read(stream, p)?;
+            self.signal_written(stream, p)?;
+        }
+        Ok(())
+    }
+}
+
+impl<T: Pod> Window<T> {
+    /// Whether [`Window::mark_written`] ran.
+    pub(crate) fn marked(&self) -> bool {
+        self.marked.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 

@@ -25,6 +25,18 @@ __global__ void affine(unsigned int n, float a, float b, const float* __restrict
     }
 }
 
+// up[i] = down[i] = a * src[i] + b for i < n: one launch storing into both neighbours'
+// halos (tests/src/onesided.rs, the window pipelines).
+__global__ void affine2(unsigned int n, float a, float b, const float* __restrict__ src,
+                        float* __restrict__ up, float* __restrict__ down) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float v = __fadd_rn(__fmul_rn(a, src[i]), b);
+        up[i] = v;
+        down[i] = v;
+    }
+}
+
 // x[i] = offset + i for i < n: which range a launch wrote, and from where.
 __global__ void iota(unsigned int n, float offset, float* __restrict__ x) {
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;

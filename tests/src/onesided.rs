@@ -12,6 +12,10 @@
 //!
 //! Run eagerly, or with one round captured as a graph and replayed `rounds` times (the
 //! signals then replay inside the graph).
+//!
+//! The same exchange in the language, on a ring (`RingStep`, `RingReadFirst`): window params
+//! whose launch arguments name the neighbours' parts with `on rank`, the signals derived by
+//! `gpu_pipeline!`.
 
 use gpu_pipeline::{
     Bound, Bounds, CaptureMode, Communicator, Context, CpuKernel, DeviceBuffer, LaunchConfig,
@@ -51,7 +55,7 @@ pub struct Plan {
 }
 
 /// `dst[i] = a * src[i] + b`, as `affine` computes it (no contraction into an FMA).
-fn affine_cpu(n: u32, a: f32, b: f32, src: &[f32], dst: &mut [f32]) {
+pub fn affine_cpu(n: u32, a: f32, b: f32, src: &[f32], dst: &mut [f32]) {
     for i in 0..n as usize {
         dst[i] = a * src[i] + b;
     }
@@ -214,8 +218,9 @@ pub fn check_history(
 }
 
 gpu_pipeline! {
-    /// One exchange of the chain inside a pipeline's step, through a `call` (the language
-    /// declares no windows yet): the called function waits until the neighbours read what it
+    /// One exchange of the chain inside a pipeline's step, through a `call` with signals
+    /// written by hand (a chain's end ranks have one neighbour, which `on rank` arguments
+    /// cannot say; [`RingStep`] has the macro derive them): the called function waits until the neighbours read what it
     /// stored last, stores this rank's `base` (plus `offset`) into their halos, signals them,
     /// waits for theirs and copies its own halos into `seen`, then tells them so. The macro
     /// orders the call by `base` and `seen`; the window's signals order the ranks.
@@ -363,4 +368,243 @@ pub fn pipeline_halos(rank: usize, size: usize, n: usize, offset: usize) -> Vec<
         .map(|i| from(up, i))
         .chain((0..n).map(|i| from(down, i)))
         .collect()
+}
+
+/// `up[i] = down[i] = a * src[i] + b`, as `affine2` computes it.
+pub fn affine2_cpu(n: u32, a: f32, b: f32, src: &[f32], up: &mut [f32], down: &mut [f32]) {
+    for i in 0..n as usize {
+        up[i] = a * src[i] + b;
+        down[i] = up[i];
+    }
+}
+
+gpu_pipeline! {
+    /// The exchange of a ring of ranks in the language: the macro derives the window's
+    /// signals. `store` writes this rank's `base` (plus `offset`) into the lower halo of the
+    /// rank above and the upper halo of the rank below (one rank on two ranks: two parts of
+    /// its window), waiting until they read the last store and then telling them; `load`
+    /// waits for both neighbours' stores into this rank's `halos`, copies them into `seen`,
+    /// and tells the neighbours it read them.
+    pub pipeline RingStep {
+        streams { main }
+        unsafe kernels k = ptx(include_str!("../kernels/language.ptx")) {
+            fn affine(n: u32, a: f32, b: f32, src: &[f32; n], dst: &mut [f32; n])
+                cpu = crate::onesided::affine_cpu;
+            fn affine2(n: u32, a: f32, b: f32, src: &[f32; n], up: &mut [f32; n],
+                       down: &mut [f32; n])
+                cpu = crate::onesided::affine2_cpu;
+        }
+        params {
+            n: u32,
+            up: usize,
+            down: usize,
+            offset: f32,
+            halos: &mut Window<f32>,
+            base: &DeviceBuffer<f32>,
+            seen: &mut DeviceBuffer<f32>,
+        }
+        stage store on main {
+            launch k::affine2(n, 1.0, offset, base,
+                              halos[n..2 * n] on rank up, halos[..n] on rank down)
+                grid n.div_ceil(256) block 256;
+        }
+        stage load on main {
+            launch k::affine(2 * n, 1.0, 0.0, halos, seen) grid (2 * n).div_ceil(256) block 256;
+        }
+    }
+}
+
+/// One rank of a ring through [`RingStep`]: `steps` replays of the captured step, replay
+/// `k` storing `base + k`, then one eager step storing `base + steps`. Returns the halos seen
+/// after the replays and after the eager step.
+pub fn ring_rank(
+    ctx: &Context,
+    comm: &Communicator,
+    n: usize,
+    steps: usize,
+) -> Result<(Vec<f32>, Vec<f32>)> {
+    let stream = Stream::non_blocking(ctx)?;
+    let (rank, size) = (comm.rank(), comm.size());
+    let (up, down) = ring_neighbours(rank, size);
+    let peers = if up == down { vec![up] } else { vec![up, down] };
+    let mut halos = Window::<f32>::new(comm, &stream, 2 * n, &peers)?;
+    let start: Vec<f32> = (0..n).map(|i| (1000 * rank + i) as f32).collect();
+    let base = DeviceBuffer::from_slice(&stream, &start)?;
+    let mut seen = DeviceBuffer::<f32>::zeros(&stream, 2 * n)?;
+    stream.synchronize()?;
+    let mut pipeline = RingStep::new(ctx)?;
+    {
+        let mut graph = pipeline.capture(RingStepParams {
+            n: n as u32,
+            up,
+            down,
+            offset: 0.0,
+            halos: &mut halos,
+            base: &base,
+            seen: &mut seen,
+        })?;
+        for step in 0..steps {
+            graph.set_offset(step as f32)?;
+            graph.launch()?;
+        }
+        graph.synchronize()?;
+    }
+    let replayed = seen.to_vec(&stream)?;
+    pipeline
+        .run(RingStepParams {
+            n: n as u32,
+            up,
+            down,
+            offset: steps as f32,
+            halos: &mut halos,
+            base: &base,
+            seen: &mut seen,
+        })?
+        .wait()?;
+    Ok((replayed, seen.to_vec(&stream)?))
+}
+
+/// The ranks above and below `rank` in a ring of `size`.
+pub fn ring_neighbours(rank: usize, size: usize) -> (usize, usize) {
+    ((rank + size - 1) % size, (rank + 1) % size)
+}
+
+/// The halos rank `rank` of a ring of `size` sees after a [`RingStep`] that stored
+/// `base + offset`: the rank above's, then the rank below's.
+pub fn ring_halos(rank: usize, size: usize, n: usize, offset: usize) -> Vec<f32> {
+    let (up, down) = ring_neighbours(rank, size);
+    let from = |p: usize, i: usize| (1000 * p + i + offset) as f32;
+    (0..n)
+        .map(|i| from(up, i))
+        .chain((0..n).map(|i| from(down, i)))
+        .collect()
+}
+
+gpu_pipeline! {
+    /// [`RingStep`] the other way round: `load` reads what the neighbours stored in the step
+    /// before (before the first step: what each rank set in its own window, counted as their
+    /// stores with `Window::mark_written`), then `store` writes the neighbours' halos for the
+    /// next step, as a Jacobi sweep that stores its edge rows into the next sweep's halos does.
+    pub pipeline RingReadFirst {
+        streams { main }
+        unsafe kernels k = ptx(include_str!("../kernels/language.ptx")) {
+            fn affine(n: u32, a: f32, b: f32, src: &[f32; n], dst: &mut [f32; n])
+                cpu = crate::onesided::affine_cpu;
+            fn affine2(n: u32, a: f32, b: f32, src: &[f32; n], up: &mut [f32; n],
+                       down: &mut [f32; n])
+                cpu = crate::onesided::affine2_cpu;
+        }
+        params {
+            n: u32,
+            up: usize,
+            down: usize,
+            offset: f32,
+            halos: &mut Window<f32>,
+            base: &DeviceBuffer<f32>,
+            seen: &mut DeviceBuffer<f32>,
+        }
+        stage load on main {
+            launch k::affine(2 * n, 1.0, 0.0, halos, seen) grid (2 * n).div_ceil(256) block 256;
+        }
+        stage store on main {
+            launch k::affine2(n, 1.0, offset, base,
+                              halos[n..2 * n] on rank up, halos[..n] on rank down)
+                grid n.div_ceil(256) block 256;
+        }
+    }
+}
+
+/// One rank of a ring through [`RingReadFirst`], its window set to `-1` and (with `mark`)
+/// marked written first: `steps` replays of the captured step, replay `k` storing
+/// `base + k`, then one eager step storing `base + steps`. Returns the halos seen in the
+/// first replay, in the last replay and in the eager step.
+pub fn ring_read_first_rank(
+    ctx: &Context,
+    comm: &Communicator,
+    n: usize,
+    steps: usize,
+    mark: bool,
+) -> Result<[Vec<f32>; 3]> {
+    let stream = Stream::non_blocking(ctx)?;
+    let (rank, size) = (comm.rank(), comm.size());
+    let (up, down) = ring_neighbours(rank, size);
+    let peers = if up == down { vec![up] } else { vec![up, down] };
+    let mut halos = Window::<f32>::new(comm, &stream, 2 * n, &peers)?;
+    stream.memset_u32(halos.local_mut(), (-1.0f32).to_bits())?;
+    if mark {
+        halos.mark_written(&stream)?;
+    }
+    let start: Vec<f32> = (0..n).map(|i| (1000 * rank + i) as f32).collect();
+    let base = DeviceBuffer::from_slice(&stream, &start)?;
+    let mut seen = DeviceBuffer::<f32>::zeros(&stream, 2 * n)?;
+    stream.synchronize()?;
+    let mut pipeline = RingReadFirst::new(ctx)?;
+    let mut first = Vec::new();
+    {
+        let mut graph = pipeline.capture(RingReadFirstParams {
+            n: n as u32,
+            up,
+            down,
+            offset: 0.0,
+            halos: &mut halos,
+            base: &base,
+            seen: &mut seen,
+        })?;
+        for step in 0..steps {
+            graph.set_offset(step as f32)?;
+            graph.launch()?;
+            if step == 0 {
+                graph.synchronize()?;
+                first = graph.params().seen.to_vec(&stream)?;
+            }
+        }
+        graph.synchronize()?;
+    }
+    let replayed = seen.to_vec(&stream)?;
+    pipeline
+        .run(RingReadFirstParams {
+            n: n as u32,
+            up,
+            down,
+            offset: steps as f32,
+            halos: &mut halos,
+            base: &base,
+            seen: &mut seen,
+        })?
+        .wait()?;
+    Ok([first, replayed, seen.to_vec(&stream)?])
+}
+
+/// One eager [`RingStep`] on a ring window of `comm`'s rank, storing into `up` and `down` as
+/// given (which may not be the window's peers); the step's error, if it is refused.
+pub fn ring_step_with(
+    ctx: &Context,
+    comm: &Communicator,
+    n: usize,
+    (up, down): (usize, usize),
+) -> Result<()> {
+    let stream = Stream::non_blocking(ctx)?;
+    let (rank, size) = (comm.rank(), comm.size());
+    let (above, below) = ring_neighbours(rank, size);
+    let peers = if above == below {
+        vec![above]
+    } else {
+        vec![above, below]
+    };
+    let mut halos = Window::<f32>::new(comm, &stream, 2 * n, &peers)?;
+    let base = DeviceBuffer::<f32>::zeros(&stream, n)?;
+    let mut seen = DeviceBuffer::<f32>::zeros(&stream, 2 * n)?;
+    stream.synchronize()?;
+    let mut pipeline = RingStep::new(ctx)?;
+    pipeline
+        .run(RingStepParams {
+            n: n as u32,
+            up,
+            down,
+            offset: 0.0,
+            halos: &mut halos,
+            base: &base,
+            seen: &mut seen,
+        })?
+        .wait()
 }

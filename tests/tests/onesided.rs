@@ -4,6 +4,7 @@
 //! detector for all). Each rank's history is checked against what its neighbours wrote; the
 //! race detector must find nothing, and must name the window when a signal is left out.
 //! `tests/src/onesided.rs` holds the exchange; `gpu_onesided.rs` runs it between processes.
+//! The pipelines whose signals the macro derives (`RingStep`, `RingReadFirst`) run here too.
 
 use std::time::Duration;
 
@@ -268,5 +269,148 @@ fn ranks_on_contexts_not_made_together_are_refused() {
     });
     for err in &errors {
         assert!(err.contains("Context::cpu_checked_devices(n)"), "{err}");
+    }
+}
+
+/// The exchange in the language (`RingStep`: `halos[..] on rank r` arguments, the signals
+/// derived by the macro): captured and replayed with a setter between replays, then run
+/// eagerly, on rings of 2 (both neighbours one rank), 3 and 4 ranks; no race.
+#[test]
+fn a_pipeline_derives_the_window_signals_and_replays_them() {
+    for size in [2, 3, 4] {
+        let comms = Communicator::cpu_ranks_with_timeout(size, Duration::from_secs(20)).unwrap();
+        let devices = Context::cpu_checked_devices(size);
+        let (n, steps) = (8, 5);
+        let results: Vec<_> = std::thread::scope(|scope| {
+            let handles: Vec<_> = comms
+                .into_iter()
+                .zip(devices)
+                .map(|(comm, ctx)| {
+                    scope.spawn(move || (onesided::ring_rank(&ctx, &comm, n, steps), ctx))
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for (rank, (seen, ctx)) in results.into_iter().enumerate() {
+            let (replayed, eager) = seen.unwrap_or_else(|e| panic!("rank {rank} of {size}: {e}"));
+            let want = |offset| onesided::ring_halos(rank, size, n, offset);
+            assert_eq!(replayed, want(steps - 1), "rank {rank} of {size}, replayed");
+            assert_eq!(eager, want(steps), "rank {rank} of {size}, eager");
+            assert!(ctx.races().is_empty(), "{:?}", ctx.races());
+        }
+    }
+}
+
+/// A step that reads its window before it writes the neighbours' (`RingReadFirst`): the first
+/// replay reads what each rank set in its own window (marked written), each later step what
+/// the neighbours stored in the step before, on rings of 2 and 3 ranks; no race.
+#[test]
+fn a_step_that_reads_first_starts_from_the_marked_window() {
+    for size in [2, 3] {
+        let comms = Communicator::cpu_ranks_with_timeout(size, Duration::from_secs(20)).unwrap();
+        let devices = Context::cpu_checked_devices(size);
+        let (n, steps) = (8, 4);
+        let results: Vec<_> = std::thread::scope(|scope| {
+            let handles: Vec<_> = comms
+                .into_iter()
+                .zip(devices)
+                .map(|(comm, ctx)| {
+                    scope.spawn(move || {
+                        let seen = onesided::ring_read_first_rank(&ctx, &comm, n, steps, true);
+                        (seen, ctx)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for (rank, (seen, ctx)) in results.into_iter().enumerate() {
+            let [first, replayed, eager] =
+                seen.unwrap_or_else(|e| panic!("rank {rank} of {size}: {e}"));
+            let want = |offset| onesided::ring_halos(rank, size, n, offset);
+            assert_eq!(
+                first,
+                vec![-1.0; 2 * n],
+                "rank {rank} of {size}, first replay"
+            );
+            assert_eq!(
+                replayed,
+                want(steps - 2),
+                "rank {rank} of {size}, last replay"
+            );
+            assert_eq!(eager, want(steps - 1), "rank {rank} of {size}, eager");
+            assert!(ctx.races().is_empty(), "{:?}", ctx.races());
+        }
+    }
+}
+
+/// The same step without `Window::mark_written`: refused on every rank before its first
+/// signal, with an error that says to mark the window (rather than every rank waiting for
+/// writes that never come).
+#[test]
+fn a_step_that_reads_an_unmarked_window_first_is_refused() {
+    let comms = Communicator::cpu_ranks_with_timeout(2, Duration::from_secs(5)).unwrap();
+    let devices = Context::cpu_checked_devices(2);
+    let errors: Vec<String> = std::thread::scope(|scope| {
+        let handles: Vec<_> = comms
+            .into_iter()
+            .zip(devices)
+            .map(|(comm, ctx)| {
+                scope.spawn(move || {
+                    onesided::ring_read_first_rank(&ctx, &comm, 4, 2, false)
+                        .unwrap_err()
+                        .to_string()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for err in &errors {
+        assert!(
+            err.contains("reads window `halos` before it writes it")
+                && err.contains("halos.mark_written(&stream)"),
+            "{err}"
+        );
+    }
+}
+
+/// A step whose launch would leave a peer of the window unwritten (both parts into the rank
+/// above, on a ring of 3) or write a rank that is no peer: refused on every rank before any
+/// signal of the step is posted, naming the pipeline, the window and the ranks (no rank waits
+/// for a write that never comes).
+#[test]
+fn a_step_that_leaves_a_peer_unwritten_is_refused_before_any_signal() {
+    for (targets, wanted) in [
+        (
+            (|r: usize| ((r + 2) % 3, (r + 2) % 3)) as fn(usize) -> (usize, usize),
+            "but not on its peers",
+        ),
+        (
+            |r: usize| (r, (r + 1) % 3),
+            "which is not one of its window peers",
+        ),
+    ] {
+        let comms = Communicator::cpu_ranks_with_timeout(3, Duration::from_secs(5)).unwrap();
+        let devices = Context::cpu_checked_devices(3);
+        let errors: Vec<String> = std::thread::scope(|scope| {
+            let handles: Vec<_> = comms
+                .into_iter()
+                .zip(devices)
+                .map(|(comm, ctx)| {
+                    scope.spawn(move || {
+                        let ends = targets(comm.rank());
+                        onesided::ring_step_with(&ctx, &comm, 4, ends)
+                            .unwrap_err()
+                            .to_string()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for err in &errors {
+            assert!(
+                err.contains("RingStep") && err.contains("window `halos`") && err.contains(wanted),
+                "{err}"
+            );
+        }
     }
 }

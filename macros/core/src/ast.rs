@@ -645,6 +645,8 @@ pub struct Launch {
     pub paren: token::Paren,
     /// The arguments: buffer names for slice params, expressions for scalars.
     pub args: Punctuated<Expr, Token![,]>,
+    /// Per argument, `on rank EXPR` after it: a neighbour's part of a window.
+    pub ranks: Vec<Option<OnRank>>,
     /// `grid EXPR`: blocks per grid, `x`, `(x, y)` or `(x, y, z)`.
     pub grid: Option<LaunchOption>,
     /// `block EXPR`: threads per block, same forms.
@@ -654,6 +656,18 @@ pub struct Launch {
     /// `peer(NAME,*)`: buffer arguments that may live on another device than the launch's
     /// (peer access).
     pub peer: Option<PeerClause>,
+}
+
+/// `on rank EXPR` after a window argument of a launch (`halos[0..n] on rank up`): the part
+/// of rank `EXPR`'s window the kernel writes, mapped here.
+#[derive(Debug)]
+pub struct OnRank {
+    /// The `on` keyword.
+    pub on: kw::on,
+    /// The `rank` keyword.
+    pub rank: kw::rank,
+    /// The rank, a `usize` expression over the params.
+    pub expr: Expr,
 }
 
 /// `peer(halo, edge)` after a launch: the buffers it names may be on another device, which
@@ -1494,7 +1508,7 @@ fn parse_launch(input: ParseStream<'_>) -> syn::Result<Launch> {
     let path = input.call(Path::parse_mod_style)?;
     let content;
     let paren = parenthesized!(content in input);
-    let args = Punctuated::parse_terminated(&content)?;
+    let (args, ranks) = parse_launch_args(&content)?;
     let (mut grid, mut block, mut shared) = (None, None, None);
     let mut peer: Option<PeerClause> = None;
     // One arm per clause; each may appear once, in any order.
@@ -1533,11 +1547,46 @@ fn parse_launch(input: ParseStream<'_>) -> syn::Result<Launch> {
         path,
         paren,
         args,
+        ranks,
         grid,
         block,
         shared,
         peer,
     })
+}
+
+/// A launch's arguments, each an expression with `on rank EXPR` after it where it names a
+/// neighbour's part of a window.
+type LaunchArgs = (Punctuated<Expr, Token![,]>, Vec<Option<OnRank>>);
+
+fn parse_launch_args(content: ParseStream<'_>) -> syn::Result<LaunchArgs> {
+    let mut args = Punctuated::new();
+    let mut ranks = Vec::new();
+    while !content.is_empty() {
+        args.push_value(content.parse::<Expr>()?);
+        ranks.push(if content.peek(kw::on) {
+            let on = content.parse()?;
+            let rank = content.parse::<kw::rank>().map_err(|e| {
+                syn::Error::new(
+                    e.span(),
+                    "a window argument another rank holds is `w on rank EXPR` (or \
+                     `w[lo..hi] on rank EXPR`)",
+                )
+            })?;
+            Some(OnRank {
+                on,
+                rank,
+                expr: content.parse()?,
+            })
+        } else {
+            None
+        });
+        if content.is_empty() {
+            break;
+        }
+        args.push_punct(content.parse()?);
+    }
+    Ok((args, ranks))
 }
 
 fn parse_wait(input: ParseStream<'_>) -> syn::Result<Wait> {

@@ -25,6 +25,7 @@ mod ranges;
 mod repetition;
 mod statements;
 mod switch;
+mod windows;
 
 use std::collections::HashMap;
 
@@ -71,6 +72,7 @@ pub fn ordering(pipeline: &lower::Pipeline<'_>) -> syn::Result<()> {
     let cx = Ctxt::new();
     ordering::check(&cx, pipeline);
     flow::check(&cx, pipeline);
+    windows::check(&cx, pipeline);
     cx.check()
 }
 

@@ -32,6 +32,7 @@ mod pipeline;
 mod run;
 mod step;
 mod stub;
+mod window;
 
 use proc_macro2::TokenStream;
 use quote::quote;

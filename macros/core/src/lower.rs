@@ -237,6 +237,9 @@ pub struct Buffer<'a> {
     pub per_device: bool,
     /// Whether it is a slice of buffers (`&mut [DeviceBuffer<T>]`).
     pub array: bool,
+    /// Whether it is a window param (`&mut Window<T>`): a launch reads this rank's part and
+    /// writes the neighbours' (`on rank EXPR`), between the signals the macro derives.
+    pub window: bool,
 }
 
 /// A stage.
@@ -398,6 +401,13 @@ pub enum Arg {
     },
 }
 
+/// Whether a launch's arguments name a window param: such a launch runs between the
+/// window's signals, on its stage's stream, also when a step is built as a graph.
+pub fn names_window(buffers: &[Buffer<'_>], args: &[Arg]) -> bool {
+    args.iter()
+        .any(|arg| matches!(arg, Arg::Buffer { buffer, .. } if buffers[buffer.0].window))
+}
+
 /// A name `check` should have rejected but that did not resolve: a bug in this crate,
 /// reported as an error on the name rather than a panic.
 #[derive(Debug, Clone)]
@@ -520,6 +530,7 @@ pub fn lower<'a>(scope: &Scope<'a>) -> Result<Pipeline<'a>, Unresolved> {
             device: scope.buffer_device(id),
             per_device: scope.buffer_per_device(id),
             array: buffer.array,
+            window: buffer.is_window(),
         })
         .collect::<Vec<Buffer<'a>>>();
     let stages: Vec<Stage<'a>> = scope
@@ -979,6 +990,9 @@ fn expressions(kind: &StatementKind<'_>) -> TokenStream {
     match kind {
         StatementKind::Launch { source, .. } => {
             source.args.to_tokens(&mut tokens);
+            for rank in source.ranks.iter().flatten() {
+                rank.expr.to_tokens(&mut tokens);
+            }
             for option in [&source.grid, &source.block, &source.shared]
                 .into_iter()
                 .flatten()
@@ -1086,6 +1100,12 @@ fn accesses<'a>(scope: &Scope<'a>, kind: &StatementKind<'a>) -> Vec<Touch<'a>> {
             .iter()
             .zip(&source.args)
             .filter_map(|(arg, expr)| match arg {
+                // A window is one resource to the ordering (its part here and the neighbours'
+                // it writes): its statements run in program order on the rank, and its ranges
+                // are the runtime's to check (`window_views`).
+                Arg::Buffer { buffer, mode } if scope.buffers[buffer.0].is_window() => {
+                    touch(BufRef::of_expr(expr)?.name, *mode)
+                }
                 Arg::Buffer { mode, .. } => touch_ref(BufRef::of_expr(expr)?, *mode),
                 Arg::Scalar { .. } => None,
             })

@@ -147,6 +147,12 @@ pub struct BufferDecl<'a> {
 }
 
 impl BufferDecl<'_> {
+    /// Whether this is a window param (`&mut Window<T>`): this rank's part read by launches,
+    /// the neighbours' parts written with `on rank EXPR`, the signals derived.
+    pub fn is_window(&self) -> bool {
+        self.memory == Memory::Opaque && !self.scratch && window_elem(self.referent).is_some()
+    }
+
     /// Whether this is the pipeline's communicator (`&Communicator`), which communication
     /// statements go through.
     pub fn is_communicator(&self) -> bool {
@@ -522,6 +528,24 @@ impl<'a> Scope<'a> {
             .iter()
             .map(|buffer| buffer.name.to_string())
             .collect()
+    }
+}
+
+/// `T` of `Window<T>` (the runtime's window type, known by its last path segment).
+pub fn window_elem(ty: &Type) -> Option<&Type> {
+    let Type::Path(path) = ungroup_type(ty) else {
+        return None;
+    };
+    let last = path.path.segments.last()?;
+    if last.ident != crate::symbol::WINDOW {
+        return None;
+    }
+    let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
+        return None;
+    };
+    match args.args.first() {
+        Some(syn::GenericArgument::Type(elem)) if args.args.len() == 1 => Some(elem),
+        _ => None,
     }
 }
 

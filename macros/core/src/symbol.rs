@@ -67,6 +67,8 @@ pub mod kw {
     syn::custom_keyword!(reduce_scatter);
     syn::custom_keyword!(to);
     syn::custom_keyword!(from);
+    // `w[lo..hi] on rank EXPR`: a neighbour's part of a window.
+    syn::custom_keyword!(rank);
 }
 
 /// A word of the language that is not a keyword: a runtime type name or a statement we
@@ -93,6 +95,9 @@ impl fmt::Display for Symbol {
     }
 }
 
+/// Device memory every rank of a communicator exports to its neighbours:
+/// `gpu_pipeline::Window<T>`, a launch argument read here or written on another rank.
+pub const WINDOW: Symbol = Symbol("Window");
 /// Device memory owned by the runtime: `DeviceBuffer<T>`.
 pub const DEVICE_BUFFER: Symbol = Symbol("DeviceBuffer");
 /// Page-locked host memory, the only host memory that copies asynchronously: `PinnedBuffer<T>`.

@@ -379,7 +379,8 @@ fn subscript(cx: &Ctxt, decl: &BufferDecl<'_>, reference: &BufRef<'_>) {
         _ => {}
     }
     let Some(range) = reference.range else { return };
-    if !matches!(decl.memory, Memory::Device | Memory::Pinned) {
+    // A window's ranges are the runtime's to check, on this rank's part or a neighbour's.
+    if !matches!(decl.memory, Memory::Device | Memory::Pinned) && !decl.is_window() {
         cx.error_at(
             range.span,
             format!(

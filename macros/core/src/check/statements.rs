@@ -107,10 +107,119 @@ fn launch_statement(cx: &Ctxt, scope: &Scope<'_>, launch: &ast::Launch) {
         .params
         .iter()
         .zip(&launch.args)
-        .filter_map(|(param, arg)| launch_argument(cx, scope, kernel, param, arg))
+        .zip(&launch.ranks)
+        .filter_map(|((param, arg), rank)| {
+            if let Some(window) = window_argument(cx, scope, kernel, param, arg, rank.as_ref()) {
+                return window;
+            }
+            launch_argument(cx, scope, kernel, param, arg)
+        })
         .collect();
     launch_aliasing(cx, kernel, &uses);
     super::ranges::windows_hold_bounds(cx, scope, kernel, launch);
+}
+
+/// A window argument of a launch (or `on rank` after an argument): `Some(None)` when it is
+/// one, checked here (the aliasing rule does not apply: this rank's part and the neighbours'
+/// are different memory, and two parts of one neighbour are checked apart when the step runs);
+/// `None` for any other argument.
+///
+/// A window is this rank's part of memory its neighbours write into: a launch reads it here
+/// (`w`, `w[lo..hi]`) or writes a neighbour's part (`w on rank r`), never writes it here (a
+/// neighbour may be writing it at that moment) nor reads a neighbour's (nothing orders that
+/// read after the neighbour's own writes). The signals need `&mut`: they clear its words.
+fn window_argument<'a>(
+    cx: &Ctxt,
+    scope: &Scope<'_>,
+    kernel: &ast::Kernel,
+    param: &'a ast::KernelParam,
+    arg: &'a Expr,
+    rank: Option<&ast::OnRank>,
+) -> Option<Option<Use<'a>>> {
+    let k = &kernel.name;
+    let p = &param.name;
+    let reference = BufRef::of_expr(arg);
+    let window = reference
+        .and_then(|r| scope.buffer(r.name))
+        .map(|id| &scope.buffers[id])
+        .filter(|b| b.is_window());
+    let Some(window) = window else {
+        let rank = rank?;
+        let what = match reference.and_then(|r| scope.buffer(r.name)) {
+            Some(id) => format!("; {}", what(&scope.buffers[id])),
+            None => String::new(),
+        };
+        cx.error_between(
+            rank.on.span,
+            rank.rank.span,
+            format!(
+                "`on rank` names a neighbour's part of a window param (`w: &mut Window<T>`){what}; \
+                 pass this rank's buffer without `on rank`"
+            ),
+        );
+        return Some(None);
+    };
+    let name = window.name;
+    let Some(reference) = reference else {
+        return Some(None);
+    };
+    let KernelParamType::Slice { mutable, elem, .. } = param.kind() else {
+        cx.error_spanned_by(
+            name,
+            format!(
+                "`{name}` is a window but `{k}` takes a scalar for `{p}: {}`",
+                type_string(&param.ty)
+            ),
+        );
+        return Some(None);
+    };
+    // `w[k]` is refused where every subscript is (`repetition.rs`).
+    if reference.index.is_some() {
+        return Some(None);
+    }
+    if !window.mutable {
+        cx.error_spanned_by(
+            name,
+            format!(
+                "`{name}` is a window declared `&`, but the signals the step derives for it clear \
+                 its words; declare it `&mut {}`",
+                type_string(window.referent)
+            ),
+        );
+    }
+    if let Some(held) = crate::scope::window_elem(window.referent).map(type_string)
+        && distinct_primitives(&held, &type_string(elem))
+    {
+        cx.error_spanned_by(
+            name,
+            format!(
+                "`{name}` holds `{held}` but `{k}` takes `{p}: {}`",
+                type_string(&param.ty)
+            ),
+        );
+    }
+    match (mutable, rank) {
+        (true, None) => cx.error_spanned_by(
+            arg,
+            format!(
+                "`{k}` writes its `{p}`, but `{name}` here is this rank's window, which its \
+                 neighbours write into while the step runs; write a neighbour's part \
+                 (`{} on rank EXPR`), or keep what this rank writes in a buffer of its own",
+                crate::ast::tokens_string(arg)
+            ),
+        ),
+        (false, Some(rank)) => cx.error_between(
+            rank.on.span,
+            rank.rank.span,
+            format!(
+                "`{k}` reads its `{p}` from another rank's `{name}`, which nothing orders after \
+                 that rank's own writes; read `{name}` here (without `on rank`): the neighbours \
+                 write into it, and the step waits for their signals"
+            ),
+        ),
+        _ => {}
+    }
+    Some(None)
 }
 
 /// A buffer argument of a launch, for the aliasing rule.

@@ -65,6 +65,9 @@ pub fn launch_sites<'p>(pipeline: &'p Pipeline<'_>) -> Vec<LaunchSite<'p>> {
                 kernel,
                 args,
             } = &s.kind
+                // A launch between a window's signals is captured from the stream, not a
+                // kernel node a setter updates; it checks its bounds as it is enqueued.
+                && !crate::lower::names_window(&pipeline.buffers, args)
             {
                 sites.push(LaunchSite {
                     stage: StageId(id),

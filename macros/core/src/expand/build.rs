@@ -240,6 +240,18 @@ fn statement_node(
     let sink = target.sink();
     let buffer = |id: &crate::lower::BufferId| pipeline.buffers[id.0].ident;
     match &statement.kind {
+        // Between the window's signals, captured from the stream as an eager step runs it.
+        StatementKind::Launch { args, .. }
+            if crate::lower::names_window(&pipeline.buffers, args) =>
+        {
+            captured_into_graph(&super::step::statement_tokens(
+                pipeline,
+                stage,
+                &statement.kind,
+                slots,
+                None,
+            ))
+        }
         StatementKind::Launch {
             source,
             kernel,

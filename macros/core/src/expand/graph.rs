@@ -44,6 +44,14 @@ fn fixed_uses(pipeline: &Pipeline<'_>, scalar: ScalarId) -> Vec<String> {
             let what = match &statement.kind {
                 // A launch that sets a condition is given the graph's handle, which an update
                 // in place could not give it.
+                StatementKind::Launch { source, args, .. }
+                    if crate::lower::names_window(&pipeline.buffers, args) =>
+                {
+                    format!(
+                        "`launch {}` (it exchanges through a window)",
+                        crate::ast::tokens_string(&source.path)
+                    )
+                }
                 StatementKind::Launch { source, args, .. } => {
                     let Some(condition) = args.iter().find_map(|arg| match arg {
                         crate::lower::Arg::Buffer { buffer, .. }

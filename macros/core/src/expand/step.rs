@@ -493,6 +493,7 @@ pub fn enqueue_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
         &quote!(__schedule),
         &quote!(return ::core::result::Result::Err(__refusal);),
     );
+    let window_checks = super::window::prechecks(pipeline);
     let arms = pipeline.stages.iter().enumerate().map(|(t, stage)| {
         let slots = ref_slots(stage);
         let header = stage_header(pipeline, stage);
@@ -542,6 +543,7 @@ pub fn enqueue_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             // checked before anything is enqueued.
             #checks
             #body_checks
+            #window_checks
             #recorders
             if __mode.forks() {
                 __progress.reset(__origin)?;
@@ -648,6 +650,17 @@ pub(super) fn statement_tokens(
             } else {
                 quote!(&__kernels.#field)
             };
+            if crate::lower::names_window(&pipeline.buffers, args) {
+                return super::window::launch(
+                    pipeline,
+                    stage,
+                    source,
+                    *kernel,
+                    args,
+                    slots,
+                    &kernel_ref,
+                );
+            }
             let checked_args = super::device::is_multi(pipeline).then(|| {
                 let (peers, names) = super::device::launch_arg_devices(pipeline, source, args);
                 quote!(#rt::check_launch_devices(__stream, &__args, &[#(#peers),*], &[#(#names),*])?;)

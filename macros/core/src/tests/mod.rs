@@ -21,6 +21,7 @@ mod parse;
 mod properties;
 mod protocols;
 mod stub;
+mod windows;
 
 use crate::lower::{BufferId, Pipeline, StageId, StreamId};
 use crate::{analyse, ast};
