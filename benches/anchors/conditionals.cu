@@ -61,6 +61,17 @@ __global__ void sub_and_set(cudaGraphConditionalHandle handle, float* value, flo
     cudaGraphSetConditional(handle, *value > tol ? 1u : 0u);
 }
 
+// CUDA 13's cudaGraphAddNode takes the edge data of each dependency (none here).
+static cudaError_t add_node(cudaGraphNode_t* node, cudaGraph_t graph, const cudaGraphNode_t* deps,
+                            size_t ndeps, cudaGraphNodeParams* p)
+{
+#if CUDART_VERSION >= 13000
+    return cudaGraphAddNode(node, graph, deps, nullptr, ndeps, p);
+#else
+    return cudaGraphAddNode(node, graph, deps, ndeps, p);
+#endif
+}
+
 static cudaGraphNode_t kernel(cudaGraph_t graph, const cudaGraphNode_t* deps, size_t ndeps,
                               void* func, void** args)
 {
@@ -71,7 +82,7 @@ static cudaGraphNode_t kernel(cudaGraph_t graph, const cudaGraphNode_t* deps, si
     p.kernel.blockDim = dim3(1, 1, 1);
     p.kernel.kernelParams = args;
     cudaGraphNode_t node;
-    CHECK(cudaGraphAddNode(&node, graph, deps, ndeps, &p));
+    CHECK(add_node(&node, graph, deps, ndeps, &p));
     return node;
 }
 
@@ -95,7 +106,7 @@ static cudaGraphNode_t conditional(cudaGraph_t graph, const cudaGraphNode_t* dep
     p.conditional.type = type;
     p.conditional.size = size;
     cudaGraphNode_t node;
-    CHECK(cudaGraphAddNode(&node, graph, deps, ndeps, &p));
+    CHECK(add_node(&node, graph, deps, ndeps, &p));
     *bodies = p.conditional.phGraph_out;
     return node;
 }
