@@ -527,36 +527,52 @@ fn jacobi_multi_on_two_and_four_ranks_matches_one_rank_and_the_cpu_solver() {
             "-q",
         ]);
         let outcomes = jacobi_multi::run_cpu_ranks(&args, ranks, true).unwrap();
-        assert_eq!(outcomes.len(), ranks);
-        let mut rows = 0;
-        for outcome in &outcomes {
-            assert_eq!(outcome.ranks, ranks);
-            assert!(
-                outcome.report.passed(),
-                "rank {}: {}",
-                outcome.rank,
-                outcome.report
-            );
-            let names: Vec<&str> = outcome
-                .report
-                .checks
-                .iter()
-                .map(|c| c.name.as_str())
-                .collect();
-            for wanted in [
-                "vs the same grid on one rank",
-                "vs a CPU solver",
-                "race detector",
-            ] {
-                assert!(names.iter().any(|n| n.contains(wanted)), "{names:?}");
-            }
-            assert!(outcome.single.is_some());
-            rows += outcome.solved.block.len() / 37;
-        }
-        assert_eq!(rows, 28, "the ranks' blocks cover every interior row once");
-        let residual = outcomes[0].solved.residual;
-        assert!(outcomes.iter().all(|o| o.solved.residual == residual));
+        assert_ranks_match_one_rank(&outcomes, ranks, 37, 28);
     }
+}
+
+/// What every multi-rank run of `jacobi_multi` on simulated ranks must show: `ranks`
+/// outcomes, each passing its checks, among them the comparisons with one rank and the CPU
+/// solver and the race detector; blocks (rows `nx` wide) that cover the `interior` rows once;
+/// one residual on every rank.
+fn assert_ranks_match_one_rank(
+    outcomes: &[jacobi_multi::RankOutcome],
+    ranks: usize,
+    nx: usize,
+    interior: usize,
+) {
+    assert_eq!(outcomes.len(), ranks);
+    let mut rows = 0;
+    for outcome in outcomes {
+        assert_eq!(outcome.ranks, ranks);
+        assert!(
+            outcome.report.passed(),
+            "{ranks} ranks, rank {}: {}",
+            outcome.rank,
+            outcome.report
+        );
+        let names: Vec<&str> = outcome
+            .report
+            .checks
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect();
+        for wanted in [
+            "vs the same grid on one rank",
+            "vs a CPU solver",
+            "race detector",
+        ] {
+            assert!(names.iter().any(|n| n.contains(wanted)), "{names:?}");
+        }
+        assert!(outcome.single.is_some());
+        rows += outcome.solved.block.len() / nx;
+    }
+    assert_eq!(
+        rows, interior,
+        "the ranks' blocks cover every interior row once"
+    );
+    let residual = outcomes[0].solved.residual;
+    assert!(outcomes.iter().all(|o| o.solved.residual == residual));
 }
 
 /// `jacobi_multi --exchange onesided` on 2, 3 and 4 simulated ranks (checked): each rank's
@@ -579,32 +595,7 @@ fn jacobi_multi_onesided_exchange_on_two_three_and_four_ranks_matches_one_rank()
     ]);
     for ranks in [2, 3, 4] {
         let outcomes = jacobi_multi::run_cpu_ranks(&args, ranks, true).unwrap();
-        let mut rows = 0;
-        for outcome in &outcomes {
-            assert!(
-                outcome.report.passed(),
-                "{ranks} ranks, rank {}: {}",
-                outcome.rank,
-                outcome.report
-            );
-            let names: Vec<&str> = outcome
-                .report
-                .checks
-                .iter()
-                .map(|c| c.name.as_str())
-                .collect();
-            for wanted in [
-                "vs the same grid on one rank",
-                "vs a CPU solver",
-                "race detector",
-            ] {
-                assert!(names.iter().any(|n| n.contains(wanted)), "{names:?}");
-            }
-            rows += outcome.solved.block.len() / 37;
-        }
-        assert_eq!(rows, 28, "the ranks' blocks cover every interior row once");
-        let residual = outcomes[0].solved.residual;
-        assert!(outcomes.iter().all(|o| o.solved.residual == residual));
+        assert_ranks_match_one_rank(&outcomes, ranks, 37, 28);
     }
 }
 
