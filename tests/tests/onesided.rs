@@ -11,18 +11,45 @@ use std::time::Duration;
 use gpu_pipeline::{Communicator, Context, Error, Stream, Window};
 use tests::onesided::{self, Omit, Plan};
 
-/// Runs the plan on `size` simulated ranks; each rank's result and its context's races.
-fn on_ranks(size: usize, plan: Plan) -> Vec<(gpu_pipeline::Result<Vec<f32>>, Context)> {
-    let comms = Communicator::cpu_ranks_with_timeout(size, Duration::from_secs(20)).unwrap();
-    let devices = Context::cpu_checked_devices(size);
+/// Runs `rank` on one simulated rank per device of `devices`, each on a thread of its own
+/// with its communicator (deadline `timeout`) and its device: each rank's result and its
+/// context (for its races), in rank order.
+fn each_rank<R: Send>(
+    devices: Vec<Context>,
+    timeout: Duration,
+    rank: impl Fn(&Context, &Communicator) -> R + Sync,
+) -> Vec<(R, Context)> {
+    let comms = Communicator::cpu_ranks_with_timeout(devices.len(), timeout).unwrap();
+    let rank = &rank;
     std::thread::scope(|scope| {
         let handles: Vec<_> = comms
             .into_iter()
             .zip(devices)
-            .map(|(comm, ctx)| scope.spawn(move || (onesided::chain_rank(&ctx, &comm, plan), ctx)))
+            .map(|(comm, ctx)| scope.spawn(move || (rank(&ctx, &comm), ctx)))
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     })
+}
+
+/// The results of `rank` on the ranks of `devices`, without their contexts.
+fn rank_results<R: Send>(
+    devices: Vec<Context>,
+    timeout: Duration,
+    rank: impl Fn(&Context, &Communicator) -> R + Sync,
+) -> Vec<R> {
+    each_rank(devices, timeout, rank)
+        .into_iter()
+        .map(|(result, _)| result)
+        .collect()
+}
+
+/// Runs the plan on `size` simulated ranks; each rank's result and its context's races.
+fn on_ranks(size: usize, plan: Plan) -> Vec<(gpu_pipeline::Result<Vec<f32>>, Context)> {
+    each_rank(
+        Context::cpu_checked_devices(size),
+        Duration::from_secs(20),
+        |ctx, comm| onesided::chain_rank(ctx, comm, plan),
+    )
 }
 
 fn plan(graph: bool) -> Plan {
@@ -111,27 +138,20 @@ fn a_write_no_signal_orders_after_the_neighbours_read_is_a_race() {
 
 #[test]
 fn a_wait_whose_signal_never_comes_is_an_error_at_the_deadline() {
-    let comms = Communicator::cpu_ranks_with_timeout(2, Duration::from_millis(300)).unwrap();
-    let devices = Context::cpu_checked_devices(2);
-    let outcome: Vec<gpu_pipeline::Result<()>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = comms
-            .into_iter()
-            .zip(devices)
-            .map(|(comm, ctx)| {
-                scope.spawn(move || {
-                    let stream = Stream::new(&ctx)?;
-                    let other = 1 - comm.rank();
-                    let window = Window::<f32>::new(&comm, &stream, 4, &[other])?;
-                    // Rank 0 waits for a write rank 1 never signals.
-                    if comm.rank() == 0 {
-                        window.wait_written(&stream, other)?;
-                    }
-                    stream.synchronize()
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
+    let outcome: Vec<gpu_pipeline::Result<()>> = rank_results(
+        Context::cpu_checked_devices(2),
+        Duration::from_millis(300),
+        |ctx, comm| {
+            let stream = Stream::new(ctx)?;
+            let other = 1 - comm.rank();
+            let window = Window::<f32>::new(comm, &stream, 4, &[other])?;
+            // Rank 0 waits for a write rank 1 never signals.
+            if comm.rank() == 0 {
+                window.wait_written(&stream, other)?;
+            }
+            stream.synchronize()
+        },
+    );
     let err = outcome[0].as_ref().unwrap_err().to_string();
     assert!(
         err.contains("never posted") && err.contains("ready of rank 0's window for rank 1"),
@@ -142,29 +162,21 @@ fn a_wait_whose_signal_never_comes_is_an_error_at_the_deadline() {
 
 #[test]
 fn windows_refuse_bad_peers_and_unequal_lengths() {
-    let comms = Communicator::cpu_ranks_with_timeout(2, Duration::from_secs(5)).unwrap();
-    let devices = Context::cpu_devices(2);
-    let errors: Vec<String> = std::thread::scope(|scope| {
-        let handles: Vec<_> = comms
-            .into_iter()
-            .zip(devices)
-            .map(|(comm, ctx)| {
-                scope.spawn(move || {
-                    let stream = Stream::new(&ctx).unwrap();
-                    let me = comm.rank();
-                    let own = Window::<f32>::new(&comm, &stream, 4, &[me]).unwrap_err();
-                    let past = Window::<f32>::new(&comm, &stream, 4, &[2]).unwrap_err();
-                    // Collective: both ranks get here; their lengths differ.
-                    let unequal =
-                        Window::<f32>::new(&comm, &stream, 4 + me, &[1 - me]).unwrap_err();
-                    [own, past, unequal]
-                        .map(|e: Error| e.to_string())
-                        .join("\n")
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
+    let errors: Vec<String> = rank_results(
+        Context::cpu_devices(2),
+        Duration::from_secs(5),
+        |ctx, comm| {
+            let stream = Stream::new(ctx).unwrap();
+            let me = comm.rank();
+            let own = Window::<f32>::new(comm, &stream, 4, &[me]).unwrap_err();
+            let past = Window::<f32>::new(comm, &stream, 4, &[2]).unwrap_err();
+            // Collective: both ranks get here; their lengths differ.
+            let unequal = Window::<f32>::new(comm, &stream, 4 + me, &[1 - me]).unwrap_err();
+            [own, past, unequal]
+                .map(|e: Error| e.to_string())
+                .join("\n")
+        },
+    );
     assert!(
         errors[0].contains("peer 0 is not another rank"),
         "{}",
@@ -184,29 +196,22 @@ fn windows_refuse_bad_peers_and_unequal_lengths() {
 
 #[test]
 fn neighbours_must_list_each_other() {
-    let comms = Communicator::cpu_ranks_with_timeout(3, Duration::from_secs(5)).unwrap();
-    let devices = Context::cpu_devices(3);
-    let errors: Vec<Option<String>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = comms
-            .into_iter()
-            .zip(devices)
-            .map(|(comm, ctx)| {
-                scope.spawn(move || {
-                    let stream = Stream::new(&ctx).unwrap();
-                    // Rank 0 lists rank 2, which lists only rank 1.
-                    let peers: &[usize] = match comm.rank() {
-                        0 => &[2],
-                        1 => &[2],
-                        _ => &[1],
-                    };
-                    Window::<f32>::new(&comm, &stream, 4, peers)
-                        .err()
-                        .map(|e| e.to_string())
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
+    let errors: Vec<Option<String>> = rank_results(
+        Context::cpu_devices(3),
+        Duration::from_secs(5),
+        |ctx, comm| {
+            let stream = Stream::new(ctx).unwrap();
+            // Rank 0 lists rank 2, which lists only rank 1.
+            let peers: &[usize] = match comm.rank() {
+                0 => &[2],
+                1 => &[2],
+                _ => &[1],
+            };
+            Window::<f32>::new(comm, &stream, 4, peers)
+                .err()
+                .map(|e| e.to_string())
+        },
+    );
     // Every rank refuses, so none waits for the others.
     for err in &errors {
         let err = err.as_deref().expect("every rank is refused");
@@ -223,19 +228,12 @@ fn neighbours_must_list_each_other() {
 #[test]
 fn a_pipeline_step_exchanges_through_windows_in_a_call() {
     for size in [2, 3] {
-        let comms = Communicator::cpu_ranks_with_timeout(size, Duration::from_secs(20)).unwrap();
-        let devices = Context::cpu_checked_devices(size);
         let (n, steps) = (8, 5);
-        let results: Vec<_> = std::thread::scope(|scope| {
-            let handles: Vec<_> = comms
-                .into_iter()
-                .zip(devices)
-                .map(|(comm, ctx)| {
-                    scope.spawn(move || (onesided::pipeline_rank(&ctx, &comm, n, steps), ctx))
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().unwrap()).collect()
-        });
+        let results: Vec<_> = each_rank(
+            Context::cpu_checked_devices(size),
+            Duration::from_secs(20),
+            |ctx, comm| onesided::pipeline_rank(ctx, comm, n, steps),
+        );
         for (rank, (seen, ctx)) in results.into_iter().enumerate() {
             let (replayed, eager) = seen.unwrap_or_else(|e| panic!("rank {rank}: {e}"));
             let want = |offset| onesided::pipeline_halos(rank, size, n, offset);
@@ -278,19 +276,12 @@ fn ranks_on_contexts_not_made_together_are_refused() {
 #[test]
 fn a_pipeline_derives_the_window_signals_and_replays_them() {
     for size in [2, 3, 4] {
-        let comms = Communicator::cpu_ranks_with_timeout(size, Duration::from_secs(20)).unwrap();
-        let devices = Context::cpu_checked_devices(size);
         let (n, steps) = (8, 5);
-        let results: Vec<_> = std::thread::scope(|scope| {
-            let handles: Vec<_> = comms
-                .into_iter()
-                .zip(devices)
-                .map(|(comm, ctx)| {
-                    scope.spawn(move || (onesided::ring_rank(&ctx, &comm, n, steps), ctx))
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().unwrap()).collect()
-        });
+        let results: Vec<_> = each_rank(
+            Context::cpu_checked_devices(size),
+            Duration::from_secs(20),
+            |ctx, comm| onesided::ring_rank(ctx, comm, n, steps),
+        );
         for (rank, (seen, ctx)) in results.into_iter().enumerate() {
             let (replayed, eager) = seen.unwrap_or_else(|e| panic!("rank {rank} of {size}: {e}"));
             let want = |offset| onesided::ring_halos(rank, size, n, offset);
@@ -307,22 +298,12 @@ fn a_pipeline_derives_the_window_signals_and_replays_them() {
 #[test]
 fn a_step_that_reads_first_starts_from_the_marked_window() {
     for size in [2, 3] {
-        let comms = Communicator::cpu_ranks_with_timeout(size, Duration::from_secs(20)).unwrap();
-        let devices = Context::cpu_checked_devices(size);
         let (n, steps) = (8, 4);
-        let results: Vec<_> = std::thread::scope(|scope| {
-            let handles: Vec<_> = comms
-                .into_iter()
-                .zip(devices)
-                .map(|(comm, ctx)| {
-                    scope.spawn(move || {
-                        let seen = onesided::ring_read_first_rank(&ctx, &comm, n, steps, true);
-                        (seen, ctx)
-                    })
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().unwrap()).collect()
-        });
+        let results: Vec<_> = each_rank(
+            Context::cpu_checked_devices(size),
+            Duration::from_secs(20),
+            |ctx, comm| onesided::ring_read_first_rank(ctx, comm, n, steps, true),
+        );
         for (rank, (seen, ctx)) in results.into_iter().enumerate() {
             let [first, replayed, eager] =
                 seen.unwrap_or_else(|e| panic!("rank {rank} of {size}: {e}"));
@@ -348,22 +329,15 @@ fn a_step_that_reads_first_starts_from_the_marked_window() {
 /// writes that never come).
 #[test]
 fn a_step_that_reads_an_unmarked_window_first_is_refused() {
-    let comms = Communicator::cpu_ranks_with_timeout(2, Duration::from_secs(5)).unwrap();
-    let devices = Context::cpu_checked_devices(2);
-    let errors: Vec<String> = std::thread::scope(|scope| {
-        let handles: Vec<_> = comms
-            .into_iter()
-            .zip(devices)
-            .map(|(comm, ctx)| {
-                scope.spawn(move || {
-                    onesided::ring_read_first_rank(&ctx, &comm, 4, 2, false)
-                        .unwrap_err()
-                        .to_string()
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
+    let errors: Vec<String> = rank_results(
+        Context::cpu_checked_devices(2),
+        Duration::from_secs(5),
+        |ctx, comm| {
+            onesided::ring_read_first_rank(ctx, comm, 4, 2, false)
+                .unwrap_err()
+                .to_string()
+        },
+    );
     for err in &errors {
         assert!(
             err.contains("reads window `halos` before it writes it")
@@ -389,23 +363,16 @@ fn a_step_that_leaves_a_peer_unwritten_is_refused_before_any_signal() {
             "which is not one of its window peers",
         ),
     ] {
-        let comms = Communicator::cpu_ranks_with_timeout(3, Duration::from_secs(5)).unwrap();
-        let devices = Context::cpu_checked_devices(3);
-        let errors: Vec<String> = std::thread::scope(|scope| {
-            let handles: Vec<_> = comms
-                .into_iter()
-                .zip(devices)
-                .map(|(comm, ctx)| {
-                    scope.spawn(move || {
-                        let ends = targets(comm.rank());
-                        onesided::ring_step_with(&ctx, &comm, 4, ends)
-                            .unwrap_err()
-                            .to_string()
-                    })
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().unwrap()).collect()
-        });
+        let errors: Vec<String> = rank_results(
+            Context::cpu_checked_devices(3),
+            Duration::from_secs(5),
+            |ctx, comm| {
+                let ends = targets(comm.rank());
+                onesided::ring_step_with(ctx, comm, 4, ends)
+                    .unwrap_err()
+                    .to_string()
+            },
+        );
         for err in &errors {
             assert!(
                 err.contains("RingStep") && err.contains("window `halos`") && err.contains(wanted),
