@@ -13,19 +13,22 @@
 //!
 //! ```text
 //! side:               reduce: all_reduce(sum) norm -> total   (the previous step's residual)
-//! halo (high prio):   edges a->b ─ exchange b ─────────────┐   edges b->a ─ exchange a ─┐
-//! compute (origin):   bulk a->b ──────────────────────────┴─▶ bulk b->a ─────────────────┴─▶
+//! halo (high prio):   edges a->b ─ exchange b ─┐ ┌▶ edges b->a ─ exchange a ─┐
+//! compute (origin):   mid a->b ────────────────┴─┴▶ mid b->a ──────────────────┴─▶
 //! ```
 //!
-//! `edges` computes the block's first and last rows, `exchange` sends them to the neighbours
-//! and receives their rows into the halos (one NCCL group), while `bulk` computes every other
-//! row and the residual of the whole block. A rank's block is five buffers per grid (`halo_top`,
-//! `top`, `mid`, `bot`, `halo_bot`), so the ordering the macro derives from whole buffers lets
-//! the exchange and the bulk run at once (`concurrent(...)` claims it, and the macro checks
-//! the claim). The residual of a step (its second iteration's) is reduced at the start of the
-//! next one, on its own stream, and zeroed there, so the reduction's latency hides behind the
-//! first iteration (as the "delayed norm" of NVIDIA's `multi_threaded_p2p_opt` does); the
-//! last step's is reduced after the replays by a one-statement pipeline.
+//! `edges` computes the block's first and last rows (one kernel, both rows), `exchange` sends
+//! them to the neighbours and receives their rows into the halos (one NCCL group), while `mid`
+//! computes every row between them. Each kernel adds its rows' residual to its own element of
+//! the step's residual (the two run at once). A rank's block is five buffers per grid
+//! (`halo_top`, `top`, `mid`, `bot`, `halo_bot`), so the ordering the macro derives lets the
+//! exchange and the mid rows run at once (`concurrent(...)` claims it, and the macro checks the
+//! claim), and the next iteration's mid rows wait only for this one's rows, never for the
+//! exchange: only the next edge rows read the halos it receives. The residual of a step (its
+//! second iteration's) is reduced at the start of the next one, on its own stream, and zeroed
+//! there, so the reduction's latency hides behind the first iteration (as the "delayed norm"
+//! of NVIDIA's `multi_threaded_p2p_opt` does); the last step's is reduced after the replays by
+//! a one-statement pipeline.
 //!
 //! Processes: on GPUs one process per rank, started by `gpu-pipeline-launch -n N -- ...`
 //! (or `mpirun`, `srun`); on the CPU backend `--ranks N` threads, each with its own context,
@@ -60,13 +63,14 @@ gpu_pipeline! {
     pub pipeline JacobiStep {
         streams { compute, halo(priority = high), side }
         unsafe kernels jacobi = ptx(include_str!("../../kernels/jacobi_multi.ptx")) {
-            fn jacobi_edge(nx: u32, above: &[f32; unbounded], above_row: u32, center: &[f32; unbounded],
-                           below: &[f32; unbounded], below_row: u32, out: &mut [f32; unbounded])
-                cpu = crate::jacobi_multi::host::jacobi_edge;
-            fn jacobi_bulk(nx: u32, rows: u32, halo_top: &[f32; unbounded], top: &[f32; unbounded],
-                           mid: &[f32; unbounded], bot: &[f32; unbounded], halo_bot: &[f32; unbounded], out: &mut [f32; unbounded],
-                           norm: &mut [f32; unbounded])
-                cpu = crate::jacobi_multi::host::jacobi_bulk;
+            fn jacobi_edges(nx: u32, rows: u32, halo_top: &[f32; nx], top: &[f32; nx],
+                            mid: &[f32; nx * rows], bot: &[f32; nx], halo_bot: &[f32; nx],
+                            out_top: &mut [f32; nx], out_bot: &mut [f32; nx],
+                            norm: &mut [f32; 1])
+                cpu = crate::jacobi_multi::host::jacobi_edges;
+            fn jacobi_mid(nx: u32, rows: u32, top: &[f32; nx], mid: &[f32; nx * rows],
+                          bot: &[f32; nx], out: &mut [f32; nx * rows], norm: &mut [f32; 1])
+                cpu = crate::jacobi_multi::host::jacobi_mid;
         }
         params {
             comm: &Communicator,
@@ -87,18 +91,18 @@ gpu_pipeline! {
             norm: &mut DeviceBuffer<f32>,
             total: &mut DeviceBuffer<f32>,
         }
-        // Every iteration computes its residual, as NVIDIA's Jacobi does; the first one's is
-        // summed into `first_norm` and not reduced (only the step's last residual is).
-        scratch { first_norm: DeviceBuffer<f32> = 1 }
+        // Every iteration computes its residual, as NVIDIA's Jacobi does, the mid rows' into
+        // element 0 and the edge rows' into element 1 (the two kernels run at once); the first
+        // iteration's go to `first_norm` and are not reduced (only the step's last residual is).
+        scratch { first_norm: DeviceBuffer<f32> = 2 }
         stage reduce on side {
             all_reduce(sum) norm -> total;
             fill norm = 0.0;
         }
         stage edges_ab on halo {
-            launch jacobi::jacobi_edge(nx, a_halo_top, 0, a_top, a_mid, 0, b_top)
-                grid (nx - 2).div_ceil(256) block 256;
-            launch jacobi::jacobi_edge(nx, a_mid, rows - 1, a_bot, a_halo_bot, 0, b_bot)
-                grid (nx - 2).div_ceil(256) block 256;
+            launch jacobi::jacobi_edges(nx, rows, a_halo_top, a_top, a_mid, a_bot, a_halo_bot,
+                                        b_top, b_bot, first_norm[1..2])
+                grid ((nx - 2).div_ceil(256), 2u32) block (256u32, 1u32);
         }
         stage exchange_b on halo {
             recv b_halo_top from up;
@@ -107,16 +111,13 @@ gpu_pipeline! {
             send b_top to up;
         }
         stage bulk_ab on compute {
-            fill first_norm = 0.0;
-            launch jacobi::jacobi_bulk(nx, rows, a_halo_top, a_top, a_mid, a_bot, a_halo_bot,
-                                       b_mid, first_norm)
-                grid ((nx - 2).div_ceil(32), (rows + 2).div_ceil(32)) block (32u32, 32u32);
+            launch jacobi::jacobi_mid(nx, rows, a_top, a_mid, a_bot, b_mid, first_norm[0..1])
+                grid ((nx - 2).div_ceil(32), rows.div_ceil(32)) block (32u32, 32u32);
         }
         stage edges_ba on halo {
-            launch jacobi::jacobi_edge(nx, b_halo_top, 0, b_top, b_mid, 0, a_top)
-                grid (nx - 2).div_ceil(256) block 256;
-            launch jacobi::jacobi_edge(nx, b_mid, rows - 1, b_bot, b_halo_bot, 0, a_bot)
-                grid (nx - 2).div_ceil(256) block 256;
+            launch jacobi::jacobi_edges(nx, rows, b_halo_top, b_top, b_mid, b_bot, b_halo_bot,
+                                        a_top, a_bot, norm[1..2])
+                grid ((nx - 2).div_ceil(256), 2u32) block (256u32, 1u32);
         }
         stage exchange_a on halo {
             recv a_halo_top from up;
@@ -125,12 +126,15 @@ gpu_pipeline! {
             send a_top to up;
         }
         stage bulk_ba on compute {
-            launch jacobi::jacobi_bulk(nx, rows, b_halo_top, b_top, b_mid, b_bot, b_halo_bot,
-                                       a_mid, norm)
-                grid ((nx - 2).div_ceil(32), (rows + 2).div_ceil(32)) block (32u32, 32u32);
+            launch jacobi::jacobi_mid(nx, rows, b_top, b_mid, b_bot, a_mid, norm[0..1])
+                grid ((nx - 2).div_ceil(32), rows.div_ceil(32)) block (32u32, 32u32);
+            // The next step's first iteration adds into `first_norm`: zeroed here, at the end
+            // of this step, off the first iteration's path (its value is never read).
+            fill first_norm = 0.0;
         }
         concurrent(reduce, edges_ab, bulk_ab);
         concurrent(exchange_b, bulk_ab);
+        concurrent(edges_ba, bulk_ba);
         concurrent(exchange_a, bulk_ba);
     }
 }
@@ -450,8 +454,8 @@ pub fn solve(
     let (first, chunk) = decompose(ny, size, rank);
     let rows = u32::try_from(chunk - 2)?;
     let stream = Stream::non_blocking(ctx)?;
-    let mut norm = DeviceBuffer::<f32>::zeros(&stream, 1)?.named("norm");
-    let mut total = DeviceBuffer::<f32>::zeros(&stream, 1)?.named("total");
+    let mut norm = DeviceBuffer::<f32>::zeros(&stream, RESIDUAL_PARTS)?.named("norm");
+    let mut total = DeviceBuffer::<f32>::zeros(&stream, RESIDUAL_PARTS)?.named("total");
     let mut pipeline = JacobiStep::new(ctx)?;
     pipeline.set_fault_tracking(args.track_faults);
 
@@ -514,7 +518,7 @@ pub fn solve(
     bar.finish_and_clear();
     drop(graph);
 
-    let delayed = total.to_vec(&stream)?[0];
+    let delayed = total.to_vec(&stream)?.iter().sum::<f32>();
     let mut residual = Residual::new(ctx)?;
     residual
         .run(ResidualParams {
@@ -523,7 +527,7 @@ pub fn solve(
             total: &mut total,
         })?
         .wait()?;
-    let last = total.to_vec(&stream)?[0];
+    let last = total.to_vec(&stream)?.iter().sum::<f32>();
     Ok(Solved {
         block: a.interior(&stream)?,
         first_row: first,
@@ -533,6 +537,10 @@ pub fn solve(
         iterations: args.iterations,
     })
 }
+
+/// The elements of the step's residual: the mid rows' and the edge rows', summed on the host
+/// after the reduction over the ranks.
+pub const RESIDUAL_PARTS: usize = 2;
 
 /// The width of the warm-up grid (or the real one's, if narrower).
 pub const WARM_UP_NX: u32 = 64;
@@ -750,8 +758,8 @@ pub fn run_rank(
             Grid::upload(&stream, &init, args.nx as usize, "a")?,
             Grid::upload(&stream, &init, args.nx as usize, "b")?,
         );
-        let mut norm = DeviceBuffer::<f32>::zeros(&stream, 1)?;
-        let mut total = DeviceBuffer::<f32>::zeros(&stream, 1)?;
+        let mut norm = DeviceBuffer::<f32>::zeros(&stream, RESIDUAL_PARTS)?;
+        let mut total = DeviceBuffer::<f32>::zeros(&stream, RESIDUAL_PARTS)?;
         stream.synchronize()?;
         let mut pipeline = JacobiStep::new(ctx)?;
         let rows = u32::try_from(chunk - 2)?;
@@ -1133,24 +1141,13 @@ mod tests {
         // One rank: block rows 1..=10, halos rows 0 and 11.
         let mut a = init.clone();
         let mut b = init.clone();
+        let mut residual = 0.0f32;
         for _ in 0..6 {
             let (src, dst) = (&a, &mut b);
             let rows = 8u32;
-            let mut top = dst[w..2 * w].to_vec();
-            host::jacobi_edge(nx, &src[..w], 0, &src[w..2 * w], &src[2 * w..], 0, &mut top);
-            let mut bot = dst[10 * w..11 * w].to_vec();
-            host::jacobi_edge(
-                nx,
-                &src[2 * w..10 * w],
-                rows - 1,
-                &src[10 * w..11 * w],
-                &src[11 * w..],
-                0,
-                &mut bot,
-            );
-            let mut mid = dst[2 * w..10 * w].to_vec();
-            let mut norm = [0.0f32];
-            host::jacobi_bulk(
+            let (mut top, mut bot) = (dst[w..2 * w].to_vec(), dst[10 * w..11 * w].to_vec());
+            let mut norm = [0.0f32; RESIDUAL_PARTS];
+            host::jacobi_edges(
                 nx,
                 rows,
                 &src[..w],
@@ -1158,9 +1155,21 @@ mod tests {
                 &src[2 * w..10 * w],
                 &src[10 * w..11 * w],
                 &src[11 * w..],
-                &mut mid,
-                &mut norm,
+                &mut top,
+                &mut bot,
+                &mut norm[1..],
             );
+            let mut mid = dst[2 * w..10 * w].to_vec();
+            host::jacobi_mid(
+                nx,
+                rows,
+                &src[w..2 * w],
+                &src[2 * w..10 * w],
+                &src[10 * w..11 * w],
+                &mut mid,
+                &mut norm[..1],
+            );
+            residual = norm.iter().sum();
             dst[w..2 * w].copy_from_slice(&top);
             dst[2 * w..10 * w].copy_from_slice(&mid);
             dst[10 * w..11 * w].copy_from_slice(&bot);
@@ -1170,7 +1179,9 @@ mod tests {
             dst[11 * w..].copy_from_slice(&first);
             std::mem::swap(&mut a, &mut b);
         }
-        let (want, _) = reference(nx, ny, 6);
+        let (want, want_residual) = reference(nx, ny, 6);
+        let relative = (f64::from(residual).sqrt() - want_residual).abs() / want_residual;
+        assert!(relative < 1e-5, "residual {residual} vs {want_residual}^2");
         let got: Vec<f32> = a[w..11 * w].to_vec();
         for (k, (g, w_)) in got.iter().zip(&want).enumerate() {
             assert_eq!(g.to_bits(), w_.to_bits(), "cell {k}: {g} vs {w_}");
