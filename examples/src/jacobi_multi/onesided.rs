@@ -10,7 +10,7 @@
 //! ```text
 //! a -> b:  wait until the neighbours read what this rank stored into their b halos
 //!          wait until the neighbours stored into this rank's a halos
-//!          jacobi_window a -> b, edge rows into the neighbours' b halos, residual into norm[0]
+//!          jacobi_peer a -> b, edge rows into the neighbours' b halos, residual into norm[0]
 //!          signal written(b) to the neighbours; signal read(a) to the neighbours
 //! b -> a:  the same with a and b exchanged, residual into norm[1]
 //! ```
@@ -37,12 +37,14 @@ gpu_pipeline! {
     /// computes the block and its residual.
     pub pipeline OnesidedStep {
         streams { main(non_blocking) }
-        unsafe kernels k = ptx(include_str!("../../kernels/jacobi_onesided.ptx")) {
-            fn jacobi_window(nx: u32, rows: u32, halo_top: &[f32; nx], block: &[f32; nx * rows],
-                             halo_bot: &[f32; nx], out: &mut [f32; nx * rows],
-                             to_up: &mut [f32; nx], to_down: &mut [f32; nx],
-                             norm: &mut [f32; 1])
-                cpu = crate::jacobi_multi::onesided::jacobi_window_on_cpu;
+        // The kernel of the one-process `peer` step: it stores its edge rows wherever `to_up`
+        // and `to_down` point, here into the neighbours' windows.
+        unsafe kernels k = ptx(include_str!("../../kernels/jacobi_multi.ptx")) {
+            fn jacobi_peer(nx: u32, rows: u32, halo_top: &[f32; nx], block: &[f32; nx * rows],
+                           halo_bot: &[f32; nx], out: &mut [f32; nx * rows],
+                           to_up: &mut [f32; nx], to_down: &mut [f32; nx],
+                           norm: &mut [f32; 1])
+                cpu = crate::jacobi_multi::host::jacobi_peer;
         }
         params {
             nx: u32,
@@ -58,65 +60,18 @@ gpu_pipeline! {
         stage a_to_b on main {
             fill norm = 0.0f32;
             // My first row goes to `up`'s bottom halo, my last to `down`'s top halo.
-            launch k::jacobi_window(nx, rows, a_halos[..nx], a, a_halos[nx..2 * nx], b,
-                                    b_halos[nx..2 * nx] on rank up, b_halos[..nx] on rank down,
-                                    norm[0..1])
-                grid (nx.div_ceil(32), rows.div_ceil(32)) block (32u32, 32u32);
+            launch k::jacobi_peer(nx, rows, a_halos[..nx], a, a_halos[nx..2 * nx], b,
+                                  b_halos[nx..2 * nx] on rank up, b_halos[..nx] on rank down,
+                                  norm[0..1])
+                grid ((nx - 2).div_ceil(32), rows.div_ceil(32)) block (32u32, 32u32);
         }
         stage b_to_a on main {
-            launch k::jacobi_window(nx, rows, b_halos[..nx], b, b_halos[nx..2 * nx], a,
-                                    a_halos[nx..2 * nx] on rank up, a_halos[..nx] on rank down,
-                                    norm[1..2])
-                grid (nx.div_ceil(32), rows.div_ceil(32)) block (32u32, 32u32);
+            launch k::jacobi_peer(nx, rows, b_halos[..nx], b, b_halos[nx..2 * nx], a,
+                                  a_halos[nx..2 * nx] on rank up, a_halos[..nx] on rank down,
+                                  norm[1..2])
+                grid ((nx - 2).div_ceil(32), rows.div_ceil(32)) block (32u32, 32u32);
         }
     }
-}
-
-/// What `jacobi_window` computes, on the CPU backend: every row of `block` into `out` (its
-/// halos above the first row and below the last), the first row also into `to_up` and the last
-/// into `to_down`, the squared residual added to `norm[0]`; columns 0 and nx - 1 untouched.
-/// The same operations in the same order as the kernel (no fused multiply-add), so each
-/// cell's value is the kernel's bit for bit.
-#[allow(clippy::too_many_arguments)]
-pub fn jacobi_window_on_cpu(
-    nx: u32,
-    rows: u32,
-    halo_top: &[f32],
-    block: &[f32],
-    halo_bot: &[f32],
-    out: &mut [f32],
-    to_up: &mut [f32],
-    to_down: &mut [f32],
-    norm: &mut [f32],
-) {
-    let (w, rows) = (nx as usize, rows as usize);
-    let mut residual = 0.0f32;
-    for r in 0..rows {
-        let center = &block[r * w..(r + 1) * w];
-        let up = if r == 0 {
-            halo_top
-        } else {
-            &block[(r - 1) * w..r * w]
-        };
-        let down = if r + 1 == rows {
-            halo_bot
-        } else {
-            &block[(r + 1) * w..(r + 2) * w]
-        };
-        for x in 1..w.saturating_sub(1) {
-            let value = 0.25 * (((center[x + 1] + center[x - 1]) + down[x]) + up[x]);
-            out[r * w + x] = value;
-            if r == 0 {
-                to_up[x] = value;
-            }
-            if r + 1 == rows {
-                to_down[x] = value;
-            }
-            let diff = value - center[x];
-            residual += diff * diff;
-        }
-    }
-    norm[0] += residual;
 }
 
 /// The distinct neighbours of `rank` of `size` (periodic): up, then down when it differs.
