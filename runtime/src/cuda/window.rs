@@ -305,8 +305,49 @@ pub(crate) enum SignalOp<'a> {
     },
 }
 
+impl SignalOp<'_> {
+    /// The driver's encoding of the operation, for a batch.
+    fn encode(&self) -> sys::CUstreamBatchMemOpParams {
+        let (operation, memory, offset, value, flags) = match *self {
+            SignalOp::Write {
+                memory,
+                offset,
+                value,
+            } => (
+                sys::CU_STREAM_MEM_OP_WRITE_VALUE_32,
+                memory,
+                offset,
+                value,
+                sys::CU_STREAM_WRITE_VALUE_DEFAULT,
+            ),
+            SignalOp::WaitEq {
+                memory,
+                offset,
+                value,
+            } => (
+                sys::CU_STREAM_MEM_OP_WAIT_VALUE_32,
+                memory,
+                offset,
+                value,
+                sys::CU_STREAM_WAIT_VALUE_EQ,
+            ),
+        };
+        sys::CUstreamBatchMemOpParams {
+            waitValue: sys::CUstreamMemOpValueParams {
+                operation,
+                address: memory.ptr() + offset as u64,
+                value64: u64::from(value),
+                flags,
+                alias: 0,
+            },
+        }
+    }
+}
+
 impl Stream {
-    /// Enqueues `ops` in order, each its own driver call (captured as one mem-op node each).
+    /// Enqueues `ops` in order: one driver call for a single operation, one batch
+    /// (`cuStreamBatchMemOp`, captured as one batch mem-op node) for several, which the
+    /// driver performs in array order, each wait holding back the operations after it.
     /// The memory is noted as used here and kept alive by a capture.
     pub(crate) fn signal_ops(&self, ops: &[SignalOp<'_>]) -> Result<()> {
         for op in ops {
@@ -330,6 +371,19 @@ impl Stream {
             }
         }
         let d = self.bind()?;
+        if ops.len() > 1 {
+            let mut params: Vec<sys::CUstreamBatchMemOpParams> =
+                ops.iter().map(SignalOp::encode).collect();
+            let count = u32::try_from(params.len()).map_err(|_| {
+                Error::invalid("Window signal", "more than u32::MAX signal operations")
+            })?;
+            // SAFETY: a live stream; `params` holds `count` initialised operations on aligned
+            // words within live device memory of the stream's context (checked above), kept
+            // alive past the operations (their free synchronizes the context; a capture keeps
+            // them); the driver reads the array during the call; flags must be 0.
+            let code = unsafe { (d.cuStreamBatchMemOp)(self.raw(), count, params.as_mut_ptr(), 0) };
+            return check("cuStreamBatchMemOp", code);
+        }
         for op in ops {
             // Each call: a live stream and an aligned word within live device memory of its
             // context (checked above), kept alive past the operation (its free synchronizes

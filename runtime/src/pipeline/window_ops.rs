@@ -231,34 +231,27 @@ pub fn window_before<T: Pod>(
     marked_as_used(pipeline, name, window, (reads, first))?;
     if !ranks.is_empty() {
         covers_peers(pipeline, name, window, ranks)?;
-        let ranks = distinct(ranks);
-        for &r in &ranks {
-            window.wait_read(stream, r)?;
-        }
+        window.wait_read_all(stream, &distinct(ranks))?;
     }
     if reads {
-        for p in window.peers() {
-            window.wait_written(stream, p)?;
-        }
+        window.wait_written_all(stream, &window.peers())?;
     }
     Ok(())
 }
 
 /// The signals after the launch [`window_before`] preceded: tell each neighbour written into
-/// that its window is written, and (reading) every neighbour that this rank has read.
+/// that its window is written, and (reading) every neighbour that this rank has read. On CUDA
+/// each of the two is one batch of memory operations (one node in a captured step), as each
+/// wait of [`window_before`] is.
 pub fn window_after<T: Pod>(
     stream: &Stream,
     window: &Window<T>,
     reads: bool,
     ranks: &[usize],
 ) -> Result<()> {
-    for r in distinct(ranks) {
-        window.signal_written(stream, r)?;
-    }
+    window.signal_written_all(stream, &distinct(ranks))?;
     if reads {
-        for p in window.peers() {
-            window.signal_read(stream, p)?;
-        }
+        window.signal_read_all(stream, &window.peers())?;
     }
     Ok(())
 }
