@@ -21,7 +21,8 @@
 #   ITERATIONS  iterations per run (default: 1000)
 #   RUNS        runs per cell, alternating ours and the anchor (default: 5)
 #   EXCHANGES   jacobi_multi's halo exchanges to time, each a row (default: "nccl peer onesided";
-#               onesided on 1 GPU runs the nccl step, there being no neighbour)
+#               onesided has no row on 1 GPU, where it would run the nccl step, there being no
+#               neighbour: its efficiency is taken against the nccl row's 1-GPU time)
 #   RAW         a file to append every single run to, one CSV line each (optional)
 #
 # NCCL_NVLS_ENABLE=0 is set for every run (NVLink multicast must stay off on these machines).
@@ -128,6 +129,7 @@ for size in $SIZES; do
     anchor_times=() anchor_ones=()
     for ((run = 1; run <= RUNS; run++)); do
       for exchange in $EXCHANGES; do
+        [ "$exchange" = onesided ] && [ "$n" -eq 1 ] && continue
         if t=$(ours "$n" "$size" "$exchange"); then
           times[$exchange]="${times[$exchange]:-} $t"
           [ -n "${RAW:-}" ] && echo "ours,$exchange,$size,$n,$run,$t" >> "$RAW"
@@ -151,11 +153,13 @@ for size in $SIZES; do
       aeff=$(awk -v a="$aone" -v b="$at" -v n="$n" 'BEGIN { printf "%.1f%%", 100 * a / (n * b) }')
     fi
     for exchange in $EXCHANGES; do
+      [ "$exchange" = onesided ] && [ "$n" -eq 1 ] && continue
       # shellcheck disable=SC2086
       [ -n "${times[$exchange]:-}" ] || { printf "| %s^2 | %s | %s | failed | | | | | | |\n" "$size" "$n" "$exchange"; continue; }
       # shellcheck disable=SC2086
       read -r t spread < <(stats ${times[$exchange]})
       [ "$n" -eq 1 ] && one[$exchange]=$t
+      [ "$n" -eq 1 ] && [ "$exchange" = nccl ] && one[onesided]=$t
       eff="n/a"
       [ -n "${one[$exchange]:-}" ] && eff=$(awk -v a="${one[$exchange]}" -v b="$t" -v n="$n" 'BEGIN { printf "%.1f%%", 100 * a / (n * b) }')
       ratio="n/a"
