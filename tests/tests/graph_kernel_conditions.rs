@@ -463,6 +463,59 @@ fn kernel_set_loop_states_follow_every_launch(ctx: &Context) {
     }
 }
 
+/// A ping-pong loop (maximum 4) launched again and again from new starts, with and without
+/// the test before its first iteration: after every launch its state holds that launch's
+/// count (also when it repeats the last one, or is 0) and its mark when it stopped at its
+/// maximum, which the check clears; `a` holds the result of every run that ended by itself.
+fn ping_pong_states_follow_every_launch(ctx: &Context) {
+    let k = kernels(ctx);
+    let stream = Stream::new(ctx).unwrap();
+    for first_test in [true, false] {
+        let mut a = DeviceBuffer::from_slice(&stream, &[1u32]).unwrap();
+        let mut b = DeviceBuffer::from_slice(&stream, &[0u32]).unwrap();
+        let mut r = DeviceBuffer::from_slice(&stream, &[1u32]).unwrap();
+        let mut graph = Graph::new(ctx).unwrap();
+        let looping = graph
+            .add_ping_pong_while_node(
+                &[],
+                Condition::compare(&r, Comparison::Greater, 0u32).named("r > 0"),
+                first_test,
+                4,
+                |n, body| {
+                    match n {
+                        0 => body.add_kernel_node(&[], &k.step, one(), (&a, &mut b, &mut r))?,
+                        1 => body.add_kernel_node(&[], &k.step, one(), (&b, &mut a, &mut r))?,
+                        _ => return body.add_copy_dtod_node(&[], &b, &mut a).map(drop),
+                    };
+                    Ok(())
+                },
+            )
+            .unwrap();
+        let exec = graph.instantiate().unwrap();
+        // A do-while from 0 would wrap `r` below 0: its starts are at least 1.
+        let starts: &[u32] = if first_test {
+            &[3, 3, 0, 0, 10, 10, 2, 4, 4, 0]
+        } else {
+            &[3, 3, 1, 1, 10, 10, 2, 4, 4, 1]
+        };
+        for &start in starts {
+            let staged = PinnedBuffer::from_slice(ctx, &[start]).unwrap();
+            stream.copy_htod(&staged, &mut a).unwrap();
+            stream.copy_htod(&staged, &mut r).unwrap();
+            exec.launch(&stream).unwrap();
+            stream.synchronize().unwrap();
+            let state = looping.state();
+            let at = format!("from {start}, first test {first_test}");
+            assert_eq!(state.iterations(), start.min(4), "{at}");
+            assert_eq!(state.check().is_err(), start > 4, "{at}");
+            assert!(!state.hit_limit(), "{at}: the check clears the mark");
+            if start <= 4 {
+                assert_eq!(read(&stream, &a), 0, "{at}");
+            }
+        }
+    }
+}
+
 tests::on_both_backends! {
     ping_pong_alternates_and_puts_the_result_back,
     do_while_counts_down,
@@ -473,4 +526,5 @@ tests::on_both_backends! {
     misuse_is_refused,
     eager_handle_writes_its_word,
     kernel_set_loop_states_follow_every_launch,
+    ping_pong_states_follow_every_launch,
 }
