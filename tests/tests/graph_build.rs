@@ -505,9 +505,11 @@ fn decide_and_loop(
     holds: Vec<bool>,
     what: &str,
 ) {
+    let k = kernels(ctx);
+    let single = LaunchConfig::new(1u32, 1u32);
     let n = conditions.len();
-    let mut then = DeviceBuffer::<u32>::zeros(stream, n).unwrap();
-    let mut other = DeviceBuffer::<u32>::zeros(stream, n).unwrap();
+    let mut then = DeviceBuffer::<f32>::zeros(stream, n).unwrap();
+    let mut other = DeviceBuffer::<f32>::zeros(stream, n).unwrap();
     stream.synchronize().unwrap();
     let mut graph = Graph::new(ctx).unwrap();
     let mut loops: Vec<(LoopState, LoopState)> = Vec::new();
@@ -517,11 +519,13 @@ fn decide_and_loop(
                 &[],
                 condition.clone(),
                 |b| {
-                    b.add_memset_u32_node(&[], &mut then.slice_mut(i..i + 1)?, 1)
+                    let mut at = then.slice_mut(i..i + 1)?;
+                    b.add_kernel_node(&[], &k.add, single, (1u32, 1.0f32, &mut at))
                         .map(drop)
                 },
                 |b| {
-                    b.add_memset_u32_node(&[], &mut other.slice_mut(i..i + 1)?, 1)
+                    let mut at = other.slice_mut(i..i + 1)?;
+                    b.add_kernel_node(&[], &k.add, single, (1u32, 1.0f32, &mut at))
                         .map(drop)
                 },
             )
@@ -541,11 +545,8 @@ fn decide_and_loop(
     let other = other.to_vec(stream).unwrap();
     for (i, holds) in holds.into_iter().enumerate() {
         let at = format!("{what}, value {i}");
-        assert_eq!(
-            (then[i], other[i]),
-            (u32::from(holds), u32::from(!holds)),
-            "{at}"
-        );
+        let taken = (f32::from(u8::from(holds)), f32::from(u8::from(!holds)));
+        assert_eq!((then[i], other[i]), taken, "{at}");
         let (looping, once) = &loops[i];
         let expected = if holds { (3, true) } else { (0, false) };
         assert_eq!(
