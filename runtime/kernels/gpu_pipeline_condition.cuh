@@ -14,8 +14,15 @@
 // (`cudaGraphSetConditional`) and, for a loop, counts its iterations and stops it after its
 // `max` with the condition still holding, marking the loop's state word so that the host
 // reports `Error::IterationLimit`; in an eager step (no graph, `handle` 0) it only writes the
-// value to `word[0]`, which the host reads back. `word[0]` is written in a graph too (drivers
-// before CUDA 12.8 decide an `else` or a switch from it).
+// value to `word[0]`, which the host reads back. An `if`'s or a switch's value goes to
+// `word[0]` in a graph too (drivers before CUDA 12.8 decide an `else` or a switch from it); a
+// loop's does not (nothing reads it).
+//
+// The words: `word[0]` the value; `word[1]` a loop's iterations so far; `word[2]` the count
+// last written to the state word (host memory, which costs a trip across the bus to write:
+// the count is written when it differs from the last one written, the limit's mark whenever a
+// run stops at its maximum). A loop's test loads `word[1]` and `word[2]` together, and stores
+// nothing before them.
 //
 // The layout matches `ConditionBytes` in runtime/src/graph/kernel_set.rs (32 bytes, 8-aligned).
 // runtime/kernels/conditions.cu is the library's own condition kernel, for conditions written
@@ -27,7 +34,8 @@
 
 struct gp_condition {
     unsigned long long handle;   // the conditional node's handle; 0 in an eager step
-    unsigned int* word;          // word[0]: the value last set; word[1]: iterations so far
+    unsigned int* word;          // word[0]: the value last set; word[1]: iterations so far;
+                                 // word[2]: the count last written to `state`
     unsigned int* state;         // a loop's state word (host-mapped), or null
     unsigned int max_iterations; // a loop's maximum
     unsigned int flags;          // bit 0: the test before a loop's first iteration; bit 1: a loop
@@ -37,20 +45,33 @@ extern "C" __device__ void cudaGraphSetConditional(unsigned long long handle, un
 
 __device__ __forceinline__ void gp_set_condition(gp_condition c, unsigned int value)
 {
-    c.word[0] = value;
-    if (c.handle == 0ull) {
+    if (c.handle == 0ull || !(c.flags & 2u)) {
+        c.word[0] = value;
+        if (c.handle != 0ull) {
+            cudaGraphSetConditional(c.handle, value);
+        }
         return;
     }
-    if (c.flags & 2u) {
-        unsigned int done = (c.flags & 1u) ? 0u : c.word[1] + 1u;
-        bool limit = value != 0u && done >= c.max_iterations;
-        if (limit) {
-            value = 0u;
+    unsigned int running = 0u;
+    unsigned int written = 0u;
+    if (!(c.flags & 1u)) {
+        running = c.word[1];
+        written = c.word[2];
+    }
+    unsigned int done = (c.flags & 1u) ? 0u : running + 1u;
+    bool limit = value != 0u && done >= c.max_iterations;
+    if (limit) {
+        value = 0u;
+    }
+    c.word[1] = value ? done : 0u;
+    if (!value && c.state != 0) {
+        if (c.flags & 1u) {
+            written = c.word[2];
         }
-        c.word[1] = value ? done : 0u;
-        if (!value && c.state != 0) {
+        if (limit || written != done) {
             volatile unsigned int* words = c.state;
             words[0] = done;
+            c.word[2] = done;
             if (limit) {
                 words[1] = 1u;
             }

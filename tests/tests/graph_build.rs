@@ -6,8 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use gpu_pipeline::{
-    Comparison, Condition, Context, CpuKernel, DeviceBuffer, Error, Event, FlagCell, Graph,
-    GraphNodeType, LaunchConfig, Module, PinnedBuffer, Stream, TypedKernel,
+    Comparison, Condition, ConditionValue, Context, CpuKernel, DeviceBuffer, Error, Event,
+    FlagCell, Graph, GraphNodeType, LaunchConfig, LoopState, Module, PinnedBuffer, Stream,
+    TypedKernel,
 };
 
 const PTX: &str = include_str!("../../runtime/kernels/test_kernels.ptx");
@@ -456,6 +457,199 @@ fn clones_run_on_their_own(ctx: &Context) {
     assert_eq!(data.to_vec(&stream).unwrap(), vec![3.0; 2]);
 }
 
+/// Every comparison.
+const COMPARISONS: [Comparison; 6] = [
+    Comparison::Greater,
+    Comparison::GreaterOrEqual,
+    Comparison::Less,
+    Comparison::LessOrEqual,
+    Comparison::Equal,
+    Comparison::NotEqual,
+];
+
+/// `values` against `threshold` with every comparison, each value in an `if`/`else`, a `while`
+/// and a `do ... while` whose bodies leave it alone (on CUDA, each comparison and type has its
+/// own condition kernel): the branch taken, and each loop's count and mark, are what the
+/// comparison gives on the host (a loop that holds runs into its maximum of 3; a do-while that
+/// does not runs once).
+fn decide_each_value<T: ConditionValue + PartialOrd + std::fmt::Debug>(
+    ctx: &Context,
+    stream: &Stream,
+    values: &[T],
+    threshold: T,
+) {
+    for comparison in COMPARISONS {
+        let inputs: Vec<DeviceBuffer<T>> = values
+            .iter()
+            .map(|v| DeviceBuffer::from_slice(stream, &[*v]).unwrap())
+            .collect();
+        let conditions = inputs
+            .iter()
+            .map(|input| Condition::compare(input, comparison, threshold))
+            .collect();
+        let holds = values
+            .iter()
+            .map(|v| comparison.holds(*v, threshold))
+            .collect();
+        let what = format!("{comparison:?} {threshold:?} on {values:?}");
+        decide_and_loop(ctx, stream, conditions, holds, &what);
+    }
+}
+
+/// Each condition in an `if`/`else`, a `while` and a `do ... while` (maximum 3) of one graph,
+/// launched once: `holds[i]` is whether condition `i` holds.
+fn decide_and_loop(
+    ctx: &Context,
+    stream: &Stream,
+    conditions: Vec<Condition>,
+    holds: Vec<bool>,
+    what: &str,
+) {
+    let k = kernels(ctx);
+    let single = LaunchConfig::new(1u32, 1u32);
+    let n = conditions.len();
+    let mut then = DeviceBuffer::<f32>::zeros(stream, n).unwrap();
+    let mut other = DeviceBuffer::<f32>::zeros(stream, n).unwrap();
+    stream.synchronize().unwrap();
+    let mut graph = Graph::new(ctx).unwrap();
+    let mut loops: Vec<(LoopState, LoopState)> = Vec::new();
+    for (i, condition) in conditions.into_iter().enumerate() {
+        graph
+            .add_if_else_node(
+                &[],
+                condition.clone(),
+                |b| {
+                    let mut at = then.slice_mut(i..i + 1)?;
+                    b.add_kernel_node(&[], &k.add, single, (1u32, 1.0f32, &mut at))
+                        .map(drop)
+                },
+                |b| {
+                    let mut at = other.slice_mut(i..i + 1)?;
+                    b.add_kernel_node(&[], &k.add, single, (1u32, 1.0f32, &mut at))
+                        .map(drop)
+                },
+            )
+            .unwrap();
+        let looping = graph
+            .add_while_node(&[], condition.clone(), 3, |_| Ok(()))
+            .unwrap();
+        let once = graph
+            .add_do_while_node(&[], condition, 3, |_| Ok(()))
+            .unwrap();
+        loops.push((looping.state().clone(), once.state().clone()));
+    }
+    let exec = graph.instantiate().unwrap();
+    exec.launch(stream).unwrap();
+    stream.synchronize().unwrap();
+    let then = then.to_vec(stream).unwrap();
+    let other = other.to_vec(stream).unwrap();
+    for (i, holds) in holds.into_iter().enumerate() {
+        let at = format!("{what}, value {i}");
+        let taken = (f32::from(u8::from(holds)), f32::from(u8::from(!holds)));
+        assert_eq!((then[i], other[i]), taken, "{at}");
+        let (looping, once) = &loops[i];
+        let expected = if holds { (3, true) } else { (0, false) };
+        assert_eq!(
+            (looping.iterations(), looping.hit_limit()),
+            expected,
+            "while, {at}"
+        );
+        let expected = if holds { (3, true) } else { (1, false) };
+        assert_eq!(
+            (once.iterations(), once.hit_limit()),
+            expected,
+            "do-while, {at}"
+        );
+    }
+}
+
+/// Every comparison of every value type, a `u32` value itself and a counter's `every` test,
+/// each deciding an `if`/`else`, a `while` and a `do ... while`: NaN compares as IEEE says,
+/// and a `u32` compares without sign.
+fn every_comparison_decides_ifs_and_loops(ctx: &Context) {
+    let stream = Stream::new(ctx).unwrap();
+    decide_each_value(ctx, &stream, &[0.5f32, 1.0, 2.0, f32::NAN], 1.0);
+    decide_each_value(ctx, &stream, &[0.5f64, 1.0, 2.0, f64::NAN], 1.0);
+    decide_each_value(ctx, &stream, &[0u32, 7, 8, 4_000_000_000], 7);
+    let values = [0u32, 1, 5];
+    let inputs: Vec<DeviceBuffer<u32>> = values
+        .iter()
+        .map(|v| DeviceBuffer::from_slice(&stream, &[*v]).unwrap())
+        .collect();
+    let conditions = inputs.iter().map(Condition::value).collect();
+    let holds = values.iter().map(|v| *v != 0).collect();
+    decide_and_loop(ctx, &stream, conditions, holds, "value");
+    let counter = FlagCell::<u32>::new(ctx, 5).unwrap();
+    let conditions = vec![
+        Condition::every(&counter, 2, 1),
+        Condition::every(&counter, 3, 1),
+        Condition::every(&counter, 1, 0),
+    ];
+    decide_and_loop(ctx, &stream, conditions, vec![true, false, true], "every");
+}
+
+/// What a loop that lowers `start` by one per iteration while it is above 0.5 counts, with
+/// the test before the first iteration or not, and whether it stops at `max`.
+fn counted(start: f32, first_test: bool, max: u32) -> (u32, bool) {
+    let mut value = start;
+    if first_test && value <= 0.5 {
+        return (0, false);
+    }
+    let mut done = 0;
+    loop {
+        value -= 1.0;
+        done += 1;
+        if value <= 0.5 {
+            return (done, false);
+        }
+        if done >= max {
+            return (done, true);
+        }
+    }
+}
+
+/// A `while` and a `do ... while` launched again and again from new starts: after every
+/// launch each state holds that launch's count (also when it repeats the last one, or is 0)
+/// and its mark when it stopped at its maximum, which the check clears.
+fn loop_states_follow_every_launch(ctx: &Context) {
+    let stream = Stream::new(ctx).unwrap();
+    let k = kernels(ctx);
+    let mut a = DeviceBuffer::<f32>::zeros(&stream, 1).unwrap();
+    let mut b = DeviceBuffer::<f32>::zeros(&stream, 1).unwrap();
+    stream.synchronize().unwrap();
+    let mut graph = Graph::new(ctx).unwrap();
+    let single = LaunchConfig::new(1u32, 1u32);
+    let cond = Condition::compare(&a, Comparison::Greater, 0.5f32).named("a > 0.5");
+    let looping = graph
+        .add_while_node(&[], cond, 4, |body| {
+            body.add_kernel_node(&[], &k.add, single, (1u32, -1.0f32, &mut a))?;
+            Ok(())
+        })
+        .unwrap();
+    let cond = Condition::compare(&b, Comparison::Greater, 0.5f32).named("b > 0.5");
+    let once = graph
+        .add_do_while_node(&[], cond, 4, |body| {
+            body.add_kernel_node(&[], &k.add, single, (1u32, -1.0f32, &mut b))?;
+            Ok(())
+        })
+        .unwrap();
+    let exec = graph.instantiate().unwrap();
+    for start in [3.0f32, 3.0, 0.0, 0.0, 10.0, 10.0, 2.0, 4.0, 4.0, 0.0] {
+        let staged = PinnedBuffer::from_slice(ctx, &[start]).unwrap();
+        stream.copy_htod(&staged, &mut a).unwrap();
+        stream.copy_htod(&staged, &mut b).unwrap();
+        exec.launch(&stream).unwrap();
+        stream.synchronize().unwrap();
+        for (state, first_test) in [(looping.state(), true), (once.state(), false)] {
+            let (iterations, hit) = counted(start, first_test, 4);
+            let at = format!("{} from {start}", state.label());
+            assert_eq!(state.iterations(), iterations, "{at}");
+            assert_eq!(state.check().is_err(), hit, "{at}");
+            assert!(!state.hit_limit(), "{at}: the check clears the mark");
+        }
+    }
+}
+
 tests::on_both_backends!(
     diamond_has_exactly_its_edges,
     memsets_hosts_and_children_run_every_launch,
@@ -467,6 +661,8 @@ tests::on_both_backends!(
     nested_loops_and_flags,
     conditional_graphs_keep_the_cuda_rules,
     clones_run_on_their_own,
+    every_comparison_decides_ifs_and_loops,
+    loop_states_follow_every_launch,
 );
 
 #[test]

@@ -401,6 +401,121 @@ fn ping_pong_alternates_and_puts_the_result_back(ctx: &Context) {
     }
 }
 
+/// A kernel-set `while` and `do ... while` (maximum 3) launched again and again from new
+/// starts of their counters: after every launch each state holds that launch's count (also
+/// when it repeats the last one, or is 0) and its mark when it stopped at its maximum, which
+/// the check clears.
+fn kernel_set_loop_states_follow_every_launch(ctx: &Context) {
+    let k = kernels(ctx);
+    let stream = Stream::new(ctx).unwrap();
+    let mut a = DeviceBuffer::from_slice(&stream, &[1u32]).unwrap();
+    let mut b = DeviceBuffer::from_slice(&stream, &[1u32]).unwrap();
+    let mut graph = Graph::new(ctx).unwrap();
+    let go = graph
+        .condition_handle(HandleKind::While { max_iterations: 3 })
+        .unwrap();
+    let first = graph
+        .add_kernel_node(&[], &k.count_down, one(), (&mut a, &go))
+        .unwrap();
+    let looping = graph
+        .add_while_node(
+            &[first.node()],
+            Condition::set_by_kernel(&go).named("a > 0"),
+            3,
+            |body| {
+                body.add_kernel_node(&[], &k.count_down, one(), (&mut a, &go))?;
+                Ok(())
+            },
+        )
+        .unwrap();
+    let again = graph
+        .condition_handle(HandleKind::DoWhile { max_iterations: 3 })
+        .unwrap();
+    let once = graph
+        .add_do_while_node(
+            &[],
+            Condition::set_by_kernel(&again).named("b > 0"),
+            3,
+            |body| {
+                body.add_kernel_node(&[], &k.count_down, one(), (&mut b, &again))?;
+                Ok(())
+            },
+        )
+        .unwrap();
+    let exec = graph.instantiate().unwrap();
+    for start in [3u32, 3, 1, 1, 100, 100, 2, 4, 4, 1] {
+        let staged = PinnedBuffer::from_slice(ctx, &[start]).unwrap();
+        stream.copy_htod(&staged, &mut a).unwrap();
+        stream.copy_htod(&staged, &mut b).unwrap();
+        exec.launch(&stream).unwrap();
+        stream.synchronize().unwrap();
+        // The while: the kernel before it counts once, each iteration once more.
+        let expected = [
+            (looping.state(), (start - 1).min(3), start - 1 > 3),
+            (once.state(), start.min(3), start > 3),
+        ];
+        for (state, iterations, hit) in expected {
+            let at = format!("{} from {start}", state.label());
+            assert_eq!(state.iterations(), iterations, "{at}");
+            assert_eq!(state.check().is_err(), hit, "{at}");
+            assert!(!state.hit_limit(), "{at}: the check clears the mark");
+        }
+    }
+}
+
+/// A ping-pong loop (maximum 4) launched again and again from new starts, with and without
+/// the test before its first iteration: after every launch its state holds that launch's
+/// count (also when it repeats the last one, or is 0) and its mark when it stopped at its
+/// maximum, which the check clears; `a` holds the result of every run that ended by itself.
+fn ping_pong_states_follow_every_launch(ctx: &Context) {
+    let k = kernels(ctx);
+    let stream = Stream::new(ctx).unwrap();
+    for first_test in [true, false] {
+        let mut a = DeviceBuffer::from_slice(&stream, &[1u32]).unwrap();
+        let mut b = DeviceBuffer::from_slice(&stream, &[0u32]).unwrap();
+        let mut r = DeviceBuffer::from_slice(&stream, &[1u32]).unwrap();
+        let mut graph = Graph::new(ctx).unwrap();
+        let looping = graph
+            .add_ping_pong_while_node(
+                &[],
+                Condition::compare(&r, Comparison::Greater, 0u32).named("r > 0"),
+                first_test,
+                4,
+                |n, body| {
+                    match n {
+                        0 => body.add_kernel_node(&[], &k.step, one(), (&a, &mut b, &mut r))?,
+                        1 => body.add_kernel_node(&[], &k.step, one(), (&b, &mut a, &mut r))?,
+                        _ => return body.add_copy_dtod_node(&[], &b, &mut a).map(drop),
+                    };
+                    Ok(())
+                },
+            )
+            .unwrap();
+        let exec = graph.instantiate().unwrap();
+        // A do-while from 0 would wrap `r` below 0: its starts are at least 1.
+        let starts: &[u32] = if first_test {
+            &[3, 3, 0, 0, 10, 10, 2, 4, 4, 0]
+        } else {
+            &[3, 3, 1, 1, 10, 10, 2, 4, 4, 1]
+        };
+        for &start in starts {
+            let staged = PinnedBuffer::from_slice(ctx, &[start]).unwrap();
+            stream.copy_htod(&staged, &mut a).unwrap();
+            stream.copy_htod(&staged, &mut r).unwrap();
+            exec.launch(&stream).unwrap();
+            stream.synchronize().unwrap();
+            let state = looping.state();
+            let at = format!("from {start}, first test {first_test}");
+            assert_eq!(state.iterations(), start.min(4), "{at}");
+            assert_eq!(state.check().is_err(), start > 4, "{at}");
+            assert!(!state.hit_limit(), "{at}: the check clears the mark");
+            if start <= 4 {
+                assert_eq!(read(&stream, &a), 0, "{at}");
+            }
+        }
+    }
+}
+
 tests::on_both_backends! {
     ping_pong_alternates_and_puts_the_result_back,
     do_while_counts_down,
@@ -410,4 +525,6 @@ tests::on_both_backends! {
     switch_set_by_kernel,
     misuse_is_refused,
     eager_handle_writes_its_word,
+    kernel_set_loop_states_follow_every_launch,
+    ping_pong_states_follow_every_launch,
 }

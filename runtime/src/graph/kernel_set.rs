@@ -43,7 +43,8 @@ pub const CONDITION_HEADER: &str = include_str!("../../kernels/gpu_pipeline_cond
 pub struct ConditionBytes {
     /// The conditional node's handle; 0 outside a graph.
     pub handle: u64,
-    /// The device address of the handle's two words (value, iteration count).
+    /// The device address of the handle's three words (value, iteration count, the count last
+    /// written to the state word).
     pub word: u64,
     /// The device address of a loop's state word, or 0.
     pub state: u64,
@@ -192,7 +193,8 @@ pub(crate) struct Owner {
 /// ```
 #[derive(Debug)]
 pub struct ConditionHandle {
-    /// Two words: the value last set, and (CUDA, in a graph) the loop's iteration count.
+    /// Three words: the value last set, and (CUDA, in a graph loop) the iteration count and
+    /// the count last written to the loop's state word.
     word: DeviceBuffer<u32>,
     /// `None` for an eager handle.
     pub(crate) owner: Option<Arc<Owner>>,
@@ -232,7 +234,9 @@ impl ConditionHandle {
     }
 
     /// The device words a kernel writes: element 0 is the value it set last (what an eager
-    /// step reads back), element 1 a graph loop's iteration count on CUDA.
+    /// step reads back, and an `if` or a switch of a graph decides on), elements 1 and 2 a
+    /// graph loop's iteration count on CUDA and the count last written to its state word (the
+    /// loop's test does not write element 0).
     pub fn word(&self) -> &DeviceBuffer<u32> {
         &self.word
     }
@@ -310,12 +314,12 @@ impl ConditionHandle {
     }
 }
 
-/// Two zeroed words on `ctx`.
+/// Three zeroed words on `ctx`.
 fn words(ctx: &Context) -> Result<DeviceBuffer<u32>> {
     const CALL: &str = "ConditionHandle::new";
     Ok(DeviceBuffer::from_alloc(
-        DeviceAlloc::new_zeroed(CALL, ctx, 8)?,
-        2,
+        DeviceAlloc::new_zeroed(CALL, ctx, 12)?,
+        3,
     ))
 }
 
@@ -348,8 +352,8 @@ fn words(ctx: &Context) -> Result<DeviceBuffer<u32>> {
 /// assert_eq!(go.kind(), None); // of no graph
 /// let value = DeviceBuffer::from_slice(&stream, &[7u32])?;
 /// set_to.launch(&stream, LaunchConfig::new(1u32, 1u32), (&value, &go))?;
-/// // Element 0: the value set; element 1 counts a graph loop's iterations on CUDA.
-/// assert_eq!(go.word().to_vec(&stream)?, [7, 0]);
+/// // Element 0: the value set; elements 1 and 2 count a graph loop's iterations on CUDA.
+/// assert_eq!(go.word().to_vec(&stream)?, [7, 0, 0]);
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone, Copy)]

@@ -5,14 +5,21 @@
 //!
 //! Layout of a `while` in its graph: `K0 -> WHILE(body)`, with the body ending in `K`. `K0`
 //! evaluates the condition before the first iteration (0 iterations done), `K` after each
-//! iteration; both count iterations in the loop's state word and stop the loop once it has
-//! run `max_iterations` times while the condition still holds, marking the word so that the
-//! host reports it. An `if` is `K0 -> IF(body)`, an `if`/`else` `K0 -> IF(then, else)` and a
-//! switch `K0 -> SWITCH(case 0, ..)` on a CUDA 12.8+ driver (before: `K0 -> K0' -> IF -> IF`,
-//! `K0'` on the negation, and one `K0` per case then one IF per case). A do-while is
-//! `WHILE(body)` alone: its handle starts each launch at 1 (`CU_GRAPH_COND_ASSIGN_DEFAULT`),
-//! and the body's `K` decides. Other handles are created without a default value: `K0` sets
-//! the handle in every launch before the node reads it.
+//! iteration; both count iterations in device memory of the node's own and stop the loop once
+//! it has run `max_iterations` times while the condition still holds, marking the loop's state
+//! word so that the host reports it. An `if` is `K0 -> IF(body)`, an `if`/`else`
+//! `K0 -> IF(then, else)` and a switch `K0 -> SWITCH(case 0, ..)` on a CUDA 12.8+ driver
+//! (before: `K0 -> K0' -> IF -> IF`, `K0'` on the negation, and one `K0` per case then one IF
+//! per case). A do-while is `WHILE(body)` alone: its handle starts each launch at 1
+//! (`CU_GRAPH_COND_ASSIGN_DEFAULT`), and the body's `K` decides. Other handles are created
+//! without a default value: `K0` sets the handle in every launch before the node reads it.
+//!
+//! `K0` and `K` are the specialised kernels of their comparison and value type (`gp_if_*`
+//! for an `if`, `if`/`else` or switch: load the value, set the handle, nothing else;
+//! `gp_loop_*` for a loop: the value and the count loaded together, the state word written
+//! only when a run's count differs from the last one written). The several-IF forms of older
+//! drivers and ping-pong loops use the generic `gp_cond_*` kernels, which take the comparison
+//! and their role as numbers.
 
 use std::ffi::c_void;
 use std::sync::{Mutex, Weak};
@@ -42,14 +49,45 @@ pub(crate) enum ConditionKind {
     Value,
 }
 
+/// The specialised kernels' names for the comparisons, indexed by `Comparison::code`.
+const COMPARISONS: [&str; 6] = ["gt", "ge", "lt", "le", "eq", "ne"];
+
+/// Which kind of condition kernel a node gets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    /// A generic `gp_cond_*` kernel with these flags (`FIRST`, `NEGATE`, ..).
+    Generic(u32),
+    /// A specialised `gp_if_*` kernel: decides an `if`, `if`/`else` or switch.
+    Decide,
+    /// A specialised `gp_loop_*` kernel: decides and counts a loop's test, `first` before the
+    /// loop's first iteration.
+    Count { first: bool },
+}
+
 impl ConditionKind {
-    fn entry(self) -> &'static str {
+    /// The kernel's name for `role`; `op` is the comparison's number.
+    fn entry(self, role: Role, op: u32) -> String {
+        let family = match role {
+            Role::Generic(_) => {
+                let generic = match self {
+                    ConditionKind::F32 => "gp_cond_f32",
+                    ConditionKind::F64 => "gp_cond_f64",
+                    ConditionKind::U32 => "gp_cond_u32",
+                    ConditionKind::Every => "gp_cond_every",
+                    ConditionKind::Value => "gp_cond_value",
+                };
+                return generic.to_owned();
+            }
+            Role::Decide => "gp_if",
+            Role::Count { .. } => "gp_loop",
+        };
+        let comparison = COMPARISONS.get(op as usize).copied().unwrap_or("ne");
         match self {
-            ConditionKind::F32 => "gp_cond_f32",
-            ConditionKind::F64 => "gp_cond_f64",
-            ConditionKind::U32 => "gp_cond_u32",
-            ConditionKind::Every => "gp_cond_every",
-            ConditionKind::Value => "gp_cond_value",
+            ConditionKind::F32 => format!("{family}_{comparison}_f32"),
+            ConditionKind::F64 => format!("{family}_{comparison}_f64"),
+            ConditionKind::U32 => format!("{family}_{comparison}_u32"),
+            ConditionKind::Every => format!("{family}_every"),
+            ConditionKind::Value => format!("{family}_value"),
         }
     }
 }
@@ -67,9 +105,10 @@ pub(crate) struct ConditionArgs {
     pub(crate) op: u32,
     /// The device address of the loop's state word.
     pub(crate) state: sys::CUdeviceptr,
-    /// The device memory the condition kernel counts iterations in, set by
-    /// [`Graph::add_conditional`] (0 before): counting in the state word itself would read
-    /// host memory across the bus at every iteration.
+    /// The device memory the condition kernel counts iterations in (`COUNTER_BYTES`), set by
+    /// [`Graph::add_conditional`] for the nodes that count (0 before, and for an `if`,
+    /// `if`/`else` or switch on a CUDA 12.8+ driver): counting in the state word itself would
+    /// read host memory across the bus at every iteration.
     pub(crate) counter: sys::CUdeviceptr,
     /// The most iterations allowed (`u32::MAX` for an `if`).
     pub(crate) max_iterations: u32,
@@ -88,10 +127,16 @@ struct KernelArgs {
     counter: u64,
     max_iterations: u32,
     first: u32,
+    role: Role,
 }
 
 impl KernelArgs {
-    fn new(handle: u64, args: &ConditionArgs, flags: u32) -> KernelArgs {
+    fn new(handle: u64, args: &ConditionArgs, role: Role) -> KernelArgs {
+        let first = match role {
+            Role::Generic(flags) => flags,
+            Role::Decide => 0,
+            Role::Count { first } => u32::from(first),
+        };
         KernelArgs {
             handle,
             value: args.value,
@@ -103,7 +148,8 @@ impl KernelArgs {
             state: args.state,
             counter: args.counter,
             max_iterations: args.max_iterations,
-            first: flags,
+            first,
+            role,
         }
     }
 }
@@ -114,9 +160,6 @@ fn param<T>(value: &T) -> *mut c_void {
 
 impl CudaArgs for KernelArgs {
     fn with_params<R>(&self, f: impl FnOnce(&mut [*mut c_void]) -> R) -> R {
-        // (handle: u64, value: u64, threshold: f32 | f64 | u32, op: u32, state: u64,
-        // iterations: u64, max_iterations: u32, first: u32), as every `gp_cond_*` entry
-        // declares them.
         let threshold = match self.kind {
             ConditionKind::F32 => param(&self.threshold_f32),
             ConditionKind::F64 => param(&self.threshold_f64),
@@ -124,17 +167,51 @@ impl CudaArgs for KernelArgs {
                 param(&self.threshold_u32)
             }
         };
-        let mut params = [
-            param(&self.handle),
-            param(&self.value),
-            threshold,
-            param(&self.op),
+        let counting = [
             param(&self.state),
             param(&self.counter),
             param(&self.max_iterations),
             param(&self.first),
         ];
-        f(&mut params)
+        let mut params = [std::ptr::null_mut(); 8];
+        params[0] = param(&self.handle);
+        params[1] = param(&self.value);
+        // The specialised kernels: (handle, value), then the threshold of a comparison, or
+        // the modulus and remainder of `every`, then for a loop (state, counter,
+        // max_iterations, first).
+        let mut n = 2;
+        let tail: &[*mut c_void] = match self.role {
+            // (handle: u64, value: u64, threshold: f32 | f64 | u32, op: u32, state: u64,
+            // iterations: u64, max_iterations: u32, first: u32), as every `gp_cond_*` entry
+            // declares them.
+            Role::Generic(_) => {
+                params[2] = threshold;
+                params[3] = param(&self.op);
+                n = 4;
+                &counting
+            }
+            Role::Decide | Role::Count { .. } => {
+                match self.kind {
+                    ConditionKind::F32 | ConditionKind::F64 | ConditionKind::U32 => {
+                        params[2] = threshold;
+                        n = 3;
+                    }
+                    ConditionKind::Every => {
+                        params[2] = threshold;
+                        params[3] = param(&self.op);
+                        n = 4;
+                    }
+                    ConditionKind::Value => {}
+                }
+                if self.role == Role::Decide {
+                    &[]
+                } else {
+                    &counting
+                }
+            }
+        };
+        params[n..n + tail.len()].copy_from_slice(tail);
+        f(&mut params[..n + tail.len()])
     }
 
     fn visit_memory(&self, _: &mut dyn FnMut(&Arc<DeviceMemory>)) -> Result<()> {
@@ -190,6 +267,10 @@ const DECIDE_ONLY: u32 = 16;
 
 /// The first driver whose conditional nodes take an IF of two bodies and a SWITCH.
 const SWITCH_DRIVER: i32 = 12080;
+
+/// The bytes of a counting node's device words: the running count, the count of the last run
+/// (a ping-pong loop's parity), the count last written to the state word, and one unused.
+const COUNTER_BYTES: usize = 16;
 
 /// A conditional node just added: the node later nodes follow, the scopes of its bodies, and
 /// the loop body that still needs its closing condition kernel.
@@ -264,19 +345,16 @@ impl Graph {
         self.retain(keep);
         let is_loop = matches!(form, Form::While | Form::DoWhile);
         let module = condition_module(&self.handle.ctx)?;
-        // The iteration count stays in device memory while the loop runs; the kernel
-        // writes it to the host-visible state word once, when the loop ends (and zeroes the
-        // count then, so that a do-while, which has no kernel before it, starts at 0).
-        // Two words: the running count, and the count of the last run (a ping-pong loop's
-        // parity).
-        let counter = Arc::new(DeviceMemory::alloc(&self.handle.ctx, 8)?);
-        {
-            let d = self.handle.ctx.bind()?;
-            // SAFETY: 8 bytes of live device memory of the bound context.
-            check("cuMemsetD8", unsafe { (d.cuMemsetD8)(counter.ptr(), 0, 8) })?;
+        self.retain([Keep::Object(module.clone())]);
+        // The several-IF forms of older drivers use the generic kernels, which keep a count
+        // (always 0 for them) in the same words as a loop's.
+        let several = !native && matches!(form, Form::IfElse | Form::Switch);
+        if is_loop || several {
+            // The iteration count stays in device memory while the loop runs; the kernel
+            // writes it to the host-visible state word when the loop ends (and zeroes the
+            // count then, so that a do-while, which has no kernel before it, starts at 0).
+            self.add_counter(args)?;
         }
-        args.counter = counter.ptr();
-        self.retain([Keep::Object(module.clone()), Keep::Device(counter)]);
         let args = *args;
         match form {
             Form::DoWhile => {
@@ -294,14 +372,21 @@ impl Graph {
                     self.condition_handle(scope, 0, false)?,
                     self.condition_handle(scope, 0, false)?,
                 );
-                let k1 = self.add_condition_kernel(scope, &deps, &module, then, &args, FIRST)?;
+                let k1 = self.add_condition_kernel(
+                    scope,
+                    &deps,
+                    &module,
+                    then,
+                    &args,
+                    Role::Generic(FIRST),
+                )?;
                 let k2 = self.add_condition_kernel(
                     scope,
                     &[k1],
                     &module,
                     otherwise,
                     &args,
-                    FIRST | NEGATE,
+                    Role::Generic(FIRST | NEGATE),
                 )?;
                 let (n1, mut bodies) = self.conditional_node(target, &[k2], then, Form::If, 1)?;
                 let (n2, more) = self.conditional_node(target, &[n1], otherwise, Form::If, 1)?;
@@ -324,8 +409,14 @@ impl Graph {
                         op: crate::graph::Comparison::Equal.code(),
                         ..args
                     };
-                    let k = self
-                        .add_condition_kernel(scope, &last, &module, handle, &case_args, FIRST)?;
+                    let k = self.add_condition_kernel(
+                        scope,
+                        &last,
+                        &module,
+                        handle,
+                        &case_args,
+                        Role::Generic(FIRST),
+                    )?;
                     last = vec![k];
                     handles.push(handle);
                 }
@@ -347,8 +438,13 @@ impl Graph {
             }
             _ => {
                 let handle = self.condition_handle(scope, 0, false)?;
+                let role = if is_loop {
+                    Role::Count { first: true }
+                } else {
+                    Role::Decide
+                };
                 let first =
-                    self.add_condition_kernel(scope, &deps, &module, handle, &args, FIRST)?;
+                    self.add_condition_kernel(scope, &deps, &module, handle, &args, role)?;
                 let (node, bodies) =
                     self.conditional_node(target, &[first], handle, form, count)?;
                 let close = is_loop.then(|| (bodies[0], handle));
@@ -418,19 +514,19 @@ impl Graph {
         self.own(CALL, dependencies)?;
         self.retain(keep);
         let module = condition_module(&self.handle.ctx)?;
-        let counter = Arc::new(DeviceMemory::alloc(&self.handle.ctx, 8)?);
-        {
-            let d = self.handle.ctx.bind()?;
-            // SAFETY: 8 bytes of live device memory of the bound context.
-            check("cuMemsetD8", unsafe { (d.cuMemsetD8)(counter.ptr(), 0, 8) })?;
-        }
-        args.counter = counter.ptr();
-        self.retain([Keep::Object(module.clone()), Keep::Device(counter)]);
+        self.retain([Keep::Object(module.clone())]);
+        self.add_counter(args)?;
         let args = *args;
         let (handle, deps) = if first_test {
             let handle = self.condition_handle(scope, 0, false)?;
-            let k0 =
-                self.add_condition_kernel(scope, dependencies, &module, handle, &args, FIRST)?;
+            let k0 = self.add_condition_kernel(
+                scope,
+                dependencies,
+                &module,
+                handle,
+                &args,
+                Role::Generic(FIRST),
+            )?;
             (handle, vec![k0])
         } else {
             (
@@ -455,7 +551,7 @@ impl Graph {
         let module = condition_module(&self.handle.ctx)?;
         let sinks = self.sinks(body)?;
         let handle = self.condition_handle(body, 0, false)?;
-        let k = self.add_condition_kernel(body, &sinks, &module, handle, args, 0)?;
+        let k = self.add_condition_kernel(body, &sinks, &module, handle, args, Role::Generic(0))?;
         let (node, bodies) = self.conditional_node(target, &[k], handle, Form::If, 1)?;
         Ok((node, bodies[0]))
     }
@@ -470,7 +566,14 @@ impl Graph {
         args: &ConditionArgs,
     ) -> Result<()> {
         let module = condition_module(&self.handle.ctx)?;
-        self.add_condition_kernel(body, &[middle], &module, handle, args, AFTER_MIDDLE)?;
+        self.add_condition_kernel(
+            body,
+            &[middle],
+            &module,
+            handle,
+            args,
+            Role::Generic(AFTER_MIDDLE),
+        )?;
         Ok(())
     }
 
@@ -502,7 +605,7 @@ impl Graph {
             &module,
             handle,
             &odd,
-            FIRST | DECIDE_ONLY,
+            Role::Generic(FIRST | DECIDE_ONLY),
         )?;
         let (node, bodies) = self.conditional_node(target, &[k], handle, Form::If, 1)?;
         Ok((node, bodies[0]))
@@ -594,10 +697,28 @@ impl Graph {
     ) -> Result<()> {
         let sinks = self.sinks(body)?;
         let module = condition_module(&self.handle.ctx)?;
-        self.add_condition_kernel(body, &sinks, &module, handle, args, 0)?;
+        let role = Role::Count { first: false };
+        self.add_condition_kernel(body, &sinks, &module, handle, args, role)?;
         Ok(())
     }
 
+    /// Zeroed device words (`COUNTER_BYTES`) that the graph keeps, for the condition kernels
+    /// of one node to count in: sets `args.counter`.
+    fn add_counter(&mut self, args: &mut ConditionArgs) -> Result<()> {
+        let counter = Arc::new(DeviceMemory::alloc(&self.handle.ctx, COUNTER_BYTES)?);
+        {
+            let d = self.handle.ctx.bind()?;
+            // SAFETY: `COUNTER_BYTES` bytes of live device memory of the bound context.
+            check("cuMemsetD8", unsafe {
+                (d.cuMemsetD8)(counter.ptr(), 0, COUNTER_BYTES)
+            })?;
+        }
+        args.counter = counter.ptr();
+        self.retain([Keep::Device(counter)]);
+        Ok(())
+    }
+
+    /// A condition kernel node (grid 1, block 1: the kernels do not check their thread).
     fn add_condition_kernel(
         &mut self,
         scope: usize,
@@ -605,14 +726,15 @@ impl Graph {
         module: &Arc<super::super::Module>,
         handle: sys::CUgraphConditionalHandle,
         args: &ConditionArgs,
-        flags: u32,
+        role: Role,
     ) -> Result<NodeRef> {
+        let entry = args.kind.entry(role, args.op);
         let function = module
-            .function("the condition kernels", args.kind.entry())?
+            .function("the condition kernels", &entry)?
             .ok_or_else(|| {
                 Error::invalid(
                     "the condition kernels",
-                    format!("`{}` is missing from the module", args.kind.entry()),
+                    format!("`{entry}` is missing from the module"),
                 )
             })?;
         let config = LaunchConfig::new(1u32, 1u32);
@@ -621,7 +743,7 @@ impl Graph {
             dependencies,
             &function,
             &config,
-            &KernelArgs::new(handle, args, flags),
+            &KernelArgs::new(handle, args, role),
         )
     }
 }
@@ -630,21 +752,111 @@ impl Graph {
 mod tests {
     use super::*;
 
+    use crate::graph::Comparison;
+
+    const KINDS: [ConditionKind; 5] = [
+        ConditionKind::F32,
+        ConditionKind::F64,
+        ConditionKind::U32,
+        ConditionKind::Every,
+        ConditionKind::Value,
+    ];
+
+    const ALL: [Comparison; 6] = [
+        Comparison::Greater,
+        Comparison::GreaterOrEqual,
+        Comparison::Less,
+        Comparison::LessOrEqual,
+        Comparison::Equal,
+        Comparison::NotEqual,
+    ];
+
     #[test]
     fn the_condition_kernels_pass_the_ptx_check_and_declare_every_entry() {
         let entries = crate::image::check_ptx(CONDITIONS_PTX).expect("valid PTX");
-        for kind in [
-            ConditionKind::F32,
-            ConditionKind::F64,
-            ConditionKind::U32,
-            ConditionKind::Every,
-            ConditionKind::Value,
-        ] {
-            assert!(
-                entries.iter().any(|e| e == kind.entry()),
-                "{} in {entries:?}",
-                kind.entry()
+        let roles = [
+            Role::Generic(FIRST),
+            Role::Decide,
+            Role::Count { first: true },
+            Role::Count { first: false },
+        ];
+        for kind in KINDS {
+            for role in roles {
+                for comparison in ALL {
+                    let entry = kind.entry(role, comparison.code());
+                    assert!(entries.contains(&entry), "{entry} in {entries:?}");
+                }
+            }
+        }
+    }
+
+    /// The names of the specialised kernels say what they compare (`gp_if_gt_f32` tests
+    /// `value > threshold`), as `Comparison::code` numbers the comparisons.
+    #[test]
+    fn each_comparison_gets_its_own_kernel() {
+        let names = ["gt", "ge", "lt", "le", "eq", "ne"];
+        let symbols = [">", ">=", "<", "<=", "==", "!="];
+        for comparison in ALL {
+            let at = symbols
+                .iter()
+                .position(|s| *s == comparison.symbol())
+                .expect("a known symbol");
+            let expected = format!("gp_if_{}_u32", names[at]);
+            let entry = ConditionKind::U32.entry(Role::Decide, comparison.code());
+            assert_eq!(entry, expected, "{comparison:?}");
+            let entry = ConditionKind::F64.entry(Role::Count { first: false }, comparison.code());
+            assert_eq!(
+                entry,
+                format!("gp_loop_{}_f64", names[at]),
+                "{comparison:?}"
             );
         }
+        assert_eq!(ConditionKind::Value.entry(Role::Decide, 0), "gp_if_value");
+        assert_eq!(
+            ConditionKind::Every.entry(Role::Count { first: true }, 1),
+            "gp_loop_every"
+        );
+        assert_eq!(ConditionKind::F32.entry(Role::Generic(0), 3), "gp_cond_f32");
+    }
+
+    /// The parameters each kernel declares, in count and order of size, as `with_params`
+    /// passes them.
+    #[test]
+    fn the_parameters_match_each_kernels_declaration() {
+        let args = ConditionArgs {
+            kind: ConditionKind::F64,
+            value: 1,
+            threshold: 2.5f64.to_bits(),
+            op: 4,
+            state: 3,
+            counter: 5,
+            max_iterations: 7,
+        };
+        let count = |kind: ConditionKind, role: Role| {
+            let packed = KernelArgs::new(9, &ConditionArgs { kind, ..args }, role);
+            packed.with_params(|p| p.len())
+        };
+        let declared = |entry: &str| {
+            let at = CONDITIONS_PTX
+                .find(&format!(".entry {entry}("))
+                .expect("declared");
+            let rest = &CONDITIONS_PTX[at..];
+            let end = rest.find(')').expect("closed");
+            rest[..end].matches(".param").count()
+        };
+        for kind in KINDS {
+            for role in [Role::Generic(0), Role::Decide, Role::Count { first: true }] {
+                let entry = kind.entry(role, 0);
+                assert_eq!(count(kind, role), declared(&entry), "{entry}");
+            }
+        }
+        // The loop kernels' last parameter is `first`.
+        let packed = KernelArgs::new(9, &args, Role::Count { first: true });
+        // SAFETY: parameter 6 of a loop kernel points at `packed.first`, a `u32`.
+        let first = packed.with_params(|p| unsafe { *p[6].cast::<u32>() });
+        assert_eq!(first, 1);
+        // SAFETY: parameter 2 of an `f64` comparison points at `packed.threshold_f64`.
+        let threshold = packed.with_params(|p| unsafe { *p[2].cast::<f64>() });
+        assert_eq!(threshold, 2.5);
     }
 }
