@@ -24,54 +24,13 @@
 
 #include "../../examples/kernels/cg.cu"
 
-#define CHECK_CU(call)                                                                    \
-    do {                                                                                  \
-        CUresult r_ = (call);                                                             \
-        if (r_ != CUDA_SUCCESS) {                                                         \
-            const char* name_ = nullptr;                                                  \
-            cuGetErrorName(r_, &name_);                                                   \
-            std::fprintf(stderr, "%s:%d %s failed: %s\n", __FILE__, __LINE__, #call,      \
-                         name_ ? name_ : "?");                                            \
-            std::exit(1);                                                                 \
-        }                                                                                 \
-    } while (0)
-#define CHECK_RT(call)                                                                    \
-    do {                                                                                  \
-        cudaError_t r_ = (call);                                                          \
-        if (r_ != cudaSuccess) {                                                          \
-            std::fprintf(stderr, "%s:%d %s failed: %s\n", __FILE__, __LINE__, #call,      \
-                         cudaGetErrorString(r_));                                         \
-            std::exit(1);                                                                 \
-        }                                                                                 \
-    } while (0)
+#include "raw_graph.cuh"
 
 // Keeps looping while rr > tol2 and fewer than `max_iters` iterations ran; counts them.
 __global__ void keep_going(cudaGraphConditionalHandle handle, const double* rr, double tol2,
                            unsigned int* iterations, unsigned int max_iters) {
     unsigned int done = ++*iterations;
     cudaGraphSetConditional(handle, (*rr > tol2 && done < max_iters) ? 1 : 0);
-}
-
-static CUfunction function_of(const void* symbol) {
-    cudaFunction_t f;
-    CHECK_RT(cudaGetFuncBySymbol(&f, symbol));
-    return reinterpret_cast<CUfunction>(f);
-}
-
-static CUgraphNode add_kernel(CUgraph graph, const CUgraphNode* deps, size_t ndeps, CUfunction f,
-                              dim3 grid, dim3 block, void** params) {
-    CUDA_KERNEL_NODE_PARAMS p = {};
-    p.func = f;
-    p.gridDimX = grid.x;
-    p.gridDimY = grid.y;
-    p.gridDimZ = 1;
-    p.blockDimX = block.x;
-    p.blockDimY = block.y;
-    p.blockDimZ = 1;
-    p.kernelParams = params;
-    CUgraphNode node;
-    CHECK_CU(cuGraphAddKernelNode(&node, graph, deps, ndeps, &p));
-    return node;
 }
 
 static CUgraphNode add_zero(CUgraph graph, const CUgraphNode* deps, size_t ndeps, CUcontext ctx,

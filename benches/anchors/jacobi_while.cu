@@ -24,26 +24,7 @@
 
 #include "../../examples/kernels/jacobi.cu"
 
-#define CHECK_CU(call)                                                                    \
-    do {                                                                                  \
-        CUresult r_ = (call);                                                             \
-        if (r_ != CUDA_SUCCESS) {                                                         \
-            const char* name_ = nullptr;                                                  \
-            cuGetErrorName(r_, &name_);                                                   \
-            std::fprintf(stderr, "%s:%d %s failed: %s\n", __FILE__, __LINE__, #call,      \
-                         name_ ? name_ : "?");                                            \
-            std::exit(1);                                                                 \
-        }                                                                                 \
-    } while (0)
-#define CHECK_RT(call)                                                                    \
-    do {                                                                                  \
-        cudaError_t r_ = (call);                                                          \
-        if (r_ != cudaSuccess) {                                                          \
-            std::fprintf(stderr, "%s:%d %s failed: %s\n", __FILE__, __LINE__, #call,      \
-                         cudaGetErrorString(r_));                                         \
-            std::exit(1);                                                                 \
-        }                                                                                 \
-    } while (0)
+#include "raw_graph.cuh"
 
 // Keeps looping while the residual is above the tolerance and fewer than `max_iters`
 // iterations ran; counts iterations.
@@ -51,28 +32,6 @@ __global__ void keep_going(cudaGraphConditionalHandle handle, const float* resid
                            unsigned int* iterations, unsigned int max_iters) {
     unsigned int done = ++*iterations;
     cudaGraphSetConditional(handle, (*residual > tol && done < max_iters) ? 1 : 0);
-}
-
-static CUfunction function_of(const void* symbol) {
-    cudaFunction_t f;
-    CHECK_RT(cudaGetFuncBySymbol(&f, symbol));
-    return reinterpret_cast<CUfunction>(f);
-}
-
-static CUgraphNode add_kernel(CUgraph graph, const CUgraphNode* deps, size_t ndeps, CUfunction f,
-                              dim3 grid, dim3 block, void** params) {
-    CUDA_KERNEL_NODE_PARAMS p = {};
-    p.func = f;
-    p.gridDimX = grid.x;
-    p.gridDimY = grid.y;
-    p.gridDimZ = 1;
-    p.blockDimX = block.x;
-    p.blockDimY = block.y;
-    p.blockDimZ = 1;
-    p.kernelParams = params;
-    CUgraphNode node;
-    CHECK_CU(cuGraphAddKernelNode(&node, graph, deps, ndeps, &p));
-    return node;
 }
 
 int main(int argc, char** argv) {
