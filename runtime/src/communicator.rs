@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use crate::collective::{AbortState, Comm, CommFailure, World};
 use crate::context::{Backend, Context};
-use crate::cuda::nccl;
+use crate::nccl;
 use crate::error::{Error, Result};
 
 /// One rank's communicator for `gpu_pipeline!` communication statements: NCCL on CUDA, a

@@ -32,7 +32,6 @@ mod launch;
 mod memop;
 mod memory;
 mod module;
-pub mod nccl;
 #[cfg(feature = "nvrtc")]
 pub mod nvrtc;
 pub mod nvtx;
@@ -51,6 +50,7 @@ pub(crate) use graph::{
     ConditionArgs, ConditionKind, CopyEnd, Graph, GraphExec, KernelNodeInfo, KernelUpdates, NodeRef,
 };
 pub use interop::{declare_bounded_kernel, declare_kernel};
+pub(crate) use capture::open_captures;
 pub(crate) use keep::{Keep, keep as keep_in_capture};
 pub(crate) use launch::{CudaArgs, launch};
 pub(crate) use memop::MemOp;

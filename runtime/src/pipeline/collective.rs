@@ -5,7 +5,7 @@
 //! The generated step records each statement with the buffer it names (borrowed for the
 //! statement; the step holds every buffer borrowed until it is enqueued) and the element
 //! range it gives, then [`CommStage::finish`] checks the group as a whole and hands it to
-//! the backend: one NCCL group on CUDA (`cuda/nccl/stage.rs`), one stream operation over the
+//! the backend: one NCCL group on CUDA (`nccl/stage.rs`), one stream operation over the
 //! ranges on the CPU backend (`cpu/parts.rs`), whose sends and receives are posted together
 //! like NCCL's and whose collectives follow in statement order.
 //!
@@ -17,7 +17,7 @@
 //!
 //! Every group has the communicator's deadline ([`Communicator::timeout`]): on the CPU
 //! backend the stream operation gives up when it passes, on NCCL the watchdog
-//! (`cuda/nccl/watchdog.rs`) does. Either way the communicator is aborted and the failure,
+//! (`nccl/watchdog.rs`) does. Either way the communicator is aborted and the failure,
 //! naming the pipeline and stage given by [`CommStage::in_stage`], surfaces at the next wait
 //! as [`Error::Communication`] (or inside the pipeline's [`Error::Step`]); a group on an
 //! aborted communicator is refused at [`CommStage::finish`].
@@ -33,7 +33,7 @@ use crate::collective::{
 };
 use crate::communicator::{CommBackend, Communicator, lock_cpu};
 use crate::cpu::{self, PartBytes};
-use crate::cuda::nccl::{StageOp, StagePart};
+use crate::nccl::{StageOp, StagePart};
 use crate::error::{Error, Result};
 use crate::memory::DeviceBuffer;
 use crate::memory::alloc::DeviceMemory;

@@ -265,7 +265,7 @@ impl CommHandle {
 
     fn abort_locked(&self, alive: &mut bool) {
         // Held across the abort: no capture of ours begins while NCCL tears down.
-        let open = cuda::capture::open_captures();
+        let open = cuda::open_captures();
         match abort_plan(*alive, *open) {
             AbortPlan::Nothing => {}
             AbortPlan::AfterCaptures => defer_abort(self.me.clone()),
