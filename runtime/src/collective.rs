@@ -14,12 +14,14 @@ use std::fmt;
 
 use bytemuck::Pod;
 
-#[path = "cpu/collective.rs"]
+#[path = "cpu/collective/mod.rs"]
 mod cpu;
 mod deadline;
 mod failure;
+pub(crate) mod op;
 
 pub use cpu::{CollectiveError, Comm, CommGroup, DEFAULT_TIMEOUT, World};
+pub(crate) use cpu::{StageFailure, enqueue_cpu_stage};
 pub(crate) use deadline::check_timeout;
 pub use deadline::{
     COMM_TIMEOUT_ENV, DEFAULT_COMM_TIMEOUT, comm_timeout_from_env, parse_comm_timeout,

@@ -41,6 +41,7 @@ pub(crate) mod repr;
 mod stream;
 mod window;
 
+pub(crate) use capture::open_captures;
 pub(crate) use context::Context;
 pub(crate) use copy::{DeviceRange, PinnedRange};
 pub use device::{Device, DeviceAttribute};
@@ -50,7 +51,6 @@ pub(crate) use graph::{
     ConditionArgs, ConditionKind, CopyEnd, Graph, GraphExec, KernelNodeInfo, KernelUpdates, NodeRef,
 };
 pub use interop::{declare_bounded_kernel, declare_kernel};
-pub(crate) use capture::open_captures;
 pub(crate) use keep::{Keep, keep as keep_in_capture};
 pub(crate) use launch::{CudaArgs, launch};
 pub(crate) use memop::MemOp;

@@ -270,8 +270,7 @@ impl Stream {
     /// its communicator). On the CPU backend the stream's own fault carries it.
     pub(crate) fn comm_failure_after_wait(&self) -> Result<()> {
         match &self.backend {
-            StreamBackend::Cuda(s) => match crate::nccl::failure_after_wait(s.raw() as usize)
-            {
+            StreamBackend::Cuda(s) => match crate::nccl::failure_after_wait(s.raw() as usize) {
                 Some(failure) => Err(failure.into()),
                 None => Ok(()),
             },
