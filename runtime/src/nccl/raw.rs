@@ -90,22 +90,24 @@ impl Communicator {
         stream: sys::cudaStream_t,
     ) -> Result<()> {
         let ty = data_type(kind);
-        // SAFETY (every arm): the caller upholds the contract above.
         match *op {
             Op::Send { data, peer } => {
                 let peer = Self::peer("ncclSend", peer)?;
+                // SAFETY: the caller upholds the contract above.
                 self.enqueue("ncclSend", |n, comm| unsafe {
                     (n.ncclSend)(dev(data.ptr), data.len, ty, peer, comm, stream)
                 })
             }
             Op::Recv { data, peer } => {
                 let peer = Self::peer("ncclRecv", peer)?;
+                // SAFETY: the caller upholds the contract above.
                 self.enqueue("ncclRecv", |n, comm| unsafe {
                     (n.ncclRecv)(dev(data.ptr), data.len, ty, peer, comm, stream)
                 })
             }
             Op::AllReduce { send, recv, op } => {
                 let (send, op) = (send.unwrap_or(recv), red_op(call, op, kind)?);
+                // SAFETY: the caller upholds the contract above.
                 self.enqueue("ncclAllReduce", |n, comm| unsafe {
                     (n.ncclAllReduce)(dev(send.ptr), dev(recv.ptr), recv.len, ty, op, comm, stream)
                 })
@@ -113,6 +115,7 @@ impl Communicator {
             Op::Broadcast { send, recv, root } => {
                 let send = send.unwrap_or(recv);
                 let root = to_c_int("ncclBroadcast", "the root", root)?;
+                // SAFETY: the caller upholds the contract above.
                 self.enqueue("ncclBroadcast", |n, comm| unsafe {
                     (n.ncclBroadcast)(
                         dev(send.ptr),
@@ -125,11 +128,15 @@ impl Communicator {
                     )
                 })
             }
-            Op::AllGather { send, recv } => self.enqueue("ncclAllGather", |n, comm| unsafe {
-                (n.ncclAllGather)(dev(send.ptr), dev(recv.ptr), send.len, ty, comm, stream)
-            }),
+            Op::AllGather { send, recv } => {
+                // SAFETY: the caller upholds the contract above.
+                self.enqueue("ncclAllGather", |n, comm| unsafe {
+                    (n.ncclAllGather)(dev(send.ptr), dev(recv.ptr), send.len, ty, comm, stream)
+                })
+            }
             Op::ReduceScatter { send, recv, op } => {
                 let op = red_op(call, op, kind)?;
+                // SAFETY: the caller upholds the contract above.
                 self.enqueue("ncclReduceScatter", |n, comm| unsafe {
                     (n.ncclReduceScatter)(
                         dev(send.ptr),
