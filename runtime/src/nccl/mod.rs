@@ -13,7 +13,7 @@
 //!
 //! Layers: `sys` (raw types), `library` (the function table), `comm` (communicators),
 //! `abort` (tearing a failed one down), `raw` (the one unsafe enqueue of every operation,
-//! over [`Op`](crate::collective::op)s), `ops` (the safe level; its docs say what it checks
+//! over `collective/op.rs`'s `Op`s), `ops` (the safe level; its docs say what it checks
 //! and what it cannot: the other ranks' matching calls), `stage` (a `gpu_pipeline!` stage's
 //! communication as one group, over ranges the generated step holds borrowed), `adapt` (the
 //! runtime's streams, memory and capture keep-alive, in one place), `watchdog` (the thread

@@ -6,12 +6,14 @@
 //! statement; the step holds every buffer borrowed until it is enqueued) and the element
 //! range it gives, then [`CommStage::finish`] checks the group as a whole and hands it to
 //! the backend: one NCCL group on CUDA (`nccl/stage.rs`), one stream operation over the
-//! ranges on the CPU backend (`cpu/parts.rs`), whose sends and receives are posted together
-//! like NCCL's and whose collectives follow in statement order.
+//! ranges on the CPU backend (`cpu/collective/stage.rs`, over `cpu/parts.rs`), whose sends
+//! and receives are posted together like NCCL's and whose collectives follow in statement
+//! order. Each statement is an [`Op`] (`collective/op.rs`), the one description of the
+//! operations both backends share.
 //!
 //! What is checked before anything is enqueued, the same on both backends: the buffers are
-//! memory of the stage stream's device; ranges lie inside their buffers; peers and roots are
-//! ranks; the two sides of a collective have the lengths it needs (`all_gather`'s output is
+//! memory of the stage stream's device; ranges lie inside their buffers; and, by
+//! [`Op::check`], peers and roots are ranks; the two sides of a collective have the lengths it needs (`all_gather`'s output is
 //! `size` times its input, ...); `avg` reduces floats; no range the group writes overlaps
 //! another range of the group (its operations run at once).
 //!

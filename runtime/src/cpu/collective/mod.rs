@@ -22,8 +22,11 @@
 //!   (a thread that returned or panicked) makes the operations that need it fail at once
 //!   with [`CollectiveError::PeerGone`].
 //!
-//! This file depends on nothing else of the CPU backend: streams and the race detector build
-//! on it, not the other way round.
+//! The rooms: this file (the world, its shared state and errors), `comm.rs` (one rank's
+//! operations), `group.rs` ([`CommGroup`]), `reduce.rs` (the reductions), `stage.rs` (a
+//! pipeline stage's group as one CPU stream operation: the twin of `nccl/stage.rs`) and
+//! `tests.rs`. All but `stage.rs` depend on nothing else of the CPU backend: streams and the
+//! race detector build on them, not the other way round.
 //!
 //! ```
 //! use gpu_pipeline::collective::{ReduceOp, World};
