@@ -1,5 +1,6 @@
 //! The launch-the-ranks harness of the multi-process GPU tests (`gpu_multi.rs`,
-//! `gpu_nccl.rs`, `gpu_onesided.rs`): one process per rank, as in production.
+//! `gpu_nccl.rs`, `gpu_onesided.rs`, `gpu_comm_timeout.rs`): one process per rank, as in
+//! production.
 //!
 //! The launching test runs its own binary once per rank through `gpu_pipeline::launcher`
 //! (what `gpu-pipeline-launch` runs), filtered to itself, with [`ROLE_ENV`] naming the
@@ -92,6 +93,18 @@ pub fn gpus_or_skip(min: usize) -> Option<usize> {
 /// every rank succeeded and printed its [`done_line`]. Returns the report for the test's own
 /// further checks.
 pub fn launch_ranks(test: &str, role: &str, ranks: usize) -> LaunchReport {
+    launch_ranks_with(test, role, ranks, TIMEOUT, &[])
+}
+
+/// [`launch_ranks`] with the ranks killed after `timeout` and `env` set for them
+/// (`NCCL_DEBUG=WARN` only when neither `env` nor this process sets it).
+pub fn launch_ranks_with(
+    test: &str,
+    role: &str,
+    ranks: usize,
+    timeout: Duration,
+    env: &[(&str, &str)],
+) -> LaunchReport {
     println!("launching {ranks} rank(s) of `{test}` as `{role}`");
     let exe = std::env::current_exe().expect("the test binary's path");
     let mut launch = Launch::new(ranks, exe)
@@ -103,9 +116,12 @@ pub fn launch_ranks(test: &str, role: &str, ranks: usize) -> LaunchReport {
             "--test-threads=1",
         ])
         .env(ROLE_ENV, role)
-        .timeout(TIMEOUT)
+        .timeout(timeout)
         .capture();
-    if std::env::var_os("NCCL_DEBUG").is_none() {
+    for &(name, value) in env {
+        launch = launch.env(name, value);
+    }
+    if std::env::var_os("NCCL_DEBUG").is_none() && !env.iter().any(|&(n, _)| n == "NCCL_DEBUG") {
         launch = launch.env("NCCL_DEBUG", "WARN");
     }
     let report = launch.run().expect("the ranks start");
