@@ -164,7 +164,7 @@ impl Communicator {
     /// it accepted).
     ///
     /// # Safety
-    /// Every call satisfies the raw level's contract (`comm.rs`), as `enqueue_stage` checks,
+    /// Every call satisfies the raw level's contract (`raw.rs`), as `enqueue_stage` checks,
     /// and the stream's gate is held (uses noted) until this returns.
     unsafe fn issue_group(
         &self,
