@@ -18,15 +18,18 @@
 //!
 //! Run with `cargo bench -p gpu-pipeline --bench graph_build`.
 
+#[path = "../../benches/raw_driver.rs"]
+mod raw_driver;
+
 use std::ffi::c_void;
 use std::time::{Duration, Instant};
 
-use gpu_pipeline::sys::{self, CUresult};
+use gpu_pipeline::sys;
 use gpu_pipeline::{
     CaptureMode, Comparison, Condition, Context, DeviceBuffer, Graph, LaunchConfig, Module,
     PinnedBuffer, Stream, TypedKernel, gpu_pipeline,
 };
-use libloading::Library;
+use raw_driver::{Driver, check};
 
 const PTX: &str = include_str!("../kernels/test_kernels.ptx");
 const CHAIN: usize = 100;
@@ -91,39 +94,26 @@ struct Raw {
     graph_destroy: sys::PFN_cuGraphDestroy,
     graph_create: sys::PFN_cuGraphCreate,
     add_kernel_node: sys::PFN_cuGraphAddKernelNode,
-    _library: Library,
+    _driver: Driver,
 }
 
 impl Raw {
     fn open() -> Result<Raw> {
-        let path = std::env::var(gpu_pipeline::DRIVER_PATH_ENV)
-            .ok()
-            .filter(|p| !p.is_empty())
-            .unwrap_or_else(|| "libcuda.so.1".to_owned());
-        // SAFETY: the CUDA driver library, already loaded by the runtime in this process.
-        let library = unsafe { Library::new(&path)? };
+        let driver = Driver::open()?;
         // SAFETY: these exported symbols have the signatures `sys` declares for them
         // (`cuStreamBeginCapture_v2` is the form with a mode).
         unsafe {
             Ok(Raw {
-                begin_capture: *library.get(b"cuStreamBeginCapture_v2\0")?,
-                end_capture: *library.get(b"cuStreamEndCapture\0")?,
-                launch_kernel: *library.get(b"cuLaunchKernel\0")?,
-                instantiate: *library.get(b"cuGraphInstantiateWithFlags\0")?,
-                exec_destroy: *library.get(b"cuGraphExecDestroy\0")?,
-                graph_destroy: *library.get(b"cuGraphDestroy\0")?,
-                graph_create: *library.get(b"cuGraphCreate\0")?,
-                add_kernel_node: *library.get(b"cuGraphAddKernelNode_v2\0")?,
-                _library: library,
+                begin_capture: driver.get(b"cuStreamBeginCapture_v2\0")?,
+                end_capture: driver.get(b"cuStreamEndCapture\0")?,
+                launch_kernel: driver.get(b"cuLaunchKernel\0")?,
+                instantiate: driver.get(b"cuGraphInstantiateWithFlags\0")?,
+                exec_destroy: driver.get(b"cuGraphExecDestroy\0")?,
+                graph_destroy: driver.get(b"cuGraphDestroy\0")?,
+                graph_create: driver.get(b"cuGraphCreate\0")?,
+                add_kernel_node: driver.get(b"cuGraphAddKernelNode_v2\0")?,
+                _driver: driver,
             })
-        }
-    }
-
-    fn check(code: CUresult, call: &str) -> Result<()> {
-        if code.is_success() {
-            Ok(())
-        } else {
-            Err(format!("{call} failed with {code:?}").into())
         }
     }
 
@@ -137,7 +127,7 @@ impl Raw {
     ) -> Result<()> {
         // SAFETY: a live stream of the current context, not capturing.
         let code = unsafe { (self.begin_capture)(stream, sys::CUstreamCaptureMode::THREAD_LOCAL) };
-        Raw::check(code, "cuStreamBeginCapture")?;
+        check(code, "cuStreamBeginCapture")?;
         for _ in 0..CHAIN {
             // SAFETY: a live function and capturing stream; `params` matches the kernel's
             // parameters and outlives the call.
@@ -156,20 +146,20 @@ impl Raw {
                     std::ptr::null_mut(),
                 )
             };
-            Raw::check(code, "cuLaunchKernel")?;
+            check(code, "cuLaunchKernel")?;
         }
         let mut graph = std::ptr::null_mut();
         // SAFETY: the stream began the capture above; a valid out-pointer.
         let code = unsafe { (self.end_capture)(stream, &mut graph) };
-        Raw::check(code, "cuStreamEndCapture")?;
+        check(code, "cuStreamEndCapture")?;
         let mut exec = std::ptr::null_mut();
         // SAFETY: the graph just captured and a valid out-pointer.
         let code = unsafe { (self.instantiate)(&mut exec, graph, 0) };
-        Raw::check(code, "cuGraphInstantiateWithFlags")?;
+        check(code, "cuGraphInstantiateWithFlags")?;
         // SAFETY: never launched, owned here, destroyed once.
         unsafe {
-            Raw::check((self.exec_destroy)(exec), "cuGraphExecDestroy")?;
-            Raw::check((self.graph_destroy)(graph), "cuGraphDestroy")
+            check((self.exec_destroy)(exec), "cuGraphExecDestroy")?;
+            check((self.graph_destroy)(graph), "cuGraphDestroy")
         }
     }
 }
@@ -185,7 +175,7 @@ impl Raw {
         let mut graph = std::ptr::null_mut();
         // SAFETY: a valid out-pointer; flags must be 0.
         let code = unsafe { (self.graph_create)(&mut graph, 0) };
-        Raw::check(code, "cuGraphCreate")?;
+        check(code, "cuGraphCreate")?;
         let node_params = sys::CUDA_KERNEL_NODE_PARAMS {
             func: function,
             gridDimX: 1,
@@ -208,17 +198,17 @@ impl Raw {
             // matching the kernel that the driver copies.
             let code =
                 unsafe { (self.add_kernel_node)(&mut node, graph, &last, deps, &node_params) };
-            Raw::check(code, "cuGraphAddKernelNode")?;
+            check(code, "cuGraphAddKernelNode")?;
             last = node;
         }
         let mut exec = std::ptr::null_mut();
         // SAFETY: the graph just built and a valid out-pointer.
         let code = unsafe { (self.instantiate)(&mut exec, graph, 0) };
-        Raw::check(code, "cuGraphInstantiateWithFlags")?;
+        check(code, "cuGraphInstantiateWithFlags")?;
         // SAFETY: never launched, owned here, destroyed once.
         unsafe {
-            Raw::check((self.exec_destroy)(exec), "cuGraphExecDestroy")?;
-            Raw::check((self.graph_destroy)(graph), "cuGraphDestroy")
+            check((self.exec_destroy)(exec), "cuGraphExecDestroy")?;
+            check((self.graph_destroy)(graph), "cuGraphDestroy")
         }
     }
 }

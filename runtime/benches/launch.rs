@@ -13,14 +13,17 @@
 //!
 //! Run with `cargo bench -p gpu-pipeline --bench launch`.
 
+#[path = "../../benches/raw_driver.rs"]
+mod raw_driver;
+
 use std::ffi::c_void;
 use std::time::{Duration, Instant};
 
-use gpu_pipeline::sys::{self, CUresult};
+use gpu_pipeline::sys;
 use gpu_pipeline::{
     CaptureMode, Context, DeviceBuffer, GraphExec, LaunchConfig, Module, Stream, TypedKernel,
 };
-use libloading::Library;
+use raw_driver::{Driver, check};
 
 const PTX: &str = include_str!("../kernels/test_kernels.ptx");
 const LAUNCHES: u32 = 100_000;
@@ -36,34 +39,21 @@ struct Raw {
     launch_kernel: sys::PFN_cuLaunchKernel,
     graph_launch: sys::PFN_cuGraphLaunch,
     synchronize: sys::PFN_cuStreamSynchronize,
-    _library: Library,
+    _driver: Driver,
 }
 
 impl Raw {
     fn open() -> Result<Raw> {
-        let path = std::env::var(gpu_pipeline::DRIVER_PATH_ENV)
-            .ok()
-            .filter(|p| !p.is_empty())
-            .unwrap_or_else(|| "libcuda.so.1".to_owned());
-        // SAFETY: the CUDA driver library, already loaded by the runtime in this process.
-        let library = unsafe { Library::new(&path)? };
+        let driver = Driver::open()?;
         // SAFETY: these exported symbols have the signatures `sys` declares for them
         // (none of them has a versioned variant).
         unsafe {
             Ok(Raw {
-                launch_kernel: *library.get(b"cuLaunchKernel\0")?,
-                graph_launch: *library.get(b"cuGraphLaunch\0")?,
-                synchronize: *library.get(b"cuStreamSynchronize\0")?,
-                _library: library,
+                launch_kernel: driver.get(b"cuLaunchKernel\0")?,
+                graph_launch: driver.get(b"cuGraphLaunch\0")?,
+                synchronize: driver.get(b"cuStreamSynchronize\0")?,
+                _driver: driver,
             })
-        }
-    }
-
-    fn check(code: CUresult, call: &str) -> Result<()> {
-        if code.is_success() {
-            Ok(())
-        } else {
-            Err(format!("{call} failed with {code:?}").into())
         }
     }
 
@@ -93,10 +83,10 @@ impl Raw {
                     std::ptr::null_mut(),
                 )
             };
-            Raw::check(code, "cuLaunchKernel")?;
+            check(code, "cuLaunchKernel")?;
         }
         // SAFETY: a live stream.
-        Raw::check(unsafe { (self.synchronize)(stream) }, "cuStreamSynchronize")
+        check(unsafe { (self.synchronize)(stream) }, "cuStreamSynchronize")
     }
 
     fn replays(&self, exec: &GraphExec, stream: sys::CUstream, count: u32) -> Result<()> {
@@ -104,10 +94,10 @@ impl Raw {
             // SAFETY: a live executable graph and stream of the current context.
             let code =
                 unsafe { (self.graph_launch)(exec.handle().ok_or("a CUDA context")?, stream) };
-            Raw::check(code, "cuGraphLaunch")?;
+            check(code, "cuGraphLaunch")?;
         }
         // SAFETY: a live stream.
-        Raw::check(unsafe { (self.synchronize)(stream) }, "cuStreamSynchronize")
+        check(unsafe { (self.synchronize)(stream) }, "cuStreamSynchronize")
     }
 }
 

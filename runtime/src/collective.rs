@@ -6,20 +6,25 @@
 //! these types means a program that passes the checks on one backend passes them on the other.
 //!
 //! Both backends also share the communication deadline (`deadline.rs`: [`COMM_TIMEOUT_ENV`],
-//! [`DEFAULT_COMM_TIMEOUT`]) and what a failed communication reports (`failure.rs`:
-//! [`CommFailure`], carried by [`Error::Communication`](crate::Error::Communication)).
+//! [`DEFAULT_COMM_TIMEOUT`]), what a failed communication reports (`failure.rs`:
+//! [`CommFailure`], carried by [`Error::Communication`](crate::Error::Communication)), and
+//! the operations themselves (`op.rs`: each operation once, with the checks both backends
+//! make, the ranges it reads and writes and its words in a report). The backends are NCCL
+//! ([`crate::nccl`]) and its twin, the CPU collectives (`cpu/collective/`, mounted here).
 #![forbid(unsafe_code)]
 
 use std::fmt;
 
 use bytemuck::Pod;
 
-#[path = "cpu/collective.rs"]
+#[path = "cpu/collective/mod.rs"]
 mod cpu;
 mod deadline;
 mod failure;
+pub(crate) mod op;
 
 pub use cpu::{CollectiveError, Comm, CommGroup, DEFAULT_TIMEOUT, World};
+pub(crate) use cpu::{StageFailure, enqueue_cpu_stage};
 pub(crate) use deadline::check_timeout;
 pub use deadline::{
     COMM_TIMEOUT_ENV, DEFAULT_COMM_TIMEOUT, comm_timeout_from_env, parse_comm_timeout,

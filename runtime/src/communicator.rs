@@ -14,13 +14,13 @@
 //! [`Error::Communication`] (or inside the [`Error::Step`] of the pipeline wait that saw it);
 //! [`Communicator::failure`] keeps the first failure, and every later use is refused.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::collective::{AbortState, Comm, CommFailure, World};
 use crate::context::{Backend, Context};
-use crate::cuda::nccl;
 use crate::error::{Error, Result};
+use crate::nccl;
 
 /// One rank's communicator for `gpu_pipeline!` communication statements: NCCL on CUDA, a
 /// [`World`] rank on the CPU backend.
@@ -195,10 +195,4 @@ impl Communicator {
     pub(crate) fn kind(&self) -> &CommBackend {
         &self.backend
     }
-}
-
-/// Locks a CPU rank's communicator for one operation. The operations under the lock only
-/// exchange bytes, so a poisoned lock carries no broken state.
-pub(crate) fn lock_cpu(comm: &Mutex<Comm>) -> MutexGuard<'_, Comm> {
-    comm.lock().unwrap_or_else(PoisonError::into_inner)
 }

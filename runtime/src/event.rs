@@ -145,7 +145,7 @@ impl Event {
         match &self.backend {
             EventBackend::Cuda(e) => {
                 let synced = e.synchronize();
-                match crate::cuda::nccl::failure_after_event(e.raw() as usize) {
+                match crate::nccl::failure_after_event(e.raw() as usize) {
                     Some(failure) => Err(failure.into()),
                     None => synced,
                 }

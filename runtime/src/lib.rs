@@ -403,6 +403,7 @@ pub mod sys;
 
 pub mod collective;
 pub mod launcher;
+pub mod nccl;
 pub mod rendezvous;
 
 mod call_scope;
@@ -451,7 +452,6 @@ pub use cpu::CpuParam as HostParam;
 pub use cpu::{
     CpuFault, CpuKernel, CpuKernelFn, CpuKernelGeometryFn, CpuParam, Hazard, OpSite, RaceReport,
 };
-pub use cuda::nccl;
 /// NVTX ranges for profilers: each pipeline stage is a `Pipeline/stage` range in Nsight
 /// Systems (see `docs/PERFORMANCE.md`, "Profiling").
 pub use cuda::nvtx;

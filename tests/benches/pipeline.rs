@@ -24,15 +24,18 @@
 //! successfully. `cargo bench -p tests --bench pipeline`; on the GPU machine
 //! `bash .gpu/run bench pipeline`. Results also go to `target/bench/pipeline.json`.
 
+#[path = "../../benches/raw_driver.rs"]
+mod raw_driver;
+
 use std::ffi::c_void;
 use std::time::{Duration, Instant};
 
-use gpu_pipeline::sys::{self, CUresult};
+use gpu_pipeline::sys;
 use gpu_pipeline::{
     Bound, Bounds, CaptureMode, Context, DeviceBuffer, Event, EventFlags, LaunchConfig, Module,
     Stream, TypedKernel, gpu_pipeline,
 };
-use libloading::Library;
+use raw_driver::{Driver, check as ok};
 
 const STEPS: usize = 10_000;
 const REPLAYS: usize = 1_000;
@@ -145,36 +148,31 @@ struct Raw {
     set_params: sys::PFN_cuGraphExecKernelNodeSetParams,
     /// The same entry point as `cuGetProcAddress` resolves it (what the runtime calls).
     set_params_resolved: sys::PFN_cuGraphExecKernelNodeSetParams,
-    _library: Library,
+    _driver: Driver,
 }
 
 impl Raw {
     fn open() -> BoxResult<Raw> {
-        let path = std::env::var(gpu_pipeline::DRIVER_PATH_ENV)
-            .ok()
-            .filter(|p| !p.is_empty())
-            .unwrap_or_else(|| "libcuda.so.1".to_owned());
-        // SAFETY: the CUDA driver library, already loaded by the runtime in this process.
-        let library = unsafe { Library::new(&path)? };
+        let driver = Driver::open()?;
         // SAFETY: each exported symbol has the signature `sys` declares for the named
         // variant (the `_v2` exports are the CUDA 12 ABI the runtime uses too).
         unsafe {
             Ok(Raw {
-                launch_kernel: *library.get(b"cuLaunchKernel\0")?,
-                event_record: *library.get(b"cuEventRecord\0")?,
-                wait_event: *library.get(b"cuStreamWaitEvent\0")?,
-                synchronize: *library.get(b"cuStreamSynchronize\0")?,
-                begin_capture: *library.get(b"cuStreamBeginCapture_v2\0")?,
-                end_capture: *library.get(b"cuStreamEndCapture\0")?,
-                instantiate: *library.get(b"cuGraphInstantiateWithFlags\0")?,
-                graph_launch: *library.get(b"cuGraphLaunch\0")?,
-                exec_destroy: *library.get(b"cuGraphExecDestroy\0")?,
-                exec_update: *library.get(b"cuGraphExecUpdate_v2\0")?,
-                graph_destroy: *library.get(b"cuGraphDestroy\0")?,
-                get_nodes: *library.get(b"cuGraphGetNodes\0")?,
-                set_params: *library.get(b"cuGraphExecKernelNodeSetParams_v2\0")?,
-                set_params_resolved: resolve(&library, c"cuGraphExecKernelNodeSetParams")?,
-                _library: library,
+                launch_kernel: driver.get(b"cuLaunchKernel\0")?,
+                event_record: driver.get(b"cuEventRecord\0")?,
+                wait_event: driver.get(b"cuStreamWaitEvent\0")?,
+                synchronize: driver.get(b"cuStreamSynchronize\0")?,
+                begin_capture: driver.get(b"cuStreamBeginCapture_v2\0")?,
+                end_capture: driver.get(b"cuStreamEndCapture\0")?,
+                instantiate: driver.get(b"cuGraphInstantiateWithFlags\0")?,
+                graph_launch: driver.get(b"cuGraphLaunch\0")?,
+                exec_destroy: driver.get(b"cuGraphExecDestroy\0")?,
+                exec_update: driver.get(b"cuGraphExecUpdate_v2\0")?,
+                graph_destroy: driver.get(b"cuGraphDestroy\0")?,
+                get_nodes: driver.get(b"cuGraphGetNodes\0")?,
+                set_params: driver.get(b"cuGraphExecKernelNodeSetParams_v2\0")?,
+                set_params_resolved: resolve(&driver, c"cuGraphExecKernelNodeSetParams")?,
+                _driver: driver,
             })
         }
     }
@@ -185,9 +183,9 @@ impl Raw {
 ///
 /// # Safety
 /// `T` must be the function-pointer type of `symbol`'s 12.0 ABI.
-unsafe fn resolve<T: Copy>(library: &Library, symbol: &std::ffi::CStr) -> BoxResult<T> {
+unsafe fn resolve<T: Copy>(driver: &Driver, symbol: &std::ffi::CStr) -> BoxResult<T> {
     // SAFETY: the exported symbol has this signature (sys documents it).
-    let get: sys::PFN_cuGetProcAddress_v2 = unsafe { *library.get(b"cuGetProcAddress_v2\0")? };
+    let get: sys::PFN_cuGetProcAddress_v2 = unsafe { driver.get(b"cuGetProcAddress_v2\0")? };
     let (mut pfn, mut status) = (std::ptr::null_mut(), 0);
     // SAFETY: a NUL-terminated name and valid out-pointers.
     let code = unsafe { get(symbol.as_ptr(), &mut pfn, 12000, 0, &mut status) };
@@ -198,14 +196,6 @@ unsafe fn resolve<T: Copy>(library: &Library, symbol: &std::ffi::CStr) -> BoxRes
     assert_eq!(std::mem::size_of::<T>(), std::mem::size_of::<*mut c_void>());
     // SAFETY: a non-null function pointer of the type the caller names.
     Ok(unsafe { std::mem::transmute_copy(&pfn) })
-}
-
-fn ok(code: CUresult, call: &str) -> BoxResult<()> {
-    if code.is_success() {
-        Ok(())
-    } else {
-        Err(format!("{call} failed with {code:?}").into())
-    }
 }
 
 fn median(mut samples: Vec<Duration>) -> Duration {

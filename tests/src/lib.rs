@@ -14,6 +14,7 @@ pub mod device_ring;
 pub mod mismatch;
 pub mod multi;
 pub mod onesided;
+pub mod ranks;
 pub mod segv;
 pub mod sync_policy;
 

@@ -1,5 +1,5 @@
-//! Communication deadlines on two GPUs, one process per rank through the launcher (as
-//! `gpu_multi.rs`): each test launches this binary twice with `GPU_PIPELINE_TEST_ROLE`
+//! Communication deadlines on two GPUs, one process per rank through the launcher
+//! ([`tests::ranks`], as `gpu_multi.rs`): each test launches this binary twice with `GPU_PIPELINE_TEST_ROLE`
 //! naming its scenario and `GPU_PIPELINE_COMM_TIMEOUT=5`; each worker checks its own outcome
 //! (the error, what it names, the elapsed time) and prints a line the launching test looks
 //! for. A worker that hangs is killed by the launch's own timeout and fails the test.
@@ -12,49 +12,26 @@
 
 use std::time::{Duration, Instant};
 
-use gpu_pipeline::collective::CommCause;
-use gpu_pipeline::launcher::Launch;
+use gpu_pipeline::collective::{COMM_TIMEOUT_ENV, CommCause};
 use gpu_pipeline::rendezvous::RankInfo;
-use gpu_pipeline::{Communicator, Context, Device, nccl};
+use gpu_pipeline::{Communicator, Context};
 use tests::mismatch::{self, Mismatch, Mode, Total, TotalParams, check_comm_error, failure_of};
+use tests::ranks;
 
-const ROLE_ENV: &str = "GPU_PIPELINE_TEST_ROLE";
 const DEADLINE: Duration = Duration::from_secs(5);
 /// The watchdog's poll, the abort draining NCCL's kernels, a second operation failing after
 /// the first.
 const SLACK: Duration = Duration::from_secs(5);
 
-/// Launches this binary's `test` on two GPUs as role `role`; every rank must print
-/// `"{role} rank R: ok"`.
+/// Launches this binary's `test` on two GPUs as role `role` ([`ranks::launch_ranks_with`]:
+/// every rank must print its done line); no rank may report a communicator torn down while
+/// a stream captured.
 fn launch(test: &str, role: &str) {
-    if std::env::var(ROLE_ENV).is_ok() {
+    if std::env::var_os(ranks::ROLE_ENV).is_some() || ranks::gpus_or_skip(2).is_none() {
         return;
     }
-    match Device::count() {
-        Ok(n) if n >= 2 => {}
-        Ok(n) => return println!("skipped: {n} GPU(s); these tests need two"),
-        Err(e) => return println!("skipped: no CUDA driver ({e})"),
-    }
-    if let Err(e) = nccl::version() {
-        return println!("skipped: {e}");
-    }
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let report = Launch::new(2, exe)
-        .args([
-            test,
-            "--exact",
-            "--include-ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(ROLE_ENV, role)
-        .env(gpu_pipeline::collective::COMM_TIMEOUT_ENV, "5")
-        .env("NCCL_DEBUG", "WARN")
-        .timeout(Duration::from_secs(120))
-        .capture()
-        .run()
-        .expect("the ranks start");
-    assert!(report.success(), "a rank failed:\n{}", report.summary());
+    let env = [(COMM_TIMEOUT_ENV, "5"), ("NCCL_DEBUG", "WARN")];
+    let report = ranks::launch_ranks_with(test, role, 2, Duration::from_secs(120), &env);
     for r in &report.ranks {
         // A communicator aborted while a stream captured: NCCL's teardown failed and leaked.
         for line in r.stdout.iter().chain(&r.stderr) {
@@ -64,13 +41,6 @@ fn launch(test: &str, role: &str) {
                 r.rank
             );
         }
-        let done = format!("{role} rank {}: ok", r.rank);
-        assert!(
-            r.stdout.iter().any(|l| l.contains(&done)),
-            "rank {} did not finish its checks: {:?}",
-            r.rank,
-            r.stdout
-        );
     }
 }
 
@@ -136,14 +106,14 @@ fn mismatched_worker(role: &str, mismatch: Mismatch, mode: Mode) {
     let stream = gpu_pipeline::Stream::new(&ctx).unwrap();
     let b = gpu_pipeline::DeviceBuffer::from_slice(&stream, &[1.0f32, 2.0]).unwrap();
     assert_eq!(b.to_vec(&stream).unwrap(), [1.0, 2.0]);
-    println!("{role} rank {}: ok", me.rank);
+    println!("{}", ranks::done_line(role, me.rank, me.world_size));
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn a_recv_with_no_send_times_out_on_both_gpus_eagerly() {
     const ROLE: &str = "recv-without-send";
-    if std::env::var(ROLE_ENV).as_deref() == Ok(ROLE) {
+    if ranks::is_worker(ROLE) {
         return mismatched_worker(ROLE, Mismatch::RecvWithoutSend, Mode::Eager);
     }
     launch("a_recv_with_no_send_times_out_on_both_gpus_eagerly", ROLE);
@@ -157,7 +127,7 @@ fn a_recv_with_no_send_times_out_on_both_gpus_eagerly() {
 #[ignore = "needs a CUDA GPU"]
 fn a_recv_from_the_wrong_peer_fails_both_gpus_in_a_replay() {
     const ROLE: &str = "wrong-peer-replay";
-    if std::env::var(ROLE_ENV).as_deref() == Ok(ROLE) {
+    if ranks::is_worker(ROLE) {
         return mismatched_worker(ROLE, Mismatch::WrongPeer, Mode::Replay);
     }
     launch(
@@ -171,7 +141,7 @@ fn a_recv_from_the_wrong_peer_fails_both_gpus_in_a_replay() {
 #[ignore = "needs a CUDA GPU"]
 fn a_recv_from_the_wrong_peer_fails_both_gpus_eagerly() {
     const ROLE: &str = "wrong-peer-eager";
-    if std::env::var(ROLE_ENV).as_deref() == Ok(ROLE) {
+    if ranks::is_worker(ROLE) {
         return mismatched_worker(ROLE, Mismatch::WrongPeer, Mode::Eager);
     }
     launch("a_recv_from_the_wrong_peer_fails_both_gpus_eagerly", ROLE);
@@ -181,7 +151,7 @@ fn a_recv_from_the_wrong_peer_fails_both_gpus_eagerly() {
 #[ignore = "needs a CUDA GPU"]
 fn a_recv_with_no_send_times_out_on_both_gpus_in_a_replay() {
     const ROLE: &str = "recv-without-send-replay";
-    if std::env::var(ROLE_ENV).as_deref() == Ok(ROLE) {
+    if ranks::is_worker(ROLE) {
         return mismatched_worker(ROLE, Mismatch::RecvWithoutSend, Mode::Replay);
     }
     launch(
@@ -196,7 +166,7 @@ fn a_recv_with_no_send_times_out_on_both_gpus_in_a_replay() {
 #[ignore = "needs a CUDA GPU"]
 fn a_rank_exiting_early_fails_its_peer_within_the_deadline() {
     const ROLE: &str = "early-exit";
-    if std::env::var(ROLE_ENV).as_deref() == Ok(ROLE) {
+    if ranks::is_worker(ROLE) {
         let (me, ctx, comm) = open();
         let stream = gpu_pipeline::Stream::new(&ctx).unwrap();
         let mut x = gpu_pipeline::DeviceBuffer::from_slice(&stream, &[1.0f32]).unwrap();
@@ -214,7 +184,7 @@ fn a_rank_exiting_early_fails_its_peer_within_the_deadline() {
         };
         step().expect("the matched step");
         if me.rank == 1 {
-            println!("{ROLE} rank 1: ok");
+            println!("{}", ranks::done_line(ROLE, 1, 2));
             std::process::exit(0);
         }
         let start = Instant::now();
@@ -223,7 +193,7 @@ fn a_rank_exiting_early_fails_its_peer_within_the_deadline() {
         println!("rank 0: ended after {took:?}: {}", err.report());
         assert!(took < DEADLINE + SLACK, "{took:?}");
         check_comm_error(&comm, &err, DEADLINE);
-        println!("{ROLE} rank 0: ok");
+        println!("{}", ranks::done_line(ROLE, 0, 2));
         return;
     }
     launch(
@@ -238,7 +208,7 @@ fn a_rank_exiting_early_fails_its_peer_within_the_deadline() {
 #[ignore = "needs a CUDA GPU"]
 fn a_matched_pipeline_still_passes_on_nonblocking_communicators() {
     const ROLE: &str = "matched";
-    if std::env::var(ROLE_ENV).as_deref() == Ok(ROLE) {
+    if ranks::is_worker(ROLE) {
         let (me, ctx, comm) = open();
         for mode in [Mode::Eager, Mode::Replay, Mode::Replay] {
             let (ended, took) = mismatch::mismatched_rank(&ctx, &comm, Mismatch::None, mode);
@@ -247,7 +217,7 @@ fn a_matched_pipeline_still_passes_on_nonblocking_communicators() {
         }
         tests::multi::ring_rank(&ctx, &comm, 4096, 66);
         comm.async_error().expect("no failure");
-        println!("{ROLE} rank {}: ok", me.rank);
+        println!("{}", ranks::done_line(ROLE, me.rank, me.world_size));
         return;
     }
     launch(

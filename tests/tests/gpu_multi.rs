@@ -14,70 +14,23 @@
 //!
 //! Skipped, saying why, without a driver, a GPU or (for NCCL) the library.
 
-use std::time::Duration;
-
-use gpu_pipeline::launcher::Launch;
-use gpu_pipeline::nccl;
 use gpu_pipeline::rendezvous::RankInfo;
 use gpu_pipeline::{Communicator, Context, Device};
-use tests::multi;
+use tests::{multi, ranks};
 
-const ROLE_ENV: &str = "GPU_PIPELINE_TEST_ROLE";
-const RANKS_ENV: &str = "GPU_PIPELINE_TEST_RANKS";
 const WORKER: &str = "multi-worker";
 const TEST: &str = "nccl_pipelines_between_processes";
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn nccl_pipelines_between_processes() {
-    if std::env::var(ROLE_ENV).as_deref() == Ok(WORKER) {
-        worker();
+    if ranks::is_worker(WORKER) {
+        return worker();
+    }
+    let Some(gpus) = ranks::gpus_or_skip(1) else {
         return;
-    }
-    if tests::skip_under_compute_sanitizer("NCCL's kernels and IPC are not sanitizer targets") {
-        return;
-    }
-    let devices = match Device::count() {
-        Ok(0) => return println!("skipped: the CUDA driver sees no GPU"),
-        Ok(n) => n,
-        Err(e) => return println!("skipped: no CUDA driver ({e})"),
     };
-    let (version, path) = match (nccl::version(), nccl::library_path()) {
-        (Ok(v), Ok(p)) => (v, p),
-        (Err(e), _) | (_, Err(e)) => return println!("skipped: {e}"),
-    };
-    let ranks = std::env::var(RANKS_ENV)
-        .ok()
-        .and_then(|r| r.parse::<usize>().ok())
-        .unwrap_or(devices.min(4))
-        .clamp(1, devices);
-    println!("NCCL {version} from {path}; {devices} GPU(s); launching {ranks} rank(s)");
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let mut launch = Launch::new(ranks, exe)
-        .args([
-            TEST,
-            "--exact",
-            "--include-ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(ROLE_ENV, WORKER)
-        .timeout(Duration::from_secs(300))
-        .capture();
-    if std::env::var_os("NCCL_DEBUG").is_none() {
-        launch = launch.env("NCCL_DEBUG", "WARN");
-    }
-    let report = launch.run().expect("the ranks start");
-    assert!(report.success(), "a rank failed:\n{}", report.summary());
-    for r in &report.ranks {
-        let done = format!("multi worker rank {} of {ranks}: all checks passed", r.rank);
-        assert!(
-            r.stdout.iter().any(|l| l.contains(&done)),
-            "rank {} did not finish its checks; its output: {:?}",
-            r.rank,
-            r.stdout
-        );
-    }
+    ranks::launch_ranks(TEST, WORKER, ranks::requested(gpus.min(4), 1, gpus));
 }
 
 /// One rank: both pipelines, checked.
@@ -97,10 +50,7 @@ fn worker() {
     multi::collectives_rank(&ctx, &comm);
     println!("rank {}: collectives ok", me.rank);
     comm.async_error().expect("no asynchronous NCCL error");
-    println!(
-        "multi worker rank {} of {}: all checks passed",
-        me.rank, me.world_size
-    );
+    println!("{}", ranks::done_line(WORKER, me.rank, me.world_size));
 }
 
 #[test]

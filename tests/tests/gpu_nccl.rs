@@ -8,68 +8,28 @@
 //! itself as the peer); skipped, saying why, without a driver, a GPU or an NCCL library.
 //! Runs from the GPU bundle (`bash .gpu/run`): it finds itself with `current_exe()`.
 
-use std::time::Duration;
-
 use gpu_pipeline::collective::ReduceOp;
-use gpu_pipeline::launcher::Launch;
-use gpu_pipeline::nccl::{self, Communicator};
+use gpu_pipeline::nccl::Communicator;
 use gpu_pipeline::rendezvous::RankInfo;
-use gpu_pipeline::{Backend, CaptureMode, Context, Device, DeviceBuffer, Error, Stream};
+use gpu_pipeline::{Backend, CaptureMode, Context, DeviceBuffer, Error, Stream};
+use tests::ranks;
 
-const ROLE_ENV: &str = "GPU_PIPELINE_TEST_ROLE";
 const WORKER: &str = "nccl-worker";
 const TEST: &str = "nccl_operations_between_processes";
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn nccl_operations_between_processes() {
-    if std::env::var(ROLE_ENV).as_deref() == Ok(WORKER) {
-        worker();
-        return;
+    if ranks::is_worker(WORKER) {
+        return worker();
     }
-    if tests::skip_under_compute_sanitizer("NCCL's kernels and IPC are not sanitizer targets") {
+    let Some(gpus) = ranks::gpus_or_skip(1) else {
         return;
-    }
-    let devices = match Device::count() {
-        Ok(0) => return println!("skipped: the CUDA driver sees no GPU"),
-        Ok(n) => n,
-        Err(e) => return println!("skipped: no CUDA driver ({e})"),
     };
-    let (version, path) = match (nccl::version(), nccl::library_path()) {
-        (Ok(v), Ok(p)) => (v, p),
-        (Err(e), _) | (_, Err(e)) => return println!("skipped: {e}"),
-    };
-    let ranks = devices.min(2);
-    println!("NCCL {version} from {path}; {devices} GPU(s); launching {ranks} rank(s)");
-    if ranks < 2 {
+    if gpus < 2 {
         println!("only one GPU: one rank runs every operation with itself as the peer");
     }
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let mut launch = Launch::new(ranks, exe)
-        .args([
-            TEST,
-            "--exact",
-            "--include-ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(ROLE_ENV, WORKER)
-        .timeout(Duration::from_secs(300))
-        .capture();
-    if std::env::var_os("NCCL_DEBUG").is_none() {
-        launch = launch.env("NCCL_DEBUG", "WARN");
-    }
-    let report = launch.run().expect("the ranks start");
-    assert!(report.success(), "a rank failed:\n{}", report.summary());
-    for r in &report.ranks {
-        let done = format!("nccl worker rank {} of {ranks}: all checks passed", r.rank);
-        assert!(
-            r.stdout.iter().any(|l| l.contains(&done)),
-            "rank {} did not finish its checks; its output: {:?}",
-            r.rank,
-            r.stdout
-        );
-    }
+    ranks::launch_ranks(TEST, WORKER, gpus.min(2));
 }
 
 /// One rank: every operation, checked.
@@ -260,5 +220,5 @@ fn worker() {
     drop(graph);
     step("captured graph");
 
-    println!("nccl worker rank {rank} of {size}: all checks passed");
+    println!("{}", ranks::done_line(WORKER, rank, size));
 }

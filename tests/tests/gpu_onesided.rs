@@ -13,73 +13,25 @@
 //!
 //! Skipped, saying why, without a driver, a GPU or NCCL.
 
-use std::time::Duration;
-
-use gpu_pipeline::launcher::Launch;
 use gpu_pipeline::rendezvous::RankInfo;
-use gpu_pipeline::{Communicator, Context, Device, nccl};
+use gpu_pipeline::{Communicator, Context, Device};
 use tests::onesided::{self, Omit, Plan};
+use tests::ranks;
 
-const ROLE_ENV: &str = "GPU_PIPELINE_TEST_ROLE";
-const RANKS_ENV: &str = "GPU_PIPELINE_TEST_RANKS";
 const WORKER: &str = "onesided-worker";
 const TEST: &str = "one_sided_windows_between_processes";
 
 #[test]
 #[ignore = "needs two CUDA GPUs"]
 fn one_sided_windows_between_processes() {
-    if std::env::var(ROLE_ENV).as_deref() == Ok(WORKER) {
-        worker();
-        return;
+    if ranks::is_worker(WORKER) {
+        return worker();
     }
-    if tests::skip_under_compute_sanitizer("CUDA IPC between processes is not a sanitizer target") {
+    // NCCL wants a GPU per rank.
+    let Some(gpus) = ranks::gpus_or_skip(2) else {
         return;
-    }
-    let devices = match Device::count() {
-        Ok(n) if n < 2 => {
-            return println!("skipped: {n} GPU(s); NCCL needs a GPU per rank, and this test two");
-        }
-        Ok(n) => n,
-        Err(e) => return println!("skipped: no CUDA driver ({e})"),
     };
-    if let Err(e) = nccl::version() {
-        return println!("skipped: {e}");
-    }
-    let ranks = std::env::var(RANKS_ENV)
-        .ok()
-        .and_then(|r| r.parse::<usize>().ok())
-        .unwrap_or(2)
-        .clamp(2, devices);
-    println!("{devices} GPU(s); launching {ranks} rank(s)");
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let mut launch = Launch::new(ranks, exe)
-        .args([
-            TEST,
-            "--exact",
-            "--include-ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(ROLE_ENV, WORKER)
-        .timeout(Duration::from_secs(300))
-        .capture();
-    if std::env::var_os("NCCL_DEBUG").is_none() {
-        launch = launch.env("NCCL_DEBUG", "WARN");
-    }
-    let report = launch.run().expect("the ranks start");
-    assert!(report.success(), "a rank failed:\n{}", report.summary());
-    for r in &report.ranks {
-        let done = format!(
-            "onesided worker rank {} of {ranks}: all checks passed",
-            r.rank
-        );
-        assert!(
-            r.stdout.iter().any(|l| l.contains(&done)),
-            "rank {} did not finish its checks; its output: {:?}",
-            r.rank,
-            r.stdout
-        );
-    }
+    ranks::launch_ranks(TEST, WORKER, ranks::requested(2, 2, gpus));
 }
 
 /// One rank: the chain exchange eagerly and from a graph, each checked.
@@ -121,8 +73,5 @@ fn worker() {
     assert!(eager == want(steps), "the eager step's halos");
     println!("rank {}: one-sided exchange in a pipeline ok", me.rank);
     comm.async_error().expect("no asynchronous NCCL error");
-    println!(
-        "onesided worker rank {} of {}: all checks passed",
-        me.rank, me.world_size
-    );
+    println!("{}", ranks::done_line(WORKER, me.rank, me.world_size));
 }

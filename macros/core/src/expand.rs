@@ -22,6 +22,7 @@ mod build;
 mod collective;
 mod constants;
 mod control;
+mod describe;
 mod device;
 mod graph;
 mod instance;

@@ -35,7 +35,7 @@ fn count_open(opening: bool) {
         *open == 0
     };
     if none_open {
-        super::nccl::abort_deferred();
+        crate::nccl::abort_deferred();
     }
 }
 

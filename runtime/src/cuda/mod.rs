@@ -32,7 +32,6 @@ mod launch;
 mod memop;
 mod memory;
 mod module;
-pub mod nccl;
 #[cfg(feature = "nvrtc")]
 pub mod nvrtc;
 pub mod nvtx;
@@ -42,6 +41,7 @@ pub(crate) mod repr;
 mod stream;
 mod window;
 
+pub(crate) use capture::open_captures;
 pub(crate) use context::Context;
 pub(crate) use copy::{DeviceRange, PinnedRange};
 pub use device::{Device, DeviceAttribute};

@@ -730,7 +730,7 @@ impl GraphExec {
             (ExecBackend::Cuda(e), StreamBackend::Cuda(s)) => {
                 e.launch(s)?;
                 // Captured NCCL groups: each launch is watched against their deadline.
-                crate::cuda::nccl::watch_launch(e.keep(), stream)
+                crate::nccl::watch_launch(e.keep(), stream)
             }
             (ExecBackend::Cpu(e), StreamBackend::Cpu(s)) => {
                 // While the gates are held no host slice can be taken; one taken later waits

@@ -5,39 +5,39 @@
 //! The generated step records each statement with the buffer it names (borrowed for the
 //! statement; the step holds every buffer borrowed until it is enqueued) and the element
 //! range it gives, then [`CommStage::finish`] checks the group as a whole and hands it to
-//! the backend: one NCCL group on CUDA (`cuda/nccl/stage.rs`), one stream operation over the
-//! ranges on the CPU backend (`cpu/parts.rs`), whose sends and receives are posted together
-//! like NCCL's and whose collectives follow in statement order.
+//! the backend: one NCCL group on CUDA (`nccl/stage.rs`), one stream operation over the
+//! ranges on the CPU backend (`cpu/collective/stage.rs`, over `cpu/parts.rs`), whose sends
+//! and receives are posted together like NCCL's and whose collectives follow in statement
+//! order. Each statement is an [`Op`] (`collective/op.rs`), the one description of the
+//! operations both backends share.
 //!
 //! What is checked before anything is enqueued, the same on both backends: the buffers are
-//! memory of the stage stream's device; ranges lie inside their buffers; peers and roots are
-//! ranks; the two sides of a collective have the lengths it needs (`all_gather`'s output is
+//! memory of the stage stream's device; ranges lie inside their buffers; and, by
+//! [`Op::check`], peers and roots are ranks; the two sides of a collective have the lengths it needs (`all_gather`'s output is
 //! `size` times its input, ...); `avg` reduces floats; no range the group writes overlaps
 //! another range of the group (its operations run at once).
 //!
 //! Every group has the communicator's deadline ([`Communicator::timeout`]): on the CPU
 //! backend the stream operation gives up when it passes, on NCCL the watchdog
-//! (`cuda/nccl/watchdog.rs`) does. Either way the communicator is aborted and the failure,
+//! (`nccl/watchdog.rs`) does. Either way the communicator is aborted and the failure,
 //! naming the pipeline and stage given by [`CommStage::in_stage`], surfaces at the next wait
 //! as [`Error::Communication`] (or inside the pipeline's [`Error::Step`]); a group on an
 //! aborted communicator is refused at [`CommStage::finish`].
 
 use std::ops::{Bound, RangeBounds};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use bytemuck::Pod;
 
-use crate::collective::{
-    AbortState, CollectiveError, Comm, CommCause, CommFailure, Element, ElementKind, Names,
-    ReduceOp,
-};
-use crate::communicator::{CommBackend, Communicator, lock_cpu};
-use crate::cpu::{self, PartBytes};
-use crate::cuda::nccl::{StageOp, StagePart};
+use crate::collective::op::{self, Op};
+use crate::collective::{Element, ElementKind, Names, ReduceOp, StageFailure, enqueue_cpu_stage};
+use crate::communicator::{CommBackend, Communicator};
+use crate::cpu;
 use crate::error::{Error, Result};
 use crate::memory::DeviceBuffer;
 use crate::memory::alloc::DeviceMemory;
 use crate::memory::view::sealed::DeviceMemory as _;
+use crate::nccl::StagePart;
 use crate::stream::{Stream, StreamBackend};
 
 /// A rank as a statement names it (`send x to (rank + 1) % size`): any integer type.
@@ -109,56 +109,7 @@ impl Part {
 }
 
 /// One statement, checked.
-#[derive(Clone, Debug)]
-enum Planned {
-    Send {
-        data: Part,
-        peer: usize,
-    },
-    Recv {
-        data: Part,
-        peer: usize,
-    },
-    /// `send: None` is in place.
-    AllReduce {
-        send: Option<Part>,
-        recv: Part,
-        op: ReduceOp,
-    },
-    /// `send: None` is in place.
-    Broadcast {
-        send: Option<Part>,
-        recv: Part,
-        root: usize,
-    },
-    AllGather {
-        send: Part,
-        recv: Part,
-    },
-    ReduceScatter {
-        send: Part,
-        recv: Part,
-        op: ReduceOp,
-    },
-}
-
-impl Planned {
-    /// The parts the statement touches, and whether it writes each.
-    fn parts(&self) -> Vec<(&Part, bool)> {
-        match self {
-            Planned::Send { data, .. } => vec![(data, false)],
-            Planned::Recv { data, .. } => vec![(data, true)],
-            Planned::AllReduce { send, recv, .. } | Planned::Broadcast { send, recv, .. } => {
-                let mut parts = vec![(recv, true)];
-                parts.extend(send.iter().map(|s| (s, false)));
-                parts
-            }
-            Planned::AllGather { send, recv } | Planned::ReduceScatter { send, recv, .. } => {
-                vec![(recv, true), (send, false)]
-            }
-        }
-    }
-}
+type Planned = Op<Part>;
 
 /// Sends, receives and collectives recorded in order and enqueued as one group on a stream
 /// by [`finish`](CommStage::finish), on either backend: what each run of communication
@@ -269,47 +220,25 @@ impl<'s> CommStage<'s> {
         })
     }
 
+    /// The rank a statement names, as an index (its range is checked with the operation).
     fn rank(&self, call: &'static str, what: &str, rank: impl Rank) -> Result<usize> {
-        match rank.index() {
-            Some(r) if r < self.comm.size() => Ok(r),
-            _ => Err(Error::invalid(
+        rank.index().ok_or_else(|| {
+            Error::invalid(
                 call,
                 format!(
                     "the {what} is not one of the communicator's {} ranks",
                     self.comm.size()
                 ),
-            )),
-        }
+            )
+        })
     }
 
-    fn same_len(call: &'static str, send: &Part, recv: &Part) -> Result<()> {
-        if send.len == recv.len {
-            Ok(())
-        } else {
-            Err(Error::invalid(
-                call,
-                format!(
-                    "the source has {} elements and the destination {}; they must be equal",
-                    send.len, recv.len
-                ),
-            ))
-        }
-    }
-
-    fn times_size(&self, call: &'static str, what: &str, big: usize, small: usize) -> Result<()> {
-        let size = self.comm.size();
-        if Some(big) == small.checked_mul(size) {
-            Ok(())
-        } else {
-            Err(Error::invalid(
-                call,
-                format!("the {what} must hold {size} ranks times {small} elements, but has {big}"),
-            ))
-        }
-    }
-
-    fn reduce(call: &'static str, op: ReduceOp, kind: ElementKind) -> Result<()> {
-        op.check(kind).map_err(|m| Error::invalid(call, m))
+    /// Checks one statement by the rules both backends share and records it.
+    fn push<T: Element>(&mut self, call: &'static str, op: Planned) -> Result<()> {
+        op.check(T::KIND, self.comm.size(), None, op::STATEMENT, |p| p.len)
+            .map_err(|m| Error::invalid(call, m))?;
+        self.ops.push((T::KIND, op));
+        Ok(())
     }
 
     /// `send BUFFER[RANGE] to PEER;`.
@@ -322,8 +251,7 @@ impl<'s> CommStage<'s> {
         const CALL: &str = "send";
         let data = self.part(CALL, buffer, range)?;
         let peer = self.rank(CALL, "peer", peer)?;
-        self.ops.push((T::KIND, Planned::Send { data, peer }));
-        Ok(())
+        self.push::<T>(CALL, Op::Send { data, peer })
     }
 
     /// `recv BUFFER[RANGE] from PEER;`.
@@ -336,8 +264,7 @@ impl<'s> CommStage<'s> {
         const CALL: &str = "recv";
         let data = self.part(CALL, buffer, range)?;
         let peer = self.rank(CALL, "peer", peer)?;
-        self.ops.push((T::KIND, Planned::Recv { data, peer }));
-        Ok(())
+        self.push::<T>(CALL, Op::Recv { data, peer })
     }
 
     /// `all_reduce(OP) SRC[RANGE] -> DST[RANGE];`.
@@ -350,19 +277,9 @@ impl<'s> CommStage<'s> {
         op: ReduceOp,
     ) -> Result<()> {
         const CALL: &str = "all_reduce";
-        Self::reduce(CALL, op, T::KIND)?;
-        let send = self.part(CALL, send, send_range)?;
+        let send = Some(self.part(CALL, send, send_range)?);
         let recv = self.part(CALL, recv, recv_range)?;
-        Self::same_len(CALL, &send, &recv)?;
-        self.ops.push((
-            T::KIND,
-            Planned::AllReduce {
-                send: Some(send),
-                recv,
-                op,
-            },
-        ));
-        Ok(())
+        self.push::<T>(CALL, Op::AllReduce { send, recv, op })
     }
 
     /// `all_reduce(OP) BUFFER[RANGE];`: in place.
@@ -373,17 +290,15 @@ impl<'s> CommStage<'s> {
         op: ReduceOp,
     ) -> Result<()> {
         const CALL: &str = "all_reduce";
-        Self::reduce(CALL, op, T::KIND)?;
         let recv = self.part(CALL, data, range)?;
-        self.ops.push((
-            T::KIND,
-            Planned::AllReduce {
+        self.push::<T>(
+            CALL,
+            Op::AllReduce {
                 send: None,
                 recv,
                 op,
             },
-        ));
-        Ok(())
+        )
     }
 
     /// `broadcast SRC[RANGE] -> DST[RANGE] from ROOT;` (`SRC` is read on the root only).
@@ -397,18 +312,9 @@ impl<'s> CommStage<'s> {
     ) -> Result<()> {
         const CALL: &str = "broadcast";
         let root = self.rank(CALL, "root", root)?;
-        let send = self.part(CALL, send, send_range)?;
+        let send = Some(self.part(CALL, send, send_range)?);
         let recv = self.part(CALL, recv, recv_range)?;
-        Self::same_len(CALL, &send, &recv)?;
-        self.ops.push((
-            T::KIND,
-            Planned::Broadcast {
-                send: Some(send),
-                recv,
-                root,
-            },
-        ));
-        Ok(())
+        self.push::<T>(CALL, Op::Broadcast { send, recv, root })
     }
 
     /// `broadcast BUFFER[RANGE] from ROOT;`: in place.
@@ -421,15 +327,14 @@ impl<'s> CommStage<'s> {
         const CALL: &str = "broadcast";
         let root = self.rank(CALL, "root", root)?;
         let recv = self.part(CALL, data, range)?;
-        self.ops.push((
-            T::KIND,
-            Planned::Broadcast {
+        self.push::<T>(
+            CALL,
+            Op::Broadcast {
                 send: None,
                 recv,
                 root,
             },
-        ));
-        Ok(())
+        )
     }
 
     /// `all_gather SRC[RANGE] -> DST[RANGE];`: `DST` holds `size` times `SRC`, rank order.
@@ -443,9 +348,7 @@ impl<'s> CommStage<'s> {
         const CALL: &str = "all_gather";
         let send = self.part(CALL, send, send_range)?;
         let recv = self.part(CALL, recv, recv_range)?;
-        self.times_size(CALL, "destination", recv.len, send.len)?;
-        self.ops.push((T::KIND, Planned::AllGather { send, recv }));
-        Ok(())
+        self.push::<T>(CALL, Op::AllGather { send, recv })
     }
 
     /// `reduce_scatter(OP) SRC[RANGE] -> DST[RANGE];`: `SRC` holds `size` times `DST`.
@@ -458,13 +361,9 @@ impl<'s> CommStage<'s> {
         op: ReduceOp,
     ) -> Result<()> {
         const CALL: &str = "reduce_scatter";
-        Self::reduce(CALL, op, T::KIND)?;
         let send = self.part(CALL, send, send_range)?;
         let recv = self.part(CALL, recv, recv_range)?;
-        self.times_size(CALL, "source", send.len, recv.len)?;
-        self.ops
-            .push((T::KIND, Planned::ReduceScatter { send, recv, op }));
-        Ok(())
+        self.push::<T>(CALL, Op::ReduceScatter { send, recv, op })
     }
 
     /// Checks the group as a whole and enqueues it on the stage's stream.
@@ -482,7 +381,7 @@ impl<'s> CommStage<'s> {
         ) {
             return Err(refusal.into());
         }
-        let parts: Vec<(&Part, bool)> = self.ops.iter().flat_map(|(_, op)| op.parts()).collect();
+        let parts: Vec<(&Part, bool)> = self.ops.iter().flat_map(|(_, op)| op.ranges()).collect();
         for (i, (a, writes)) in parts.iter().enumerate() {
             for (j, (b, other_writes)) in parts.iter().enumerate() {
                 if i != j && (*writes || *other_writes) && a.overlaps(b) {
@@ -504,18 +403,23 @@ impl<'s> CommStage<'s> {
                 let ops = self
                     .ops
                     .iter()
-                    .map(|(kind, op)| Ok((*kind, nccl_op(op)?)))
+                    .map(|(kind, op)| Ok((*kind, op.try_map(|part, _| nccl_part(part))?)))
                     .collect::<Result<Vec<_>>>()?;
                 let label = describe_ops(&self.ops);
                 comm.enqueue_stage(CALL, self.stream, &ops, self.names, label)
             }
             (CommBackend::Cpu(comm), StreamBackend::Cpu(stream)) => {
-                let ctx = CpuFailure {
+                let ops = self
+                    .ops
+                    .iter()
+                    .map(|(kind, op)| Ok((*kind, op.try_map(|part, _| cpu_range(part))?)))
+                    .collect::<Result<Vec<_>>>()?;
+                let failure = StageFailure {
                     abort: abort.clone(),
                     rank: self.comm.rank(),
                     names: self.names,
                 };
-                cpu_group(comm, stream, &self.ops, ctx)
+                Ok(enqueue_cpu_stage(comm, stream, &ops, failure)?)
             }
             (comm, _) => Err(Error::BackendMismatch {
                 call: CALL,
@@ -532,90 +436,13 @@ impl<'s> CommStage<'s> {
     }
 }
 
-/// The statements of a group in words, e.g. `send (4 f32) to rank 1; all_reduce(sum)`.
+/// The statements of a group in words, e.g. `send (4 f32) to rank 1; all_reduce(sum) (1 f32)`.
 fn describe_ops(ops: &[(ElementKind, Planned)]) -> String {
     let text: Vec<String> = ops
         .iter()
-        .map(|(kind, op)| match op {
-            Planned::Send { data, peer } => format!("send ({} {kind}) to rank {peer}", data.len),
-            Planned::Recv { data, peer } => {
-                format!("recv ({} {kind}) from rank {peer}", data.len)
-            }
-            Planned::AllReduce { recv, op, .. } => {
-                format!("all_reduce({op}) ({} {kind})", recv.len)
-            }
-            Planned::Broadcast { recv, root, .. } => {
-                format!("broadcast ({} {kind}) from rank {root}", recv.len)
-            }
-            Planned::AllGather { send, .. } => format!("all_gather ({} {kind} each)", send.len),
-            Planned::ReduceScatter { recv, op, .. } => {
-                format!("reduce_scatter({op}) ({} {kind} each)", recv.len)
-            }
-        })
+        .map(|(kind, op)| op.describe(*kind, |p| p.len))
         .collect();
     text.join("; ")
-}
-
-/// What a CPU group's failure names, and where it is recorded.
-struct CpuFailure {
-    abort: Arc<AbortState>,
-    rank: usize,
-    names: Names,
-}
-
-impl CpuFailure {
-    /// The failure a CPU collective error is, naming the stage; `group` describes the
-    /// stage's whole group.
-    fn of(&self, error: CollectiveError, group: &str) -> CommFailure {
-        let (operation, peer, cause) = match error {
-            CollectiveError::Timeout {
-                operation,
-                peer,
-                waiting_for,
-                waited,
-                ..
-            } => (
-                operation,
-                peer,
-                CommCause::Timeout {
-                    waited,
-                    waiting_for,
-                },
-            ),
-            CollectiveError::PeerGone {
-                operation, peer, ..
-            } => (operation, Some(peer), CommCause::PeerGone { peer }),
-            CollectiveError::Mismatch {
-                operation, detail, ..
-            } => (operation, None, CommCause::Mismatch { detail }),
-            CollectiveError::Aborted { .. } => (
-                group.to_owned(),
-                None,
-                CommCause::Aborted {
-                    earlier: self
-                        .abort
-                        .failure()
-                        .map_or_else(|| "an earlier failure".to_owned(), |f| f.to_string()),
-                },
-            ),
-            other => (
-                group.to_owned(),
-                None,
-                CommCause::Mismatch {
-                    detail: other.to_string(),
-                },
-            ),
-        };
-        CommFailure {
-            rank: self.rank,
-            pipeline: self.names.pipeline,
-            stage: self.names.stage,
-            operation: format!("{operation} (of the stage's group: {group})"),
-            peer,
-            deadline: self.abort.deadline(),
-            cause,
-        }
-    }
 }
 
 /// The NCCL range of a part.
@@ -633,322 +460,19 @@ fn nccl_part(part: &Part) -> Result<StagePart> {
     }
 }
 
-fn nccl_op(op: &Planned) -> Result<StageOp> {
-    // An in-place operation passes its one range as both sides, as NCCL spells it.
-    let or_same = |send: &Option<Part>, recv: &Part| nccl_part(send.as_ref().unwrap_or(recv));
-    Ok(match op {
-        Planned::Send { data, peer } => StageOp::Send {
-            data: nccl_part(data)?,
-            peer: *peer,
-        },
-        Planned::Recv { data, peer } => StageOp::Recv {
-            data: nccl_part(data)?,
-            peer: *peer,
-        },
-        Planned::AllReduce { send, recv, op } => StageOp::AllReduce {
-            send: or_same(send, recv)?,
-            recv: nccl_part(recv)?,
-            op: *op,
-        },
-        Planned::Broadcast { send, recv, root } => StageOp::Broadcast {
-            send: or_same(send, recv)?,
-            recv: nccl_part(recv)?,
-            root: *root,
-        },
-        Planned::AllGather { send, recv } => StageOp::AllGather {
-            send: nccl_part(send)?,
-            recv: nccl_part(recv)?,
-        },
-        Planned::ReduceScatter { send, recv, op } => StageOp::ReduceScatter {
-            send: nccl_part(send)?,
-            recv: nccl_part(recv)?,
-            op: *op,
-        },
-    })
-}
-
-/// What one statement does with the parts of the CPU operation, by index.
-#[derive(Clone, Copy, Debug)]
-enum Role {
-    Send(usize, usize),
-    Recv(usize, usize),
-    AllReduce {
-        send: Option<usize>,
-        recv: usize,
-        kind: ElementKind,
-        op: ReduceOp,
-    },
-    Broadcast {
-        send: Option<usize>,
-        recv: usize,
-        root: usize,
-    },
-    AllGather(usize, usize),
-    ReduceScatter {
-        send: usize,
-        recv: usize,
-        kind: ElementKind,
-        op: ReduceOp,
-    },
-}
-
-/// The CPU backend: one stream operation over every part, which posts the group's sends and
-/// receives together (as NCCL does), then runs its collectives in statement order.
-fn cpu_group(
-    comm: &Arc<Mutex<Comm>>,
-    stream: &cpu::Stream,
-    ops: &[(ElementKind, Planned)],
-    failure: CpuFailure,
-) -> Result<()> {
-    let mut parts: Vec<cpu::Part> = Vec::new();
-    let mut labels: Vec<String> = Vec::new();
-    let mut add = |part: &Part, writes: bool| -> Result<usize> {
-        let DeviceMemory::Cpu(memory) = &part.memory else {
-            return Err(Error::mismatch(
-                "communication",
-                "a CUDA buffer in a CPU-backend operation",
-            ));
-        };
-        parts.push(cpu::Part {
-            range: cpu::Range {
-                memory: memory.clone(),
-                offset: part.offset,
-                bytes: part.bytes(),
-            },
-            access: if writes {
-                cpu::Access::Write
-            } else {
-                cpu::Access::Read
-            },
-        });
-        Ok(parts.len() - 1)
-    };
-    let mut roles = Vec::with_capacity(ops.len());
-    for (kind, op) in ops {
-        let role = match op {
-            Planned::Send { data, peer } => Role::Send(add(data, false)?, *peer),
-            Planned::Recv { data, peer } => Role::Recv(add(data, true)?, *peer),
-            Planned::AllReduce { send, recv, op } => Role::AllReduce {
-                recv: add(recv, true)?,
-                send: send.as_ref().map(|s| add(s, false)).transpose()?,
-                kind: *kind,
-                op: *op,
-            },
-            Planned::Broadcast { send, recv, root } => Role::Broadcast {
-                recv: add(recv, true)?,
-                send: send.as_ref().map(|s| add(s, false)).transpose()?,
-                root: *root,
-            },
-            Planned::AllGather { send, recv } => {
-                Role::AllGather(add(send, false)?, add(recv, true)?)
-            }
-            Planned::ReduceScatter { send, recv, op } => Role::ReduceScatter {
-                send: add(send, false)?,
-                recv: add(recv, true)?,
-                kind: *kind,
-                op: *op,
-            },
-        };
-        roles.push(role);
-    }
-    for (role, (kind, _)) in roles.iter().zip(ops) {
-        let size = kind.size();
-        let describe = |i: usize| parts[i].range.describe(size);
-        labels.push(match *role {
-            Role::Send(i, peer) => format!("send {} to rank {peer}", describe(i)),
-            Role::Recv(i, peer) => format!("recv {} from rank {peer}", describe(i)),
-            Role::AllReduce { send, recv, op, .. } => match send {
-                Some(s) => format!("all_reduce({op}) {} -> {}", describe(s), describe(recv)),
-                None => format!("all_reduce({op}) {}", describe(recv)),
-            },
-            Role::Broadcast { send, recv, root } => match send {
-                Some(s) => format!(
-                    "broadcast {} -> {} from rank {root}",
-                    describe(s),
-                    describe(recv)
-                ),
-                None => format!("broadcast {} from rank {root}", describe(recv)),
-            },
-            Role::AllGather(s, r) => format!("all_gather {} -> {}", describe(s), describe(r)),
-            Role::ReduceScatter { send, recv, op, .. } => {
-                format!(
-                    "reduce_scatter({op}) {} -> {}",
-                    describe(send),
-                    describe(recv)
-                )
-            }
-        });
-    }
-    if let Some((a, b)) = cpu::overlapping_write(&parts) {
-        return Err(Error::invalid(
+/// The CPU-backend range of a part.
+fn cpu_range(part: &Part) -> Result<cpu::Range> {
+    match &part.memory {
+        DeviceMemory::Cpu(memory) => Ok(cpu::Range {
+            memory: memory.clone(),
+            offset: part.offset,
+            bytes: part.bytes(),
+        }),
+        DeviceMemory::Cuda(_) => Err(Error::mismatch(
             "communication",
-            format!(
-                "`{}` and `{}` overlap in one buffer, and one writes it",
-                parts[a].range.describe(1),
-                parts[b].range.describe(1)
-            ),
-        ));
+            "a CUDA buffer in a CPU-backend operation",
+        )),
     }
-    let comm = comm.clone();
-    let roles: Arc<[Role]> = roles.into();
-    let group = describe_ops(ops);
-    let work: cpu::PartsWork = Arc::new(move |slices: &mut [PartBytes<'_>]| {
-        let comm = lock_cpu(&comm);
-        // A replay after an abort is refused at once, naming the first failure.
-        if let Some(refusal) = failure.abort.refusal(
-            failure.rank,
-            failure.names.pipeline,
-            failure.names.stage,
-            group.clone(),
-        ) {
-            return Err(cpu::communication_failed(refusal));
-        }
-        let outcome = comm.with_one_deadline(|comm| run_group(comm, &roles, slices));
-        match outcome {
-            Ok(()) => Ok(()),
-            Err(GroupError::Collective(error)) => {
-                let reported = failure.of(error, &group);
-                // The first failure aborts the rank: its peers see it leave at once.
-                failure.abort.record(reported.clone());
-                comm.abort();
-                Err(cpu::communication_failed(reported))
-            }
-            Err(GroupError::Parts(message)) => Err(message),
-        }
-    });
-    Ok(stream.parts(labels.join("; "), parts, work)?)
-}
-
-/// Part `r` read and part `w` written, at once (`r != w`).
-fn read_write<'b>(
-    slices: &'b mut [PartBytes<'_>],
-    r: usize,
-    w: usize,
-) -> std::result::Result<(&'b [u8], &'b mut [u8]), String> {
-    if r == w {
-        return Err("a part is both read and written".to_owned());
-    }
-    let (low, high) = slices.split_at_mut(r.max(w));
-    let (first, second) = (&mut low[r.min(w)], &mut high[0]);
-    let (reader, writer) = if r < w {
-        (first, second)
-    } else {
-        (second, first)
-    };
-    let read: &[u8] = match reader {
-        PartBytes::Read(bytes) => bytes,
-        PartBytes::Write(bytes) => bytes,
-    };
-    match writer {
-        PartBytes::Write(bytes) => Ok((read, bytes)),
-        PartBytes::Read(_) => Err("a written part was locked for reading".to_owned()),
-    }
-}
-
-fn written<'b>(
-    slices: &'b mut [PartBytes<'_>],
-    i: usize,
-) -> std::result::Result<&'b mut [u8], String> {
-    match &mut slices[i] {
-        PartBytes::Write(bytes) => Ok(bytes),
-        PartBytes::Read(_) => Err("a written part was locked for reading".to_owned()),
-    }
-}
-
-/// Why a CPU group's run failed: the communication, or the bookkeeping of its parts.
-enum GroupError {
-    Collective(CollectiveError),
-    Parts(String),
-}
-
-impl From<String> for GroupError {
-    fn from(message: String) -> Self {
-        GroupError::Parts(message)
-    }
-}
-
-impl From<CollectiveError> for GroupError {
-    fn from(error: CollectiveError) -> Self {
-        GroupError::Collective(error)
-    }
-}
-
-/// One run of a stage's group on the CPU backend.
-fn run_group(
-    comm: &Comm,
-    roles: &[Role],
-    slices: &mut [PartBytes<'_>],
-) -> std::result::Result<(), GroupError> {
-    let p2p: Vec<Option<Role>> = (0..slices.len())
-        .map(|i| {
-            roles.iter().copied().find(|role| match *role {
-                Role::Send(part, _) | Role::Recv(part, _) => part == i,
-                _ => false,
-            })
-        })
-        .collect();
-    if p2p.iter().any(Option::is_some) {
-        let view: &mut [PartBytes<'_>] = &mut *slices;
-        comm.group(move |g| {
-            for (slice, role) in IntoIterator::into_iter(view).zip(&p2p) {
-                match (role, slice) {
-                    (Some(Role::Send(_, peer)), PartBytes::Read(bytes)) => {
-                        g.send_bytes(*peer, bytes)?
-                    }
-                    (Some(Role::Recv(_, peer)), PartBytes::Write(bytes)) => {
-                        g.recv_bytes(*peer, bytes)?
-                    }
-                    _ => {}
-                }
-            }
-            Ok(())
-        })?;
-    }
-    for role in roles {
-        let result = match *role {
-            Role::Send(..) | Role::Recv(..) => Ok(()),
-            Role::AllReduce {
-                send,
-                recv,
-                kind,
-                op,
-            } => match send {
-                Some(s) => {
-                    let (send, recv) = read_write(slices, s, recv)?;
-                    comm.all_reduce_bytes(kind, op, send, recv)
-                }
-                None => {
-                    let data = written(slices, recv)?;
-                    let send = data.to_vec();
-                    comm.all_reduce_bytes(kind, op, &send, data)
-                }
-            },
-            Role::Broadcast { send, recv, root } => {
-                if let Some(s) = send
-                    && comm.rank() == root
-                {
-                    let (send, recv) = read_write(slices, s, recv)?;
-                    recv.copy_from_slice(send);
-                }
-                comm.broadcast_bytes(root, written(slices, recv)?)
-            }
-            Role::AllGather(s, r) => {
-                let (send, recv) = read_write(slices, s, r)?;
-                comm.all_gather_bytes(send, recv)
-            }
-            Role::ReduceScatter {
-                send,
-                recv,
-                kind,
-                op,
-            } => {
-                let (send, recv) = read_write(slices, send, recv)?;
-                comm.reduce_scatter_bytes(kind, op, send, recv)
-            }
-        };
-        result?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -270,8 +270,7 @@ impl Stream {
     /// its communicator). On the CPU backend the stream's own fault carries it.
     pub(crate) fn comm_failure_after_wait(&self) -> Result<()> {
         match &self.backend {
-            StreamBackend::Cuda(s) => match crate::cuda::nccl::failure_after_wait(s.raw() as usize)
-            {
+            StreamBackend::Cuda(s) => match crate::nccl::failure_after_wait(s.raw() as usize) {
                 Some(failure) => Err(failure.into()),
                 None => Ok(()),
             },
@@ -356,7 +355,7 @@ impl Stream {
                 self.same_context(CALL, event.context())?;
                 s.record(e)?;
                 // A wait on the event waits for the stream's communication too.
-                crate::cuda::nccl::note_record(s.raw() as usize, e.raw() as usize);
+                crate::nccl::note_record(s.raw() as usize, e.raw() as usize);
                 Ok(())
             }
             (StreamBackend::Cpu(s), EventBackend::Cpu(e)) => {

@@ -10,7 +10,7 @@ use syn::spanned::Spanned;
 
 use super::bounds;
 use super::names::{Names, rt, suffix};
-use super::{device, step};
+use super::{describe, device, step};
 use crate::ast::KernelParamType;
 use crate::lower::{ImageFormat, KernelId, Kind, Memory, Pipeline};
 
@@ -188,7 +188,7 @@ pub fn pipeline_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
         step_counts(pipeline),
         origin_fn(),
         step::prepare_fn(pipeline, names),
-        step::describe_fn(pipeline, names),
+        describe::describe_fn(pipeline, names),
         step::plan_fn(pipeline, names),
         step::enqueue_fn(pipeline, names),
     ];

@@ -234,12 +234,12 @@ impl Watchdog {
                 tracing::error!(failure = %failure, "aborting an NCCL communicator");
                 // Counted as running before the failure is visible: a thread that sees it
                 // (and the process exit after it) must find the abort not yet finished.
-                let _aborting = super::comm::ABORTS.begin();
+                let _aborting = super::abort::ABORTS.begin();
                 handle.abort_state().record(failure);
                 handle.abort_now();
             }
             // Aborts that waited for a capture the public layer did not end through us.
-            super::comm::abort_deferred();
+            super::abort::abort_deferred();
             std::thread::sleep(POLL);
         }
     }

@@ -21,10 +21,11 @@
 
 use std::sync::Arc;
 
-use super::adapt;
-use super::comm::{Communicator, data_type, red_op, refuse_in_group};
+use super::adapt::{self, Span};
+use super::comm::{Communicator, refuse_in_group};
 use super::watchdog::{self, Captured, What};
-use crate::collective::{ElementKind, Names, ReduceOp};
+use crate::collective::op::{self, Op};
+use crate::collective::{ElementKind, Names};
 use crate::cuda;
 use crate::error::{Error, Result};
 use crate::stream::Stream;
@@ -38,59 +39,6 @@ pub(crate) struct Part {
     pub(crate) offset: usize,
     /// Elements covered.
     pub(crate) len: usize,
-}
-
-/// One operation of a stage's group, with the element kind of its buffers.
-#[derive(Clone, Debug)]
-pub(crate) enum StageOp {
-    /// `ncclSend` of `data` to `peer`.
-    Send {
-        /// Read.
-        data: Part,
-        /// The receiving rank.
-        peer: usize,
-    },
-    /// `ncclRecv` into `data` from `peer`.
-    Recv {
-        /// Written.
-        data: Part,
-        /// The sending rank.
-        peer: usize,
-    },
-    /// `ncclAllReduce` (`send` and `recv` may be the same range: in place).
-    AllReduce {
-        /// Read.
-        send: Part,
-        /// Written.
-        recv: Part,
-        /// The operator.
-        op: ReduceOp,
-    },
-    /// `ncclBroadcast` from `root`'s `send` (in place when the same range as `recv`).
-    Broadcast {
-        /// Read on the root.
-        send: Part,
-        /// Written.
-        recv: Part,
-        /// The sending rank.
-        root: usize,
-    },
-    /// `ncclAllGather`: `recv` holds `size` times `send`.
-    AllGather {
-        /// Read.
-        send: Part,
-        /// Written.
-        recv: Part,
-    },
-    /// `ncclReduceScatter`: `send` holds `size` times `recv`.
-    ReduceScatter {
-        /// Read.
-        send: Part,
-        /// Written.
-        recv: Part,
-        /// The operator.
-        op: ReduceOp,
-    },
 }
 
 /// A checked device range: its address and its byte span in the allocation.
@@ -112,7 +60,7 @@ impl Communicator {
         &self,
         stage: &'static str,
         stream: &Stream,
-        ops: &[(ElementKind, StageOp)],
+        ops: &[(ElementKind, Op<Part>)],
         names: Names,
         label: String,
     ) -> Result<()> {
@@ -148,85 +96,31 @@ impl Communicator {
                 end,
             })
         };
-        let rank = |what: &str, r: usize| -> Result<()> {
-            if r < self.size() {
-                Ok(())
-            } else {
-                Err(Error::invalid(
-                    stage,
-                    format!(
-                        "{what} {r} is not one of the communicator's {} ranks",
-                        self.size()
-                    ),
-                ))
-            }
-        };
         // Checked calls, and every range each touches (whether it writes it).
         let mut calls = Vec::with_capacity(ops.len());
         let mut touched: Vec<(&Arc<cuda::DeviceMemory>, Checked, bool)> = Vec::new();
         for (kind, op) in ops {
-            let (kind, size) = (*kind, kind.size());
-            let check = |what: &str, part: &Part| check(what, part, size);
-            let call = match op {
-                StageOp::Send { data, peer } => {
-                    rank("peer", *peer)?;
-                    let d = check("send", data)?;
-                    touched.push((&data.memory, d, false));
-                    Raw::Send(d.ptr, data.len, *peer)
-                }
-                StageOp::Recv { data, peer } => {
-                    rank("peer", *peer)?;
-                    let d = check("receive", data)?;
-                    touched.push((&data.memory, d, true));
-                    Raw::Recv(d.ptr, data.len, *peer)
-                }
-                StageOp::AllReduce { send, recv, op } => {
-                    let (s, r) = (check("send", send)?, check("receive", recv)?);
-                    same_len(stage, send.len, recv.len)?;
-                    touched.push((&recv.memory, r, true));
-                    if s.ptr != r.ptr {
-                        touched.push((&send.memory, s, false));
-                    }
-                    Raw::AllReduce(s.ptr, r.ptr, recv.len, red_op(stage, *op, kind)?)
-                }
-                StageOp::Broadcast { send, recv, root } => {
-                    rank("root", *root)?;
-                    let (s, r) = (check("send", send)?, check("receive", recv)?);
-                    same_len(stage, send.len, recv.len)?;
-                    touched.push((&recv.memory, r, true));
-                    if s.ptr != r.ptr {
-                        touched.push((&send.memory, s, false));
-                    }
-                    Raw::Broadcast(s.ptr, r.ptr, recv.len, *root)
-                }
-                StageOp::AllGather { send, recv } => {
-                    let (s, r) = (check("send", send)?, check("receive", recv)?);
-                    times_size(stage, "receive", recv.len, send.len, self.size())?;
-                    touched.push((&recv.memory, r, true));
-                    touched.push((&send.memory, s, false));
-                    Raw::AllGather(s.ptr, r.ptr, send.len)
-                }
-                StageOp::ReduceScatter { send, recv, op } => {
-                    let (s, r) = (check("send", send)?, check("receive", recv)?);
-                    times_size(stage, "send", send.len, recv.len, self.size())?;
-                    touched.push((&recv.memory, r, true));
-                    touched.push((&send.memory, s, false));
-                    Raw::ReduceScatter(s.ptr, r.ptr, recv.len, red_op(stage, *op, kind)?)
-                }
-            };
-            calls.push((call, data_type(kind)));
+            let size = kind.size();
+            op.check(*kind, self.size(), None, op::RANGES, |part| part.len)
+                .map_err(|m| Error::invalid(stage, m))?;
+            let spans = op.try_map(|part, writes| {
+                let what = if writes { "receive" } else { "send" };
+                let c = check(what, part, size)?;
+                // An in-place operation's one range is touched once.
+                touched.push((&part.memory, c, writes));
+                Ok::<_, Error>(Span {
+                    ptr: c.ptr,
+                    len: part.len,
+                })
+            })?;
+            calls.push((spans, *kind));
         }
         disjoint_writes(stage, &touched)?;
 
-        let mut peers = ops.iter().filter_map(|(_, op)| match op {
-            StageOp::Send { peer, .. } | StageOp::Recv { peer, .. } => Some(*peer),
-            _ => None,
-        });
-        let first = peers.next();
         let what = What {
             names,
             operation: label,
-            peer: first.filter(|&p| peers.all(|q| q == p)),
+            peer: op::one_peer(ops.iter().map(|(_, op)| op)),
         };
         let gate = adapt::Enqueue::begin(stage, stream)?;
         for (memory, _, _) in &touched {
@@ -246,7 +140,7 @@ impl Communicator {
             // communicator's context, counts, disjoint writes); the gate is held until the
             // group has ended, with the uses noted (and kept by a capture); `raw` is a live
             // stream of the context.
-            unsafe { self.issue_group(&calls, raw) }
+            unsafe { self.issue_group(stage, &calls, raw) }
         });
         drop(gate);
         if let Err(error) = issued {
@@ -270,16 +164,17 @@ impl Communicator {
     /// it accepted).
     ///
     /// # Safety
-    /// Every call satisfies the raw level's contract (`comm.rs`), as `enqueue_stage` checks,
+    /// Every call satisfies the raw level's contract (`raw.rs`), as `enqueue_stage` checks,
     /// and the stream's gate is held (uses noted) until this returns.
     unsafe fn issue_group(
         &self,
-        calls: &[(Raw, super::sys::ncclDataType_t)],
+        stage: &'static str,
+        calls: &[(Op<Span>, ElementKind)],
         raw: super::sys::cudaStream_t,
     ) -> Result<()> {
         self.raw_group_start()?;
         let mut issued = Ok(());
-        for (call, ty) in calls {
+        for (call, kind) in calls {
             // SAFETY: every address lies in a live CUDA allocation of the communicator's
             // context with room for the counts passed (checked by `enqueue_stage`, counts
             // against each other and the communicator's size); the caller holds the
@@ -289,7 +184,7 @@ impl Communicator {
             // `raw` is a live stream of the context. The peers' matching calls are the
             // pipeline's: every rank runs the same expansion; a mismatch hangs NCCL's kernels
             // until the watchdog aborts the communicator, which ends them.
-            let result = unsafe { self.issue_raw(call, *ty, raw) };
+            let result = unsafe { self.raw_enqueue(stage, call, *kind, raw) };
             if let Err(e) = result {
                 issued = Err(e);
                 break;
@@ -299,73 +194,6 @@ impl Communicator {
         // SAFETY: as above, for every operation accepted since the start.
         let ended = unsafe { self.raw_group_end() };
         issued.and(ended)
-    }
-
-    /// Makes one checked raw call.
-    ///
-    /// # Safety
-    /// The raw level's contract (`comm.rs`) for the addresses and counts of `call`.
-    unsafe fn issue_raw(
-        &self,
-        call: &Raw,
-        ty: super::sys::ncclDataType_t,
-        stream: super::sys::cudaStream_t,
-    ) -> Result<()> {
-        // SAFETY: the caller's contract, passed on.
-        unsafe {
-            match *call {
-                Raw::Send(ptr, len, peer) => self.raw_send(ptr, len, ty, peer, stream),
-                Raw::Recv(ptr, len, peer) => self.raw_recv(ptr, len, ty, peer, stream),
-                Raw::AllReduce(s, r, len, op) => self.raw_all_reduce(s, r, len, ty, op, stream),
-                Raw::Broadcast(s, r, len, root) => self.raw_broadcast(s, r, len, ty, root, stream),
-                Raw::AllGather(s, r, len) => self.raw_all_gather(s, r, len, ty, stream),
-                Raw::ReduceScatter(s, r, len, op) => {
-                    self.raw_reduce_scatter(s, r, len, ty, op, stream)
-                }
-            }
-        }
-    }
-}
-
-/// One operation, checked, as the raw level takes it.
-enum Raw {
-    Send(u64, usize, usize),
-    Recv(u64, usize, usize),
-    AllReduce(u64, u64, usize, super::sys::ncclRedOp_t),
-    Broadcast(u64, u64, usize, usize),
-    AllGather(u64, u64, usize),
-    ReduceScatter(u64, u64, usize, super::sys::ncclRedOp_t),
-}
-
-fn same_len(stage: &'static str, send: usize, recv: usize) -> Result<()> {
-    if send == recv {
-        Ok(())
-    } else {
-        Err(Error::invalid(
-            stage,
-            format!(
-                "the send range has {send} elements and the receive range {recv}; they must be equal"
-            ),
-        ))
-    }
-}
-
-fn times_size(
-    stage: &'static str,
-    what: &str,
-    big: usize,
-    small: usize,
-    size: usize,
-) -> Result<()> {
-    if Some(big) == small.checked_mul(size) {
-        Ok(())
-    } else {
-        Err(Error::invalid(
-            stage,
-            format!(
-                "the {what} range must hold {size} ranks times {small} elements, but has {big}"
-            ),
-        ))
     }
 }
 

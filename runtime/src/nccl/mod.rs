@@ -11,12 +11,15 @@
 //!   [`ReduceOp`](crate::collective::ReduceOp)s, shared with the CPU backend's
 //!   [`World`](crate::collective::World), which runs the same programs on threads.
 //!
-//! Layers: `sys` (raw types), `library` (the function table), `comm` (communicators and the
-//! unsafe raw enqueue, `pub(crate)`), `ops` (the safe level; its docs say what it checks and
-//! what it cannot: the other ranks' matching calls), `stage` (a `gpu_pipeline!` stage's
+//! Layers: `sys` (raw types), `library` (the function table), `comm` (communicators),
+//! `abort` (tearing a failed one down), `raw` (the one unsafe enqueue of every operation,
+//! over `collective/op.rs`'s `Op`s), `ops` (the safe level; its docs say what it checks
+//! and what it cannot: the other ranks' matching calls), `stage` (a `gpu_pipeline!` stage's
 //! communication as one group, over ranges the generated step holds borrowed), `adapt` (the
 //! runtime's streams, memory and capture keep-alive, in one place), `watchdog` (the thread
-//! that aborts a communicator whose work misses its deadline).
+//! that aborts a communicator whose work misses its deadline). The operations themselves
+//! (their checks, ranges and words) are described once, for both backends, in
+//! `collective/op.rs`.
 //!
 //! Communicators are nonblocking and every operation has a deadline
 //! ([`CommConfig::timeout`], else `GPU_PIPELINE_COMM_TIMEOUT`, else 5 minutes): a
@@ -30,20 +33,22 @@
 //! [`CaptureMode::ThreadLocal`](crate::CaptureMode) after a few uncaptured exchanges with the
 //! same peers (NCCL connects peers lazily on first use).
 
+mod abort;
 mod adapt;
 mod comm;
 mod library;
 mod ops;
+mod raw;
 mod stage;
 mod sys;
 mod watchdog;
 
-pub(crate) use comm::abort_deferred;
+pub(crate) use abort::abort_deferred;
 pub use comm::{CommConfig, Communicator, UniqueId};
 pub use library::{
     DEFAULT_NCCL_NAMES, NCCL_PATH_ENV, NcclVersion, WHEEL_LIBRARY, candidate_paths, is_available,
     library_path, python_package_dirs, version,
 };
 pub use ops::Group;
-pub(crate) use stage::{Part as StagePart, StageOp};
+pub(crate) use stage::Part as StagePart;
 pub(crate) use watchdog::{failure_after_event, failure_after_wait, note_record, watch_launch};

@@ -33,74 +33,26 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use super::adapt::{self, Span};
-use super::comm::{Communicator, data_type, red_op, refuse_in_group, set_in_group};
-use super::sys::{self, ncclDataType_t, ncclRedOp_t};
+use super::comm::{Communicator, refuse_in_group, set_in_group};
+use super::sys;
 use super::watchdog::{self, Captured, What};
-use crate::collective::{Element, Names, ReduceOp};
+use crate::collective::op::{self, Op};
+use crate::collective::{Element, ElementKind, Names, ReduceOp};
 use crate::error::{Error, Result};
 use crate::memory::{DeviceDest, DeviceSource};
 use crate::stream::Stream;
 
 /// One checked operation, ready for its raw call.
 struct Prepared {
-    op: Op,
-    ty: ncclDataType_t,
+    op: Op<Span>,
+    kind: ElementKind,
     stream: sys::cudaStream_t,
 }
 
-enum Op {
-    Send {
-        data: Span,
-        peer: usize,
-    },
-    Recv {
-        data: Span,
-        peer: usize,
-    },
-    AllReduce {
-        send: Span,
-        recv: Span,
-        op: ncclRedOp_t,
-    },
-    Broadcast {
-        send: Span,
-        recv: Span,
-        root: usize,
-    },
-    AllGather {
-        send: Span,
-        recv: Span,
-    },
-    ReduceScatter {
-        send: Span,
-        recv: Span,
-        op: ncclRedOp_t,
-    },
-}
-
-impl Op {
+impl Prepared {
     /// The operation in words, for a failure's report.
     fn describe(&self) -> String {
-        match self {
-            Op::Send { data, peer } => format!("send ({} elements) to rank {peer}", data.len),
-            Op::Recv { data, peer } => format!("recv ({} elements) from rank {peer}", data.len),
-            Op::AllReduce { recv, .. } => format!("all_reduce ({} elements)", recv.len),
-            Op::Broadcast { recv, root, .. } => {
-                format!("broadcast ({} elements) from rank {root}", recv.len)
-            }
-            Op::AllGather { send, .. } => format!("all_gather ({} elements each)", send.len),
-            Op::ReduceScatter { recv, .. } => {
-                format!("reduce_scatter ({} elements each)", recv.len)
-            }
-        }
-    }
-
-    /// The peer of a send or receive.
-    fn peer(&self) -> Option<usize> {
-        match *self {
-            Op::Send { peer, .. } | Op::Recv { peer, .. } => Some(peer),
-            _ => None,
-        }
+        self.op.describe(self.kind, |span| span.len)
     }
 }
 
@@ -123,13 +75,13 @@ impl Communicator {
         &self,
         gate: adapt::Enqueue<'_>,
         stream: &Stream,
-        op: &Op,
+        p: &Prepared,
         issued: Result<()>,
     ) -> Result<()> {
         let what = What {
             names: Names::default(),
-            operation: op.describe(),
-            peer: op.peer(),
+            operation: p.describe(),
+            peer: p.op.peer(),
         };
         let capturing = gate.is_capturing();
         if capturing && issued.is_ok() {
@@ -147,182 +99,24 @@ impl Communicator {
         Ok(())
     }
 
-    fn check_rank(&self, call: &'static str, what: &str, rank: usize) -> Result<()> {
-        if rank < self.size() {
-            Ok(())
-        } else {
-            Err(Error::invalid(
-                call,
-                format!(
-                    "{what} {rank} is not one of the communicator's {} ranks",
-                    self.size()
-                ),
-            ))
-        }
-    }
-
-    fn stream(&self, call: &'static str, stream: &Stream) -> Result<sys::cudaStream_t> {
-        adapt::raw_stream(call, stream, self.context())
-    }
-
-    fn prepare_send<T: Element, S: DeviceSource<T> + ?Sized>(
+    /// Checks `op` by the rules both backends share (`collective/op.rs`: peers and roots are
+    /// ranks, lengths agree with the operation, `avg` reduces floats) and the stream against
+    /// the communicator's context.
+    fn prepare(
         &self,
         call: &'static str,
         stream: &Stream,
-        data: &S,
-        peer: usize,
+        kind: ElementKind,
+        op: Op<Span>,
     ) -> Result<Prepared> {
-        self.check_rank(call, "peer", peer)?;
-        Ok(Prepared {
-            stream: self.stream(call, stream)?,
-            op: Op::Send {
-                data: adapt::span(call, "send", data, stream)?,
-                peer,
-            },
-            ty: data_type(T::KIND),
+        op.check(kind, self.size(), Some(self.rank()), op::BUFFERS, |span| {
+            span.len
         })
-    }
-
-    fn prepare_recv<T: Element, D: DeviceDest<T> + ?Sized>(
-        &self,
-        call: &'static str,
-        stream: &Stream,
-        data: &D,
-        peer: usize,
-    ) -> Result<Prepared> {
-        self.check_rank(call, "peer", peer)?;
+        .map_err(|m| Error::invalid(call, m))?;
         Ok(Prepared {
-            stream: self.stream(call, stream)?,
-            op: Op::Recv {
-                data: adapt::span(call, "receive", data, stream)?,
-                peer,
-            },
-            ty: data_type(T::KIND),
-        })
-    }
-
-    /// `recv == None`: in place.
-    fn prepare_all_reduce<T: Element, S: DeviceSource<T> + ?Sized, D: DeviceDest<T> + ?Sized>(
-        &self,
-        call: &'static str,
-        stream: &Stream,
-        send: Option<&S>,
-        recv: &D,
-        op: ReduceOp,
-    ) -> Result<Prepared> {
-        let op = red_op(call, op, T::KIND)?;
-        let raw = self.stream(call, stream)?;
-        let recv = adapt::span(call, "receive", recv, stream)?;
-        let send = match send {
-            Some(send) => adapt::span(call, "send", send, stream)?,
-            None => recv,
-        };
-        if send.len != recv.len {
-            return Err(Error::invalid(
-                call,
-                format!(
-                    "the send buffer has {} elements and the receive buffer {}; they must be equal",
-                    send.len, recv.len
-                ),
-            ));
-        }
-        Ok(Prepared {
-            op: Op::AllReduce { send, recv, op },
-            ty: data_type(T::KIND),
-            stream: raw,
-        })
-    }
-
-    fn prepare_broadcast<T: Element, S: DeviceSource<T> + ?Sized, D: DeviceDest<T> + ?Sized>(
-        &self,
-        call: &'static str,
-        stream: &Stream,
-        send: Option<&S>,
-        recv: &D,
-        root: usize,
-    ) -> Result<Prepared> {
-        self.check_rank(call, "root", root)?;
-        let raw = self.stream(call, stream)?;
-        let recv = adapt::span(call, "receive", recv, stream)?;
-        let send = match send {
-            Some(send) => adapt::span(call, "send", send, stream)?,
-            None => recv,
-        };
-        if self.rank() == root && send.len != recv.len {
-            return Err(Error::invalid(
-                call,
-                format!(
-                    "the root's send buffer has {} elements and its receive buffer {}",
-                    send.len, recv.len
-                ),
-            ));
-        }
-        Ok(Prepared {
-            op: Op::Broadcast { send, recv, root },
-            ty: data_type(T::KIND),
-            stream: raw,
-        })
-    }
-
-    fn prepare_all_gather<T: Element, S: DeviceSource<T> + ?Sized, D: DeviceDest<T> + ?Sized>(
-        &self,
-        call: &'static str,
-        stream: &Stream,
-        send: &S,
-        recv: &D,
-    ) -> Result<Prepared> {
-        let raw = self.stream(call, stream)?;
-        let send = adapt::span(call, "send", send, stream)?;
-        let recv = adapt::span(call, "receive", recv, stream)?;
-        if Some(recv.len) != send.len.checked_mul(self.size()) {
-            return Err(Error::invalid(
-                call,
-                format!(
-                    "the receive buffer must hold {} ranks times the {} elements sent, but has {}",
-                    self.size(),
-                    send.len,
-                    recv.len
-                ),
-            ));
-        }
-        Ok(Prepared {
-            op: Op::AllGather { send, recv },
-            ty: data_type(T::KIND),
-            stream: raw,
-        })
-    }
-
-    fn prepare_reduce_scatter<
-        T: Element,
-        S: DeviceSource<T> + ?Sized,
-        D: DeviceDest<T> + ?Sized,
-    >(
-        &self,
-        call: &'static str,
-        stream: &Stream,
-        send: &S,
-        recv: &D,
-        op: ReduceOp,
-    ) -> Result<Prepared> {
-        let op = red_op(call, op, T::KIND)?;
-        let raw = self.stream(call, stream)?;
-        let send = adapt::span(call, "send", send, stream)?;
-        let recv = adapt::span(call, "receive", recv, stream)?;
-        if Some(send.len) != recv.len.checked_mul(self.size()) {
-            return Err(Error::invalid(
-                call,
-                format!(
-                    "the send buffer must hold {} ranks times the {} elements received, but has {}",
-                    self.size(),
-                    recv.len,
-                    send.len
-                ),
-            ));
-        }
-        Ok(Prepared {
-            op: Op::ReduceScatter { send, recv, op },
-            ty: data_type(T::KIND),
-            stream: raw,
+            stream: adapt::raw_stream(call, stream, self.context())?,
+            op,
+            kind,
         })
     }
 
@@ -345,31 +139,39 @@ impl Communicator {
     ///
     /// # Safety
     /// The spans' memory and the stream must satisfy the raw level's contract (see
-    /// `comm.rs`) from now until the work completes: the callers below hold the borrows for
+    /// `raw.rs`) from now until the work completes: the callers below hold the borrows for
     /// the enqueue (or the group) and record the uses under the stream's gate
     /// (`adapt::Enqueue`), held across the call.
-    unsafe fn issue(&self, p: &Prepared) -> Result<()> {
-        let (ty, s) = (p.ty, p.stream);
+    unsafe fn issue(&self, call: &'static str, p: &Prepared) -> Result<()> {
         // SAFETY: the caller's contract, passed on; the spans and counts were checked
-        // against each other and the communicator's size in `prepare_*`.
-        unsafe {
-            match p.op {
-                Op::Send { data, peer } => self.raw_send(data.ptr, data.len, ty, peer, s),
-                Op::Recv { data, peer } => self.raw_recv(data.ptr, data.len, ty, peer, s),
-                Op::AllReduce { send, recv, op } => {
-                    self.raw_all_reduce(send.ptr, recv.ptr, recv.len, ty, op, s)
-                }
-                Op::Broadcast { send, recv, root } => {
-                    self.raw_broadcast(send.ptr, recv.ptr, recv.len, ty, root, s)
-                }
-                Op::AllGather { send, recv } => {
-                    self.raw_all_gather(send.ptr, recv.ptr, send.len, ty, s)
-                }
-                Op::ReduceScatter { send, recv, op } => {
-                    self.raw_reduce_scatter(send.ptr, recv.ptr, recv.len, ty, op, s)
-                }
-            }
-        }
+        // against each other and the communicator's size in `prepare`.
+        unsafe { self.raw_enqueue(call, &p.op, p.kind, p.stream) }
+    }
+
+    /// One ungrouped operation: refused while a group is open, its spans built by `build`,
+    /// checked, enqueued under the stream's gate with its uses noted by `note`, and watched.
+    ///
+    /// # Safety
+    /// The spans `build` returns are of buffers the caller holds borrowed for this call
+    /// (`&` those read, `&mut` those written, so a written one aliases nothing else of the
+    /// operation), and `note` notes every one of them.
+    unsafe fn one<'s>(
+        &self,
+        call: &'static str,
+        stream: &'s Stream,
+        kind: ElementKind,
+        build: impl FnOnce() -> Result<Op<Span>>,
+        note: impl FnOnce(&adapt::Enqueue<'s>),
+    ) -> Result<()> {
+        refuse_in_group(call)?;
+        let p = self.prepare(call, stream, kind, build()?)?;
+        let gate = self.enter(call, stream, note)?;
+        // SAFETY: the buffers are borrowed for this call and checked to be CUDA memory of
+        // the stream's context; their uses are recorded (and kept by a capture) under the
+        // gate held across this call, so the allocations outlive the work (see the module
+        // docs); no group is open, so NCCL enqueues it now.
+        let issued = unsafe { self.issue(call, &p) };
+        self.watch_one(gate, stream, &p, issued)
     }
 
     // ---- ungrouped operations --------------------------------------------------------------
@@ -384,15 +186,12 @@ impl Communicator {
         peer: usize,
     ) -> Result<()> {
         const CALL: &str = "Communicator::send";
-        refuse_in_group(CALL)?;
-        let p = self.prepare_send(CALL, stream, data, peer)?;
-        let gate = self.enter(CALL, stream, |e| e.note(data))?;
-        // SAFETY: `data` is borrowed for this call and checked to be CUDA memory of the
-        // stream's context; its use is recorded (and kept by a capture) under the gate held
-        // across this call, so the allocation outlives the work (see the module docs); no
-        // group is open, so NCCL enqueues it now.
-        let issued = unsafe { self.issue(&p) };
-        self.watch_one(gate, stream, &p.op, issued)
+        let build = || {
+            let data = adapt::span(CALL, "send", data, stream)?;
+            Ok(Op::Send { data, peer })
+        };
+        // SAFETY: `data` is borrowed for this call and noted.
+        unsafe { self.one(CALL, stream, T::KIND, build, |e| e.note(data)) }
     }
 
     /// Receives from `peer` into `data` (`ncclRecv`), in `stream`'s order.
@@ -403,13 +202,13 @@ impl Communicator {
         peer: usize,
     ) -> Result<()> {
         const CALL: &str = "Communicator::recv";
-        refuse_in_group(CALL)?;
-        let p = self.prepare_recv(CALL, stream, data, peer)?;
-        let gate = self.enter(CALL, stream, |e| e.note(data))?;
-        // SAFETY: as in `send`; `data` is borrowed `&mut`, so nothing else of this call
-        // aliases it.
-        let issued = unsafe { self.issue(&p) };
-        self.watch_one(gate, stream, &p.op, issued)
+        let data = &*data;
+        let build = || {
+            let data = adapt::span(CALL, "receive", data, stream)?;
+            Ok(Op::Recv { data, peer })
+        };
+        // SAFETY: `data` is borrowed `&mut` for this call and noted.
+        unsafe { self.one(CALL, stream, T::KIND, build, |e| e.note(data)) }
     }
 
     /// Reduces `send` over all ranks with `op` into every rank's `recv` (`ncclAllReduce`).
@@ -421,15 +220,19 @@ impl Communicator {
         op: ReduceOp,
     ) -> Result<()> {
         const CALL: &str = "Communicator::all_reduce";
-        refuse_in_group(CALL)?;
-        let p = self.prepare_all_reduce(CALL, stream, Some(send), recv, op)?;
-        let gate = self.enter(CALL, stream, |e| {
+        let recv = &*recv;
+        let build = || {
+            let recv = adapt::span(CALL, "receive", recv, stream)?;
+            let send = Some(adapt::span(CALL, "send", send, stream)?);
+            Ok(Op::AllReduce { send, recv, op })
+        };
+        let note = |e: &adapt::Enqueue<'_>| {
             e.note(send);
             e.note(recv);
-        })?;
-        // SAFETY: as in `send` and `recv`; `send` and `recv` cannot alias (`&` and `&mut`).
-        let issued = unsafe { self.issue(&p) };
-        self.watch_one(gate, stream, &p.op, issued)
+        };
+        // SAFETY: `send` and `recv` are borrowed for this call (they cannot alias: `&` and
+        // `&mut`) and noted.
+        unsafe { self.one(CALL, stream, T::KIND, build, note) }
     }
 
     /// [`all_reduce`](Self::all_reduce) with `data` as input and output.
@@ -440,12 +243,17 @@ impl Communicator {
         op: ReduceOp,
     ) -> Result<()> {
         const CALL: &str = "Communicator::all_reduce_in_place";
-        refuse_in_group(CALL)?;
-        let p = self.prepare_all_reduce::<T, D, D>(CALL, stream, None, data, op)?;
-        let gate = self.enter(CALL, stream, |e| e.note(data))?;
+        let data = &*data;
+        let build = || {
+            let recv = adapt::span(CALL, "receive", data, stream)?;
+            Ok(Op::AllReduce {
+                send: None,
+                recv,
+                op,
+            })
+        };
         // SAFETY: as in `recv` (NCCL reads and writes the one buffer, in place).
-        let issued = unsafe { self.issue(&p) };
-        self.watch_one(gate, stream, &p.op, issued)
+        unsafe { self.one(CALL, stream, T::KIND, build, |e| e.note(data)) }
     }
 
     /// Copies `root`'s `data` into every other rank's `data` (`ncclBroadcast` in place).
@@ -456,12 +264,17 @@ impl Communicator {
         root: usize,
     ) -> Result<()> {
         const CALL: &str = "Communicator::broadcast";
-        refuse_in_group(CALL)?;
-        let p = self.prepare_broadcast::<T, D, D>(CALL, stream, None, data, root)?;
-        let gate = self.enter(CALL, stream, |e| e.note(data))?;
+        let data = &*data;
+        let build = || {
+            let recv = adapt::span(CALL, "receive", data, stream)?;
+            Ok(Op::Broadcast {
+                send: None,
+                recv,
+                root,
+            })
+        };
         // SAFETY: as in `recv`.
-        let issued = unsafe { self.issue(&p) };
-        self.watch_one(gate, stream, &p.op, issued)
+        unsafe { self.one(CALL, stream, T::KIND, build, |e| e.note(data)) }
     }
 
     /// Copies `root`'s `send` into every rank's `recv` (`ncclBroadcast`; `send` is read on
@@ -474,15 +287,18 @@ impl Communicator {
         root: usize,
     ) -> Result<()> {
         const CALL: &str = "Communicator::broadcast_from";
-        refuse_in_group(CALL)?;
-        let p = self.prepare_broadcast(CALL, stream, Some(send), recv, root)?;
-        let gate = self.enter(CALL, stream, |e| {
+        let recv = &*recv;
+        let build = || {
+            let recv = adapt::span(CALL, "receive", recv, stream)?;
+            let send = Some(adapt::span(CALL, "send", send, stream)?);
+            Ok(Op::Broadcast { send, recv, root })
+        };
+        let note = |e: &adapt::Enqueue<'_>| {
             e.note(send);
             e.note(recv);
-        })?;
+        };
         // SAFETY: as in `all_reduce`.
-        let issued = unsafe { self.issue(&p) };
-        self.watch_one(gate, stream, &p.op, issued)
+        unsafe { self.one(CALL, stream, T::KIND, build, note) }
     }
 
     /// Gathers every rank's `send` into every rank's `recv` in rank order
@@ -494,15 +310,18 @@ impl Communicator {
         recv: &mut D,
     ) -> Result<()> {
         const CALL: &str = "Communicator::all_gather";
-        refuse_in_group(CALL)?;
-        let p = self.prepare_all_gather(CALL, stream, send, recv)?;
-        let gate = self.enter(CALL, stream, |e| {
+        let recv = &*recv;
+        let build = || {
+            let recv = adapt::span(CALL, "receive", recv, stream)?;
+            let send = adapt::span(CALL, "send", send, stream)?;
+            Ok(Op::AllGather { send, recv })
+        };
+        let note = |e: &adapt::Enqueue<'_>| {
             e.note(send);
             e.note(recv);
-        })?;
+        };
         // SAFETY: as in `all_reduce`; `recv` holds `size` times `send`'s elements (checked).
-        let issued = unsafe { self.issue(&p) };
-        self.watch_one(gate, stream, &p.op, issued)
+        unsafe { self.one(CALL, stream, T::KIND, build, note) }
     }
 
     /// Reduces `send` over all ranks with `op`, leaving rank `r`'s block of `recv.len()`
@@ -515,15 +334,18 @@ impl Communicator {
         op: ReduceOp,
     ) -> Result<()> {
         const CALL: &str = "Communicator::reduce_scatter";
-        refuse_in_group(CALL)?;
-        let p = self.prepare_reduce_scatter(CALL, stream, send, recv, op)?;
-        let gate = self.enter(CALL, stream, |e| {
+        let recv = &*recv;
+        let build = || {
+            let recv = adapt::span(CALL, "receive", recv, stream)?;
+            let send = adapt::span(CALL, "send", send, stream)?;
+            Ok(Op::ReduceScatter { send, recv, op })
+        };
+        let note = |e: &adapt::Enqueue<'_>| {
             e.note(send);
             e.note(recv);
-        })?;
+        };
         // SAFETY: as in `all_reduce`; `send` holds `size` times `recv`'s elements (checked).
-        let issued = unsafe { self.issue(&p) };
-        self.watch_one(gate, stream, &p.op, issued)
+        unsafe { self.one(CALL, stream, T::KIND, build, note) }
     }
 
     // ---- groups ------------------------------------------------------------------------------
@@ -638,15 +460,36 @@ impl<'a> Group<'a> {
     fn record(
         &mut self,
         stream: &'a Stream,
-        op: &Op,
+        p: &Prepared,
         track: impl FnOnce(&adapt::Enqueue<'_>) + 'a,
     ) {
         self.pending.push(Pending {
             stream,
-            what: op.describe(),
-            peer: op.peer(),
+            what: p.describe(),
+            peer: p.op.peer(),
             track: Box::new(track),
         });
+    }
+
+    /// Adds one operation to the group: checked, handed to NCCL (which holds it until the
+    /// group ends), its uses recorded by `track` at the end.
+    ///
+    /// # Safety
+    /// The spans of `op` are of buffers borrowed for `'a` (`&` those read, `&mut` those
+    /// written), and `track` notes every one of them.
+    unsafe fn add(
+        &mut self,
+        call: &'static str,
+        stream: &'a Stream,
+        kind: ElementKind,
+        op: Op<Span>,
+        track: impl FnOnce(&adapt::Enqueue<'_>) + 'a,
+    ) -> Result<()> {
+        let p = self.comm.prepare(call, stream, kind, op)?;
+        // SAFETY: NCCL holds the operation until the group ends; see `end`.
+        unsafe { self.comm.issue(call, &p)? };
+        self.record(stream, &p, track);
+        Ok(())
     }
 
     /// Enqueues everything recorded (`ncclGroupEnd`), holding the gate of every stream of
@@ -715,11 +558,13 @@ impl<'a> Group<'a> {
         data: &'a S,
         peer: usize,
     ) -> Result<()> {
-        let p = self.comm.prepare_send("Group::send", stream, data, peer)?;
-        // SAFETY: NCCL holds the operation until the group ends; see `end`.
-        unsafe { self.comm.issue(&p)? };
-        self.record(stream, &p.op, move |e| e.note(data));
-        Ok(())
+        const CALL: &str = "Group::send";
+        let op = Op::Send {
+            data: adapt::span(CALL, "send", data, stream)?,
+            peer,
+        };
+        // SAFETY: `data` is borrowed for the group and noted.
+        unsafe { self.add(CALL, stream, T::KIND, op, move |e| e.note(data)) }
     }
 
     /// [`Communicator::recv`] in the group.
@@ -729,11 +574,13 @@ impl<'a> Group<'a> {
         data: &'a mut D,
         peer: usize,
     ) -> Result<()> {
-        let p = self.comm.prepare_recv("Group::recv", stream, data, peer)?;
-        // SAFETY: as in `send`; `data` is borrowed `&mut` for the group.
-        unsafe { self.comm.issue(&p)? };
-        self.record(stream, &p.op, move |e| e.note(data));
-        Ok(())
+        const CALL: &str = "Group::recv";
+        let op = Op::Recv {
+            data: adapt::span(CALL, "receive", &*data, stream)?,
+            peer,
+        };
+        // SAFETY: `data` is borrowed `&mut` for the group and noted.
+        unsafe { self.add(CALL, stream, T::KIND, op, move |e| e.note(data)) }
     }
 
     /// [`Communicator::all_reduce`] in the group.
@@ -744,16 +591,18 @@ impl<'a> Group<'a> {
         recv: &'a mut D,
         op: ReduceOp,
     ) -> Result<()> {
-        let p = self
-            .comm
-            .prepare_all_reduce("Group::all_reduce", stream, Some(send), recv, op)?;
-        // SAFETY: as in `send`.
-        unsafe { self.comm.issue(&p)? };
-        self.record(stream, &p.op, move |e| {
+        const CALL: &str = "Group::all_reduce";
+        let op = Op::AllReduce {
+            recv: adapt::span(CALL, "receive", &*recv, stream)?,
+            send: Some(adapt::span(CALL, "send", send, stream)?),
+            op,
+        };
+        let track = move |e: &adapt::Enqueue<'_>| {
             e.note(send);
             e.note(recv);
-        });
-        Ok(())
+        };
+        // SAFETY: as in `send`.
+        unsafe { self.add(CALL, stream, T::KIND, op, track) }
     }
 
     /// [`Communicator::all_reduce_in_place`] in the group.
@@ -763,17 +612,14 @@ impl<'a> Group<'a> {
         data: &'a mut D,
         op: ReduceOp,
     ) -> Result<()> {
-        let p = self.comm.prepare_all_reduce::<T, D, D>(
-            "Group::all_reduce_in_place",
-            stream,
-            None,
-            data,
+        const CALL: &str = "Group::all_reduce_in_place";
+        let op = Op::AllReduce {
+            send: None,
+            recv: adapt::span(CALL, "receive", &*data, stream)?,
             op,
-        )?;
-        // SAFETY: as in `send`.
-        unsafe { self.comm.issue(&p)? };
-        self.record(stream, &p.op, move |e| e.note(data));
-        Ok(())
+        };
+        // SAFETY: as in `recv`.
+        unsafe { self.add(CALL, stream, T::KIND, op, move |e| e.note(data)) }
     }
 
     /// [`Communicator::broadcast`] in the group.
@@ -783,13 +629,14 @@ impl<'a> Group<'a> {
         data: &'a mut D,
         root: usize,
     ) -> Result<()> {
-        let p =
-            self.comm
-                .prepare_broadcast::<T, D, D>("Group::broadcast", stream, None, data, root)?;
-        // SAFETY: as in `send`.
-        unsafe { self.comm.issue(&p)? };
-        self.record(stream, &p.op, move |e| e.note(data));
-        Ok(())
+        const CALL: &str = "Group::broadcast";
+        let op = Op::Broadcast {
+            send: None,
+            recv: adapt::span(CALL, "receive", &*data, stream)?,
+            root,
+        };
+        // SAFETY: as in `recv`.
+        unsafe { self.add(CALL, stream, T::KIND, op, move |e| e.note(data)) }
     }
 
     /// [`Communicator::all_gather`] in the group.
@@ -799,16 +646,17 @@ impl<'a> Group<'a> {
         send: &'a S,
         recv: &'a mut D,
     ) -> Result<()> {
-        let p = self
-            .comm
-            .prepare_all_gather("Group::all_gather", stream, send, recv)?;
-        // SAFETY: as in `send`.
-        unsafe { self.comm.issue(&p)? };
-        self.record(stream, &p.op, move |e| {
+        const CALL: &str = "Group::all_gather";
+        let op = Op::AllGather {
+            recv: adapt::span(CALL, "receive", &*recv, stream)?,
+            send: adapt::span(CALL, "send", send, stream)?,
+        };
+        let track = move |e: &adapt::Enqueue<'_>| {
             e.note(send);
             e.note(recv);
-        });
-        Ok(())
+        };
+        // SAFETY: as in `send`.
+        unsafe { self.add(CALL, stream, T::KIND, op, track) }
     }
 
     /// [`Communicator::reduce_scatter`] in the group.
@@ -819,16 +667,18 @@ impl<'a> Group<'a> {
         recv: &'a mut D,
         op: ReduceOp,
     ) -> Result<()> {
-        let p =
-            self.comm
-                .prepare_reduce_scatter("Group::reduce_scatter", stream, send, recv, op)?;
-        // SAFETY: as in `send`.
-        unsafe { self.comm.issue(&p)? };
-        self.record(stream, &p.op, move |e| {
+        const CALL: &str = "Group::reduce_scatter";
+        let op = Op::ReduceScatter {
+            recv: adapt::span(CALL, "receive", &*recv, stream)?,
+            send: adapt::span(CALL, "send", send, stream)?,
+            op,
+        };
+        let track = move |e: &adapt::Enqueue<'_>| {
             e.note(send);
             e.note(recv);
-        });
-        Ok(())
+        };
+        // SAFETY: as in `send`.
+        unsafe { self.add(CALL, stream, T::KIND, op, track) }
     }
 }
 

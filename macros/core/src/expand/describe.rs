@@ -1,0 +1,196 @@
+//! `__describe`: every stage instance of one kind of step, in program order, with its stream
+//! and each buffer reference resolved, for the runtime's plan (`runtime/src/pipeline/plan.rs`).
+
+use proc_macro2::TokenStream;
+use quote::{quote, quote_spanned};
+use syn::Expr;
+use syn::spanned::Spanned;
+
+use super::names::{Names, rt};
+use super::step::scalar_binding;
+use crate::lower::{Mode, Pipeline, ScalarId, Statement, StatementKind, Touch};
+
+/// `fn __describe(&self, kind, params)`: every stage instance of one kind of step, in program
+/// order, with its stream and each buffer reference resolved (see `runtime/src/pipeline/plan.rs`).
+pub fn describe_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
+    let rt = rt();
+    let params_ty = names.params_ty(quote!('_));
+    let name = pipeline.name.as_str();
+    let scalars = pipeline
+        .scalars
+        .iter()
+        .enumerate()
+        .filter(|(id, _)| pipeline.structural.contains(&ScalarId(*id)))
+        .map(|(_, scalar)| scalar_binding(scalar.decl));
+    let buffers = pipeline.buffers.iter().map(|b| {
+        let name = b.ident;
+        if b.scratch {
+            let field = names.scratch_field(name);
+            let label = name.to_string();
+            quote!(let #name = #rt::scratch_ref(self.#field.as_ref(), #label)?;)
+        } else {
+            quote!(let #name = &*__p.#name;)
+        }
+    });
+    let counts = pipeline.streams.iter().map(|stream| match stream.count {
+        Some(count) => quote_spanned!(count.span()=> { let __n: usize = #count; __n }),
+        None => quote!(1usize),
+    });
+    let kinds = pipeline.kinds.iter().enumerate().map(|(k, kind)| {
+        let mut items = Vec::new();
+        let mut stages = kind.stages.iter().peekable();
+        while let Some(&id) = stages.next() {
+            let stage = &pipeline.stages[id.0];
+            match stage.looped {
+                None => items.push(describe_stage(pipeline, id.0, None)),
+                Some(l) => {
+                    // The loop's stages are consecutive in program order.
+                    let mut body = vec![describe_stage(pipeline, id.0, Some(l))];
+                    while let Some(&&next) = stages.peek() {
+                        if pipeline.stages[next.0].looped != Some(l) {
+                            break;
+                        }
+                        stages.next();
+                        body.push(describe_stage(pipeline, next.0, Some(l)));
+                    }
+                    let looped = pipeline.loops[l];
+                    let var = &looped.var;
+                    let (start, end) = (&looped.start, &looped.end);
+                    let lets = looped.lets.iter().map(|binding| {
+                        let (name, value) = (&binding.name, &binding.value);
+                        quote!(let #name = #value;)
+                    });
+                    items.push(quote! {
+                        {
+                            let __start: usize = #start;
+                            let __end: usize = #end;
+                            for #var in __start..__end {
+                                #(#lets)*
+                                #(#body)*
+                            }
+                        }
+                    });
+                }
+            }
+        }
+        quote!(#k => { #(#items)* })
+    });
+    quote! {
+        #[allow(unused_variables, unused_braces, clippy::all)]
+        fn __describe(&self, __kind: usize, __p: &#params_ty) -> #rt::Result<#rt::Description> {
+            #(#scalars)*
+            #(#buffers)*
+            let mut __d = #rt::Describe::new(#name, &[#(#counts),*])?;
+            match __kind {
+                #(#kinds)*
+                _ => return ::core::result::Result::Err(#rt::internal(#name, "an unknown kind of step")),
+            }
+            ::core::result::Result::Ok(__d.finish())
+        }
+    }
+}
+
+/// One stage instance of the description.
+fn describe_stage(pipeline: &Pipeline<'_>, id: usize, looped: Option<usize>) -> TokenStream {
+    let stage = &pipeline.stages[id];
+    let stage_name = stage.name.as_str();
+    let decl = stage.stream.0;
+    let stream_name = pipeline.streams[decl].name.as_str();
+    let index = match looped {
+        Some(l) => {
+            let var = &pipeline.loops[l].var;
+            quote!(::core::option::Option::Some(#var))
+        }
+        None => quote!(::core::option::Option::None),
+    };
+    let lane = match stage.lane {
+        Some(lane) => quote_spanned!(lane.span()=> { let __lane: usize = #lane; __lane }),
+        None => quote!(0usize),
+    };
+    let touches = stage
+        .statements
+        .iter()
+        .map(|statement| describe_statement(pipeline, statement));
+    let afters = stage.after.iter().map(|after| {
+        let other = &pipeline.stages[after.0];
+        let same = looped.is_some() && other.looped == looped;
+        let t = after.0;
+        quote!(__d.after(#t, #same)?;)
+    });
+    quote! {
+        __d.stage(#id, #stage_name, #index, #decl, #stream_name, #lane)?;
+        #(#touches)*
+        #(#afters)*
+    }
+}
+
+/// One statement of the description: its accesses, resolved in the order
+/// `instance::ref_slots` numbers them. A `while`/`if` describes its condition's access, then
+/// each statement of its body as a statement of its own (references of one statement must not
+/// overlap where one is written; two statements of a body may).
+fn describe_statement(pipeline: &Pipeline<'_>, statement: &Statement<'_>) -> TokenStream {
+    match &statement.kind {
+        StatementKind::Control(control) => {
+            let condition = match control.condition {
+                crate::lower::ControlCondition::Device { .. }
+                | crate::lower::ControlCondition::Value { .. }
+                | crate::lower::ControlCondition::Kernel { .. } => statement.accesses.first(),
+                crate::lower::ControlCondition::Step => None,
+            };
+            let condition = condition.map(|touch| describe_touch(pipeline, touch));
+            let body = control
+                .statements()
+                .map(|statement| describe_statement(pipeline, statement));
+            // A swap's writes, as a statement of their own after the body's.
+            let swaps = (!control.swaps.is_empty()).then(|| {
+                let touches = control.swaps.iter().flat_map(|&(a, b)| [a.0, b.0]);
+                quote!(__d.statement()?; #(__d.touch_whole(#touches, true)?;)*)
+            });
+            quote!(__d.statement()?; #condition #(#body)* #swaps)
+        }
+        _ => {
+            let touches = statement
+                .accesses
+                .iter()
+                .map(|touch| describe_touch(pipeline, touch));
+            quote!(__d.statement()?; #(#touches)*)
+        }
+    }
+}
+
+/// One buffer access of the description: resolved when subscripted, whole otherwise.
+fn describe_touch(pipeline: &Pipeline<'_>, touch: &Touch<'_>) -> TokenStream {
+    let buffer = &pipeline.buffers[touch.buffer.0];
+    let id = touch.buffer.0;
+    let write = touch.mode == Mode::Write;
+    let Some(reference) = touch.subscript else {
+        return quote!(__d.touch_whole(#id, #write)?;);
+    };
+    let name = buffer.ident;
+    let label = buffer.name.as_str();
+    let bound = |expr: Option<&Expr>| match expr {
+        Some(expr) => {
+            quote_spanned!(expr.span()=> ::core::option::Option::Some({ let __b: usize = #expr; __b }))
+        }
+        None => quote!(::core::option::Option::None),
+    };
+    let (start, end) = match reference.range {
+        Some(range) => (bound(range.start), bound(range.end)),
+        None => (
+            quote!(::core::option::Option::None),
+            quote!(::core::option::Option::None),
+        ),
+    };
+    match reference.index {
+        Some(index) => quote! {
+            {
+                let __k: usize = #index;
+                let __len = #name.get(__k).map_or(0, |__b| __b.len());
+                __d.touch(#id, #label, ::core::option::Option::Some((__k, #name.len())), #start, #end, __len, #write)?;
+            }
+        },
+        None => quote! {
+            __d.touch(#id, #label, ::core::option::Option::None, #start, #end, #name.len(), #write)?;
+        },
+    }
+}
