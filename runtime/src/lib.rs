@@ -432,6 +432,7 @@ pub mod __private_0_1 {
 pub use cuda::nvrtc;
 mod private;
 mod stream;
+mod vocab;
 mod window;
 
 pub use communicator::Communicator;

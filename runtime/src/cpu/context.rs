@@ -11,7 +11,7 @@ use super::event::{Event, EventOptions};
 use super::peer::PeerTable;
 use super::shared::{ContextShared, lock, on_worker_thread};
 use super::stream::{Stream, StreamOptions, StreamShared};
-use crate::cuda::attribute::SyncPolicy;
+use crate::vocab::attribute::SyncPolicy;
 
 /// Stream priorities as CUDA reports them: (least, greatest); lower numbers are higher.
 const PRIORITY_RANGE: (i32, i32) = (0, -5);

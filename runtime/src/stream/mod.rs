@@ -26,7 +26,7 @@ use crate::error::{Error, Result};
 use crate::event::{Event, EventBackend, EventFlags};
 use crate::sys;
 
-pub use crate::cuda::attribute::{
+pub use crate::vocab::attribute::{
     AccessPolicyWindow, AccessProperty, StreamAttribute, StreamAttributeId, SyncPolicy,
 };
 pub use memop::{MemOp, WaitCondition};
