@@ -5,7 +5,6 @@ pub use crate::collective::ReduceOp;
 pub use crate::communicator::Communicator;
 pub use crate::context::{Backend, Context};
 pub use crate::cpu::{CpuKernel, CpuKernelFn};
-pub use crate::cuda::{declare_bounded_kernel, declare_kernel};
 pub use crate::error::{Error, Result};
 pub use crate::event::{Event, EventFlags};
 pub use crate::graph::CaptureMode;
@@ -14,6 +13,7 @@ pub use crate::graph::{
     SetsCondition, WhileNode,
 };
 pub use crate::graph::{Graph, GraphExec, KernelNode};
+pub use crate::interop::{declare_bounded_kernel, declare_kernel};
 pub use crate::launch::Signature;
 pub use crate::launch::{Bound, Bounds};
 pub use crate::launch::{LaunchConfig, TypedKernel};

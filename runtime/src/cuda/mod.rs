@@ -18,15 +18,12 @@ pub(crate) mod attribute;
 mod capture;
 mod context;
 mod copy;
-#[cfg(feature = "cudarc")]
-pub(crate) mod cudarc;
 mod device;
 mod event;
 mod flag;
 mod graph;
 mod host_data;
 mod host_fn;
-mod interop;
 mod keep;
 mod launch;
 mod memop;
@@ -50,7 +47,6 @@ pub(crate) use flag::FlagWord;
 pub(crate) use graph::{
     ConditionArgs, ConditionKind, CopyEnd, Graph, GraphExec, KernelNodeInfo, KernelUpdates, NodeRef,
 };
-pub use interop::{declare_bounded_kernel, declare_kernel};
 pub(crate) use keep::{Keep, keep as keep_in_capture};
 pub(crate) use launch::{CudaArgs, launch};
 pub(crate) use memop::MemOp;
