@@ -226,7 +226,8 @@ impl Nvrtc {
 
         // The library's own header, so that a kernel compiled here can
         // `#include "gpu_pipeline_condition.cuh"` to set a condition.
-        let header = CString::new(crate::graph::CONDITION_HEADER).map_err(|_| nul("header"))?;
+        let header =
+            CString::new(crate::vocab::condition::CONDITION_HEADER).map_err(|_| nul("header"))?;
         let header_name = c"gpu_pipeline_condition.cuh";
         let headers = [header.as_ptr()];
         let header_names = [header_name.as_ptr()];

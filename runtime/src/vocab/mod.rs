@@ -3,3 +3,4 @@
 //! other vocabulary modules in docs/DESIGN.md's layer table), never a public type.
 
 pub(crate) mod attribute;
+pub(crate) mod condition;
