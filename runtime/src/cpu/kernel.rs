@@ -37,7 +37,8 @@ use super::access::Access;
 use super::memory::{Locked, Memory, lock_all};
 use super::op::{KernelArgValue, KernelFn};
 use crate::error::Error;
-use crate::launch::{DeviceRepr, KernelParam, LaunchConfig};
+use crate::launch::config::LaunchConfig;
+use crate::launch::param::{DeviceRepr, KernelParam};
 
 /// One argument as a CPU implementation receives it while its launch runs: a scalar's bytes,
 /// or the bytes of a buffer region, shared or exclusive.

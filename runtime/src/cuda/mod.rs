@@ -35,7 +35,6 @@ pub mod nvrtc;
 pub mod nvtx;
 mod pinned;
 mod pool;
-pub(crate) mod repr;
 mod stream;
 mod window;
 
