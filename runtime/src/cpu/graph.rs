@@ -10,16 +10,16 @@ use std::fmt::{self, Write as _};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use super::access::{BufferId, Touch};
 use super::condition::Condition;
-use super::error::OpFailure;
-use super::error::{CpuFault, Hazard};
 use super::memory::{Held, Memory};
 use super::op::{
     Keep, KernelArgValue, KernelFn, KernelTag, NodeKind, Op, OpWork, Work, effective_accesses,
     run_guarded,
 };
+use crate::vocab::access::{BufferId, Touch};
 pub(crate) use crate::vocab::condition::Form;
+use crate::vocab::fault::OpFailure;
+use crate::vocab::fault::{CpuFault, Hazard};
 
 /// What a node runs.
 #[derive(Clone)]

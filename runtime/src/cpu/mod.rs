@@ -86,13 +86,11 @@
 //! enqueue and, per access, scans only the accesses its clock has not seen (none in a correct
 //! program), with history pruned at synchronizes and bounded per stream and buffer.
 
-mod access;
 mod build;
 mod capture;
 mod clock;
 mod condition;
 mod context;
-mod error;
 mod event;
 mod geometry;
 mod graph;
@@ -111,12 +109,12 @@ pub(crate) mod work;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use access::Access;
+pub(crate) use crate::vocab::access::Access;
 #[cfg(test)]
-pub(crate) use access::BufferId;
+pub(crate) use crate::vocab::access::BufferId;
+pub use crate::vocab::fault::{CpuFault, Hazard, OpSite, RaceReport};
 pub(crate) use condition::{Condition, ValueKind};
 pub(crate) use context::{Context, ContextOptions};
-pub use error::{CpuFault, Hazard, OpSite, RaceReport};
 pub(crate) use event::{Event, EventOptions};
 pub use geometry::CpuKernelGeometryFn;
 pub(crate) use graph::{Form, Graph, GraphExec, Node};
