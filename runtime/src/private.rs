@@ -45,12 +45,12 @@ pub use crate::pipeline::refs::{
     Apart, Elements, ReadSource, Sliced, WriteSource, element, element_mut, fill_view, scratch_ref,
     view, view_mut,
 };
-pub use crate::pipeline::window_ops::{window_after, window_before, window_check, window_views};
 pub use crate::pipeline::{CommStage, Rank};
 pub use crate::pipeline::{
     Profiler, Progress, StageSite, StepProfile, StreamPriority, TypedStream,
 };
 pub use crate::stream::{Stream, WaitCondition};
+pub use crate::window::pipeline_ops::{window_after, window_before, window_check, window_views};
 
 /// `unsafe kernels NAME = ptx(IMAGE)`: loads PTX text.
 pub fn load_ptx(ctx: &Context, ptx: &str, name: &str) -> Result<Module> {

@@ -81,6 +81,8 @@ use crate::memory::alloc::{DeviceAlloc, DeviceMemory};
 use crate::pipeline::{CommStage, TypedStream};
 use crate::stream::{Stream, StreamBackend};
 
+pub(crate) mod pipeline_ops;
+
 mod sealed {
     pub trait Sealed {}
     impl Sealed for crate::Stream {}
