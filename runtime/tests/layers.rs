@@ -862,6 +862,84 @@ fn runtime_follows_the_layers() {
     );
 }
 
+/// The most lines a file of runtime/src may have without a reason at its top.
+const MAX_LINES: usize = 900;
+
+/// Files over [`MAX_LINES`] today without a reason line, and why (helper `shapes` splits
+/// these in issue 25). Same rule as [`KNOWN`]: an entry that no longer applies fails.
+const KNOWN_LONG: &[(&str, &str)] = &[
+    (
+        "cpu/collective.rs",
+        "the CPU collectives; issue 25 splits them by operation",
+    ),
+    (
+        "cuda/nccl/comm.rs",
+        "NCCL's communicator; issue 25 moves NCCL to its own room",
+    ),
+    (
+        "pipeline/collective.rs",
+        "the collective stages; issue 25 gives each operation one place",
+    ),
+];
+
+/// Files over `max` lines whose first 30 lines give no reason (a line saying "Longer than
+/// 900 lines", as `sys/mod.rs` does).
+fn too_long(tree: &BTreeMap<String, String>, max: usize) -> Vec<(String, usize)> {
+    tree.iter()
+        .map(|(file, source)| (file, source.lines().count(), source))
+        .filter(|(_, lines, source)| {
+            *lines > max
+                && !source.lines().take(30).any(|l| {
+                    l.trim_start().starts_with("//")
+                        && l.contains(&format!("Longer than {MAX_LINES} lines"))
+                })
+        })
+        .map(|(file, lines, _)| (file.clone(), lines))
+        .collect()
+}
+
+/// No file of runtime/src over [`MAX_LINES`] unless a reason is written at its top: one
+/// module, one job, a file read top to bottom.
+#[test]
+fn files_stay_readable() {
+    let long = too_long(&src_tree(), MAX_LINES);
+    let unexpected: Vec<String> = long
+        .iter()
+        .filter(|(file, _)| !KNOWN_LONG.iter().any(|(known, _)| known == file))
+        .map(|(file, lines)| {
+            format!(
+                "{file}: {lines} lines; split it by job (moving whole functions), or say at its \
+                 top why not (\"Longer than {MAX_LINES} lines ...\")"
+            )
+        })
+        .collect();
+    assert!(unexpected.is_empty(), "{}", unexpected.join("\n"));
+    let gone: Vec<&str> = KNOWN_LONG
+        .iter()
+        .filter(|(known, _)| !long.iter().any(|(file, _)| file == known))
+        .map(|(known, _)| *known)
+        .collect();
+    assert!(
+        gone.is_empty(),
+        "within {MAX_LINES} lines now; delete from KNOWN_LONG: {gone:?}"
+    );
+}
+
+/// The length rule can fail: a long file without a reason is caught, one with a reason is
+/// not.
+#[test]
+fn planted_long_file_is_caught() {
+    let body = "fn f() {}\n".repeat(20);
+    let reasoned =
+        format!("//! Table.\n//! Longer than {MAX_LINES} lines on purpose: one table.\n{body}");
+    let planted = tree(&[
+        ("long.rs", &body),
+        ("reasoned.rs", &reasoned),
+        ("short.rs", "fn g() {}\n"),
+    ]);
+    assert_eq!(too_long(&planted, 10), [("long.rs".to_string(), 20)]);
+}
+
 /// Prints the import counts between layers (`cargo test -p gpu-pipeline --test layers --
 /// --nocapture census`), the measure issue 25 asks for. `LAYERS_CENSUS_SRC=<dir>` counts
 /// another checkout's `runtime/src` instead (say, main's, for a before-and-after).
