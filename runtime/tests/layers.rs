@@ -88,6 +88,8 @@ const LAYERS: &[(&str, Layer)] = &[
     ("launch::param", Layer::Vocabulary),
     ("launch::violation", Layer::Vocabulary),
     ("panic_log", Layer::Vocabulary),
+    // Rank discovery: not plain data, but it imports nothing of the crate, and `error` and
+    // the NCCL communicator name its types.
     ("rendezvous", Layer::Vocabulary),
     ("vocab", Layer::Vocabulary),
     // The bottom: raw FFI types.

@@ -1,8 +1,9 @@
 //! The CPU backend: CUDA stream semantics on CPU threads, with an optional race detector.
 //!
 //! This module is the engine behind the public `Context`, `Stream`, `Event`, buffer and graph
-//! types when no CUDA driver is used. It is crate-private; its faults ([`CpuFault`]) are
-//! wrapped into the crate's `Error`.
+//! types when no CUDA driver is used. It is crate-private; its faults ([`CpuFault`], in the
+//! shared vocabulary: `vocab/fault.rs`) are wrapped into the crate's `Error`. It is the CUDA
+//! backend's peer: it imports neither `cuda/` nor a public type (docs/DESIGN.md, "Layers").
 //!
 //! # API
 //!

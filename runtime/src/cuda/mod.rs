@@ -1,13 +1,15 @@
 //! The CUDA backend: every driver call, every raw driver handle, and every `unsafe` block of
-//! the safe API, with no CPU-backend code.
+//! the safe API but the user's own promises (`interop/`), with no CPU-backend code.
 //!
 //! Each type here owns one kind of driver object and states, on the type, the invariant that
 //! makes its driver calls sound (the handle is live and belongs to the context the type holds;
 //! what it points at outlives every piece of enqueued work that uses it). The `// SAFETY:`
 //! comments cite those invariants. The public types of the crate (`Context`, `Stream`, the
 //! buffers, ...) hold one of these or the CPU backend's counterpart and dispatch once per
-//! method; rules that both backends share (argument checks, the pipeline machinery) live
-//! above, in the backend-neutral modules.
+//! method; the pipeline machinery and argument checks live above, in the public-type modules,
+//! and the values both backends name (launch configuration, condition forms, attributes)
+//! below, in the shared vocabulary. Nothing here imports a public type or `cpu/`
+//! (docs/DESIGN.md, "Layers"; `runtime/tests/layers.rs` checks it).
 //!
 //! Layers inside, each using only the ones before it: `context` and `device`, `event`,
 //! `stream` (with `capture`, `host_fn`, `memop`, `attribute`), the memory types (`memory`,
