@@ -87,6 +87,7 @@
 //! enqueue and, per access, scans only the accesses its clock has not seen (none in a correct
 //! program), with history pruned at synchronizes and bounded per stream and buffer.
 
+mod backend;
 mod build;
 mod capture;
 mod clock;

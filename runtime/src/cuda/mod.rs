@@ -17,6 +17,7 @@
 //! `graph`).
 
 pub(crate) mod attribute;
+mod backend;
 mod capture;
 mod context;
 mod copy;

@@ -4,5 +4,6 @@
 
 pub(crate) mod access;
 pub(crate) mod attribute;
+pub(crate) mod backend;
 pub(crate) mod condition;
 pub(crate) mod fault;
