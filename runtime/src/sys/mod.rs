@@ -725,7 +725,7 @@ pub type PFN_cuGraphAddDependencies = unsafe extern "C" fn(
     num_dependencies: usize,
 ) -> CUresult;
 
-// Graphs built node by node (graph/build.rs) and conditional nodes (CUDA 12.3+). Layouts from
+// Graphs built node by node (graph/build/) and conditional nodes (CUDA 12.3+). Layouts from
 // the CUDA 12.3-13.0 `cuda.h`, asserted in the tests below.
 
 /// `CUmemorytype`.
