@@ -92,6 +92,9 @@ const LAYERS: &[(&str, Layer)] = &[
     // the NCCL communicator name its types.
     ("rendezvous", Layer::Vocabulary),
     ("vocab", Layer::Vocabulary),
+    // The backend interface returns the crate's `Result`, so it sits above `error`, which
+    // carries the vocabulary's faults: its own entry, or `error` and `vocab` would circle.
+    ("vocab::backend", Layer::Vocabulary),
     // The bottom: raw FFI types.
     ("sys", Layer::Sys),
 ];
