@@ -6,9 +6,9 @@
 use std::sync::Arc;
 
 use crate::cpu::{self, RaceReport};
-use crate::cuda::attribute::SyncPolicy;
 use crate::cuda::{self, Device};
 use crate::error::{Error, Result};
+use crate::vocab::attribute::SyncPolicy;
 
 /// The environment variable that forces a backend in [`Context::auto`]: `cuda`, `cpu`, or
 /// `cpu-checked` (the CPU backend with the race detector on). `host` and `host-checked`,

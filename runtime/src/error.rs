@@ -177,7 +177,7 @@ pub enum Error {
 
     /// An error from the CPU backend: a failed or panicking operation, a race found by
     /// checked mode, a capture misuse.
-    Cpu(crate::cpu::CpuFault),
+    Cpu(crate::vocab::fault::CpuFault),
 
     /// A launch (or a capture, or a kernel-node update) was refused before anything was
     /// enqueued or changed: a buffer is shorter than the bound its kernel declares for it,
@@ -316,14 +316,16 @@ impl From<crate::rendezvous::RendezvousError> for Error {
     }
 }
 
-impl From<crate::cpu::CpuFault> for Error {
+impl From<crate::vocab::fault::CpuFault> for Error {
     /// A panicking host function and a failed communication are reported as such on both
     /// backends ([`Error::HostPanic`], [`Error::Communication`]); every other fault of the
     /// CPU backend as [`Error::Cpu`].
-    fn from(fault: crate::cpu::CpuFault) -> Self {
+    fn from(fault: crate::vocab::fault::CpuFault) -> Self {
         match fault {
-            crate::cpu::CpuFault::Communication { failure, .. } => Error::Communication(failure),
-            crate::cpu::CpuFault::HostFunctionPanicked {
+            crate::vocab::fault::CpuFault::Communication { failure, .. } => {
+                Error::Communication(failure)
+            }
+            crate::vocab::fault::CpuFault::HostFunctionPanicked {
                 stream_id, message, ..
             } => Error::HostPanic {
                 stream: stream_id,

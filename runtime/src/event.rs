@@ -5,6 +5,7 @@ use crate::cpu;
 use crate::cuda;
 use crate::error::{Error, Result};
 use crate::sys;
+use crate::vocab::backend::BackendEvent;
 
 /// How an event is created. The default records timing and spins when synchronized.
 ///
@@ -133,8 +134,8 @@ impl Event {
     /// recorded, as in CUDA).
     pub fn query(&self) -> Result<bool> {
         match &self.backend {
-            EventBackend::Cuda(e) => e.query(),
-            EventBackend::Cpu(e) => Ok(e.query()),
+            EventBackend::Cuda(e) => BackendEvent::is_complete(e),
+            EventBackend::Cpu(e) => BackendEvent::is_complete(e),
         }
     }
 
@@ -144,13 +145,13 @@ impl Event {
     pub fn synchronize(&self) -> Result<()> {
         match &self.backend {
             EventBackend::Cuda(e) => {
-                let synced = e.synchronize();
+                let synced = BackendEvent::synchronize(e);
                 match crate::nccl::failure_after_event(e.raw() as usize) {
                     Some(failure) => Err(failure.into()),
                     None => synced,
                 }
             }
-            EventBackend::Cpu(e) => Ok(e.synchronize()?),
+            EventBackend::Cpu(e) => BackendEvent::synchronize(e),
         }
     }
 
@@ -173,8 +174,8 @@ impl Event {
             ));
         }
         match (&start.backend, &end.backend) {
-            (EventBackend::Cuda(s), EventBackend::Cuda(e)) => cuda::Event::elapsed(s, e),
-            (EventBackend::Cpu(s), EventBackend::Cpu(e)) => Ok(cpu::Event::elapsed_time(s, e)?),
+            (EventBackend::Cuda(s), EventBackend::Cuda(e)) => BackendEvent::elapsed_ms(s, e),
+            (EventBackend::Cpu(s), EventBackend::Cpu(e)) => BackendEvent::elapsed_ms(s, e),
             _ => Err(Error::mismatch(
                 CALL,
                 "one event is a CUDA event and the other a CPU-backend event",

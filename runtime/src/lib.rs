@@ -388,8 +388,6 @@ pub use bytemuck::Zeroable;
 #[cfg(feature = "half")]
 pub use half;
 
-#[cfg(feature = "cudarc")]
-pub use cuda::cudarc::{CudarcStream, CudarcView, CudarcViewMut, IntoCudarcError};
 /// The `cudarc` crate (feature `cudarc`), as this crate sees it: convert streams and device
 /// memory with [`Stream::to_cudarc`], [`Stream::from_cudarc`],
 /// [`DeviceBuffer::cudarc_view`], [`DeviceBuffer::cudarc_view_mut`],
@@ -398,6 +396,8 @@ pub use cuda::cudarc::{CudarcStream, CudarcView, CudarcViewMut, IntoCudarcError}
 /// 0.19 are the same crate as this one.
 #[cfg(feature = "cudarc")]
 pub use cudarc;
+#[cfg(feature = "cudarc")]
+pub use interop::cudarc::{CudarcStream, CudarcView, CudarcViewMut, IntoCudarcError};
 
 pub mod sys;
 
@@ -417,6 +417,7 @@ mod event;
 mod free_rule;
 mod graph;
 pub mod image;
+mod interop;
 mod launch;
 mod memory;
 mod module;
@@ -433,6 +434,7 @@ pub mod __private_0_1 {
 pub use cuda::nvrtc;
 mod private;
 mod stream;
+mod vocab;
 mod window;
 
 pub use communicator::Communicator;

@@ -5,7 +5,6 @@ pub use crate::collective::ReduceOp;
 pub use crate::communicator::Communicator;
 pub use crate::context::{Backend, Context};
 pub use crate::cpu::{CpuKernel, CpuKernelFn};
-pub use crate::cuda::{declare_bounded_kernel, declare_kernel};
 pub use crate::error::{Error, Result};
 pub use crate::event::{Event, EventFlags};
 pub use crate::graph::CaptureMode;
@@ -14,6 +13,7 @@ pub use crate::graph::{
     SetsCondition, WhileNode,
 };
 pub use crate::graph::{Graph, GraphExec, KernelNode};
+pub use crate::interop::{declare_bounded_kernel, declare_kernel};
 pub use crate::launch::Signature;
 pub use crate::launch::{Bound, Bounds};
 pub use crate::launch::{LaunchConfig, TypedKernel};
@@ -45,12 +45,12 @@ pub use crate::pipeline::refs::{
     Apart, Elements, ReadSource, Sliced, WriteSource, element, element_mut, fill_view, scratch_ref,
     view, view_mut,
 };
-pub use crate::pipeline::window_ops::{window_after, window_before, window_check, window_views};
 pub use crate::pipeline::{CommStage, Rank};
 pub use crate::pipeline::{
     Profiler, Progress, StageSite, StepProfile, StreamPriority, TypedStream,
 };
 pub use crate::stream::{Stream, WaitCondition};
+pub use crate::window::pipeline_ops::{window_after, window_before, window_check, window_views};
 
 /// `unsafe kernels NAME = ptx(IMAGE)`: loads PTX text.
 pub fn load_ptx(ctx: &Context, ptx: &str, name: &str) -> Result<Module> {

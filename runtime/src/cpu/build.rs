@@ -14,13 +14,13 @@
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
-use super::access::{Access, Span, Touch, merge_accesses};
 use super::condition::Condition;
-use super::error::CpuFault;
 use super::event::{Event, EventShared, LatestRecord, RecordPoint};
 use super::graph::{Conditional, Form, Graph, Node, NodeWork};
 use super::op::{Keep, NodeKind, Op};
 use super::shared::lock;
+use crate::vocab::access::{Access, Span, Touch, merge_accesses};
+use crate::vocab::fault::CpuFault;
 
 /// The stream a built node reports, where a captured one names the stream it was captured on.
 const BUILT: &str = "built graph";

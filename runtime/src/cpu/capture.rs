@@ -10,10 +10,10 @@
 use std::sync::{Arc, Mutex};
 
 use super::clock::Timeline;
-use super::error::CpuFault;
 use super::graph::{Graph, Node};
 use super::op::Op;
 use super::shared::lock;
+use crate::vocab::fault::CpuFault;
 
 /// One capture in progress, shared by the streams that take part in it.
 #[derive(Debug)]

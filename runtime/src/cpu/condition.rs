@@ -4,9 +4,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::access::{Access, BufferId};
 use super::memory::{Held, Memory, lock_all};
 use super::op::Keep;
+use crate::vocab::access::{Access, BufferId};
 
 /// The type of the value a device condition reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

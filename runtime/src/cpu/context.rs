@@ -4,14 +4,14 @@
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex, Weak};
 
-#[cfg(test)]
-use super::access::BufferId;
-use super::error::{CpuFault, RaceReport};
 use super::event::{Event, EventOptions};
 use super::peer::PeerTable;
 use super::shared::{ContextShared, lock, on_worker_thread};
 use super::stream::{Stream, StreamOptions, StreamShared};
-use crate::cuda::attribute::SyncPolicy;
+#[cfg(test)]
+use crate::vocab::access::BufferId;
+use crate::vocab::attribute::SyncPolicy;
+use crate::vocab::fault::{CpuFault, RaceReport};
 
 /// Stream priorities as CUDA reports them: (least, greatest); lower numbers are higher.
 const PRIORITY_RANGE: (i32, i32) = (0, -5);
@@ -164,11 +164,11 @@ impl Context {
     pub(crate) fn host_access(
         &self,
         label: impl Into<Cow<'static, str>>,
-        accesses: &[(BufferId, super::access::Access)],
+        accesses: &[(BufferId, crate::vocab::access::Access)],
     ) -> Result<(), CpuFault> {
-        let whole: Vec<super::access::Touch> = accesses
+        let whole: Vec<crate::vocab::access::Touch> = accesses
             .iter()
-            .map(|&(buffer, access)| (buffer, access, super::access::Span::ALL))
+            .map(|&(buffer, access)| (buffer, access, crate::vocab::access::Span::ALL))
             .collect();
         self.shared.host_access(label, &whole)
     }

@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use super::capture::CaptureSession;
 use super::clock::VectorClock;
-use super::error::CpuFault;
 use super::shared::{ContextShared, lock, on_worker_thread, wait};
+use crate::vocab::fault::CpuFault;
 
 /// Options of a new event.
 #[derive(Clone, Debug)]

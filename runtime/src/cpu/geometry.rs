@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use super::kernel::{CpuKernel, CpuParam, KernelArg, arity};
-use crate::launch::LaunchConfig;
+use crate::launch::config::LaunchConfig;
 
 /// A CPU implementation of a kernel with signature `Sig` that receives the launch geometry:
 /// any `Fn` taking a [`LaunchConfig`] and then, for each parameter `P` of `Sig`, a
@@ -140,7 +140,7 @@ impl<Sig> CpuKernel<Sig> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::launch::Dim3;
+    use crate::launch::config::Dim3;
 
     type Scale = (u32, f32, &'static mut [f32]);
 

@@ -10,15 +10,16 @@ use std::fmt::{self, Write as _};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use super::access::{BufferId, Touch};
 use super::condition::Condition;
-use super::error::OpFailure;
-use super::error::{CpuFault, Hazard};
 use super::memory::{Held, Memory};
 use super::op::{
     Keep, KernelArgValue, KernelFn, KernelTag, NodeKind, Op, OpWork, Work, effective_accesses,
     run_guarded,
 };
+use crate::vocab::access::{BufferId, Touch};
+pub(crate) use crate::vocab::condition::Form;
+use crate::vocab::fault::OpFailure;
+use crate::vocab::fault::{CpuFault, Hazard};
 
 /// What a node runs.
 #[derive(Clone)]
@@ -151,29 +152,6 @@ impl fmt::Debug for Node {
             .field("kernel_args", &self.kernel_args())
             .finish()
     }
-}
-
-/// The kind of a conditional node, as CUDA's conditional node types and sizes say.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Form {
-    /// Body 0 once when the condition holds.
-    If,
-    /// Body 0 when the condition holds, body 1 when it does not (CUDA: IF of size 2).
-    IfElse,
-    /// Body 0 while the condition holds, tested before each iteration.
-    While,
-    /// Body 0, then again while the condition holds (CUDA: a WHILE whose handle starts each
-    /// launch at 1).
-    DoWhile,
-    /// Body `n` when the value is `n`; none when it is not below the number of bodies.
-    Switch,
-    /// A loop whose body swaps buffers, unrolled by two: bodies 0 and 1 alternate (tested
-    /// before each, counted each), body 2 runs once after a run of an odd count that did not
-    /// stop at its maximum. The CUDA
-    /// form: `WHILE(body 0 -> IF(body 1)) -> IF(body 2)`.
-    PingPong,
-    /// [`Form::PingPong`] whose first body runs before the first test (a do-while).
-    DoPingPong,
 }
 
 /// A conditional node: its condition, its bodies and its state word.

@@ -4,12 +4,12 @@
 
 use std::sync::Arc;
 
-use super::access::Access;
-use super::error::CpuFault;
 use super::memory::{Memory, lock_all};
 use super::op::{NodeKind, Op};
 use super::stream::Stream;
 use super::work::Range;
+use crate::vocab::access::Access;
+use crate::vocab::fault::CpuFault;
 
 /// How a host-data closure reaches its ranges while it runs: `io(k, buf, false)` copies range
 /// `k` into `buf`, `io(k, buf, true)` copies `buf` into range `k` (a written range only).

@@ -33,11 +33,12 @@ use std::sync::Arc;
 
 use bytemuck::Pod;
 
-use super::access::Access;
 use super::memory::{Locked, Memory, lock_all};
 use super::op::{KernelArgValue, KernelFn};
 use crate::error::Error;
-use crate::launch::{DeviceRepr, KernelParam, LaunchConfig};
+use crate::launch::config::LaunchConfig;
+use crate::launch::param::{DeviceRepr, KernelParam};
+use crate::vocab::access::Access;
 
 /// One argument as a CPU implementation receives it while its launch runs: a scalar's bytes,
 /// or the bytes of a buffer region, shared or exclusive.

@@ -36,10 +36,10 @@ use std::sync::{
 
 use bytemuck::Pod;
 
-use super::access::{Access, BufferId, Span};
-use super::error::CpuFault;
 use super::shared::{ContextShared, on_worker_thread};
 use crate::free_rule::{AllocKind, FreeMode, StreamUse, plan_free};
+use crate::vocab::access::{Access, BufferId, Span};
+use crate::vocab::fault::CpuFault;
 
 /// The storage unit: 16-byte aligned, so any element type up to that alignment is aligned at
 /// every multiple of its size.

@@ -1,8 +1,9 @@
 //! The CPU backend: CUDA stream semantics on CPU threads, with an optional race detector.
 //!
 //! This module is the engine behind the public `Context`, `Stream`, `Event`, buffer and graph
-//! types when no CUDA driver is used. It is crate-private; its faults ([`CpuFault`]) are
-//! wrapped into the crate's `Error`.
+//! types when no CUDA driver is used. It is crate-private; its faults ([`CpuFault`], in the
+//! shared vocabulary: `vocab/fault.rs`) are wrapped into the crate's `Error`. It is the CUDA
+//! backend's peer: it imports neither `cuda/` nor a public type (docs/DESIGN.md, "Layers").
 //!
 //! # API
 //!
@@ -86,13 +87,12 @@
 //! enqueue and, per access, scans only the accesses its clock has not seen (none in a correct
 //! program), with history pruned at synchronizes and bounded per stream and buffer.
 
-mod access;
+mod backend;
 mod build;
 mod capture;
 mod clock;
 mod condition;
 mod context;
-mod error;
 mod event;
 mod geometry;
 mod graph;
@@ -111,12 +111,12 @@ pub(crate) mod work;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use access::Access;
+pub(crate) use crate::vocab::access::Access;
 #[cfg(test)]
-pub(crate) use access::BufferId;
+pub(crate) use crate::vocab::access::BufferId;
+pub use crate::vocab::fault::{CpuFault, Hazard, OpSite, RaceReport};
 pub(crate) use condition::{Condition, ValueKind};
 pub(crate) use context::{Context, ContextOptions};
-pub use error::{CpuFault, Hazard, OpSite, RaceReport};
 pub(crate) use event::{Event, EventOptions};
 pub use geometry::CpuKernelGeometryFn;
 pub(crate) use graph::{Form, Graph, GraphExec, Node};

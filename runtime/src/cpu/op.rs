@@ -7,14 +7,14 @@ use std::fmt;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
 
-#[cfg(test)]
-use super::access::BufferId;
-use super::access::{Access, Span, Touch, merge_accesses};
-use super::error::OpFailure;
 use super::memory::{Held, Memory};
 use crate::collective::CommFailure;
 use crate::launch::config::LaunchConfig;
 use crate::panic_log::panic_message;
+#[cfg(test)]
+use crate::vocab::access::BufferId;
+use crate::vocab::access::{Access, Span, Touch, merge_accesses};
+use crate::vocab::fault::OpFailure;
 
 /// A buffer argument of a kernel: the memory, the byte range, and how the kernel uses it.
 #[derive(Clone, Debug)]

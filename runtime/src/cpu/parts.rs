@@ -11,12 +11,12 @@
 
 use std::sync::Arc;
 
-use super::access::{Access, Span};
-use super::error::CpuFault;
 use super::memory::{Memory, lock_all};
 use super::op::Op;
 use super::stream::Stream;
 use super::work::Range;
+use crate::vocab::access::{Access, Span};
+use crate::vocab::fault::CpuFault;
 
 /// One range an operation touches, and how.
 #[derive(Clone, Debug)]

@@ -14,9 +14,9 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
-use super::access::{Access, BufferId, Span, Touch};
 use super::clock::{Epoch, HOST_TIMELINE, Timeline, VectorClock};
-use super::error::{Hazard, OpSite, RaceReport};
+use crate::vocab::access::{Access, BufferId, Span, Touch};
+use crate::vocab::fault::{Hazard, OpSite, RaceReport};
 
 /// Accesses one timeline may remember per buffer between synchronizes; past it the oldest half
 /// is forgotten (keeping a write), so a loop that never synchronizes stays bounded in memory.

@@ -5,9 +5,9 @@ use std::borrow::Cow;
 use std::cell::Cell;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
-use super::access::{BufferId, Touch, merge_accesses};
-use super::error::CpuFault;
 use super::race::Detector;
+use crate::vocab::access::{BufferId, Touch, merge_accesses};
+use crate::vocab::fault::CpuFault;
 
 /// Locks `mutex`, ignoring poisoning: user code never runs under these locks, so a poisoned
 /// lock only means another thread panicked between our own consistent updates.

@@ -20,10 +20,10 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use super::clock::VectorClock;
-use super::error::CpuFault;
 use super::op::{Keep, Op};
 use super::shared::lock;
 use super::stream::Stream;
+use crate::vocab::fault::CpuFault;
 
 /// One signal word: posted by one rank, waited on by another.
 #[derive(Debug)]

@@ -20,7 +20,6 @@ use std::thread::{self, JoinHandle};
 
 use super::capture::CaptureSession;
 use super::clock::{Timeline, VectorClock};
-use super::error::{CpuFault, OpSite, RaceReport};
 use super::event::{Event, LatestRecord, RecordPoint};
 use super::graph::{ExecPlan, Graph, GraphExec};
 use super::memory::Pending;
@@ -28,6 +27,7 @@ use super::op::{Keep, Op, run_guarded};
 use super::race::Detector;
 use super::shared::{ContextShared, become_worker, lock, on_worker_thread, wait};
 use super::signal::{Signal, has_signals, signals_of};
+use crate::vocab::fault::{CpuFault, OpSite, RaceReport};
 
 /// Returns clocks taken for waits that were captured instead (in reverse, so each goes back
 /// to the front of its queue in order).

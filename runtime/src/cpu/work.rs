@@ -5,11 +5,11 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::access::{Access, Span};
-use super::error::CpuFault;
 use super::memory::{Memory, lock_all};
 use super::op::{Keep, KernelArgValue, KernelFn, KernelTag, NodeKind, Op};
 use super::stream::Stream;
+use crate::vocab::access::{Access, Span};
+use crate::vocab::fault::CpuFault;
 
 /// A byte range of CPU-backend memory.
 #[derive(Clone, Debug)]

@@ -8,8 +8,8 @@ use crate::driver::{Driver, check, driver};
 use crate::error::{DriverError, Error, Result};
 use crate::sys::{self, CUresult, CUstreamCaptureMode};
 
-use super::attribute::SyncPolicy;
 use super::device::Device;
+use crate::vocab::attribute::SyncPolicy;
 
 impl SyncPolicy {
     /// The context scheduling flag (`CU_CTX_SCHED_*`) of this policy.

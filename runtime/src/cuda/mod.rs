@@ -1,13 +1,15 @@
 //! The CUDA backend: every driver call, every raw driver handle, and every `unsafe` block of
-//! the safe API, with no CPU-backend code.
+//! the safe API but the user's own promises (`interop/`), with no CPU-backend code.
 //!
 //! Each type here owns one kind of driver object and states, on the type, the invariant that
 //! makes its driver calls sound (the handle is live and belongs to the context the type holds;
 //! what it points at outlives every piece of enqueued work that uses it). The `// SAFETY:`
 //! comments cite those invariants. The public types of the crate (`Context`, `Stream`, the
 //! buffers, ...) hold one of these or the CPU backend's counterpart and dispatch once per
-//! method; rules that both backends share (argument checks, the pipeline machinery) live
-//! above, in the backend-neutral modules.
+//! method; the pipeline machinery and argument checks live above, in the public-type modules,
+//! and the values both backends name (launch configuration, condition forms, attributes)
+//! below, in the shared vocabulary. Nothing here imports a public type or `cpu/`
+//! (docs/DESIGN.md, "Layers"; `runtime/tests/layers.rs` checks it).
 //!
 //! Layers inside, each using only the ones before it: `context` and `device`, `event`,
 //! `stream` (with `capture`, `host_fn`, `memop`, `attribute`), the memory types (`memory`,
@@ -15,18 +17,16 @@
 //! `graph`).
 
 pub(crate) mod attribute;
+mod backend;
 mod capture;
 mod context;
 mod copy;
-#[cfg(feature = "cudarc")]
-pub(crate) mod cudarc;
 mod device;
 mod event;
 mod flag;
 mod graph;
 mod host_data;
 mod host_fn;
-mod interop;
 mod keep;
 mod launch;
 mod memop;
@@ -37,7 +37,6 @@ pub mod nvrtc;
 pub mod nvtx;
 mod pinned;
 mod pool;
-pub(crate) mod repr;
 mod stream;
 mod window;
 
@@ -50,7 +49,6 @@ pub(crate) use flag::FlagWord;
 pub(crate) use graph::{
     ConditionArgs, ConditionKind, CopyEnd, Graph, GraphExec, KernelNodeInfo, KernelUpdates, NodeRef,
 };
-pub use interop::{declare_bounded_kernel, declare_kernel};
 pub(crate) use keep::{Keep, keep as keep_in_capture};
 pub(crate) use launch::{CudaArgs, launch};
 pub(crate) use memop::MemOp;

@@ -226,7 +226,8 @@ impl Nvrtc {
 
         // The library's own header, so that a kernel compiled here can
         // `#include "gpu_pipeline_condition.cuh"` to set a condition.
-        let header = CString::new(crate::graph::CONDITION_HEADER).map_err(|_| nul("header"))?;
+        let header =
+            CString::new(crate::vocab::condition::CONDITION_HEADER).map_err(|_| nul("header"))?;
         let header_name = c"gpu_pipeline_condition.cuh";
         let headers = [header.as_ptr()];
         let header_names = [header_name.as_ptr()];
@@ -333,34 +334,6 @@ pub fn nvrtc() -> Result<&'static Nvrtc> {
 /// Compiles CUDA C++ `source` to PTX with the process's NVRTC (see [`Nvrtc::compile_ptx`]).
 pub fn compile_ptx(source: &str, options: &[&str]) -> Result<String> {
     nvrtc()?.compile_ptx("source.cu", source, options)
-}
-
-impl crate::Module {
-    /// Compiles CUDA C++ `source` with NVRTC for the context's device (its compute
-    /// capability, unless `options` names an architecture) and loads the PTX.
-    ///
-    /// On the CPU backend nothing is compiled and NVRTC is not loaded: the module records the
-    /// source's `__global__` kernels, which run through their CPU implementations.
-    pub fn from_cuda_source(
-        ctx: &crate::Context,
-        source: &str,
-        options: &[&str],
-    ) -> Result<crate::Module> {
-        if let Some(module) = crate::Module::cpu_from_cuda_source(ctx, source) {
-            return Ok(module);
-        }
-        let mut options: Vec<String> = options.iter().map(|o| (*o).to_owned()).collect();
-        let has_arch = options
-            .iter()
-            .any(|o| o.starts_with("--gpu-architecture") || o.starts_with("-arch"));
-        if !has_arch && let Some(device) = ctx.device() {
-            let (major, minor) = device.compute_capability()?;
-            options.push(format!("--gpu-architecture=compute_{major}{minor}"));
-        }
-        let options: Vec<&str> = options.iter().map(String::as_str).collect();
-        let ptx = nvrtc()?.compile_ptx("source.cu", source, &options)?;
-        crate::Module::load_ptx(ctx, &ptx)
-    }
 }
 
 #[cfg(test)]

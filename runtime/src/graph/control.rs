@@ -20,70 +20,7 @@ use crate::memory::flag::FlagStorage;
 use crate::memory::view::DeviceRegion;
 use crate::memory::view::sealed::DeviceMemory as _;
 use crate::memory::{DeviceSource, FlagCell};
-
-/// How a condition compares its value with the threshold. NaN compares as IEEE says: every
-/// comparison with it is false except `NotEqual`.
-///
-/// ```
-/// use gpu_pipeline::Comparison;
-/// assert!(Comparison::Greater.holds(0.5f32, 1e-6));
-/// assert!(!Comparison::LessOrEqual.holds(2u32, 1));
-/// assert!(Comparison::NotEqual.holds(f32::NAN, f32::NAN)); // IEEE: NaN equals nothing
-/// assert_eq!(Comparison::GreaterOrEqual.symbol(), ">=");
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Comparison {
-    /// `value > threshold`.
-    Greater,
-    /// `value >= threshold`.
-    GreaterOrEqual,
-    /// `value < threshold`.
-    Less,
-    /// `value <= threshold`.
-    LessOrEqual,
-    /// `value == threshold`.
-    Equal,
-    /// `value != threshold`.
-    NotEqual,
-}
-
-impl Comparison {
-    /// The number the condition kernels (and the CPU runner) use.
-    pub(crate) fn code(self) -> u32 {
-        match self {
-            Comparison::Greater => 0,
-            Comparison::GreaterOrEqual => 1,
-            Comparison::Less => 2,
-            Comparison::LessOrEqual => 3,
-            Comparison::Equal => 4,
-            Comparison::NotEqual => 5,
-        }
-    }
-
-    /// Whether `value` compares to `threshold` this way (IEEE rules for floats).
-    pub fn holds<T: PartialOrd>(self, value: T, threshold: T) -> bool {
-        match self {
-            Comparison::Greater => value > threshold,
-            Comparison::GreaterOrEqual => value >= threshold,
-            Comparison::Less => value < threshold,
-            Comparison::LessOrEqual => value <= threshold,
-            Comparison::Equal => value == threshold,
-            Comparison::NotEqual => value != threshold,
-        }
-    }
-
-    /// The operator, for labels.
-    pub fn symbol(self) -> &'static str {
-        match self {
-            Comparison::Greater => ">",
-            Comparison::GreaterOrEqual => ">=",
-            Comparison::Less => "<",
-            Comparison::LessOrEqual => "<=",
-            Comparison::Equal => "==",
-            Comparison::NotEqual => "!=",
-        }
-    }
-}
+pub use crate::vocab::condition::Comparison;
 
 mod sealed {
     /// The condition kernel's value type: 0 `f32`, 1 `f64`, 2 `u32`.

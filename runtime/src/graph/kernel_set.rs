@@ -31,10 +31,7 @@ use crate::memory::alloc::DeviceAlloc;
 use crate::memory::flag::FlagStorage;
 use crate::memory::view::sealed::DeviceMemory as _;
 
-/// The CUDA C header a kernel includes to set a condition (`gp_condition`,
-/// `gp_set_condition`): `runtime/kernels/gpu_pipeline_condition.cuh`, for CUDA C compiled at
-/// run time (prepend it to the source, or give it to NVRTC as a named header).
-pub const CONDITION_HEADER: &str = include_str!("../../kernels/gpu_pipeline_condition.cuh");
+pub use crate::vocab::condition::CONDITION_HEADER;
 
 /// `gp_condition` as the kernel receives it (32 bytes, 8-aligned).
 #[repr(C)]

@@ -24,98 +24,8 @@ use crate::memory::view::DeviceRegion;
 use crate::memory::view::sealed::DeviceMemory;
 use crate::memory::{DeviceBuffer, DeviceView, DeviceViewMut, ManagedBuffer};
 
-pub use crate::cuda::repr::DeviceRepr;
-
-/// The size and alignment of one parameter as the kernel receives it.
-///
-/// ```
-/// use gpu_pipeline::{KernelParam, ParamLayout};
-/// assert_eq!(ParamLayout::of::<f64>(), ParamLayout { size: 8, align: 8 });
-/// // A buffer parameter is passed as its 8-byte device address.
-/// assert_eq!(<&[u8] as KernelParam>::LAYOUT, ParamLayout::of::<u64>());
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct ParamLayout {
-    /// Bytes.
-    pub size: usize,
-    /// Alignment in bytes.
-    pub align: usize,
-}
-
-impl ParamLayout {
-    /// The layout of `T`.
-    pub const fn of<T>() -> ParamLayout {
-        ParamLayout {
-            size: std::mem::size_of::<T>(),
-            align: std::mem::align_of::<T>(),
-        }
-    }
-}
-
-/// Private supertraits: only this crate implements the launch traits, so no impl outside it
-/// can pair an argument with a parameter it does not match.
-pub(crate) mod sealed {
-    pub trait Param {}
-    pub trait Arg {}
-    pub trait Tuple {}
-    pub trait PassedAs<P> {}
-    pub trait ArgsFor<S> {}
-}
-
-/// A type a kernel signature may name for one parameter: a [`DeviceRepr`] scalar, `&[T]`
-/// for device memory the kernel only reads, or `&mut [T]` for device memory it writes.
-///
-/// ```
-/// use gpu_pipeline::{KernelParam, ParamKind};
-/// assert!(<&mut [f32] as KernelParam>::WRITES);
-/// assert!(!<&[f32] as KernelParam>::WRITES);
-/// assert_eq!(
-///     <&mut [f64] as KernelParam>::KIND,
-///     ParamKind::Buffer { writes: true, elem_size: 8 }
-/// );
-/// assert_eq!(<u32 as KernelParam>::LAYOUT.size, 4);
-/// ```
-#[diagnostic::on_unimplemented(
-    message = "`{Self}` is not a kernel parameter type",
-    label = "not allowed in a kernel signature",
-    note = "a kernel parameter is a `DeviceRepr` scalar, `&[T]` for device memory the kernel \
-            reads, or `&mut [T]` for device memory it writes"
-)]
-pub trait KernelParam: sealed::Param {
-    /// How the kernel receives it.
-    const LAYOUT: ParamLayout;
-    /// Whether the kernel may write through it (`&mut [T]`).
-    const WRITES: bool;
-    /// A buffer, or a scalar and its integer type: what a bound may name.
-    const KIND: ParamKind;
-}
-
-impl<T: DeviceRepr> sealed::Param for T {}
-impl<T: DeviceRepr> KernelParam for T {
-    const LAYOUT: ParamLayout = ParamLayout::of::<T>();
-    const WRITES: bool = false;
-    const KIND: ParamKind = ParamKind::Scalar { index: T::INDEX };
-}
-
-impl<T: Pod> sealed::Param for &[T] {}
-impl<T: Pod> KernelParam for &[T] {
-    const LAYOUT: ParamLayout = ParamLayout::of::<u64>();
-    const WRITES: bool = false;
-    const KIND: ParamKind = ParamKind::Buffer {
-        writes: false,
-        elem_size: std::mem::size_of::<T>(),
-    };
-}
-
-impl<T: Pod> sealed::Param for &mut [T] {}
-impl<T: Pod> KernelParam for &mut [T] {
-    const LAYOUT: ParamLayout = ParamLayout::of::<u64>();
-    const WRITES: bool = true;
-    const KIND: ParamKind = ParamKind::Buffer {
-        writes: true,
-        elem_size: std::mem::size_of::<T>(),
-    };
-}
+pub(crate) use crate::launch::param::sealed;
+pub use crate::launch::param::{DeviceRepr, KernelParam, ParamLayout};
 
 /// One argument of a launch as the backends read it: a scalar's bytes, or the device memory
 /// region of a buffer argument with its element size.
@@ -485,5 +395,79 @@ mod tests {
             check_param_sizes(declared, &[4]).unwrap_err(),
             "the signature declares 2 parameters but the kernel takes 1"
         );
+    }
+}
+
+/// The packing tests of [`DeviceRepr`] scalars and structs (they were beside the trait
+/// until it moved to `param.rs`, below this module).
+#[cfg(test)]
+mod device_repr_tests {
+    use std::ffi::c_void;
+
+    use super::*;
+    use crate::launch::{KernelArgs, KernelArgsFor, ParamLayout, Signature};
+
+    fn read<T: Copy>(p: *mut c_void) -> T {
+        // SAFETY: the tests pass pointers to packed values of type `T`.
+        unsafe { p.cast::<T>().read() }
+    }
+
+    #[test]
+    fn scalars_pack_in_place_with_their_own_layout() {
+        (7u8, -2i64, 1.5f32, [1u16, 2, 3]).with_params(|params| {
+            assert_eq!(params.len(), 4);
+            assert_eq!(read::<u8>(params[0]), 7);
+            assert_eq!(read::<i64>(params[1]), -2);
+            assert_eq!(read::<f32>(params[2]), 1.5);
+            assert_eq!(read::<[u16; 3]>(params[3]), [1, 2, 3]);
+            for (p, layout) in params
+                .iter()
+                .zip(<(u8, i64, f32, [u16; 3]) as KernelArgs>::ARG_LAYOUTS)
+            {
+                assert_eq!(*p as usize % layout.align, 0);
+            }
+        });
+        assert_eq!(
+            <(u8, i64) as KernelArgs>::ARG_LAYOUTS,
+            &[
+                ParamLayout { size: 1, align: 1 },
+                ParamLayout { size: 8, align: 8 }
+            ]
+        );
+        ().with_params(|params| assert!(params.is_empty()));
+    }
+
+    #[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+    #[repr(C)]
+    struct Params {
+        nx: u32,
+        ny: u32,
+        alpha: f32,
+        _pad: u32,
+        origin: [f64; 2],
+    }
+
+    // SAFETY: `#[repr(C)]` of C-compatible fields.
+    unsafe impl DeviceRepr for Params {}
+
+    #[test]
+    fn pod_structs_pass_by_value_with_their_c_layout() {
+        let p = Params {
+            nx: 3,
+            ny: 4,
+            alpha: 0.5,
+            _pad: 0,
+            origin: [1.0, -1.0],
+        };
+        (p, 9u8).with_params(|params| {
+            assert_eq!(read::<Params>(params[0]), p);
+            assert_eq!(params[0] as usize % 8, 0);
+        });
+        assert_eq!(
+            <(Params,) as Signature>::PARAM_LAYOUTS,
+            &[ParamLayout { size: 32, align: 8 }]
+        );
+        fn accepts<Sig: Signature, A: KernelArgsFor<Sig>>(_: &A) {}
+        accepts::<(Params, u8), _>(&(p, 9u8));
     }
 }

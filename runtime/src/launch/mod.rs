@@ -24,6 +24,7 @@ mod args;
 mod bounds;
 pub(crate) mod config;
 pub(crate) mod index;
+pub(crate) mod param;
 pub(crate) mod violation;
 
 use std::marker::PhantomData;

@@ -20,6 +20,8 @@ use crate::error::{Error, Result};
 use crate::launch::config::{Dim3, LaunchLimits};
 use crate::sys;
 
+#[cfg(feature = "nvrtc")]
+mod cuda_source;
 mod params;
 
 pub(crate) use params::{EntryParams, describe_declared, describe_image};

@@ -6,7 +6,8 @@
 //! PTX only: cubin and fatbin images are not read for parameters here (on CUDA the driver's
 //! `cuFuncGetParamInfo` still checks them, where the driver has it).
 
-use crate::launch::{ParamKind, ParamLayout};
+use crate::launch::index::ParamKind;
+use crate::launch::param::ParamLayout;
 
 /// One `.param` of a PTX `.entry`.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -10,7 +10,6 @@ mod progress;
 pub(crate) mod recapture;
 pub(crate) mod refs;
 mod typed_stream;
-pub(crate) mod window_ops;
 
 pub use collective::{CommStage, Rank};
 pub use host_write::HostWrite;

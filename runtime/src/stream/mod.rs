@@ -25,8 +25,9 @@ use crate::cuda::{self, Device};
 use crate::error::{Error, Result};
 use crate::event::{Event, EventBackend, EventFlags};
 use crate::sys;
+use crate::vocab::backend::BackendStream;
 
-pub use crate::cuda::attribute::{
+pub use crate::vocab::attribute::{
     AccessPolicyWindow, AccessProperty, StreamAttribute, StreamAttributeId, SyncPolicy,
 };
 pub use memop::{MemOp, WaitCondition};
@@ -219,8 +220,8 @@ impl Stream {
     /// The priority, after the driver's clamping.
     pub fn priority(&self) -> Result<i32> {
         match &self.backend {
-            StreamBackend::Cuda(s) => s.priority(),
-            StreamBackend::Cpu(s) => Ok(s.priority()),
+            StreamBackend::Cuda(s) => BackendStream::priority(s),
+            StreamBackend::Cpu(s) => BackendStream::priority(s),
         }
     }
 
@@ -228,8 +229,8 @@ impl Stream {
     /// `cuStreamGetId`).
     pub fn id(&self) -> u64 {
         match &self.backend {
-            StreamBackend::Cuda(s) => s.id(),
-            StreamBackend::Cpu(s) => s.id(),
+            StreamBackend::Cuda(s) => BackendStream::id(s),
+            StreamBackend::Cpu(s) => BackendStream::id(s),
         }
     }
 
@@ -242,8 +243,8 @@ impl Stream {
     /// Whether all work enqueued so far has completed (`cuStreamQuery`).
     pub fn is_complete(&self) -> Result<bool> {
         match &self.backend {
-            StreamBackend::Cuda(s) => s.query(),
-            StreamBackend::Cpu(s) => Ok(s.query()),
+            StreamBackend::Cuda(s) => BackendStream::is_complete(s),
+            StreamBackend::Cpu(s) => BackendStream::is_complete(s),
         }
     }
 
@@ -258,10 +259,10 @@ impl Stream {
     pub fn synchronize(&self) -> Result<()> {
         match &self.backend {
             StreamBackend::Cuda(s) => {
-                let synced = s.synchronize();
+                let synced = BackendStream::synchronize(s);
                 self.comm_failure_after_wait().and(synced)
             }
-            StreamBackend::Cpu(s) => Ok(s.synchronize()?),
+            StreamBackend::Cpu(s) => BackendStream::synchronize(s),
         }
     }
 

@@ -5,6 +5,10 @@
 //! every call. Enumerations are `#[repr(transparent)]` newtypes with associated constants,
 //! never Rust enums: a value from a newer driver must stay a valid value, not undefined
 //! behaviour (the same choice ash makes for Vulkan).
+//!
+//! Longer than 900 lines on purpose: one flat list of declarations transcribed from
+//! `cuda.h`, read by searching for a name rather than top to bottom; splitting it would
+//! only scatter one header's names over several files.
 #![allow(non_camel_case_types, non_snake_case, missing_docs)]
 // The C unions and opaque structs have no meaningful Debug form.
 #![allow(missing_debug_implementations)]
@@ -721,7 +725,7 @@ pub type PFN_cuGraphAddDependencies = unsafe extern "C" fn(
     num_dependencies: usize,
 ) -> CUresult;
 
-// Graphs built node by node (graph/build.rs) and conditional nodes (CUDA 12.3+). Layouts from
+// Graphs built node by node (graph/build/) and conditional nodes (CUDA 12.3+). Layouts from
 // the CUDA 12.3-13.0 `cuda.h`, asserted in the tests below.
 
 /// `CUmemorytype`.

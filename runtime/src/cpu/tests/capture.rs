@@ -5,13 +5,13 @@ use std::sync::{Arc, Mutex};
 
 use super::{Gate, Log, bounded, context, stream};
 use crate::cpu::{CpuFault, EventOptions, Graph, KernelArgValue, KernelFn, KernelTag, Op, Stream};
-use crate::launch::LaunchConfig;
+use crate::launch::config::LaunchConfig;
 
 /// A kernel tag for tests (any kernel id, one block).
 fn tag() -> KernelTag {
     KernelTag {
         kernel: 1,
-        config: crate::launch::LaunchConfig::new(1, 1),
+        config: crate::launch::config::LaunchConfig::new(1, 1),
         in_call: false,
     }
 }
@@ -266,7 +266,7 @@ fn kernel_args_updated_between_replays_change_the_result() {
         exec.set_kernel_args(
             0,
             vec![KernelArgValue::scalar(100i64)],
-            crate::launch::LaunchConfig::new(1, 1),
+            crate::launch::config::LaunchConfig::new(1, 1),
         )
         .unwrap();
         s.launch(&exec).map(drop).unwrap();
@@ -279,11 +279,11 @@ fn kernel_args_updated_between_replays_change_the_result() {
         );
 
         assert!(matches!(
-            exec.set_kernel_args(1, vec![], crate::launch::LaunchConfig::new(1, 1)),
+            exec.set_kernel_args(1, vec![], crate::launch::config::LaunchConfig::new(1, 1)),
             Err(CpuFault::NotAKernelNode { index: 1, .. })
         ));
         assert!(matches!(
-            exec.set_kernel_args(7, vec![], crate::launch::LaunchConfig::new(1, 1)),
+            exec.set_kernel_args(7, vec![], crate::launch::config::LaunchConfig::new(1, 1)),
             Err(CpuFault::NodeOutOfRange { index: 7, count: 2 })
         ));
     });

@@ -275,13 +275,13 @@ fn kernel_buffer_arguments_declare_accesses() {
         };
         let tag = crate::cpu::KernelTag {
             kernel: 1,
-            config: crate::launch::LaunchConfig::new(1, 1),
+            config: crate::launch::config::LaunchConfig::new(1, 1),
             in_call: false,
         };
         let kernel = |args| {
             Op::kernel(
                 "stencil",
-                Arc::new(|_: &crate::launch::LaunchConfig, _: &[KernelArgValue]| Ok(())),
+                Arc::new(|_: &crate::launch::config::LaunchConfig, _: &[KernelArgValue]| Ok(())),
                 args,
                 tag,
             )

@@ -25,8 +25,8 @@ use std::ffi::c_void;
 use std::sync::{Mutex, Weak};
 
 use super::*;
-use crate::cpu::Form;
 use crate::driver::version_text;
+use crate::vocab::condition::Form;
 
 /// The condition kernels, as `tools/build-ptx` compiles them (PTX ISA 8.0).
 const CONDITIONS_PTX: &str = include_str!("../../../kernels/conditions.ptx");
@@ -406,7 +406,7 @@ impl Graph {
                     let case_args = ConditionArgs {
                         kind: ConditionKind::U32,
                         threshold: case as u64,
-                        op: crate::graph::Comparison::Equal.code(),
+                        op: crate::vocab::condition::Comparison::Equal.code(),
                         ..args
                     };
                     let k = self.add_condition_kernel(
@@ -752,7 +752,7 @@ impl Graph {
 mod tests {
     use super::*;
 
-    use crate::graph::Comparison;
+    use crate::vocab::condition::Comparison;
 
     const KINDS: [ConditionKind; 5] = [
         ConditionKind::F32,

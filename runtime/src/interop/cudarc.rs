@@ -43,7 +43,11 @@ use crate::stream::{Stream, StreamBackend};
 use crate::sys;
 
 /// Checks that cudarc's context `theirs` is the CUDA context `ours`.
-fn same_context(call: &'static str, ours: &super::Context, theirs: &CudaContext) -> Result<()> {
+fn same_context(
+    call: &'static str,
+    ours: &crate::cuda::Context,
+    theirs: &CudaContext,
+) -> Result<()> {
     if std::ptr::eq(ours.raw().cast::<()>(), theirs.cu_ctx().cast::<()>()) {
         Ok(())
     } else {
@@ -168,7 +172,7 @@ impl Stream {
         // the handle outlives the `Stream` and everything enqueued through it. A capture by
         // other code is excluded by the caller's contract (and refused when seen, since
         // borrowed handles ask the driver).
-        let borrowed = unsafe { super::Stream::borrow(c, stream.cu_stream().cast())? };
+        let borrowed = unsafe { crate::cuda::Stream::borrow(c, stream.cu_stream().cast())? };
         let lender: Arc<dyn Any + Send + Sync> = stream.clone();
         Ok(Stream::with_lender(
             ctx,
@@ -396,7 +400,7 @@ impl<T: Pod> DeviceBuffer<T> {
         // (checked), allocated for as long as `slice` lives, which the memory holds; the
         // slice moved in, so no other handle to the memory remains outside it; cudarc's
         // `CudaSlice<T>` holds initialised `T`s of a type we treat as `Pod`.
-        let memory = unsafe { super::DeviceMemory::foreign(c, ptr, bytes, Box::new(slice)) };
+        let memory = unsafe { crate::cuda::DeviceMemory::foreign(c, ptr, bytes, Box::new(slice)) };
         let alloc = DeviceAlloc {
             ctx: ctx.clone(),
             memory: AllocMemory::Cuda(Arc::new(memory)),
@@ -422,7 +426,7 @@ impl<T: Pod> DeviceBuffer<T> {
             }));
         };
         let ctx = alloc.ctx;
-        match super::DeviceMemory::take_owner(memory) {
+        match crate::cuda::DeviceMemory::take_owner(memory) {
             Err(memory) => Err(Box::new(IntoCudarcError {
                 error: Error::invalid(
                     CALL,

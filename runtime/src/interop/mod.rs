@@ -1,6 +1,13 @@
 //! The crate's `unsafe` public entry points: where a user vouches for what no check can see
 //! (a kernel's parameter list, a raw stream handle of another library). Their bodies are the
 //! safe layers' own.
+//!
+//! Public-type methods, so they sit above the backends (docs/DESIGN.md, "Layers"); with
+//! sys/, driver/ and cuda/, this is the fourth place that holds `unsafe`: each block here
+//! forwards the caller's promise to a backend's `unsafe fn`.
+
+#[cfg(feature = "cudarc")]
+pub(crate) mod cudarc;
 
 use crate::context::Context;
 use crate::error::{Error, Result};
@@ -24,7 +31,7 @@ impl Stream {
     pub unsafe fn from_handle(ctx: &Context, raw: sys::CUstream) -> Result<Stream> {
         let c = ctx.cuda_only("Stream::from_handle")?;
         // SAFETY: forwarded from the caller's contract.
-        let stream = unsafe { super::Stream::borrow(c, raw)? };
+        let stream = unsafe { crate::cuda::Stream::borrow(c, raw)? };
         Ok(Stream::from_backend(ctx, StreamBackend::Cuda(stream)))
     }
 }

@@ -1,4 +1,7 @@
 //! Faults of the host backend, each naming the stream, operation, event or buffer involved.
+//!
+//! Shared vocabulary (docs/DESIGN.md, "Layers"): the CPU backend raises them and `Error`
+//! carries them, so they sit below both.
 
 use std::fmt;
 use std::sync::Arc;
@@ -303,7 +306,7 @@ pub enum CpuFault {
 
 impl CpuFault {
     /// The fault for a failed operation on `stream` (whose id is `stream_id`).
-    pub(super) fn from_failure(
+    pub(crate) fn from_failure(
         stream: &Arc<str>,
         stream_id: u64,
         op: &str,

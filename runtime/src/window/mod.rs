@@ -78,10 +78,14 @@ use crate::cuda;
 use crate::error::{Error, Result};
 use crate::memory::DeviceBuffer;
 use crate::memory::alloc::{DeviceAlloc, DeviceMemory};
-use crate::pipeline::{CommStage, TypedStream};
+use crate::pipeline::TypedStream;
 use crate::stream::{Stream, StreamBackend};
 
 mod batch;
+pub(crate) mod pipeline_ops;
+mod record;
+
+use record::{Record, all_gather, all_gather_bytes, detach_word, free_word, host_id, ready_word};
 
 mod sealed {
     pub trait Sealed {}
@@ -190,9 +194,6 @@ impl<M> SignalStream for TypedStream<'_, M> {
 /// The most neighbours one rank's window may have.
 pub const MAX_WINDOW_PEERS: usize = 8;
 
-/// The bytes each rank contributes to the creation's all-gather.
-const RECORD: usize = 128;
-
 /// Device memory of every rank of a communicator, exported to each rank's neighbours: a
 /// kernel on this rank may store into a neighbour's window ([`Window::peer_mut`]) while the
 /// neighbour's kernels read it, ordered by the window's signals. See the module
@@ -271,86 +272,6 @@ static CPU_WINDOWS: Mutex<Option<HashMap<u64, Weak<CpuWindow>>>> = Mutex::new(No
 
 fn cpu_windows() -> std::sync::MutexGuard<'static, Option<HashMap<u64, Weak<CpuWindow>>>> {
     CPU_WINDOWS.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// What one rank tells the others when a window is made.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Record {
-    /// The CUDA IPC handle, or (CPU) the window's id in its first 8 bytes.
-    handle: [u8; cuda::HANDLE_BYTES],
-    pid: u32,
-    host: u64,
-    peers: [u32; MAX_WINDOW_PEERS],
-    npeers: u32,
-    len: u64,
-    elem: u32,
-}
-
-impl Record {
-    fn encode(&self) -> [u8; RECORD] {
-        let mut out = [0u8; RECORD];
-        out[..64].copy_from_slice(&self.handle);
-        out[64..68].copy_from_slice(&self.pid.to_le_bytes());
-        out[68..76].copy_from_slice(&self.host.to_le_bytes());
-        out[76..80].copy_from_slice(&self.npeers.to_le_bytes());
-        for (i, p) in self.peers.iter().enumerate() {
-            out[80 + 4 * i..84 + 4 * i].copy_from_slice(&p.to_le_bytes());
-        }
-        out[112..120].copy_from_slice(&self.len.to_le_bytes());
-        out[120..124].copy_from_slice(&self.elem.to_le_bytes());
-        out
-    }
-
-    fn decode(bytes: &[u8]) -> Record {
-        let u32_at =
-            |i: usize| u32::from_le_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]);
-        let u64_at = |i: usize| {
-            let mut b = [0u8; 8];
-            b.copy_from_slice(&bytes[i..i + 8]);
-            u64::from_le_bytes(b)
-        };
-        let mut handle = [0u8; 64];
-        handle.copy_from_slice(&bytes[..64]);
-        let mut peers = [0u32; MAX_WINDOW_PEERS];
-        for (i, p) in peers.iter_mut().enumerate() {
-            *p = u32_at(80 + 4 * i);
-        }
-        Record {
-            handle,
-            pid: u32_at(64),
-            host: u64_at(68),
-            npeers: u32_at(76),
-            peers,
-            len: u64_at(112),
-            elem: u32_at(120),
-        }
-    }
-
-    fn peer_list(&self) -> &[u32] {
-        &self.peers[..(self.npeers as usize).min(MAX_WINDOW_PEERS)]
-    }
-}
-
-/// An identity of this host shared by its processes: the kernel's boot id.
-fn host_id() -> u64 {
-    use std::hash::{Hash, Hasher};
-    let id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
-        .unwrap_or_default();
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    id.trim().hash(&mut hasher);
-    hasher.finish()
-}
-
-/// Byte offsets of the signal words within the signal area of a world of `size` ranks.
-fn ready_word(from: usize) -> usize {
-    4 * from
-}
-fn free_word(size: usize, to: usize) -> usize {
-    4 * (size + to)
-}
-fn detach_word(size: usize, rank: usize) -> usize {
-    4 * (2 * size + rank)
 }
 
 impl<T: Pod> Window<T> {
@@ -855,56 +776,4 @@ fn buffer<E: Pod>(ctx: &Context, memory: DeviceMemory, len: usize) -> DeviceBuff
         },
         len,
     )
-}
-
-/// Every rank's record, in rank order, through the communicator (on `stream`, synchronized).
-fn all_gather(comm: &Communicator, stream: &Stream, record: &Record) -> Result<Vec<Record>> {
-    let bytes = all_gather_bytes(comm, stream, &record.encode())?;
-    Ok(bytes.iter().map(|b| Record::decode(b)).collect())
-}
-
-/// Every rank's `bytes` (the same length on every rank), in rank order, through the
-/// communicator (on `stream`, synchronized).
-fn all_gather_bytes(comm: &Communicator, stream: &Stream, bytes: &[u8]) -> Result<Vec<Vec<u8>>> {
-    let size = comm.size();
-    let send = DeviceBuffer::from_slice(stream, bytes)?;
-    let mut recv = DeviceBuffer::<u8>::zeros(stream, bytes.len() * size)?;
-    let mut group = CommStage::new(comm, stream);
-    group.all_gather(&send, .., &mut recv, ..)?;
-    group.finish()?;
-    let all = recv.to_vec(stream)?;
-    Ok(all.chunks_exact(bytes.len()).map(<[u8]>::to_vec).collect())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_record_reads_back_as_written() {
-        let record = Record {
-            handle: [7; 64],
-            pid: 42,
-            host: 0xdead_beef_0123,
-            peers: [1, 3, 0, 0, 0, 0, 0, 0],
-            npeers: 2,
-            len: 1 << 40,
-            elem: 4,
-        };
-        let back = Record::decode(&record.encode());
-        assert_eq!(back, record);
-        assert_eq!(back.peer_list(), [1, 3]);
-    }
-
-    #[test]
-    fn signal_words_do_not_overlap() {
-        let size = 4;
-        let mut words: Vec<usize> = (0..size)
-            .flat_map(|r| [ready_word(r), free_word(size, r), detach_word(size, r)])
-            .collect();
-        words.sort_unstable();
-        words.dedup();
-        assert_eq!(words.len(), 3 * size);
-        assert!(words.iter().all(|w| w % 4 == 0 && *w < 12 * size));
-    }
 }

@@ -1,0 +1,290 @@
+//! Describing a step (see the module above): the stage instances, their streams and their
+//! resolved buffer references, checked as the generated code adds them.
+
+use super::*;
+
+/// A buffer reference of one stage instance, resolved when the step was described: the
+/// element of a buffer array (0 for a plain buffer) and the range of its elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Ref {
+    /// The buffer (its index among the pipeline's buffers).
+    pub buffer: usize,
+    /// Whether the statement writes it.
+    pub write: bool,
+    /// Index into a buffer array; 0 for a plain buffer.
+    pub element: usize,
+    /// The first element.
+    pub start: usize,
+    /// One past the last element.
+    pub end: usize,
+}
+
+impl Ref {
+    /// The number of elements.
+    pub fn len(&self) -> usize {
+        self.end - self.start
+    }
+
+    /// Whether it covers no element.
+    pub fn is_empty(&self) -> bool {
+        self.end == self.start
+    }
+}
+
+/// One stage instance of a described step.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Instance {
+    /// The stage's index among every stage the pipeline declares (its template).
+    pub template: usize,
+    /// The stage's name.
+    pub name: &'static str,
+    /// The loop variable of the instance, for stages inside `for`.
+    pub index: Option<usize>,
+    /// The declared stream (index among the `streams` declarations).
+    pub decl: usize,
+    /// The element of the stream array (0 for a single stream).
+    pub lane: usize,
+    /// The stream slot: declarations and their elements numbered in order.
+    pub stream: usize,
+    /// The buffer references of its statements, in the order they appear.
+    pub refs: Vec<Ref>,
+    pub(super) accesses: Vec<Access>,
+    pub(super) after: Vec<(usize, bool)>,
+    /// Where the current statement's references start in `refs` (while describing).
+    statement: usize,
+}
+
+impl Instance {
+    /// The loop variable, 0 outside loops.
+    pub fn i(&self) -> usize {
+        self.index.unwrap_or(0)
+    }
+
+    /// `load[3]`, or `load` outside loops.
+    pub fn label(&self) -> String {
+        match self.index {
+            Some(i) => format!("{}[{i}]", self.name),
+            None => self.name.to_owned(),
+        }
+    }
+}
+
+/// One `concurrent(...)` claim: the stages it names, and whether it sits inside a `for`
+/// (then it claims the named stages of one iteration concurrent).
+#[derive(Clone, Copy, Debug)]
+pub struct Claim {
+    /// The named stages, by template.
+    pub stages: &'static [usize],
+    /// Whether the claim is inside the loop of the stages it names.
+    pub per_iteration: bool,
+}
+
+/// The builder of a step's description; see the module docs.
+#[derive(Debug)]
+pub struct Describe {
+    pipeline: &'static str,
+    counts: Vec<usize>,
+    offsets: Vec<usize>,
+    stages: Vec<Instance>,
+}
+
+/// The key of one buffer (or element of a buffer array) for the ordering analysis.
+fn buffer_key(buffer: usize, element: usize) -> BufferId {
+    BufferId(buffer.wrapping_mul(1 << 32).wrapping_add(element))
+}
+
+impl Describe {
+    /// A description of a step of `pipeline`, whose declared streams have `counts` elements
+    /// each (1 for a single stream).
+    pub fn new(pipeline: &'static str, counts: &[usize]) -> Result<Describe> {
+        let mut offsets = Vec::with_capacity(counts.len());
+        let mut total = 0usize;
+        for (decl, &count) in counts.iter().enumerate() {
+            if count == 0 {
+                return Err(Error::invalid(
+                    "pipeline step",
+                    format!(
+                        "pipeline `{pipeline}`: stream array {decl} has no streams; give it at least one"
+                    ),
+                ));
+            }
+            offsets.push(total);
+            total = total.saturating_add(count);
+        }
+        Ok(Describe {
+            pipeline,
+            counts: counts.to_vec(),
+            offsets,
+            stages: Vec::new(),
+        })
+    }
+
+    fn error(&self, message: String) -> Error {
+        Error::invalid(
+            "pipeline step",
+            format!("pipeline `{}`: {message}", self.pipeline),
+        )
+    }
+
+    fn current(&mut self) -> Result<&mut Instance> {
+        let pipeline = self.pipeline;
+        self.stages.last_mut().ok_or_else(|| {
+            Error::invalid(
+                "pipeline step",
+                format!("pipeline `{pipeline}`: an access before any stage (a bug)"),
+            )
+        })
+    }
+
+    /// Starts the next stage instance: stage `template` (`name`), iteration `index` of its
+    /// loop if any, on element `lane` of stream declaration `decl` (`stream_name` for
+    /// messages).
+    pub fn stage(
+        &mut self,
+        template: usize,
+        name: &'static str,
+        index: Option<usize>,
+        decl: usize,
+        stream_name: &'static str,
+        lane: usize,
+    ) -> Result<()> {
+        let count = self.counts.get(decl).copied().unwrap_or(0);
+        if lane >= count {
+            let label = match index {
+                Some(i) => format!("{name}[{i}]"),
+                None => name.to_owned(),
+            };
+            return Err(self.error(format!(
+                "stage `{label}` runs on `{stream_name}[{lane}]`, but `{stream_name}` has {count} stream(s)"
+            )));
+        }
+        let stream = self.offsets[decl] + lane;
+        self.stages.push(Instance {
+            template,
+            name,
+            index,
+            decl,
+            lane,
+            stream,
+            refs: Vec::new(),
+            accesses: Vec::new(),
+            after: Vec::new(),
+            statement: 0,
+        });
+        Ok(())
+    }
+
+    /// Starts the next statement of the current stage: the references it makes must not
+    /// overlap where one of them is written (a kernel's pointer parameters are `__restrict__`,
+    /// and a copy's source and destination must be apart).
+    pub fn statement(&mut self) -> Result<()> {
+        let stage = self.current()?;
+        stage.statement = stage.refs.len();
+        Ok(())
+    }
+
+    /// A reference of the current stage to buffer `buffer` (`name` for messages): element
+    /// `element` of an array of `elements` buffers (`None` for a plain buffer), elements
+    /// `start..end` of a buffer of `len` (a bound left out means the buffer's start or end),
+    /// read or written.
+    #[allow(clippy::too_many_arguments)]
+    pub fn touch(
+        &mut self,
+        buffer: usize,
+        name: &'static str,
+        element: Option<(usize, usize)>,
+        start: Option<usize>,
+        end: Option<usize>,
+        len: usize,
+        write: bool,
+    ) -> Result<()> {
+        let label = self.current()?.label();
+        let element = match element {
+            Some((index, elements)) => {
+                if index >= elements {
+                    return Err(self.error(format!(
+                        "stage `{label}` uses `{name}[{index}]`, but `{name}` holds {elements} buffer(s)"
+                    )));
+                }
+                index
+            }
+            None => 0,
+        };
+        let (start, end) = (start.unwrap_or(0), end.unwrap_or(len));
+        if start > end || end > len {
+            return Err(self.error(format!(
+                "stage `{label}` uses elements {start}..{end} of `{name}`, which holds {len}"
+            )));
+        }
+        let stage = self.current()?;
+        let clash = stage.refs[stage.statement.min(stage.refs.len())..]
+            .iter()
+            .find(|r| {
+                r.buffer == buffer
+                    && r.element == element
+                    && (r.write || write)
+                    && r.start < end
+                    && start < r.end
+            })
+            .copied();
+        if let Some(other) = clash {
+            return Err(self.error(format!(
+                "stage `{label}` passes elements {}..{} and {start}..{end} of `{name}` to one \
+                 statement, and one of them is written: they overlap",
+                other.start, other.end
+            )));
+        }
+        let stage = self.current()?;
+        stage.refs.push(Ref {
+            buffer,
+            write,
+            element,
+            start,
+            end,
+        });
+        stage.accesses.push(Access {
+            buffer: buffer_key(buffer, element),
+            mode: if write { Mode::Write } else { Mode::Read },
+            extent: Some(Extent::new(start as u64, end as u64)),
+        });
+        Ok(())
+    }
+
+    /// An access of the current stage to a whole buffer that no statement passes as a view
+    /// (a `call`'s or a host closure's declared `reads`/`writes`, a flag).
+    pub fn touch_whole(&mut self, buffer: usize, write: bool) -> Result<()> {
+        let stage = self.current()?;
+        stage.accesses.push(Access {
+            buffer: buffer_key(buffer, 0),
+            mode: if write { Mode::Write } else { Mode::Read },
+            extent: None,
+        });
+        Ok(())
+    }
+
+    /// `after template`: the current stage runs after that stage's instance of the same
+    /// iteration (`same_iteration`), or after every instance of it.
+    pub fn after(&mut self, template: usize, same_iteration: bool) -> Result<()> {
+        self.current()?.after.push((template, same_iteration));
+        Ok(())
+    }
+
+    /// The finished description. Nothing is scheduled yet.
+    pub fn finish(self) -> Description {
+        let streams = self.counts.iter().sum();
+        Description {
+            pipeline: self.pipeline,
+            streams,
+            stages: self.stages,
+        }
+    }
+}
+
+/// A described step: what [`StepPlan::new`] schedules, and what a pipeline compares with the
+/// description of its cached plan.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Description {
+    pub(super) pipeline: &'static str,
+    pub(super) streams: usize,
+    pub(super) stages: Vec<Instance>,
+}
