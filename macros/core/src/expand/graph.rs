@@ -179,7 +179,9 @@ pub fn graph_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                 if !current {
                     self.pipeline.__last = ::core::option::Option::Some(captured.plan.clone());
                 }
-                // The captured step begins by resetting the progress marks itself.
+                // The captured step begins by resetting the progress marks itself, and marks
+                // with tag 0.
+                self.pipeline.__progress.replayed();
                 let __replay = || -> #rt::Result<()> {
                     #before_replay
                     captured.exec.launch(self.pipeline.__origin()?)
