@@ -616,8 +616,8 @@ fn apply_fn(pipeline: &Pipeline<'_>, names: &Names, sites: &[LaunchSite<'_>]) ->
             );
             let stale = site.scalars.iter().map(|id| id.0);
             // The setters checked these arguments against the kernel's bounds when each value
-            // was set (and a swap, the swapped arrangement's), so the batch does not check
-            // them again per node. A token stream cannot carry a `// SAFETY:` comment; the
+            // was set (and a swap, the swapped arrangement's; outdated instantiations are not
+            // updated), so the batch does not check them again per node. A token stream cannot carry a `// SAFETY:` comment; the
             // user's `unsafe kernels` spans the block, as for the kernel's declaration.
             let unsafe_token = pipeline.modules[pipeline.kernels[site.kernel.0].module.0]
                 .decl
@@ -628,9 +628,11 @@ fn apply_fn(pipeline: &Pipeline<'_>, names: &Names, sites: &[LaunchSite<'_>]) ->
                     let __kernel_node = __nodes
                         .get(__node)
                         .ok_or_else(|| #rt::internal(#name_str, "a launch has no kernel node"))?;
+                    // Evaluated outside the block: the user's expressions get no `unsafe`.
+                    let (__config, __args) = (#config, #args);
                     #[allow(clippy::undocumented_unsafe_blocks)]
                     let __set = #unsafe_token {
-                        __updates.set_unchecked(__kernel_node, &__kernels.#kernel, #config, #args)
+                        __updates.set_unchecked(__kernel_node, &__kernels.#kernel, __config, __args)
                     };
                     __set.map_err(|e| #rt::step_error(#name_str, e))?;
                 }
@@ -650,8 +652,13 @@ fn apply_fn(pipeline: &Pipeline<'_>, names: &Names, sites: &[LaunchSite<'_>]) ->
             if !__stale.contains(&true) {
                 return ::core::result::Result::Ok(());
             }
-            let ::core::option::Option::Some(__captured) =
-                __execs.get_mut(__index).and_then(::core::option::Option::as_mut)
+            // An outdated instantiation (its params replaced by a recapture that failed) is
+            // built again, with every current value, before it is next launched: its nodes
+            // are not updated from params no setter checked.
+            let ::core::option::Option::Some(__captured) = __execs
+                .get_mut(__index)
+                .and_then(::core::option::Option::as_mut)
+                .filter(|captured| !captured.outdated)
             else {
                 return ::core::result::Result::Ok(());
             };

@@ -18,8 +18,9 @@ use super::super::launch::{CudaArgs, with_node_params};
 use super::{GraphExec, NodeRef};
 
 /// How many modules and buffers a batch remembers as checked; past that it asks the
-/// executable graph's set, which costs a hash per lookup but stays correct.
-const REMEMBERED: usize = 64;
+/// executable graph's set, which costs a hash per lookup but stays correct. Kept small: the
+/// batch lives on the stack.
+const REMEMBERED: usize = 16;
 
 /// The modules and buffers a batch has checked, by address: a fixed array, so beginning a
 /// batch allocates nothing.
@@ -141,5 +142,25 @@ impl KernelUpdates<'_> {
                 (d.cuGraphExecKernelNodeSetParams)(raw, node.raw, params)
             })
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_remembers_what_fits_and_forgets_back_to_a_mark() {
+        let mut checked = Checked::new();
+        assert!(!checked.contains(8));
+        for key in 1..=REMEMBERED + 3 {
+            checked.remember(key * 8);
+        }
+        // The first `REMEMBERED` are remembered; the rest are asked of the graph's set.
+        assert!((1..=REMEMBERED).all(|key| checked.contains(key * 8)));
+        assert!(!checked.contains((REMEMBERED + 1) * 8));
+        // A failed call goes back to the length it started from.
+        checked.len = 2;
+        assert!(checked.contains(16) && !checked.contains(24));
     }
 }
