@@ -308,8 +308,8 @@ fn run(ctx: &Context) -> BoxResult<Vec<Row>> {
             runtime: r,
             raw: w,
         });
-        // The same step with fault tracking on (one more memory operation per stage and per
-        // step), against the untracked default; the raw column is unused here.
+        // The same step with fault tracking on (one more memory operation per stage), against
+        // the untracked default; the raw column is unused here.
         let [g, r, _] = measure(STEPS, &mut |variant| match variant {
             0 => Ok(tracked.run_steps(EmptyParams {}, STEPS)?.wait()?),
             1 => Ok(pipeline.run_steps(EmptyParams {}, STEPS)?.wait()?),

@@ -461,6 +461,68 @@ fn set_kernel_params_refuses_and_the_node_keeps_its_parameters(ctx: &Context) {
     assert_eq!(got[N..], vec![CANARY; N], "the canary");
 }
 
+/// `KernelUpdates::set_unchecked`: arguments checked once (`check_bounds`) update every node
+/// without a check per node; what the batch checks besides the bounds (the node launches
+/// this kernel) it still checks.
+fn set_unchecked_updates_the_nodes_its_one_check_covers(ctx: &Context) {
+    let stream = Stream::non_blocking(ctx).unwrap();
+    let module = module(ctx);
+    let saxpy = saxpy(&module);
+    // SAFETY: `add_scalar(unsigned n, float value, float* data)` indexes `data` below `n`;
+    // never launched here, only offered to a node that launches another kernel.
+    let add = unsafe {
+        module
+            .function("add_scalar")
+            .unwrap()
+            .typed::<(u32, f32, &mut [f32])>()
+            .unwrap()
+    }
+    .with_cpu(CpuKernel::new(cpu_impl::add_scalar));
+    let x = DeviceBuffer::from_slice(&stream, &ramp(2 * N)).unwrap();
+    let mut whole =
+        DeviceBuffer::from_slice(&stream, &[vec![1.0f32; N], vec![CANARY; N]].concat()).unwrap();
+    stream.synchronize().unwrap();
+    let half = N / 2;
+    {
+        let (mut y, _canary) = whole.split_at_mut(N).unwrap();
+        let small = LaunchConfig::for_elements(half as u32, 256);
+        let graph = stream
+            .capture(CaptureMode::ThreadLocal, |s| {
+                saxpy.launch(s, small, (half as u32, 5.0f32, &x, &mut y))?;
+                saxpy.launch(s, small, (half as u32, 5.0f32, &x, &mut y))
+            })
+            .unwrap();
+        let mut exec = graph.instantiate().unwrap();
+        let nodes = graph.kernel_nodes_in_launch_order().unwrap();
+        assert_eq!(nodes.len(), 2);
+        // Every node gets the same arguments: checked once.
+        let whole_y = LaunchConfig::for_elements(N as u32, 256);
+        saxpy.check_bounds(&(N as u32, 1.0f32, &x, &y)).unwrap();
+        let mut updates = exec.kernel_updates().unwrap();
+        for node in &nodes {
+            // SAFETY: these arguments passed `check_bounds` just above.
+            unsafe { updates.set_unchecked(node, &saxpy, whole_y, (N as u32, 1.0f32, &x, &mut y)) }
+                .unwrap();
+        }
+        // SAFETY: `add_scalar` declares no bounds; `n` is within `y` anyway.
+        let err =
+            unsafe { updates.set_unchecked(&nodes[0], &add, whole_y, (N as u32, 1.0f32, &mut y)) }
+                .unwrap_err();
+        assert!(
+            err.to_string().contains("does not launch `add_scalar`"),
+            "{err}"
+        );
+        drop(updates);
+        exec.launch(&stream).unwrap();
+        stream.synchronize().unwrap();
+    }
+    let got = whole.to_vec(&stream).unwrap();
+    // Both nodes now add `1.0 * x` to all of `y`; the refused update changed nothing.
+    let want: Vec<f32> = (0..N).map(|i| 1.0 + 2.0 * i as f32).collect();
+    assert_eq!(got[..N], want);
+    assert_eq!(got[N..], vec![CANARY; N], "the canary");
+}
+
 /// A negative scalar bounds nothing, and neither does one whose bound overflows a `u64`.
 fn negative_and_overflowing_bounds_are_refused(ctx: &Context) {
     let stream = Stream::non_blocking(ctx).unwrap();
@@ -717,6 +779,9 @@ on_both_backends! {
     set_kernel_params_refuses_and_the_node_keeps_its_parameters =>
         cpu_set_kernel_params_refuses_and_the_node_keeps_its_parameters,
         cuda_set_kernel_params_refuses_and_the_node_keeps_its_parameters;
+    set_unchecked_updates_the_nodes_its_one_check_covers =>
+        cpu_set_unchecked_updates_the_nodes_its_one_check_covers,
+        cuda_set_unchecked_updates_the_nodes_its_one_check_covers;
     negative_and_overflowing_bounds_are_refused =>
         cpu_negative_and_overflowing_bounds_are_refused,
         cuda_negative_and_overflowing_bounds_are_refused;

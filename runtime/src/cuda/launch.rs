@@ -143,10 +143,3 @@ pub(crate) fn with_node_params<R>(
         })
     })
 }
-
-/// What a kernel node launching `function` with `args` must keep alive.
-pub(crate) fn keep_for(function: &Function, args: &impl CudaArgs) -> Result<Vec<Keep>> {
-    let mut keep = vec![Keep::Object(function.module().clone())];
-    args.visit_memory(&mut |memory| keep.push(Keep::Device(memory.clone())))?;
-    Ok(keep)
-}

@@ -88,8 +88,28 @@ impl KernelUpdates<'_> {
         config: LaunchConfig,
         args: A,
     ) -> Result<()> {
-        const CALL: &str = "GraphExec::set_kernel_params";
         kernel.check_bounds_for(CALL, &args)?;
+        // SAFETY: the bounds were checked just above.
+        unsafe { self.set_unchecked(node, kernel, config, args) }
+    }
+
+    /// [`set`](KernelUpdates::set) without checking the kernel's bounds: for updates whose
+    /// arguments were checked already ([`TypedKernel::check_bounds`]), such as many nodes
+    /// given the same arguments, checked once, or a pipeline's setters, which check each value
+    /// when it is set. Everything else is checked as in `set`.
+    ///
+    /// # Safety
+    ///
+    /// `args` must satisfy every bound `kernel` declares (`kernel.check_bounds(&args)` would
+    /// return `Ok`): the kernel indexes its buffers as its bounds say, so arguments that break
+    /// one let the next launches read or write outside a buffer.
+    pub unsafe fn set_unchecked<Sig: Signature + 'static, A: KernelArgsFor<Sig>>(
+        &mut self,
+        node: &KernelNode,
+        kernel: &TypedKernel<Sig>,
+        config: LaunchConfig,
+        args: A,
+    ) -> Result<()> {
         crate::launch::refuse_condition_updates(CALL, &args)?;
         if node.node.graph != self.source {
             return Err(Error::invalid(
@@ -148,6 +168,9 @@ impl KernelUpdates<'_> {
         }
     }
 }
+
+/// The call a batch's errors name.
+const CALL: &str = "GraphExec::set_kernel_params";
 
 /// The error for a node that launches another kernel.
 #[cold]

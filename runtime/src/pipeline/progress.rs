@@ -1,11 +1,16 @@
-//! Which stage a failed step stopped at: each stage writes its position in the step to a
-//! per-stream progress word after its work, and the origin stream zeroes the words at the
-//! start of each step (or replay). The words live in mapped host memory, so the host can
-//! read them after a fault that poisons every later driver call.
+//! Which stage a failed step stopped at: each stage writes its step's tag and its position in
+//! the step to a per-stream progress word after its work. The words live in mapped host
+//! memory, so the host can read them after a fault that poisons every later driver call.
+//!
+//! An eager step takes a new tag (the host counts them), so its marks supersede the step
+//! before's with no stream operation of its own: a fault is placed in the first step, among
+//! those enqueued with the current plan, that some stage did not complete, and the report names
+//! that stage (see [`Progress::first_incomplete`]). A graph cannot count its replays, so a
+//! captured or built step begins by zeroing the words and marks with tag 0.
 //!
 //! Off by default: each mark is one more stream operation, which the GPU front end pays like
-//! a launch (about 1 µs), so a step of one small kernel runs about 1.7 times as long with
-//! tracking on (docs/PERFORMANCE.md). A fault names the pipeline either way; turn tracking on
+//! a launch (about 1 µs), so a step of one small kernel runs noticeably longer with tracking
+//! on (docs/PERFORMANCE.md). A fault names the pipeline either way; turn tracking on
 //! (`set_fault_tracking(true)`, or [`TRACK_FAULTS_ENV`] for every pipeline of a process)
 //! to learn the stage.
 
@@ -46,6 +51,13 @@ fn parse_tracking(value: Option<&str>) -> Option<bool> {
 /// One stage as the step enqueues it: name, stream index, and its 1-based position.
 pub type StageSite = (&'static str, usize, u32);
 
+/// A progress word's value: a step's tag in the high half, a stage's 1-based position in the
+/// low half, so words compare as (tag, position).
+#[inline]
+fn mark_value(tag: u32, position: u32) -> u64 {
+    (u64::from(tag) << 32) | u64::from(position)
+}
+
 /// The progress words of one pipeline, one per stream.
 ///
 /// In a pipeline over several devices only the streams of the origin's device are tracked
@@ -53,8 +65,16 @@ pub type StageSite = (&'static str, usize, u32);
 /// the first of their stages that did not complete.
 #[derive(Debug)]
 pub struct Progress {
-    cells: Vec<Option<FlagCell<u32>>>,
+    cells: Vec<Option<FlagCell<u64>>>,
     enabled: AtomicBool,
+    /// The tag of the last eager step begun (0: none yet; tag 0 is a graph's).
+    tag: u32,
+    /// The tags of the steps a report considers: every eager step from `first` to `last`
+    /// was enqueued with the plan whose stages are `sites` (its address and length, as a
+    /// key). Both 0 after a graph replay.
+    first: u32,
+    last: u32,
+    sites: (usize, usize),
 }
 
 impl Progress {
@@ -78,6 +98,10 @@ impl Progress {
         Ok(Progress {
             cells,
             enabled: AtomicBool::new(enabled),
+            tag: 0,
+            first: 0,
+            last: 0,
+            sites: (0, 0),
         })
     }
 
@@ -121,30 +145,67 @@ impl Progress {
         self.enabled.load(Ordering::Relaxed)
     }
 
-    /// Zeroes every word on the origin stream, before a step or a replay.
-    pub fn reset(&self, origin: &Stream) -> Result<()> {
+    /// Begins a step whose stages are `sites`, enqueued from `origin`, and returns the tag its
+    /// marks carry ([`Progress::mark`]). Eager, it takes the next tag and enqueues nothing
+    /// (once in 2^32 steps, when the tags wrap, it zeroes the words); recorded into a graph
+    /// (the origin captures), it zeroes every word on the origin and marks with tag 0, as
+    /// every replay then does. Tag 0 while tracking is off.
+    pub fn begin_step(&mut self, origin: &Stream, sites: &[StageSite]) -> Result<u32> {
         if !self.is_enabled() {
-            return Ok(());
+            return Ok(0);
         }
-        let ops: Vec<MemOp<'_>> = self
-            .cells
-            .iter()
-            .flatten()
-            .map(|cell| MemOp::WriteValue32 { cell, value: 0 })
-            .collect();
-        origin.batch_mem_op(&ops)
+        if origin.capturing_now()? {
+            origin.batch_mem_op(&self.reset_ops())?;
+            return Ok(0);
+        }
+        let tag = match self.tag.checked_add(1) {
+            Some(tag) => tag,
+            None => {
+                // Wrapped: words with greater tags would pass for this step's marks.
+                origin.batch_mem_op(&self.reset_ops())?;
+                1
+            }
+        };
+        let key = (sites.as_ptr() as usize, sites.len());
+        if self.sites != key || self.last == 0 || tag == 1 {
+            self.first = tag;
+            self.sites = key;
+        }
+        self.tag = tag;
+        self.last = tag;
+        Ok(tag)
     }
 
-    /// Marks the stage at `position` done on its stream.
-    pub fn mark(&self, stream: &Stream, stream_index: usize, position: u32) -> Result<()> {
+    /// The tag of the step begun last: what the later steps of a run ahead mark with (only
+    /// the first of them begins).
+    pub fn current_tag(&self) -> u32 {
+        self.last
+    }
+
+    /// A graph is replayed: its marks carry tag 0, and it zeroed the words first.
+    pub fn replayed(&mut self) {
+        self.first = 0;
+        self.last = 0;
+    }
+
+    /// Marks the stage at `position` of the step tagged `tag` done on its stream.
+    pub fn mark(
+        &self,
+        stream: &Stream,
+        stream_index: usize,
+        tag: u32,
+        position: u32,
+    ) -> Result<()> {
         match self.cells.get(stream_index).and_then(Option::as_ref) {
-            Some(cell) if self.is_enabled() => stream.write_value_32(cell, position),
+            Some(cell) if self.is_enabled() => {
+                stream.write_value_64(cell, mark_value(tag, position))
+            }
             _ => Ok(()),
         }
     }
 
-    /// The operations that zero every word (what [`Progress::reset`] enqueues), for a node of
-    /// a graph built from the stage graph; none while tracking is off.
+    /// The operations that zero every word (what a recorded step begins with), for a node
+    /// of a graph built from the stage graph; none while tracking is off.
     pub fn reset_ops(&self) -> Vec<MemOp<'_>> {
         if !self.is_enabled() {
             return Vec::new();
@@ -152,33 +213,58 @@ impl Progress {
         self.cells
             .iter()
             .flatten()
-            .map(|cell| MemOp::WriteValue32 { cell, value: 0 })
+            .map(|cell| MemOp::WriteValue64 { cell, value: 0 })
             .collect()
     }
 
-    /// The operation that marks the stage at `position` done on stream `stream_index` (what
-    /// [`Progress::mark`] enqueues), for a node of a built graph; `None` while tracking is off.
+    /// The operation that marks the stage at `position` done on stream `stream_index` in a
+    /// graph (tag 0), for a node of a built graph; `None` while tracking is off.
     pub fn mark_op(&self, stream_index: usize, position: u32) -> Option<MemOp<'_>> {
         let cell = self
             .cells
             .get(stream_index)
             .and_then(Option::as_ref)
             .filter(|_| self.is_enabled())?;
-        Some(MemOp::WriteValue32 {
+        Some(MemOp::WriteValue64 {
             cell,
-            value: position,
+            value: mark_value(0, position),
         })
     }
 
-    /// The first stage, in enqueue order, whose stream has not reached it.
+    /// The first stage, in enqueue order, that did not complete in the first step that some
+    /// stage did not complete (among the steps enqueued with the plan of `stages`); `None`
+    /// when every one completed, or while tracking is off.
+    ///
+    /// A stream's word only grows (its stages mark in enqueue order, and tags grow), so the
+    /// stage at `position` completed in the step tagged `t` exactly when its word is at least
+    /// `(t, position)`; the faulting step is the least tag, from the first step considered,
+    /// at which some stage has not.
     pub fn first_incomplete(&self, stages: &[StageSite]) -> Option<&'static str> {
         if !self.is_enabled() {
             return None;
         }
-        stages.iter().find_map(|&(name, stream, position)| {
-            let cell = self.cells.get(stream)?.as_ref()?;
-            (cell.load() < position).then_some(name)
-        })
+        let first = self.first;
+        // Per stage, the first step considered that it did not complete (None: untracked).
+        let unreached = |&(_, stream, position): &StageSite| -> Option<u64> {
+            let word = self.cells.get(stream)?.as_ref()?.load();
+            if word < mark_value(first, position) {
+                return Some(u64::from(first));
+            }
+            let (tag, reached) = (word >> 32, word & u64::from(u32::MAX));
+            Some(if u64::from(position) > reached {
+                tag
+            } else {
+                tag + 1
+            })
+        };
+        let faulted = stages.iter().filter_map(unreached).min()?;
+        if faulted > u64::from(self.last) {
+            return None;
+        }
+        stages
+            .iter()
+            .find(|stage| unreached(stage) == Some(faulted))
+            .map(|&(name, ..)| name)
     }
 }
 
@@ -206,6 +292,143 @@ mod tests {
             None,
             "no claim without tracking"
         );
+    }
+
+    /// The words of `progress`, as (tag, position).
+    fn words(progress: &Progress) -> Vec<(u64, u64)> {
+        progress
+            .cells
+            .iter()
+            .flatten()
+            .map(|cell| (cell.load() >> 32, cell.load() & 0xffff_ffff))
+            .collect()
+    }
+
+    fn store(progress: &Progress, stream: usize, tag: u32, position: u32) {
+        progress.cells[stream]
+            .as_ref()
+            .unwrap()
+            .store(mark_value(tag, position));
+    }
+
+    #[test]
+    fn eager_steps_take_tags_and_enqueue_no_reset() {
+        let ctx = Context::cpu();
+        let stream = Stream::non_blocking(&ctx).unwrap();
+        let mut progress = Progress::new(&ctx, 2).unwrap();
+        let sites = vec![("a", 0, 1), ("b", 1, 2)];
+        assert_eq!(
+            progress.begin_step(&stream, &sites).unwrap(),
+            0,
+            "off: tag 0"
+        );
+        progress.set_enabled(true);
+        assert_eq!(progress.begin_step(&stream, &sites).unwrap(), 1);
+        progress.mark(&stream, 0, 1, 1).unwrap();
+        progress.mark(&stream, 1, 1, 2).unwrap();
+        stream.synchronize().unwrap();
+        assert_eq!(words(&progress), [(1, 1), (1, 2)]);
+        // The next step's marks supersede these; nothing zeroes them in between.
+        assert_eq!(progress.begin_step(&stream, &sites).unwrap(), 2);
+        assert_eq!(progress.current_tag(), 2);
+        stream.synchronize().unwrap();
+        assert_eq!(words(&progress), [(1, 1), (1, 2)]);
+        progress.mark(&stream, 0, 2, 1).unwrap();
+        stream.synchronize().unwrap();
+        assert_eq!(words(&progress), [(2, 1), (1, 2)]);
+    }
+
+    #[test]
+    fn a_fault_is_placed_in_the_first_step_a_stage_did_not_complete() {
+        let ctx = Context::cpu();
+        let stream = Stream::non_blocking(&ctx).unwrap();
+        let mut progress = Progress::new(&ctx, 2).unwrap();
+        progress.set_enabled(true);
+        let sites = vec![("a", 0, 1), ("b", 1, 2), ("c", 0, 3)];
+        for _ in 0..3 {
+            progress.begin_step(&stream, &sites).unwrap();
+        }
+        // Step 1 completed; in step 2, `a` did and `b` did not; step 3 never ran. On one
+        // stream the later steps' first stage would look unreached too: the earlier step is
+        // the one named.
+        store(&progress, 0, 2, 1);
+        store(&progress, 1, 1, 2);
+        assert_eq!(progress.first_incomplete(&sites), Some("b"));
+        // Step 2 completed, step 3 stopped after `b`.
+        store(&progress, 0, 3, 1);
+        store(&progress, 1, 3, 2);
+        assert_eq!(progress.first_incomplete(&sites), Some("c"));
+        store(&progress, 0, 3, 3);
+        assert_eq!(progress.first_incomplete(&sites), None, "all completed");
+        // Nothing of step 1 ran.
+        store(&progress, 0, 0, 0);
+        store(&progress, 1, 0, 0);
+        assert_eq!(progress.first_incomplete(&sites), Some("a"));
+    }
+
+    #[test]
+    fn steps_of_another_plan_are_not_blamed() {
+        let ctx = Context::cpu();
+        let stream = Stream::non_blocking(&ctx).unwrap();
+        let mut progress = Progress::new(&ctx, 2).unwrap();
+        progress.set_enabled(true);
+        let both = vec![("a", 0, 1), ("z", 1, 2)];
+        let one = vec![("a", 0, 1)];
+        progress.begin_step(&stream, &both).unwrap();
+        store(&progress, 0, 1, 1);
+        store(&progress, 1, 1, 2);
+        progress.begin_step(&stream, &one).unwrap();
+        progress.begin_step(&stream, &one).unwrap();
+        store(&progress, 0, 3, 1);
+        // Step 4 (plan `both`) faults in `a`: `z`'s word is old, but from a step before
+        // this plan's steps began, so not a sign of a fault.
+        assert_eq!(progress.begin_step(&stream, &both).unwrap(), 4);
+        assert_eq!(progress.first_incomplete(&both), Some("a"));
+        store(&progress, 0, 4, 1);
+        assert_eq!(progress.first_incomplete(&both), Some("z"));
+    }
+
+    #[test]
+    fn a_recorded_step_zeroes_the_words_and_marks_with_tag_zero() {
+        let ctx = Context::cpu();
+        let stream = Stream::non_blocking(&ctx).unwrap();
+        let mut progress = Progress::new(&ctx, 1).unwrap();
+        progress.set_enabled(true);
+        let sites = vec![("a", 0, 1), ("b", 0, 2)];
+        progress.begin_step(&stream, &sites).unwrap();
+        store(&progress, 0, 1, 2);
+        let graph = stream
+            .capture(crate::CaptureMode::ThreadLocal, |s| {
+                let tag = progress.begin_step(s, &sites)?;
+                assert_eq!(tag, 0, "a graph cannot count its replays");
+                progress.mark(s, 0, tag, 1)
+            })
+            .unwrap();
+        assert_eq!(progress.current_tag(), 1, "recording is not a step");
+        let exec = graph.instantiate().unwrap();
+        exec.launch(&stream).unwrap();
+        progress.replayed();
+        stream.synchronize().unwrap();
+        assert_eq!(words(&progress), [(0, 1)]);
+        assert_eq!(progress.first_incomplete(&sites), Some("b"));
+        // The eager step after it takes the next tag.
+        assert_eq!(progress.begin_step(&stream, &sites).unwrap(), 2);
+        assert_eq!(progress.first_incomplete(&sites), Some("a"));
+    }
+
+    #[test]
+    fn wrapped_tags_zero_the_words_once() {
+        let ctx = Context::cpu();
+        let stream = Stream::non_blocking(&ctx).unwrap();
+        let mut progress = Progress::new(&ctx, 1).unwrap();
+        progress.set_enabled(true);
+        let sites = vec![("a", 0, 1)];
+        progress.tag = u32::MAX;
+        store(&progress, 0, u32::MAX, 1);
+        assert_eq!(progress.begin_step(&stream, &sites).unwrap(), 1);
+        stream.synchronize().unwrap();
+        assert_eq!(words(&progress), [(0, 0)]);
+        assert_eq!(progress.first_incomplete(&sites), Some("a"));
     }
 
     #[test]

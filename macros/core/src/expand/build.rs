@@ -278,7 +278,10 @@ fn statement_node(
                     #take
                     #apart
                     let __node = #recv.add_kernel_node(&__tail, &__kernels.#field, #config, #args)?;
-                    __tail = ::std::vec![__node.node()];
+                    // The tail's vector is reused: a chain of launches allocates no vector per
+                    // node.
+                    __tail.clear();
+                    __tail.push(__node.node());
                     #push
                 }
             }

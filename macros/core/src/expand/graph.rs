@@ -10,8 +10,9 @@
 //! Setters and instantiations: an in-place setter checks the bounds of the launches it feeds
 //! at once, against the current arrangement's plans (a refusal changes nothing), and marks the
 //! scalar stale in every instantiation; each instantiation then updates its stale kernel nodes,
-//! each once, in one batch (`GraphExec::kernel_updates`), when it is next launched (or at
-//! `apply_updates`, for the current arrangement). An instantiation is only ever updated while
+//! each once, in one batch (`GraphExec::kernel_updates`, through `set_unchecked`: the values
+//! were checked when set), when it is next launched (or at `apply_updates`, for the current
+//! arrangement). An instantiation is only ever updated while
 //! the params are in its own arrangement, so its nodes always get the buffers they were built
 //! with. A swap checks the bounds of every launch in the new arrangement before it takes
 //! effect, so whatever arrangement is current satisfies its kernels' bounds. A setter whose
@@ -178,7 +179,9 @@ pub fn graph_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                 if !current {
                     self.pipeline.__last = ::core::option::Option::Some(captured.plan.clone());
                 }
-                // The captured step begins by resetting the progress marks itself.
+                // The captured step begins by resetting the progress marks itself, and marks
+                // with tag 0.
+                self.pipeline.__progress.replayed();
                 let __replay = || -> #rt::Result<()> {
                     #before_replay
                     captured.exec.launch(self.pipeline.__origin()?)
@@ -612,14 +615,26 @@ fn apply_fn(pipeline: &Pipeline<'_>, names: &Names, sites: &[LaunchSite<'_>]) ->
                 super::names::kernel_field_name(site.kernel, site.device)
             );
             let stale = site.scalars.iter().map(|id| id.0);
+            // The setters checked these arguments against the kernel's bounds when each value
+            // was set (and a swap, the swapped arrangement's; outdated instantiations are not
+            // updated), so the batch does not check them again per node. A token stream cannot carry a `// SAFETY:` comment; the
+            // user's `unsafe kernels` spans the block, as for the kernel's declaration.
+            let unsafe_token = pipeline.modules[pipeline.kernels[site.kernel.0].module.0]
+                .decl
+                .unsafe_token;
             quote! {
                 if #(__stale[#stale])||* {
                     #apart
                     let __kernel_node = __nodes
                         .get(__node)
                         .ok_or_else(|| #rt::internal(#name_str, "a launch has no kernel node"))?;
-                    __updates.set(__kernel_node, &__kernels.#kernel, #config, #args)
-                        .map_err(|e| #rt::step_error(#name_str, e))?;
+                    // Evaluated outside the block: the user's expressions get no `unsafe`.
+                    let (__config, __args) = (#config, #args);
+                    #[allow(clippy::undocumented_unsafe_blocks)]
+                    let __set = #unsafe_token {
+                        __updates.set_unchecked(__kernel_node, &__kernels.#kernel, __config, __args)
+                    };
+                    __set.map_err(|e| #rt::step_error(#name_str, e))?;
                 }
                 __node += 1;
             }
@@ -637,8 +652,13 @@ fn apply_fn(pipeline: &Pipeline<'_>, names: &Names, sites: &[LaunchSite<'_>]) ->
             if !__stale.contains(&true) {
                 return ::core::result::Result::Ok(());
             }
-            let ::core::option::Option::Some(__captured) =
-                __execs.get_mut(__index).and_then(::core::option::Option::as_mut)
+            // An outdated instantiation (its params replaced by a recapture that failed) is
+            // built again, with every current value, before it is next launched: its nodes
+            // are not updated from params no setter checked.
+            let ::core::option::Option::Some(__captured) = __execs
+                .get_mut(__index)
+                .and_then(::core::option::Option::as_mut)
+                .filter(|captured| !captured.outdated)
             else {
                 return ::core::result::Result::Ok(());
             };

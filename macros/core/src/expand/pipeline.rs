@@ -602,9 +602,10 @@ fn capture_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
 fn fault_tracking_fn() -> TokenStream {
     quote! {
         /// Fault tracking, off by default: when on, each stage marks its completion with one
-        /// stream memory operation, and each step (or replay) starts with one more that resets
-        /// the marks, so an asynchronous fault names the first stage that did not complete
-        /// (off, it names the pipeline only). Each mark costs about what a launch costs, so
+        /// stream memory operation (an eager step's marks carry the step's number, so a step
+        /// needs no more; a replay starts with one that resets the marks), so an asynchronous
+        /// fault names the first stage that did not complete (off, it names the pipeline
+        /// only). Each mark costs about what a launch costs, so
         /// steps of small kernels slow down noticeably. The environment variable
         /// `GPU_PIPELINE_TRACK_FAULTS=1` turns it on for every pipeline created afterwards;
         /// this call applies to steps enqueued or captured afterwards.

@@ -359,9 +359,13 @@ pub fn enqueue_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             #body_checks
             #window_checks
             #recorders
-            if __mode.forks() {
-                __progress.reset(__origin)?;
-            }
+            // A new tag for the progress marks (recorded into a graph: the words zeroed, tag 0);
+            // the later steps of a run ahead mark with the first one's.
+            let __tag = if __mode.forks() {
+                __progress.begin_step(__origin, &__plan.sites)?
+            } else {
+                __progress.current_tag()
+            };
             if let ::core::option::Option::Some(profiler) = __profile {
                 profiler.step_start(__origin)?;
             }
@@ -408,7 +412,7 @@ pub fn enqueue_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                 })();
                 ::core::mem::drop(__range);
                 __result.map_err(|e| #rt::stage_error(#name, __instance.name, e))?;
-                __progress.mark(__stream, __instance.stream, __position as u32 + 1)?;
+                __progress.mark(__stream, __instance.stream, __tag, __position as u32 + 1)?;
                 if let ::core::option::Option::Some(__e) = __planned.record {
                     #rt::Stream::record_into(__stream, &#record_event[__set + __e])?;
                 }

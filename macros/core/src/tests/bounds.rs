@@ -179,7 +179,7 @@ fn a_bounded_launch_is_checked_before_anything_is_enqueued() {
         .find("check_bounds")
         .expect("the bounded launch is checked");
     let reset = expanded
-        .find("__progress . reset (__origin)")
+        .find("__progress . begin_step (__origin")
         .expect("the step starts");
     let first_launch = expanded.find(". launch (__stream").expect("a launch");
     assert!(check < reset && reset < first_launch, "{expanded}");

@@ -75,8 +75,7 @@ impl Graph {
 
     /// Keeps `items` for the graph's whole life.
     pub(crate) fn retain(&mut self, items: impl IntoIterator<Item = Keep>) {
-        let mut keys = self.keep.iter().map(Keep::key).collect();
-        extend_keep(&mut self.keep, &mut keys, items);
+        extend_keep(&mut self.keep, &mut self.keep_keys, items);
     }
 
     /// Adds one node to `scope` after `dependencies` with `add` (which gets the driver, the
@@ -451,8 +450,8 @@ impl Graph {
         let original_guard = self.handle.lock();
         let clone_guard = clone.handle.lock();
         let mapped = own
-            .into_iter()
-            .map(|original| {
+            .iter()
+            .map(|&original| {
                 let mut node = std::ptr::null_mut();
                 // SAFETY: a node of this live graph (checked by `own`), the live clone made
                 // from it, and a valid out-pointer.

@@ -184,7 +184,7 @@ impl GraphExec {
         Ok(KernelUpdates {
             exec: self,
             driver,
-            checked: Vec::new(),
+            checked: super::updates::Checked::new(),
         })
     }
 

@@ -23,7 +23,7 @@ use crate::panic_log::PanicLog;
 use crate::sys::{self, CUgraphExecUpdateResult, CUgraphNodeType, CUresult};
 
 use super::keep::{self, CaptureRecord, Keep};
-use super::launch::{CudaArgs, keep_for, with_node_params};
+use super::launch::{CudaArgs, with_node_params};
 use super::module::FunctionId;
 use super::{Context, DeviceMemory, Function, PinnedMemory, Stream};
 
@@ -114,11 +114,48 @@ pub(crate) struct KernelNodeInfo {
 pub(crate) struct Graph {
     handle: Arc<GraphHandle>,
     keep: Vec<Keep>,
+    /// The keys of `keep` ([`Keep::key`]), so adding a node asks a set whether its module
+    /// and buffers are kept already instead of rebuilding one from `keep` each time.
+    keep_keys: HashSet<usize>,
     /// The kernel node each launch of the capture added, in launch order (captured graphs).
     kernel_order: Option<(Vec<sys::CUgraphNode>, bool)>,
     /// The body graphs of its conditional nodes: scope `k` is `bodies[k - 1]`, scope 0 the
     /// graph itself.
     bodies: Vec<sys::CUgraph>,
+}
+
+/// How many dependencies of a node [`RawDeps`] holds without allocating.
+const INLINE_DEPS: usize = 4;
+
+/// A node's dependencies as the driver takes them: on the stack up to [`INLINE_DEPS`], so a
+/// node in a chain (one dependency) costs no allocation.
+enum RawDeps {
+    Inline([sys::CUgraphNode; INLINE_DEPS], usize),
+    Heap(Vec<sys::CUgraphNode>),
+}
+
+impl RawDeps {
+    fn new(nodes: &[NodeRef]) -> RawDeps {
+        if nodes.len() > INLINE_DEPS {
+            return RawDeps::Heap(nodes.iter().map(|n| n.raw).collect());
+        }
+        let mut inline = [std::ptr::null_mut(); INLINE_DEPS];
+        for (slot, node) in inline.iter_mut().zip(nodes) {
+            *slot = node.raw;
+        }
+        RawDeps::Inline(inline, nodes.len())
+    }
+}
+
+impl std::ops::Deref for RawDeps {
+    type Target = [sys::CUgraphNode];
+
+    fn deref(&self) -> &[sys::CUgraphNode] {
+        match self {
+            RawDeps::Inline(nodes, len) => &nodes[..*len],
+            RawDeps::Heap(nodes) => nodes,
+        }
+    }
 }
 
 /// Drops repeated entries (a buffer passed to 100 captured launches is kept once).
@@ -158,8 +195,8 @@ impl Graph {
         raw: sys::CUgraph,
         record: CaptureRecord,
     ) -> Graph {
-        let mut keep = Vec::new();
-        extend_keep(&mut keep, &mut HashSet::new(), record.keep);
+        let (mut keep, mut keep_keys) = (Vec::new(), HashSet::new());
+        extend_keep(&mut keep, &mut keep_keys, record.keep);
         let captured = !record.kernel_nodes.is_empty() || !record.kernel_nodes_complete;
         Graph {
             handle: Arc::new(GraphHandle {
@@ -169,6 +206,7 @@ impl Graph {
                 lock: Mutex::new(()),
             }),
             keep,
+            keep_keys,
             kernel_order: captured.then_some((record.kernel_nodes, record.kernel_nodes_complete)),
             bodies: Vec::new(),
         }
@@ -196,20 +234,14 @@ impl Graph {
         }
     }
 
-    fn own(&self, call: &'static str, nodes: &[NodeRef]) -> Result<Vec<sys::CUgraphNode>> {
-        nodes
-            .iter()
-            .map(|n| {
-                if n.graph == self.handle.id {
-                    Ok(n.raw)
-                } else {
-                    Err(Error::invalid(
-                        call,
-                        "a dependency is a node of another graph",
-                    ))
-                }
-            })
-            .collect()
+    fn own(&self, call: &'static str, nodes: &[NodeRef]) -> Result<RawDeps> {
+        if nodes.iter().any(|n| n.graph != self.handle.id) {
+            return Err(Error::invalid(
+                call,
+                "a dependency is a node of another graph",
+            ));
+        }
+        Ok(RawDeps::new(nodes))
     }
 
     /// Every node, in the driver's order, with its kind.
@@ -352,11 +384,25 @@ impl Graph {
                 "the kernel is loaded in another context than the graph's",
             ));
         }
-        let keep = keep_for(function, args)?;
-        if keep
-            .iter()
-            .any(|k| matches!(k, Keep::Device(m) if m.context().raw() != self.handle.ctx.raw()))
+        // Only what the graph does not keep yet is cloned (and allocates): a buffer passed
+        // to 100 launches is looked up 100 times and kept once.
+        let ctx = self.handle.ctx.raw();
+        let mut keep = Vec::new();
+        let module = function.module();
+        if !self
+            .keep_keys
+            .contains(&(Arc::as_ptr(module) as *const () as usize))
         {
+            keep.push(Keep::Object(module.clone()));
+        }
+        let (keys, mut foreign) = (&self.keep_keys, false);
+        args.visit_memory(&mut |memory| {
+            foreign |= memory.context().raw() != ctx;
+            if !keys.contains(&(Arc::as_ptr(memory) as *const () as usize)) {
+                keep.push(Keep::Device(memory.clone()));
+            }
+        })?;
+        if foreign {
             return Err(Error::mismatch(
                 CALL,
                 "a buffer argument belongs to another context than the graph",
@@ -375,8 +421,7 @@ impl Graph {
             })?;
             Ok(node)
         })?;
-        let mut keys = self.keep.iter().map(Keep::key).collect();
-        extend_keep(&mut self.keep, &mut keys, keep);
+        extend_keep(&mut self.keep, &mut self.keep_keys, keep);
         Ok(self.node(node))
     }
 
@@ -477,5 +522,25 @@ mod tests {
         );
         assert_ne!(dot_temp_path(dir, 42, 7), dot_temp_path(dir, 42, 8));
         assert_ne!(next_dot_serial(), next_dot_serial());
+    }
+
+    #[test]
+    fn dependencies_keep_their_order_inline_and_past_it() {
+        let nodes: Vec<NodeRef> = (1..=INLINE_DEPS + 2)
+            .map(|k| NodeRef {
+                graph: 1,
+                raw: std::ptr::without_provenance_mut(k * 8),
+            })
+            .collect();
+        for len in 0..=nodes.len() {
+            let deps = RawDeps::new(&nodes[..len]);
+            assert_eq!(
+                matches!(deps, RawDeps::Inline(..)),
+                len <= INLINE_DEPS,
+                "{len}"
+            );
+            let raw: Vec<sys::CUgraphNode> = nodes[..len].iter().map(|n| n.raw).collect();
+            assert_eq!(&*deps, &raw[..], "{len}");
+        }
     }
 }
