@@ -111,6 +111,8 @@ on_both_backends!(
     a_whole_graph_update_swaps_parameters_or_reports_why_not,
     the_dot_text_names_the_kernels,
     graph_launches_fence_the_pinned_memory_they_copy_into,
+    replays_on_two_streams_fence_the_pinned_memory_on_each,
+    a_replay_fence_holds_through_a_capture_and_a_dropped_stream,
     a_launch_is_refused_while_a_host_slice_of_its_memory_is_alive,
     kernel_nodes_come_back_in_launch_order,
     a_clone_gets_the_nodes_its_original_nodes_became,
@@ -436,6 +438,99 @@ fn graph_launches_fence_the_pinned_memory_they_copy_into(ctx: &Context) {
             &values[..4]
         );
     }
+}
+
+/// The graph of `graph_launches_fence_the_pinned_memory_they_copy_into`: `data += 1`, then
+/// `data` copied into `host`.
+fn add_one_and_copy_back(
+    f: &Fixture,
+    data: &mut DeviceBuffer<f32>,
+    host: &mut PinnedBuffer<f32>,
+) -> Graph {
+    f.stream
+        .capture(CaptureMode::ThreadLocal, |s| {
+            f.add_scalar.launch(s, config(), (N, 1.0f32, &mut *data))?;
+            s.copy_dtoh(&*data, &mut *host)
+        })
+        .unwrap()
+}
+
+fn assert_host_all(host: &PinnedBuffer<f32>, expected: f32, what: &str) {
+    let values = host.as_slice().unwrap();
+    if let Some((i, v)) = values.iter().enumerate().find(|(_, v)| **v != expected) {
+        panic!("{what}: element {i} is {v}, expected {expected}");
+    }
+}
+
+fn replays_on_two_streams_fence_the_pinned_memory_on_each(ctx: &Context) {
+    let f = fixture_on(ctx);
+    let other = Stream::non_blocking(&f.ctx).unwrap();
+    let mut data = filled(&f.stream, 0.0);
+    let mut host = PinnedBuffer::<f32>::zeros(&f.ctx, N as usize).unwrap();
+    f.stream.synchronize().unwrap();
+    let exec = add_one_and_copy_back(&f, &mut data, &mut host)
+        .instantiate()
+        .unwrap();
+    let mut expected = 0.0;
+    for round in 0..20 {
+        // Alternate streams; the host reads each replay's value with no synchronize, after
+        // the replay's fence on the stream it ran on.
+        let stream = if round % 2 == 0 { &f.stream } else { &other };
+        exec.launch(stream).unwrap();
+        expected += 1.0;
+        assert_host_all(&host, expected, &format!("round {round}"));
+    }
+    // Several replays, then one read: it waits for the last (each stream waits on the other
+    // through the host read in between, so the replays never overlap).
+    for _ in 0..3 {
+        exec.launch(&f.stream).unwrap();
+        expected += 1.0;
+    }
+    assert_host_all(&host, expected, "after three replays");
+    // A synchronize of the stream completes the fence: the read after it sees the value too.
+    exec.launch(&other).unwrap();
+    expected += 1.0;
+    other.synchronize().unwrap();
+    assert_host_all(&host, expected, "after a synchronize");
+}
+
+fn a_replay_fence_holds_through_a_capture_and_a_dropped_stream(ctx: &Context) {
+    let f = fixture_on(ctx);
+    let mut data = filled(&f.stream, 0.0);
+    let mut other_data = filled(&f.stream, 0.0);
+    let mut host = PinnedBuffer::<f32>::zeros(&f.ctx, N as usize).unwrap();
+    f.stream.synchronize().unwrap();
+    let exec = add_one_and_copy_back(&f, &mut data, &mut host)
+        .instantiate()
+        .unwrap();
+
+    // A replay, then a capture begun on its stream before the host reads: the read during
+    // the capture waits for the replay (not for the capture), and sees its value.
+    exec.launch(&f.stream).unwrap();
+    f.stream.begin_capture(CaptureMode::Relaxed).unwrap();
+    f.add_scalar
+        .launch(&f.stream, config(), (N, 5.0f32, &mut other_data))
+        .unwrap();
+    assert_host_all(&host, 1.0, "read during a capture");
+    let captured = f.stream.end_capture().unwrap();
+    drop(captured);
+
+    // A replay on a stream dropped before the read: the fence outlives the stream.
+    let short_lived = Stream::non_blocking(&f.ctx).unwrap();
+    exec.launch(&short_lived).unwrap();
+    drop(short_lived);
+    assert_host_all(&host, 2.0, "read after the stream was dropped");
+
+    // Many replays on a stream that is then forgotten: it is never destroyed, and the read
+    // still waits for the last replay.
+    let forgotten = Stream::non_blocking(&f.ctx).unwrap();
+    for _ in 0..10 {
+        exec.launch(&forgotten).unwrap();
+    }
+    std::mem::forget(forgotten);
+    assert_host_all(&host, 12.0, "read after the stream was forgotten");
+    // The capture recorded nothing into `other_data`.
+    assert_all(&f.stream, &other_data, 0.0);
 }
 
 fn a_launch_is_refused_while_a_host_slice_of_its_memory_is_alive(ctx: &Context) {

@@ -12,12 +12,17 @@
 //! - a stream synchronize on the handle (`Stream::synchronize`, `drain`) that succeeds
 //!   completes every number marked before it began, at no extra call: a host loop that
 //!   synchronizes and then reads its pinned output waits once;
-//! - the clock's one event, re-recorded to cover the latest mark only when that is needed:
-//!   before the next enqueue that touches pinned memory (so that a host access to the memory
-//!   of an earlier launch does not also wait for a later one, double buffering keeps its
-//!   overlap), before the handle begins or joins a capture, before an owned handle is
-//!   destroyed or lent to another library, and at a host access that finds its number neither
-//!   complete nor recorded (it records then, and waits on the event).
+//! - an event recorded to cover the latest mark only when that is needed: before the next
+//!   enqueue of any kind on the handle (`Stream::gate`: so that a host access to the memory of
+//!   an earlier enqueue does not also wait for later work, and double buffering keeps its
+//!   overlap; an enqueue that finds nothing uncovered pays one atomic load), before
+//!   the handle begins or joins a capture, before an owned handle is destroyed or lent to
+//!   another library, and at a host access that finds its number neither complete nor
+//!   recorded (it records then, and waits on that record). A wait uses the earliest record
+//!   that covers its number; the clock keeps the last [`RECORDS`] records, each on its own
+//!   event (an older one's event is recorded again, so its marks then wait for the newer
+//!   record: later, never earlier than their work), and reuses the events of records known
+//!   complete.
 //!
 //! No event is recorded per replay: a launch followed by a synchronize and a host read makes
 //! one `cuGraphLaunch` and one `cuStreamSynchronize`, where an event per replay made
@@ -43,6 +48,8 @@
 //! fails too, every mark it could not cover is *lost*: the host never reaches memory fenced
 //! by a lost mark again, and such memory is leaked rather than freed.
 
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::driver::check;
@@ -50,6 +57,9 @@ use crate::error::{Error, Result};
 use crate::sys;
 
 use super::{Context, Event};
+
+/// How many records a clock keeps apart (each on its own event).
+const RECORDS: usize = 4;
 
 /// The numbers of one handle's sequence, without the driver: what was marked, what the
 /// event's latest record covers, what is known complete.
@@ -60,7 +70,7 @@ use super::{Context, Event};
 pub(crate) struct Sequence {
     /// The last number handed out (0: none yet).
     marked: u64,
-    /// The last number the event's latest record covers.
+    /// The last number the latest record covers.
     recorded: u64,
     /// The last number known complete (a finished wait).
     completed: u64,
@@ -75,9 +85,9 @@ pub(crate) enum Plan {
     Done,
     /// It could be neither covered nor awaited.
     Lost,
-    /// Wait on the event, whose latest record covers up to this number.
+    /// Wait on a record: the latest covers up to this number.
     Event(u64),
-    /// Record the event now (covering every mark), then wait on it.
+    /// Record now (covering every mark), then wait on that record.
     Record,
 }
 
@@ -88,7 +98,7 @@ impl Sequence {
         self.marked
     }
 
-    /// The last number the event or a finished wait covers.
+    /// The last number a record or a finished wait covers.
     pub(crate) fn covered(&self) -> u64 {
         self.recorded.max(self.completed)
     }
@@ -98,7 +108,7 @@ impl Sequence {
         self.marked > self.covered()
     }
 
-    /// The event was just recorded after every mark so far.
+    /// A record was just made after every mark so far.
     pub(crate) fn recorded_all(&mut self) {
         self.recorded = self.marked;
     }
@@ -136,8 +146,13 @@ impl Sequence {
 #[derive(Debug, Default)]
 struct ClockState {
     seq: Sequence,
-    /// Created before the first enqueue that marks (creating can fail, marking cannot).
-    event: Option<Arc<Event>>,
+    /// The records not known complete, oldest first: the last mark each covers, and its
+    /// event (recorded once since). The last covers `seq.recorded`.
+    records: VecDeque<(u64, Arc<Event>)>,
+    /// Events free for the next record (their records are known complete, or there were
+    /// none). One is created before the first enqueue that marks, so a record never needs
+    /// to create one while work is in flight.
+    spare: Vec<Arc<Event>>,
     /// Whether marks may stay uncovered: an owned `Stream` of this crate keeps the handle
     /// live, and no other library holds it.
     lazy: bool,
@@ -151,6 +166,9 @@ pub(crate) struct FenceClock {
     ctx: Arc<Context>,
     raw: sys::CUstream,
     state: Mutex<ClockState>,
+    /// A hint, without the lock: whether a lazy mark may be uncovered (set by `mark`, cleared
+    /// when nothing is pending). Only where records are made depends on it, never soundness.
+    uncovered: AtomicBool,
 }
 
 // SAFETY: the raw handle is passed to the driver only under the invariant above (thread-safe
@@ -185,6 +203,7 @@ impl FenceClock {
             ctx: ctx.clone(),
             raw,
             state: Mutex::new(ClockState::default()),
+            uncovered: AtomicBool::new(false),
         }
     }
 
@@ -192,17 +211,62 @@ impl FenceClock {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Records the event on the handle after everything enqueued so far and notes that it
+    /// Updates the hint after the state changed (under the lock).
+    fn note(&self, state: &ClockState) {
+        let uncovered = state.lazy && state.seq.pending() && state.seq.lost_after.is_none();
+        self.uncovered.store(uncovered, Ordering::Release);
+    }
+
+    /// An event for the next record: a spare one, a new one while fewer than [`RECORDS`]
+    /// are kept, else the oldest record's (whose marks then wait for the new record, which
+    /// follows them in the stream's order).
+    fn take_event(&self, state: &mut ClockState) -> Result<Arc<Event>> {
+        if let Some(event) = state.spare.pop() {
+            return Ok(event);
+        }
+        let created = if state.records.len() < RECORDS {
+            Event::new(&self.ctx, sys::CU_EVENT_DISABLE_TIMING).map(Arc::new)
+        } else {
+            Err(Error::invalid("FenceClock", "every record is kept"))
+        };
+        match (created, state.records.pop_front()) {
+            (Ok(event), oldest) => {
+                if let Some(oldest) = oldest {
+                    state.records.push_front(oldest);
+                }
+                Ok(event)
+            }
+            (Err(_), Some((_, event))) => Ok(event),
+            (Err(e), None) => Err(e),
+        }
+    }
+
+    /// Moves the events of records known complete to the spares.
+    fn prune(state: &mut ClockState) {
+        while let Some((upto, _)) = state.records.front()
+            && *upto <= state.seq.completed
+        {
+            if let Some((_, event)) = state.records.pop_front() {
+                state.spare.push(event);
+            }
+        }
+    }
+
+    /// Records an event on the handle after everything enqueued so far and notes that it
     /// covers every mark.
     fn record(&self, state: &mut ClockState) -> Result<()> {
-        let event = match &state.event {
-            Some(event) => event.clone(),
-            None => {
-                let event = Arc::new(Event::new(&self.ctx, sys::CU_EVENT_DISABLE_TIMING)?);
-                state.event = Some(event.clone());
-                event
-            }
-        };
+        let event = self.take_event(state)?;
+        let recorded = self.record_event(&event);
+        if let Err(e) = recorded {
+            state.spare.push(event);
+            return Err(e);
+        }
+        state.records.push_back((state.seq.marked, event));
+        state.seq.recorded_all();
+        Ok(())
+    }
+
+    fn record_event(&self, event: &Event) -> Result<()> {
         let d = self.ctx.bind()?;
         // SAFETY: a live event of the handle's context, and a live handle that is not
         // capturing: every caller either holds a `Stream` over the handle outside a capture
@@ -211,14 +275,18 @@ impl FenceClock {
         // the lock with a mark pending on a lazy clock (the type's invariant).
         check("cuEventRecord", unsafe {
             (d.cuEventRecord)(event.raw(), self.raw)
-        })?;
-        state.seq.recorded_all();
-        Ok(())
+        })
     }
 
     /// Covers every pending mark with a record; when recording fails, waits for the stream;
     /// when that fails too, the pending marks are lost (and the error returned).
     fn cover(&self, state: &mut ClockState) -> Result<()> {
+        let covered = self.cover_unnoted(state);
+        self.note(state);
+        covered
+    }
+
+    fn cover_unnoted(&self, state: &mut ClockState) -> Result<()> {
         if !state.seq.pending() {
             return Ok(());
         }
@@ -236,6 +304,7 @@ impl FenceClock {
         match drained {
             Ok(()) => {
                 state.seq.completed_to(upto);
+                Self::prune(state);
                 Ok(())
             }
             Err(e) => {
@@ -247,16 +316,14 @@ impl FenceClock {
     }
 
     /// Before an eager enqueue that touches pinned memory (under the handle's gate): makes
-    /// sure the event exists, so that [`mark`](FenceClock::mark) cannot fail, and covers the
+    /// sure an event exists, so that [`mark`](FenceClock::mark) cannot fail, and covers the
     /// marks of earlier enqueues, so that a host access to their memory waits for them and
     /// not for this one.
     pub(crate) fn prepare(&self) -> Result<()> {
         let mut state = self.lock();
-        if state.event.is_none() {
-            state.event = Some(Arc::new(Event::new(
-                &self.ctx,
-                sys::CU_EVENT_DISABLE_TIMING,
-            )?));
+        if state.spare.is_empty() && state.records.is_empty() {
+            let event = Event::new(&self.ctx, sys::CU_EVENT_DISABLE_TIMING)?;
+            state.spare.push(Arc::new(event));
         }
         if state.seq.pending() {
             self.record(&mut state)?;
@@ -265,7 +332,7 @@ impl FenceClock {
     }
 
     /// After an eager enqueue that touches pinned memory, under the handle's gate: the fence
-    /// that memory keeps. On a lazy clock no driver call is made; otherwise the event is
+    /// that memory keeps. On a lazy clock no driver call is made; otherwise an event is
     /// recorded now, and when that fails the stream is waited for instead. `None` when even
     /// that failed: the memory must be marked lost.
     pub(crate) fn mark(self: &Arc<FenceClock>) -> Option<Fence> {
@@ -274,6 +341,7 @@ impl FenceClock {
         if !state.lazy && self.cover(&mut state).is_err() {
             return None;
         }
+        self.note(&state);
         Some(Fence {
             clock: self.clone(),
             number,
@@ -287,6 +355,16 @@ impl FenceClock {
         let _ = self.cover(&mut self.lock());
     }
 
+    /// Covers the lazy marks, if the hint says some may be uncovered: at the start of every
+    /// enqueue on the handle (under its shared gate, so outside a capture), so that the
+    /// records follow the marked work directly and a wait for it waits for nothing later.
+    #[inline]
+    pub(crate) fn cover_before_enqueue(&self) {
+        if self.uncovered.load(Ordering::Acquire) {
+            self.cover_all();
+        }
+    }
+
     /// Marks may stay uncovered (`true`: an owned `Stream` keeps the handle live) or not
     /// (`false`: covers them all first, for a handle being destroyed or lent).
     pub(crate) fn set_lazy(&self, lazy: bool) {
@@ -295,6 +373,7 @@ impl FenceClock {
             let _ = self.cover(&mut state);
         }
         state.lazy = lazy;
+        self.note(&state);
     }
 
     /// The last number marked, before a stream synchronize, for [`synchronized`].
@@ -306,7 +385,15 @@ impl FenceClock {
 
     /// A stream synchronize that began after `snapshot` was taken has succeeded.
     pub(crate) fn synchronized(&self, snapshot: u64) {
-        self.lock().seq.completed_to(snapshot);
+        let mut state = self.lock();
+        state.seq.completed_to(snapshot);
+        Self::prune(&mut state);
+        self.note(&state);
+    }
+
+    /// Every number up to `upto` has completed (a finished wait on a record).
+    fn completed(&self, upto: u64) {
+        self.synchronized(upto);
     }
 }
 
@@ -325,7 +412,7 @@ impl Fence {
         }
     }
 
-    /// The event to wait on, or `None` when the fence is complete. Records the event when
+    /// The record to wait on, or `None` when the fence is complete. Records one when
     /// nothing covers the fence yet (the clock's invariant makes that an eager record).
     fn event_to_wait(&self) -> Result<Option<(Arc<Event>, u64)>> {
         let mut state = self.clock.lock();
@@ -342,8 +429,10 @@ impl Fence {
         match plan {
             Plan::Done => Ok(None),
             Plan::Lost | Plan::Record => Err(lost_error()),
-            Plan::Event(upto) => match &state.event {
-                Some(event) => Ok(Some((event.clone(), upto))),
+            // The earliest record that covers the number (the latest covers every recorded
+            // one, so there is one).
+            Plan::Event(_) => match state.records.iter().find(|(upto, _)| *upto >= self.number) {
+                Some((upto, event)) => Ok(Some((event.clone(), *upto))),
                 None => Err(lost_error()),
             },
         }
@@ -354,10 +443,10 @@ impl Fence {
         let Some((event, upto)) = self.event_to_wait()? else {
             return Ok(());
         };
-        // Waited on without the lock: the event may be re-recorded meanwhile, which only
-        // makes the wait cover more.
+        // Waited on without the lock: the event may be recorded again meanwhile (for a later
+        // record), which only makes the wait cover more.
         event.synchronize()?;
-        self.clock.lock().seq.completed_to(upto);
+        self.clock.completed(upto);
         Ok(())
     }
 
@@ -369,7 +458,7 @@ impl Fence {
         if !event.query()? {
             return Ok(false);
         }
-        self.clock.lock().seq.completed_to(upto);
+        self.clock.completed(upto);
         Ok(true)
     }
 }
@@ -453,7 +542,7 @@ mod tests {
         seq.recorded_all();
         assert_eq!(seq.plan(later), Plan::Event(later));
         assert_eq!(seq.plan(lost), Plan::Event(later));
-        // (A record after a loss covers the lost mark too: the event's record follows it in
+        // (A record after a loss covers the lost mark too: the record follows it in
         // the stream's order. The pinned memory of a lost mark is marked lost on its own.)
     }
 

@@ -480,11 +480,17 @@ impl Stream {
     }
 
     /// Held shared while an enqueue checks whether it is captured and enqueues.
+    /// Covers the handle's lazy pinned-memory fences first, if any may be uncovered (one
+    /// atomic load otherwise), so that the host's wait for earlier work does not wait for
+    /// this enqueue (`fence.rs`).
     pub(crate) fn gate(&self) -> RwLockReadGuard<'_, ()> {
-        self.state
+        let gate = self
+            .state
             .gate
             .read()
-            .unwrap_or_else(PoisonError::into_inner)
+            .unwrap_or_else(PoisonError::into_inner);
+        self.state.clock.cover_before_enqueue();
+        gate
     }
 
     /// Held exclusively while the handle begins, ends or joins a capture.
