@@ -26,7 +26,9 @@
 //!
 //! No event is recorded per replay: a launch followed by a synchronize and a host read makes
 //! one `cuGraphLaunch` and one `cuStreamSynchronize`, where an event per replay made
-//! `cuGraphLaunch`, `cuEventRecord`, `cuStreamSynchronize` and `cuEventSynchronize`.
+//! `cuGraphLaunch`, `cuEventRecord`, `cuStreamSynchronize` and `cuEventSynchronize`. Each
+//! record and each wait on a record is a `tracing` event (targets `gpu_pipeline::fence::record`
+//! and `gpu_pipeline::fence::wait`), which `tests/tests/gpu_graphs.rs` counts.
 //!
 //! Soundness rests on one invariant of [`FenceClock`]: **while the clock is locked and a mark
 //! is neither complete nor recorded, its handle is live and not capturing**, so a record made
@@ -263,6 +265,8 @@ impl FenceClock {
         }
         state.records.push_back((state.seq.marked, event));
         state.seq.recorded_all();
+        // Counted by tests (a `tracing` event, free without a subscriber).
+        tracing::trace!(target: "gpu_pipeline::fence::record", upto = state.seq.marked);
         Ok(())
     }
 
@@ -445,6 +449,7 @@ impl Fence {
         };
         // Waited on without the lock: the event may be recorded again meanwhile (for a later
         // record), which only makes the wait cover more.
+        tracing::trace!(target: "gpu_pipeline::fence::wait", upto);
         event.synchronize()?;
         self.clock.completed(upto);
         Ok(())
