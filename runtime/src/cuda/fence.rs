@@ -181,9 +181,11 @@ unsafe impl Sync for FenceClock {}
 
 impl std::fmt::Debug for FenceClock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Tried, never waited for: a `Debug` call under the lock must not deadlock.
+        let seq = self.state.try_lock().map(|state| state.seq).ok();
         f.debug_struct("FenceClock")
             .field("raw", &self.raw)
-            .field("seq", &self.lock().seq)
+            .field("seq", &seq)
             .finish()
     }
 }
@@ -226,20 +228,17 @@ impl FenceClock {
         if let Some(event) = state.spare.pop() {
             return Ok(event);
         }
-        let created = if state.records.len() < RECORDS {
-            Event::new(&self.ctx, sys::CU_EVENT_DISABLE_TIMING).map(Arc::new)
-        } else {
-            Err(Error::invalid("FenceClock", "every record is kept"))
-        };
-        match (created, state.records.pop_front()) {
-            (Ok(event), oldest) => {
-                if let Some(oldest) = oldest {
-                    state.records.push_front(oldest);
-                }
-                Ok(event)
+        if state.records.len() < RECORDS {
+            match Event::new(&self.ctx, sys::CU_EVENT_DISABLE_TIMING) {
+                Ok(event) => return Ok(Arc::new(event)),
+                Err(e) if state.records.is_empty() => return Err(e),
+                // Creating failed, but a kept record's event can be recorded again.
+                Err(_) => {}
             }
-            (Err(_), Some((_, event))) => Ok(event),
-            (Err(e), None) => Err(e),
+        }
+        match state.records.pop_front() {
+            Some((_, event)) => Ok(event),
+            None => Err(Error::invalid("FenceClock", "no event to record a fence on")),
         }
     }
 
