@@ -113,6 +113,8 @@ on_both_backends!(
     graph_launches_fence_the_pinned_memory_they_copy_into,
     replays_on_two_streams_fence_the_pinned_memory_on_each,
     a_replay_fence_holds_through_a_capture_and_a_dropped_stream,
+    a_replay_fence_holds_when_its_stream_joins_a_capture,
+    a_forgotten_graph_still_fences_its_replays,
     a_launch_is_refused_while_a_host_slice_of_its_memory_is_alive,
     kernel_nodes_come_back_in_launch_order,
     a_clone_gets_the_nodes_its_original_nodes_became,
@@ -531,6 +533,60 @@ fn a_replay_fence_holds_through_a_capture_and_a_dropped_stream(ctx: &Context) {
     assert_host_all(&host, 12.0, "read after the stream was forgotten");
     // The capture recorded nothing into `other_data`.
     assert_all(&f.stream, &other_data, 0.0);
+}
+
+fn a_replay_fence_holds_when_its_stream_joins_a_capture(ctx: &Context) {
+    let f = fixture_on(ctx);
+    let side = Stream::non_blocking(&f.ctx).unwrap();
+    let mut data = filled(&f.stream, 0.0);
+    let mut other = filled(&f.stream, 0.0);
+    let mut host = PinnedBuffer::<f32>::zeros(&f.ctx, N as usize).unwrap();
+    f.stream.synchronize().unwrap();
+    let exec = add_one_and_copy_back(&f, &mut data, &mut host)
+        .instantiate()
+        .unwrap();
+
+    // A replay on `side`, which then joins a capture begun on the fixture's stream before the
+    // host reads: the read, made while `side` captures, waits for the replay and sees it.
+    exec.launch(&side).unwrap();
+    f.stream.begin_capture(CaptureMode::Relaxed).unwrap();
+    let fork = f.stream.record().unwrap();
+    side.wait_event(&fork).unwrap();
+    f.add_scalar
+        .launch(&side, config(), (N, 3.0f32, &mut other))
+        .unwrap();
+    assert_host_all(&host, 1.0, "read while the replay's stream captures");
+    f.stream.join(&side).unwrap();
+    let graph = f.stream.end_capture().unwrap();
+
+    // The captured work runs only when launched.
+    assert_all(&f.stream, &other, 0.0);
+    graph.instantiate().unwrap().launch(&f.stream).unwrap();
+    f.stream.synchronize().unwrap();
+    assert_all(&f.stream, &other, 3.0);
+    // And the replay's stream is eager again: its fences work as before.
+    exec.launch(&side).unwrap();
+    assert_host_all(&host, 2.0, "read after the capture");
+}
+
+fn a_forgotten_graph_still_fences_its_replays(ctx: &Context) {
+    let f = fixture_on(ctx);
+    let mut data = filled(&f.stream, 0.0);
+    let mut host = PinnedBuffer::<f32>::zeros(&f.ctx, N as usize).unwrap();
+    f.stream.synchronize().unwrap();
+    let exec = add_one_and_copy_back(&f, &mut data, &mut host)
+        .instantiate()
+        .unwrap();
+    for _ in 0..5 {
+        exec.launch(&f.stream).unwrap();
+    }
+    // The fences live in the buffer, not in the graph: forgetting the graph skips none.
+    std::mem::forget(exec);
+    assert_host_all(&host, 5.0, "read after the graph was forgotten");
+    // Nor in a host slice: a forgotten one keeps the memory's launches refused, and the
+    // host's own later slices still see the last replay's values.
+    std::mem::forget(host.as_slice().unwrap());
+    assert_host_all(&host, 5.0, "read after a slice was forgotten");
 }
 
 /// Counts the runtime's pinned-memory fence records and waits on records (the `tracing`

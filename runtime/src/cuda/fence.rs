@@ -238,7 +238,10 @@ impl FenceClock {
         }
         match state.records.pop_front() {
             Some((_, event)) => Ok(event),
-            None => Err(Error::invalid("FenceClock", "no event to record a fence on")),
+            None => Err(Error::invalid(
+                "FenceClock",
+                "no event to record a fence on",
+            )),
         }
     }
 
