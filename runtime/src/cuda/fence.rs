@@ -38,7 +38,7 @@
 //!   handle captures through this crate;
 //! - every way the handle could stop being live or eager covers all marks first, under the
 //!   clock's lock: beginning a capture (`capture::begin`, `begin_to_graph`), joining one
-//!   (`Stream::wait_event` on an event recorded in a capture), destroying an owned handle,
+//!   (`Stream::wait_event`, which covers before every wait), destroying an owned handle,
 //!   lending it to another library (which may capture it without telling us);
 //! - marks are only left uncovered (*lazy*) on a handle an owned `Stream` of this crate keeps
 //!   live: a handle borrowed from other code may be destroyed or captured by that code as soon

@@ -423,11 +423,11 @@ impl Stream {
     /// inside a capture joins this handle to the capture.
     pub(crate) fn wait_event(&self, event: &Event) -> Result<()> {
         let _gate = self.gate_exclusive();
-        if event.recorded_in_capture().is_some() {
-            // The wait may join the capture: no eager record can be made on the handle after
-            // it, so the fences are covered before.
-            self.cover_fences();
-        }
+        // The wait may join a capture (whether or not we know the event was recorded in one):
+        // no eager record could be made on the handle then, so its fences are covered first,
+        // as at any enqueue (an atomic load when nothing is uncovered; under the exclusive
+        // gate no mark can race with it).
+        self.state.clock.cover_before_enqueue();
         let d = self.bind()?;
         // SAFETY: a live stream and a live event (both types' invariants); the public layer
         // checked that they belong to one context.
