@@ -333,6 +333,7 @@ impl FenceClock {
         }
         if state.seq.pending() {
             self.record(&mut state)?;
+            self.note(&state);
         }
         Ok(())
     }
