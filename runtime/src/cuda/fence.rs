@@ -46,6 +46,22 @@
 //!   recorded at once, as before. A `mem::forget`-ed owned `Stream` is never destroyed, so its
 //!   handle stays live for the lazy record.
 //!
+//! What each `mem::forget` leaves, and why it stays sound:
+//! - a host slice (`HostView`, `HostViewMut`): its borrow count stays taken, so every later
+//!   launch touching the memory is refused; the fences are in the allocation, untouched;
+//! - an executable graph, or a `PinnedBuffer`: leaked with what they hold, never freed; the
+//!   fences of the replays made stay in the allocation, which other holders wait on;
+//! - an owned `Stream`: the handle is never destroyed (nor captured again, except through a
+//!   `Stream` over it, whose capture covers first), so a lazy record on it stays eager on a
+//!   live handle.
+//!
+//! Replays of one graph on several streams leave one fence per stream in each allocation (the
+//! latest of each); a host access waits for all of them, each through its own stream's clock.
+//! A dropped stream has covered its marks with a record, and a record outlives its stream
+//! (the driver keeps the event). The CPU backend has no clocks: its pinned memory counts the
+//! queued operations that touch it and the host waits for them (`cpu/memory.rs`), with its own
+//! race detector, unchanged by this module.
+//!
 //! When covering fails (the record fails), the clock waits for the stream instead; when that
 //! fails too, every mark it could not cover is *lost*: the host never reaches memory fenced
 //! by a lost mark again, and such memory is leaked rather than freed.
