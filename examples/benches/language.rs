@@ -3,7 +3,7 @@
 //! | table | compares |
 //! | --- | --- |
 //! | jacobi | the `jacobi` example's solver (one captured sweep, `swap_u_u_new` after each replay, the residual read through the window every k sweeps) against the same solver written with raw driver calls and one graph per parity (`examples/src/jacobi/anchor.rs`), per sweep, at 512x512 and 4096x4096, with the residual read after every sweep and every 20th |
-//! | jacobi to tolerance | `jacobi --device-loop` (the solve as one launch: a device `while` loop, two sweeps and one reduction per iteration, `jacobi::time_device_loop`) against the host loop (the captured sweep replayed, the residual read every 2 sweeps so both stop at the same sweep, `jacobi::time_host_loop`), per sweep, at 512x512 and 4096x4096 to a residual of 1e-4; the raw C++ WHILE-node loop is `benches/anchors/jacobi_while.cu`, run on its own |
+//! | jacobi to tolerance | `jacobi --device-loop` (the solve as one launch: a device `while` loop, two sweeps and one reduction per iteration, `jacobi::time_device_loop`) against the host loop (`JacobiPair`, two sweeps, the reduction and the residual's copy back captured once and replayed, the residual read after every launch: the same sweeps per launch as the raw C++ host loop of `benches/anchors/jacobi_while.cu`, so both stop at the same sweep, `jacobi::time_host_loop`), per sweep, at 512x512 and 4096x4096 to a residual of 1e-4; the raw C++ WHILE-node loop is `benches/anchors/jacobi_while.cu`, run on its own |
 //! | stream_chunks | the `stream_chunks` example's passes over 64 MiB (chunks as ranges of one array on a stream array; passes running ahead, and closed) against the two-way copy limit (a host-to-device and a device-to-host copy of the whole array at once, as `tests/benches/overlap.rs` measures it) |
 //!
 //! Every case runs once to warm up, then `REPS` times (jacobi: the two solvers interleaved);
@@ -197,7 +197,7 @@ fn print(
         );
     }
     println!(
-        "\n{device}: jacobi to tolerance: device loop vs host loop, per sweep, medians of {TOL_REPS}; device loop = one launch of JacobiConverge (2 sweeps + 1 reduction per WHILE iteration), host loop = the captured sweep replayed, residual read every 2 sweeps"
+        "\n{device}: jacobi to tolerance: device loop vs host loop, per sweep, medians of {TOL_REPS}; device loop = one launch of JacobiConverge (2 sweeps + 1 reduction per WHILE iteration), host loop = JacobiPair (2 sweeps + 1 reduction + the residual copy) replayed, residual read after every launch (as the raw C++ host loop of benches/anchors/jacobi_while.cu)"
     );
     println!(
         "| grid | tolerance | max sweeps | sweeps | device loop µs/sweep | host loop µs/sweep | host / device |"

@@ -80,6 +80,8 @@ on_both_backends!(
         pinned_fence_blocks_host_access_until_the_copy_completes,
         pinned_source_is_not_overwritten_while_a_copy_reads_it,
         dropping_buffers_with_copies_in_flight_waits_for_them,
+        reading_the_first_of_two_pinned_outputs_waits_for_its_copy_only,
+        a_pinned_fence_outlives_the_stream_that_made_it,
         free_async_after_use_on_another_stream_synchronizes,
         free_async_inside_a_capture_leaves_the_buffer_to_the_graph,
         managed_buffers_attach_and_round_trip_through_the_host,
@@ -452,6 +454,76 @@ fn dropping_buffers_with_copies_in_flight_waits_for_them(ctx: &Context) -> Resul
     });
     // Both copies ran on live memory.
     assert_eq!(back.as_slice()?, &data[..]);
+    Ok(())
+}
+
+fn reading_the_first_of_two_pinned_outputs_waits_for_its_copy_only(ctx: &Context) -> Result<()> {
+    let (_serial, ctx, s) = setup_on(ctx)?;
+    let flag = FlagCell::<u32>::new(&ctx, 0)?;
+    let data = XorShift(0xD0B1_EB0F_0000_0002).u32s(4096);
+    let dev = DeviceBuffer::from_slice(&s, &data)?;
+    let mut first = PinnedBuffer::from_slice(&ctx, &vec![POISON; 4096])?;
+    let mut second = PinnedBuffer::from_slice(&ctx, &vec![POISON; 4096])?;
+
+    // Double buffering: the first output's copy, then work parked behind the flag, then the
+    // second output's copy. The first's fence covers its copy, not what was enqueued after.
+    s.copy_dtoh(&dev, &mut first)?;
+    s.wait_value_32(&flag, WaitCondition::GreaterOrEqual, 1)?;
+    s.copy_dtoh(&dev, &mut second)?;
+    let release = ReleaseOnDrop(&flag);
+
+    let started = Instant::now();
+    std::thread::scope(|scope| -> Result<()> {
+        scope.spawn(|| {
+            std::thread::sleep(Duration::from_millis(1500));
+            release.0.store(1);
+        });
+        let seen = first.as_slice()?;
+        assert!(
+            started.elapsed() < Duration::from_millis(1000),
+            "reading the first output waited {:?}: for the parked work enqueued after its copy",
+            started.elapsed()
+        );
+        assert_eq!(seen, &data[..]);
+        drop(seen);
+        // The second output's copy is still parked behind the flag.
+        assert!(second.is_busy()?);
+        assert_eq!(second.as_slice()?, &data[..]);
+        Ok(())
+    })?;
+    Ok(())
+}
+
+fn a_pinned_fence_outlives_the_stream_that_made_it(ctx: &Context) -> Result<()> {
+    let (_serial, ctx, s) = setup_on(ctx)?;
+    let flag = FlagCell::<u32>::new(&ctx, 0)?;
+    let data = XorShift(0x0DD5_7EA3_0000_0003).u32s(4096);
+    let dev = DeviceBuffer::from_slice(&s, &data)?;
+    s.synchronize()?;
+    let mut dst = PinnedBuffer::from_slice(&ctx, &vec![POISON; 4096])?;
+    let parked = Stream::non_blocking(&ctx)?;
+    parked.wait_value_32(&flag, WaitCondition::GreaterOrEqual, 1)?;
+    parked.copy_dtoh(&dev, &mut dst)?;
+    let release = ReleaseOnDrop(&flag);
+
+    let started = Instant::now();
+    std::thread::scope(|scope| -> Result<()> {
+        scope.spawn(|| {
+            std::thread::sleep(Duration::from_millis(50));
+            release.0.store(1);
+        });
+        // The stream goes before the host reads: the copy's fence stays in the buffer.
+        drop(parked);
+        let seen = dst.as_slice()?;
+        assert!(
+            started.elapsed() >= Duration::from_millis(40),
+            "as_slice returned after {:?}, before the flag was released",
+            started.elapsed()
+        );
+        assert_eq!(seen, &data[..]);
+        Ok(())
+    })?;
+    assert!(!dst.is_busy()?);
     Ok(())
 }
 

@@ -51,6 +51,8 @@ pub(crate) fn begin(stream: &Stream, mode: CUstreamCaptureMode) -> Result<()> {
 
 fn begin_counted(stream: &Stream, mode: CUstreamCaptureMode) -> Result<()> {
     let _gate = stream.gate_exclusive();
+    // No eager record can be made on a capturing handle: cover its fences now (`fence.rs`).
+    stream.cover_fences();
     let d = stream.bind()?;
     // SAFETY: a live stream and a valid mode.
     check("cuStreamBeginCapture", unsafe {
@@ -184,6 +186,8 @@ unsafe fn begin_to_graph_counted(
     mode: CUstreamCaptureMode,
 ) -> Result<()> {
     let _gate = stream.gate_exclusive();
+    // No eager record can be made on a capturing handle: cover its fences now (`fence.rs`).
+    stream.cover_fences();
     let d = stream.bind()?;
     let begin = d.optional(d.cuStreamBeginCaptureToGraph, "cuStreamBeginCaptureToGraph")?;
     // SAFETY: a live stream, a live graph of its context with nodes of it (the caller's

@@ -72,15 +72,16 @@ impl Stream {
                 }
             }
             None => {
-                for gate in &mut gates {
-                    gate.prepare_fence(self)?;
+                if !gates.is_empty() {
+                    self.fence_clock().prepare()?;
                 }
             }
         }
         self.launch_repeat_held(f, capture, refused)?;
         if capture.is_none() {
+            let fence = self.fence_clock().mark();
             for gate in &mut gates {
-                gate.fence_after_enqueue(self);
+                gate.keep_fence(fence.as_ref());
             }
         }
         Ok(())

@@ -23,6 +23,7 @@ mod context;
 mod copy;
 mod device;
 mod event;
+mod fence;
 mod flag;
 mod graph;
 mod host_data;
@@ -45,6 +46,7 @@ pub(crate) use context::Context;
 pub(crate) use copy::{DeviceRange, PinnedRange};
 pub use device::{Device, DeviceAttribute};
 pub(crate) use event::Event;
+pub(crate) use fence::{Fence, FenceClock};
 pub(crate) use flag::FlagWord;
 pub(crate) use graph::{
     ConditionArgs, ConditionKind, CopyEnd, Graph, GraphExec, KernelNodeInfo, KernelUpdates, NodeRef,

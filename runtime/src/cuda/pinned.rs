@@ -2,10 +2,12 @@
 //! device work uses it.
 //!
 //! The soundness rule for pinned memory, enforced here and nowhere else:
-//! - every enqueue that touches the memory outside a capture records a fence (one event per
-//!   stream, re-recorded: a later record covers everything before it in that stream's order);
-//!   a graph launch records one after the launch for every pinned allocation the graph
-//!   touches;
+//! - every enqueue that touches the memory outside a capture leaves a fence in it: a number of
+//!   its stream's fence sequence (`fence.rs`), one per stream, replaced by later ones (a later
+//!   number covers everything before it in that stream's order); a graph launch leaves one
+//!   after the launch in every pinned allocation the graph touches. Marking a fence makes no
+//!   driver call on a stream this crate owns: the fence is recorded or awaited only when
+//!   something needs it;
 //! - the host sees the memory (`&[T]` / `&mut [T]`) only after every fence has completed. The
 //!   fences live in the allocation, not in a guard, so `mem::forget` of any guard cannot skip
 //!   them;
@@ -39,10 +41,10 @@ use crate::error::{Error, Result};
 use crate::sys;
 
 use super::memory::{BorrowCount, HostSlice, HostSliceMut, check_host_view};
-use super::{Context, Event, Stream};
+use super::{Context, Fence, Stream};
 
-/// One fence per stream, by the driver's unique stream id (never reused).
-type Fences = Vec<(u64, Event)>;
+/// At most one fence per stream handle (the latest: it covers the earlier ones).
+type Fences = Vec<Fence>;
 
 /// Why registering a `Vec` failed, with the `Vec`, untouched.
 pub(crate) type Refused<T> = Box<(Error, Vec<T>)>;
@@ -131,14 +133,11 @@ impl PinnedGate<'_> {
         self.memory.borrows.is_borrowed()
     }
 
-    /// See [`PinnedMemory::prepare_fence`].
-    pub(crate) fn prepare_fence(&mut self, stream: &Stream) -> Result<()> {
-        self.memory.prepare_in(&mut self.fences, stream)
-    }
-
-    /// See [`PinnedMemory::fence_after_enqueue`].
-    pub(crate) fn fence_after_enqueue(&mut self, stream: &Stream) {
-        self.memory.fence_after_in(&mut self.fences, stream)
+    /// Keeps `fence`, marked once for an enqueue that touches several allocations (see
+    /// [`PinnedMemory::fence_after_enqueue`]); `None`, a fence that could not be marked, loses
+    /// the memory.
+    pub(crate) fn keep_fence(&mut self, fence: Option<&Fence>) {
+        self.memory.keep_in(&mut self.fences, fence)
     }
 }
 
@@ -327,58 +326,44 @@ impl PinnedMemory {
         }
     }
 
-    fn prepare_in(&self, fences: &mut Fences, stream: &Stream) -> Result<()> {
-        if !fences.iter().any(|(id, _)| *id == stream.id()) {
-            let event = Event::new(&self.ctx, sys::CU_EVENT_DISABLE_TIMING)?;
-            fences.push((stream.id(), event));
-        }
-        Ok(())
-    }
-
-    /// Makes sure `stream` has a fence event, so that the [`fence_after_enqueue`] following an
-    /// enqueue only records it. Call it before the enqueue: creating an event can fail, and it
-    /// must not fail once work is in flight.
+    /// Makes sure `stream`'s fence sequence can mark the [`fence_after_enqueue`] following an
+    /// enqueue without failing, and covers its earlier marks (so that the host's wait for
+    /// them does not also wait for this enqueue). Call it before the enqueue: it can fail, and
+    /// marking must not fail once work is in flight.
     ///
     /// [`fence_after_enqueue`]: PinnedMemory::fence_after_enqueue
     pub(crate) fn prepare_fence(&self, stream: &Stream) -> Result<()> {
-        self.prepare_in(&mut self.lock_fences(), stream)
+        stream.fence_clock().prepare()
     }
 
-    /// Records a fence on `stream` after the work just enqueued there that touches this
-    /// memory (call it under the stream's gate, after every eager enqueue or graph launch that
-    /// reads or writes it). It cannot fail, since the work is already enqueued: when recording
-    /// the fence fails, it blocks until `stream` has drained instead, and when even that
-    /// fails, marks the memory lost.
+    /// Keeps a fence of `stream` after the work just enqueued there that touches this memory
+    /// (call it under the stream's gate, after every eager enqueue or graph launch that reads
+    /// or writes it). It cannot fail, since the work is already enqueued: when a fence cannot
+    /// be marked (on a stream whose fences are recorded at once, recording and then waiting
+    /// for the stream failed), the memory is marked lost.
     pub(crate) fn fence_after_enqueue(&self, stream: &Stream) {
-        self.fence_after_in(&mut self.lock_fences(), stream)
+        let fence = stream.fence_clock().mark();
+        self.keep_in(&mut self.lock_fences(), fence.as_ref());
     }
 
-    fn fence_after_in(&self, fences: &mut Fences, stream: &Stream) {
-        let recorded = match fences.iter().find(|(id, _)| *id == stream.id()) {
-            Some((_, event)) => stream.record_under_gate(event),
-            None => Event::new(&self.ctx, sys::CU_EVENT_DISABLE_TIMING).and_then(|event| {
-                stream.record_under_gate(&event)?;
-                fences.push((stream.id(), event));
-                Ok(())
-            }),
-        };
-        let Err(e) = recorded else {
+    fn keep_in(&self, fences: &mut Fences, fence: Option<&Fence>) {
+        let Some(fence) = fence else {
+            self.lost.store(true, Ordering::Release);
             return;
         };
-        tracing::warn!(error = %e, "fencing pinned memory failed; waiting for the stream instead");
-        if let Err(e) = stream.drain() {
-            tracing::warn!(error = %e, "pinned memory is lost: its work can be neither fenced nor awaited");
-            self.lost.store(true, Ordering::Release);
+        match fences.iter_mut().find(|kept| kept.same_clock(fence)) {
+            Some(kept) => *kept = kept.clone().later(fence.clone()),
+            None => fences.push(fence.clone()),
         }
     }
 
     /// Blocks until no enqueued work touches this memory any more. An asynchronous fault of
     /// that work is returned.
     pub(crate) fn wait_for_device(&self) -> Result<()> {
-        self.wait_in(&self.lock_fences())
+        self.wait_in(&mut self.lock_fences())
     }
 
-    fn wait_in(&self, fences: &Fences) -> Result<()> {
+    fn wait_in(&self, fences: &mut Fences) -> Result<()> {
         if self.lost.load(Ordering::Acquire) {
             return Err(Error::invalid(
                 "PinnedBuffer",
@@ -387,12 +372,14 @@ impl PinnedMemory {
             ));
         }
         let mut first_error = None;
-        // The events stay for reuse: a completed event is cheap to wait on again.
-        for (_, fence) in fences.iter() {
-            if let Err(e) = fence.synchronize() {
+        // Completed fences are dropped: the next wait makes no call for them.
+        fences.retain(|fence| match fence.wait() {
+            Ok(()) => false,
+            Err(e) => {
                 first_error.get_or_insert(e);
+                true
             }
-        }
+        });
         first_error.map_or(Ok(()), Err)
     }
 
@@ -401,8 +388,8 @@ impl PinnedMemory {
         if self.lost.load(Ordering::Acquire) {
             return Ok(true);
         }
-        for (_, fence) in self.lock_fences().iter() {
-            if !fence.query()? {
+        for fence in self.lock_fences().iter() {
+            if !fence.is_complete()? {
                 return Ok(true);
             }
         }
@@ -411,8 +398,8 @@ impl PinnedMemory {
 
     /// Waits for every fence and counts a slice, under the gate a graph launch holds.
     fn begin_host_access(&self) -> Result<()> {
-        let fences = self.lock_fences();
-        self.wait_in(&fences)?;
+        let mut fences = self.lock_fences();
+        self.wait_in(&mut fences)?;
         self.borrows.acquire();
         Ok(())
     }

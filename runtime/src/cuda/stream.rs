@@ -19,14 +19,14 @@ use crate::error::{Error, Result};
 use crate::panic_log::PanicLog;
 use crate::sys::{self, CUresult, CUstreamCaptureStatus};
 
-use super::{Context, Device, Event};
+use super::{Context, Device, Event, FenceClock};
 
 /// `CU_STREAM_PER_THREAD`: the calling thread's default stream, a different stream on every
 /// thread under one handle value.
 const CU_STREAM_PER_THREAD: usize = 0x2;
 
 /// What every `Stream` over one handle shares.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct HandleState {
     /// The capture the handle takes part in (0: none), as our own calls tracked it.
     capture: AtomicU64,
@@ -49,6 +49,8 @@ pub(crate) struct HandleState {
     /// hot path of handles never lent.
     lent: Mutex<Vec<Weak<dyn Any + Send + Sync>>>,
     ever_lent: AtomicBool,
+    /// The fence sequence of the handle's pinned-memory work (see `fence.rs`).
+    clock: Arc<FenceClock>,
 }
 
 /// Handle states by (context, handle): the legacy and per-thread default streams have the
@@ -67,7 +69,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl HandleState {
     /// The one state of `(ctx, raw)` in the process.
-    fn of(ctx: &Context, raw: sys::CUstream) -> Arc<HandleState> {
+    fn of(ctx: &Arc<Context>, raw: sys::CUstream) -> Arc<HandleState> {
         let key = (ctx.raw() as usize, raw as usize);
         let mut handles = lock(&HANDLES);
         let handles = handles.get_or_insert_with(HashMap::new);
@@ -75,7 +77,16 @@ impl HandleState {
             return state;
         }
         handles.retain(|_, state| state.strong_count() > 0);
-        let state = Arc::new(HandleState::default());
+        let state = Arc::new(HandleState {
+            capture: AtomicU64::new(0),
+            gate: RwLock::new(()),
+            panics: PanicLog::default(),
+            watched: Mutex::new(Vec::new()),
+            live: Mutex::new(0),
+            lent: Mutex::new(Vec::new()),
+            ever_lent: AtomicBool::new(false),
+            clock: Arc::new(FenceClock::new(ctx, raw)),
+        });
         handles.insert(key, Arc::downgrade(&state));
         state
     }
@@ -219,6 +230,11 @@ impl Stream {
     fn wrap(ctx: &Arc<Context>, raw: sys::CUstream, owned: bool) -> Result<Stream> {
         let state = HandleState::of(ctx, raw);
         *lock(&state.live) += 1;
+        if owned && !state.is_lent() {
+            // This value keeps the handle live until it destroys it, which covers the
+            // handle's fences first: its pinned-memory fences may stay lazy (`fence.rs`).
+            state.clock.set_lazy(true);
+        }
         let mut stream = Stream {
             ctx: ctx.clone(),
             raw,
@@ -251,6 +267,18 @@ impl Stream {
         self.id
     }
 
+    /// The handle's pinned-memory fence sequence (see `fence.rs`).
+    pub(crate) fn fence_clock(&self) -> &Arc<FenceClock> {
+        &self.state.clock
+    }
+
+    /// Covers the handle's pinned-memory fences with a record, before the handle begins or
+    /// joins a capture (call under the exclusive gate): while it captures, no eager record can
+    /// be made on it (`fence.rs`).
+    pub(crate) fn cover_fences(&self) {
+        self.state.clock.cover_all();
+    }
+
     /// A weak link to the handle (see [`StreamLink`]).
     pub(crate) fn link(&self) -> StreamLink {
         StreamLink {
@@ -264,6 +292,9 @@ impl Stream {
     /// is not destroyed while it lives, and captures on it are asked of the driver.
     #[cfg(feature = "cudarc")]
     pub(crate) fn lend(&self, holder: Weak<dyn Any + Send + Sync>) {
+        // The other library may capture the handle without telling us: from now on its
+        // pinned-memory fences are recorded at once (`fence.rs`).
+        self.state.clock.set_lazy(false);
         lock(&self.state.lent).push(holder);
         self.state.ever_lent.store(true, Ordering::Release);
     }
@@ -343,21 +374,22 @@ impl Stream {
     /// (including an asynchronous fault of earlier work), then a panic caught in a host
     /// function or a replayed host node that ran on this handle since the last synchronize.
     pub(crate) fn synchronize(&self) -> Result<()> {
-        let d = self.bind()?;
-        // SAFETY: a live stream.
-        check("cuStreamSynchronize", unsafe {
-            (d.cuStreamSynchronize)(self.raw)
-        })?;
+        self.drain()?;
         self.take_panics()
     }
 
     /// Waits for the stream's work without reporting panics (the stream's last moments).
+    /// Completes the pinned-memory fences marked before it began, so a host access after it
+    /// makes no driver call.
     pub(crate) fn drain(&self) -> Result<()> {
         let d = self.bind()?;
+        let marked = self.state.clock.snapshot();
         // SAFETY: a live stream.
         check("cuStreamSynchronize", unsafe {
             (d.cuStreamSynchronize)(self.raw)
-        })
+        })?;
+        self.state.clock.synchronized(marked);
+        Ok(())
     }
 
     /// The panics recorded since the last report, as an error.
@@ -391,6 +423,11 @@ impl Stream {
     /// inside a capture joins this handle to the capture.
     pub(crate) fn wait_event(&self, event: &Event) -> Result<()> {
         let _gate = self.gate_exclusive();
+        // The wait may join a capture (whether or not we know the event was recorded in one):
+        // no eager record could be made on the handle then, so its fences are covered first,
+        // as at any enqueue (an atomic load when nothing is uncovered; under the exclusive
+        // gate no mark can race with it).
+        self.state.clock.cover_before_enqueue();
         let d = self.bind()?;
         // SAFETY: a live stream and a live event (both types' invariants); the public layer
         // checked that they belong to one context.
@@ -443,11 +480,17 @@ impl Stream {
     }
 
     /// Held shared while an enqueue checks whether it is captured and enqueues.
+    /// Covers the handle's lazy pinned-memory fences first, if any may be uncovered (one
+    /// atomic load otherwise), so that the host's wait for earlier work does not wait for
+    /// this enqueue (`fence.rs`).
     pub(crate) fn gate(&self) -> RwLockReadGuard<'_, ()> {
-        self.state
+        let gate = self
+            .state
             .gate
             .read()
-            .unwrap_or_else(PoisonError::into_inner)
+            .unwrap_or_else(PoisonError::into_inner);
+        self.state.clock.cover_before_enqueue();
+        gate
     }
 
     /// Held exclusively while the handle begins, ends or joins a capture.
@@ -549,6 +592,9 @@ impl Stream {
         if !std::mem::replace(&mut self.owned, false) {
             return Ok(());
         }
+        // The handle goes away (or is leaked, unused by us): its pinned-memory fences are
+        // covered while it is still live (`fence.rs`).
+        self.state.clock.set_lazy(false);
         if self.state.is_lent() {
             // Another library still holds the handle (see `lend`): destroying it would leave
             // that holder with a dangling handle, so it is leaked instead.

@@ -18,8 +18,10 @@ use crate::error::{Error, Result};
 /// asynchronously ([`Stream::copy_htod`](crate::Stream::copy_htod),
 /// [`Stream::copy_dtoh`](crate::Stream::copy_dtoh)).
 ///
-/// Every enqueue that touches the memory records a fence in the allocation (one event per
-/// stream). The host reaches the elements only through [`as_slice`](Self::as_slice) and
+/// Every enqueue that touches the memory leaves a fence in the allocation: a number of its
+/// stream's fence sequence, at no driver call on a stream this crate created (an event is
+/// recorded only when a wait needs one, and a stream synchronize completes the fences before
+/// it). The host reaches the elements only through [`as_slice`](Self::as_slice) and
 /// [`as_mut_slice`](Self::as_mut_slice), which first wait for every fence, and device work
 /// that writes the buffer needs `&mut` of it for the enqueue, so no host slice is alive
 /// then. The slices are guards ([`HostView`], [`HostViewMut`]): a graph launch, which

@@ -128,10 +128,10 @@ impl GraphExec {
         if gates.iter().any(|g| g.is_borrowed()) {
             return Err(borrowed_error(CALL, "pinned"));
         }
-        if capture.is_none() {
-            for gate in &mut gates {
-                gate.prepare_fence(stream)?;
-            }
+        if capture.is_none() && !gates.is_empty() {
+            // One fence for every allocation: the stream's next sequence number, marked after
+            // the launch with no driver call on a stream this crate owns (`fence.rs`).
+            stream.fence_clock().prepare()?;
         }
         if let Some(id) = capture {
             // Launched into another capture: that graph must keep this one's memory too.
@@ -149,9 +149,10 @@ impl GraphExec {
             unsafe { (d.cuGraphLaunch)(self.raw, stream.raw()) }
         };
         check("cuGraphLaunch", code)?;
-        if capture.is_none() {
+        if capture.is_none() && !gates.is_empty() {
+            let fence = stream.fence_clock().mark();
             for gate in &mut gates {
-                gate.fence_after_enqueue(stream);
+                gate.keep_fence(fence.as_ref());
             }
         }
         for log in &self.panics {
