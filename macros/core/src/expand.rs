@@ -25,6 +25,7 @@ mod control;
 mod describe;
 mod device;
 mod graph;
+mod graph_inputs;
 mod instance;
 mod launch;
 mod names;
