@@ -70,6 +70,8 @@ pub(super) fn span<T: Pod, M: DeviceSource<T> + ?Sized>(
     memory: &M,
     stream: &Stream,
 ) -> Result<Span> {
+    // A CPU stream is the wrong backend whatever the buffer: say that first.
+    stream.cuda_only(call)?;
     let region = memory.device_region();
     match region.cuda() {
         Some(range) if region.alloc.ctx.shares_memory_with(stream.context()) => Ok(Span {
