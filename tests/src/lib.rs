@@ -11,6 +11,7 @@
 use std::ffi::c_uint;
 
 pub mod device_ring;
+pub mod faulty;
 pub mod mismatch;
 pub mod multi;
 pub mod onesided;

@@ -2,23 +2,8 @@
 //! surfaces at the wait as an error that names the pipeline and says why no stage is named. Its own test binary: an
 //! illegal address poisons the CUDA context for the rest of the process.
 
-use gpu_pipeline::{Context, DeviceBuffer, Error, Stream, gpu_pipeline};
-
-gpu_pipeline! {
-    /// `ok` runs, `crash` writes to an unmapped address, `after` waits for `crash`.
-    pipeline Faulty {
-        streams { main, side }
-        unsafe kernels k = ptx(include_str!("../../runtime/kernels/test_kernels.ptx")) {
-            fn add_scalar(n: u32, value: f32, data: &mut [f32; unbounded]);
-            fn write_out_of_bounds(data: &mut [f32]);
-        }
-        params { n: u32, data: &mut DeviceBuffer<f32>, other: &mut DeviceBuffer<f32> }
-        stage ok on main { launch k::add_scalar(n, 1.0f32, data) grid 1u32 block 32u32; }
-        stage crash on main { launch k::write_out_of_bounds(data) grid 1u32 block 1u32; }
-        stage after on side { launch k::add_scalar(n, 1.0f32, data) grid 1u32 block 32u32; }
-        stage independent on side { launch k::add_scalar(n, 2.0f32, other) grid 1u32 block 32u32; }
-    }
-}
+use gpu_pipeline::Error;
+use tests::faulty::fault_of_faulty;
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -26,21 +11,7 @@ fn by_default_a_device_fault_names_the_pipeline_only() {
     if tests::skip_under_compute_sanitizer("a kernel writes an illegal address on purpose") {
         return;
     }
-
-    let ctx = Context::cuda(0).unwrap();
-    let stream = Stream::non_blocking(&ctx).unwrap();
-    let mut data = DeviceBuffer::<f32>::zeros(&stream, 32).unwrap();
-    let mut other = DeviceBuffer::<f32>::zeros(&stream, 32).unwrap();
-    stream.synchronize().unwrap();
-    let mut pipeline = Faulty::new(&ctx).unwrap();
-    let run = pipeline
-        .run(FaultyParams {
-            n: 32,
-            data: &mut data,
-            other: &mut other,
-        })
-        .unwrap();
-    let err = run.wait().unwrap_err();
+    let err = fault_of_faulty(false, None);
     match &err {
         Error::Step {
             pipeline,
