@@ -141,7 +141,7 @@ impl Event {
 
     /// Blocks until the work before the most recent record has completed. NCCL
     /// communication before the record that failed (its communicator aborted by the
-    /// watchdog) is reported as [`Error::Communication`](crate::Error::Communication).
+    /// watchdog) is reported as [`Error::Communication`].
     pub fn synchronize(&self) -> Result<()> {
         match &self.backend {
             EventBackend::Cuda(e) => {

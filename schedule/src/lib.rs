@@ -8,7 +8,7 @@
 //!   a minimal fork and join make the step a closed fork–join region on the origin stream.
 //! - [`stage_edges`] gives the edges of a step built as a graph node by node: stream order
 //!   and the waits, transitively reduced together.
-//! - [`plan`] turns a schedule into what an enqueue does, stage by stage: which events to
+//! - [`plan()`] turns a schedule into what an enqueue does, stage by stage: which events to
 //!   wait on and which to record; [`plan_ahead`] adds the waits of a step that runs ahead of
 //!   the one before it (only on the stages of that step it conflicts with).
 //!

@@ -3,7 +3,7 @@
 //! peer access (`peer(fields)`), with no copy between them. The same pipeline runs on
 //! simulated CPU-backend devices (`tests/tests/device_arrays.rs`, in CI, with the race
 //! detector on) and on GPUs (`tests/tests/gpu_device_arrays.rs`), each run checked against
-//! [`reference`], the same steps computed on the host.
+//! [`reference()`], the same steps computed on the host.
 
 use gpu_pipeline::{Context, DeviceBuffer, Stream, gpu_pipeline};
 
@@ -61,7 +61,7 @@ macro_rules! device_ring {
         }
 
         /// Runs the ring on `devices`: two eager steps, then a captured step replayed three
-        /// times, each checked against [`reference`]; the race detector (on checked CPU
+        /// times, each checked against [`reference()`]; the race detector (on checked CPU
         /// devices) must stay clean.
         pub fn $run(devices: &[Context; $n], nx: usize, rows: usize) {
             let streams: Vec<Stream> = devices.iter().map(|d| Stream::new(d).unwrap()).collect();

@@ -3,7 +3,7 @@
 //! arithmetic is the kernels' own, operation for operation; the dot products sum in index order
 //! here and as a tree plus atomic adds on a GPU, so the backends agree to rounding.
 
-/// The 5-point Laplacian of cell `i = y * nx + x` applied to `p`: 4 p[i] minus its neighbours
+/// The 5-point Laplacian of cell `i = y * nx + x` applied to `p`: `4 p[i]` minus its neighbours
 /// inside the grid.
 #[inline]
 fn apply_at(p: &[f64], nx: usize, ny: usize, x: usize, y: usize) -> f64 {

@@ -1,5 +1,5 @@
 //! CPU implementations that receive the launch geometry: the opt-in form of
-//! [`CpuKernel`](super::CpuKernel), for implementations that loop over blocks and threads the
+//! [`CpuKernel`], for implementations that loop over blocks and threads the
 //! way the CUDA kernel is written (block-level reductions, tiles in dynamic shared memory,
 //! grid-stride loops) rather than over the whole index range at once.
 //!

@@ -215,7 +215,7 @@ impl DeviceMemory {
 
     /// Device memory that another library allocated and owns: `owner` is its owning value
     /// (e.g. a cudarc `CudaSlice`), held until this value drops (then dropped after a context
-    /// synchronize) or gives it back ([`DeviceMemory::take_owner`]).
+    /// synchronize) or gives it back (`DeviceMemory::take_owner`, with the `cudarc` feature).
     ///
     /// # Safety
     /// `ptr` must be the address of at least `max(bytes, 1)` bytes of device memory of

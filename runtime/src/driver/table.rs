@@ -11,7 +11,7 @@ use crate::error::Result;
 use crate::sys;
 
 /// Declares the function table: required entry points fail the load when missing; optional
-/// ones are `None` and become [`Error::Unsupported`] when called.
+/// ones are `None` and become [`Error::Unsupported`](crate::Error::Unsupported) when called.
 macro_rules! driver_table {
     (
         required { $($name:ident: $ty:ident @ $ver:expr,)* }

@@ -52,7 +52,7 @@ pub(super) fn set_in_group(open: bool) {
 
 /// The 128 bytes every rank of one communicator must share (`ncclUniqueId`): rank 0 makes it
 /// with [`UniqueId::new`] and hands it to the others, e.g. through a
-/// [`Rendezvous`](crate::rendezvous::Rendezvous).
+/// [`Rendezvous`].
 ///
 /// It holds the address of a bootstrap socket that [`UniqueId::new`] opened in this process:
 /// the process that made it must live until every rank has created its communicator.

@@ -1,5 +1,5 @@
 //! The TCP store as a rank sees it: where the server is, and the rank's side of the
-//! handshake (see [`wire`](super::wire)).
+//! handshake (see [`wire`]).
 
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};

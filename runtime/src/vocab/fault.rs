@@ -359,6 +359,6 @@ pub(crate) enum OpFailure {
     Failed(String),
     /// The work panicked; the panic message.
     Panicked(String),
-    /// A communication group failed ([`super::op::communication_failed`]).
+    /// A communication group failed (the CPU backend's `cpu::op::communication_failed` says how).
     Communication(Box<crate::collective::CommFailure>),
 }
