@@ -82,14 +82,11 @@ impl<T: Pod> Window<T> {
         single: fn(&Self, &Stream, usize) -> Result<()>,
     ) -> Result<()> {
         const CALL: &str = "Window::signal_written/signal_read";
-        let cuda = matches!(stream.kind(), StreamBackend::Cuda(_));
-        if !cuda || peers.len() < 2 {
-            return peers.iter().try_for_each(|&p| single(self, stream, p));
-        }
-        self.check_stream(CALL, stream)?;
-        let StreamBackend::Cuda(s) = stream.kind() else {
-            return Err(mixed(CALL, self.size));
+        let s = match stream.kind() {
+            StreamBackend::Cuda(s) if peers.len() > 1 => s,
+            _ => return peers.iter().try_for_each(|&p| single(self, stream, p)),
         };
+        self.check_stream(CALL, stream)?;
         let mut ops = Vec::with_capacity(peers.len());
         for &peer in peers {
             match &self.peers[self.index(CALL, peer)?].signals {
