@@ -111,6 +111,9 @@ anchor() {
   echo "$line" | awk -F, -v it="$ITERATIONS" '{ printf "%.6f %.6f\n", 1000 * $8 / it, 1000 * $9 / it }'
 }
 
+# Whether EXCHANGE has no row on N GPUs: onesided needs a neighbour.
+no_row() { [ "$1" = onesided ] && [ "$2" -eq 1 ]; }
+
 # "median spread" of the numbers given (spread = (max - min) / median).
 stats() {
   printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END {
@@ -129,7 +132,7 @@ for size in $SIZES; do
     anchor_times=() anchor_ones=()
     for ((run = 1; run <= RUNS; run++)); do
       for exchange in $EXCHANGES; do
-        [ "$exchange" = onesided ] && [ "$n" -eq 1 ] && continue
+        no_row "$exchange" "$n" && continue
         if t=$(ours "$n" "$size" "$exchange"); then
           times[$exchange]="${times[$exchange]:-} $t"
           [ -n "${RAW:-}" ] && echo "ours,$exchange,$size,$n,$run,$t" >> "$RAW"
@@ -153,7 +156,7 @@ for size in $SIZES; do
       aeff=$(awk -v a="$aone" -v b="$at" -v n="$n" 'BEGIN { printf "%.1f%%", 100 * a / (n * b) }')
     fi
     for exchange in $EXCHANGES; do
-      [ "$exchange" = onesided ] && [ "$n" -eq 1 ] && continue
+      no_row "$exchange" "$n" && continue
       # shellcheck disable=SC2086
       [ -n "${times[$exchange]:-}" ] || { printf "| %s^2 | %s | %s | failed | | | | | | |\n" "$size" "$n" "$exchange"; continue; }
       # shellcheck disable=SC2086
