@@ -5,6 +5,7 @@
 //! | --- | --- |
 //! | `eager 1 kernel` | one empty-kernel step, 10 000 steps enqueued, then one synchronize |
 //! | `eager 1 kernel: tracked vs untracked` | the step with fault tracking on against off (the default) |
+//! | `raw: launch + mark vs launch` | raw `cuLaunchKernel` followed by the `cuStreamWriteValue64` a tracked stage enqueues, against the launch alone: the driver's floor for the row above |
 //! | `eager cross-stream` | kernel on A, record, B waits, kernel on B, record, A waits; 10 000 steps |
 //! | `capture 100 kernels` | begin capture, 100 launches, end, instantiate |
 //! | `replay 100 kernels` | one launch of the instantiated 100-kernel graph, 1 000 replays |
@@ -134,6 +135,7 @@ chain_pipeline!(
 /// Driver entry points for the raw baseline, straight from the library.
 struct Raw {
     launch_kernel: sys::PFN_cuLaunchKernel,
+    write_value_64: sys::PFN_cuStreamWriteValue64,
     event_record: sys::PFN_cuEventRecord,
     wait_event: sys::PFN_cuStreamWaitEvent,
     synchronize: sys::PFN_cuStreamSynchronize,
@@ -159,6 +161,7 @@ impl Raw {
         unsafe {
             Ok(Raw {
                 launch_kernel: driver.get(b"cuLaunchKernel\0")?,
+                write_value_64: driver.get(b"cuStreamWriteValue64_v2\0")?,
                 event_record: driver.get(b"cuEventRecord\0")?,
                 wait_event: driver.get(b"cuStreamWaitEvent\0")?,
                 synchronize: driver.get(b"cuStreamSynchronize\0")?,
@@ -322,6 +325,56 @@ fn run(ctx: &Context) -> BoxResult<Vec<Row>> {
             runtime: r,
             raw: r,
         });
+        // The driver's own price of a mark: the raw launch followed by the write a tracked
+        // step enqueues (`cuStreamWriteValue64` to a mapped host word), against the raw
+        // launch alone. Its ratio is the floor of the row above.
+        let word = gpu_pipeline::FlagCell::new(ctx, 0u64)?;
+        let address = word.device_address().ok_or("a CUDA context")?;
+        let raw_launch = |marked: bool| -> BoxResult<()> {
+            for step in 0..STEPS {
+                // SAFETY: a live function and stream; no parameters.
+                let code = unsafe {
+                    (raw.launch_kernel)(
+                        function,
+                        1,
+                        1,
+                        1,
+                        1,
+                        1,
+                        1,
+                        0,
+                        raw_stream,
+                        std::ptr::null_mut(),
+                        std::ptr::null_mut(),
+                    )
+                };
+                ok(code, "cuLaunchKernel")?;
+                if marked {
+                    // SAFETY: a live stream and the device address of a mapped word that
+                    // outlives the work (synchronized below, `word` dropped after).
+                    let code = unsafe { (raw.write_value_64)(raw_stream, address, step as u64, 0) };
+                    ok(code, "cuStreamWriteValue64")?;
+                }
+            }
+            // SAFETY: a live stream.
+            ok(
+                unsafe { (raw.synchronize)(raw_stream) },
+                "cuStreamSynchronize",
+            )
+        };
+        let [g, r, _] = measure(STEPS, &mut |variant| match variant {
+            0 => raw_launch(true),
+            1 => raw_launch(false),
+            _ => Ok(()),
+        })?;
+        rows.push(Row {
+            case: "raw: launch + mark vs launch",
+            unit: "µs/step",
+            generated: g,
+            runtime: r,
+            raw: r,
+        });
+        drop(word);
     }
 
     // 2. The cross-stream step.

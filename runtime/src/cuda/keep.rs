@@ -5,7 +5,8 @@
 //! holds it too.
 
 use std::any::Any;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::panic_log::PanicLog;
@@ -38,6 +39,36 @@ impl Keep {
             Keep::Panics(log) => log.key(),
             Keep::Object(a) => Arc::as_ptr(a) as *const () as usize,
         }
+    }
+}
+
+/// The keys of what a graph keeps ([`Keep::key`]): addresses, hashed by one multiply
+/// instead of SipHash, since every node added to a graph looks its module and buffers up here
+/// (no key comes from outside the process, so there is nothing to defend against).
+pub(crate) type KeySet = HashSet<usize, BuildHasherDefault<AddressHasher>>;
+
+/// Hashes one address: its bits times an odd constant (Fibonacci hashing), whose high bits,
+/// which the table uses, depend on every bit of the address.
+#[derive(Default)]
+pub(crate) struct AddressHasher(u64);
+
+impl Hasher for AddressHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.write_u64(u64::from(byte));
+        }
+    }
+
+    fn write_usize(&mut self, value: usize) {
+        self.write_u64(value as u64);
+    }
+
+    fn write_u64(&mut self, value: u64) {
+        self.0 = (self.0 ^ value).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     }
 }
 
@@ -139,4 +170,25 @@ fn captured_leaf(stream: &Stream, capture: u64) -> Option<sys::CUgraphNode> {
     // SAFETY: the driver reports `count == 1` node at `deps`, valid until the next capture
     // call on the stream, which no thread can make before this read (exclusive gate, above).
     Some(unsafe { *deps })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::KeySet;
+
+    /// Neighbouring and far-apart addresses are told apart, and each is kept once.
+    #[test]
+    fn key_sets_keep_each_address_once() {
+        let mut keys = KeySet::default();
+        let addresses: Vec<usize> = (0..1000).map(|i| 0x7f00_0000_0000 + i * 16).collect();
+        for &a in &addresses {
+            assert!(keys.insert(a));
+        }
+        for &a in &addresses {
+            assert!(!keys.insert(a), "{a:#x} twice");
+            assert!(keys.contains(&a));
+        }
+        assert!(!keys.contains(&(0x7f00_0000_0000 + 8)));
+        assert_eq!(keys.len(), addresses.len());
+    }
 }

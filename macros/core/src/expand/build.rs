@@ -121,6 +121,17 @@ pub fn capture_step_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
         &quote!(return ::core::result::Result::Err(__refusal);),
     );
     let capture_by_build = capture_by_build(names);
+    let top_launches: usize = pipeline
+        .stages
+        .iter()
+        .map(|stage| {
+            stage
+                .statements
+                .iter()
+                .filter(|statement| matches!(statement.kind, StatementKind::Launch { .. }))
+                .count()
+        })
+        .sum();
     let arms = pipeline.stages.iter().enumerate().map(|(t, stage)| {
         let slots = ref_slots(stage);
         let header = stage_header(pipeline, stage);
@@ -166,7 +177,8 @@ pub fn capture_step_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             #checks
             #body_checks
             let mut __graph = #rt::Graph::new(__ctx)?;
-            let mut __nodes: ::std::vec::Vec<#rt::KernelNode> = ::std::vec::Vec::new();
+            // Sized for one instance of each stage: a chain of launches grows it no more.
+            let mut __nodes: ::std::vec::Vec<#rt::KernelNode> = ::std::vec::Vec::with_capacity(#top_launches);
             let __reset_ops = __progress.reset_ops();
             let __reset: ::core::option::Option<#rt::GraphNode> = if __reset_ops.is_empty() {
                 ::core::option::Option::None

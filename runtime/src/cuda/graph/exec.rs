@@ -10,7 +10,7 @@ pub(crate) struct GraphExec {
     pub(super) raw: sys::CUgraphExec,
     pub(super) source: Arc<GraphHandle>,
     keep: Vec<Keep>,
-    pub(super) keep_keys: HashSet<usize>,
+    pub(super) keep_keys: KeySet,
     /// The pinned allocations among `keep`, fenced after each launch; sorted by address, the
     /// order launches take their gates in.
     pinned: Vec<Arc<PinnedMemory>>,
@@ -44,7 +44,7 @@ impl GraphExec {
             raw,
             source,
             keep: Vec::new(),
-            keep_keys: HashSet::new(),
+            keep_keys: KeySet::default(),
             pinned: Vec::new(),
             managed: Vec::new(),
             panics: Vec::new(),

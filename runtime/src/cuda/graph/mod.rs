@@ -22,7 +22,7 @@ use crate::launch::config::LaunchConfig;
 use crate::panic_log::PanicLog;
 use crate::sys::{self, CUgraphExecUpdateResult, CUgraphNodeType, CUresult};
 
-use super::keep::{self, CaptureRecord, Keep};
+use super::keep::{self, CaptureRecord, Keep, KeySet};
 use super::launch::{CudaArgs, with_node_params};
 use super::module::FunctionId;
 use super::{Context, DeviceMemory, Function, PinnedMemory, Stream};
@@ -116,7 +116,7 @@ pub(crate) struct Graph {
     keep: Vec<Keep>,
     /// The keys of `keep` ([`Keep::key`]), so adding a node asks a set whether its module
     /// and buffers are kept already instead of rebuilding one from `keep` each time.
-    keep_keys: HashSet<usize>,
+    keep_keys: KeySet,
     /// The kernel node each launch of the capture added, in launch order (captured graphs).
     kernel_order: Option<(Vec<sys::CUgraphNode>, bool)>,
     /// The body graphs of its conditional nodes: scope `k` is `bodies[k - 1]`, scope 0 the
@@ -161,7 +161,7 @@ impl std::ops::Deref for RawDeps {
 /// Drops repeated entries (a buffer passed to 100 captured launches is kept once).
 fn extend_keep(
     list: &mut Vec<Keep>,
-    keys: &mut HashSet<usize>,
+    keys: &mut KeySet,
     items: impl IntoIterator<Item = Keep>,
 ) -> bool {
     let mut added = false;
@@ -195,7 +195,7 @@ impl Graph {
         raw: sys::CUgraph,
         record: CaptureRecord,
     ) -> Graph {
-        let (mut keep, mut keep_keys) = (Vec::new(), HashSet::new());
+        let (mut keep, mut keep_keys) = (Vec::new(), KeySet::default());
         extend_keep(&mut keep, &mut keep_keys, record.keep);
         let captured = !record.kernel_nodes.is_empty() || !record.kernel_nodes_complete;
         Graph {

@@ -44,8 +44,50 @@ use node_methods::{body_graph, graph_itself, shared_node_methods};
 
 /// A node's dependencies, resolved for the graph's backend.
 enum Deps {
-    Cuda(Vec<cuda::NodeRef>),
-    Cpu(Vec<usize>),
+    Cuda(InlineDeps<cuda::NodeRef>),
+    Cpu(InlineDeps<usize>),
+}
+
+/// How many dependencies [`InlineDeps`] holds without allocating.
+const INLINE_DEPS: usize = 4;
+
+/// Dependencies held on the stack up to [`INLINE_DEPS`], so a node in a chain (one
+/// dependency) allocates nothing.
+enum InlineDeps<T: Copy> {
+    /// The first `len` entries (the rest repeat the first, as filler).
+    Inline([T; INLINE_DEPS], usize),
+    Heap(Vec<T>),
+}
+
+impl<T: Copy> InlineDeps<T> {
+    /// The `count` items of `items`, in order.
+    fn new(mut items: impl Iterator<Item = T>, count: usize) -> InlineDeps<T> {
+        match items.next() {
+            Some(first) if count <= INLINE_DEPS => {
+                let mut inline = [first; INLINE_DEPS];
+                let mut len = 1;
+                for (slot, item) in inline[1..].iter_mut().zip(items) {
+                    *slot = item;
+                    len += 1;
+                }
+                InlineDeps::Inline(inline, len)
+            }
+            Some(first) => InlineDeps::Heap(std::iter::once(first).chain(items).collect()),
+            // An empty vector does not allocate.
+            None => InlineDeps::Heap(Vec::new()),
+        }
+    }
+}
+
+impl<T: Copy> std::ops::Deref for InlineDeps<T> {
+    type Target = [T];
+
+    fn deref(&self) -> &[T] {
+        match self {
+            InlineDeps::Inline(items, len) => &items[..*len],
+            InlineDeps::Heap(items) => items,
+        }
+    }
 }
 
 /// One end of a copy.
@@ -188,20 +230,20 @@ impl Graph {
         }
         let ids = dependencies.iter().map(|n| n.id);
         Ok(match &self.backend {
-            GraphBackend::Cuda(_) => Deps::Cuda(
+            GraphBackend::Cuda(_) => Deps::Cuda(InlineDeps::new(
                 ids.filter_map(|id| match id {
                     NodeId::Cuda(n) => Some(n),
                     NodeId::Cpu(_) => None,
-                })
-                .collect(),
-            ),
-            GraphBackend::Cpu(_) => Deps::Cpu(
+                }),
+                dependencies.len(),
+            )),
+            GraphBackend::Cpu(_) => Deps::Cpu(InlineDeps::new(
                 ids.filter_map(|id| match id {
                     NodeId::Cpu(n) => Some(n),
                     NodeId::Cuda(_) => None,
-                })
-                .collect(),
-            ),
+                }),
+                dependencies.len(),
+            )),
         })
     }
 
@@ -303,7 +345,9 @@ impl Graph {
             KernelBackend::Cuda(function) => KernelIdentity::Cuda(function.id()),
             KernelBackend::Cpu => KernelIdentity::Cpu(k.inner.id),
         };
-        let ctx = self.ctx.clone();
+        // Only the CPU form needs the context past the borrow `add_with` takes (a clone per
+        // node is an atomic increment and decrement a CUDA build need not pay).
+        let cpu_ctx = matches!(self.backend, GraphBackend::Cpu(_)).then(|| self.ctx.clone());
         let node = self.add_with(
             CALL,
             scope,
@@ -322,6 +366,7 @@ impl Graph {
                 let cpu_impl = kernel
                     .cpu_impl()
                     .ok_or_else(|| cpu::missing_cpu_impl(CALL, k.name(), k.module_name()))?;
+                let ctx = cpu_ctx.ok_or_else(|| mixed(CALL, "graph"))?;
                 let values = cpu_args::<Sig, A>(CALL, &ctx, &args)?;
                 let label = format!("launch {}::{}", k.module_name(), k.name());
                 // A node the builder adds is the step's own launch, never a called function's.
@@ -784,5 +829,35 @@ impl GraphBody<'_> {
     /// The context of the graph the body belongs to.
     pub fn context(&self) -> &Context {
         &self.graph.ctx
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{INLINE_DEPS, InlineDeps};
+
+    /// Every count, on the stack and past it, gives back exactly its items in order.
+    #[test]
+    fn inline_deps_hold_exactly_their_items() {
+        for count in 0..=INLINE_DEPS + 3 {
+            let items: Vec<usize> = (10..10 + count).collect();
+            let deps = InlineDeps::new(items.iter().copied(), count);
+            assert_eq!(&*deps, &items[..], "{count} dependencies");
+            assert_eq!(
+                matches!(deps, InlineDeps::Inline(..)),
+                (1..=INLINE_DEPS).contains(&count),
+                "{count} dependencies stay on the stack exactly when 1..={INLINE_DEPS}"
+            );
+        }
+    }
+
+    /// Fewer items than the count announced (dependencies of the other backend, filtered
+    /// out) give back only those there are.
+    #[test]
+    fn inline_deps_take_only_the_items_given() {
+        let deps = InlineDeps::new([7usize, 8].into_iter(), 3);
+        assert_eq!(&*deps, &[7, 8]);
+        let deps = InlineDeps::new([1usize, 2, 3].into_iter(), INLINE_DEPS + 1);
+        assert_eq!(&*deps, &[1, 2, 3]);
     }
 }
