@@ -23,7 +23,9 @@
 #   EXCHANGES   jacobi_multi's halo exchanges to time, each a row (default: "nccl peer onesided";
 #               onesided has no row on 1 GPU, where it would run the nccl step, there being no
 #               neighbour: its efficiency is taken against the nccl row's 1-GPU time)
-#   RAW         a file to append every single run to, one CSV line each (optional)
+#   RAW         a file to append every single run to, one CSV line each (optional):
+#               program, exchange, size, GPUs, run, ms per iteration, seconds the whole run
+#               took (start-up, upload and checks included: what fills a call at 32768^2)
 #
 # NCCL_NVLS_ENABLE=0 is set for every run (NVLink multicast must stay off on these machines).
 # jacobi_multi starts one process per GPU itself (`--gpus N`, what gpu-pipeline-launch does);
@@ -111,6 +113,10 @@ anchor() {
   echo "$line" | awk -F, -v it="$ITERATIONS" '{ printf "%.6f %.6f\n", 1000 * $8 / it, 1000 * $9 / it }'
 }
 
+# Wall-clock seconds, and the seconds since a time it gave.
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+
 # Whether EXCHANGE has no row on N GPUs: onesided needs a neighbour.
 no_row() { [ "$1" = onesided ] && [ "$2" -eq 1 ]; }
 
@@ -133,17 +139,19 @@ for size in $SIZES; do
     for ((run = 1; run <= RUNS; run++)); do
       for exchange in $EXCHANGES; do
         no_row "$exchange" "$n" && continue
+        started=$(now)
         if t=$(ours "$n" "$size" "$exchange"); then
           times[$exchange]="${times[$exchange]:-} $t"
-          [ -n "${RAW:-}" ] && echo "ours,$exchange,$size,$n,$run,$t" >> "$RAW"
+          [ -n "${RAW:-}" ] && echo "ours,$exchange,$size,$n,$run,$t,$(since "$started")" >> "$RAW"
         else
           status=1
         fi
       done
       if [ -n "${ANCHOR:-}" ]; then
+        started=$(now)
         if read -r at aone < <(anchor "$n" "$size"); then
           anchor_times+=("$at"); anchor_ones+=("$aone")
-          [ -n "${RAW:-}" ] && echo "anchor,,$size,$n,$run,$at" >> "$RAW"
+          [ -n "${RAW:-}" ] && echo "anchor,,$size,$n,$run,$at,$(since "$started")" >> "$RAW"
         else
           status=1
         fi
