@@ -518,7 +518,12 @@ fn kind_methods(pipeline: &Pipeline<'_>, names: &Names, k: usize, kind: &Kind<'_
             let plan = self.__plan(#k, &params)?;
             let profiler = #profiler;
             self.__last = ::core::option::Option::Some(plan.clone());
-            self.__enqueue(&mut params, &plan, #rt::StepMode::Closed, ::core::option::Option::Some(&profiler))?;
+            if let ::core::result::Result::Err(e) =
+                self.__enqueue(&mut params, &plan, #rt::StepMode::Closed, ::core::option::Option::Some(&profiler))
+            {
+                self.__settle();
+                return ::core::result::Result::Err(e);
+            }
             self.__wait()?;
             let sites = #rt::profile_sites(&plan, Self::__STREAM_NAMES);
             profiler.finish(#name_str, &sites)
@@ -559,7 +564,14 @@ fn steps_fn(names: &Names) -> TokenStream {
                 } else {
                     #rt::StepMode::Closed
                 };
-                self.__enqueue(params, &plan, mode, ::core::option::Option::None)?;
+                if let ::core::result::Result::Err(e) =
+                    self.__enqueue(params, &plan, mode, ::core::option::Option::None)
+                {
+                    // A step refused part-way (a loop at its `max`, a failing `call`) leaves
+                    // its started stages, and the steps before it, running unjoined.
+                    self.__settle();
+                    return ::core::result::Result::Err(e);
+                }
             }
             ::core::result::Result::Ok(())
         }

@@ -130,6 +130,18 @@ pub fn wait_fn(pipeline: &Pipeline<'_>) -> TokenStream {
                 ::core::result::Result::Ok(())
             }
 
+            /// After a step failed part-way: waits for every stream, whatever each wait
+            /// reports (logged), since work of the step, and of the steps run ahead before it,
+            /// may already run on them; so the params' borrows end with the error only once
+            /// nothing the failed step enqueued can still touch them.
+            fn __settle(&self) {
+                for stream in self.__lanes.iter().flatten() {
+                    if let ::core::result::Result::Err(e) = #rt::Stream::synchronize(stream) {
+                        #rt::log_unobserved_error(#name_str, &e);
+                    }
+                }
+            }
+
             /// After graph launches: on CUDA the origin stream only, since each launch is a
             /// closed fork–join region that ends on the origin and a fault anywhere surfaces
             /// there too (the context's errors are sticky, and the host nodes' panics are
