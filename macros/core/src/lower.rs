@@ -710,15 +710,31 @@ fn structural_scalars(scope: &Scope<'_>) -> BTreeSet<ScalarId> {
     }
     for stage in &scope.stages {
         stage.lane.to_tokens(&mut tokens);
-        for statement in &stage.statements {
-            for reference in scope.statement_refs(statement) {
-                for expr in reference.subscript_exprs() {
-                    expr.to_tokens(&mut tokens);
-                }
+        subscripts_into(scope, &stage.statements, &mut tokens);
+    }
+    scalars_read(scope, tokens)
+}
+
+/// The subscripts of every buffer reference of `statements`, those of `while`/`if`/`switch`
+/// bodies included (a range inside a body is described with the step, so the params it
+/// names must be bound there too).
+fn subscripts_into<'a>(
+    scope: &Scope<'a>,
+    statements: &'a [ast::Statement],
+    tokens: &mut TokenStream,
+) {
+    for statement in statements {
+        for reference in scope.statement_refs(statement) {
+            for expr in reference.subscript_exprs() {
+                expr.to_tokens(tokens);
+            }
+        }
+        if let ast::Statement::Control(control) = statement {
+            for body in control.bodies() {
+                subscripts_into(scope, body, tokens);
             }
         }
     }
-    scalars_read(scope, tokens)
 }
 
 /// A name as the generated code spells it: `r#type` becomes `type`.
