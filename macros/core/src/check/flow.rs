@@ -103,8 +103,11 @@ fn loop_writes_its_condition(cx: &Ctxt, pipeline: &Pipeline<'_>, control: &Contr
 /// body runs in order, so a write earlier in a body covers a later read in it (a scratch
 /// buffer written and then read inside a `while`); the bodies of an `if`/`else` or a `switch`
 /// are alternatives, so a write in one covers no read in another. The condition of a
-/// `while`, `if` or `switch` is read before its body, that of a `do ... while` after it. A
-/// write anywhere in a control statement counts as done after it, as for any statement.
+/// `while`, `if` or `switch` is read before its body, that of a `do ... while` after it.
+/// After a control statement a write counts as done only where every run makes it: in the
+/// body of a `do ... while` (it always runs), or in both bodies of an `if`/`else`; not in an
+/// `if` without `else`, a `while` (its body may run no time) or a `switch` (a value past its
+/// last case runs none).
 pub fn uncovered_reads<'a>(
     statements: &[Statement<'a>],
     buffer: BufferId,
@@ -130,19 +133,30 @@ pub fn uncovered_reads<'a>(
         if let (Some((_, name)), false, false) = (condition, after_body, *written) {
             out.push(name);
         }
-        let mut any = false;
+        // Whether every body writes it (by its end, counting a write before the statement).
+        let mut every = true;
         for body in &control.bodies {
             let mut inside = *written;
             uncovered_reads(body, buffer, &mut inside, out);
-            any |= inside;
+            every &= inside;
         }
         if let (Some((_, name)), true) = (condition, after_body) {
             // A `do ... while` has one body, which always runs before the test.
-            if !any {
+            if !every {
                 out.push(name);
             }
         }
-        *written |= any;
+        *written |= every && runs_a_body(control);
+    }
+}
+
+/// Whether every run of `control` runs one of its bodies: a `do ... while`, or an `if` with
+/// an `else`.
+fn runs_a_body(control: &Control<'_>) -> bool {
+    match control.source {
+        ast::Control::DoWhile { .. } => true,
+        ast::Control::If { otherwise, .. } => otherwise.is_some(),
+        ast::Control::While { .. } | ast::Control::Switch { .. } => false,
     }
 }
 

@@ -226,7 +226,9 @@ fn scratch_written_first(cx: &Ctxt, pipeline: &Pipeline<'_>) {
             continue;
         }
         let id = BufferId(id);
-        let mut writes = Vec::new();
+        // Statements that write it on every run, and those that may (inside an `if` without
+        // `else`, a `while` or a `switch`, whose bodies may not run).
+        let (mut writes, mut maybe_writes) = (Vec::new(), Vec::new());
         let mut reads = Vec::new();
         for (stage_id, stage) in pipeline.stages.iter().enumerate() {
             for (index, statement) in stage.statements.iter().enumerate() {
@@ -234,22 +236,25 @@ fn scratch_written_first(cx: &Ctxt, pipeline: &Pipeline<'_>) {
                     stage: StageId(stage_id),
                     index,
                 };
-                if statement
+                // The reads that nothing earlier in the statement writes first (a `while`
+                // body may write a scratch buffer and then read it), and whether every run
+                // of the statement writes it.
+                let (mut uncovered, mut written) = (Vec::new(), false);
+                super::flow::uncovered_reads(
+                    std::slice::from_ref(statement),
+                    id,
+                    &mut written,
+                    &mut uncovered,
+                );
+                if written {
+                    writes.push(site);
+                } else if statement
                     .accesses
                     .iter()
                     .any(|touch| touch.buffer == id && touch.mode == Mode::Write)
                 {
-                    writes.push(site);
+                    maybe_writes.push(site);
                 }
-                // The reads that nothing earlier in the statement writes first (a `while`
-                // body may write a scratch buffer and then read it).
-                let mut uncovered = Vec::new();
-                super::flow::uncovered_reads(
-                    std::slice::from_ref(statement),
-                    id,
-                    &mut false,
-                    &mut uncovered,
-                );
                 reads.extend(uncovered.into_iter().map(|name| (site, name)));
             }
         }
@@ -260,12 +265,40 @@ fn scratch_written_first(cx: &Ctxt, pipeline: &Pipeline<'_>) {
         });
         if let Some((read, name)) = unwritten {
             let stage = &pipeline.stages[read.stage.0].decl.name;
-            cx.error_spanned_by(
-                name,
-                format!(
+            let maybe = maybe_writes
+                .iter()
+                .find(|&&write| runs_before(pipeline, write, *read));
+            let message = match maybe {
+                Some(write) => format!(
+                    "scratch buffer `{name}` is read in stage `{stage}`, but the write before it, in stage `{}`, {}, so its contents may still be undefined; write it on every path: in both bodies of an `if`/`else`, in a `do ... while`, or before the conditional (`fill {name} = 0;`)",
+                    pipeline.stages[write.stage.0].decl.name,
+                    why_maybe(&pipeline.stages[write.stage.0].statements[write.index]),
+                ),
+                None => format!(
                     "scratch buffer `{name}` is read in stage `{stage}` before anything writes it: its contents start undefined, and a later step finds what the last one left; write it first (`fill {name} = 0;`, or a kernel that writes it) in an earlier statement or in a stage `{stage}` runs after, or make it a param if it keeps state from step to step"
                 ),
-            );
+            };
+            cx.error_spanned_by(name, message);
+        }
+    }
+}
+
+/// Why a control statement that writes a buffer may end without writing it.
+fn why_maybe(statement: &crate::lower::Statement<'_>) -> &'static str {
+    let crate::lower::StatementKind::Control(control) = &statement.kind else {
+        return "may not run";
+    };
+    match control.source {
+        crate::ast::Control::While { .. } => "sits in a `while` body, which may run no time",
+        crate::ast::Control::If {
+            otherwise: None, ..
+        } => "sits in an `if` without `else`",
+        crate::ast::Control::If { .. } => "is not made by both bodies of the `if`/`else`",
+        crate::ast::Control::Switch { .. } => {
+            "sits in a `switch`, whose value may match no case (and then runs none)"
+        }
+        crate::ast::Control::DoWhile { .. } => {
+            "sits in a conditional inside the `do ... while` body"
         }
     }
 }
