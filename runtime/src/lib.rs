@@ -294,11 +294,15 @@
 //!
 //! # Soundness
 //!
-//! No safe code, [`std::mem::forget`] of any guard included, lets the host read, write or
-//! free memory that enqueued work may still touch: buffers are shared (an `Arc`) with every
-//! graph captured while using them; dropping memory waits for the work that may use it, or
-//! frees it in the order of the one stream that used it; the host sees pinned memory only
-//! after the fences of the copies and graph launches that touch it. An asynchronous fault
+//! No safe code, [`std::mem::forget`] of any guard included, lets the host read or write host
+//! memory, or free any memory, that enqueued work may still touch: buffers are shared (an
+//! `Arc`) with every graph captured while using them; dropping memory waits for the work that
+//! may use it, or frees it in the order of the one stream that used it; the host sees pinned
+//! memory only after the fences of the copies and graph launches that touch it. The contents
+//! of device memory are ordered by the guards instead: a step's guard waits (or joins) before
+//! its borrows end, so forgetting one (`mem::forget` of a run) lets a copy of a buffer the
+//! step writes, enqueued on another stream, run while the step does and read torn values,
+//! never memory that was freed, nor host memory under a write. An asynchronous fault
 //! surfaces at the next wait as an [`Error::Step`] naming the pipeline and, with fault
 //! tracking on (off by default: `set_fault_tracking(true)` or `GPU_PIPELINE_TRACK_FAULTS=1`),
 //! the first stage that did not complete.

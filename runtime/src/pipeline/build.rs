@@ -470,6 +470,29 @@ pub fn iteration_limit(label: &str, max_iterations: u32) -> Error {
     }
 }
 
+/// A loop swap, `swap` (as written) in a loop body: the body runs with `a` and `b`
+/// exchanged every other iteration, and after an odd count `b` is copied into `a`, so both
+/// must hold one length. Checked before a step enqueues or builds anything.
+pub fn swap_lengths<T: Pod>(
+    swap: &'static str,
+    a: &DeviceBuffer<T>,
+    b: &DeviceBuffer<T>,
+) -> Result<()> {
+    if a.len() == b.len() {
+        return Ok(());
+    }
+    Err(Error::invalid(
+        "pipeline step",
+        format!(
+            "`{swap}` in a loop body exchanges buffers of {} and {} elements; a loop swap needs \
+             buffers of one length (the loop runs its body on both, and after an odd number of \
+             iterations copies the second into the first)",
+            a.len(),
+            b.len()
+        ),
+    ))
+}
+
 #[cfg(test)]
 mod step_tests {
     use super::step_selects;

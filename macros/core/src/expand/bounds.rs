@@ -52,6 +52,10 @@ pub struct LaunchSite<'p> {
     pub device: usize,
     /// Its buffer arguments' resolved references, when subscripted (see `step::ref_slots`).
     pub slots: Vec<Option<usize>>,
+    /// The pairs the loops around it swap (`swap(a, b);` in a `while`/`do ... while` body),
+    /// outermost first: it also runs with each of them exchanged, so its bounds are checked
+    /// in every arrangement.
+    pub swaps: Vec<(lower::BufferId, lower::BufferId)>,
 }
 
 /// Every top-level launch statement, stage by stage in program order.
@@ -78,6 +82,7 @@ pub fn launch_sites<'p>(pipeline: &'p Pipeline<'_>) -> Vec<LaunchSite<'p>> {
                     scalars: &s.scalars,
                     device: pipeline.streams[stage.stream.0].device,
                     slots: slots[statement].clone(),
+                    swaps: Vec::new(),
                 });
             }
         }
@@ -98,8 +103,11 @@ pub fn body_launch_sites<'p>(pipeline: &'p Pipeline<'_>) -> Vec<LaunchSite<'p>> 
         (stage, statement): (StageId, usize),
         control: &'p lower::Control<'_>,
         slots: &[Option<usize>],
+        outer: &[(lower::BufferId, lower::BufferId)],
         sites: &mut Vec<LaunchSite<'p>>,
     ) {
+        let mut swaps = outer.to_vec();
+        swaps.extend(control.swaps.iter().copied());
         for (inner, own) in control.statements().zip(body_slots(control, slots)) {
             match &inner.kind {
                 StatementKind::Launch {
@@ -115,9 +123,10 @@ pub fn body_launch_sites<'p>(pipeline: &'p Pipeline<'_>) -> Vec<LaunchSite<'p>> 
                     scalars: &inner.scalars,
                     device: pipeline.streams[pipeline.stages[stage.0].stream.0].device,
                     slots: own.to_vec(),
+                    swaps: swaps.clone(),
                 }),
                 StatementKind::Control(nested) => {
-                    walk(pipeline, (stage, statement), nested, own, sites);
+                    walk(pipeline, (stage, statement), nested, own, &swaps, sites);
                 }
                 _ => {}
             }
@@ -133,6 +142,7 @@ pub fn body_launch_sites<'p>(pipeline: &'p Pipeline<'_>) -> Vec<LaunchSite<'p>> 
                     (StageId(id), statement),
                     control,
                     &slots[statement],
+                    &[],
                     &mut sites,
                 );
             }
@@ -336,12 +346,12 @@ pub fn check_walk(
                 super::names::kernel_field_name(site.kernel, site.device)
             );
             let local = stored(site.stage, site.statement);
-            let keep = match keep {
+            let store = match keep {
                 Keep::ForLaunch if looped(site) => quote!(#local.push(__bound);),
                 Keep::ForLaunch => quote!(#local = ::core::option::Option::Some(__bound);),
                 Keep::No => quote!(let _ = __bound;),
             };
-            quote! {
+            let check = quote! {
                 {
                     let __bound = #values;
                     let __checked: #rt::Result<()> = (|| __kernels.#field.check_bounds(&#checked))();
@@ -349,8 +359,19 @@ pub fn check_walk(
                         let __refusal = #rt::stage_error(#pipeline_name, __instance.name, __refusal);
                         #refused
                     }
-                    #keep
+                    #store
                 }
+            };
+            // In a body that swaps buffers, the launch also runs with them exchanged: each
+            // arrangement is checked (only checked: body launches keep nothing).
+            let arrangements = if keep == Keep::No {
+                swap_arrangements(pipeline, &site.swaps)
+            } else {
+                Vec::new()
+            };
+            quote! {
+                #check
+                #( { #arrangements #check } )*
             }
         });
         quote!(#t => { #header #(#checks)* })
@@ -370,6 +391,31 @@ pub fn check_walk(
         }
         #(#iterators)*
     }
+}
+
+/// The `let`s that rename the buffers for each arrangement the loops around a launch can
+/// run it in besides the one written: every non-empty subset of `swaps` applied in order
+/// (one loop: its pair exchanged; two nested loops: either pair, or both).
+fn swap_arrangements(
+    pipeline: &Pipeline<'_>,
+    swaps: &[(lower::BufferId, lower::BufferId)],
+) -> Vec<TokenStream> {
+    // More loops than this around one launch check the arrangements of the innermost ones.
+    const MOST: usize = 4;
+    let swaps = &swaps[swaps.len().saturating_sub(MOST)..];
+    (1u32..(1 << swaps.len()))
+        .map(|mask| {
+            let lets = swaps
+                .iter()
+                .enumerate()
+                .filter(|(bit, _)| mask & (1 << bit) != 0)
+                .map(|(_, &(a, b))| {
+                    let (a, b) = (pipeline.buffers[a.0].ident, pipeline.buffers[b.0].ident);
+                    quote!(let (#a, #b) = (&mut *#b, &mut *#a);)
+                });
+            quote!(#(#lets)*)
+        })
+        .collect()
 }
 
 /// In a stage's arm, the values the bound checks kept for launch `site` of this instance

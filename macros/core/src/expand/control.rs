@@ -216,6 +216,48 @@ pub fn swapped_lets(pipeline: &Pipeline<'_>, control: &Control<'_>) -> TokenStre
     quote!(let (#(#names,)*) = (#(#values,)*);)
 }
 
+/// The length check of every pair a loop body swaps, anywhere in the step (a loop swap runs
+/// its body on both buffers and copies one into the other after an odd count): in scope, the
+/// bindings; a mismatch returns the error, naming the stage, before anything is enqueued or
+/// built.
+pub fn swap_length_checks(pipeline: &Pipeline<'_>) -> TokenStream {
+    fn walk(
+        pipeline: &Pipeline<'_>,
+        stage: &str,
+        statements: &[crate::lower::Statement<'_>],
+        out: &mut Vec<TokenStream>,
+    ) {
+        let rt = rt();
+        let name = pipeline.name.as_str();
+        for statement in statements {
+            let StatementKind::Control(control) = &statement.kind else {
+                continue;
+            };
+            for &(a, b) in &control.swaps {
+                let (a, b) = (pipeline.buffers[a.0].ident, pipeline.buffers[b.0].ident);
+                let label = format!("swap({a}, {b})");
+                out.push(quote! {
+                    #rt::swap_lengths(#label, &*#a, &*#b)
+                        .map_err(|e| #rt::stage_error(#name, #stage, e))?;
+                });
+            }
+            for body in &control.bodies {
+                walk(pipeline, stage, body, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for stage in &pipeline.stages {
+        walk(
+            pipeline,
+            &stage.decl.name.to_string(),
+            &stage.statements,
+            &mut out,
+        );
+    }
+    quote!(#(#out)*)
+}
+
 /// An eager `while`, `do ... while`, `if`, `if`/`else` or `switch` inside a stage's closure
 /// (`__stream` is its stream), around `body`, the tokens of its bodies' statements in order.
 pub fn eager(
