@@ -568,7 +568,13 @@ impl Site<'_, '_> {
         match statement {
             Statement::Launch(launch) => self.launch(cx, launch),
             Statement::Copy(copy) => self.copy(cx, copy),
-            Statement::Fill(fill) => self.local(cx, &fill.dst, "a `fill`"),
+            Statement::Fill(fill) => {
+                // An element of a buffer array is on its own device (`xs[(i + 1) % 2]` in
+                // a constant loop is decided here, as for a launch's arguments).
+                let dst = fill.dst_ref.borrow();
+                let device = self.device_of_element(cx, dst.name, dst.index);
+                self.local_element(cx, dst.name, dst.index, device, "a `fill`");
+            }
             Statement::Wait(wait) => self.local(cx, &wait.flag, "a `wait`"),
             Statement::Write(write) => self.local(cx, &write.flag, "a `write`"),
             Statement::Call(call) => {
