@@ -582,6 +582,7 @@ fn fill_statement(cx: &Ctxt, scope: &Scope<'_>, fill: &ast::Fill) {
     let hint = match dst.memory {
         Memory::Device => {
             writable(cx, dst, name, "`fill` writes it");
+            memset_expresses(cx, dst, fill);
             return;
         }
         Memory::Pinned => "`fill` sets device memory; fill a `DeviceBuffer` and `copy` it here, or set the pinned buffer on the host outside the step".to_owned(),
@@ -593,6 +594,53 @@ fn fill_statement(cx: &Ctxt, scope: &Scope<'_>, fill: &ast::Fill) {
         Memory::Opaque => "`fill` takes a `DeviceBuffer`".to_owned(),
     };
     cx.error_spanned_by(name, format!("{}; {hint}", what(dst)));
+}
+
+/// A fill is a memset of 1 or 4 bytes: an element of another size takes a value whose bytes
+/// are all equal. A literal value (`1.5f64`, `-1i64`, `300u16`) is judged here; any other
+/// value when the step runs.
+fn memset_expresses(cx: &Ctxt, dst: &BufferDecl<'_>, fill: &ast::Fill) {
+    let Some(elem) = dst.elem.map(ast::type_string) else {
+        return;
+    };
+    let (negative, literal) = match &fill.value {
+        syn::Expr::Unary(syn::ExprUnary {
+            op: syn::UnOp::Neg(_),
+            expr,
+            ..
+        }) => (true, &**expr),
+        other => (false, other),
+    };
+    let syn::Expr::Lit(syn::ExprLit { lit, .. }) = literal else {
+        return;
+    };
+    let bytes: Vec<u8> = match (elem.as_str(), lit) {
+        ("f64", syn::Lit::Float(f)) => match f.base10_parse::<f64>() {
+            Ok(v) => (if negative { -v } else { v }).to_le_bytes().to_vec(),
+            Err(_) => return,
+        },
+        ("i64" | "u64", syn::Lit::Int(i)) => match i.base10_parse::<i128>() {
+            Ok(v) => ((if negative { -v } else { v }) as i64).to_le_bytes().to_vec(),
+            Err(_) => return,
+        },
+        ("i16" | "u16", syn::Lit::Int(i)) => match i.base10_parse::<i128>() {
+            Ok(v) => ((if negative { -v } else { v }) as i16).to_le_bytes().to_vec(),
+            Err(_) => return,
+        },
+        _ => return,
+    };
+    if bytes.iter().all(|&b| b == bytes[0]) {
+        return;
+    }
+    let value = ast::tokens_string(&fill.value);
+    cx.error_spanned_by(
+        &fill.value,
+        format!(
+            "`fill {} = {value}` sets {}-byte `{elem}` elements, but a fill is a memset of 1 or 4 bytes, and the bytes of `{value}` differ; fill with a value whose bytes are all equal (such as 0, or -1 for an integer), or launch a kernel that writes it",
+            fill.dst,
+            bytes.len()
+        ),
+    );
 }
 
 /// `wait` and `write` operate on flag cells; `write` needs one the pipeline may write.
