@@ -2,7 +2,8 @@
 //! leaves nothing of it running: `run` returns the error only once every stream is idle, so
 //! the host's reads of the params and the next step are ordered after the stages it had
 //! started on other streams. On the checked CPU backend the race detector finds nothing;
-//! the same scenarios run on CUDA (ignored without a GPU) for their values.
+//! the same scenarios run on CUDA (ignored without a GPU) for their values. What the params
+//! alone decide (a condition buffer with no element) is refused before anything runs.
 
 use gpu_pipeline::{Context, DeviceBuffer, Error, Result, Stream, gpu_pipeline};
 
@@ -51,6 +52,23 @@ gpu_pipeline! {
         params { y: &mut DeviceBuffer<f32>, pair: &DeviceBuffer<f32>, r: &mut DeviceBuffer<f32> }
         stage bump on other { launch k::add_scalar(1u32, 1.0f32, y) grid 1u32 block 1u32; }
         stage fail on main { call copy_all(pair, r) reads(pair) writes(r); }
+    }
+}
+
+gpu_pipeline! {
+    /// A `do ... while` whose body runs before its first test.
+    pipeline Repeat {
+        streams { main }
+        unsafe kernels k = ptx(include_str!("../../runtime/kernels/test_kernels.ptx")) {
+            fn add_scalar(n: u32, value: f32, data: &mut [f32; unbounded]) cpu = crate::cpu::add_scalar;
+        }
+        params { y: &mut DeviceBuffer<f32>, r: &mut DeviceBuffer<f32> }
+        stage count on main {
+            do {
+                launch k::add_scalar(1u32, 1.0f32, y) grid 1u32 block 1u32;
+                launch k::add_scalar(1u32, -1.0f32, r) grid 1u32 block 1u32;
+            } while r > 0.5f32 max 3u32;
+        }
     }
 }
 
@@ -128,6 +146,37 @@ fn a_failing_call_leaves_nothing_running(ctx: &Context) -> Result<()> {
     Ok(())
 }
 
+/// A condition buffer with no element to test is refused before the step runs anything,
+/// eager and captured: the `do ... while` body does not run first.
+fn an_empty_condition_buffer_is_refused_first(ctx: &Context) -> Result<()> {
+    let stream = Stream::new(ctx)?;
+    let mut pipeline = Repeat::new(ctx)?;
+    for captured in [false, true] {
+        let mut y = buffer(&stream, &[5.0])?;
+        let mut r = DeviceBuffer::<f32>::zeros(&stream, 0)?;
+        stream.synchronize()?;
+        let params = RepeatParams {
+            y: &mut y,
+            r: &mut r,
+        };
+        let outcome = if captured {
+            pipeline.capture(params).map(drop)
+        } else {
+            pipeline.run(params).and_then(|run| run.wait())
+        };
+        match outcome {
+            Err(Error::Stage { stage, source, .. }) => {
+                assert_eq!(stage, "count");
+                assert!(source.to_string().contains("`r > 0.5f32`"), "{source}");
+                assert!(source.to_string().contains("empty"), "{source}");
+            }
+            other => panic!("expected the empty buffer's refusal, got {other:?}"),
+        }
+        assert_eq!(y.to_vec(&stream)?, [5.0], "the body did not run");
+    }
+    Ok(())
+}
+
 macro_rules! on_both_backends {
     ($($name:ident),* $(,)?) => {
         mod cpu_checked {
@@ -155,4 +204,5 @@ macro_rules! on_both_backends {
 on_both_backends!(
     a_loop_at_its_maximum_leaves_nothing_running,
     a_failing_call_leaves_nothing_running,
+    an_empty_condition_buffer_is_refused_first,
 );

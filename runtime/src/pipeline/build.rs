@@ -470,6 +470,21 @@ pub fn iteration_limit(label: &str, max_iterations: u32) -> Error {
     }
 }
 
+/// A condition's buffer, tested by `test` (as written): the test reads its first element, so
+/// it needs one. Checked before a step enqueues or builds anything.
+pub fn condition_buffer<T: Pod>(test: &str, value: &DeviceBuffer<T>) -> Result<()> {
+    if !value.is_empty() {
+        return Ok(());
+    }
+    Err(Error::invalid(
+        "pipeline step",
+        format!(
+            "the test `{test}` reads the first element of its buffer, which is empty; give it \
+             a buffer of at least one element"
+        ),
+    ))
+}
+
 /// A loop swap, `swap` (as written) in a loop body: the body runs with `a` and `b`
 /// exchanged every other iteration, and after an odd count `b` is copied into `a`, so both
 /// must hold one length. Checked before a step enqueues or builds anything.

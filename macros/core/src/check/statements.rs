@@ -620,11 +620,15 @@ fn memset_expresses(cx: &Ctxt, dst: &BufferDecl<'_>, fill: &ast::Fill) {
             Err(_) => return,
         },
         ("i64" | "u64", syn::Lit::Int(i)) => match i.base10_parse::<i128>() {
-            Ok(v) => ((if negative { -v } else { v }) as i64).to_le_bytes().to_vec(),
+            Ok(v) => ((if negative { -v } else { v }) as i64)
+                .to_le_bytes()
+                .to_vec(),
             Err(_) => return,
         },
         ("i16" | "u16", syn::Lit::Int(i)) => match i.base10_parse::<i128>() {
-            Ok(v) => ((if negative { -v } else { v }) as i16).to_le_bytes().to_vec(),
+            Ok(v) => ((if negative { -v } else { v }) as i16)
+                .to_le_bytes()
+                .to_vec(),
             Err(_) => return,
         },
         _ => return,

@@ -121,7 +121,7 @@ pub fn capture_step_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
         &quote!(return ::core::result::Result::Err(__refusal);),
     );
     let capture_by_build = capture_by_build(names);
-    let swap_lengths = control::swap_length_checks(pipeline);
+    let prestep = control::prestep_checks(pipeline);
     let top_launches: usize = pipeline
         .stages
         .iter()
@@ -177,7 +177,7 @@ pub fn capture_step_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             #bind
             #checks
             #body_checks
-            #swap_lengths
+            #prestep
             let mut __graph = #rt::Graph::new(__ctx)?;
             // Sized for one instance of each stage: a chain of launches grows it no more.
             let mut __nodes: ::std::vec::Vec<#rt::KernelNode> = ::std::vec::Vec::with_capacity(#top_launches);

@@ -216,11 +216,12 @@ pub fn swapped_lets(pipeline: &Pipeline<'_>, control: &Control<'_>) -> TokenStre
     quote!(let (#(#names,)*) = (#(#values,)*);)
 }
 
-/// The length check of every pair a loop body swaps, anywhere in the step (a loop swap runs
-/// its body on both buffers and copies one into the other after an odd count): in scope, the
-/// bindings; a mismatch returns the error, naming the stage, before anything is enqueued or
-/// built.
-pub fn swap_length_checks(pipeline: &Pipeline<'_>) -> TokenStream {
+/// What a step checks of its `while`/`if`/`switch` statements before it enqueues or builds
+/// anything, anywhere in the step, so that a refusal leaves nothing half done: each condition
+/// buffer has an element to test (a `do ... while` would otherwise run its body first), and
+/// each pair a loop body swaps has one length (the body runs on both, and an odd count copies
+/// one into the other). In scope, the bindings; a refusal returns the error, naming the stage.
+pub fn prestep_checks(pipeline: &Pipeline<'_>) -> TokenStream {
     fn walk(
         pipeline: &Pipeline<'_>,
         stage: &str,
@@ -233,11 +234,21 @@ pub fn swap_length_checks(pipeline: &Pipeline<'_>) -> TokenStream {
             let StatementKind::Control(control) = &statement.kind else {
                 continue;
             };
+            if let ControlCondition::Device { value, .. } | ControlCondition::Value { value } =
+                control.condition
+            {
+                let buffer = pipeline.buffers[value.0].ident;
+                let test = label(control);
+                out.push(quote! {
+                    #rt::condition_buffer(#test, &*#buffer)
+                        .map_err(|e| #rt::stage_error(#name, #stage, e))?;
+                });
+            }
             for &(a, b) in &control.swaps {
                 let (a, b) = (pipeline.buffers[a.0].ident, pipeline.buffers[b.0].ident);
-                let label = format!("swap({a}, {b})");
+                let swap = format!("swap({a}, {b})");
                 out.push(quote! {
-                    #rt::swap_lengths(#label, &*#a, &*#b)
+                    #rt::swap_lengths(#swap, &*#a, &*#b)
                         .map_err(|e| #rt::stage_error(#name, #stage, e))?;
                 });
             }

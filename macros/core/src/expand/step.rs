@@ -308,7 +308,7 @@ pub fn enqueue_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
         &quote!(return ::core::result::Result::Err(__refusal);),
     );
     let window_checks = super::window::prechecks(pipeline);
-    let swap_lengths = super::control::swap_length_checks(pipeline);
+    let prestep = super::control::prestep_checks(pipeline);
     let arms = pipeline.stages.iter().enumerate().map(|(t, stage)| {
         let slots = ref_slots(stage);
         let header = stage_header(pipeline, stage);
@@ -358,7 +358,7 @@ pub fn enqueue_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             // checked before anything is enqueued.
             #checks
             #body_checks
-            #swap_lengths
+            #prestep
             #window_checks
             #recorders
             // A new tag for the progress marks (recorded into a graph: the words zeroed, tag 0);
