@@ -109,7 +109,11 @@ fn a_swap_of_buffers_of_two_lengths_is_refused_first(ctx: &Context) -> Result<()
         let (outcome, x, y, r) = step(ctx, 4, 8, captured)?;
         outcome?;
         let ones = [vec![1.0; 4], vec![0.0; 4]].concat();
-        assert_eq!((x, y, r), (ones.clone(), ones, vec![0.0]), "captured: {captured}");
+        assert_eq!(
+            (x, y, r),
+            (ones.clone(), ones, vec![0.0]),
+            "captured: {captured}"
+        );
     }
     Ok(())
 }
