@@ -30,14 +30,12 @@ gpu_pipeline! {
     }
 }
 
+/// A step's outcome, with `x`, `y` and `r` after it.
+type Outcome = (Result<()>, Vec<f32>, Vec<f32>, Vec<f32>);
+
 /// Runs one step of `PingPong` (eager or captured and replayed) on `x` of 8 elements and `y`
 /// of `y_len`, and returns its outcome with `x`, `y` and `r` after it.
-fn step(
-    ctx: &Context,
-    n: u32,
-    y_len: usize,
-    captured: bool,
-) -> Result<(Result<()>, Vec<f32>, Vec<f32>, Vec<f32>)> {
+fn step(ctx: &Context, n: u32, y_len: usize, captured: bool) -> Result<Outcome> {
     let stream = Stream::new(ctx)?;
     let mut pipeline = PingPong::new(ctx)?;
     let mut r = DeviceBuffer::from_slice(&stream, &[3.0f32])?;
