@@ -254,6 +254,17 @@ impl Stream {
         self.shared.synchronize()
     }
 
+    /// The first fault since the last synchronize when it is a failed communication, left
+    /// for that synchronize to report too: a host read that waited for the stream's work
+    /// returns it rather than the values the failed operation never produced.
+    pub(crate) fn pending_communication_failure(&self) -> Option<CpuFault> {
+        let state = lock(&self.shared.state);
+        match &state.fault {
+            Some(fault @ CpuFault::Communication { .. }) => Some(fault.clone()),
+            _ => None,
+        }
+    }
+
     /// Whether everything queued so far has run. A `true` answer orders later host accesses
     /// after that work, for the race detector. On a capturing stream it answers for the eager
     /// work queued before the capture (captured work never runs on the stream).

@@ -266,16 +266,19 @@ impl Stream {
         }
     }
 
-    /// After a host wait for this stream's work: [`Error::Communication`] if NCCL
-    /// communication enqueued on it since its last such wait failed (the watchdog aborted
-    /// its communicator). On the CPU backend the stream's own fault carries it.
+    /// After a host wait for this stream's work: [`Error::Communication`] if communication
+    /// enqueued on it since its last synchronize failed (NCCL: the watchdog aborted its
+    /// communicator; CPU backend: the stream's pending fault, which its next synchronize
+    /// still reports).
     pub(crate) fn comm_failure_after_wait(&self) -> Result<()> {
         match &self.backend {
             StreamBackend::Cuda(s) => match crate::nccl::failure_after_wait(s.raw() as usize) {
                 Some(failure) => Err(failure.into()),
                 None => Ok(()),
             },
-            StreamBackend::Cpu(_) => Ok(()),
+            StreamBackend::Cpu(s) => s
+                .pending_communication_failure()
+                .map_or(Ok(()), |f| Err(f.into())),
         }
     }
 
