@@ -44,6 +44,35 @@ macro_rules! on_both_backends {
     };
 }
 
+/// Runs each named `fn NAME(&Context) -> gpu_pipeline::Result<()>` twice: in
+/// `mod cpu_checked` on a checked CPU context, asserting that it succeeds and that the race
+/// detector found nothing (in CI), and in `mod cuda` on CUDA device 0, asserting that it
+/// succeeds (`#[ignore]`d without a GPU).
+#[macro_export]
+macro_rules! on_both_backends_race_free {
+    ($($name:ident),* $(,)?) => {
+        mod cpu_checked {
+            $(
+                #[test]
+                fn $name() {
+                    let ctx = gpu_pipeline::Context::cpu_checked();
+                    super::$name(&ctx).unwrap();
+                    assert!(ctx.races().is_empty(), "{:#?}", ctx.races());
+                }
+            )*
+        }
+        mod cuda {
+            $(
+                #[test]
+                #[ignore = "needs a CUDA GPU"]
+                fn $name() {
+                    super::$name(&gpu_pipeline::Context::cuda(0).unwrap()).unwrap();
+                }
+            )*
+        }
+    };
+}
+
 /// Whether this process runs under compute-sanitizer (it injects its collector library).
 pub fn under_compute_sanitizer() -> bool {
     std::env::var_os("NVTX_INJECTION64_PATH")

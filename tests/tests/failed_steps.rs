@@ -177,31 +177,7 @@ fn an_empty_condition_buffer_is_refused_first(ctx: &Context) -> Result<()> {
     Ok(())
 }
 
-macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {
-        mod cpu_checked {
-            $(
-                #[test]
-                fn $name() {
-                    let ctx = gpu_pipeline::Context::cpu_checked();
-                    super::$name(&ctx).unwrap();
-                    assert!(ctx.races().is_empty(), "{:#?}", ctx.races());
-                }
-            )*
-        }
-        mod cuda {
-            $(
-                #[test]
-                #[ignore = "needs a CUDA GPU"]
-                fn $name() {
-                    super::$name(&gpu_pipeline::Context::cuda(0).unwrap()).unwrap();
-                }
-            )*
-        }
-    };
-}
-
-on_both_backends!(
+tests::on_both_backends_race_free!(
     a_loop_at_its_maximum_leaves_nothing_running,
     a_failing_call_leaves_nothing_running,
     an_empty_condition_buffer_is_refused_first,

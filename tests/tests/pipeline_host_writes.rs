@@ -28,33 +28,7 @@ mod cpu {
     }
 }
 
-/// Runs each scenario on the checked CPU backend (asserting that the race detector found
-/// nothing) and, ignored without a GPU, on CUDA.
-macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {
-        mod cpu_checked {
-            $(
-                #[test]
-                fn $name() {
-                    let ctx = gpu_pipeline::Context::cpu_checked();
-                    super::$name(&ctx).unwrap();
-                    assert!(ctx.races().is_empty(), "{:#?}", ctx.races());
-                }
-            )*
-        }
-        mod cuda {
-            $(
-                #[test]
-                #[ignore = "needs a CUDA GPU"]
-                fn $name() {
-                    super::$name(&gpu_pipeline::Context::cuda(0).unwrap()).unwrap();
-                }
-            )*
-        }
-    };
-}
-
-on_both_backends!(
+tests::on_both_backends_race_free!(
     host_writes_between_replays_run_in_order_with_them,
     a_host_write_into_a_range_a_replay_writes_is_refused,
     a_host_write_past_the_buffer_is_refused,
