@@ -24,7 +24,7 @@ mod failure;
 pub(crate) mod op;
 
 pub use cpu::{CollectiveError, Comm, CommGroup, DEFAULT_TIMEOUT, World};
-pub(crate) use cpu::{StageFailure, enqueue_cpu_stage};
+pub(crate) use cpu::{IssueOrder, StageFailure, enqueue_cpu_stage};
 pub(crate) use deadline::check_timeout;
 pub use deadline::{
     COMM_TIMEOUT_ENV, DEFAULT_COMM_TIMEOUT, comm_timeout_from_env, parse_comm_timeout,

@@ -17,7 +17,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::collective::{AbortState, Comm, CommFailure, World};
+use crate::collective::{AbortState, Comm, CommFailure, IssueOrder, World};
 use crate::context::{Backend, Context};
 use crate::error::{Error, Result};
 use crate::nccl;
@@ -53,6 +53,9 @@ pub struct Communicator {
     /// The deadline and the first failure, shared with enqueued work (and, on NCCL, with the
     /// watchdog).
     abort: Arc<AbortState>,
+    /// The order this rank's communication was enqueued in, which the CPU backend runs it in
+    /// (NCCL pairs operations in issue order itself).
+    order: Arc<IssueOrder>,
 }
 
 /// The one backend value a [`Communicator`] holds.
@@ -74,6 +77,7 @@ impl Communicator {
             rank,
             size,
             abort,
+            order: Arc::default(),
         }
     }
 
@@ -86,6 +90,7 @@ impl Communicator {
             rank,
             size,
             abort,
+            order: Arc::default(),
         }
     }
 
@@ -184,6 +189,11 @@ impl Communicator {
             CommBackend::Nccl(comm) => comm.async_error(),
             CommBackend::Cpu(_) => Ok(()),
         }
+    }
+
+    /// The order this rank's communication was enqueued in, for the CPU backend's groups.
+    pub(crate) fn issue_order(&self) -> &Arc<IssueOrder> {
+        &self.order
     }
 
     /// The deadline and abort state, for the crate's enqueued work.

@@ -416,6 +416,7 @@ impl<'s> CommStage<'s> {
                     .collect::<Result<Vec<_>>>()?;
                 let failure = StageFailure {
                     abort: abort.clone(),
+                    order: self.comm.issue_order().clone(),
                     rank: self.comm.rank(),
                     names: self.names,
                 };

@@ -50,12 +50,14 @@ use crate::collective::{Element, ElementKind, ReduceOp};
 
 mod comm;
 mod group;
+mod order;
 mod reduce;
 mod stage;
 #[cfg(test)]
 mod tests;
 
 pub use group::CommGroup;
+pub(crate) use order::IssueOrder;
 pub(crate) use stage::{StageFailure, enqueue_cpu_stage};
 
 /// How long an operation waits for its peers when neither [`World::with_timeout`] nor

@@ -17,6 +17,8 @@ use crate::error::{Error, Result};
 pub(crate) struct StageFailure {
     /// Where the first failure is recorded, with the deadline.
     pub(crate) abort: Arc<AbortState>,
+    /// The rank's issue order, which the group runs in (outside a capture).
+    pub(crate) order: Arc<super::IssueOrder>,
     /// This rank.
     pub(crate) rank: usize,
     /// The pipeline and stage.
@@ -124,7 +126,20 @@ pub(crate) fn enqueue_cpu_stage(
         .join("; ");
     let comm = comm.clone();
     let roles: Arc<[(ElementKind, Op<usize>)]> = roles.into();
+    // Enqueued eagerly, the group runs after every group of this rank enqueued before it
+    // (`order.rs`); recorded into a graph, each replay runs where its stream reaches it.
+    let ticket = Mutex::new((!stream.is_capturing()).then(|| failure.order.ticket()));
     let work: cpu::PartsWork = Arc::new(move |slices: &mut [PartBytes<'_>]| {
+        let ticket = ticket.lock().unwrap_or_else(PoisonError::into_inner).take();
+        if let Some(ticket) = &ticket
+            && !ticket.wait_turn(failure.abort.deadline())
+        {
+            return Err(format!(
+                "`{group}` waited longer than the communicator's deadline ({:?}) for a \
+                 communication this rank enqueued before it, on another stream, to run",
+                failure.abort.deadline()
+            ));
+        }
         // The operations under the lock only exchange bytes, so a poisoned lock carries no
         // broken state.
         let comm = comm.lock().unwrap_or_else(PoisonError::into_inner);
