@@ -498,6 +498,11 @@ impl Graph {
     ///
     /// A graph with conditional nodes (`while`/`if`) can have one executable graph at a time
     /// (a CUDA rule, kept on both backends): drop the previous one before instantiating again.
+    ///
+    /// On CUDA, device loops (`while` nodes, and conditional nodes whose bodies hold one) of
+    /// one scope that no path orders are ordered here, each after the one before in a
+    /// topological order, by edges added to this graph: the driver faults when WHILE nodes of
+    /// a graph run concurrently. Results are the same; only the loops' overlap goes.
     pub fn instantiate(&self) -> Result<GraphExec> {
         if self.broken {
             return Err(Error::invalid(

@@ -67,6 +67,14 @@ impl Graph {
         }
     }
 
+    /// The scope whose raw graph is `target` (0 unless it is a body).
+    pub(super) fn scope_of(&self, target: sys::CUgraph) -> usize {
+        self.bodies
+            .iter()
+            .position(|&body| body == target)
+            .map_or(0, |k| k + 1)
+    }
+
     /// Whether the graph has conditional nodes (which rule out clones, child-graph use and a
     /// second executable graph).
     pub(crate) fn has_conditional_nodes(&self) -> bool {
@@ -466,7 +474,7 @@ impl Graph {
     }
 
     /// The edges of `scope`, as (from, to) pairs.
-    fn edges(&self, scope: usize) -> Result<Vec<(sys::CUgraphNode, sys::CUgraphNode)>> {
+    pub(super) fn edges(&self, scope: usize) -> Result<Vec<(sys::CUgraphNode, sys::CUgraphNode)>> {
         const CALL: &str = "Graph::edges";
         let target = self.scope_raw(CALL, scope)?;
         let d = self.handle.ctx.bind()?;
@@ -517,8 +525,23 @@ impl Graph {
     /// The nodes of `scope` that no node of it depends on, in the driver's node order.
     pub(crate) fn sinks(&self, scope: usize) -> Result<Vec<NodeRef>> {
         const CALL: &str = "Graph::sinks";
-        let target = self.scope_raw(CALL, scope)?;
         let edges = self.edges(scope)?;
+        let raw = self.scope_nodes(CALL, scope)?;
+        let sources: HashSet<usize> = edges.iter().map(|(from, _)| *from as usize).collect();
+        Ok(raw
+            .into_iter()
+            .filter(|n| !sources.contains(&(*n as usize)))
+            .map(|n| self.node(n))
+            .collect())
+    }
+
+    /// The nodes of `scope` (not those inside its conditional bodies), in the driver's order.
+    pub(super) fn scope_nodes(
+        &self,
+        call: &'static str,
+        scope: usize,
+    ) -> Result<Vec<sys::CUgraphNode>> {
+        let target = self.scope_raw(call, scope)?;
         let d = self.handle.ctx.bind()?;
         let _guard = self.handle.lock();
         let mut count = 0;
@@ -535,11 +558,6 @@ impl Graph {
             (d.cuGraphGetNodes)(target, raw.as_mut_ptr(), &mut count)
         })?;
         raw.truncate(count);
-        let sources: HashSet<usize> = edges.iter().map(|(from, _)| *from as usize).collect();
-        Ok(raw
-            .into_iter()
-            .filter(|n| !sources.contains(&(*n as usize)))
-            .map(|n| self.node(n))
-            .collect())
+        Ok(raw)
     }
 }

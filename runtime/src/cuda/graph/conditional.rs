@@ -679,10 +679,15 @@ impl Graph {
             // (the node dies with this graph).
             unsafe { std::slice::from_raw_parts(out, size as usize) }.to_vec()
         };
+        let scope = self.scope_of(target);
         let mut scopes = Vec::with_capacity(bodies.len());
         for body in bodies {
             self.bodies.push(body);
+            self.loops.body(self.bodies.len(), scope, node);
             scopes.push(self.bodies.len());
+        }
+        if type_ == sys::CU_GRAPH_COND_TYPE_WHILE {
+            self.loops.add(scope, node);
         }
         Ok((self.node(node), scopes))
     }

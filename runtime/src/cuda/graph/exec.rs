@@ -198,6 +198,8 @@ impl GraphExec {
                 "the graph belongs to another context",
             ));
         }
+        // Ordered as its first instantiation was, so the topologies can match.
+        graph.order_loops()?;
         // Retained before the call: whatever the driver takes from `graph` must outlive us.
         self.retain(graph.keep.iter().cloned());
         let d = self.source.ctx.bind()?;

@@ -30,6 +30,7 @@ use super::{Context, DeviceMemory, Function, PinnedMemory, Stream};
 mod build;
 mod conditional;
 mod exec;
+mod loops;
 mod updates;
 
 pub(crate) use build::CopyEnd;
@@ -122,6 +123,8 @@ pub(crate) struct Graph {
     /// The body graphs of its conditional nodes: scope `k` is `bodies[k - 1]`, scope 0 the
     /// graph itself.
     bodies: Vec<sys::CUgraph>,
+    /// Its device loops, which instantiation orders one after another (`loops.rs`).
+    loops: loops::LoopNodes,
 }
 
 /// How many dependencies of a node [`RawDeps`] holds without allocating.
@@ -209,6 +212,7 @@ impl Graph {
             keep_keys,
             kernel_order: captured.then_some((record.kernel_nodes, record.kernel_nodes_complete)),
             bodies: Vec::new(),
+            loops: loops::LoopNodes::default(),
         }
     }
 
@@ -475,6 +479,7 @@ impl Graph {
     /// Instantiates the graph: the executable graph is a snapshot that holds what the graph
     /// holds.
     pub(crate) fn instantiate(&self) -> Result<GraphExec> {
+        self.order_loops()?;
         let d = self.handle.ctx.bind()?;
         let mut raw = std::ptr::null_mut();
         {
