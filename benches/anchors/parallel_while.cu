@@ -8,11 +8,12 @@
 //   ./parallel_while N REPS MODE
 // MODE 0: N parallel while loops; 1: do-while loops (handle default 1, no K0); 2: IF nodes
 // instead of WHILE; 3: each loop's K0 after the loop before; 4: an edge from each WHILE node
-// to the next (what loops.rs adds; the K0s stay parallel). Prints "ok", a wrong count, or the
+// to the next (what loops.rs adds; the K0s stay parallel); 5: as 0, each body two kernels. Prints "ok", a wrong count, or the
 // CUDA error. On H100s, driver 580.159.04 (2026-11-27, four runs of 30 to 100 reps): modes 0
 // and 1 failed with "unspecified launch failure" at some N from 4 up and at every N from 10
 // up (a race: one N passed in one run and failed in the next); N = 2 and 3 never failed;
-// modes 2, 3 and 4 passed at every N up to 32.
+// modes 2, 3, 4 and 5 passed at every N up to 32: the fault needs loops whose body is one
+// kernel node.
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <cstdio>
@@ -21,6 +22,7 @@ __global__ void first(cudaGraphConditionalHandle h, const float* v, unsigned* co
   counter[0] = 0; cudaGraphSetConditional(h, *v > 1.0f ? 1u : 0u);
 }
 __global__ void plain(cudaGraphConditionalHandle, const float*, unsigned* counter) { counter[0] = 3; }
+__global__ void noop(cudaGraphConditionalHandle, const float*, unsigned*) {}
 __global__ void again(cudaGraphConditionalHandle h, const float* v, unsigned* counter) {
   unsigned n = ++counter[0]; cudaGraphSetConditional(h, (*v > 1.0f && n < 3) ? 1u : 0u);
 }
@@ -52,7 +54,12 @@ int main(int argc, char** argv) {
       cudaGraph_t body = cp.conditional.phGraph_out[0];
       prevw = w;
       cudaKernelNodeParams kp = {}; kp.func = dowhile == 2 ? (void*)plain : (void*)again; kp.gridDim = 1; kp.blockDim = 1; kp.kernelParams = args;
-      cudaGraphNode_t k; CK(cudaGraphAddKernelNode(&k, body, nullptr, 0, &kp));
+      cudaGraphNode_t first_in_body = nullptr;
+      if (dowhile == 5) {  // a kernel before the one that sets the handle: a two-node body
+        cudaKernelNodeParams np = kp; np.func = (void*)noop;
+        CK(cudaGraphAddKernelNode(&first_in_body, body, nullptr, 0, &np));
+      }
+      cudaGraphNode_t k; CK(cudaGraphAddKernelNode(&k, body, first_in_body ? &first_in_body : nullptr, first_in_body ? 1 : 0, &kp));
     }
     cudaGraphExec_t ex; CK(cudaGraphInstantiate(&ex, g, 0));
     CK(cudaGraphLaunch(ex, s)); CK(cudaStreamSynchronize(s));

@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use gpu_pipeline::{
     Comparison, Condition, ConditionValue, Context, CpuKernel, DeviceBuffer, Error, Event,
-    FlagCell, Graph, GraphBody, GraphNodeType, LaunchConfig, LoopState, Module, PinnedBuffer,
-    Stream, TypedKernel,
+    FlagCell, Graph, GraphNodeType, LaunchConfig, LoopState, Module, PinnedBuffer, Stream,
+    TypedKernel,
 };
 
 const PTX: &str = include_str!("../../runtime/kernels/test_kernels.ptx");
@@ -650,74 +650,79 @@ fn loop_states_follow_every_launch(ctx: &Context) {
     }
 }
 
-/// Sixteen `while` and sixteen `do ... while` loops with no edge between them, and a loop in
-/// an `if` body beside them, replayed: each runs to its maximum every launch. (On CUDA the
-/// driver faults when WHILE nodes run concurrently, so instantiation orders them: without
-/// that, this graph lost the context within a few launches on an H100.)
-fn parallel_loops_each_run_to_their_maximum(ctx: &Context) {
+/// Sixteen `while` and sixteen `do ... while` loops with no edge between them, every other
+/// one on a condition that holds, their bodies empty (on CUDA, one node: the condition
+/// kernel), and a loop in an `if` body beside them, in twenty new graphs launched twice
+/// each: each loop runs to its maximum, or not at all (once for a do-while), every launch.
+/// (On CUDA the driver faults when WHILE nodes run concurrently, so instantiation orders
+/// them: without that, graphs like these lost the context within a few new graphs on an
+/// H100.)
+fn parallel_loops_each_count_their_iterations(ctx: &Context) {
     const LOOPS: usize = 16;
-    const LAUNCHES: u32 = 10;
+    const GRAPHS: u32 = 20;
+    const LAUNCHES: u32 = 2;
     let stream = Stream::new(ctx).unwrap();
     let k = kernels(ctx);
     let single = LaunchConfig::new(1u32, 1u32);
     let holds = DeviceBuffer::from_slice(&stream, &[2.0f32]).unwrap();
-    let mut counts = DeviceBuffer::<f32>::zeros(&stream, 2 * LOOPS + 1).unwrap();
+    let fails = DeviceBuffer::from_slice(&stream, &[0.5f32]).unwrap();
+    let mut count = DeviceBuffer::<f32>::zeros(&stream, 1).unwrap();
     stream.synchronize().unwrap();
-    let condition = || Condition::compare(&holds, Comparison::Greater, 1.0f32);
-    let mut graph = Graph::new(ctx).unwrap();
-    let mut states = Vec::new();
-    for i in 0..2 * LOOPS {
-        let body = |b: &mut GraphBody<'_>| {
-            let mut at = counts.slice_mut(i..i + 1)?;
-            b.add_kernel_node(&[], &k.add, single, (1u32, 1.0f32, &mut at))
-                .map(drop)
-        };
-        let state = if i < LOOPS {
-            graph
-                .add_while_node(&[], condition(), 3, body)
-                .unwrap()
-                .state()
-                .clone()
-        } else {
-            graph
-                .add_do_while_node(&[], condition(), 3, body)
-                .unwrap()
-                .state()
-                .clone()
-        };
-        states.push(state);
-    }
-    let mut inner = None;
-    graph
-        .add_if_node(&[], condition(), |b| {
-            let looping = b.add_while_node(&[], condition(), 3, |body| {
-                let mut at = counts.slice_mut(2 * LOOPS..2 * LOOPS + 1)?;
-                body.add_kernel_node(&[], &k.add, single, (1u32, 1.0f32, &mut at))
-                    .map(drop)
-            })?;
-            inner = Some(looping.state().clone());
-            Ok(())
-        })
-        .unwrap();
-    let exec = graph.instantiate().unwrap();
-    for launch in 1..=LAUNCHES {
-        exec.launch(&stream).unwrap();
-        stream.synchronize().unwrap();
-        for (i, state) in states.iter().chain(inner.as_ref()).enumerate() {
-            assert_eq!(
-                (state.iterations(), state.hit_limit()),
-                (3, true),
-                "loop {i}, launch {launch}"
-            );
+    let on = |holding: bool| {
+        let value = if holding { &holds } else { &fails };
+        Condition::compare(value, Comparison::Greater, 1.0f32)
+    };
+    // Iterations per launch of loop `i`: 3 where the condition holds, else 0 (1 for a
+    // do-while).
+    let expected = |i: usize| match (i % 2 == 1, i < LOOPS) {
+        (true, _) => 3,
+        (false, true) => 0,
+        (false, false) => 1,
+    };
+    for graph_index in 0..GRAPHS {
+        let mut graph = Graph::new(ctx).unwrap();
+        let mut states = Vec::new();
+        for i in 0..2 * LOOPS {
+            let state = if i < LOOPS {
+                graph.add_while_node(&[], on(i % 2 == 1), 3, |_| Ok(()))
+            } else {
+                graph.add_do_while_node(&[], on(i % 2 == 1), 3, |_| Ok(()))
+            };
+            states.push(state.unwrap().state().clone());
+        }
+        let mut inner = None;
+        graph
+            .add_if_node(&[], on(true), |b| {
+                let looping = b.add_while_node(&[], on(true), 3, |body| {
+                    body.add_kernel_node(&[], &k.add, single, (1u32, 1.0f32, &mut count))
+                        .map(drop)
+                })?;
+                inner = Some(looping.state().clone());
+                Ok(())
+            })
+            .unwrap();
+        let exec = graph.instantiate().unwrap();
+        for launch in 1..=LAUNCHES {
+            exec.launch(&stream).unwrap();
+            stream.synchronize().unwrap();
+            for (i, state) in states.iter().enumerate() {
+                assert_eq!(
+                    (state.iterations(), state.hit_limit()),
+                    (expected(i), expected(i) == 3),
+                    "graph {graph_index}, loop {i}, launch {launch}"
+                );
+            }
+            let inner = inner.as_ref().expect("the if body was built");
+            assert_eq!((inner.iterations(), inner.hit_limit()), (3, true));
         }
     }
-    let counts = counts.to_vec(&stream).unwrap();
-    assert_eq!(counts, vec![(3 * LAUNCHES) as f32; 2 * LOOPS + 1]);
+    let count = count.to_vec(&stream).unwrap()[0];
+    assert_eq!(count, (3 * LAUNCHES * GRAPHS) as f32);
 }
 
 tests::on_both_backends!(
     diamond_has_exactly_its_edges,
-    parallel_loops_each_run_to_their_maximum,
+    parallel_loops_each_count_their_iterations,
     memsets_hosts_and_children_run_every_launch,
     captured_work_joins_the_built_graph,
     event_nodes_order_work_outside_the_graph,

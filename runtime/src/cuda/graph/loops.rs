@@ -2,14 +2,15 @@
 //!
 //! The driver faults ("unspecified launch failure", the context lost) when WHILE conditional
 //! nodes of one graph run concurrently: a raw-CUDA graph of four to thirty-two parallel
-//! `K0 -> WHILE { K }` loops failed within 100 launches on an H100 with driver 580.159.04,
-//! while the same loops each after the one before, parallel IFs, and nested loops never did
-//! (docs/PERFORMANCE.md, "Parallel device loops"). So before a graph is instantiated, the
-//! loops of each scope that no path orders yet are ordered: by an edge from each to the next
-//! in a topological order of the scope, which cannot close a cycle. A node whose body holds a
-//! loop counts as a loop of its own scope, so a loop in an `if` body waits for the loops
-//! beside that `if` too. Results do not change (the loops already had no order); only their
-//! overlap goes.
+//! `K0 -> WHILE { K }` loops failed within 100 new graphs on H100s with driver 580.159.04,
+//! while the same loops each after the one before, parallel IFs, and loops whose bodies held
+//! two kernels never did (`benches/anchors/parallel_while.cu`). A one-node body is what the
+//! library's loops with empty bodies and kernel-set `while`s build. Rather than bet on that
+//! being the only trigger, every loop is ordered: before a graph is instantiated, the loops of
+//! each scope that no path orders yet get an edge from each to the next in a topological
+//! order of the scope, which cannot close a cycle. A node whose body holds a loop counts as a
+//! loop of its own scope, so a loop in an `if` body waits for the loops beside that `if`
+//! too. Results do not change (the loops had no order to keep); only their overlap goes.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
