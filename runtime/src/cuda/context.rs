@@ -203,7 +203,8 @@ impl Context {
     }
 
     /// Makes the context current on the calling thread. Cheap: the driver keeps a per-thread
-    /// current pointer.
+    /// current pointer, which is read first and replaced only when it is another context
+    /// (reading it costs the driver less than setting it, and every call of the crate binds).
     ///
     /// Refused inside a host function this crate enqueued ([`HostFnScope`]): CUDA forbids
     /// driver calls there, and a synchronize there (what dropping memory does) may wait for
@@ -214,10 +215,17 @@ impl Context {
         if in_host_function() {
             return Err(host_function_error());
         }
-        // SAFETY: `raw` is a retained primary context (the type's invariant).
-        check("cuCtxSetCurrent", unsafe {
-            (self.driver.cuCtxSetCurrent)(self.raw)
+        let mut current = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer.
+        check("cuCtxGetCurrent", unsafe {
+            (self.driver.cuCtxGetCurrent)(&mut current)
         })?;
+        if current != self.raw {
+            // SAFETY: `raw` is a retained primary context (the type's invariant).
+            check("cuCtxSetCurrent", unsafe {
+                (self.driver.cuCtxSetCurrent)(self.raw)
+            })?;
+        }
         Ok(self.driver)
     }
 

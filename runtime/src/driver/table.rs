@@ -78,6 +78,7 @@ driver_table! {
         cuDevicePrimaryCtxGetState: PFN_cuDevicePrimaryCtxGetState @ ABI_VERSION,
         cuDevicePrimaryCtxSetFlags: PFN_cuDevicePrimaryCtxSetFlags @ ABI_VERSION,
         cuCtxSetCurrent: PFN_cuCtxSetCurrent @ ABI_VERSION,
+        cuCtxGetCurrent: PFN_cuCtxGetCurrent @ ABI_VERSION,
         cuCtxSynchronize: PFN_cuCtxSynchronize @ ABI_VERSION,
         cuCtxGetFlags: PFN_cuCtxGetFlags @ ABI_VERSION,
         cuCtxGetStreamPriorityRange: PFN_cuCtxGetStreamPriorityRange @ ABI_VERSION,
