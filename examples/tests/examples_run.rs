@@ -1314,16 +1314,31 @@ fn gpu_sized_inputs_are_refused_on_the_cpu_with_an_estimate_and_the_flag() {
     if under_compute_sanitizer() {
         return;
     }
+    // Sized to be refused on up to 1024 cores (the estimate scales with the core count, and
+    // a machine of 64 cores ran the smaller sizes for minutes): at least 500 s even there.
     for (name, args) in [
-        ("nbody", &["--bodies", "1000000", "-q"][..]),
+        (
+            "nbody",
+            &["--bodies", "1000000", "--steps", "1000", "-q"][..],
+        ),
         (
             "cublas",
-            &["--m", "8192", "--n", "8192", "--k", "8192", "-q"][..],
+            &[
+                "--m",
+                "8192",
+                "--n",
+                "8192",
+                "--k",
+                "8192",
+                "--replays",
+                "1000",
+                "-q",
+            ][..],
         ),
         (
             "heat2d",
             &[
-                "--nx", "16384", "--ny", "16384", "--steps", "20000", "--no-png", "-q",
+                "--nx", "16384", "--ny", "16384", "--steps", "2000000", "--no-png", "-q",
             ][..],
         ),
     ] {
