@@ -502,7 +502,10 @@ impl Graph {
     /// On CUDA, device loops (`while` nodes, and conditional nodes whose bodies hold one) of
     /// one scope that no path orders are ordered here, each after the one before in a
     /// topological order, by edges added to this graph: the driver faults when WHILE nodes of
-    /// a graph run concurrently. Results are the same; only the loops' overlap goes.
+    /// a graph run concurrently. Results are the same; only the loops' overlap goes. The
+    /// same fault comes from loops of different executable graphs launched at once on
+    /// different streams, which no edge can order: launch such graphs on one stream, or
+    /// order them with events.
     pub fn instantiate(&self) -> Result<GraphExec> {
         if self.broken {
             return Err(Error::invalid(

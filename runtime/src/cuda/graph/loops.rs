@@ -11,6 +11,10 @@
 //! order of the scope, which cannot close a cycle. A node whose body holds a loop counts as a
 //! loop of its own scope, so a loop in an `if` body waits for the loops beside that `if`
 //! too. Results do not change (the loops had no order to keep); only their overlap goes.
+//!
+//! Not covered: loops of different graphs launched at once on different streams fault the
+//! same way (the reproducer's mode 6: eight or more such graphs), and an edge cannot reach
+//! across graphs; `Graph::instantiate` says so to the user.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
