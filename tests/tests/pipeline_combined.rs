@@ -29,33 +29,7 @@ mod cpu {
     }
 }
 
-/// Runs each scenario on the checked CPU backend (asserting that the race detector found
-/// nothing) and, ignored without a GPU, on CUDA.
-macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {
-        mod cpu_checked {
-            $(
-                #[test]
-                fn $name() {
-                    let ctx = gpu_pipeline::Context::cpu_checked();
-                    super::$name(&ctx).unwrap();
-                    assert!(ctx.races().is_empty(), "{:#?}", ctx.races());
-                }
-            )*
-        }
-        mod cuda {
-            $(
-                #[test]
-                #[ignore = "needs a CUDA GPU"]
-                fn $name() {
-                    super::$name(&gpu_pipeline::Context::cuda(0).unwrap()).unwrap();
-                }
-            )*
-        }
-    };
-}
-
-on_both_backends!(
+tests::on_both_backends_race_free!(
     bounds_are_checked_per_loop_instance_on_range_lengths,
     a_graph_built_from_a_plan_has_exactly_the_plans_edges,
     setters_reach_every_swap_arrangement_and_swaps_respect_bounds,

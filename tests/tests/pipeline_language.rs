@@ -33,33 +33,7 @@ mod cpu {
     }
 }
 
-/// Runs each scenario on the checked CPU backend (asserting that the race detector found
-/// nothing) and, ignored without a GPU, on CUDA.
-macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {
-        mod cpu_checked {
-            $(
-                #[test]
-                fn $name() {
-                    let ctx = gpu_pipeline::Context::cpu_checked();
-                    super::$name(&ctx).unwrap();
-                    assert!(ctx.races().is_empty(), "{:#?}", ctx.races());
-                }
-            )*
-        }
-        mod cuda {
-            $(
-                #[test]
-                #[ignore = "needs a CUDA GPU"]
-                fn $name() {
-                    super::$name(&gpu_pipeline::Context::cuda(0).unwrap()).unwrap();
-                }
-            )*
-        }
-    };
-}
-
-on_both_backends!(
+tests::on_both_backends_race_free!(
     a_window_streams_new_input_into_each_replay,
     swapped_buffers_ping_pong_without_a_doubled_step,
     loops_spread_chunks_over_a_stream_array,

@@ -31,33 +31,7 @@ mod cpu {
     }
 }
 
-/// Runs each scenario on the checked CPU backend (asserting that the race detector found
-/// nothing) and, ignored without a GPU, on CUDA.
-macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {
-        mod cpu_checked {
-            $(
-                #[test]
-                fn $name() {
-                    let ctx = gpu_pipeline::Context::cpu_checked();
-                    super::$name(&ctx).unwrap();
-                    assert!(ctx.races().is_empty(), "{:#?}", ctx.races());
-                }
-            )*
-        }
-        mod cuda {
-            $(
-                #[test]
-                #[ignore = "needs a CUDA GPU"]
-                fn $name() {
-                    super::$name(&gpu_pipeline::Context::cuda(0).unwrap()).unwrap();
-                }
-            )*
-        }
-    };
-}
-
-on_both_backends!(
+tests::on_both_backends_race_free!(
     recapturing_every_sweep_updates_the_graph_in_place,
     recapture_takes_whole_new_params_and_frees_the_old_ones_at_drop,
     a_buffer_taken_out_by_recapture_with_is_the_hosts_at_once,
