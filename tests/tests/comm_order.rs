@@ -5,7 +5,6 @@
 
 use std::time::Duration;
 
-use gpu_pipeline::collective::World;
 use gpu_pipeline::{Communicator, Context, DeviceBuffer, Result, Stream, gpu_pipeline};
 
 gpu_pipeline! {
@@ -55,13 +54,7 @@ fn two_pipelines_sharing_a_communicator_pair_in_issue_order() {
     // Equal and different sizes: paired out of order, the first gave wrong sums and the
     // second a false mismatch.
     for y_len in [2, 3] {
-        let world = World::with_timeout(2, Duration::from_secs(10)).unwrap();
-        let comms: Vec<Communicator> = world
-            .into_comms()
-            .unwrap()
-            .into_iter()
-            .map(Communicator::cpu)
-            .collect();
+        let comms = Communicator::cpu_ranks_with_timeout(2, Duration::from_secs(10)).unwrap();
         std::thread::scope(|scope| {
             let ranks: Vec<_> = comms
                 .into_iter()

@@ -4,18 +4,12 @@
 
 use std::time::Duration;
 
-use gpu_pipeline::collective::{ReduceOp, World};
+use gpu_pipeline::collective::ReduceOp;
 use gpu_pipeline::{CommStage, Communicator, Context, DeviceBuffer, Error, Stream};
 
 #[test]
 fn a_read_after_a_mismatched_collective_reports_it() {
-    let world = World::with_timeout(2, Duration::from_secs(5)).unwrap();
-    let comms: Vec<Communicator> = world
-        .into_comms()
-        .unwrap()
-        .into_iter()
-        .map(Communicator::cpu)
-        .collect();
+    let comms = Communicator::cpu_ranks_with_timeout(2, Duration::from_secs(5)).unwrap();
     std::thread::scope(|scope| {
         let ranks: Vec<_> = comms
             .into_iter()
