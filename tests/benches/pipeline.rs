@@ -154,6 +154,37 @@ struct Raw {
 }
 
 impl Raw {
+    /// `cuLaunchKernel` of `function` as one block of `block` threads on `stream`, with
+    /// `params` (null for a kernel without parameters).
+    ///
+    /// # Safety
+    /// A live function and stream of one context, and `params` matching the kernel's
+    /// signature, valid for the call.
+    unsafe fn launch_block(
+        &self,
+        function: sys::CUfunction,
+        block: u32,
+        stream: sys::CUstream,
+        params: *mut *mut c_void,
+    ) -> sys::CUresult {
+        // SAFETY: the caller's promise.
+        unsafe {
+            (self.launch_kernel)(
+                function,
+                1,
+                1,
+                1,
+                block,
+                1,
+                1,
+                0,
+                stream,
+                params,
+                std::ptr::null_mut(),
+            )
+        }
+    }
+
     fn open() -> BoxResult<Raw> {
         let driver = Driver::open()?;
         // SAFETY: each exported symbol has the signature `sys` declares for the named
@@ -282,21 +313,8 @@ fn run(ctx: &Context) -> BoxResult<Vec<Row>> {
             _ => {
                 for _ in 0..STEPS {
                     // SAFETY: a live function and stream; no parameters.
-                    let code = unsafe {
-                        (raw.launch_kernel)(
-                            function,
-                            1,
-                            1,
-                            1,
-                            1,
-                            1,
-                            1,
-                            0,
-                            raw_stream,
-                            std::ptr::null_mut(),
-                            std::ptr::null_mut(),
-                        )
-                    };
+                    let code =
+                        unsafe { raw.launch_block(function, 1, raw_stream, std::ptr::null_mut()) };
                     ok(code, "cuLaunchKernel")?;
                 }
                 // SAFETY: a live stream.
@@ -333,21 +351,8 @@ fn run(ctx: &Context) -> BoxResult<Vec<Row>> {
         let raw_launch = |marked: bool| -> BoxResult<()> {
             for step in 0..STEPS {
                 // SAFETY: a live function and stream; no parameters.
-                let code = unsafe {
-                    (raw.launch_kernel)(
-                        function,
-                        1,
-                        1,
-                        1,
-                        1,
-                        1,
-                        1,
-                        0,
-                        raw_stream,
-                        std::ptr::null_mut(),
-                        std::ptr::null_mut(),
-                    )
-                };
+                let code =
+                    unsafe { raw.launch_block(function, 1, raw_stream, std::ptr::null_mut()) };
                 ok(code, "cuLaunchKernel")?;
                 if marked {
                     // SAFETY: a live stream and the device address of a mapped word that
@@ -444,37 +449,13 @@ fn run(ctx: &Context) -> BoxResult<Vec<Row>> {
                     // kernels' signatures and outlive each call.
                     unsafe {
                         ok(
-                            (raw.launch_kernel)(
-                                fa,
-                                1,
-                                1,
-                                1,
-                                32,
-                                1,
-                                1,
-                                0,
-                                ra,
-                                pa.as_mut_ptr(),
-                                std::ptr::null_mut(),
-                            ),
+                            raw.launch_block(fa, 32, ra, pa.as_mut_ptr()),
                             "cuLaunchKernel",
                         )?;
                         ok((raw.event_record)(rea, ra), "cuEventRecord")?;
                         ok((raw.wait_event)(rb, rea, 0), "cuStreamWaitEvent")?;
                         ok(
-                            (raw.launch_kernel)(
-                                fb,
-                                1,
-                                1,
-                                1,
-                                32,
-                                1,
-                                1,
-                                0,
-                                rb,
-                                pb.as_mut_ptr(),
-                                std::ptr::null_mut(),
-                            ),
+                            raw.launch_block(fb, 32, rb, pb.as_mut_ptr()),
                             "cuLaunchKernel",
                         )?;
                         ok((raw.event_record)(reb, rb), "cuEventRecord")?;
@@ -584,19 +565,7 @@ fn run(ctx: &Context) -> BoxResult<Vec<Row>> {
                 )?;
                 for _ in 0..CHAIN {
                     ok(
-                        (raw.launch_kernel)(
-                            function,
-                            1,
-                            1,
-                            1,
-                            32,
-                            1,
-                            1,
-                            0,
-                            raw_stream,
-                            p.as_mut_ptr(),
-                            std::ptr::null_mut(),
-                        ),
+                        raw.launch_block(function, 32, raw_stream, p.as_mut_ptr()),
                         "cuLaunchKernel",
                     )?;
                 }
@@ -960,19 +929,7 @@ fn run(ctx: &Context) -> BoxResult<Vec<Row>> {
                     "cuStreamBeginCapture",
                 )?;
                 ok(
-                    (raw.launch_kernel)(
-                        function,
-                        1,
-                        1,
-                        1,
-                        32,
-                        1,
-                        1,
-                        0,
-                        raw_stream,
-                        p.as_mut_ptr(),
-                        std::ptr::null_mut(),
-                    ),
+                    raw.launch_block(function, 32, raw_stream, p.as_mut_ptr()),
                     "cuLaunchKernel",
                 )?;
                 ok(
