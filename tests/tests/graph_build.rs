@@ -720,9 +720,71 @@ fn parallel_loops_each_count_their_iterations(ctx: &Context) {
     assert_eq!(count, (3 * LAUNCHES * GRAPHS) as f32);
 }
 
+/// Thirty-two graphs of one loop each (a one-node body), launched at once on thirty-two
+/// streams, in ten rounds of new graphs launched twice each: every loop runs to its maximum
+/// every launch. (On CUDA the driver faults when WHILE nodes of separate graphs run at once
+/// too, so graphs with loops of one context launch one after another: without that, graphs
+/// like these lost the context on an H100.)
+fn loops_of_separate_graphs_on_separate_streams(ctx: &Context) {
+    const GRAPHS: usize = 32;
+    const ROUNDS: usize = 10;
+    const LAUNCHES: u32 = 2;
+    let setup = Stream::new(ctx).unwrap();
+    let holds = DeviceBuffer::from_slice(&setup, &[2.0f32]).unwrap();
+    setup.synchronize().unwrap();
+    let streams: Vec<Stream> = (0..GRAPHS).map(|_| Stream::new(ctx).unwrap()).collect();
+    for round in 0..ROUNDS {
+        let mut execs = Vec::new();
+        let mut states = Vec::new();
+        for _ in 0..GRAPHS {
+            let mut graph = Graph::new(ctx).unwrap();
+            let condition = Condition::compare(&holds, Comparison::Greater, 1.0f32);
+            let looping = graph.add_while_node(&[], condition, 3, |_| Ok(())).unwrap();
+            states.push(looping.state().clone());
+            execs.push(graph.instantiate().unwrap());
+        }
+        for launch in 1..=LAUNCHES {
+            for (exec, stream) in execs.iter().zip(&streams) {
+                exec.launch(stream).unwrap();
+            }
+            for stream in &streams {
+                stream.synchronize().unwrap();
+            }
+            for (i, state) in states.iter().enumerate() {
+                assert_eq!(
+                    (state.iterations(), state.hit_limit()),
+                    (3, true),
+                    "round {round}, graph {i}, launch {launch}"
+                );
+            }
+        }
+    }
+    // Each launched on a stream closed right after: the next still waits for it.
+    let mut kept = Vec::new();
+    for _ in 0..GRAPHS {
+        let mut graph = Graph::new(ctx).unwrap();
+        let condition = Condition::compare(&holds, Comparison::Greater, 1.0f32);
+        let looping = graph.add_while_node(&[], condition, 3, |_| Ok(())).unwrap();
+        let exec = graph.instantiate().unwrap();
+        let stream = Stream::new(ctx).unwrap();
+        exec.launch(&stream).unwrap();
+        drop(stream);
+        kept.push((exec, looping.state().clone()));
+    }
+    ctx.synchronize().unwrap();
+    for (i, (_, state)) in kept.iter().enumerate() {
+        assert_eq!(
+            (state.iterations(), state.hit_limit()),
+            (3, true),
+            "graph {i} of closed streams"
+        );
+    }
+}
+
 tests::on_both_backends!(
     diamond_has_exactly_its_edges,
     parallel_loops_each_count_their_iterations,
+    loops_of_separate_graphs_on_separate_streams,
     memsets_hosts_and_children_run_every_launch,
     captured_work_joins_the_built_graph,
     event_nodes_order_work_outside_the_graph,

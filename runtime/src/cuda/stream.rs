@@ -588,6 +588,9 @@ impl Stream {
     /// Destroys an owned stream now and returns the driver's verdict. Work already enqueued
     /// still completes (the driver defers the release).
     pub(crate) fn destroy(&mut self) -> Result<()> {
+        if self.counted && self.state.tracked().is_none() {
+            super::graph::stream_closing(self);
+        }
         self.retire();
         if !std::mem::replace(&mut self.owned, false) {
             return Ok(());

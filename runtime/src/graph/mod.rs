@@ -499,13 +499,15 @@ impl Graph {
     /// A graph with conditional nodes (`while`/`if`) can have one executable graph at a time
     /// (a CUDA rule, kept on both backends): drop the previous one before instantiating again.
     ///
-    /// On CUDA, device loops (`while` nodes, and conditional nodes whose bodies hold one) of
-    /// one scope that no path orders are ordered here, each after the one before in a
-    /// topological order, by edges added to this graph: the driver faults when WHILE nodes of
-    /// a graph run concurrently. Results are the same; only the loops' overlap goes. The
-    /// same fault comes from loops of different executable graphs launched at once on
-    /// different streams, which no edge can order: launch such graphs on one stream, or
-    /// order them with events.
+    /// On CUDA, the driver faults (the context is lost) when a device loop runs concurrently
+    /// with another conditional node. So in every scope that holds a loop (a `while` node,
+    /// or a conditional node whose body holds one), the conditional nodes that no path
+    /// orders are ordered here, each after the one before in a topological order, by edges
+    /// added to this graph. Results are the same; only their overlap goes. Executable
+    /// graphs with loops are ordered the same way across graphs: a launch on another stream
+    /// than the last such launch of the context waits for that stream's work enqueued so far
+    /// (one stream replaying them all pays nothing). Not ordered: a launch into a capture,
+    /// and a launch while the last such launch's stream is capturing.
     pub fn instantiate(&self) -> Result<GraphExec> {
         if self.broken {
             return Err(Error::invalid(

@@ -680,6 +680,7 @@ impl Graph {
             unsafe { std::slice::from_raw_parts(out, size as usize) }.to_vec()
         };
         let scope = self.scope_of(target);
+        self.loops.conditional(scope, node);
         let mut scopes = Vec::with_capacity(bodies.len());
         for body in bodies {
             self.bodies.push(body);
@@ -687,7 +688,7 @@ impl Graph {
             scopes.push(self.bodies.len());
         }
         if type_ == sys::CU_GRAPH_COND_TYPE_WHILE {
-            self.loops.add(scope, node);
+            self.loops.add_loop(scope);
         }
         Ok((self.node(node), scopes))
     }

@@ -19,6 +19,9 @@ pub(crate) struct GraphExec {
     /// The panic logs of the graph's host nodes.
     panics: Vec<PanicLog>,
     launched: AtomicBool,
+    /// Its context's lane when the graph has device loops: launches of such graphs run one
+    /// after another (`lane.rs`).
+    lane: Option<Arc<lane::LoopLane>>,
     /// Serializes launches and uploads: executable graphs are not internally synchronized.
     lock: Mutex<()>,
 }
@@ -39,7 +42,12 @@ pub(crate) struct NodeUpdate {
 
 impl GraphExec {
     /// Owns `raw`, instantiated from `source`, keeping what the source graph keeps.
-    pub(super) fn new(raw: sys::CUgraphExec, source: Arc<GraphHandle>, keep: &[Keep]) -> GraphExec {
+    pub(super) fn new(
+        raw: sys::CUgraphExec,
+        source: Arc<GraphHandle>,
+        keep: &[Keep],
+        lane: Option<Arc<lane::LoopLane>>,
+    ) -> GraphExec {
         let mut exec = GraphExec {
             raw,
             source,
@@ -49,6 +57,7 @@ impl GraphExec {
             managed: Vec::new(),
             panics: Vec::new(),
             launched: AtomicBool::new(false),
+            lane,
             lock: Mutex::new(()),
         };
         exec.retain(keep.iter().cloned());
@@ -140,15 +149,20 @@ impl GraphExec {
             }
         }
         let d = stream.bind()?;
-        let code = {
+        let launch = || {
             let _guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
             self.launched.store(true, Ordering::Release);
             // SAFETY: a live executable graph and a live stream of its context (checked);
             // everything its nodes touch is kept alive by `keep`, and no host slice of its
             // pinned or managed memory is alive (checked under the gates).
-            unsafe { (d.cuGraphLaunch)(self.raw, stream.raw()) }
+            check("cuGraphLaunch", unsafe {
+                (d.cuGraphLaunch)(self.raw, stream.raw())
+            })
         };
-        check("cuGraphLaunch", code)?;
+        match (&self.lane, capture) {
+            (Some(lane), None) => lane.launch(stream, launch)?,
+            _ => launch()?,
+        }
         if capture.is_none() && !gates.is_empty() {
             let fence = stream.fence_clock().mark();
             for gate in &mut gates {

@@ -1,31 +1,38 @@
-//! Device loops of one graph run one at a time.
+//! Device loops of one graph run one at a time, and so does every conditional node beside one.
 //!
 //! The driver faults ("unspecified launch failure", the context lost) when WHILE conditional
 //! nodes of one graph run concurrently: a raw-CUDA graph of four to thirty-two parallel
 //! `K0 -> WHILE { K }` loops failed within 100 new graphs on H100s with driver 580.159.04,
 //! while the same loops each after the one before, parallel IFs, and loops whose bodies held
 //! two kernels never did (`benches/anchors/parallel_while.cu`). A one-node body is what the
-//! library's loops with empty bodies and kernel-set `while`s build. Rather than bet on that
-//! being the only trigger, every loop is ordered: before a graph is instantiated, the loops of
-//! each scope that no path orders yet get an edge from each to the next in a topological
-//! order of the scope, which cannot close a cycle. A node whose body holds a loop counts as a
-//! loop of its own scope, so a loop in an `if` body waits for the loops beside that `if`
-//! too. Results do not change (the loops had no order to keep); only their overlap goes.
+//! library's loops with empty bodies and kernel-set `while`s build. Ordering the loops alone
+//! was not enough: a graph of parallel `if`/`else` nodes beside chained loops still faulted
+//! (`graph_build`'s comparison test, H100, 2026-11-29). So before a graph is instantiated,
+//! every scope that holds a loop gets its conditional nodes (loops, `if`s, `switch`es) in a
+//! chain: an edge from each to the next in a topological order of the scope, where no path
+//! orders them yet, which cannot close a cycle. A node whose body holds a loop makes its own
+//! scope hold one, so a loop in an `if` body waits for the conditional nodes beside that `if`
+//! too. Scopes without a loop keep their conditional nodes parallel. Results do not change
+//! (the nodes had no order to keep); only their overlap goes.
 //!
-//! Not covered: loops of different graphs launched at once on different streams fault the
-//! same way (the reproducer's mode 6: eight or more such graphs), and an edge cannot reach
-//! across graphs; `Graph::instantiate` says so to the user.
+//! Graphs with loops launched at once on separate streams fault the same way (the
+//! reproducer's mode 6); an edge cannot reach across graphs, so their launches are ordered
+//! instead (`lane.rs`).
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
 use super::*;
 
-/// Which nodes of each scope are loops (or hold one), and whose body each scope is.
+/// The conditional nodes of each scope, which of the scopes hold a loop, and whose body each
+/// scope is.
 #[derive(Default)]
 pub(super) struct LoopNodes {
-    /// Per scope (0: the graph itself), its loop nodes in the order they became loops.
-    loops: Vec<Vec<sys::CUgraphNode>>,
+    /// Per scope (0: the graph itself), its conditional nodes in the order they were added.
+    conditionals: Vec<Vec<sys::CUgraphNode>>,
+    /// Per scope: whether it holds a loop (a WHILE node, or a conditional node whose body
+    /// holds one).
+    looping: Vec<bool>,
     /// Per body scope `k` (at `k - 1`): the scope and conditional node the body belongs to.
     parents: Vec<(usize, sys::CUgraphNode)>,
 }
@@ -41,31 +48,47 @@ impl LoopNodes {
         self.parents.push((parent, node));
     }
 
-    /// `node` of `scope` is a loop: it, and the node whose body holds it (up to the graph
-    /// itself), now count as loops.
-    pub(super) fn add(&mut self, mut scope: usize, mut node: sys::CUgraphNode) {
+    /// `node` of `scope` is a conditional node.
+    pub(super) fn conditional(&mut self, scope: usize, node: sys::CUgraphNode) {
+        if self.conditionals.len() <= scope {
+            self.conditionals.resize_with(scope + 1, Vec::new);
+        }
+        if !self.conditionals[scope].contains(&node) {
+            self.conditionals[scope].push(node);
+        }
+    }
+
+    /// A loop was added to `scope`: it, and every scope holding it (up to the graph itself),
+    /// now hold a loop.
+    pub(super) fn add_loop(&mut self, mut scope: usize) {
         loop {
-            if self.loops.len() <= scope {
-                self.loops.resize_with(scope + 1, Vec::new);
+            if self.looping.len() <= scope {
+                self.looping.resize(scope + 1, false);
             }
-            if self.loops[scope].contains(&node) {
+            if std::mem::replace(&mut self.looping[scope], true) {
                 return;
             }
-            self.loops[scope].push(node);
             match scope.checked_sub(1).and_then(|k| self.parents.get(k)) {
-                Some(&(parent, holder)) => (scope, node) = (parent, holder),
+                Some(&(parent, _)) => scope = parent,
                 None => return,
             }
         }
     }
 
-    /// The scopes with two loops or more, and their loops.
+    /// Whether the graph has a loop anywhere (a loop in a body makes the graph itself hold
+    /// one).
+    pub(super) fn has_loop(&self) -> bool {
+        self.looping.first() == Some(&true)
+    }
+
+    /// The scopes that hold a loop and two conditional nodes or more, and their conditional
+    /// nodes: what must run one after another.
     fn several(&self) -> impl Iterator<Item = (usize, &[sys::CUgraphNode])> {
-        self.loops
+        self.conditionals
             .iter()
             .enumerate()
-            .filter(|(_, loops)| loops.len() > 1)
-            .map(|(scope, loops)| (scope, loops.as_slice()))
+            .filter(|&(scope, nodes)| nodes.len() > 1 && self.looping.get(scope) == Some(&true))
+            .map(|(scope, nodes)| (scope, nodes.as_slice()))
     }
 }
 
@@ -138,8 +161,8 @@ fn reaches(after: &[Vec<usize>], from: usize, to: usize) -> bool {
 }
 
 impl Graph {
-    /// Orders the loops of every scope that has several (see the module's comment). Cheap
-    /// when no scope has two: nothing is asked of the driver.
+    /// Chains the conditional nodes of every scope that holds a loop (see the module's
+    /// comment). Cheap when no such scope has two: nothing is asked of the driver.
     pub(crate) fn order_loops(&self) -> Result<()> {
         const CALL: &str = "Graph::instantiate";
         for (scope, loops) in self.loops.several() {
@@ -210,17 +233,30 @@ mod tests {
         assert!(ordering_edges(&nodes, &chain, &[n(0), n(2)]).is_empty());
     }
 
-    /// A loop in a body makes the body's node a loop of its scope, up to the graph.
+    /// A loop in a body makes every scope holding it a looping one, up to the graph; only
+    /// looping scopes with two conditional nodes or more are ordered, all their conditional
+    /// nodes together.
     #[test]
-    fn a_loop_in_a_body_marks_its_holders() {
+    fn a_loop_in_a_body_orders_every_conditional_beside_its_holders() {
         let mut loops = LoopNodes::default();
+        loops.conditional(0, n(10));
         loops.body(1, 0, n(10)); // scope 1: the body of n(10) in scope 0
+        loops.conditional(1, n(20));
         loops.body(2, 1, n(20)); // scope 2: the body of n(20) in scope 1
-        loops.add(0, n(1));
-        loops.add(2, n(30));
+        loops.conditional(0, n(1)); // an `if` beside n(10)
+        loops.conditional(0, n(2)); // a `while` beside it
+        loops.add_loop(0);
+        loops.conditional(2, n(30)); // a `while` in the innermost body
+        loops.add_loop(2);
+        loops.conditional(3, n(40)); // two `if`s in a scope without a loop
+        loops.conditional(3, n(41));
+        assert!(loops.has_loop());
         let several: Vec<_> = loops.several().map(|(s, l)| (s, l.to_vec())).collect();
-        assert_eq!(several, vec![(0, vec![n(1), n(10)])]);
-        assert_eq!(loops.loops[1], vec![n(20)]);
-        assert_eq!(loops.loops[2], vec![n(30)]);
+        assert_eq!(several, vec![(0, vec![n(10), n(1), n(2)])]);
+        assert_eq!(loops.looping, vec![true, true, true]);
+        let mut ifs = LoopNodes::default();
+        ifs.conditional(0, n(1));
+        ifs.conditional(0, n(2));
+        assert!(!ifs.has_loop() && ifs.several().next().is_none());
     }
 }

@@ -30,8 +30,11 @@ use super::{Context, DeviceMemory, Function, PinnedMemory, Stream};
 mod build;
 mod conditional;
 mod exec;
+mod lane;
 mod loops;
 mod updates;
+
+pub(crate) use lane::stream_closing;
 
 pub(crate) use build::CopyEnd;
 pub(crate) use conditional::{ConditionArgs, ConditionKind};
@@ -123,7 +126,8 @@ pub(crate) struct Graph {
     /// The body graphs of its conditional nodes: scope `k` is `bodies[k - 1]`, scope 0 the
     /// graph itself.
     bodies: Vec<sys::CUgraph>,
-    /// Its device loops, which instantiation orders one after another (`loops.rs`).
+    /// Its conditional nodes and loops: instantiation chains the conditional nodes of each
+    /// scope that holds a loop (`loops.rs`).
     loops: loops::LoopNodes,
 }
 
@@ -489,7 +493,11 @@ impl Graph {
                 (d.cuGraphInstantiateWithFlags)(&mut raw, self.handle.raw, 0)
             })?;
         }
-        Ok(GraphExec::new(raw, self.handle.clone(), &self.keep))
+        let lane = self
+            .loops
+            .has_loop()
+            .then(|| lane::LoopLane::of(&self.handle.ctx));
+        Ok(GraphExec::new(raw, self.handle.clone(), &self.keep, lane))
     }
 }
 
