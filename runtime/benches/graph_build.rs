@@ -12,7 +12,8 @@
 //!   after each iteration), and as a hand-written host loop through the runtime (launch, copy
 //!   back, synchronize, compare). Per iteration.
 //!
-//! Each case runs once to warm up, then `REPS` times, cases interleaved; the table shows
+//! Each case runs once to warm up, then `REPS` times, cases interleaved (each round starting
+//! one case later, so no case always follows the same one); the table shows
 //! medians and the ratio to the first row of its group. The raw C++ anchor of the device loop
 //! is the lead's (`docs/PERFORMANCE.md`). Without a GPU it prints why and exits successfully.
 //!
@@ -227,10 +228,12 @@ fn measure(cases: &mut [Case<'_>]) -> Result<Vec<Duration>> {
         case()?;
     }
     let mut times = vec![Vec::new(); cases.len()];
-    for _ in 0..REPS {
-        for (index, (_, case)) in cases.iter_mut().enumerate() {
+    for rep in 0..REPS {
+        // Each round starts one case later, so no case always follows the same one.
+        for k in 0..cases.len() {
+            let index = (rep + k) % cases.len();
             let start = Instant::now();
-            case()?;
+            (cases[index].1)()?;
             times[index].push(start.elapsed());
         }
     }

@@ -19,8 +19,8 @@
 //! pipeline (or runtime kernel) declaring bounds, the `runtime` column the same without them,
 //! so `generated/runtime` is the cost of the checks (1.000: none measurable).
 //!
-//! Each case runs once to warm up, then `REPS` times with the three variants interleaved; the
-//! table shows medians of host-clock times around enqueue + synchronize, per step, node or
+//! Each case runs once to warm up, then `REPS` times with the three variants interleaved (each
+//! round starting one variant later, so none always runs first); the table shows medians of host-clock times around enqueue + synchronize, per step, node or
 //! update, and the ratios generated/runtime and runtime/raw. Without a GPU it says so and exits
 //! successfully. `cargo bench -p tests --bench pipeline`; on the GPU machine
 //! `bash .gpu/run bench pipeline`. Results also go to `target/bench/pipeline.json`.
@@ -247,17 +247,19 @@ struct Row {
 }
 
 /// Warms each variant (0 generated, 1 runtime, 2 raw) up, then runs them `REPS` times
-/// interleaved; returns µs per unit. One closure, since the variants share buffers.
+/// interleaved, each round starting one variant later; returns µs per unit. One closure, since the variants share buffers.
 fn measure(per: usize, f: &mut dyn FnMut(usize) -> BoxResult<()>) -> BoxResult<[f64; 3]> {
     for variant in 0..3 {
         f(variant)?;
     }
     let mut samples: [Vec<Duration>; 3] = Default::default();
-    for _ in 0..REPS {
-        for (variant, s) in samples.iter_mut().enumerate() {
+    for rep in 0..REPS {
+        // Each round starts one variant later, so none always runs first.
+        for k in 0..3 {
+            let variant = (rep + k) % 3;
             let start = Instant::now();
             f(variant)?;
-            s.push(start.elapsed());
+            samples[variant].push(start.elapsed());
         }
     }
     let us = |s: Vec<Duration>| median(s).as_secs_f64() * 1e6 / per as f64;
