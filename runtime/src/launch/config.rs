@@ -131,7 +131,28 @@ impl LaunchConfig {
 
     /// Checks the configuration against `limits`, as `Kernel::launch` does before every
     /// launch. Pure: no driver call.
+    #[inline]
     pub fn validate(&self, limits: &LaunchLimits) -> Result<(), LaunchConfigError> {
+        // Every check at once, with no branch per axis (a graph build validates each node);
+        // `v - 1 < max` is `1 <= v <= max`. Only a failure asks which check it was.
+        let within = |v: Dim3, max: Dim3| {
+            (v.x.wrapping_sub(1) < max.x)
+                & (v.y.wrapping_sub(1) < max.y)
+                & (v.z.wrapping_sub(1) < max.z)
+        };
+        if within(self.grid, limits.max_grid)
+            & within(self.block, limits.max_block)
+            & (self.block.volume() <= u64::from(limits.max_threads_per_block))
+            & (self.shared_mem_bytes <= limits.max_dynamic_shared_bytes())
+        {
+            return Ok(());
+        }
+        self.refusal(limits)
+    }
+
+    /// Which check `validate` failed, in the order a user fixes them.
+    #[cold]
+    fn refusal(&self, limits: &LaunchLimits) -> Result<(), LaunchConfigError> {
         if self.grid.volume() == 0 {
             return Err(LaunchConfigError::ZeroDimension {
                 what: "grid",
@@ -379,6 +400,36 @@ mod tests {
             err.to_string(),
             "the block (32, 0, 1) has a zero extent; every extent must be at least 1"
         );
+    }
+
+    /// The one-pass check accepts exactly what the check-by-check path accepts, at and
+    /// around every limit.
+    #[test]
+    fn the_fast_check_agrees_with_the_named_one() {
+        let around = |max: u32| [0, 1, 2, max.saturating_sub(1), max, max.saturating_add(1)];
+        let mut checked = 0;
+        for bx in around(1024) {
+            for by in around(1024) {
+                for bz in around(64) {
+                    for gy in around(65535) {
+                        for shared in [0, 226 * 1024, 226 * 1024 + 1] {
+                            for gx in [0, 1, i32::MAX as u32, u32::MAX] {
+                                let config = LaunchConfig::new((gx, gy, 1), (bx, by, bz))
+                                    .with_shared_mem(shared);
+                                assert_eq!(
+                                    config.validate(&LIMITS).is_ok(),
+                                    config.refusal(&LIMITS).is_ok(),
+                                    "{config:?}"
+                                );
+                                checked += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(checked, 6 * 6 * 6 * 6 * 3 * 4);
+        assert_eq!(LaunchConfig::new(2, (32, 32, 1)).validate(&LIMITS), Ok(()));
     }
 
     #[test]

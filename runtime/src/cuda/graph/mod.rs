@@ -429,7 +429,10 @@ impl Graph {
             })?;
             Ok(node)
         })?;
-        extend_keep(&mut self.keep, &mut self.keep_keys, keep);
+        // Usually nothing new: the buffers and module are kept from the first node on.
+        if !keep.is_empty() {
+            extend_keep(&mut self.keep, &mut self.keep_keys, keep);
+        }
         Ok(self.node(node))
     }
 

@@ -356,7 +356,9 @@ impl Graph {
             |g, body, deps| {
                 let function = k.cuda_only(CALL)?;
                 let node = g.add_kernel_node(body, deps, function, &config, &CudaArgsOf(&args))?;
-                g.retain(states);
+                if !states.is_empty() {
+                    g.retain(states);
+                }
                 Ok(node)
             },
             |g, path, deps| {
