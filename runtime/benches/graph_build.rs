@@ -19,12 +19,15 @@
 //!
 //! Run with `cargo bench -p gpu-pipeline --bench graph_build`.
 
+#[path = "common/chain.rs"]
+mod chain;
 #[path = "../../benches/raw_driver.rs"]
 mod raw_driver;
 
 use std::ffi::c_void;
 use std::time::{Duration, Instant};
 
+use chain::{Chain, ChainParams};
 use gpu_pipeline::sys;
 use gpu_pipeline::{
     CaptureMode, Comparison, Condition, Context, DeviceBuffer, Graph, LaunchConfig, Module,
@@ -42,31 +45,6 @@ type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 type AddScalar = (u32, f32, &'static mut [f32]);
 /// A named case of a group, timed together.
 type Case<'a> = (&'static str, Box<dyn FnMut() -> Result<()> + 'a>);
-
-/// A stage of `CHAIN` launches of `add_scalar` on one buffer.
-macro_rules! chain_pipeline {
-    ($($i:literal)*) => {
-        gpu_pipeline! {
-            /// 100 dependent kernels on one stream.
-            pipeline Chain {
-                streams { main }
-                unsafe kernels k = ptx(include_str!("../kernels/test_kernels.ptx")) {
-                    fn add_scalar(n: u32, value: f32, data: &mut [f32; unbounded]);
-                }
-                params { n: u32, value: f32, data: &mut DeviceBuffer<f32> }
-                // `$i` only makes each repetition distinct; the grid is always one block.
-                stage chain on main { $( launch k::add_scalar(n, value, data) grid 1u32 + 0 * $i block 32u32; )* }
-            }
-        }
-    };
-}
-
-chain_pipeline!(
-    0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33
-    34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63
-    64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93
-    94 95 96 97 98 99
-);
 
 gpu_pipeline! {
     /// Lowers `residual` by one per iteration while it is above 0.5.

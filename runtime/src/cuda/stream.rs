@@ -63,7 +63,8 @@ static HANDLES: Mutex<Option<HashMap<HandleKey, Weak<HandleState>>>> = Mutex::ne
 /// id, so that ending the capture takes them out of it again.
 static JOINED: Mutex<Option<HashMap<u64, Vec<Weak<HandleState>>>>> = Mutex::new(None);
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+/// Locks `mutex`, taking it back when a panic poisoned it (as every lock of this module does).
+pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 

@@ -20,7 +20,7 @@
 use std::sync::{Mutex, Weak};
 
 use super::super::Event;
-use super::super::stream::StreamLink;
+use super::super::stream::{StreamLink, lock};
 use super::*;
 
 /// The lane of one context (see the module's comment). Held by each executable graph with
@@ -44,10 +44,6 @@ struct LaneState {
 /// Every context's lane, by raw context (one primary context may have several `Context`
 /// values; they share a lane).
 static LANES: Mutex<Vec<(usize, Weak<LoopLane>)>> = Mutex::new(Vec::new());
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 impl LoopLane {
     /// The lane of `ctx`, made if it has none.
