@@ -684,7 +684,7 @@ impl Graph {
         let mut scopes = Vec::with_capacity(bodies.len());
         for body in bodies {
             self.bodies.push(body);
-            self.loops.body(self.bodies.len(), scope, node);
+            self.loops.body(self.bodies.len(), scope);
             scopes.push(self.bodies.len());
         }
         if type_ == sys::CU_GRAPH_COND_TYPE_WHILE {

@@ -45,17 +45,21 @@ struct LaneState {
 /// values; they share a lane).
 static LANES: Mutex<Vec<(usize, Weak<LoopLane>)>> = Mutex::new(Vec::new());
 
+/// The live lane of the context whose raw handle is `key`, if it has one.
+fn find(lanes: &[(usize, Weak<LoopLane>)], key: usize) -> Option<Arc<LoopLane>> {
+    lanes
+        .iter()
+        .find(|(raw, _)| *raw == key)
+        .and_then(|(_, lane)| lane.upgrade())
+}
+
 impl LoopLane {
     /// The lane of `ctx`, made if it has none.
     pub(crate) fn of(ctx: &Arc<Context>) -> Arc<LoopLane> {
         let key = ctx.raw() as usize;
         let mut lanes = lock(&LANES);
         lanes.retain(|(_, lane)| lane.strong_count() > 0);
-        if let Some(lane) = lanes
-            .iter()
-            .find(|(raw, _)| *raw == key)
-            .and_then(|(_, lane)| lane.upgrade())
-        {
+        if let Some(lane) = find(&lanes, key) {
             return lane;
         }
         let lane = Arc::new(LoopLane {
@@ -120,11 +124,7 @@ impl LaneState {
 /// `stream` is closing (it is still live, and not capturing): if the last launch of its
 /// context's lane went there, the lane's event marks its end now, for the next launch.
 pub(crate) fn stream_closing(stream: &Stream) {
-    let key = stream.context().raw() as usize;
-    let lane = lock(&LANES)
-        .iter()
-        .find(|(raw, _)| *raw == key)
-        .and_then(|(_, lane)| lane.upgrade());
+    let lane = find(&lock(&LANES), stream.context().raw() as usize);
     let Some(lane) = lane else {
         return;
     };

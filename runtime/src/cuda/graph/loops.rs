@@ -24,8 +24,8 @@ use std::collections::{BinaryHeap, HashMap};
 
 use super::*;
 
-/// The conditional nodes of each scope, which of the scopes hold a loop, and whose body each
-/// scope is.
+/// The conditional nodes of each scope, which of the scopes hold a loop, and which scope each
+/// body lies in.
 #[derive(Default)]
 pub(super) struct LoopNodes {
     /// Per scope (0: the graph itself), its conditional nodes in the order they were added.
@@ -33,29 +33,27 @@ pub(super) struct LoopNodes {
     /// Per scope: whether it holds a loop (a WHILE node, or a conditional node whose body
     /// holds one).
     looping: Vec<bool>,
-    /// Per body scope `k` (at `k - 1`): the scope and conditional node the body belongs to.
-    parents: Vec<(usize, sys::CUgraphNode)>,
+    /// Per body scope `k` (at `k - 1`): the scope of the conditional node it is a body of.
+    parents: Vec<usize>,
 }
 
 impl LoopNodes {
-    /// Body scope `scope` (the next one numbered) belongs to `node` of `parent`.
-    pub(super) fn body(&mut self, scope: usize, parent: usize, node: sys::CUgraphNode) {
+    /// Body scope `scope` (the next one numbered) belongs to a conditional node of `parent`.
+    pub(super) fn body(&mut self, scope: usize, parent: usize) {
         debug_assert_eq!(
             scope,
             self.parents.len() + 1,
             "bodies are numbered in order"
         );
-        self.parents.push((parent, node));
+        self.parents.push(parent);
     }
 
-    /// `node` of `scope` is a conditional node.
+    /// `node`, just added to `scope`, is a conditional node.
     pub(super) fn conditional(&mut self, scope: usize, node: sys::CUgraphNode) {
         if self.conditionals.len() <= scope {
             self.conditionals.resize_with(scope + 1, Vec::new);
         }
-        if !self.conditionals[scope].contains(&node) {
-            self.conditionals[scope].push(node);
-        }
+        self.conditionals[scope].push(node);
     }
 
     /// A loop was added to `scope`: it, and every scope holding it (up to the graph itself),
@@ -69,7 +67,7 @@ impl LoopNodes {
                 return;
             }
             match scope.checked_sub(1).and_then(|k| self.parents.get(k)) {
-                Some(&(parent, _)) => scope = parent,
+                Some(&parent) => scope = parent,
                 None => return,
             }
         }
@@ -240,9 +238,9 @@ mod tests {
     fn a_loop_in_a_body_orders_every_conditional_beside_its_holders() {
         let mut loops = LoopNodes::default();
         loops.conditional(0, n(10));
-        loops.body(1, 0, n(10)); // scope 1: the body of n(10) in scope 0
+        loops.body(1, 0); // scope 1: the body of n(10) in scope 0
         loops.conditional(1, n(20));
-        loops.body(2, 1, n(20)); // scope 2: the body of n(20) in scope 1
+        loops.body(2, 1); // scope 2: the body of n(20) in scope 1
         loops.conditional(0, n(1)); // an `if` beside n(10)
         loops.conditional(0, n(2)); // a `while` beside it
         loops.add_loop(0);
