@@ -17,6 +17,11 @@
 //!
 //! `cargo bench -p examples --bench language`; on the GPU machine `bash .gpu/run bench
 //! language` (or the built binary). Results also go to `target/bench/language.json`.
+//!
+//! `-- --host-cost [SWEEPS]` times only the host's work of the jacobi 512x512 row with the
+//! residual read after every sweep (ours against the raw calls, five alternating rounds):
+//! run it against the do-nothing driver of `tools/fake-driver` (`GPU_PIPELINE_LIBCUDA`), where
+//! the GPU's time is zero, to see what the launch, the swap and the window read cost.
 
 use std::time::Duration;
 
@@ -372,7 +377,50 @@ fn check_host() -> Result<(), BoxError> {
     Ok(())
 }
 
+/// `--host-cost`: per-sweep medians (and spreads) of the two jacobi solvers' host work, five
+/// alternating rounds of `sweeps` sweeps at 512x512 with the residual read after every sweep.
+/// The grids are not compared: against a do-nothing driver they are garbage.
+fn host_cost(sweeps: u32) -> Result<(), BoxError> {
+    let ctx = Context::cuda(0)?;
+    let (mut ours, mut raw) = (Vec::new(), Vec::new());
+    for round in 0..5 {
+        let mut times = [Duration::ZERO; 2];
+        for k in 0..2 {
+            // Each round starts with the other solver.
+            let which = (k + round) % 2;
+            times[which] = if which == 0 {
+                jacobi::time_sweeps(&ctx, 512, 512, sweeps, 1)?.0
+            } else {
+                jacobi::anchor::time_sweeps(&ctx, 512, 512, sweeps, 1)?.0
+            };
+        }
+        ours.push(times[0].as_secs_f64() * 1e6 / f64::from(sweeps));
+        raw.push(times[1].as_secs_f64() * 1e6 / f64::from(sweeps));
+    }
+    let summary = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        format!("{:.3} ({:.3}-{:.3})", v[2], v[0], v[4])
+    };
+    println!("host work per sweep, jacobi 512x512, residual read every sweep, {sweeps} sweeps,");
+    println!("medians of 5 alternating rounds (min-max), in microseconds:");
+    println!("  ours {}", summary(ours));
+    println!("  raw  {}", summary(raw));
+    Ok(())
+}
+
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(at) = args.iter().position(|a| a == "--host-cost") {
+        let sweeps = args
+            .get(at + 1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(20_000);
+        if let Err(e) = host_cost(sweeps) {
+            eprintln!("language host cost failed: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
     if std::env::args().any(|a| a == "--check-host") {
         match check_host() {
             Ok(()) => println!("language: checked CPU backend, results verified, no races"),
