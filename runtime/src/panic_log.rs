@@ -5,12 +5,22 @@
 
 use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 /// Messages of caught panics, drained by the next synchronize that reports them. Cloning
 /// shares the log.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct PanicLog(Arc<Mutex<Vec<String>>>);
+pub(crate) struct PanicLog(Arc<Messages>);
+
+/// The messages, and whether there is any: a synchronize that finds none (nearly all of
+/// them) reads one flag instead of locking.
+#[derive(Debug, Default)]
+struct Messages {
+    list: Mutex<Vec<String>>,
+    /// Set under the lock with each message, cleared under it when they are drained.
+    any: AtomicBool,
+}
 
 impl PanicLog {
     /// Runs `f`, recording a panic instead of letting it unwind.
@@ -34,15 +44,20 @@ impl PanicLog {
 
     /// Records a message.
     pub(crate) fn push(&self, message: String) {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(message);
+        let mut list = self.0.list.lock().unwrap_or_else(PoisonError::into_inner);
+        list.push(message);
+        self.0.any.store(true, Ordering::Release);
     }
 
     /// Takes every recorded message, joined with `; `, or `None` when there is none.
     pub(crate) fn take(&self) -> Option<String> {
-        let mut log = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        // A message pushed before the work this synchronize waited for finished (a host
+        // function's panic) set the flag before that work completed: visible here.
+        if !self.0.any.load(Ordering::Acquire) {
+            return None;
+        }
+        let mut log = self.0.list.lock().unwrap_or_else(PoisonError::into_inner);
+        self.0.any.store(false, Ordering::Relaxed);
         if log.is_empty() {
             return None;
         }

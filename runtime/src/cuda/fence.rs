@@ -426,13 +426,11 @@ impl Fence {
         Arc::ptr_eq(&self.clock, &other.clock)
     }
 
-    /// The later of two fences of one clock.
-    pub(crate) fn later(self, other: Fence) -> Fence {
-        if other.number > self.number {
-            other
-        } else {
-            self
-        }
+    /// Becomes the later of itself and `other`, a fence of the same clock (the clock's count
+    /// untouched: a replay's fence costs no atomic increment and decrement).
+    pub(crate) fn advance_to(&mut self, other: &Fence) {
+        debug_assert!(self.same_clock(other));
+        self.number = self.number.max(other.number);
     }
 
     /// The record to wait on, or `None` when the fence is complete. Records one when

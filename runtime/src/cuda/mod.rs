@@ -26,6 +26,7 @@ mod event;
 mod fence;
 mod flag;
 mod graph;
+mod held;
 mod host_data;
 mod host_fn;
 mod keep;

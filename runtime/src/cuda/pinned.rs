@@ -352,7 +352,7 @@ impl PinnedMemory {
             return;
         };
         match fences.iter_mut().find(|kept| kept.same_clock(fence)) {
-            Some(kept) => *kept = kept.clone().later(fence.clone()),
+            Some(kept) => kept.advance_to(fence),
             None => fences.push(fence.clone()),
         }
     }

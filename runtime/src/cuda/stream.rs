@@ -38,6 +38,10 @@ pub(crate) struct HandleState {
     /// Panic logs of graphs launched on the handle since the last synchronize: a host node's
     /// panic is reported by the stream that replayed it.
     watched: Mutex<Vec<PanicLog>>,
+    /// Whether `watched` may be non-empty (set under its lock with each log, cleared under it
+    /// when they are taken): a synchronize after launches of graphs without host nodes
+    /// takes no lock for it.
+    watching: AtomicBool,
     /// How many `Stream` values over the handle are alive and not yet destroying it. A value
     /// lowers it (under this lock) before it destroys an owned handle or lets go of a borrowed
     /// one, so while it is above zero and the lock is held, the handle is live: what lets
@@ -83,6 +87,7 @@ impl HandleState {
             gate: RwLock::new(()),
             panics: PanicLog::default(),
             watched: Mutex::new(Vec::new()),
+            watching: AtomicBool::new(false),
             live: Mutex::new(0),
             lent: Mutex::new(Vec::new()),
             ever_lent: AtomicBool::new(false),
@@ -396,8 +401,16 @@ impl Stream {
     /// The panics recorded since the last report, as an error.
     pub(crate) fn take_panics(&self) -> Result<()> {
         let mut messages: Vec<String> = self.state.panics.take().into_iter().collect();
-        let watched = std::mem::take(&mut *lock(&self.state.watched));
-        messages.extend(watched.iter().filter_map(PanicLog::take));
+        // Logs watched by launches made before this call (on any thread that synchronized
+        // with this one) set the flag before it.
+        if self.state.watching.load(Ordering::Acquire) {
+            let watched = {
+                let mut watched = lock(&self.state.watched);
+                self.state.watching.store(false, Ordering::Relaxed);
+                std::mem::take(&mut *watched)
+            };
+            messages.extend(watched.iter().filter_map(PanicLog::take));
+        }
         if messages.is_empty() {
             return Ok(());
         }
@@ -418,6 +431,7 @@ impl Stream {
         if !watched.iter().any(|w| w.same_as(log)) {
             watched.push(log.clone());
         }
+        self.state.watching.store(true, Ordering::Release);
     }
 
     /// Makes later work wait for `event`'s most recent record. Waiting on an event recorded

@@ -1,6 +1,7 @@
 //! Executable graphs: launches, in-place updates and the lifetimes they keep.
 
 use super::*;
+use crate::cuda::held::Held;
 
 ///
 /// Invariant: `raw` was instantiated from `source` and is destroyed once, in `Drop`, after
@@ -129,11 +130,11 @@ impl GraphExec {
         let capture = stream.capture_now()?;
         // While the gates are held no host slice can be taken; a slice taken after waits for
         // the fences recorded before they are released.
-        let managed_gates: Vec<_> = self.managed.iter().map(|m| m.gate()).collect();
+        let managed_gates = Held::take(&self.managed, |m| m.gate());
         if self.managed.iter().any(|m| m.is_borrowed()) {
             return Err(borrowed_error(CALL, "managed"));
         }
-        let mut gates: Vec<_> = self.pinned.iter().map(|p| p.gate()).collect();
+        let mut gates = Held::take(&self.pinned, |p| p.gate());
         if gates.iter().any(|g| g.is_borrowed()) {
             return Err(borrowed_error(CALL, "pinned"));
         }
@@ -165,7 +166,7 @@ impl GraphExec {
         }
         if capture.is_none() && !gates.is_empty() {
             let fence = stream.fence_clock().mark();
-            for gate in &mut gates {
+            for gate in gates.iter_mut() {
                 gate.keep_fence(fence.as_ref());
             }
         }
