@@ -284,6 +284,18 @@ fn setters_reach_every_swap_arrangement_and_swaps_respect_bounds(ctx: &Context) 
         assert_bound_refused(&err, "next");
         graph.launch()?;
         swapped_reference(&mut ra, &mut rb, SHORT, N, 3.0, -1.0);
+        // Back within both: the swaps go through again (the other arrangement checked anew
+        // after the setter), and the ping-pong goes on.
+        graph.set_m(SHORT as u32)?;
+        for round in 0..4 {
+            graph.swap_a_b()?;
+            graph.launch()?;
+            if round % 2 == 0 {
+                swapped_reference(&mut rb, &mut ra, SHORT, SHORT, 3.0, -1.0);
+            } else {
+                swapped_reference(&mut ra, &mut rb, SHORT, SHORT, 3.0, -1.0);
+            }
+        }
         graph.synchronize()?;
     }
     assert_eq!(download(&stream, &a)?, ra);

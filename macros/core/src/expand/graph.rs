@@ -127,6 +127,11 @@ pub fn graph_struct(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             /// Per instantiation, per scalar param: whether a setter changed it since the
             /// instantiation's kernel nodes were last updated.
             stale: ::std::vec::Vec<[bool; #scalars]>,
+            /// Per instantiation: its launches are known to pass their kernels' bounds with
+            /// the current params (checked when it was built or swapped to), so a swap back to
+            /// it checks nothing. A setter clears it for the other arrangements, a recapture
+            /// for all.
+            checked: ::std::vec::Vec<bool>,
             /// Bit `k` set: the buffers of the `k`-th `swap` are exchanged.
             swapped: usize,
         }
@@ -324,8 +329,9 @@ pub fn graph_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                     if !ready {
                         let built = self.pipeline.__build(kind, &mut self.params)?;
                         let _outcome = #rt::commit(&mut self.execs[index], built)?;
-                        // Built with every current value.
+                        // Built with every current value, its bounds checked by the build.
                         self.stale[index] = [false; #scalars];
+                        self.checked[index] = true;
                     }
                 }
                 ::core::result::Result::Ok(())
@@ -337,6 +343,7 @@ pub fn graph_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                 for captured in self.execs.iter_mut().flatten() {
                     captured.outdated = true;
                 }
+                self.checked.fill(false);
             }
 
             /// Builds every kind of step in the current arrangement again and puts each build
@@ -355,6 +362,7 @@ pub fn graph_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                         if let ::core::option::Option::Some(captured) = slot {
                             captured.outdated = true;
                         }
+                        self.checked[index] = false;
                     }
                 }
                 let mut outcome = #rt::Recaptured::Updated;
@@ -368,6 +376,7 @@ pub fn graph_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                         }
                     }
                     self.stale[index] = [false; #scalars];
+                    self.checked[index] = true;
                 }
                 ::core::result::Result::Ok(outcome)
             }
@@ -494,7 +503,8 @@ fn apply_fn(pipeline: &Pipeline<'_>, names: &Names, sites: &[LaunchSite<'_>]) ->
 
 /// `__arrange`: after a swap, makes the current arrangement ready to launch: built where it is
 /// not yet (the build checks the bounds), and otherwise every bounded launch of every kind
-/// checked against the swapped buffers.
+/// checked against the swapped buffers, unless that arrangement passed the same check with
+/// the same params already (`checked`: a ping-pong solver checks each arrangement once).
 fn arrange_fn(pipeline: &Pipeline<'_>, names: &Names, sites: &[LaunchSite<'_>]) -> TokenStream {
     let rt = rt();
     let name = &pipeline.input.name;
@@ -522,12 +532,23 @@ fn arrange_fn(pipeline: &Pipeline<'_>, names: &Names, sites: &[LaunchSite<'_>]) 
         #[allow(unused_variables, unused_braces, clippy::all)]
         fn __arrange(&mut self) -> #rt::Result<()> {
             self.__ensure_captured()?;
-            let Self { pipeline, params: __p, execs: __execs, swapped: __swapped, .. } = self;
+            let Self { pipeline, params: __p, execs: __execs, swapped: __swapped, checked: __checked, .. } = self;
+            let __arrangement = *__swapped;
+            let __known = |__kind: usize| {
+                __checked.get((__kind << #name::__SWAPS) | __arrangement) == ::core::option::Option::Some(&true)
+            };
+            if (0..#name::__KINDS).all(__known) {
+                return ::core::result::Result::Ok(());
+            }
             let #name { __kernels, #(#scratch_fields,)* .. } = &mut **pipeline;
             #bind
             for __kind in 0..#name::__KINDS {
+                let __index = (__kind << #name::__SWAPS) | __arrangement;
+                if __checked.get(__index) == ::core::option::Option::Some(&true) {
+                    continue;
+                }
                 let ::core::option::Option::Some(__captured) = __execs
-                    .get((__kind << #name::__SWAPS) | *__swapped)
+                    .get(__index)
                     .and_then(::core::option::Option::as_ref)
                 else {
                     continue;
@@ -535,6 +556,9 @@ fn arrange_fn(pipeline: &Pipeline<'_>, names: &Names, sites: &[LaunchSite<'_>]) 
                 let __plan: &#rt::StepPlan = &__captured.plan;
                 #checks
                 #body_checks
+                if let ::core::option::Option::Some(__known) = __checked.get_mut(__index) {
+                    *__known = true;
+                }
             }
             ::core::result::Result::Ok(())
         }
@@ -694,6 +718,13 @@ fn setter(
             }
             for __stale in &mut self.stale {
                 __stale[#index] = true;
+            }
+            // The check above covered the current arrangement only.
+            let __arrangements = (1usize << #name::__SWAPS) - 1;
+            for (__index, __known) in self.checked.iter_mut().enumerate() {
+                if __index & __arrangements != self.swapped {
+                    *__known = false;
+                }
             }
             ::core::result::Result::Ok(())
         }

@@ -86,6 +86,9 @@ pub(super) fn recapture_fns(pipeline: &Pipeline<'_>, names: &Names) -> TokenStre
                 // Clones have their build's parameters: the setters called since are applied
                 // at their first launch.
                 stale: ::std::vec![[true; #scalars]; execs.len()],
+                // Checked again at the clone's first swaps (its builds checked these bounds,
+                // but with the params as they were then).
+                checked: ::std::vec![false; execs.len()],
                 swapped: *swapped,
             };
             clone.execs.resize_with(execs.len(), || ::core::option::Option::None);

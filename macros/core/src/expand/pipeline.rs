@@ -605,7 +605,9 @@ fn capture_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                 execs[kind << Self::__SWAPS] = ::core::option::Option::Some(self.__capture(kind, &mut params)?);
             }
             let stale = ::std::vec![[false; #scalars]; execs.len()];
-            ::core::result::Result::Ok(#graph_ty { pipeline: self, params, execs, stale, swapped: 0 })
+            // Each build checked its launches' bounds.
+            let checked = execs.iter().map(::core::option::Option::is_some).collect();
+            ::core::result::Result::Ok(#graph_ty { pipeline: self, params, execs, stale, checked, swapped: 0 })
         }
     }
 }
