@@ -2,12 +2,14 @@
 // the runtime's examples and tests: runtime/src/graph/kernel_set.rs.
 #include "gpu_pipeline_condition.cuh"
 
-// n[0] -= 1, then the condition holds while n[0] > 0. One thread.
+// n[0] -= 1, then the condition holds while n[0] > 0. One thread. The loop's words are
+// loaded at the start, beside n[0], not after the store to it.
 extern "C" __global__ void gp_count_down(unsigned int* n, gp_condition go)
 {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    gp_condition_words words = gp_condition_begin(go);
     n[0] -= 1u;
-    gp_set_condition(go, n[0] > 0u ? 1u : 0u);
+    gp_set_condition_from(go, words, n[0] > 0u ? 1u : 0u);
 }
 
 // Sets the condition to value[0] (a switch's case, or non-zero for an `if`). One thread.

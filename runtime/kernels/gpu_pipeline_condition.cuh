@@ -22,7 +22,8 @@
 // last written to the state word (host memory, which costs a trip across the bus to write:
 // the count is written when it differs from the last one written, the limit's mark whenever a
 // run stops at its maximum). A loop's test loads `word[1]` and `word[2]` together, and stores
-// nothing before them.
+// nothing before them; a kernel that stores before its test can load them at its start
+// (`gp_condition_begin`, then `gp_set_condition_from`).
 //
 // The layout matches `ConditionBytes` in runtime/src/graph/kernel_set.rs (32 bytes, 8-aligned).
 // runtime/kernels/conditions.cu is the library's own condition kernel, for conditions written
@@ -43,7 +44,27 @@ struct gp_condition {
 
 extern "C" __device__ void cudaGraphSetConditional(unsigned long long handle, unsigned int value);
 
-__device__ __forceinline__ void gp_set_condition(gp_condition c, unsigned int value)
+// A loop's words, as `gp_condition_begin` loaded them.
+struct gp_condition_words {
+    unsigned int running; // word[1]: the iterations so far
+    unsigned int written; // word[2]: the count last written to `state`
+};
+
+// Loads a loop's words for a later `gp_set_condition_from` (nothing else writes them while a
+// launch runs). A kernel whose body stores before it sets the condition calls this at its
+// start, so that the loads go out beside its own instead of after its stores: one trip to
+// memory fewer per iteration of a loop whose body and test are one kernel.
+__device__ __forceinline__ gp_condition_words gp_condition_begin(gp_condition c)
+{
+    gp_condition_words w;
+    w.running = c.word[1];
+    w.written = c.word[2];
+    return w;
+}
+
+// `gp_set_condition` with the words `gp_condition_begin` loaded at the kernel's start.
+__device__ __forceinline__ void gp_set_condition_from(gp_condition c, gp_condition_words w,
+                                                      unsigned int value)
 {
     if (c.handle == 0ull || !(c.flags & 2u)) {
         c.word[0] = value;
@@ -52,23 +73,14 @@ __device__ __forceinline__ void gp_set_condition(gp_condition c, unsigned int va
         }
         return;
     }
-    unsigned int running = 0u;
-    unsigned int written = 0u;
-    if (!(c.flags & 1u)) {
-        running = c.word[1];
-        written = c.word[2];
-    }
-    unsigned int done = (c.flags & 1u) ? 0u : running + 1u;
+    unsigned int done = (c.flags & 1u) ? 0u : w.running + 1u;
     bool limit = value != 0u && done >= c.max_iterations;
     if (limit) {
         value = 0u;
     }
     c.word[1] = value ? done : 0u;
     if (!value && c.state != 0) {
-        if (c.flags & 1u) {
-            written = c.word[2];
-        }
-        if (limit || written != done) {
+        if (limit || w.written != done) {
             volatile unsigned int* words = c.state;
             words[0] = done;
             c.word[2] = done;
@@ -78,6 +90,11 @@ __device__ __forceinline__ void gp_set_condition(gp_condition c, unsigned int va
         }
     }
     cudaGraphSetConditional(c.handle, value);
+}
+
+__device__ __forceinline__ void gp_set_condition(gp_condition c, unsigned int value)
+{
+    gp_set_condition_from(c, gp_condition_begin(c), value);
 }
 
 #endif
