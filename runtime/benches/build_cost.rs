@@ -11,8 +11,11 @@
 //! GPU_PIPELINE_LIBCUDA=$PWD/target/libfake_cuda.so cargo bench -p gpu-pipeline --bench build_cost
 //! ```
 //!
-//! Arguments (after `--` with cargo): the case (`runtime`, `generated`, or nothing for both)
-//! and the graphs per round (default 2000). Without a CUDA driver it times the CPU backend.
+//! Arguments (after `--` with cargo): the case (`runtime`, `generated`, `set`, or nothing for
+//! the first two) and the graphs per round (default 2000). `set` times the in-place update of
+//! the scalar of all 100 nodes instead, per update of the whole graph: the generated setter
+//! and `apply_updates`, then the runtime's `kernel_updates` batch. Without a CUDA driver it
+//! times the CPU backend.
 
 #[path = "common/chain.rs"]
 mod chain;
@@ -37,8 +40,11 @@ fn main() -> Result<()> {
             .map_err(|_| format!("graphs per round: `{text}` is not a number"))?,
         None => 2000,
     };
-    if !["", "runtime", "generated"].contains(&case.as_str()) {
-        return Err(format!("unknown case `{case}` (runtime, generated, or none for both)").into());
+    if !["", "runtime", "generated", "set"].contains(&case.as_str()) {
+        return Err(format!(
+            "unknown case `{case}` (runtime, generated, set, or none for both builds)"
+        )
+        .into());
     }
     let ctx = Context::auto()?;
     let module = Module::load_ptx(&ctx, include_str!("../kernels/test_kernels.ptx"))?;
@@ -57,6 +63,9 @@ fn main() -> Result<()> {
         ctx.backend()
     );
     let per_graph = |start: Instant| start.elapsed().as_secs_f64() * 1e6 / f64::from(graphs);
+    if case == "set" {
+        return time_sets(&ctx, &add, &mut chain, &mut data, graphs);
+    }
     for round in 1..=3 {
         if case.is_empty() || case == "runtime" {
             let start = Instant::now();
@@ -91,6 +100,63 @@ fn main() -> Result<()> {
                 per_graph(start)
             );
         }
+    }
+    Ok(())
+}
+
+/// The `set` case: `updates` in-place updates of the scalar of all 100 kernel nodes, through
+/// the generated setter and through the runtime's batch, three rounds each.
+fn time_sets(
+    ctx: &Context,
+    add: &TypedKernel<AddScalar>,
+    chain: &mut Chain,
+    data: &mut DeviceBuffer<f32>,
+    updates: u32,
+) -> Result<()> {
+    let config = LaunchConfig::new(1u32, 32u32);
+    let per_update = |start: Instant| start.elapsed().as_secs_f64() * 1e6 / f64::from(updates);
+    let mut hand = Graph::new(ctx)?;
+    let mut nodes = Vec::with_capacity(100);
+    for k in 0..100 {
+        let after: Vec<_> = nodes
+            .last()
+            .map(|n: &gpu_pipeline::KernelNode| n.node())
+            .into_iter()
+            .collect();
+        nodes.push(hand.add_kernel_node(&after, add, config, (32u32, 1.0f32, &mut *data))?);
+        debug_assert_eq!(nodes.len(), k + 1);
+    }
+    let mut exec = hand.instantiate()?;
+    let mut second = DeviceBuffer::<f32>::zeros(&Stream::non_blocking(ctx)?, 32)?;
+    let mut graph = chain.capture(ChainParams {
+        n: 32,
+        value: 1.0,
+        data: &mut second,
+    })?;
+    let mut value = 1.0f32;
+    for round in 1..=3 {
+        let start = Instant::now();
+        for _ in 0..updates {
+            value += 1.0;
+            graph.set_value(value)?;
+            graph.apply_updates()?;
+        }
+        println!(
+            "round {round}: generated set {:.2} µs/update",
+            per_update(start)
+        );
+        let start = Instant::now();
+        for _ in 0..updates {
+            value += 1.0;
+            let mut batch = exec.kernel_updates()?;
+            for node in &nodes {
+                batch.set(node, add, config, (32u32, value, &mut *data))?;
+            }
+        }
+        println!(
+            "round {round}: runtime set {:.2} µs/update",
+            per_update(start)
+        );
     }
     Ok(())
 }
