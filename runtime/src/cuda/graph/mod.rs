@@ -395,19 +395,22 @@ impl Graph {
         // Only what the graph does not keep yet is cloned (and allocates): a buffer passed
         // to 100 launches is looked up 100 times and kept once.
         let ctx = self.handle.ctx.raw();
-        let mut keep = Vec::new();
+        // `None` until something is new (dropping an empty vector still costs a call).
+        let mut keep: Option<Vec<Keep>> = None;
         let module = function.module();
         if !self
             .keep_keys
             .contains(&(Arc::as_ptr(module) as *const () as usize))
         {
-            keep.push(Keep::Object(module.clone()));
+            keep.get_or_insert_default()
+                .push(Keep::Object(module.clone()));
         }
         let (keys, mut foreign) = (&self.keep_keys, false);
         args.visit_memory(&mut |memory| {
             foreign |= memory.context().raw() != ctx;
             if !keys.contains(&(Arc::as_ptr(memory) as *const () as usize)) {
-                keep.push(Keep::Device(memory.clone()));
+                keep.get_or_insert_default()
+                    .push(Keep::Device(memory.clone()));
             }
         })?;
         if foreign {
@@ -430,7 +433,7 @@ impl Graph {
             Ok(node)
         })?;
         // Usually nothing new: the buffers and module are kept from the first node on.
-        if !keep.is_empty() {
+        if let Some(keep) = keep {
             extend_keep(&mut self.keep, &mut self.keep_keys, keep);
         }
         Ok(self.node(node))

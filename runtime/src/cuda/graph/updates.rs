@@ -89,7 +89,9 @@ impl KernelUpdates<'_> {
         // again (back to `mark`) if the call fails, so an error part-way leaves the batch's
         // invariant intact; `new` allocates only for a module or buffer not yet kept.
         let mark = self.checked.len;
-        let mut new = Vec::new();
+        // `None` until something is new: nearly every call has nothing to keep, and dropping
+        // an empty vector still costs a call per node.
+        let mut new: Option<Vec<Keep>> = None;
         let module = function.module();
         let module_key = Arc::as_ptr(module) as usize;
         if !self.checked.contains(module_key) {
@@ -100,7 +102,8 @@ impl KernelUpdates<'_> {
                 ));
             }
             if !self.exec.keep_keys.contains(&module_key) {
-                new.push(Keep::Object(module.clone()));
+                new.get_or_insert_default()
+                    .push(Keep::Object(module.clone()));
             }
             self.checked.remember(module_key);
         }
@@ -113,7 +116,8 @@ impl KernelUpdates<'_> {
             }
             foreign |= memory.context().raw() != ctx;
             if !keep_keys.contains(&key) {
-                new.push(Keep::Device(memory.clone()));
+                new.get_or_insert_default()
+                    .push(Keep::Device(memory.clone()));
             }
             checked.remember(key);
         });
@@ -129,7 +133,7 @@ impl KernelUpdates<'_> {
             ));
         }
         // New buffers must outlive every later launch: retained before the driver sees them.
-        if !new.is_empty() {
+        if let Some(new) = new {
             self.exec.retain(new);
         }
         let (d, raw) = (self.driver, self.exec.raw);

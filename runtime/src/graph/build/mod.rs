@@ -206,6 +206,12 @@ pub struct GraphBody<'g> {
 
 impl Graph {
     fn scope_of(&self, call: &'static str, scope: u32) -> Result<Scope> {
+        self.scope_ref(call, scope).cloned()
+    }
+
+    /// [`scope_of`](Self::scope_of) without the clone (a node added to a body of the CPU
+    /// form would otherwise copy its path, and every node pay for the copy's code).
+    fn scope_ref(&self, call: &'static str, scope: u32) -> Result<&Scope> {
         if self.broken {
             return Err(Error::invalid(
                 call,
@@ -214,7 +220,6 @@ impl Graph {
         }
         self.scopes
             .get(scope as usize)
-            .cloned()
             .ok_or_else(|| Error::invalid(call, "the scope belongs to another graph"))
     }
 
@@ -267,14 +272,16 @@ impl Graph {
         cuda: impl FnOnce(&mut cuda::Graph, usize, &[cuda::NodeRef]) -> Result<cuda::NodeRef>,
         cpu: impl FnOnce(&mut cpu::Graph, &[usize], &[usize]) -> Result<usize>,
     ) -> Result<GraphNode> {
-        let target = self.scope_of(call, scope)?;
+        self.scope_ref(call, scope)?;
         let deps = self.deps(call, scope, dependencies)?;
+        // Disjoint fields: the backend changes, the scope is only read.
+        let target = self.scopes.get(scope as usize);
         let id = match (&mut self.backend, target, deps) {
-            (GraphBackend::Cuda(g), Scope::Cuda(body), Deps::Cuda(deps)) => {
-                NodeId::Cuda(cuda(g, body, &deps)?)
+            (GraphBackend::Cuda(g), Some(Scope::Cuda(body)), Deps::Cuda(deps)) => {
+                NodeId::Cuda(cuda(g, *body, &deps)?)
             }
-            (GraphBackend::Cpu(g), Scope::Cpu(path), Deps::Cpu(deps)) => {
-                NodeId::Cpu(cpu(g, &path, &deps)?)
+            (GraphBackend::Cpu(g), Some(Scope::Cpu(path)), Deps::Cpu(deps)) => {
+                NodeId::Cpu(cpu(g, path, &deps)?)
             }
             _ => return Err(mixed(call, "graph")),
         };
