@@ -134,6 +134,10 @@ pub fn graph_struct(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             checked: ::std::vec::Vec<bool>,
             /// Bit `k` set: the buffers of the `k`-th `swap` are exchanged.
             swapped: usize,
+            /// Whether it enqueued work (a replay, a host write) that may use the params: its
+            /// drop waits for the pipeline's streams only then. (An instantiation launched
+            /// through [`exec`](Self::exec) waits for its context when it is dropped.)
+            enqueued: bool,
         }
     }
 }
@@ -188,6 +192,7 @@ pub fn graph_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                 // The captured step begins by resetting the progress marks itself, and marks
                 // with tag 0.
                 self.pipeline.__progress.replayed();
+                self.enqueued = true;
                 let __replay = || -> #rt::Result<()> {
                     #before_replay
                     captured.exec.launch(self.pipeline.__origin()?)
@@ -739,7 +744,11 @@ pub fn graph_drop(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
     quote! {
         impl ::core::ops::Drop for #graph<'_> {
             fn drop(&mut self) {
-                // The params' borrow ends here: no replay may still be using them.
+                // The params' borrow ends here: no replay may still be using them. A graph
+                // that enqueued nothing (built, say, and dropped) has nothing to wait for.
+                if !self.enqueued {
+                    return;
+                }
                 if let ::core::result::Result::Err(e) = self.pipeline.__wait() {
                     #rt::log_unobserved_error(#name_str, &e);
                 }

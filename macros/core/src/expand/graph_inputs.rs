@@ -90,6 +90,7 @@ pub(super) fn recapture_fns(pipeline: &Pipeline<'_>, names: &Names) -> TokenStre
                 // but with the params as they were then).
                 checked: ::std::vec![false; execs.len()],
                 swapped: *swapped,
+                enqueued: false,
             };
             clone.execs.resize_with(execs.len(), || ::core::option::Option::None);
             for kind in 0..#name::__KINDS {
@@ -197,6 +198,8 @@ pub(super) fn host_writes(pipeline: &Pipeline<'_>) -> TokenStream {
             {
                 // What the replays write is the current params' plans'.
                 self.__ensure_captured()?;
+                // The handle's writes are enqueued on the origin, into the params.
+                self.enqueued = true;
                 let Self { pipeline, params, execs, swapped, .. } = self;
                 let stream = pipeline.__origin()?;
                 ::core::result::Result::Ok(#rt::host_write(#name_str, #label, #index, #plans, stream, &mut *params.#field))
