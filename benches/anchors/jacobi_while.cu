@@ -16,10 +16,14 @@
 //                                             also counts and marks the loop's state) instead
 //                                             of `keep_going`;
 //   POOL=1                                    the buffers from the stream-ordered pool
-//                                             (cudaMallocAsync), as the library allocates them.
+//                                             (cudaMallocAsync), as the library allocates them;
+//   GAP=BYTES                                 both grids from one allocation, the second
+//                                             BYTES past the first's end (where they lie
+//                                             relative to each other).
 // H100, 2026-11-29, five alternating runs each: none of the three changed the time per sweep
 // by more than 0.1% (5.777 against 5.778 µs; 13.71 against 13.93 ms in all with the library's
-// test; 5.746 against 5.753 µs).
+// test; 5.746 against 5.753 µs). GAP, three runs at each of nine distances from 0 B to 3 MiB:
+// 13.96 to 14.00 ms up to 1 MiB, 14.10 at 3 MiB, against 13.99 with separate allocations.
 //
 // Each WHILE iteration runs two sweeps (u -> u_new, u_new -> u; the first one's block maxima
 // are not reduced) and one reduction, then the condition kernel: the same work per iteration
@@ -92,6 +96,16 @@ int main(int argc, char** argv) {
         CHECK_RT(cudaMallocAsync(&block_max, blocks * 4, stream));
         CHECK_RT(cudaMallocAsync(&residual, 4, stream));
         CHECK_RT(cudaStreamSynchronize(stream));
+    } else if (const char* gap = std::getenv("GAP")) {
+        // Both grids carved from one allocation, `u_new` GAP bytes (a multiple of 256) past
+        // the end of `u`: where one grid lies relative to the other.
+        size_t bytes = size_t(std::atol(gap)) & ~size_t(255);
+        char* base;
+        CHECK_RT(cudaMalloc(&base, 2 * cells * 4 + bytes));
+        u = reinterpret_cast<float*>(base);
+        u_new = reinterpret_cast<float*>(base + cells * 4 + bytes);
+        CHECK_RT(cudaMalloc(&block_max, blocks * 4));
+        CHECK_RT(cudaMalloc(&residual, 4));
     } else {
         CHECK_RT(cudaMalloc(&u, cells * 4));
         CHECK_RT(cudaMalloc(&u_new, cells * 4));
@@ -202,6 +216,8 @@ int main(int argc, char** argv) {
         if (round == 1)
             std::printf("device_while %u %.3f %.3f %.3e\n", 2 * iters, ms, 1e3 * ms / (2 * iters),
                         res);
+        if (round == 1 && std::getenv("GAP"))
+            std::printf("grids at %p and %p\n", (void*)u, (void*)u_new);
 
         reset();
         CHECK_CU(cuGraphUpload(pair_exec, stream));
