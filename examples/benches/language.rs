@@ -22,6 +22,8 @@
 //! residual read after every sweep (ours against the raw calls, five alternating rounds):
 //! run it against the do-nothing driver of `tools/fake-driver` (`GPU_PIPELINE_LIBCUDA`), where
 //! the GPU's time is zero, to see what the launch, the swap and the window read cost.
+//! `-- --device-loop-repeat [N]` runs the 512x512 device loop to 1e-4 N times in a row (new
+//! grids, a new graph each time) and prints each run's time.
 
 use std::time::Duration;
 
@@ -408,8 +410,32 @@ fn host_cost(sweeps: u32) -> Result<(), BoxError> {
     Ok(())
 }
 
+/// `--device-loop-repeat N`: N solves of the 512x512 device loop to 1e-4 in a row, each on
+/// new grids with a new graph, and the time of each (to compare with `REPEAT=N` of
+/// `benches/anchors/jacobi_while.cu`).
+fn device_loop_repeat(runs: u32) -> Result<(), BoxError> {
+    let ctx = Context::cuda(0)?;
+    for run in 0..runs {
+        let (time, sweeps, _) = jacobi::time_device_loop(&ctx, 512, 512, 1e-4, 20_000)?;
+        println!(
+            "repeat {run} device_while {sweeps} {:.3} {:.3}",
+            time.as_secs_f64() * 1e3,
+            time.as_secs_f64() * 1e6 / f64::from(sweeps)
+        );
+    }
+    Ok(())
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if let Some(at) = args.iter().position(|a| a == "--device-loop-repeat") {
+        let runs = args.get(at + 1).and_then(|s| s.parse().ok()).unwrap_or(8);
+        if let Err(e) = device_loop_repeat(runs) {
+            eprintln!("language device loop repeat failed: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
     if let Some(at) = args.iter().position(|a| a == "--host-cost") {
         let sweeps = args
             .get(at + 1)
