@@ -30,6 +30,7 @@ mod cpu {
 
 tests::on_both_backends_race_free!(
     host_writes_between_replays_run_in_order_with_them,
+    a_graph_dropped_after_host_writes_alone_waits_for_them,
     a_host_write_into_a_range_a_replay_writes_is_refused,
     a_host_write_past_the_buffer_is_refused,
     a_condition_set_by_the_host_between_replays_picks_the_branch,
@@ -117,6 +118,34 @@ fn host_writes_between_replays_run_in_order_with_them(ctx: &Context) -> Result<(
     drop(graph);
     let stream = Stream::non_blocking(ctx)?;
     assert_eq!(acc.to_vec(&stream)?, want);
+    Ok(())
+}
+
+/// A graph that wrote its input and was never launched still waits for the writes when it is
+/// dropped (only a graph that enqueued nothing skips that wait): the input read on another
+/// stream right after is the written one, with no race.
+fn a_graph_dropped_after_host_writes_alone_waits_for_them(ctx: &Context) -> Result<()> {
+    const N: usize = 1 << 16;
+    let mut input = upload(ctx, &[0.0; N])?;
+    let mut acc = upload(ctx, &[0.0; N])?;
+    let mut total = upload(ctx, &[0.0])?;
+    let mut total_host = PinnedBuffer::<f32>::zeros(ctx, 1)?;
+    let values: Vec<f32> = (0..N).map(|i| i as f32).collect();
+    let frame = PinnedBuffer::from_slice(ctx, &values)?;
+    let mut pipeline = Accumulate::new(ctx)?;
+    let mut graph = pipeline.capture(AccumulateParams {
+        n: N as u32,
+        input: &mut input,
+        acc: &mut acc,
+        total: &mut total,
+        total_host: &mut total_host,
+    })?;
+    graph.write_input()?.fill(7.0)?;
+    graph.write_input()?.upload(&frame)?;
+    drop(graph);
+    let stream = Stream::non_blocking(ctx)?;
+    assert_eq!(input.to_vec(&stream)?, values);
+    assert_eq!(acc.to_vec(&stream)?, vec![0.0; N], "nothing was launched");
     Ok(())
 }
 
