@@ -6,7 +6,8 @@
 //! | jacobi to tolerance | `jacobi --device-loop` (the solve as one launch: a device `while` loop, two sweeps and one reduction per iteration, `jacobi::time_device_loop`) against the host loop (`JacobiPair`, two sweeps, the reduction and the residual's copy back captured once and replayed, the residual read after every launch: the same sweeps per launch as the raw C++ host loop of `benches/anchors/jacobi_while.cu`, so both stop at the same sweep, `jacobi::time_host_loop`), per sweep, at 512x512 and 4096x4096 to a residual of 1e-4; the raw C++ WHILE-node loop is `benches/anchors/jacobi_while.cu`, run on its own |
 //! | stream_chunks | the `stream_chunks` example's passes over 64 MiB (chunks as ranges of one array on a stream array; passes running ahead, and closed) against the two-way copy limit (a host-to-device and a device-to-host copy of the whole array at once, as `tests/benches/overlap.rs` measures it) |
 //!
-//! Every case runs once to warm up, then `REPS` times (jacobi: the two solvers interleaved);
+//! Every case runs once to warm up, then `REPS` times (jacobi: the two solvers interleaved,
+//! each rep starting with the other);
 //! the tables show medians (jacobi) and bests (stream_chunks, whose passes are timed
 //! together); jacobi to tolerance runs each loop `TOL_REPS` times, interleaved (each run
 //! warms up on its own), and shows medians. The jacobi solvers' final grids must agree bit
@@ -58,9 +59,15 @@ fn jacobi_rows(ctx: &Context) -> Result<Vec<JacobiRow>, BoxError> {
                 return Err(format!("jacobi {size}: the solvers' grids differ").into());
             }
             let (mut ours, mut raw) = (Vec::new(), Vec::new());
-            for _ in 0..REPS {
-                ours.push(jacobi::time_sweeps(ctx, size, size, sweeps, check_every)?.0);
-                raw.push(jacobi::anchor::time_sweeps(ctx, size, size, sweeps, check_every)?.0);
+            // Each rep starts with the other solver, so neither always runs first.
+            for rep in 0..REPS {
+                if rep % 2 == 0 {
+                    ours.push(jacobi::time_sweeps(ctx, size, size, sweeps, check_every)?.0);
+                    raw.push(jacobi::anchor::time_sweeps(ctx, size, size, sweeps, check_every)?.0);
+                } else {
+                    raw.push(jacobi::anchor::time_sweeps(ctx, size, size, sweeps, check_every)?.0);
+                    ours.push(jacobi::time_sweeps(ctx, size, size, sweeps, check_every)?.0);
+                }
             }
             let per = |d: Duration| d.as_secs_f64() / f64::from(sweeps);
             rows.push(JacobiRow {
