@@ -76,6 +76,36 @@ static bool load_module(const char* path, CUmodule* module) {
     return true;
 }
 
+// The kernels of the device loop's body, and their launch shape.
+struct LoopKernels {
+    CUfunction sweep, reduce, cond;
+    dim3 grid, block;
+};
+
+// The device loop's graph: one WHILE node whose body is sweep (`sweep_a`), sweep (`sweep_b`),
+// the reduction and the condition kernel. The node's handle is written to `*handle` before
+// the condition kernel is added, so `cond_args` may point at it.
+static CUgraph device_loop(CUcontext ctx, const LoopKernels& k, CUgraphConditionalHandle* handle,
+                           void** sweep_a, void** sweep_b, void** reduce_args, void** cond_args) {
+    CUgraph graph;
+    CHECK_CU(cuGraphCreate(&graph, 0));
+    CHECK_CU(cuGraphConditionalHandleCreate(handle, graph, ctx, 1, CU_GRAPH_COND_ASSIGN_DEFAULT));
+    CUgraphNodeParams cp = {};
+    cp.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+    cp.conditional.handle = *handle;
+    cp.conditional.type = CU_GRAPH_COND_TYPE_WHILE;
+    cp.conditional.size = 1;
+    cp.conditional.ctx = ctx;
+    CUgraphNode loop;
+    CHECK_CU(cuGraphAddNode(&loop, graph, nullptr, nullptr, 0, &cp));
+    CUgraph body = cp.conditional.phGraph_out[0];
+    CUgraphNode a = add_kernel(body, nullptr, 0, k.sweep, k.grid, k.block, sweep_a);
+    CUgraphNode b = add_kernel(body, &a, 1, k.sweep, k.grid, k.block, sweep_b);
+    CUgraphNode r = add_kernel(body, &b, 1, k.reduce, dim3(1), dim3(256), reduce_args);
+    add_kernel(body, &r, 1, k.cond, dim3(1), dim3(1), cond_args);
+    return graph;
+}
+
 int main(int argc, char** argv) {
     unsigned int n = argc > 1 ? std::atoi(argv[1]) : 512;
     float tol = argc > 2 ? std::atof(argv[2]) : 1e-4f;
@@ -144,22 +174,7 @@ int main(int argc, char** argv) {
     };
 
     // Device loop: one WHILE node whose body is sweep, sweep, reduce, condition.
-    CUgraph graph;
-    CHECK_CU(cuGraphCreate(&graph, 0));
     CUgraphConditionalHandle handle;
-    CHECK_CU(cuGraphConditionalHandleCreate(&handle, graph, ctx, 1, CU_GRAPH_COND_ASSIGN_DEFAULT));
-    CUgraphNodeParams cp = {};
-    cp.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
-    cp.conditional.handle = handle;
-    cp.conditional.type = CU_GRAPH_COND_TYPE_WHILE;
-    cp.conditional.size = 1;
-    cp.conditional.ctx = ctx;
-    CUgraphNode loop;
-    CHECK_CU(cuGraphAddNode(&loop, graph, nullptr, nullptr, 0, &cp));
-    CUgraph body = cp.conditional.phGraph_out[0];
-    CUgraphNode a = add_kernel(body, nullptr, 0, sweep, grid, block, sweep_a);
-    CUgraphNode b = add_kernel(body, &a, 1, sweep, grid, block, sweep_b);
-    CUgraphNode r = add_kernel(body, &b, 1, reduce, dim3(1), dim3(256), reduce_args);
     void* cond_args[] = {&handle, &residual, &tol, &iterations, &max_iters};
     // COND_PTX: the library's loop test kernel instead of keep_going (arguments as
     // runtime/src/cuda/graph/conditional.rs passes them: the state word is host-mapped).
@@ -174,10 +189,10 @@ int main(int argc, char** argv) {
         CHECK_RT(cudaHostAlloc(&state, 8, cudaHostAllocMapped));
         CHECK_RT(cudaMalloc(&counter, 16));
         CHECK_RT(cudaMemset(counter, 0, 16));
-        add_kernel(body, &r, 1, cond, dim3(1), dim3(1), lib_args);
-    } else {
-        add_kernel(body, &r, 1, cond, dim3(1), dim3(1), cond_args);
     }
+    const LoopKernels kernels = {sweep, reduce, cond, grid, block};
+    CUgraph graph = device_loop(ctx, kernels, &handle, sweep_a, sweep_b, reduce_args,
+                                state ? lib_args : cond_args);
     CUgraphExec exec;
     CHECK_CU(cuGraphInstantiate(&exec, graph, 0));
 
@@ -260,25 +275,12 @@ int main(int argc, char** argv) {
             void* ra[] = {&nx, &ny, &ru, &ru_new, &rblock};
             void* rb[] = {&nx, &ny, &ru_new, &ru, &rblock};
             void* rr[] = {&blocks, &rblock, &rres};
-            CUgraph g;
-            CHECK_CU(cuGraphCreate(&g, 0));
             CUgraphConditionalHandle h;
-            CHECK_CU(cuGraphConditionalHandleCreate(&h, g, ctx, 1, CU_GRAPH_COND_ASSIGN_DEFAULT));
             void* rc[] = {&h, &rres, &tol, &riters, &max_iters};
-            CUgraphNodeParams np = {};
-            np.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
-            np.conditional.handle = h;
-            np.conditional.type = CU_GRAPH_COND_TYPE_WHILE;
-            np.conditional.size = 1;
-            np.conditional.ctx = ctx;
-            CUgraphNode l;
-            CHECK_CU(cuGraphAddNode(&l, g, nullptr, nullptr, 0, &np));
-            CUgraph bd = np.conditional.phGraph_out[0];
-            CUgraphNode x = add_kernel(bd, nullptr, 0, sweep, grid, block, ra);
-            CUgraphNode y = add_kernel(bd, &x, 1, sweep, grid, block, rb);
-            CUgraphNode z = add_kernel(bd, &y, 1, reduce, dim3(1), dim3(256), rr);
-            add_kernel(bd, &z, 1, function_of(reinterpret_cast<const void*>(keep_going)), dim3(1),
-                       dim3(1), rc);
+            const LoopKernels own = {sweep, reduce,
+                                     function_of(reinterpret_cast<const void*>(keep_going)), grid,
+                                     block};
+            CUgraph g = device_loop(ctx, own, &h, ra, rb, rr, rc);
             CUgraphExec e;
             CHECK_CU(cuGraphInstantiate(&e, g, 0));
             CHECK_CU(cuGraphUpload(e, stream));
