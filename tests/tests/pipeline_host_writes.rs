@@ -69,12 +69,26 @@ gpu_pipeline! {
     }
 }
 
+/// `Accumulate`'s buffers for `n` elements, all zero: input, acc, total and total_host.
+type AccumulateBuffers = (
+    DeviceBuffer<f32>,
+    DeviceBuffer<f32>,
+    DeviceBuffer<f32>,
+    PinnedBuffer<f32>,
+);
+
+fn accumulate_buffers(ctx: &Context, n: usize) -> Result<AccumulateBuffers> {
+    Ok((
+        upload(ctx, &vec![0.0; n])?,
+        upload(ctx, &vec![0.0; n])?,
+        upload(ctx, &[0.0])?,
+        PinnedBuffer::<f32>::zeros(ctx, 1)?,
+    ))
+}
+
 fn host_writes_between_replays_run_in_order_with_them(ctx: &Context) -> Result<()> {
     const N: usize = 200;
-    let mut input = upload(ctx, &[0.0; N])?;
-    let mut acc = upload(ctx, &[0.0; N])?;
-    let mut total = upload(ctx, &[0.0])?;
-    let mut total_host = PinnedBuffer::<f32>::zeros(ctx, 1)?;
+    let (mut input, mut acc, mut total, mut total_host) = accumulate_buffers(ctx, N)?;
     let mut frame = PinnedBuffer::<f32>::zeros(ctx, N)?;
     let mut pipeline = Accumulate::new(ctx)?;
     let mut graph = pipeline.capture(AccumulateParams {
@@ -126,10 +140,7 @@ fn host_writes_between_replays_run_in_order_with_them(ctx: &Context) -> Result<(
 /// stream right after is the written one, with no race.
 fn a_graph_dropped_after_host_writes_alone_waits_for_them(ctx: &Context) -> Result<()> {
     const N: usize = 1 << 16;
-    let mut input = upload(ctx, &[0.0; N])?;
-    let mut acc = upload(ctx, &[0.0; N])?;
-    let mut total = upload(ctx, &[0.0])?;
-    let mut total_host = PinnedBuffer::<f32>::zeros(ctx, 1)?;
+    let (mut input, mut acc, mut total, mut total_host) = accumulate_buffers(ctx, N)?;
     let values: Vec<f32> = (0..N).map(|i| i as f32).collect();
     let frame = PinnedBuffer::from_slice(ctx, &values)?;
     let mut pipeline = Accumulate::new(ctx)?;
