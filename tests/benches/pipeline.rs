@@ -10,7 +10,7 @@
 //! | `capture 100 kernels` | begin capture, 100 launches, end, instantiate |
 //! | `replay 100 kernels` | one launch of the instantiated 100-kernel graph, 1 000 replays |
 //! | `replay 100 kernels: tracked vs untracked` | the replay with fault tracking on against off (the default) |
-//! | `set scalar` | update the scalar of all 100 kernel nodes in place (one batch) |
+//! | `set scalar` | update the scalar of all 100 kernel nodes in place (one batch; each sample times 20 of them) |
 //! | `set 2 scalars, apply once` | both scalars of all 100 nodes changed, then one `apply_updates`; runtime and raw columns repeat `set scalar`'s |
 //! | `recapture every sweep` | jacobiCudaGraphs' method 1: the one-kernel step recorded again with its two grids exchanged, the executable graph updated from it (`cuGraphExecUpdate`), launched and synchronized; 100 sweeps |
 //!
@@ -43,6 +43,8 @@ const REPLAYS: usize = 1_000;
 const CHAIN: usize = 100;
 const SWEEPS: usize = 100;
 const REPS: usize = 7;
+/// Whole-graph updates per sample of the `set scalar` row.
+const SET_BATCHES: usize = 20;
 
 type BoxResult<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 type AddScalar = (u32, f32, &'static mut [f32]);
@@ -745,49 +747,59 @@ fn run(ctx: &Context) -> BoxResult<Vec<Row>> {
         ok(code, "cuGraphGetNodes")?;
         raw_nodes.truncate(count);
         let mut v = 1.0_f32;
-        let [g, r, w] = measure(CHAIN, &mut |variant| match variant {
-            0 => {
-                v += 1.0;
-                generated.set_value(v)?;
-                Ok(generated.apply_updates()?)
-            }
-            1 => {
-                v += 1.0;
-                let mut updates = hand_exec.kernel_updates()?;
-                for node in &hand_nodes {
-                    updates.set(node, &add, cfg, (32u32, v, &mut hand_data))?;
+        // Each sample is SET_BATCHES updates of the whole graph: one batch (about 30 µs) is
+        // short enough for the host's scheduling to move it by several times.
+        let mut one_batch = |variant: usize| -> BoxResult<()> {
+            match variant {
+                0 => {
+                    v += 1.0;
+                    generated.set_value(v)?;
+                    Ok(generated.apply_updates()?)
                 }
-                Ok(())
-            }
-            _ => {
-                value += 1.0;
-                let mut p: [*mut c_void; 3] = [
-                    (&raw mut n).cast(),
-                    (&raw mut value).cast(),
-                    (&raw mut ptr).cast(),
-                ];
-                let params = sys::CUDA_KERNEL_NODE_PARAMS {
-                    func: function,
-                    gridDimX: 1,
-                    gridDimY: 1,
-                    gridDimZ: 1,
-                    blockDimX: 32,
-                    blockDimY: 1,
-                    blockDimZ: 1,
-                    sharedMemBytes: 0,
-                    kernelParams: p.as_mut_ptr(),
-                    extra: std::ptr::null_mut(),
-                    kern: std::ptr::null_mut(),
-                    ctx: std::ptr::null_mut(),
-                };
-                for &node in &raw_nodes {
-                    // SAFETY: a live executable graph, a kernel node of its source graph
-                    // running `function`, and parameters the driver copies.
-                    let code = unsafe { (raw.set_params)(raw_exec, node, &params) };
-                    ok(code, "cuGraphExecKernelNodeSetParams")?;
+                1 => {
+                    v += 1.0;
+                    let mut updates = hand_exec.kernel_updates()?;
+                    for node in &hand_nodes {
+                        updates.set(node, &add, cfg, (32u32, v, &mut hand_data))?;
+                    }
+                    Ok(())
                 }
-                Ok(())
+                _ => {
+                    value += 1.0;
+                    let mut p: [*mut c_void; 3] = [
+                        (&raw mut n).cast(),
+                        (&raw mut value).cast(),
+                        (&raw mut ptr).cast(),
+                    ];
+                    let params = sys::CUDA_KERNEL_NODE_PARAMS {
+                        func: function,
+                        gridDimX: 1,
+                        gridDimY: 1,
+                        gridDimZ: 1,
+                        blockDimX: 32,
+                        blockDimY: 1,
+                        blockDimZ: 1,
+                        sharedMemBytes: 0,
+                        kernelParams: p.as_mut_ptr(),
+                        extra: std::ptr::null_mut(),
+                        kern: std::ptr::null_mut(),
+                        ctx: std::ptr::null_mut(),
+                    };
+                    for &node in &raw_nodes {
+                        // SAFETY: a live executable graph, a kernel node of its source graph
+                        // running `function`, and parameters the driver copies.
+                        let code = unsafe { (raw.set_params)(raw_exec, node, &params) };
+                        ok(code, "cuGraphExecKernelNodeSetParams")?;
+                    }
+                    Ok(())
+                }
             }
+        };
+        let [g, r, w] = measure(CHAIN * SET_BATCHES, &mut |variant| {
+            for _ in 0..SET_BATCHES {
+                one_batch(variant)?;
+            }
+            Ok(())
         })?;
         // Diagnostic: the raw update through the entry point `cuGetProcAddress` returns
         // (the runtime's) against the `dlsym`'d `_v2` export, same parameters.
