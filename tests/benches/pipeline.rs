@@ -269,6 +269,49 @@ fn measure(per: usize, f: &mut dyn FnMut(usize) -> BoxResult<()>) -> BoxResult<[
     Ok([us(a), us(b), us(c)])
 }
 
+/// The raw side of the `set scalar` rows: every node of `nodes` set, through `set`, to launch
+/// `function` on one block of 32 threads with the arguments `(n, value, ptr)`.
+///
+/// # Safety
+///
+/// `exec` is a live executable graph, `nodes` kernel nodes of its source graph that launch
+/// `function`, a kernel taking `(unsigned, float, float*)` that reads and writes at most `n`
+/// floats from `ptr`, a live allocation of at least that many.
+unsafe fn raw_set_all(
+    set: sys::PFN_cuGraphExecKernelNodeSetParams,
+    exec: sys::CUgraphExec,
+    nodes: &[sys::CUgraphNode],
+    function: sys::CUfunction,
+    (mut n, mut value, mut ptr): (u32, f32, u64),
+) -> BoxResult<()> {
+    let mut p: [*mut c_void; 3] = [
+        (&raw mut n).cast(),
+        (&raw mut value).cast(),
+        (&raw mut ptr).cast(),
+    ];
+    let params = sys::CUDA_KERNEL_NODE_PARAMS {
+        func: function,
+        gridDimX: 1,
+        gridDimY: 1,
+        gridDimZ: 1,
+        blockDimX: 32,
+        blockDimY: 1,
+        blockDimZ: 1,
+        sharedMemBytes: 0,
+        kernelParams: p.as_mut_ptr(),
+        extra: std::ptr::null_mut(),
+        kern: std::ptr::null_mut(),
+        ctx: std::ptr::null_mut(),
+    };
+    for &node in nodes {
+        // SAFETY: the caller's promise; the parameters outlive the call (the driver copies
+        // them).
+        let code = unsafe { set(exec, node, &params) };
+        ok(code, "cuGraphExecKernelNodeSetParams")?;
+    }
+    Ok(())
+}
+
 fn run(ctx: &Context) -> BoxResult<Vec<Row>> {
     let raw = Raw::open()?;
     let module = Module::load_ptx(ctx, include_str!("../../runtime/kernels/test_kernels.ptx"))?;
@@ -766,32 +809,17 @@ fn run(ctx: &Context) -> BoxResult<Vec<Row>> {
                 }
                 _ => {
                     value += 1.0;
-                    let mut p: [*mut c_void; 3] = [
-                        (&raw mut n).cast(),
-                        (&raw mut value).cast(),
-                        (&raw mut ptr).cast(),
-                    ];
-                    let params = sys::CUDA_KERNEL_NODE_PARAMS {
-                        func: function,
-                        gridDimX: 1,
-                        gridDimY: 1,
-                        gridDimZ: 1,
-                        blockDimX: 32,
-                        blockDimY: 1,
-                        blockDimZ: 1,
-                        sharedMemBytes: 0,
-                        kernelParams: p.as_mut_ptr(),
-                        extra: std::ptr::null_mut(),
-                        kern: std::ptr::null_mut(),
-                        ctx: std::ptr::null_mut(),
-                    };
-                    for &node in &raw_nodes {
-                        // SAFETY: a live executable graph, a kernel node of its source graph
-                        // running `function`, and parameters the driver copies.
-                        let code = unsafe { (raw.set_params)(raw_exec, node, &params) };
-                        ok(code, "cuGraphExecKernelNodeSetParams")?;
+                    // SAFETY: a live executable graph whose nodes launch `function`
+                    // (`add_scalar`) on the 32 floats at `ptr`.
+                    unsafe {
+                        raw_set_all(
+                            raw.set_params,
+                            raw_exec,
+                            &raw_nodes,
+                            function,
+                            (n, value, ptr),
+                        )
                     }
-                    Ok(())
                 }
             }
         };
@@ -810,30 +838,8 @@ fn run(ctx: &Context) -> BoxResult<Vec<Row>> {
                 _ => return Ok(()),
             };
             value += 1.0;
-            let mut p: [*mut c_void; 3] = [
-                (&raw mut n).cast(),
-                (&raw mut value).cast(),
-                (&raw mut ptr).cast(),
-            ];
-            let params = sys::CUDA_KERNEL_NODE_PARAMS {
-                func: function,
-                gridDimX: 1,
-                gridDimY: 1,
-                gridDimZ: 1,
-                blockDimX: 32,
-                blockDimY: 1,
-                blockDimZ: 1,
-                sharedMemBytes: 0,
-                kernelParams: p.as_mut_ptr(),
-                extra: std::ptr::null_mut(),
-                kern: std::ptr::null_mut(),
-                ctx: std::ptr::null_mut(),
-            };
-            for &node in &raw_nodes {
-                // SAFETY: as for the raw variant above.
-                ok(unsafe { set(raw_exec, node, &params) }, "set params")?;
-            }
-            Ok(())
+            // SAFETY: as for the raw variant above.
+            unsafe { raw_set_all(set, raw_exec, &raw_nodes, function, (n, value, ptr)) }
         })?;
         println!(
             "diagnostic: raw set scalar {a:.4} µs/node via cuGetProcAddress, {b:.4} via dlsym"
