@@ -462,6 +462,7 @@ impl Context {
     /// Whether memory of this context may be used by work of `other`: the same context, or
     /// two handles to the same driver context (`Context::cuda(0)` twice gives the one
     /// primary context).
+    #[inline]
     pub(crate) fn shares_memory_with(&self, other: &Context) -> bool {
         match (&self.backend, &other.backend) {
             (ContextBackend::Cuda(a), ContextBackend::Cuda(b)) => a.raw() == b.raw(),

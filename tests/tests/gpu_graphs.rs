@@ -11,8 +11,8 @@ use std::sync::{Mutex, MutexGuard};
 
 use gpu_pipeline::sys::CUresult;
 use gpu_pipeline::{
-    Backend, CaptureMode, Context, DeviceBuffer, Error, Graph, GraphNodeType, GraphUpdateResult,
-    HostKernel, LaunchConfig, Module, PinnedBuffer, Stream, TypedKernel,
+    Backend, CaptureMode, Condition, Context, DeviceBuffer, Error, Graph, GraphNodeType,
+    GraphUpdateResult, HostKernel, LaunchConfig, Module, PinnedBuffer, Stream, TypedKernel,
 };
 
 const PTX: &str = include_str!("../../runtime/kernels/test_kernels.ptx");
@@ -118,6 +118,7 @@ on_both_backends!(
     a_launch_is_refused_while_a_host_slice_of_its_memory_is_alive,
     kernel_nodes_come_back_in_launch_order,
     a_clone_gets_the_nodes_its_original_nodes_became,
+    a_kernel_node_after_a_stranger_is_refused_and_adds_nothing,
 );
 
 const N: u32 = 4096;
@@ -799,4 +800,51 @@ fn a_clone_gets_the_nodes_its_original_nodes_became(ctx: &Context) {
     // Nodes of another graph are refused.
     let err = clone.try_clone_with_nodes(&nodes).unwrap_err();
     assert!(err.to_string().contains("another graph"), "{err}");
+}
+
+/// A kernel node's dependencies must be nodes of the scope it is added to: one of another
+/// graph, or of a conditional body, is refused, and the graph is left as it was (then still
+/// builds and runs).
+fn a_kernel_node_after_a_stranger_is_refused_and_adds_nothing(ctx: &Context) {
+    let f = fixture_on(ctx);
+    let mut data = filled(&f.stream, 1.0);
+    let go = DeviceBuffer::from_slice(&f.stream, &[1u32]).unwrap();
+    f.stream.synchronize().unwrap();
+    let mut other = Graph::new(&f.ctx).unwrap();
+    let stranger = other.add_empty_node(&[]).unwrap();
+    let mut graph = Graph::new(&f.ctx).unwrap();
+    let first = graph
+        .add_kernel_node(&[], &f.add_scalar, config(), (N, 1.0f32, &mut data))
+        .unwrap();
+    let mut inside = None;
+    let branch = graph
+        .add_if_node(&[first.node()], Condition::value(&go), |body| {
+            inside = Some(body.add_empty_node(&[])?);
+            Ok(())
+        })
+        .unwrap();
+    let inside = inside.expect("the body was built");
+    let count = graph.node_count().unwrap();
+    for (after, why) in [
+        (vec![stranger], "another graph"),
+        (vec![branch, stranger], "another graph"),
+        (vec![inside], "another conditional body"),
+    ] {
+        let err = graph
+            .add_kernel_node(&after, &f.add_scalar, config(), (N, 5.0f32, &mut data))
+            .unwrap_err();
+        assert!(err.to_string().contains(why), "{why}: {err}");
+        assert_eq!(
+            graph.node_count().unwrap(),
+            count,
+            "{why}: a node was added"
+        );
+    }
+    graph
+        .add_kernel_node(&[branch], &f.add_scalar, config(), (N, 2.0f32, &mut data))
+        .unwrap();
+    graph.instantiate().unwrap().launch(&f.stream).unwrap();
+    f.stream.synchronize().unwrap();
+    drop(graph);
+    assert_all(&f.stream, &data, 4.0);
 }

@@ -34,12 +34,17 @@ impl Keep {
     /// The identity of what is kept, for de-duplication.
     pub(crate) fn key(&self) -> usize {
         match self {
-            Keep::Device(a) => Arc::as_ptr(a) as *const () as usize,
-            Keep::Pinned(a) => Arc::as_ptr(a) as *const () as usize,
+            Keep::Device(a) => key_of(a),
+            Keep::Pinned(a) => key_of(a),
             Keep::Panics(log) => log.key(),
-            Keep::Object(a) => Arc::as_ptr(a) as *const () as usize,
+            Keep::Object(a) => key_of(a),
         }
     }
+}
+
+/// The key ([`Keep::key`]) that keeping `shared` would have: its address.
+pub(crate) fn key_of<T: ?Sized>(shared: &Arc<T>) -> usize {
+    Arc::as_ptr(shared) as *const () as usize
 }
 
 /// The keys of what a graph keeps ([`Keep::key`]): addresses, hashed by one multiply

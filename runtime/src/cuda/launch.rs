@@ -118,6 +118,7 @@ pub(crate) fn launch(
 
 /// Builds the node parameters of a kernel node launching `function` with `config`, calling
 /// `f` with them while the packed arguments they point at are alive.
+#[inline]
 pub(crate) fn with_node_params<R>(
     function: &Function,
     config: &LaunchConfig,

@@ -57,6 +57,7 @@ impl Kernel {
         self.validate_for("Kernel::launch", config)
     }
 
+    #[inline]
     pub(crate) fn validate_for(&self, call: &'static str, config: &LaunchConfig) -> Result<()> {
         config
             .validate(&self.inner.limits)

@@ -58,6 +58,7 @@ impl CopyEnd<'_> {
 impl Graph {
     /// The raw graph a scope names: 0 is the graph itself, `k` the body of its `k`-th
     /// conditional node.
+    #[inline]
     pub(crate) fn scope_raw(&self, call: &'static str, scope: usize) -> Result<sys::CUgraph> {
         match scope {
             0 => Ok(self.handle.raw),

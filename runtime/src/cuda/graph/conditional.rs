@@ -746,7 +746,7 @@ impl Graph {
         let config = LaunchConfig::new(1u32, 1u32);
         self.add_kernel_node(
             scope,
-            dependencies,
+            dependencies.iter().copied(),
             &function,
             &config,
             &KernelArgs::new(handle, args, role),

@@ -62,6 +62,7 @@ unsafe impl Send for GraphHandle {}
 unsafe impl Sync for GraphHandle {}
 
 impl GraphHandle {
+    #[inline]
     fn lock(&self) -> MutexGuard<'_, ()> {
         self.lock.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -96,6 +97,13 @@ unsafe impl Send for NodeRef {}
 unsafe impl Sync for NodeRef {}
 
 impl NodeRef {
+    /// A node of no graph (graph ids start at 1): what a caller passes for a dependency it
+    /// refuses itself, so the iterator it hands over stays exact in length.
+    pub(crate) const NONE: NodeRef = NodeRef {
+        graph: 0,
+        raw: std::ptr::null_mut(),
+    };
+
     /// The raw handle, for interop (valid while its graph lives).
     pub(crate) fn raw(&self) -> sys::CUgraphNode {
         self.raw
@@ -143,20 +151,27 @@ enum RawDeps {
 
 impl RawDeps {
     fn new(nodes: &[NodeRef]) -> RawDeps {
+        RawDeps::collect(nodes.iter().map(|n| n.raw))
+    }
+
+    fn collect(nodes: impl ExactSizeIterator<Item = sys::CUgraphNode>) -> RawDeps {
         if nodes.len() > INLINE_DEPS {
-            return RawDeps::Heap(nodes.iter().map(|n| n.raw).collect());
+            return RawDeps::Heap(nodes.collect());
         }
         let mut inline = [std::ptr::null_mut(); INLINE_DEPS];
+        let mut len = 0;
         for (slot, node) in inline.iter_mut().zip(nodes) {
-            *slot = node.raw;
+            *slot = node;
+            len += 1;
         }
-        RawDeps::Inline(inline, nodes.len())
+        RawDeps::Inline(inline, len)
     }
 }
 
 impl std::ops::Deref for RawDeps {
     type Target = [sys::CUgraphNode];
 
+    #[inline]
     fn deref(&self) -> &[sys::CUgraphNode] {
         match self {
             RawDeps::Inline(nodes, len) => &nodes[..*len],
@@ -235,6 +250,7 @@ impl Graph {
         &self.keep
     }
 
+    #[inline]
     fn node(&self, raw: sys::CUgraphNode) -> NodeRef {
         NodeRef {
             graph: self.handle.id,
@@ -375,40 +391,52 @@ impl Graph {
     /// Adds a launch of `function` with `args` after `dependencies`; the graph keeps the
     /// buffers and the module alive. The caller validated `config` and vouched for the
     /// arguments, as for a launch.
+    ///
+    /// A graph build adds one of these per launch, so this is the build's hot path: one pass
+    /// over the dependencies, one lookup per kept object, one bind, one lock, one driver call.
     pub(crate) fn add_kernel_node(
         &mut self,
         scope: usize,
-        dependencies: &[NodeRef],
+        dependencies: impl ExactSizeIterator<Item = NodeRef>,
         function: &Function,
         config: &LaunchConfig,
         args: &impl CudaArgs,
     ) -> Result<NodeRef> {
         const CALL: &str = "Graph::add_kernel_node";
-        let deps = self.own(CALL, dependencies)?;
+        let (id, mut foreign_node) = (self.handle.id, false);
+        let deps = RawDeps::collect(dependencies.map(|n| {
+            foreign_node |= n.graph != id;
+            n.raw
+        }));
+        if foreign_node {
+            return Err(Error::invalid(
+                CALL,
+                "a dependency is a node of another graph",
+            ));
+        }
+        let deps: &[sys::CUgraphNode] = &deps;
         let target = self.scope_raw(CALL, scope)?;
-        if function.module().context().raw() != self.handle.ctx.raw() {
+        let ctx = self.handle.ctx.raw();
+        let module = function.module();
+        if module.context().raw() != ctx {
             return Err(Error::mismatch(
                 CALL,
                 "the kernel is loaded in another context than the graph's",
             ));
         }
         // Only what the graph does not keep yet is cloned (and allocates): a buffer passed
-        // to 100 launches is looked up 100 times and kept once.
-        let ctx = self.handle.ctx.raw();
-        // `None` until something is new (dropping an empty vector still costs a call).
+        // to 100 launches is looked up 100 times and kept once. `None` until something is
+        // new (dropping an empty vector still costs a call).
         let mut keep: Option<Vec<Keep>> = None;
-        let module = function.module();
-        if !self
-            .keep_keys
-            .contains(&(Arc::as_ptr(module) as *const () as usize))
-        {
+        let keys = &self.keep_keys;
+        if !keys.contains(&keep::key_of(module)) {
             keep.get_or_insert_default()
                 .push(Keep::Object(module.clone()));
         }
-        let (keys, mut foreign) = (&self.keep_keys, false);
+        let mut foreign = false;
         args.visit_memory(&mut |memory| {
             foreign |= memory.context().raw() != ctx;
-            if !keys.contains(&(Arc::as_ptr(memory) as *const () as usize)) {
+            if !keys.contains(&keep::key_of(memory)) {
                 keep.get_or_insert_default()
                     .push(Keep::Device(memory.clone()));
             }
@@ -421,12 +449,13 @@ impl Graph {
         }
         let d = self.handle.ctx.bind()?;
         let handle = &self.handle;
-        let node = with_node_params(function, config, args, |params| {
+        let raw = with_node_params(function, config, args, |params| {
             let _guard = handle.lock();
             let mut node = std::ptr::null_mut();
-            // SAFETY: a live graph (or body of it), nodes of it, and parameters whose argument
-            // pointers are valid for this call (the driver copies the values); what they point
-            // at is kept below for the graph's life.
+            // SAFETY: a live graph (or body of it), nodes of it (checked by `own`), and
+            // parameters whose argument pointers are valid for this call
+            // (the driver copies the values); what they point at is kept below for the
+            // graph's life.
             check("cuGraphAddKernelNode", unsafe {
                 (d.cuGraphAddKernelNode)(&mut node, target, deps.as_ptr(), deps.len(), params)
             })?;
@@ -436,7 +465,7 @@ impl Graph {
         if let Some(keep) = keep {
             extend_keep(&mut self.keep, &mut self.keep_keys, keep);
         }
-        Ok(self.node(node))
+        Ok(self.node(raw))
     }
 
     /// Makes `to` run after `from` (two nodes of `scope`).

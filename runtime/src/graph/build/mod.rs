@@ -38,9 +38,14 @@ use crate::stream::{MemOp, Stream, StreamBackend, mixed};
 use crate::sys;
 
 mod conditional;
+mod kernel;
 mod node_methods;
 
 use node_methods::{body_graph, graph_itself, shared_node_methods};
+
+/// Why a node is refused whose dependency is not a node of its scope.
+const FOREIGN_DEPENDENCY: &str = "a dependency is a node of another graph, or of another \
+     conditional body (dependencies must be nodes of the graph or body the node is added to)";
 
 /// A node's dependencies, resolved for the graph's backend.
 enum Deps {
@@ -211,6 +216,7 @@ impl Graph {
 
     /// [`scope_of`](Self::scope_of) without the clone (a node added to a body of the CPU
     /// form would otherwise copy its path, and every node pay for the copy's code).
+    #[inline]
     fn scope_ref(&self, call: &'static str, scope: u32) -> Result<&Scope> {
         if self.broken {
             return Err(Error::invalid(
@@ -227,11 +233,7 @@ impl Graph {
     fn deps(&self, call: &'static str, scope: u32, dependencies: &[GraphNode]) -> Result<Deps> {
         let mine = |n: &GraphNode| n.graph == self.id && n.scope == scope;
         if !dependencies.iter().all(mine) {
-            return Err(Error::invalid(
-                call,
-                "a dependency is a node of another graph, or of another conditional body \
-                 (dependencies must be nodes of the graph or body the node is added to)",
-            ));
+            return Err(Error::invalid(call, FOREIGN_DEPENDENCY));
         }
         let ids = dependencies.iter().map(|n| n.id);
         Ok(match &self.backend {
@@ -252,6 +254,7 @@ impl Graph {
         })
     }
 
+    #[inline]
     fn made(&self, scope: u32, kind: GraphNodeType, id: NodeId) -> GraphNode {
         GraphNode {
             graph: self.id,
@@ -308,92 +311,6 @@ impl Graph {
             |g, body, deps| g.add_empty_node(body, deps),
             |g, path, deps| Ok(g.add_empty(path, deps)?),
         )
-    }
-
-    pub(super) fn add_kernel_in<Sig: Signature + 'static, A: KernelArgsFor<Sig>>(
-        &mut self,
-        scope: u32,
-        dependencies: &[GraphNode],
-        kernel: &TypedKernel<Sig>,
-        config: LaunchConfig,
-        args: A,
-    ) -> Result<KernelNode> {
-        const CALL: &str = "Graph::add_kernel_node";
-        // A node whose arguments break a bound of the kernel is refused, not added.
-        kernel.check_bounds_for(CALL, &args)?;
-        // A condition handle is set only where its node can see it.
-        let mut refused = None;
-        // The loop state words the kernel may write: kept for the graph's life even if the
-        // handle and its node go before it (the words themselves are argument memory).
-        let mut states = Vec::new();
-        args.visit_conditions(&mut |handle| {
-            if refused.is_none() {
-                refused = handle.check_setter(CALL, self.id, scope).err();
-            }
-            if let Some(FlagStorage::Cuda(word)) = handle.loop_state().map(LoopState::storage) {
-                states.push(cuda::Keep::Object(word.clone()));
-            }
-        });
-        if let Some(e) = refused {
-            return Err(e);
-        }
-        let k = kernel.kernel();
-        k.validate_for(CALL, &config)?;
-        if !k.context().shares_memory_with(&self.ctx) {
-            return Err(Error::mismatch(
-                CALL,
-                format!(
-                    "`{}` is loaded in another context than the graph's",
-                    k.name()
-                ),
-            ));
-        }
-        let identity = match &k.inner.backend {
-            KernelBackend::Cuda(function) => KernelIdentity::Cuda(function.id()),
-            KernelBackend::Cpu => KernelIdentity::Cpu(k.inner.id),
-        };
-        // Only the CPU form needs the context past the borrow `add_with` takes (a clone per
-        // node is an atomic increment and decrement a CUDA build need not pay).
-        let cpu_ctx = matches!(self.backend, GraphBackend::Cpu(_)).then(|| self.ctx.clone());
-        let node = self.add_with(
-            CALL,
-            scope,
-            dependencies,
-            GraphNodeType::KERNEL,
-            |g, body, deps| {
-                let function = k.cuda_only(CALL)?;
-                let node = g.add_kernel_node(body, deps, function, &config, &CudaArgsOf(&args))?;
-                if !states.is_empty() {
-                    g.retain(states);
-                }
-                Ok(node)
-            },
-            |g, path, deps| {
-                if !matches!(k.inner.backend, KernelBackend::Cpu) {
-                    return Err(mixed(CALL, "kernel"));
-                }
-                let cpu_impl = kernel
-                    .cpu_impl()
-                    .ok_or_else(|| cpu::missing_cpu_impl(CALL, k.name(), k.module_name()))?;
-                let ctx = cpu_ctx.ok_or_else(|| mixed(CALL, "graph"))?;
-                let values = cpu_args::<Sig, A>(CALL, &ctx, &args)?;
-                let label = format!("launch {}::{}", k.module_name(), k.name());
-                // A node the builder adds is the step's own launch, never a called function's.
-                let tag = cpu::KernelTag {
-                    kernel: k.inner.id,
-                    config,
-                    in_call: false,
-                };
-                let op = cpu::Op::kernel(label, cpu_impl.kernel_fn(), values, tag)
-                    .keep(k.module_keep_cpu());
-                Ok(g.add_op(path, op, deps)?)
-            },
-        )?;
-        Ok(KernelNode {
-            node,
-            kernel: identity,
-            config,
-        })
     }
 
     fn add_copy_in(
