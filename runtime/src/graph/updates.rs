@@ -125,11 +125,12 @@ impl KernelUpdates<'_> {
             ));
         }
         let k = kernel.kernel();
-        // One match decides the backend and whether the node launches this kernel.
+        // One match decides the backend and whether the node launches this kernel, on
+        // references: a generated setter comes here once per node of its graph.
         let launches = match (
             &mut self.backend,
-            node.node.id,
-            node.kernel,
+            &node.node.id,
+            &node.kernel,
             &k.inner.backend,
         ) {
             (
@@ -138,16 +139,16 @@ impl KernelUpdates<'_> {
                 KernelIdentity::Cuda(id),
                 KernelBackend::Cuda(function),
             ) => {
-                if id != function.id() {
+                if *id != function.id() {
                     return Err(not_launched(CALL, k));
                 }
                 // The geometry the node was captured with was validated then.
-                if config != node.config {
+                if !config.same_as(&node.config) {
                     k.validate_for(CALL, &config)?;
                 }
-                return batch.set(&raw, function, &config, &CudaArgsOf(&args));
+                return batch.set(raw, function, &config, &CudaArgsOf(&args));
             }
-            (_, _, KernelIdentity::Cpu(id), KernelBackend::Cpu) => id == k.inner.id,
+            (_, _, KernelIdentity::Cpu(id), KernelBackend::Cpu) => *id == k.inner.id,
             _ => false,
         };
         if !launches {

@@ -94,6 +94,21 @@ pub struct LaunchConfig {
 }
 
 impl LaunchConfig {
+    /// `self == other`, with no branch per field: a setter compares each node's geometry
+    /// with the one it was built with before it updates the node.
+    #[inline]
+    pub(crate) fn same_as(&self, other: &LaunchConfig) -> bool {
+        let (a, b) = (self, other);
+        ((a.grid.x ^ b.grid.x)
+            | (a.grid.y ^ b.grid.y)
+            | (a.grid.z ^ b.grid.z)
+            | (a.block.x ^ b.block.x)
+            | (a.block.y ^ b.block.y)
+            | (a.block.z ^ b.block.z)
+            | (a.shared_mem_bytes ^ b.shared_mem_bytes))
+            == 0
+    }
+
     /// A launch of `grid` blocks of `block` threads, without dynamic shared memory.
     pub fn new(grid: impl Into<Dim3>, block: impl Into<Dim3>) -> LaunchConfig {
         LaunchConfig {
@@ -371,6 +386,27 @@ mod tests {
         max_shared_per_block_opt_in: 227 * 1024,
         static_shared_bytes: 1024,
     };
+
+    #[test]
+    fn same_as_is_equality_field_by_field() {
+        let base = LaunchConfig::new(Dim3::new(4, 2, 3), Dim3::new(32, 4, 2)).with_shared_mem(64);
+        assert!(base.same_as(&base));
+        let changes: [fn(&mut LaunchConfig); 7] = [
+            |c| c.grid.x += 1,
+            |c| c.grid.y += 1,
+            |c| c.grid.z += 1,
+            |c| c.block.x += 1,
+            |c| c.block.y += 1,
+            |c| c.block.z += 1,
+            |c| c.shared_mem_bytes += 1,
+        ];
+        for change in changes {
+            let mut other = base;
+            change(&mut other);
+            assert!(!base.same_as(&other) && !other.same_as(&base), "{other:?}");
+            assert_eq!(base.same_as(&other), base == other);
+        }
+    }
 
     #[test]
     fn for_elements_rounds_up_and_launches_at_least_one_block() {
