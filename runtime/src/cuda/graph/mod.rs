@@ -452,10 +452,10 @@ impl Graph {
         let raw = with_node_params(function, config, args, |params| {
             let _guard = handle.lock();
             let mut node = std::ptr::null_mut();
-            // SAFETY: a live graph (or body of it), nodes of it (checked by `own`), and
-            // parameters whose argument pointers are valid for this call
-            // (the driver copies the values); what they point at is kept below for the
-            // graph's life.
+            // SAFETY: a live graph (or body of it), nodes of it (their graph ids were checked
+            // above), and parameters whose argument pointers are valid for this call (the
+            // driver copies the values); what they point at is kept below for the graph's
+            // life.
             check("cuGraphAddKernelNode", unsafe {
                 (d.cuGraphAddKernelNode)(&mut node, target, deps.as_ptr(), deps.len(), params)
             })?;
