@@ -4,6 +4,9 @@
 
 use super::*;
 
+/// The call a kernel node's errors name.
+const CALL: &str = "Graph::add_kernel_node";
+
 impl Graph {
     pub(super) fn add_kernel_in<Sig: Signature + 'static, A: KernelArgsFor<Sig>>(
         &mut self,
@@ -13,7 +16,6 @@ impl Graph {
         config: LaunchConfig,
         args: A,
     ) -> Result<KernelNode> {
-        const CALL: &str = "Graph::add_kernel_node";
         // A node whose arguments break a bound of the kernel is refused, not added.
         kernel.check_bounds_for(CALL, &args)?;
         let states = self.condition_states(CALL, scope, &args)?;
@@ -28,26 +30,23 @@ impl Graph {
                 ),
             ));
         }
-        let node = match &k.inner.backend {
+        let (node, identity) = match &k.inner.backend {
             KernelBackend::Cuda(function) => {
                 let args = CudaArgsOf(&args);
                 let node = self.add_cuda_kernel(scope, dependencies, function, &config, &args)?;
                 if let (Some(states), GraphBackend::Cuda(g)) = (states, &mut self.backend) {
                     g.retain(states);
                 }
-                return Ok(KernelNode {
-                    node,
-                    kernel: KernelIdentity::Cuda(function.id()),
-                    config,
-                });
+                (node, KernelIdentity::Cuda(function.id()))
             }
             KernelBackend::Cpu => {
-                self.add_cpu_kernel(scope, dependencies, kernel, config, &args)?
+                let node = self.add_cpu_kernel(scope, dependencies, kernel, config, &args)?;
+                (node, KernelIdentity::Cpu(k.inner.id))
             }
         };
         Ok(KernelNode {
             node,
-            kernel: KernelIdentity::Cpu(k.inner.id),
+            kernel: identity,
             config,
         })
     }
@@ -90,7 +89,6 @@ impl Graph {
         config: &LaunchConfig,
         args: &impl cuda::CudaArgs,
     ) -> Result<GraphNode> {
-        const CALL: &str = "Graph::add_kernel_node";
         let body = match self.scope_ref(CALL, scope)? {
             Scope::Cuda(body) => *body,
             Scope::Cpu(_) => return Err(mixed(CALL, "kernel")),
@@ -122,7 +120,6 @@ impl Graph {
         config: LaunchConfig,
         args: &A,
     ) -> Result<GraphNode> {
-        const CALL: &str = "Graph::add_kernel_node";
         let k = kernel.kernel();
         let ctx = self.ctx.clone();
         self.add_with(
