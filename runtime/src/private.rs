@@ -25,7 +25,7 @@ pub use crate::module::Module;
 pub use crate::pipeline::build::{
     ConditionStaging, FillValue, FlagValue, condition_buffer, copy_node, fill_checked, fill_node,
     fill_value, fill_view_checked, fill_view_value, flag_value, host_condition, host_node,
-    host_value, iteration_limit, loop_maximum, own_tail, step_selects, swap_lengths,
+    host_value, iteration_limit, launch_node, loop_maximum, own_tail, step_selects, swap_lengths,
     wait_flag_checked, wait_flag_node, write_flag_checked, write_flag_node,
 };
 pub use crate::pipeline::host_data::{HostFrame, HostRegion, host_closure_with};

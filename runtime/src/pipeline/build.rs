@@ -6,7 +6,8 @@
 use bytemuck::Pod;
 
 use crate::error::{Error, Result};
-use crate::graph::{Comparison, ConditionValue, Graph, GraphBody, GraphNode};
+use crate::graph::{Comparison, ConditionValue, Graph, GraphBody, GraphNode, KernelNode};
+use crate::launch::{KernelArgsFor, LaunchConfig, Signature, TypedKernel};
 use crate::memory::{
     DeviceBuffer, DeviceDest, DeviceSource, DeviceView, DeviceViewMut, FlagCell, PinnedBuffer,
     PinnedDest, PinnedSource, PinnedView, PinnedViewMut,
@@ -58,6 +59,14 @@ pub trait NodeSink: sealed::Sealed {
         dst: &mut impl DeviceDest<T>,
         value: u32,
     ) -> Result<GraphNode>;
+    /// [`Graph::add_kernel_node`].
+    fn kernel<Sig: Signature + 'static, A: KernelArgsFor<Sig>>(
+        &mut self,
+        deps: &[GraphNode],
+        kernel: &TypedKernel<Sig>,
+        config: LaunchConfig,
+        args: A,
+    ) -> Result<KernelNode>;
 }
 
 macro_rules! node_sink {
@@ -103,12 +112,46 @@ macro_rules! node_sink {
             ) -> Result<GraphNode> {
                 self.add_memset_u32_node(deps, dst, value)
             }
+            fn kernel<Sig: Signature + 'static, A: KernelArgsFor<Sig>>(
+                &mut self,
+                deps: &[GraphNode],
+                kernel: &TypedKernel<Sig>,
+                config: LaunchConfig,
+                args: A,
+            ) -> Result<KernelNode> {
+                self.add_kernel_node(deps, kernel, config, args)
+            }
         }
     };
 }
 
 node_sink!(Graph);
 node_sink!(GraphBody<'_>);
+
+/// `launch k::f(..) grid .. block ..;` as a kernel node after `tail`, which then holds that
+/// node alone; a top-level launch's node also goes to `nodes`, the list the setters update.
+///
+/// Out of line on purpose: a step of many launches runs one copy of this code (per kernel
+/// signature) instead of one per statement, and the driver's call between two nodes leaves
+/// less of the builder to fetch again. The 100-launch step of the `graph_build` bench
+/// builds with 12 KB of code instead of 50 KB (docs/PERFORMANCE.md).
+#[inline(never)]
+pub fn launch_node<N: NodeSink, Sig: Signature + 'static, A: KernelArgsFor<Sig>>(
+    sink: &mut N,
+    tail: &mut Vec<GraphNode>,
+    nodes: Option<&mut Vec<KernelNode>>,
+    kernel: &TypedKernel<Sig>,
+    config: LaunchConfig,
+    args: A,
+) -> Result<()> {
+    let node = sink.kernel(tail, kernel, config, args)?;
+    tail.clear();
+    tail.push(node.node());
+    if let Some(nodes) = nodes {
+        nodes.push(node);
+    }
+    Ok(())
+}
 
 /// A copy node from `Self` into `D`: the node form of
 /// [`CopyInto`](crate::pipeline::ops::CopyInto).

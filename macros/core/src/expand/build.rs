@@ -250,7 +250,6 @@ fn statement_node(
     kept: Option<&LaunchSite<'_>>,
 ) -> TokenStream {
     let rt = rt();
-    let recv = target.receiver();
     let sink = target.sink();
     let buffer = |id: &crate::lower::BufferId| pipeline.buffers[id.0].ident;
     match &statement.kind {
@@ -286,17 +285,17 @@ fn statement_node(
             );
             let take = kept.map(|site| bounds::take_kept(pipeline, site));
             // Only top-level launches are nodes the setters update in place.
-            let push = (target == Target::Graph).then(|| quote!(__nodes.push(__node);));
+            let nodes = match target {
+                Target::Graph => quote!(::core::option::Option::Some(&mut __nodes)),
+                Target::Body => quote!(::core::option::Option::None),
+            };
+            // One call, out of line: the statement's own code is its arguments (see
+            // `launch_node`). The tail's vector is reused, so a chain allocates none per node.
             quote! {
                 {
                     #take
                     #apart
-                    let __node = #recv.add_kernel_node(&__tail, &__kernels.#field, #config, #args)?;
-                    // The tail's vector is reused: a chain of launches allocates no vector per
-                    // node.
-                    __tail.clear();
-                    __tail.push(__node.node());
-                    #push
+                    #rt::launch_node(#sink, &mut __tail, #nodes, &__kernels.#field, #config, #args)?;
                 }
             }
         }
