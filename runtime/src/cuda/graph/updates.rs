@@ -6,14 +6,12 @@
 //! batch allocates nothing unless a node names a module or buffer the executable graph does
 //! not keep yet.
 
-use std::sync::Arc;
-
 use crate::driver::{Driver, check};
 use crate::error::{Error, Result};
 use crate::launch::config::LaunchConfig;
 
 use super::super::Function;
-use super::super::keep::Keep;
+use super::super::keep::{self, Keep};
 use super::super::launch::{CudaArgs, with_node_params};
 use super::{GraphExec, NodeRef};
 
@@ -93,7 +91,7 @@ impl KernelUpdates<'_> {
         // an empty vector still costs a call per node.
         let mut new: Option<Vec<Keep>> = None;
         let module = function.module();
-        let module_key = Arc::as_ptr(module) as usize;
+        let module_key = keep::key_of(module);
         if !self.checked.contains(module_key) {
             if module.context().raw() != ctx {
                 return Err(Error::mismatch(
@@ -110,7 +108,7 @@ impl KernelUpdates<'_> {
         let (checked, keep_keys) = (&mut self.checked, &self.exec.keep_keys);
         let mut foreign = false;
         let visited = args.visit_memory(&mut |memory| {
-            let key = Arc::as_ptr(memory) as usize;
+            let key = keep::key_of(memory);
             if checked.contains(key) {
                 return;
             }
