@@ -47,6 +47,58 @@ pub(crate) fn key_of<T: ?Sized>(shared: &Arc<T>) -> usize {
     Arc::as_ptr(shared) as *const () as usize
 }
 
+/// How many keys a [`Checked`] remembers; past that its owner asks the graph's [`KeySet`],
+/// which costs a hash per lookup but stays correct. Kept small: it is scanned, not hashed.
+const REMEMBERED: usize = 16;
+
+/// The keys of modules and buffers already checked against a graph (kept by it, of its
+/// context), by address: a fixed array scanned first, so the nodes after the first that
+/// name the same kernel and buffers cost a comparison each instead of a hash and a context
+/// check. An address stays a sound key while the graph keeps what it names, since nothing it
+/// keeps is freed (and its address reused) before the graph goes.
+pub(crate) struct Checked {
+    keys: [usize; REMEMBERED],
+    len: usize,
+}
+
+impl Checked {
+    /// None yet (allocates nothing).
+    pub(crate) const fn new() -> Checked {
+        Checked {
+            keys: [0; REMEMBERED],
+            len: 0,
+        }
+    }
+
+    /// Whether `key` was remembered.
+    #[inline]
+    pub(crate) fn contains(&self, key: usize) -> bool {
+        self.keys[..self.len].contains(&key)
+    }
+
+    /// Remembers `key` while there is room; past that, lookups fall back to the graph's set
+    /// (see [`REMEMBERED`]).
+    #[inline]
+    pub(crate) fn remember(&mut self, key: usize) {
+        if let Some(slot) = self.keys.get_mut(self.len) {
+            *slot = key;
+            self.len += 1;
+        }
+    }
+
+    /// Where [`Checked::forget_back_to`] goes back to.
+    #[inline]
+    pub(crate) fn mark(&self) -> usize {
+        self.len
+    }
+
+    /// Forgets what was remembered since `mark`: for a call that fails part-way, whose keys
+    /// may not be kept after all.
+    pub(crate) fn forget_back_to(&mut self, mark: usize) {
+        self.len = self.len.min(mark);
+    }
+}
+
 /// The keys of what a graph keeps ([`Keep::key`]): addresses, hashed by one multiply
 /// instead of SipHash, since every node added to a graph looks its module and buffers up here
 /// (no key comes from outside the process, so there is nothing to defend against).
@@ -179,7 +231,7 @@ fn captured_leaf(stream: &Stream, capture: u64) -> Option<sys::CUgraphNode> {
 
 #[cfg(test)]
 mod tests {
-    use super::KeySet;
+    use super::{Checked, KeySet, REMEMBERED};
 
     /// Neighbouring and far-apart addresses are told apart, and each is kept once.
     #[test]
@@ -195,5 +247,21 @@ mod tests {
         }
         assert!(!keys.contains(&(0x7f00_0000_0000 + 8)));
         assert_eq!(keys.len(), addresses.len());
+    }
+
+    #[test]
+    fn remembers_what_fits_and_forgets_back_to_a_mark() {
+        let mut checked = Checked::new();
+        assert!(!checked.contains(8));
+        for key in 1..=REMEMBERED + 3 {
+            checked.remember(key * 8);
+        }
+        // The first `REMEMBERED` are remembered; the rest are asked of the graph's set.
+        assert!((1..=REMEMBERED).all(|key| checked.contains(key * 8)));
+        assert!(!checked.contains((REMEMBERED + 1) * 8));
+        // A failed call goes back to the length it started from.
+        checked.forget_back_to(2);
+        assert_eq!(checked.mark(), 2);
+        assert!(checked.contains(16) && !checked.contains(24));
     }
 }

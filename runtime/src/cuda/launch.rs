@@ -20,7 +20,7 @@ pub(crate) trait CudaArgs {
 
     /// Calls `f` with the device memory of every buffer argument; fails for an argument that
     /// is not CUDA memory.
-    fn visit_memory(&self, f: &mut dyn FnMut(&Arc<DeviceMemory>)) -> Result<()>;
+    fn visit_memory(&self, f: impl FnMut(&Arc<DeviceMemory>)) -> Result<()>;
 }
 
 /// Checks that `function`'s module belongs to `stream`'s context, and `args`' memory to it or
@@ -40,7 +40,7 @@ fn check_contexts(
         ));
     }
     let mut foreign = false;
-    args.visit_memory(&mut |memory| foreign |= !ctx.peer_access_enabled(memory.context()))?;
+    args.visit_memory(|memory| foreign |= !ctx.peer_access_enabled(memory.context()))?;
     if foreign {
         return Err(Error::mismatch(
             call,
@@ -74,7 +74,7 @@ pub(crate) fn launch(
         _exclusive = Some(stream.gate_exclusive());
         capture = stream.capture_now()?;
     }
-    args.visit_memory(&mut |memory| {
+    args.visit_memory(|memory| {
         memory.note_use(stream);
         if let Some(id) = capture {
             keep::keep(id, Keep::Device(memory.clone()));

@@ -131,7 +131,10 @@ enum Scope {
     Cpu(Vec<usize>),
 }
 
-/// The one backend value a [`Graph`] holds.
+/// The one backend value a [`Graph`] holds. There is one per graph, so the CUDA variant's
+/// size (its memo of checked buffers, `cuda::keep::Checked`) costs nothing that matters, and
+/// boxing it would add a pointer to follow on every node a build adds.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum GraphBackend {
     /// A CUDA graph.
     Cuda(cuda::Graph),

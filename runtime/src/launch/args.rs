@@ -72,6 +72,20 @@ pub trait KernelArg: sealed::Arg {
     /// The argument as the backends read it.
     #[doc(hidden)]
     fn arg_ref(&self) -> ArgRef<'_>;
+    /// The memory it passes, for a buffer argument (`None` for a scalar): what a backend
+    /// checks and keeps on its hot path, with no dynamic call. Read from [`arg_ref`] unless
+    /// an argument type says it more cheaply (scalars and device buffers do); the two must
+    /// agree, which `buffer_regions_agree_with_arg_refs` checks.
+    ///
+    /// [`arg_ref`]: KernelArg::arg_ref
+    #[doc(hidden)]
+    #[inline(always)]
+    fn buffer_region(&self) -> Option<DeviceRegion<'_>> {
+        match self.arg_ref() {
+            ArgRef::Buffer { region, .. } => Some(region),
+            ArgRef::Scalar(_) => None,
+        }
+    }
     /// The condition handle it is, for a `SetsCondition` argument: where it may be set from
     /// is checked before a launch or node is made.
     #[doc(hidden)]
@@ -90,6 +104,10 @@ impl<T: DeviceRepr> KernelArg for T {
     }
     fn arg_ref(&self) -> ArgRef<'_> {
         ArgRef::Scalar(bytemuck::bytes_of(self))
+    }
+    #[inline(always)]
+    fn buffer_region(&self) -> Option<DeviceRegion<'_>> {
+        None
     }
 }
 
@@ -138,6 +156,10 @@ macro_rules! device_args {
                     region: self.device_region(),
                     elem_size: std::mem::size_of::<T>(),
                 }
+            }
+            #[inline(always)]
+            fn buffer_region(&self) -> Option<DeviceRegion<'_>> {
+                Some(self.device_region())
             }
         }
         impl<'p, $($lt,)* T: Pod> sealed::PassedAs<&'p [T]> for $ty {}
@@ -225,6 +247,17 @@ pub trait KernelArgs: sealed::Tuple {
     fn visit_conditions(&self, f: &mut dyn FnMut(&crate::graph::ConditionHandle)) {
         let _ = f;
     }
+
+    /// Calls `f` with the index and memory of each buffer argument, in order: [`visit`]
+    /// restricted to buffers, statically dispatched, so a scalar costs nothing (the CUDA
+    /// backend's launches, node adds and setters check every buffer this way).
+    ///
+    /// [`visit`]: KernelArgs::visit
+    #[doc(hidden)]
+    #[inline(always)]
+    fn visit_buffers(&self, f: impl FnMut(usize, DeviceRegion<'_>)) {
+        let _ = f;
+    }
 }
 
 /// Arguments that match the signature `Sig` one by one.
@@ -298,6 +331,11 @@ macro_rules! tuples {
             #[inline(always)]
             fn visit_conditions(&self, f: &mut dyn FnMut(&crate::graph::ConditionHandle)) {
                 $(if let ::core::option::Option::Some(c) = self.$i.condition() { f(c); })+
+            }
+
+            #[inline(always)]
+            fn visit_buffers(&self, mut f: impl FnMut(usize, DeviceRegion<'_>)) {
+                $(if let ::core::option::Option::Some(r) = self.$i.buffer_region() { f($i, r); })+
             }
         }
 
@@ -381,6 +419,45 @@ mod tests {
             ]
         );
         assert_eq!(Saxpy::PARAM_LAYOUTS[2], ParamLayout { size: 8, align: 8 });
+    }
+
+    /// What an argument is, as `visit_buffers` and `visit` each report it: its index, and
+    /// for a buffer its allocation's address and the bytes it covers.
+    fn regions_of(args: &impl KernelArgs) -> [Vec<(usize, usize, usize, usize)>; 2] {
+        let key = |index, r: DeviceRegion<'_>| {
+            let alloc: *const crate::alloc::DeviceAlloc = r.alloc;
+            (index, alloc as usize, r.offset, r.bytes)
+        };
+        let mut fast = Vec::new();
+        args.visit_buffers(|index, region| fast.push(key(index, region)));
+        let mut slow = Vec::new();
+        args.visit(&mut |index, arg| {
+            if let ArgRef::Buffer { region, .. } = arg {
+                slow.push(key(index, region));
+            }
+        });
+        [fast, slow]
+    }
+
+    /// The hot paths read buffers through `visit_buffers`; every argument type must report
+    /// there exactly the buffer its `arg_ref` names (or there would be memory a graph does not
+    /// keep alive).
+    #[test]
+    fn buffer_regions_agree_with_arg_refs() {
+        let ctx = crate::Context::cpu();
+        let stream = crate::Stream::new(&ctx).unwrap();
+        let mut a = DeviceBuffer::<f32>::zeros(&stream, 16).unwrap();
+        let b = DeviceBuffer::<f64>::zeros(&stream, 8).unwrap();
+        let view = b.slice(2..6).unwrap();
+        let [fast, slow] = regions_of(&(3u32, &b, 1.5f32, &view, view, &mut a));
+        assert_eq!(fast.len(), 4, "{fast:?}");
+        assert_eq!(fast, slow);
+        let mut view_mut = a.slice_mut(4..).unwrap();
+        let [fast, slow] = regions_of(&(&mut view_mut, 7u8));
+        assert_eq!(fast.len(), 1);
+        assert_eq!(fast, slow);
+        let [fast, slow] = regions_of(&(1u64, 2i32));
+        assert!(fast.is_empty() && slow.is_empty());
     }
 
     #[test]

@@ -152,18 +152,16 @@ impl<A: KernelArgs> cuda::CudaArgs for CudaArgsOf<'_, A> {
         self.0.with_params(f)
     }
 
-    fn visit_memory(&self, f: &mut dyn FnMut(&Arc<cuda::DeviceMemory>)) -> Result<()> {
+    #[inline(always)]
+    fn visit_memory(&self, mut f: impl FnMut(&Arc<cuda::DeviceMemory>)) -> Result<()> {
         let mut foreign = None;
-        self.0.visit(&mut |index, arg| {
-            if let ArgRef::Buffer { region, .. } = arg {
-                match &region.alloc.memory {
-                    DeviceMemory::Cuda(memory) => f(memory),
-                    DeviceMemory::Cpu(_) => {
-                        foreign.get_or_insert(index);
-                    }
+        self.0
+            .visit_buffers(|index, region| match &region.alloc.memory {
+                DeviceMemory::Cuda(memory) => f(memory),
+                DeviceMemory::Cpu(_) => {
+                    foreign.get_or_insert(index);
                 }
-            }
-        });
+            });
         match foreign {
             None => Ok(()),
             Some(index) => Err(Error::mismatch(

@@ -214,7 +214,7 @@ impl CudaArgs for KernelArgs {
         f(&mut params[..n + tail.len()])
     }
 
-    fn visit_memory(&self, _: &mut dyn FnMut(&Arc<DeviceMemory>)) -> Result<()> {
+    fn visit_memory(&self, _: impl FnMut(&Arc<DeviceMemory>)) -> Result<()> {
         // The value's memory and the state word are kept by the caller.
         Ok(())
     }

@@ -200,7 +200,7 @@ impl GraphExec {
         Ok(KernelUpdates {
             exec: self,
             driver,
-            checked: super::updates::Checked::new(),
+            checked: super::super::keep::Checked::new(),
         })
     }
 

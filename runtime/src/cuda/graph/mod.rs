@@ -22,7 +22,7 @@ use crate::launch::config::LaunchConfig;
 use crate::panic_log::PanicLog;
 use crate::sys::{self, CUgraphExecUpdateResult, CUgraphNodeType, CUresult};
 
-use super::keep::{self, CaptureRecord, Keep, KeySet};
+use super::keep::{self, CaptureRecord, Checked, Keep, KeySet};
 use super::launch::{CudaArgs, with_node_params};
 use super::module::FunctionId;
 use super::{Context, DeviceMemory, Function, PinnedMemory, Stream};
@@ -129,6 +129,9 @@ pub(crate) struct Graph {
     /// The keys of `keep` ([`Keep::key`]), so adding a node asks a set whether its module
     /// and buffers are kept already instead of rebuilding one from `keep` each time.
     keep_keys: KeySet,
+    /// Modules and buffers that kernel nodes named before, checked (of the graph's context)
+    /// and kept: a node that names them again skips the check and the set.
+    checked: Checked,
     /// The kernel node each launch of the capture added, in launch order (captured graphs).
     kernel_order: Option<(Vec<sys::CUgraphNode>, bool)>,
     /// The body graphs of its conditional nodes: scope `k` is `bodies[k - 1]`, scope 0 the
@@ -229,6 +232,7 @@ impl Graph {
             }),
             keep,
             keep_keys,
+            checked: Checked::new(),
             kernel_order: captured.then_some((record.kernel_nodes, record.kernel_nodes_complete)),
             bodies: Vec::new(),
             loops: loops::LoopNodes::default(),
@@ -393,7 +397,8 @@ impl Graph {
     /// arguments, as for a launch.
     ///
     /// A graph build adds one of these per launch, so this is the build's hot path: one pass
-    /// over the dependencies, one lookup per kept object, one bind, one lock, one driver call.
+    /// over the dependencies, a comparison per module and buffer checked before (a lookup
+    /// the first time), one bind, one lock, one driver call.
     pub(crate) fn add_kernel_node(
         &mut self,
         scope: usize,
@@ -417,26 +422,38 @@ impl Graph {
         let deps: &[sys::CUgraphNode] = &deps;
         let target = self.scope_raw(CALL, scope)?;
         let ctx = self.handle.ctx.raw();
-        let module = function.module();
-        if module.context().raw() != ctx {
-            return Err(Error::mismatch(
-                CALL,
-                "the kernel is loaded in another context than the graph's",
-            ));
-        }
         // Only what the graph does not keep yet is cloned (and allocates): a buffer passed
-        // to 100 launches is looked up 100 times and kept once. `None` until something is
-        // new (dropping an empty vector still costs a call).
+        // to 100 launches is checked once and kept once. `None` until something is new
+        // (dropping an empty vector still costs a call).
         let mut keep: Option<Vec<Keep>> = None;
-        let keys = &self.keep_keys;
-        if !keys.contains(&keep::key_of(module)) {
-            keep.get_or_insert_default()
-                .push(Keep::Object(module.clone()));
+        let (checked, keys) = (&mut self.checked, &self.keep_keys);
+        let module = function.module();
+        let module_key = keep::key_of(module);
+        if !checked.contains(module_key) {
+            if module.context().raw() != ctx {
+                return Err(Error::mismatch(
+                    CALL,
+                    "the kernel is loaded in another context than the graph's",
+                ));
+            }
+            if keys.contains(&module_key) {
+                checked.remember(module_key);
+            } else {
+                keep.get_or_insert_default()
+                    .push(Keep::Object(module.clone()));
+            }
         }
         let mut foreign = false;
-        args.visit_memory(&mut |memory| {
-            foreign |= memory.context().raw() != ctx;
-            if !keys.contains(&keep::key_of(memory)) {
+        args.visit_memory(|memory| {
+            let key = keep::key_of(memory);
+            if checked.contains(key) {
+                return;
+            }
+            if memory.context().raw() != ctx {
+                foreign = true;
+            } else if keys.contains(&key) {
+                checked.remember(key);
+            } else {
                 keep.get_or_insert_default()
                     .push(Keep::Device(memory.clone()));
             }
@@ -461,8 +478,12 @@ impl Graph {
             })?;
             Ok(node)
         })?;
-        // Usually nothing new: the buffers and module are kept from the first node on.
+        // Usually nothing new: the buffers and module are kept from the first node on, and
+        // remembered as checked once kept.
         if let Some(keep) = keep {
+            for item in &keep {
+                self.checked.remember(item.key());
+            }
             extend_keep(&mut self.keep, &mut self.keep_keys, keep);
         }
         Ok(self.node(raw))

@@ -11,47 +11,9 @@ use crate::error::{Error, Result};
 use crate::launch::config::LaunchConfig;
 
 use super::super::Function;
-use super::super::keep::{self, Keep};
+use super::super::keep::{self, Checked, Keep};
 use super::super::launch::{CudaArgs, with_node_params};
 use super::{GraphExec, NodeRef};
-
-/// How many modules and buffers a batch remembers as checked; past that it asks the
-/// executable graph's set, which costs a hash per lookup but stays correct. Kept small: the
-/// batch lives on the stack.
-const REMEMBERED: usize = 16;
-
-/// The modules and buffers a batch has checked, by address: a fixed array, so beginning a
-/// batch allocates nothing.
-pub(crate) struct Checked {
-    keys: [usize; REMEMBERED],
-    len: usize,
-}
-
-impl Checked {
-    /// None yet.
-    pub(crate) const fn new() -> Checked {
-        Checked {
-            keys: [0; REMEMBERED],
-            len: 0,
-        }
-    }
-
-    /// Whether `key` was remembered.
-    #[inline]
-    fn contains(&self, key: usize) -> bool {
-        self.keys[..self.len].contains(&key)
-    }
-
-    /// Remembers `key` while there is room; past that, lookups fall back to the executable
-    /// graph's set (see [`REMEMBERED`]).
-    #[inline]
-    fn remember(&mut self, key: usize) {
-        if let Some(slot) = self.keys.get_mut(self.len) {
-            *slot = key;
-            self.len += 1;
-        }
-    }
-}
 
 /// A batch of kernel-node updates on one executable graph, holding it exclusively.
 ///
@@ -67,7 +29,9 @@ pub(crate) struct KernelUpdates<'a> {
 impl KernelUpdates<'_> {
     /// Changes the arguments and geometry of a kernel node of the source graph, for the next
     /// launches. The caller checked that `node` launches `function`, validated `config` and
-    /// vouched for the arguments, as for a launch.
+    /// vouched for the arguments, as for a launch. Inlined into its caller, the setter's
+    /// per-node step, so the arguments are not passed through one more call.
+    #[inline]
     pub(crate) fn set(
         &mut self,
         node: &NodeRef,
@@ -86,7 +50,7 @@ impl KernelUpdates<'_> {
         // What this call checks for the first time is remembered at once, and forgotten
         // again (back to `mark`) if the call fails, so an error part-way leaves the batch's
         // invariant intact; `new` allocates only for a module or buffer not yet kept.
-        let mark = self.checked.len;
+        let mark = self.checked.mark();
         // `None` until something is new: nearly every call has nothing to keep, and dropping
         // an empty vector still costs a call per node.
         let mut new: Option<Vec<Keep>> = None;
@@ -107,7 +71,7 @@ impl KernelUpdates<'_> {
         }
         let (checked, keep_keys) = (&mut self.checked, &self.exec.keep_keys);
         let mut foreign = false;
-        let visited = args.visit_memory(&mut |memory| {
+        let visited = args.visit_memory(|memory| {
             let key = keep::key_of(memory);
             if checked.contains(key) {
                 return;
@@ -120,11 +84,11 @@ impl KernelUpdates<'_> {
             checked.remember(key);
         });
         if let Err(e) = visited {
-            self.checked.len = mark;
+            self.checked.forget_back_to(mark);
             return Err(e);
         }
         if foreign {
-            self.checked.len = mark;
+            self.checked.forget_back_to(mark);
             return Err(Error::mismatch(
                 CALL,
                 "a buffer argument belongs to another context than the graph",
@@ -144,25 +108,5 @@ impl KernelUpdates<'_> {
                 (d.cuGraphExecKernelNodeSetParams)(raw, node.raw, params)
             })
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_batch_remembers_what_fits_and_forgets_back_to_a_mark() {
-        let mut checked = Checked::new();
-        assert!(!checked.contains(8));
-        for key in 1..=REMEMBERED + 3 {
-            checked.remember(key * 8);
-        }
-        // The first `REMEMBERED` are remembered; the rest are asked of the graph's set.
-        assert!((1..=REMEMBERED).all(|key| checked.contains(key * 8)));
-        assert!(!checked.contains((REMEMBERED + 1) * 8));
-        // A failed call goes back to the length it started from.
-        checked.len = 2;
-        assert!(checked.contains(16) && !checked.contains(24));
     }
 }
