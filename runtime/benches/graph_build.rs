@@ -40,6 +40,9 @@ const CHAIN: usize = 100;
 const BUILDS: u32 = 20;
 const ITERATIONS: u32 = 2_000;
 const REPS: usize = 7;
+/// Graphs per case of the phases table, after `PHASE_WARMUP` untimed ones.
+const PHASE_GRAPHS: usize = 200;
+const PHASE_WARMUP: usize = 20;
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 type AddScalar = (u32, f32, &'static mut [f32]);
@@ -150,7 +153,8 @@ impl Raw {
         &self,
         function: sys::CUfunction,
         params: &mut [*mut c_void],
-    ) -> Result<()> {
+    ) -> Result<Phases> {
+        let start = Instant::now();
         let mut graph = std::ptr::null_mut();
         // SAFETY: a valid out-pointer; flags must be 0.
         let code = unsafe { (self.graph_create)(&mut graph, 0) };
@@ -180,16 +184,29 @@ impl Raw {
             check(code, "cuGraphAddKernelNode")?;
             last = node;
         }
+        let built = Instant::now();
         let mut exec = std::ptr::null_mut();
         // SAFETY: the graph just built and a valid out-pointer.
         let code = unsafe { (self.instantiate)(&mut exec, graph, 0) };
         check(code, "cuGraphInstantiateWithFlags")?;
+        let instantiated = Instant::now();
         // SAFETY: never launched, owned here, destroyed once.
         unsafe {
             check((self.exec_destroy)(exec), "cuGraphExecDestroy")?;
-            check((self.graph_destroy)(graph), "cuGraphDestroy")
+            check((self.graph_destroy)(graph), "cuGraphDestroy")?;
         }
+        Ok(phases_until_now(start, built, instantiated))
     }
+}
+
+/// Where one capture-to-runnable spent its time: building the graph (for a generated
+/// pipeline, also preparing and planning the step), instantiating it, and destroying both.
+type Phases = [Duration; 3];
+
+/// The [`Phases`] of a build that started at `start`, was built at `built` and instantiated
+/// at `instantiated`, destroyed now.
+fn phases_until_now(start: Instant, built: Instant, instantiated: Instant) -> Phases {
+    [built - start, instantiated - built, instantiated.elapsed()]
 }
 
 /// One row: a case and its median time per unit.
@@ -288,19 +305,7 @@ fn builds(ctx: &Context, raw: &Raw, add_scalar: &TypedKernel<AddScalar>) -> Resu
             "runtime build (Graph::add_kernel_node)",
             Box::new(|| {
                 for _ in 0..BUILDS {
-                    let mut data = data_cell.borrow_mut();
-                    let mut graph = Graph::new(ctx)?;
-                    let mut last = Vec::new();
-                    for _ in 0..CHAIN {
-                        let node = graph.add_kernel_node(
-                            &last,
-                            add_scalar,
-                            config,
-                            (32u32, 1.0f32, &mut **data),
-                        )?;
-                        last = vec![node.node()];
-                    }
-                    drop(graph.instantiate()?);
+                    runtime_build_to_runnable(ctx, add_scalar, &mut data_cell.borrow_mut())?;
                 }
                 Ok(())
             }),
@@ -343,6 +348,88 @@ fn builds(ctx: &Context, raw: &Raw, add_scalar: &TypedKernel<AddScalar>) -> Resu
             case,
             median,
             per: BUILDS,
+        })
+        .collect())
+}
+
+/// The runtime's node-by-node build of the chain (`Graph::add_kernel_node`, each node after
+/// the one before), instantiated, then both dropped.
+fn runtime_build_to_runnable(
+    ctx: &Context,
+    add_scalar: &TypedKernel<AddScalar>,
+    data: &mut DeviceBuffer<f32>,
+) -> Result<Phases> {
+    let start = Instant::now();
+    let mut graph = Graph::new(ctx)?;
+    let mut last = Vec::new();
+    for _ in 0..CHAIN {
+        let config = LaunchConfig::new(1u32, 32u32);
+        let node = graph.add_kernel_node(&last, add_scalar, config, (32u32, 1.0f32, &mut *data))?;
+        last = vec![node.node()];
+    }
+    let built = Instant::now();
+    let exec = graph.instantiate()?;
+    let instantiated = Instant::now();
+    drop(exec);
+    drop(graph);
+    Ok(phases_until_now(start, built, instantiated))
+}
+
+/// One row of the phases table: a way of building, and its mean [`Phases`] per graph.
+struct PhaseRow {
+    case: &'static str,
+    mean: Phases,
+}
+
+/// Capture-to-runnable of the chain split into its phases, for the raw build, the runtime's
+/// build and a generated pipeline's build: `PHASE_GRAPHS` graphs each after a warm-up, the
+/// three interleaved graph by graph, means per graph. Where the time goes: the driver's
+/// instantiation and destruction are the same for all three, so what the library adds shows
+/// in the build phase alone.
+fn phases(ctx: &Context, raw: &Raw, add_scalar: &TypedKernel<AddScalar>) -> Result<Vec<PhaseRow>> {
+    let stream = Stream::non_blocking(ctx)?;
+    let mut data = DeviceBuffer::<f32>::zeros(&stream, 32)?;
+    stream.synchronize()?;
+    let ptr = data.device_ptr().ok_or("a CUDA context")?;
+    let function = add_scalar.kernel().handle().ok_or("a CUDA context")?;
+    let mut chain = Chain::new(ctx)?;
+    chain.set_fault_tracking(false);
+    let cases = [
+        "raw build (cuGraphAddKernelNode)",
+        "runtime build (Graph::add_kernel_node)",
+        "generated pipeline build, no tracking",
+    ];
+    let mut sums = [[Duration::ZERO; 3]; 3];
+    for graph in 0..PHASE_WARMUP + PHASE_GRAPHS {
+        for k in 0..cases.len() {
+            // Each graph starts one case later, so no case always follows the same one.
+            let case = (graph + k) % cases.len();
+            let phases = match case {
+                0 => {
+                    let (mut n, mut value, mut p) = (32u32, 1.0f32, ptr);
+                    let mut params = [
+                        (&raw mut n).cast::<c_void>(),
+                        (&raw mut value).cast::<c_void>(),
+                        (&raw mut p).cast::<c_void>(),
+                    ];
+                    raw.build_to_runnable(function, &mut params)?
+                }
+                1 => runtime_build_to_runnable(ctx, add_scalar, &mut data)?,
+                _ => chain::build_to_runnable(&mut chain, &mut data)?,
+            };
+            if graph >= PHASE_WARMUP {
+                for (sum, phase) in sums[case].iter_mut().zip(phases) {
+                    *sum += phase;
+                }
+            }
+        }
+    }
+    Ok(cases
+        .into_iter()
+        .zip(sums)
+        .map(|(case, sum)| PhaseRow {
+            case,
+            mean: sum.map(|d| d / PHASE_GRAPHS as u32),
         })
         .collect())
 }
@@ -438,14 +525,41 @@ fn loops(ctx: &Context, add_scalar: &TypedKernel<AddScalar>) -> Result<Vec<Row>>
         .collect())
 }
 
-fn run(ctx: &Context) -> Result<Vec<Row>> {
+fn run(ctx: &Context) -> Result<(Vec<Row>, Vec<PhaseRow>)> {
     let raw = Raw::open()?;
     let module = Module::load_ptx(ctx, PTX)?.named("test_kernels");
     // SAFETY: add_scalar(unsigned, float, float*) from test_kernels.cu.
     let add_scalar: TypedKernel<AddScalar> = unsafe { module.function("add_scalar")?.typed()? };
     let mut rows = builds(ctx, &raw, &add_scalar)?;
     rows.extend(loops(ctx, &add_scalar)?);
-    Ok(rows)
+    let phases = phases(ctx, &raw, &add_scalar)?;
+    Ok((rows, phases))
+}
+
+/// The phases table: µs per graph, and each total against the raw build's.
+fn print_phases(rows: &[PhaseRow]) {
+    println!();
+    println!("capture-to-runnable in phases, 100-kernel step (mean per graph of {PHASE_GRAPHS})");
+    println!(
+        "| {:<40} | {:>9} | {:>11} | {:>9} | {:>9} | {:>7} |",
+        "case", "build", "instantiate", "destroy", "total", "ratio"
+    );
+    println!(
+        "| {:-<40} | {:->9} | {:->11} | {:->9} | {:->9} | {:->7} |",
+        "", "", "", "", "", ""
+    );
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    let total = |p: &Phases| us(p[0]) + us(p[1]) + us(p[2]);
+    let baseline = rows.first().map_or(1.0, |r| total(&r.mean));
+    for row in rows {
+        let [build, instantiate, destroy] = row.mean.map(us);
+        println!(
+            "| {:<40} | {build:>9.1} | {instantiate:>11.1} | {destroy:>9.1} | {:>9.1} | {:>7.3} |",
+            row.case,
+            total(&row.mean),
+            total(&row.mean) / baseline
+        );
+    }
 }
 
 fn main() {
@@ -460,8 +574,8 @@ fn main() {
         .device()
         .and_then(|d| d.name().ok())
         .unwrap_or_else(|| "unknown device".to_owned());
-    let rows = match run(&ctx) {
-        Ok(rows) => rows,
+    let (rows, phases) = match run(&ctx) {
+        Ok(results) => results,
         Err(e) => {
             eprintln!("graph_build benchmark failed: {e}");
             std::process::exit(1);
@@ -487,4 +601,5 @@ fn main() {
             per / baseline
         );
     }
+    print_phases(&phases);
 }

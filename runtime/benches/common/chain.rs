@@ -4,6 +4,8 @@
 // Each bench uses a part of the generated API (captures, not eager runs or windows).
 #![allow(dead_code)]
 
+use std::time::{Duration, Instant};
+
 use gpu_pipeline::{DeviceBuffer, gpu_pipeline};
 
 /// `add_scalar` on the CPU backend: adds `value` to the first `n` elements.
@@ -38,3 +40,29 @@ chain_pipeline!(
     64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93
     94 95 96 97 98 99
 );
+
+/// One capture-to-runnable of the chain in [`graph_build`]'s phases: the pipeline's build
+/// (prepare, plan, one node per launch), instantiation, then dropping both. It calls the
+/// generated `__build` directly, which `capture` calls before instantiating, so the two can be
+/// timed apart; only the bench does that.
+pub fn build_to_runnable(
+    chain: &mut Chain,
+    data: &mut DeviceBuffer<f32>,
+) -> Result<[Duration; 3], Box<dyn std::error::Error>> {
+    let start = Instant::now();
+    let params = &mut ChainParams {
+        n: 32,
+        value: 1.0,
+        data,
+    };
+    let built = chain.__build(0, params)?;
+    let built_at = Instant::now();
+    let captured = gpu_pipeline::__private_0_1::instantiate(built)?;
+    let instantiated = Instant::now();
+    drop(captured);
+    Ok([
+        built_at - start,
+        instantiated - built_at,
+        instantiated.elapsed(),
+    ])
+}
