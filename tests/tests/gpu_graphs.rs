@@ -15,6 +15,10 @@ use gpu_pipeline::{
     GraphUpdateResult, HostKernel, LaunchConfig, Module, PinnedBuffer, Stream, TypedKernel,
 };
 
+#[path = "../../benches/raw_driver.rs"]
+#[allow(dead_code)]
+mod raw_driver;
+
 const PTX: &str = include_str!("../../runtime/kernels/test_kernels.ptx");
 
 type AddScalar = (u32, f32, &'static mut [f32]);
@@ -634,6 +638,58 @@ impl tracing::Subscriber for CountFences {
 /// `cuStreamSynchronize`, as the raw host loop makes); a replay read without a synchronize
 /// records once and waits once; replays in a row record once each (at the next enqueue, so a
 /// read waits for its own replay only). The values read are each replay's.
+/// User code between two adds may leave the thread with no context current (a launch's
+/// arguments are expressions): each add makes the graph's context current again, and the
+/// nodes run in it, in order. (Driver 580 crashes in `cuGraphAddKernelNode` when no context
+/// is current, though CUDA documents that a kernel node given a function runs in the
+/// function's context: the add must keep its bind.)
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn kernel_nodes_added_after_the_context_was_unset_run_in_the_graphs() {
+    let f = fixture();
+    let mut data = filled(&f.stream, 0.0);
+    f.stream.synchronize().unwrap();
+    let driver = raw_driver::Driver::open().unwrap();
+    // SAFETY: the exports' types as `sys` declares them.
+    let (set_current, get_current) = unsafe {
+        (
+            driver
+                .get::<gpu_pipeline::sys::PFN_cuCtxSetCurrent>(b"cuCtxSetCurrent\0")
+                .unwrap(),
+            driver
+                .get::<gpu_pipeline::sys::PFN_cuCtxGetCurrent>(b"cuCtxGetCurrent\0")
+                .unwrap(),
+        )
+    };
+    let mut graph = Graph::new(&f.ctx).unwrap();
+    let mut last = Vec::new();
+    for value in [1.0f32, 2.0, 4.0] {
+        // SAFETY: leaving no context current on this thread is always allowed.
+        assert!(unsafe { set_current(std::ptr::null_mut()) }.is_success());
+        let node = graph
+            .add_kernel_node(&last, &f.add_scalar, config(), (N, value, &mut data))
+            .unwrap();
+        let mut current = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer.
+        assert!(unsafe { get_current(&mut current) }.is_success());
+        assert_eq!(
+            current,
+            f.ctx.handle().unwrap(),
+            "the add bound the graph's context"
+        );
+        last = vec![node.node()];
+    }
+    assert_eq!(
+        graph.retained_count(),
+        2,
+        "the module and the buffer, once each"
+    );
+    let exec = graph.instantiate().unwrap();
+    exec.launch(&f.stream).unwrap();
+    f.stream.synchronize().unwrap();
+    assert_all(&f.stream, &data, 7.0);
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn replay_fences_make_no_driver_call_when_the_host_synchronizes() {
