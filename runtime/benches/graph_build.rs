@@ -10,7 +10,11 @@
 //!   device `while` node built with the runtime, as a generated pipeline's replay (device
 //!   loop), as the same pipeline's eager run (the host reads the residual back and decides
 //!   after each iteration), and as a hand-written host loop through the runtime (launch, copy
-//!   back, synchronize, compare). Per iteration.
+//!   back, synchronize, compare). Per iteration;
+//! - the raw, runtime and generated builds of the first group again, each split into its
+//!   phases (building the graph, instantiating it, destroying both), means over
+//!   `PHASE_GRAPHS` graphs: the driver's instantiation and destruction are the same for all
+//!   three, so what the library adds shows in the build phase alone.
 //!
 //! Each case runs once to warm up, then `REPS` times, cases interleaved (each round starting
 //! one case later, so no case always follows the same one); the table shows
