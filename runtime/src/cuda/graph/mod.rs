@@ -26,10 +26,12 @@ use super::keep::{self, CaptureRecord, Checked, Keep, KeySet};
 use super::launch::{CudaArgs, with_node_params};
 use super::module::FunctionId;
 use super::{Context, DeviceMemory, Function, PinnedMemory, Stream};
+use kept::check_node;
 
 mod build;
 mod conditional;
 mod exec;
+mod kept;
 mod lane;
 mod loops;
 mod updates;
@@ -421,48 +423,19 @@ impl Graph {
         }
         let deps: &[sys::CUgraphNode] = &deps;
         let target = self.scope_raw(CALL, scope)?;
+        // Checked once per graph: later nodes naming the same module and buffers compare a
+        // pointer each. What is new is kept before the driver sees it (kept needlessly, for
+        // the graph's life, if the add then fails).
         let ctx = self.handle.ctx.raw();
-        // Only what the graph does not keep yet is cloned (and allocates): a buffer passed
-        // to 100 launches is checked once and kept once. `None` until something is new
-        // (dropping an empty vector still costs a call).
-        let mut keep: Option<Vec<Keep>> = None;
-        let (checked, keys) = (&mut self.checked, &self.keep_keys);
-        let module = function.module();
-        let module_key = keep::key_of(module);
-        if !checked.contains(module_key) {
-            if module.context().raw() != ctx {
-                return Err(Error::mismatch(
-                    CALL,
-                    "the kernel is loaded in another context than the graph's",
-                ));
-            }
-            if keys.contains(&module_key) {
-                checked.remember(module_key);
-            } else {
-                keep.get_or_insert_default()
-                    .push(Keep::Object(module.clone()));
-            }
-        }
-        let mut foreign = false;
-        args.visit_memory(|memory| {
-            let key = keep::key_of(memory);
-            if checked.contains(key) {
-                return;
-            }
-            if memory.context().raw() != ctx {
-                foreign = true;
-            } else if keys.contains(&key) {
-                checked.remember(key);
-            } else {
-                keep.get_or_insert_default()
-                    .push(Keep::Device(memory.clone()));
-            }
-        })?;
-        if foreign {
-            return Err(Error::mismatch(
-                CALL,
-                "a buffer argument belongs to another context than the graph",
-            ));
+        if let Some(new) = check_node(
+            CALL,
+            &mut self.checked,
+            &self.keep_keys,
+            ctx,
+            function,
+            args,
+        )? {
+            extend_keep(&mut self.keep, &mut self.keep_keys, new);
         }
         let d = self.handle.ctx.bind()?;
         let handle = &self.handle;
@@ -471,21 +444,13 @@ impl Graph {
             let mut node = std::ptr::null_mut();
             // SAFETY: a live graph (or body of it), nodes of it (their graph ids were checked
             // above), and parameters whose argument pointers are valid for this call (the
-            // driver copies the values); what they point at is kept below for the graph's
-            // life.
+            // driver copies the values); what they point at is kept by the graph (above) for
+            // its life.
             check("cuGraphAddKernelNode", unsafe {
                 (d.cuGraphAddKernelNode)(&mut node, target, deps.as_ptr(), deps.len(), params)
             })?;
             Ok(node)
         })?;
-        // Usually nothing new: the buffers and module are kept from the first node on, and
-        // remembered as checked once kept.
-        if let Some(keep) = keep {
-            for item in &keep {
-                self.checked.remember(item.key());
-            }
-            extend_keep(&mut self.keep, &mut self.keep_keys, keep);
-        }
         Ok(self.node(raw))
     }
 

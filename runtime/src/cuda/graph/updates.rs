@@ -11,8 +11,9 @@ use crate::error::{Error, Result};
 use crate::launch::config::LaunchConfig;
 
 use super::super::Function;
-use super::super::keep::{self, Checked, Keep};
+use super::super::keep::Checked;
 use super::super::launch::{CudaArgs, with_node_params};
+use super::kept::check_node;
 use super::{GraphExec, NodeRef};
 
 /// A batch of kernel-node updates on one executable graph, holding it exclusively.
@@ -46,56 +47,11 @@ impl KernelUpdates<'_> {
                 "the node belongs to another graph than the one this was instantiated from",
             ));
         }
-        let ctx = self.exec.source.ctx.raw();
-        // What this call checks for the first time is remembered at once, and forgotten
-        // again (back to `mark`) if the call fails, so an error part-way leaves the batch's
-        // invariant intact; `new` allocates only for a module or buffer not yet kept.
-        let mark = self.checked.mark();
-        // `None` until something is new: nearly every call has nothing to keep, and dropping
-        // an empty vector still costs a call per node.
-        let mut new: Option<Vec<Keep>> = None;
-        let module = function.module();
-        let module_key = keep::key_of(module);
-        if !self.checked.contains(module_key) {
-            if module.context().raw() != ctx {
-                return Err(Error::mismatch(
-                    CALL,
-                    "the kernel is loaded in another context than the graph's",
-                ));
-            }
-            if !self.exec.keep_keys.contains(&module_key) {
-                new.get_or_insert_default()
-                    .push(Keep::Object(module.clone()));
-            }
-            self.checked.remember(module_key);
-        }
-        let (checked, keep_keys) = (&mut self.checked, &self.exec.keep_keys);
-        let mut foreign = false;
-        let visited = args.visit_memory(|memory| {
-            let key = keep::key_of(memory);
-            if checked.contains(key) {
-                return;
-            }
-            foreign |= memory.context().raw() != ctx;
-            if !keep_keys.contains(&key) {
-                new.get_or_insert_default()
-                    .push(Keep::Device(memory.clone()));
-            }
-            checked.remember(key);
-        });
-        if let Err(e) = visited {
-            self.checked.forget_back_to(mark);
-            return Err(e);
-        }
-        if foreign {
-            self.checked.forget_back_to(mark);
-            return Err(Error::mismatch(
-                CALL,
-                "a buffer argument belongs to another context than the graph",
-            ));
-        }
+        // Checked once per batch (the type's invariant holds: what passed is kept, below).
         // New buffers must outlive every later launch: retained before the driver sees them.
-        if let Some(new) = new {
+        let ctx = self.exec.source.ctx.raw();
+        let checked = &mut self.checked;
+        if let Some(new) = check_node(CALL, checked, &self.exec.keep_keys, ctx, function, args)? {
             self.exec.retain(new);
         }
         let (d, raw) = (self.driver, self.exec.raw);
