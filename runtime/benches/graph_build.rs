@@ -203,6 +203,18 @@ impl Raw {
     }
 }
 
+/// Calls `f` with the driver's parameter array for one `add_scalar(32, 1.0, ptr)` launch of
+/// the chain, as the raw builds pass it (the values live on this frame during `f`).
+fn with_chain_params<R>(ptr: sys::CUdeviceptr, f: impl FnOnce(&mut [*mut c_void]) -> R) -> R {
+    let (mut n, mut value, mut p) = (32u32, 1.0f32, ptr);
+    let mut params = [
+        (&raw mut n).cast::<c_void>(),
+        (&raw mut value).cast::<c_void>(),
+        (&raw mut p).cast::<c_void>(),
+    ];
+    f(&mut params)
+}
+
 /// Where one capture-to-runnable spent its time: building the graph (for a generated
 /// pipeline, also preparing and planning the step), instantiating it, and destroying both.
 type Phases = [Duration; 3];
@@ -263,13 +275,9 @@ fn builds(ctx: &Context, raw: &Raw, add_scalar: &TypedKernel<AddScalar>) -> Resu
             "raw stream capture (driver calls)",
             Box::new(|| {
                 for _ in 0..BUILDS {
-                    let (mut n, mut value, mut p) = (32u32, 1.0f32, ptr);
-                    let mut params = [
-                        (&raw mut n).cast::<c_void>(),
-                        (&raw mut value).cast::<c_void>(),
-                        (&raw mut p).cast::<c_void>(),
-                    ];
-                    raw.capture_to_runnable(function, raw_stream, &mut params)?;
+                    with_chain_params(ptr, |params| {
+                        raw.capture_to_runnable(function, raw_stream, params)
+                    })?;
                 }
                 Ok(())
             }),
@@ -278,13 +286,7 @@ fn builds(ctx: &Context, raw: &Raw, add_scalar: &TypedKernel<AddScalar>) -> Resu
             "raw build (cuGraphAddKernelNode)",
             Box::new(|| {
                 for _ in 0..BUILDS {
-                    let (mut n, mut value, mut p) = (32u32, 1.0f32, ptr);
-                    let mut params = [
-                        (&raw mut n).cast::<c_void>(),
-                        (&raw mut value).cast::<c_void>(),
-                        (&raw mut p).cast::<c_void>(),
-                    ];
-                    raw.build_to_runnable(function, &mut params)?;
+                    with_chain_params(ptr, |params| raw.build_to_runnable(function, params))?;
                 }
                 Ok(())
             }),
@@ -365,9 +367,9 @@ fn runtime_build_to_runnable(
 ) -> Result<Phases> {
     let start = Instant::now();
     let mut graph = Graph::new(ctx)?;
+    let config = LaunchConfig::new(1u32, 32u32);
     let mut last = Vec::new();
     for _ in 0..CHAIN {
-        let config = LaunchConfig::new(1u32, 32u32);
         let node = graph.add_kernel_node(&last, add_scalar, config, (32u32, 1.0f32, &mut *data))?;
         last = vec![node.node()];
     }
@@ -409,15 +411,7 @@ fn phases(ctx: &Context, raw: &Raw, add_scalar: &TypedKernel<AddScalar>) -> Resu
             // Each graph starts one case later, so no case always follows the same one.
             let case = (graph + k) % cases.len();
             let phases = match case {
-                0 => {
-                    let (mut n, mut value, mut p) = (32u32, 1.0f32, ptr);
-                    let mut params = [
-                        (&raw mut n).cast::<c_void>(),
-                        (&raw mut value).cast::<c_void>(),
-                        (&raw mut p).cast::<c_void>(),
-                    ];
-                    raw.build_to_runnable(function, &mut params)?
-                }
+                0 => with_chain_params(ptr, |params| raw.build_to_runnable(function, params))?,
                 1 => runtime_build_to_runnable(ctx, add_scalar, &mut data)?,
                 _ => chain::build_to_runnable(&mut chain, &mut data)?,
             };
