@@ -693,15 +693,26 @@ fn host_statement(cx: &Ctxt, scope: &Scope<'_>, host: &ast::Host) {
 }
 
 /// A called function declares every buffer it touches; each one it writes must be
-/// writable. (That every buffer its arguments name is declared is checked in `accesses`.)
+/// writable. (That every buffer its arguments name is declared is checked in `accesses`.) A
+/// `Condition` is not a buffer a function may take: only the kernels given it set it, and
+/// between its setters and its test nothing else may (a function could replace the handle).
 fn call_statement(cx: &Ctxt, scope: &Scope<'_>, call: &ast::Call) {
     let function = ast::function_name(&call.call);
     let role = "`reads(...)` and `writes(...)` list buffers; pass scalars as arguments";
-    for name in call.accesses.reads() {
-        resolve(cx, scope, name, role);
-    }
-    for name in call.accesses.writes() {
-        if let Some(buffer) = resolve(cx, scope, name, role) {
+    let listed = call.accesses.reads().map(|name| (name, false));
+    for (name, writes) in listed.chain(call.accesses.writes().map(|name| (name, true))) {
+        let Some(buffer) = resolve(cx, scope, name, role) else {
+            continue;
+        };
+        if buffer.memory == Memory::Condition {
+            cx.error_spanned_by(
+                name,
+                format!(
+                    "{}; a `Condition` is set by the kernels given it and read by the one `while`, `do ... while`, `if` or `switch` that names it, so `{function}` cannot take it; pass it to a `launch` of a kernel that sets it",
+                    what(buffer)
+                ),
+            );
+        } else if writes {
             writable(cx, buffer, name, &format!("`{function}` writes it"));
         }
     }

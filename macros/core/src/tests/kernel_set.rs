@@ -140,6 +140,16 @@ fn the_rules_on_where_a_condition_is_set() {
             "`go` is a kernel-set condition (`Condition`); a `Condition` is set by the kernels given it and read by the one `while`, `do ... while`, `if` or `switch` that names it; pass it to a kernel that sets it",
             "go",
         ),
+        (
+            format!("stage s on s1 {{ {SET} call replace(go) writes(go); if go {{ {SWEEP} }} }}"),
+            "`go` is a kernel-set condition (`Condition`); a `Condition` is set by the kernels given it and read by the one `while`, `do ... while`, `if` or `switch` that names it, so `replace` cannot take it; pass it to a `launch` of a kernel that sets it",
+            "go",
+        ),
+        (
+            format!("stage s on s1 {{ {SET} call peek(&go) reads(go); if go {{ {SWEEP} }} }}"),
+            "`go` is a kernel-set condition (`Condition`); a `Condition` is set by the kernels given it and read by the one `while`, `do ... while`, `if` or `switch` that names it, so `peek` cannot take it; pass it to a `launch` of a kernel that sets it",
+            "go",
+        ),
     ];
     for (items, message, token) in cases {
         assert_error(&set(items), message, token);
