@@ -39,6 +39,7 @@ tests::on_both_backends_race_free!(
     a_refused_recapture_builds_again_at_the_next_launch,
     a_recapture_outdates_the_other_arrangement_until_it_is_swapped_to,
     a_cloned_step_replays_with_its_own_scalars,
+    a_forgotten_clone_is_waited_for_when_the_original_drops,
     a_clone_of_a_recaptured_step_runs_the_new_params,
     a_step_with_a_device_loop_is_recaptured_and_cloned,
 );
@@ -358,6 +359,29 @@ fn a_cloned_step_replays_with_its_own_scalars(ctx: &Context) -> Result<()> {
     drop(graph);
     assert_eq!(read(ctx, &field)?, vec![41.0; N]);
     assert_eq!(read(ctx, &next)?, vec![124.0; N]);
+    Ok(())
+}
+
+/// A clone borrows the params through the original, so the original's drop is where their
+/// borrow ends: it waits for the clone's replays even when the clone was never dropped.
+fn a_forgotten_clone_is_waited_for_when_the_original_drops(ctx: &Context) -> Result<()> {
+    const N: usize = 64;
+    let mut field = upload(ctx, &[1.0; N])?;
+    let mut next = upload(ctx, &[0.0; N])?;
+    let mut pipeline = PingPong::new(ctx)?;
+    let mut graph = pipeline.capture(PingPongParams {
+        n: N as u32,
+        a: 2.0,
+        field: &mut field,
+        next: &mut next,
+    })?;
+    let mut clone = graph.clone_step()?;
+    clone.launch()?; // next = 3
+    std::mem::forget(clone);
+    drop(graph); // the original never launched, yet it waits
+    // Read on other streams at once: a replay still in flight would race with them.
+    assert_eq!(read(ctx, &next)?, vec![3.0; N]);
+    assert_eq!(read(ctx, &field)?, vec![1.0; N]);
     Ok(())
 }
 

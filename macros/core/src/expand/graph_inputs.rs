@@ -51,7 +51,8 @@ pub(super) fn recapture_fns(pipeline: &Pipeline<'_>, names: &Names) -> TokenStre
          and recaptures, which leave this graph as it is) that borrows this graph, and with it \
          the params and the pipeline, for its life: the two are never used at once, and the \
          clone's replays run on the same origin stream, after this graph's. Dropping the clone \
-         waits for its launches."
+         waits for its launches, and so does dropping this graph (a clone forgotten with \
+         `mem::forget` included)."
     );
     quote! {
         #[doc = #recapture_doc]
@@ -78,6 +79,9 @@ pub(super) fn recapture_fns(pipeline: &Pipeline<'_>, names: &Names) -> TokenStre
         #[doc = #clone_doc]
         pub fn clone_step(&mut self) -> #rt::Result<#graph<'_>> {
             self.__ensure_captured()?;
+            // The clone's replays use these params too, and a clone may be forgotten: the
+            // original's drop, where the params' borrow ends, then waits for them.
+            self.enqueued = true;
             let Self { pipeline, params, execs, swapped, .. } = self;
             let mut clone = #graph {
                 pipeline: &mut **pipeline,
