@@ -320,6 +320,31 @@ fn misuse_is_refused(ctx: &Context) {
         .add_if_node(&[], Condition::set_by_kernel(&once), |_| Ok(()))
         .unwrap_err();
     assert!(e.to_string().contains("decides another node"), "{e}");
+    // Beside its node once the node is added: after it, or alongside it.
+    let mut graph = Graph::new(ctx).unwrap();
+    let looping = graph
+        .condition_handle(HandleKind::While { max_iterations: 5 })
+        .unwrap();
+    let first = graph
+        .add_kernel_node(&[], &k.count_down, one(), (&mut n, &looping))
+        .unwrap();
+    let node = graph
+        .add_while_node(
+            &[first.node()],
+            Condition::set_by_kernel(&looping),
+            5,
+            |b| {
+                b.add_kernel_node(&[], &k.count_down, one(), (&mut n, &looping))
+                    .map(drop)
+            },
+        )
+        .unwrap();
+    for dependencies in [vec![node.node()], vec![]] {
+        let e = graph
+            .add_kernel_node(&dependencies, &k.count_down, one(), (&mut n, &looping))
+            .unwrap_err();
+        assert!(e.to_string().contains("added already"), "{e}");
+    }
     // A node that sets a condition keeps its arguments.
     let mut graph = Graph::new(ctx).unwrap();
     let decide = graph.condition_handle(HandleKind::Decision).unwrap();

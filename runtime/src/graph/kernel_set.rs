@@ -250,19 +250,29 @@ impl ConditionHandle {
 
     /// Checks that a kernel node of scope `scope` of graph `graph` may set this handle: an
     /// eager handle anywhere (it only writes its word), a graph's handle only in the scope of
-    /// its node or in that node's bodies.
+    /// its node (until the node is added) or in that node's bodies.
     pub(crate) fn check_setter(&self, call: &'static str, graph: u64, scope: u32) -> Result<()> {
         let Some(owner) = &self.owner else {
             return Ok(());
         };
-        let in_bodies = owner
-            .bodies
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .as_ref()
-            .is_some_and(|bodies| bodies.contains(&scope));
-        if owner.graph == graph && (owner.scope == scope || in_bodies) {
-            return Ok(());
+        let bodies = owner.bodies.lock().unwrap_or_else(PoisonError::into_inner);
+        if owner.graph == graph {
+            match bodies.as_ref() {
+                Some(bodies) if bodies.contains(&scope) => return Ok(()),
+                None if owner.scope == scope => return Ok(()),
+                // Beside its node, added already: it would run after the node decided, or
+                // (a loop) be taken for a test of the loop's body.
+                Some(_) if owner.scope == scope => {
+                    return Err(Error::invalid(
+                        call,
+                        "a kernel sets a condition handle whose conditional node is added \
+                         already: beside the node, a kernel sets it only before the node is \
+                         added (and the node depends on it); a loop's later tests are set by \
+                         kernels in its body",
+                    ));
+                }
+                _ => {}
+            }
         }
         Err(Error::invalid(
             call,

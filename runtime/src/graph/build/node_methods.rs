@@ -142,7 +142,10 @@ macro_rules! shared_node_methods {
         /// [`CONDITION_HEADER`](crate::CONDITION_HEADER)). A kernel node before the
         /// conditional node, in this graph or body, sets the first test of a `While` and the
         /// value of a `Decision`; one in the loop's body sets each later test (a `DoWhile`'s
-        /// body runs first). A kernel node anywhere else is refused when added.
+        /// body runs first). A kernel node anywhere else, or beside the conditional node once
+        /// that is added, is refused when added. The conditional node must depend on the
+        /// kernel nodes before it that set its handle (not checked: a graph's dependencies
+        /// are its builder's).
         ///
         /// [`SetsCondition`]: crate::SetsCondition
         pub fn condition_handle(&mut self, kind: HandleKind) -> Result<ConditionHandle> {
