@@ -40,6 +40,7 @@ tests::on_both_backends_race_free!(
     a_recapture_outdates_the_other_arrangement_until_it_is_swapped_to,
     a_cloned_step_replays_with_its_own_scalars,
     a_forgotten_clone_is_waited_for_when_the_original_drops,
+    launches_of_a_lent_instantiation_on_another_stream_are_waited_for,
     a_clone_of_a_recaptured_step_runs_the_new_params,
     a_step_with_a_device_loop_is_recaptured_and_cloned,
 );
@@ -382,6 +383,37 @@ fn a_forgotten_clone_is_waited_for_when_the_original_drops(ctx: &Context) -> Res
     // Read on other streams at once: a replay still in flight would race with them.
     assert_eq!(read(ctx, &next)?, vec![3.0; N]);
     assert_eq!(read(ctx, &field)?, vec![1.0; N]);
+    Ok(())
+}
+
+/// `exec()` lends the instantiation, which may be launched on any stream: the graph's waits
+/// that hand buffers back (a `recapture_with`, its drop) wait for those launches too.
+fn launches_of_a_lent_instantiation_on_another_stream_are_waited_for(ctx: &Context) -> Result<()> {
+    const N: usize = 32;
+    let mut field = upload(ctx, &[1.0; N])?;
+    let mut next = upload(ctx, &[0.0; N])?;
+    let mut spare = upload(ctx, &[5.0; N])?;
+    let foreign = Stream::non_blocking(ctx)?;
+    let mut pipeline = PingPong::new(ctx)?;
+    let mut graph = pipeline.capture(PingPongParams {
+        n: N as u32,
+        a: 2.0,
+        field: &mut field,
+        next: &mut next,
+    })?;
+    let exec = graph.exec().expect("captured");
+    exec.launch(&foreign)?; // next = 3
+    // `next` taken out: it is the host's once this returns.
+    let mut taken = None;
+    let outcome =
+        graph.recapture_with(|p| taken = Some(std::mem::replace(&mut p.next, &mut spare)))?;
+    assert_eq!(outcome, Recaptured::Updated);
+    let taken = taken.expect("edited");
+    assert_eq!(read(ctx, taken)?, vec![3.0; N]);
+    let exec = graph.exec().expect("captured");
+    exec.launch(&foreign)?; // spare = 3
+    drop(graph); // never launched itself, yet it waits
+    assert_eq!(read(ctx, &spare)?, vec![3.0; N]);
     Ok(())
 }
 

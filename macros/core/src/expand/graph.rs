@@ -138,6 +138,10 @@ pub fn graph_struct(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             /// drop waits for the pipeline's streams only then. (An instantiation launched
             /// through [`exec`](Self::exec) waits for its context when it is dropped.)
             enqueued: bool,
+            /// Set when [`exec`](Self::exec) lent an instantiation, whose launches may be on
+            /// any stream: the next wait that ends work's use of the params (or a launch of
+            /// another instantiation) waits for the whole context. Shared with clones.
+            lent: ::std::sync::Arc<::core::sync::atomic::AtomicBool>,
         }
     }
 }
@@ -176,6 +180,9 @@ pub fn graph_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                     // After a failed recapture: built from the current params now.
                     self.__ensure_captured()?;
                 }
+                // A launch of another instantiation than the one lent would not be ordered
+                // after the lent one's launches.
+                self.__settle_lent(true)?;
                 self.__apply(index)?;
                 let captured = self
                     .execs
@@ -244,6 +251,7 @@ pub fn graph_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             /// `Error::IterationLimit` here.
             pub fn synchronize(&self) -> #rt::Result<()> {
                 self.pipeline.__wait_origin()?;
+                self.__settle_lent(false)?;
                 for captured in self.execs.iter().flatten() {
                     captured.exec.check_loops().map_err(|e| #rt::step_error(#name_str, e))?;
                 }
@@ -269,8 +277,11 @@ pub fn graph_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
 
             /// The instantiated graph of the (first kind of) step in the current arrangement;
             /// `None` while it has to be built again (after a failed recapture, until the next
-            /// launch).
+            /// launch). Its launches may go to any stream: once it is lent, the graph's next
+            /// wait, recapture, host write or launch waits for the whole context first, so
+            /// they stay ordered after them.
             pub fn exec(&self) -> ::core::option::Option<&#rt::GraphExec> {
+                self.lent.store(true, ::core::sync::atomic::Ordering::Relaxed);
                 self.execs
                     .get(self.swapped)
                     .and_then(::core::option::Option::as_ref)
@@ -389,7 +400,24 @@ pub fn graph_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             /// A setter's rebuild: after the launches in flight, `__rebuild`.
             fn __recapture(&mut self) -> #rt::Result<()> {
                 self.pipeline.__wait()?;
+                self.__settle_lent(true)?;
                 self.__rebuild().map(|_| ())
+            }
+
+            /// After [`exec`](Self::exec) lent an instantiation: waits for the context, where
+            /// its launches went. `clear` from `&mut self`, where no lent reference is left
+            /// (a new one sets the flag again).
+            fn __settle_lent(&self, clear: bool) -> #rt::Result<()> {
+                use ::core::sync::atomic::Ordering;
+                let lent = if clear {
+                    self.lent.load(Ordering::Relaxed) && self.lent.swap(false, Ordering::Relaxed)
+                } else {
+                    self.lent.load(Ordering::Relaxed)
+                };
+                if lent {
+                    self.pipeline.__ctx.synchronize().map_err(|e| #rt::step_error(#name_str, e))?;
+                }
+                ::core::result::Result::Ok(())
             }
         }
     }
@@ -626,7 +654,7 @@ fn setter(
             #[doc = #doc]
             pub fn #setter(&mut self, #field: #ty) -> #rt::Result<()> {
                 let __previous = ::core::mem::replace(&mut self.params.#field, #field);
-                let __captured = match self.pipeline.__wait() {
+                let __captured = match self.pipeline.__wait().and_then(|()| self.__settle_lent(true)) {
                     ::core::result::Result::Ok(()) => #recapture,
                     ::core::result::Result::Err(e) => ::core::result::Result::Err(e),
                 };
@@ -746,6 +774,9 @@ pub fn graph_drop(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             fn drop(&mut self) {
                 // The params' borrow ends here: no replay may still be using them. A graph
                 // that enqueued nothing (built, say, and dropped) has nothing to wait for.
+                if let ::core::result::Result::Err(e) = self.__settle_lent(true) {
+                    #rt::log_unobserved_error(#name_str, &e);
+                }
                 if !self.enqueued {
                     return;
                 }

@@ -71,6 +71,7 @@ pub(super) fn recapture_fns(pipeline: &Pipeline<'_>, names: &Names) -> TokenStre
             F: ::core::ops::FnOnce(&mut #params_ty),
         {
             self.pipeline.__wait()?;
+            self.__settle_lent(true)?;
             self.__outdate_all();
             edit(&mut self.params);
             self.__rebuild()
@@ -82,7 +83,9 @@ pub(super) fn recapture_fns(pipeline: &Pipeline<'_>, names: &Names) -> TokenStre
             // The clone's replays use these params too, and a clone may be forgotten: the
             // original's drop, where the params' borrow ends, then waits for them.
             self.enqueued = true;
-            let Self { pipeline, params, execs, swapped, .. } = self;
+            // The clone's replays are not ordered after a lent instantiation's launches.
+            self.__settle_lent(true)?;
+            let Self { pipeline, params, execs, swapped, lent, .. } = self;
             let mut clone = #graph {
                 pipeline: &mut **pipeline,
                 params: params.__reborrow(),
@@ -95,6 +98,7 @@ pub(super) fn recapture_fns(pipeline: &Pipeline<'_>, names: &Names) -> TokenStre
                 checked: ::std::vec![false; execs.len()],
                 swapped: *swapped,
                 enqueued: false,
+                lent: ::std::sync::Arc::clone(lent),
             };
             clone.execs.resize_with(execs.len(), || ::core::option::Option::None);
             for kind in 0..#name::__KINDS {
@@ -179,7 +183,8 @@ pub(super) fn host_writes(pipeline: &Pipeline<'_>) -> TokenStream {
         let doc = format!(
             "A `gpu_pipeline::HostWrite` handle that writes `{label}` between replays (`upload`, \
              `fill`), enqueued on the origin stream in order with the launches, without \
-             waiting for them.{ranges_doc}",
+             waiting for them (unless `exec` lent an instantiation since: then it waits for \
+             the context first).{ranges_doc}",
             ranges_doc = if ranges {
                 " The step writes ranges of it: a host write into one of them is refused."
             } else {
@@ -202,6 +207,8 @@ pub(super) fn host_writes(pipeline: &Pipeline<'_>) -> TokenStream {
             {
                 // What the replays write is the current params' plans'.
                 self.__ensure_captured()?;
+                // Enqueued on the origin, which a lent instantiation's launches may not be.
+                self.__settle_lent(true)?;
                 // The handle's writes are enqueued on the origin, into the params.
                 self.enqueued = true;
                 let Self { pipeline, params, execs, swapped, .. } = self;
