@@ -188,6 +188,19 @@ pub fn stub(input: &ast::Pipeline, errors: syn::Error) -> TokenStream {
             let setter = format_ident!("set_{}", p.name);
             quote!(pub fn #setter(&mut self, #field: #ty) -> #rt::Result<()> { #unreachable })
         });
+    // A host write for every `DeviceBuffer` param, as the real expansion has for those the
+    // step uses: a call to one is no second error.
+    let mut seen = HashSet::new();
+    let host_writes = input
+        .params()
+        .filter(|p| !lacks_element_type(&p.ty))
+        .filter(|p| scope::shape(&p.ty).memory == Some(Memory::Device))
+        .filter(|p| seen.insert(p.name.to_string()))
+        .map(|p| {
+            let method = format_ident!("write_{}", p.name);
+            let referent = scope::shape(&p.ty).referent;
+            quote!(pub fn #method(&mut self) -> #rt::Result<#rt::HostWrite<'_, #referent>> { #unreachable })
+        });
     quote! {
         #errors
         #(
@@ -238,6 +251,7 @@ pub fn stub(input: &ast::Pipeline, errors: syn::Error) -> TokenStream {
             pub fn clone_step(&mut self) -> #rt::Result<#graph<'_>> { #unreachable }
             #(#swaps)*
             #(#setters)*
+            #(#host_writes)*
         }
         #[allow(dead_code, unused_variables, clippy::all)]
         impl<'g, 'a> #window<'g, 'a> {
