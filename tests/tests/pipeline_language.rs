@@ -35,6 +35,7 @@ mod cpu {
 
 tests::on_both_backends_race_free!(
     a_window_streams_new_input_into_each_replay,
+    a_forgotten_window_slice_refuses_replays_and_says_so,
     swapped_buffers_ping_pong_without_a_doubled_step,
     loops_spread_chunks_over_a_stream_array,
     disjoint_ranges_of_one_buffer_run_concurrently,
@@ -99,6 +100,40 @@ fn a_window_streams_new_input_into_each_replay(ctx: &Context) -> Result<()> {
     let last: Vec<f32> = (0..N).map(|i| 2.0 * (5 * N + i) as f32 + 1.0).collect();
     assert_eq!(graph.window()?.output()?.to_vec(), last);
     Ok(())
+}
+
+/// A pinned slice from a window, forgotten, keeps its memory the host's for good: each
+/// replay is refused (not reported as a failed step), and the error says why.
+fn a_forgotten_window_slice_refuses_replays_and_says_so(ctx: &Context) -> Result<()> {
+    const N: usize = 8;
+    let mut input = PinnedBuffer::<f32>::zeros(ctx, N)?;
+    let mut output = PinnedBuffer::<f32>::zeros(ctx, N)?;
+    let mut x = upload(ctx, &[0.0; N])?;
+    let mut pipeline = Affine::new(ctx)?;
+    let mut graph = pipeline.capture(AffineParams {
+        n: N as u32,
+        input: &mut input,
+        x: &mut x,
+        output: &mut output,
+    })?;
+    graph.launch()?;
+    let mut window = graph.window()?;
+    std::mem::forget(window.input_mut()?);
+    drop(window);
+    for _ in 0..2 {
+        let refused = graph.launch().unwrap_err();
+        assert!(
+            matches!(refused, gpu_pipeline::Error::InvalidArgument { .. }),
+            "{refused:?}"
+        );
+        let text = refused.to_string();
+        assert!(
+            text.contains("pipeline `Affine` did not replay its step"),
+            "{text}"
+        );
+        assert!(text.contains("`mem::forget`"), "{text}");
+    }
+    graph.synchronize()
 }
 
 gpu_pipeline! {

@@ -183,7 +183,9 @@ impl GraphExec {
                     return Err(Error::invalid(
                         CALL,
                         "a host slice of pinned or managed memory this graph touches is alive \
-                         (from `as_slice` or `as_mut_slice`); drop the slice before launching",
+                         (from `as_slice` or `as_mut_slice`, or a pipeline window's accessor); \
+                         drop the slice before launching (one passed to `mem::forget` blocks \
+                         the graph's launches for good)",
                     ));
                 }
                 s.launch(&e.exec)?;

@@ -352,6 +352,20 @@ pub fn step_error(pipeline: &'static str, error: Error) -> Error {
     }
 }
 
+/// Gives a failure to replay a captured step its pipeline: a refusal (the launch was not
+/// made: a host slice of its memory alive, a stream of another context) says so, and keeps
+/// its own kind; anything else (a fault of earlier work the launch surfaced) is a step error.
+pub fn replay_error(pipeline: &'static str, error: Error) -> Error {
+    match error {
+        Error::InvalidArgument { call, message } => Error::InvalidArgument {
+            call,
+            message: format!("pipeline `{pipeline}` did not replay its step: {message}"),
+        },
+        refused @ (Error::ContextMismatch { .. } | Error::BackendMismatch { .. }) => refused,
+        error => step_error(pipeline, error),
+    }
+}
+
 /// Gives a failure at a wait its pipeline and the first stage that did not complete.
 pub fn step_error_at(
     pipeline: &'static str,
@@ -384,6 +398,36 @@ mod tests {
         assert_eq!(repeated_byte(&-1_i16), Some(0xff));
         assert_eq!(repeated_byte(&1.0_f64), None);
         assert_eq!(repeated_byte(&0x0101_u16), Some(1));
+    }
+
+    #[test]
+    fn a_refused_replay_is_not_a_failed_step() {
+        let refused = replay_error("P", Error::invalid("GraphExec::launch", "a slice is alive"));
+        assert!(
+            matches!(
+                &refused,
+                Error::InvalidArgument {
+                    call: "GraphExec::launch",
+                    ..
+                }
+            ),
+            "{refused:?}"
+        );
+        assert_eq!(
+            refused.to_string(),
+            "GraphExec::launch: pipeline `P` did not replay its step: a slice is alive"
+        );
+        let fault = replay_error(
+            "P",
+            Error::IterationLimit {
+                label: "r > tol".to_owned(),
+                max_iterations: 3,
+            },
+        );
+        assert!(
+            matches!(fault, Error::Step { pipeline: "P", .. }),
+            "{fault:?}"
+        );
     }
 
     #[test]

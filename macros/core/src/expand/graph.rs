@@ -204,7 +204,7 @@ pub fn graph_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                     #before_replay
                     captured.exec.launch(self.pipeline.__origin()?)
                 };
-                __replay().map_err(|e| #rt::step_error(#name_str, e))?;
+                __replay().map_err(|e| #rt::replay_error(#name_str, e))?;
                 #after_replay
                 ::core::result::Result::Ok(())
             }

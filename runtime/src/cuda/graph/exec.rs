@@ -322,7 +322,8 @@ pub(crate) fn borrowed_error(call: &'static str, what: &str) -> Error {
         call,
         format!(
             "a host slice of {what} memory this graph touches is alive (from `as_slice` or \
-             `as_mut_slice`); drop the slice before launching"
+             `as_mut_slice`, or a pipeline window's accessor); drop the slice before launching \
+             (one passed to `mem::forget` blocks the graph's launches for good)"
         ),
     )
 }
