@@ -242,6 +242,23 @@ fn a_host_write_past_the_buffer_is_refused(ctx: &Context) -> Result<()> {
         .unwrap_err()
         .to_string();
     assert!(message.contains("goes past its 8 elements"), "{message}");
+    // An upload into the whole buffer takes the whole buffer's worth: a shorter one would
+    // leave the rest as the last replay left it.
+    let message = graph.write_x()?.upload(&three).unwrap_err().to_string();
+    assert!(
+        message.contains("into the whole of `x` (8 elements) from 3 elements"),
+        "{message}"
+    );
+    #[allow(clippy::reversed_empty_ranges)]
+    let message = graph
+        .write_x()?
+        .fill_range(3..1, 1.0)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        message.contains("the range 3..1 ends before it starts"),
+        "{message}"
+    );
     Ok(())
 }
 

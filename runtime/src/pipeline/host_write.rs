@@ -105,6 +105,18 @@ impl<T: Pod> HostWrite<'_, DeviceBuffer<T>> {
     /// Copies `src` (pinned host memory of the buffer's length) into the whole buffer,
     /// before the next replay. The host waits for the copy before it writes `src` again.
     pub fn upload(&mut self, src: &impl PinnedSource<T>) -> Result<()> {
+        let (len, whole) = (src.pinned_region().len, self.buffer.len());
+        if len != whole {
+            // A shorter source would leave the rest of the buffer as the last replay left it.
+            return Err(Error::invalid(
+                "HostWrite",
+                format!(
+                    "pipeline `{}`: a host upload into the whole of `{}` ({whole} elements) \
+                     from {len} elements; upload that many, or use `upload_at` for part of it",
+                    self.pipeline, self.name
+                ),
+            ));
+        }
         self.upload_at(0, src)
     }
 
@@ -146,11 +158,16 @@ impl<T: Pod> HostWrite<'_, DeviceBuffer<T>> {
         let len = self.buffer.len();
         let call = "HostWrite";
         let Some(end) = end.filter(|&end| start <= end && end <= len) else {
+            let problem = match end {
+                Some(end) if end < start => {
+                    format!("the range {start}..{end} ends before it starts")
+                }
+                _ => format!("from element {start} goes past its {len} elements"),
+            };
             return Err(Error::invalid(
                 call,
                 format!(
-                    "pipeline `{}`: a host {what} of `{}` from element {start} goes past its \
-                     {len} elements",
+                    "pipeline `{}`: a host {what} of `{}`: {problem}",
                     self.pipeline, self.name
                 ),
             ));
