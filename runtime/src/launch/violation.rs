@@ -127,9 +127,10 @@ impl fmt::Display for BoundViolation {
                 if !values.is_empty() && !just_one_name {
                     write!(f, " ({})", listed())?;
                 }
+                let elements = if *len == 1 { "element" } else { "elements" };
                 write!(
                     f,
-                    ", but the buffer passed for `{buffer}` holds {len} elements; pass a \
+                    ", but the buffer passed for `{buffer}` holds {len} {elements}; pass a \
                      longer buffer or smaller arguments"
                 )
             }

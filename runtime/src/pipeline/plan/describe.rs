@@ -213,7 +213,9 @@ impl Describe {
         let (start, end) = (start.unwrap_or(0), end.unwrap_or(len));
         if start > end || end > len {
             return Err(self.error(format!(
-                "stage `{label}` uses elements {start}..{end} of `{name}`, which holds {len}"
+                "stage `{label}` uses elements {start}..{end} of `{name}`, which holds {len}; \
+                 pass values of the params that keep the range within `{name}` (its start at \
+                 most its end), or a longer buffer"
             )));
         }
         let stage = self.current()?;
