@@ -302,7 +302,10 @@
 //! of device memory are ordered by the guards instead: a step's guard waits (or joins) before
 //! its borrows end, so forgetting one (`mem::forget` of a run) lets a copy of a buffer the
 //! step writes, enqueued on another stream, run while the step does and read torn values,
-//! never memory that was freed, nor host memory under a write. An asynchronous fault
+//! never memory that was freed, nor host memory under a write. The same holds for a buffer
+//! read through a guard's `params()` before the guard waited, and for device work the caller
+//! orders by hand (a `Stream` of the runtime API): the checked CPU backend reports each such
+//! read as a race. An asynchronous fault
 //! surfaces at the next wait as an [`Error::Step`] naming the pipeline and, with fault
 //! tracking on (off by default: `set_fault_tracking(true)` or `GPU_PIPELINE_TRACK_FAULTS=1`),
 //! the first stage that did not complete.

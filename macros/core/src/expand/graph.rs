@@ -270,7 +270,10 @@ pub fn graph_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             }
 
             /// The params the graph was captured with (scalars as last set, swapped buffers as
-            /// currently arranged).
+            /// currently arranged). Its buffers may still be in use by launches in flight: read
+            /// their contents after [`synchronize`](Self::synchronize) (or through a
+            /// [`window`](Self::window)), or a copy enqueued on another stream may see them
+            /// half written (the checked CPU backend reports it as a race).
             pub fn params(&self) -> &#params_ty {
                 &self.params
             }

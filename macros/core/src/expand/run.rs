@@ -69,7 +69,9 @@ pub fn run_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                 self.pipeline.__origin()?.is_complete()
             }
 
-            /// The steps' params.
+            /// The steps' params. Its buffers are in use until the steps finish: read their
+            /// contents after [`wait`](Self::wait) returns (the params are the caller's again
+            /// then), or a copy enqueued on another stream may see them half written.
             pub fn params(&self) -> &#params_ty {
                 &self.params
             }
