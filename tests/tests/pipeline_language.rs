@@ -117,9 +117,10 @@ fn a_forgotten_window_slice_refuses_replays_and_says_so(ctx: &Context) -> Result
         output: &mut output,
     })?;
     graph.launch()?;
-    let mut window = graph.window()?;
-    std::mem::forget(window.input_mut()?);
-    drop(window);
+    {
+        let mut window = graph.window()?;
+        std::mem::forget(window.input_mut()?);
+    }
     for _ in 0..2 {
         let refused = graph.launch().unwrap_err();
         assert!(
