@@ -359,7 +359,8 @@ impl Parse for Control {
                 let label = content.parse::<LitInt>().map_err(|e| {
                     syn::Error::new(
                         e.span(),
-                        "a case label is an integer literal, `0 => { ... }`, counting from 0",
+                        "a case label is an integer literal, `0 => { ... }`, counting from 0; \
+                         there is no default arm: a value past the last case runs none",
                     )
                 })?;
                 content.parse::<Token![=>]>()?;

@@ -56,11 +56,23 @@ fn condition(cx: &Ctxt, scope: &Scope<'_>, control: &Control) {
                 return;
             };
             if buffer.memory != Memory::Device {
+                // A kernel-set condition is tested by its bare name, not compared.
+                let instead = if buffer.memory == Memory::Condition {
+                    let bare = match control {
+                        Control::While { .. } => format!("`while {name} max N {{ ... }}`"),
+                        Control::DoWhile { .. } => format!("`do {{ ... }} while {name} max N;`"),
+                        _ => format!("`if {name} {{ ... }}`, or `switch {name}` for a value"),
+                    };
+                    format!("; test a `Condition` by its bare name: {bare}")
+                } else {
+                    String::new()
+                };
                 cx.error_spanned_by(
                     name,
                     format!(
                         "{}; {} condition reads the first element of a `DeviceBuffer<f32>`, \
-                         `<f64>` or `<u32>` on the device (a kernel writes it, the loop reads it)",
+                         `<f64>` or `<u32>` on the device (a kernel writes it, the loop reads \
+                         it){instead}",
                         what(buffer),
                         match control {
                             Control::If { .. } => "an `if`",
@@ -343,6 +355,24 @@ fn expressions(cx: &Ctxt, scope: &Scope<'_>, control: &Control) {
     }
     if let Some((_, max)) = control.max() {
         value_expression(cx, scope, max, "while ... max");
+        max_constant(cx, control, max);
+    }
+}
+
+/// Rule: a constant `max` is at least 1: a loop allowed no iteration could only fail (it was
+/// refused only when the step ran). A `max` computed from params is checked then.
+fn max_constant(cx: &Ctxt, control: &Control, max: &syn::Expr) {
+    if let Some(n) = crate::constant::value(max)
+        && n < 1
+    {
+        let word = control.word();
+        cx.error_spanned_by(
+            max,
+            format!(
+                "`max {n}` allows no iteration, so the `{word}` could only fail: write the most \
+                 iterations the loop may take, 1 or more (`max 10_000`)"
+            ),
+        );
     }
 }
 

@@ -70,7 +70,10 @@ fn tested<'a>(scope: &Scope<'_>, control: &'a Control) -> Option<&'a Ident> {
         Control::Switch { value, .. } => value,
         _ => match control.test()? {
             ast::Condition::Kernel(name) => name,
-            _ => return None,
+            // `go == 1`: refused on the comparison already (test it bare); taken as the test
+            // here, so its setter is not also reported as set for nothing.
+            ast::Condition::Device(device) => &device.value,
+            ast::Condition::Step(_) => return None,
         },
     };
     let buffer = &scope.buffers[scope.buffer(name)?];

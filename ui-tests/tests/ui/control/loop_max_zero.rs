@@ -1,0 +1,20 @@
+//! A constant `max 0`: the loop is allowed no iteration, so it could only fail.
+
+use gpu_pipeline::{DeviceBuffer, gpu_pipeline};
+
+gpu_pipeline! {
+    pub pipeline Solve {
+        streams { main }
+        unsafe kernels k = ptx(include_str!("../../../../runtime/kernels/test_kernels.ptx")) {
+            fn add_scalar(n: u32, value: f32, data: &mut [f32; n]);
+        }
+        params { tol: f32, residual: &mut DeviceBuffer<f32> }
+        stage solve on main {
+            do {
+                launch k::add_scalar(1u32, -1.0f32, residual) grid 1u32 block 1u32;
+            } while residual > tol max 0;
+        }
+    }
+}
+
+fn main() {}
