@@ -55,6 +55,14 @@ fn condition(cx: &Ctxt, scope: &Scope<'_>, control: &Control) {
             let Some(buffer) = resolve(cx, scope, name, role) else {
                 return;
             };
+            if buffer.array {
+                let form = match control {
+                    Control::If { .. } => "an `if`",
+                    _ => "a loop",
+                };
+                cx.error_spanned_by(name, array_tested(name, form));
+                return;
+            }
             if buffer.memory != Memory::Device {
                 // A kernel-set condition is tested by its bare name, not compared.
                 let instead = if buffer.memory == Memory::Condition {
@@ -337,6 +345,15 @@ fn body_statement(cx: &Ctxt, control: &Control, statement: &Statement) {
              `while`/`if`; {instead}"
         ),
     );
+}
+
+/// The error for a test that names an array of buffers: a conditional node reads one word.
+pub(super) fn array_tested(name: &syn::Ident, form: &str) -> String {
+    format!(
+        "`{name}` is an array of buffers, and {form} reads the first element of one buffer: \
+         copy the element it should test into a buffer of its own (`copy {name}[i] -> \
+         selected;`) and test that"
+    )
 }
 
 /// The host expressions of a `while` or `if`: the threshold, `max`, and `step`'s modulus and

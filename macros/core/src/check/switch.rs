@@ -43,6 +43,10 @@ fn selector(cx: &Ctxt, scope: &Scope<'_>, name: &syn::Ident) {
         // A kernel sets the case number itself.
         return;
     }
+    if buffer.array {
+        cx.error_spanned_by(name, super::control::array_tested(name, "a `switch`"));
+        return;
+    }
     let elem = buffer.elem.map(ast::type_string);
     if buffer.memory != Memory::Device || elem.as_deref().is_some_and(|e| e != "u32") {
         cx.error_spanned_by(

@@ -1,0 +1,20 @@
+//! A loop testing an array of buffers: a condition reads the first element of one buffer.
+
+use gpu_pipeline::{DeviceBuffer, gpu_pipeline};
+
+gpu_pipeline! {
+    pub pipeline Solve {
+        streams { main }
+        unsafe kernels k = ptx(include_str!("../../../../runtime/kernels/test_kernels.ptx")) {
+            fn add_scalar(n: u32, value: f32, data: &mut [f32; n]);
+        }
+        params { tol: f32, residuals: &mut [DeviceBuffer<f32>] }
+        stage solve on main {
+            while residuals > tol max 100 {
+                launch k::add_scalar(1u32, -1.0f32, residuals[0]) grid 1u32 block 1u32;
+            }
+        }
+    }
+}
+
+fn main() {}

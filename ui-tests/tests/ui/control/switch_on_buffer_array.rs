@@ -1,0 +1,21 @@
+//! A `switch` on an array of buffers: it reads the first element of one buffer.
+
+use gpu_pipeline::{DeviceBuffer, gpu_pipeline};
+
+gpu_pipeline! {
+    pub pipeline Solve {
+        streams { main }
+        unsafe kernels k = ptx(include_str!("../../../../runtime/kernels/test_kernels.ptx")) {
+            fn add_scalar(n: u32, value: f32, data: &mut [f32; n]);
+        }
+        params { residual: &mut DeviceBuffer<f32>, modes: &mut [DeviceBuffer<u32>] }
+        stage solve on main {
+            switch modes {
+                0 => { fill residual = 0.0f32; }
+                1 => {}
+            }
+        }
+    }
+}
+
+fn main() {}
