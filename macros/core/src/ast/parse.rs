@@ -416,10 +416,26 @@ pub(super) fn parse_for(input: ParseStream<'_>) -> syn::Result<ForLoop> {
 
 impl Parse for Statement {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
-        if input.peek(Token![while])
-            || input.peek(Token![if])
-            || input.peek(Token![do])
-            || input.peek(kw::switch)
+        if input.peek(Token![else]) {
+            return Err(input.error(
+                "`else` follows the `}` of an `if` body: `if residual > tol { ... } else { ... }` \
+                 (a `while`, `do ... while` or `switch` has none, and an `if` has one `else`)",
+            ));
+        }
+        if input.peek(kw::swap) {
+            return Err(input.error(
+                "`swap(a, b);` here would exchange buffers inside one step: it ends a `while` or \
+                 `do ... while` body (the next iteration runs with them exchanged); to exchange \
+                 them between steps, declare `swap(a, b);` beside the stages and call \
+                 `graph.swap_a_b()`",
+            ));
+        }
+        // Peeked through the lookahead, so an error below lists them with the statements.
+        let lookahead = input.lookahead1();
+        if lookahead.peek(Token![while])
+            || lookahead.peek(Token![if])
+            || lookahead.peek(Token![do])
+            || lookahead.peek(kw::switch)
         {
             return Ok(Statement::Control(Box::new(input.parse()?)));
         }
@@ -428,7 +444,6 @@ impl Parse for Statement {
         {
             return parse_not_capturable(input).map(Statement::NotCapturable);
         }
-        let lookahead = input.lookahead1();
         let statement = if lookahead.peek(kw::launch) {
             Statement::Launch(Box::new(input.call(parse_launch)?))
         } else if lookahead.peek(kw::copy) {

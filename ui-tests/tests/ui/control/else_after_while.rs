@@ -1,0 +1,22 @@
+//! `else` after a `while`: only an `if` has an `else`.
+
+use gpu_pipeline::{DeviceBuffer, gpu_pipeline};
+
+gpu_pipeline! {
+    pub pipeline Solve {
+        streams { main }
+        unsafe kernels k = ptx(include_str!("../../../../runtime/kernels/test_kernels.ptx")) {
+            fn add_scalar(n: u32, value: f32, data: &mut [f32; n]);
+        }
+        params { tol: f32, residual: &mut DeviceBuffer<f32> }
+        stage solve on main {
+            while residual > tol max 100 {
+                launch k::add_scalar(1u32, -1.0f32, residual) grid 1u32 block 1u32;
+            } else {
+                fill residual = 0.0f32;
+            }
+        }
+    }
+}
+
+fn main() {}
