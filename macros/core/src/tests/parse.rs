@@ -221,7 +221,7 @@ fn a_repeated_option_is_an_error_at_the_second() {
 fn unexpected_words_list_what_was_expected() {
     assert_eq!(
         parse_error(&with("stage s on s1 { a.synchronize(); }")),
-        "expected one of: `launch`, `copy`, `fill`, `wait`, `write`, `host`, `call`, `send`, `recv`, `all_reduce`, `broadcast`, `all_gather`, `reduce_scatter`"
+        "expected one of: `while`, `if`, `do`, `switch`, `launch`, `copy`, `fill`, `wait`, `write`, `host`, `call`, `send`, `recv`, `all_reduce`, `broadcast`, `all_gather`, `reduce_scatter`"
     );
     assert_eq!(
         parse_error("pipeline P { streams { s(fast) } }"),
