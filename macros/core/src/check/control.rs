@@ -333,8 +333,8 @@ fn body_statement(cx: &Ctxt, control: &Control, statement: &Statement) {
         Statement::Comm(comm) => (
             comm.keyword,
             "a communication statement (NCCL work every rank must enqueue the same number of \
-             times, which a device-decided loop cannot promise)",
-            "communicate before or after the loop, or decide the loop on the host",
+             times, which a conditional decided on the device cannot promise)",
+            "communicate before or after it, or decide on the host",
         ),
     };
     cx.error_at(
@@ -342,7 +342,7 @@ fn body_statement(cx: &Ctxt, control: &Control, statement: &Statement) {
         format!(
             "{what} cannot run inside a device `{word}` body: a body runs on the GPU as a CUDA \
              conditional graph node, which holds only kernels, copies, fills and nested \
-             `while`/`if`; {instead}"
+             `while`, `do ... while`, `if` and `switch`; {instead}"
         ),
     );
 }

@@ -123,7 +123,7 @@ fn a_condition_reads_f32_f64_or_u32() {
 
 #[test]
 fn a_body_holds_only_what_a_conditional_node_may_hold() {
-    let tail = "which holds only kernels, copies, fills and nested `while`/`if`";
+    let tail = "which holds only kernels, copies, fills and nested `while`, `do ... while`, `if` and `switch`";
     let cases = [
         (
             "host || {} reads(h);",
