@@ -352,6 +352,9 @@ impl Parse for Control {
                      { 0 => { ... } 1 => { ... } }`",
                 )
             })?;
+            if input.peek(token::Bracket) {
+                return Err(input.error(ONE_ELEMENT));
+            }
             let content;
             let brace = braced!(content in input);
             let mut cases = Vec::new();
@@ -455,6 +458,12 @@ fn parse_loop_body(
     Ok((brace, body, swaps))
 }
 
+/// The error for a test of one element: a conditional node reads a buffer's first word.
+const ONE_ELEMENT: &str = "a test reads the first element of a whole buffer, not an element or \
+                           a range of one: copy the element it should read into a buffer of its \
+                           own first (`copy x[5..6] -> selected;`, or `copy xs[1] -> selected;` \
+                           for a buffer of an array) and test that";
+
 impl Parse for Condition {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
         let expr = input.call(Expr::parse_without_eager_brace)?;
@@ -486,6 +495,12 @@ impl Parse for Condition {
                 remainder: (*binary.right).clone(),
                 expr,
             }));
+        }
+        if let Expr::Index(index) = ungroup_expr(&binary.left) {
+            return Err(syn::Error::new(
+                index.bracket_token.span.join(),
+                ONE_ELEMENT,
+            ));
         }
         let value = bare_ident(&binary.left).ok_or_else(shape)?.clone();
         Ok(Condition::Device(DeviceCondition {

@@ -1,0 +1,21 @@
+//! An `if` comparing one element of a buffer: a test reads the first element of a whole
+//! buffer.
+
+use gpu_pipeline::{DeviceBuffer, gpu_pipeline};
+
+gpu_pipeline! {
+    pub pipeline Solve {
+        streams { main }
+        unsafe kernels k = ptx(include_str!("../../../../runtime/kernels/test_kernels.ptx")) {
+            fn add_scalar(n: u32, value: f32, data: &mut [f32; n]);
+        }
+        params { residual: &mut DeviceBuffer<f32>, flags: &mut DeviceBuffer<u32> }
+        stage solve on main {
+            if flags[5] > 0u32 {
+                fill residual = 0.0f32;
+            }
+        }
+    }
+}
+
+fn main() {}
