@@ -169,6 +169,11 @@ fn one_condition(cx: &Ctxt, name: &Ident, setters: &[Setter<'_>], readers: &[Rea
             ),
         );
     }
+    if !others.is_empty() {
+        // Where each setter belongs depends on which conditional keeps the name: one mistake,
+        // one error, until there is one conditional per `Condition`.
+        return;
+    }
     let word = reader.control.word();
     let is_loop = reader.control.is_loop();
     let do_while = matches!(reader.control, Control::DoWhile { .. });
