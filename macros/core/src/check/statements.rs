@@ -59,6 +59,9 @@ pub(super) fn resolve<'s>(
 }
 
 /// "`v` is pageable host memory (`&mut Vec<f32>`)" and the like, for messages.
+/// What a `Condition` is for, in the errors of the statements that cannot take one.
+const CONDITION_ROLE: &str = "a `Condition` is set by the kernels given it and read by the one `while`, `do ... while`, `if` or `switch` that names it";
+
 pub(super) fn what(buffer: &BufferDecl<'_>) -> String {
     let name = buffer.name;
     let ty = type_string(buffer.ty);
@@ -540,7 +543,9 @@ fn copy_statement(cx: &Ctxt, scope: &Scope<'_>, copy: &ast::Copy) {
             Memory::Flag => {
                 "`copy` does not take flag cells; use `write` and `wait` on them".to_owned()
             }
-            Memory::Condition => "a `Condition` is set by the kernels given it and read by the one `while`, `do ... while`, `if` or `switch` that names it; `copy` takes `DeviceBuffer` and `PinnedBuffer` buffers".to_owned(),
+            Memory::Condition => {
+                format!("{CONDITION_ROLE}; `copy` takes `DeviceBuffer` and `PinnedBuffer` buffers")
+            }
             Memory::Opaque => "`copy` takes `DeviceBuffer` and `PinnedBuffer` buffers".to_owned(),
         };
         cx.error_spanned_by(ident, format!("{}; {hint}", what(buffer)));
@@ -590,7 +595,7 @@ fn fill_statement(cx: &Ctxt, scope: &Scope<'_>, fill: &ast::Fill) {
             "it cannot be filled in stream order; use a `DeviceBuffer`".to_owned()
         }
         Memory::Flag => format!("set it with `write {name} = VALUE`"),
-        Memory::Condition => "a `Condition` is set by the kernels given it and read by the one `while`, `do ... while`, `if` or `switch` that names it; pass it to a kernel that sets it".to_owned(),
+        Memory::Condition => format!("{CONDITION_ROLE}; pass it to a kernel that sets it"),
         Memory::Opaque => "`fill` takes a `DeviceBuffer`".to_owned(),
     };
     cx.error_spanned_by(name, format!("{}; {hint}", what(dst)));
@@ -708,7 +713,7 @@ fn call_statement(cx: &Ctxt, scope: &Scope<'_>, call: &ast::Call) {
             cx.error_spanned_by(
                 name,
                 format!(
-                    "{}; a `Condition` is set by the kernels given it and read by the one `while`, `do ... while`, `if` or `switch` that names it, so `{function}` cannot take it; pass it to a `launch` of a kernel that sets it",
+                    "{}; {CONDITION_ROLE}, so `{function}` cannot take it; pass it to a `launch` of a kernel that sets it",
                     what(buffer)
                 ),
             );
