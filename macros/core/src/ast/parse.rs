@@ -430,6 +430,9 @@ impl Parse for Statement {
                  `graph.swap_a_b()`",
             ));
         }
+        if let Some(message) = misplaced_item(input) {
+            return Err(input.error(message));
+        }
         // Peeked through the lookahead, so an error below lists them with the statements.
         let lookahead = input.lookahead1();
         if lookahead.peek(Token![while])
@@ -506,6 +509,33 @@ impl Parse for Statement {
         };
         input.parse::<Token![;]>()?;
         Ok(statement)
+    }
+}
+
+/// What to write instead when a statement begins with a word of the pipeline's outline
+/// (`stage`, `after`, `for`): each has its place beside the stages, not inside one's body
+/// or a branch of it.
+fn misplaced_item(input: ParseStream<'_>) -> Option<&'static str> {
+    if input.peek(kw::after) {
+        Some(
+            "`after` goes in a stage's header, before its `{`: `stage solve on main after \
+             first { ... }` (the whole stage, its branches and loops included, then runs after \
+             `first`)",
+        )
+    } else if input.peek(kw::stage) {
+        Some(
+            "a stage holds statements, not stages: declare `stage inner on side { ... }` \
+             beside this one (after its closing `}`); for work on another stream under a \
+             device condition, give that stage its own `if` on the same buffer",
+        )
+    } else if input.peek(Token![for]) {
+        Some(
+            "a pipeline `for` repeats stages and sits beside them: `for i in 0..N { stage \
+             work on lane[i] { ... } }`; inside a stage, a device loop is `while cond max N \
+             { ... }` or `do { ... } while cond max N;`",
+        )
+    } else {
+        None
     }
 }
 
