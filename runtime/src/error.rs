@@ -3,7 +3,7 @@
 //!
 //! [`Error::Stage`] and [`Error::Step`] only say where an error happened, so they display
 //! their context followed by the error they wrap (`pipeline `X`, stage `y`: a statement
-//! could not be enqueued: TypedKernel::check_bounds: kernel `k` ...`) and hand out, from
+//! failed: TypedKernel::check_bounds: kernel `k` ...`) and hand out, from
 //! [`source`](std::error::Error::source), what lies *below* the wrapped error: `to_string()`
 //! names the root cause, and a reporter that walks the chain still prints each message once.
 //! Every other wrapping variant displays only its own layer and returns the wrapped error
@@ -105,7 +105,9 @@ pub enum Error {
         reason: String,
     },
 
-    /// A statement of a pipeline stage could not be enqueued.
+    /// A statement of a pipeline stage failed where it was issued: refused before it was
+    /// enqueued (eagerly) or added to a graph (when captured), or failed in the driver call
+    /// that issues it.
     Stage {
         /// The pipeline's name.
         pipeline: &'static str,
@@ -120,7 +122,8 @@ pub enum Error {
     Step {
         /// The pipeline's name.
         pipeline: &'static str,
-        /// The first stage, in enqueue order, that did not complete (when fault tracking is on).
+        /// The first stage, in enqueue order, that did not complete (when fault tracking is
+        /// on); for a device loop that stopped at its maximum, the loop's stage.
         stage: Option<&'static str>,
         /// What failed.
         source: Box<Error>,
@@ -239,9 +242,18 @@ impl fmt::Display for Error {
                 source,
             } => write!(
                 f,
-                "pipeline `{pipeline}`, stage `{stage}`: a statement could not be enqueued: \
+                "pipeline `{pipeline}`, stage `{stage}`: a statement failed: \
                  {source}"
             ),
+            // Not a fault: the step ran, one of its loops did not converge.
+            Error::Step {
+                pipeline,
+                stage,
+                source,
+            } if matches!(**source, Error::IterationLimit { .. }) => match stage {
+                Some(stage) => write!(f, "pipeline `{pipeline}`, stage `{stage}`: {source}"),
+                None => write!(f, "pipeline `{pipeline}`: {source}"),
+            },
             Error::Step {
                 pipeline,
                 stage: Some(stage),
@@ -441,7 +453,7 @@ impl Error {
 
     /// The error and every [`source`](std::error::Error::source) below it, on one line
     /// joined by `": "`, for printing where no error reporter walks the chain:
-    /// `pipeline `Step`, stage `gemm`: a statement could not be enqueued: cuBLAS failed: ...`.
+    /// `pipeline `Step`, stage `gemm`: a statement failed: cuBLAS failed: ...`.
     pub fn report(&self) -> ErrorReport<'_> {
         ErrorReport(self)
     }
@@ -639,7 +651,7 @@ mod tests {
             texts,
             [
                 "pipeline `Heat`: a step failed before stage `save` completed: pipeline `Heat`, \
-              stage `step`: a statement could not be enqueued: cuLaunchKernel failed with \
+              stage `step`: a statement failed: cuLaunchKernel failed with \
               CUDA_ERROR_INVALID_VALUE (1): invalid argument"
             ]
         );
@@ -657,11 +669,11 @@ mod tests {
         };
         assert_eq!(
             blas.to_string(),
-            "pipeline `Gemm`, stage `gemm`: a statement could not be enqueued: cuBLAS failed"
+            "pipeline `Gemm`, stage `gemm`: a statement failed: cuBLAS failed"
         );
         assert_eq!(
             blas.report().to_string(),
-            "pipeline `Gemm`, stage `gemm`: a statement could not be enqueued: cuBLAS failed: \
+            "pipeline `Gemm`, stage `gemm`: a statement failed: cuBLAS failed: \
              status 7"
         );
 

@@ -32,9 +32,10 @@ pub use crate::pipeline::host_data::{HostFrame, HostRegion, host_closure_with};
 pub use crate::pipeline::host_write::{HostWrite, host_write};
 pub use crate::pipeline::ops::step_error_at;
 pub use crate::pipeline::ops::{
-    check_devices, check_launch_devices, copy, enable_all_peer_access, enable_peer_access,
-    ensure_scratch, events, events_on, fill, host_closure, log_unobserved_error, replay_error,
-    require_peer_access, scratch, stage_error, step_error, wait_flag, write_flag,
+    check_devices, check_graph_loops, check_launch_devices, copy, enable_all_peer_access,
+    enable_peer_access, ensure_scratch, events, events_on, fill, host_closure,
+    log_unobserved_error, replay_error, require_peer_access, scratch, stage_error, step_error,
+    wait_flag, write_flag,
 };
 pub use crate::pipeline::plan::{
     Captured, Claim, Describe, Description, Instance, Ref, StepMode, StepPlan, StreamDecl,

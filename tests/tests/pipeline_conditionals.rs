@@ -250,16 +250,26 @@ fn do_while_runs_its_body_first(ctx: &Context) {
     let mut graph = pipeline.capture(params!(3)).unwrap();
     graph.launch().unwrap();
     match graph.synchronize() {
-        Err(Error::Step { source, .. }) => assert!(
-            matches!(
+        Err(e @ Error::Step { .. }) => {
+            // Named as the eager step names it: the loop's stage, not a fault.
+            assert_eq!(
+                e.to_string(),
+                "pipeline `Descend`, stage `solve`: the device loop `residual > tol` stopped \
+                 after its maximum of 3 iterations with its condition still holding; raise its \
+                 maximum, or find out why it does not converge"
+            );
+            let Error::Step { stage, source, .. } = e else {
+                unreachable!()
+            };
+            assert_eq!(stage, Some("solve"));
+            assert!(matches!(
                 *source,
                 Error::IterationLimit {
                     max_iterations: 3,
                     ..
                 }
-            ),
-            "{source}"
-        ),
+            ));
+        }
         other => panic!("expected the iteration limit, got {other:?}"),
     }
     // The count restarts at 0 in the next launch (the kernel zeroes it when a loop ends):

@@ -137,6 +137,7 @@ fn value_kind<T: ConditionValue>() -> cpu::ValueKind {
 pub struct Condition {
     pub(crate) test: Test,
     pub(crate) label: Option<String>,
+    pub(crate) stage: Option<&'static str>,
 }
 
 /// The test itself.
@@ -235,6 +236,7 @@ impl Condition {
                 threshold: threshold.bits(),
             },
             label: None,
+            stage: None,
         }
     }
 
@@ -250,6 +252,7 @@ impl Condition {
                 len: region.len,
             },
             label: None,
+            stage: None,
         }
     }
 
@@ -265,6 +268,7 @@ impl Condition {
                 remainder,
             },
             label: None,
+            stage: None,
         }
     }
 
@@ -280,12 +284,20 @@ impl Condition {
                 owner: handle.owner.clone(),
             },
             label: None,
+            stage: None,
         }
     }
 
     /// Names the condition in errors (e.g. `"residual > tol"`).
     pub fn named(mut self, label: impl Into<String>) -> Condition {
         self.label = Some(label.into());
+        self
+    }
+
+    /// Names the pipeline stage the condition's node belongs to: a loop of it that stops at
+    /// its maximum is then reported as that stage's ([`LoopState::stage`]).
+    pub fn in_stage(mut self, stage: &'static str) -> Condition {
+        self.stage = Some(stage);
         self
     }
 
@@ -386,6 +398,7 @@ impl Condition {
 pub struct LoopState {
     word: Arc<FlagCell<u64>>,
     label: Arc<str>,
+    stage: Option<&'static str>,
     max_iterations: u32,
 }
 
@@ -395,15 +408,23 @@ impl LoopState {
         Ok(LoopState {
             word: Arc::new(FlagCell::new(ctx, 0u64)?),
             label: Arc::from(label),
+            stage: None,
             max_iterations,
         })
     }
 
-    /// The same word, under the label of the node it belongs to.
-    pub(crate) fn relabeled(&self, label: String) -> LoopState {
+    /// The state, reported as `stage`'s.
+    pub(crate) fn in_stage(mut self, stage: Option<&'static str>) -> LoopState {
+        self.stage = stage;
+        self
+    }
+
+    /// The same word, under the label (and stage) of the node it belongs to.
+    pub(crate) fn relabeled(&self, condition: &Condition) -> LoopState {
         LoopState {
             word: self.word.clone(),
-            label: Arc::from(label),
+            label: Arc::from(condition.label()),
+            stage: condition.stage,
             max_iterations: self.max_iterations,
         }
     }
@@ -432,6 +453,12 @@ impl LoopState {
     /// The loop's label (its condition).
     pub fn label(&self) -> &str {
         &self.label
+    }
+
+    /// The pipeline stage the loop belongs to, where its condition named one
+    /// ([`Condition::in_stage`]; a generated pipeline's loops do).
+    pub fn stage(&self) -> Option<&'static str> {
+        self.stage
     }
 
     /// [`Error::IterationLimit`] when a run stopped at the maximum since the last check (the

@@ -8,6 +8,7 @@ use bytemuck::Pod;
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::event::{Event, EventFlags};
+use crate::graph::GraphExec;
 use crate::memory::{DeviceBuffer, DeviceDest, FlagCell, PinnedBuffer};
 use crate::pipeline::{Progress, StageSite};
 use crate::stream::{Stream, WaitCondition};
@@ -349,6 +350,26 @@ pub fn step_error(pipeline: &'static str, error: Error) -> Error {
             stage: None,
             source: Box::new(error),
         },
+    }
+}
+
+/// After a captured step's launches completed: the first device loop that stopped at its
+/// maximum since the last check, an [`Error::IterationLimit`] in an [`Error::Step`] that
+/// names the loop's stage. Every loop's mark is cleared.
+pub fn check_graph_loops(pipeline: &'static str, exec: &GraphExec) -> Result<()> {
+    let mut first = None;
+    for state in exec.loops() {
+        if let Err(e) = state.check() {
+            first.get_or_insert((state.stage(), e));
+        }
+    }
+    match first {
+        None => Ok(()),
+        Some((stage, e)) => Err(Error::Step {
+            pipeline,
+            stage,
+            source: Box::new(e),
+        }),
     }
 }
 

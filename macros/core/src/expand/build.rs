@@ -430,20 +430,20 @@ fn control_node(
             let name = pipeline.buffers[value.0].ident;
             let comparison = control::comparison(comparison);
             let threshold = control::threshold(pipeline, control);
-            quote!(#rt::Condition::compare(&*#name, #comparison, #threshold).named(#label))
+            quote!(#rt::Condition::compare(&*#name, #comparison, #threshold).named(#label).in_stage(__instance.name))
         }
         ControlCondition::Step => {
             let (modulus, remainder) = control::step_parts(control);
-            quote!(#rt::Condition::every(&*__step_word, #modulus, #remainder).named(#label))
+            quote!(#rt::Condition::every(&*__step_word, #modulus, #remainder).named(#label).in_stage(__instance.name))
         }
         ControlCondition::Value { value } => {
             let name = pipeline.buffers[value.0].ident;
-            quote!(#rt::Condition::value(&*#name).named(#label))
+            quote!(#rt::Condition::value(&*#name).named(#label).in_stage(__instance.name))
         }
         // `#name` is the graph's handle here (`handle_lets`).
         ControlCondition::Kernel { value } => {
             let name = pipeline.buffers[value.0].ident;
-            quote!(#rt::Condition::set_by_kernel(&*#name).named(#label))
+            quote!(#rt::Condition::set_by_kernel(&*#name).named(#label).in_stage(__instance.name))
         }
     };
     let mut statements = control

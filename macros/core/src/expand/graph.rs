@@ -253,7 +253,7 @@ pub fn graph_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                 self.pipeline.__wait_origin()?;
                 self.__settle_lent(false)?;
                 for captured in self.execs.iter().flatten() {
-                    captured.exec.check_loops().map_err(|e| #rt::step_error(#name_str, e))?;
+                    #rt::check_graph_loops(#name_str, &captured.exec)?;
                 }
                 ::core::result::Result::Ok(())
             }

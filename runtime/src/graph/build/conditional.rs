@@ -45,8 +45,8 @@ impl Graph {
             kernel_set_fits(call, owner, self.id, scope, form, max_iterations)?;
         }
         let state = match kernel_set.as_ref().and_then(|o| o.state.as_ref()) {
-            Some(state) => state.relabeled(condition.label()),
-            None => LoopState::new(&self.ctx, condition.label(), max)?,
+            Some(state) => state.relabeled(&condition),
+            None => LoopState::new(&self.ctx, condition.label(), max)?.in_stage(condition.stage),
         };
         // Adds the node with empty bodies; returns the bodies' scopes and how to close them.
         let (node, inner, close) = match (&mut self.backend, target, deps) {
@@ -66,6 +66,7 @@ impl Graph {
                         _ => return Err(Error::invalid(call, "a kernel-set condition")),
                     },
                     label: None,
+                    stage: None,
                 };
                 let (mut args, keep) = cuda_condition(call, &words, &state, max)?;
                 let added = g.add_kernel_set_conditional(
@@ -185,7 +186,8 @@ impl Graph {
                 "a loop needs a maximum of at least 1 iteration",
             ));
         }
-        let state = LoopState::new(&self.ctx, condition.label(), max_iterations)?;
+        let state =
+            LoopState::new(&self.ctx, condition.label(), max_iterations)?.in_stage(condition.stage);
         let built = catch_unwind(AssertUnwindSafe(|| -> Result<NodeId> {
             let mut fill = |graph: &mut Graph, inner: Scope, n: usize| -> Result<()> {
                 graph.scopes.push(inner);
