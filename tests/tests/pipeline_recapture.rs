@@ -43,6 +43,7 @@ tests::on_both_backends_race_free!(
     launches_of_a_lent_instantiation_on_another_stream_are_waited_for,
     a_clone_of_a_recaptured_step_runs_the_new_params,
     a_step_with_a_device_loop_is_recaptured_and_cloned,
+    a_clone_that_resizes_scratch_leaves_the_original_consistent,
 );
 
 /// Uploads `data` and waits, so the pipeline's streams find it there.
@@ -498,5 +499,55 @@ fn a_step_with_a_device_loop_is_recaptured_and_cloned(ctx: &Context) -> Result<(
     assert_eq!(read(ctx, &iterations)?, vec![10.0]);
     assert_eq!(read(ctx, &residual)?, vec![0.0]);
     assert_eq!(read(ctx, other)?, vec![-2.0]);
+    Ok(())
+}
+
+gpu_pipeline! {
+    /// `x = a * tmp` with `tmp` a scratch buffer of `m` elements filled with 5 each step: a
+    /// setter of `m` builds the step again with a new `tmp`.
+    pub pipeline Scaled {
+        streams { main }
+        unsafe kernels k = ptx(include_str!("../kernels/language.ptx")) {
+            fn affine(n: u32, a: f32, b: f32, src: &[f32; n], dst: &mut [f32; n]) cpu = cpu::affine;
+        }
+        params { n: u32, a: f32, m: u32, x: &mut DeviceBuffer<f32> }
+        scratch { tmp: DeviceBuffer<f32> = m as usize }
+        stage scale on main {
+            fill tmp = 5.0;
+            launch k::affine(n, a, 0.0, tmp, x) grid 1u32 block 32u32;
+        }
+    }
+}
+
+/// A clone shares the pipeline's scratch buffers; one whose setter resizes them (a new
+/// allocation) leaves the original's nodes on the old ones. The original's next in-place
+/// setter must not point one node at the new buffer while its `fill` writes the old one (a
+/// wrong result growing, a kernel past a 2-element buffer shrinking): it builds again.
+fn a_clone_that_resizes_scratch_leaves_the_original_consistent(ctx: &Context) -> Result<()> {
+    for (clone_n, clone_m) in [(4, 8), (2, 2)] {
+        let mut x = upload(ctx, &[0.0; 4])?;
+        let mut pipeline = Scaled::new(ctx)?;
+        let mut graph = pipeline.capture(ScaledParams {
+            n: 4,
+            a: 1.0,
+            m: 4,
+            x: &mut x,
+        })?;
+        graph.launch()?;
+        graph.synchronize()?;
+        {
+            let mut clone = graph.clone_step()?;
+            clone.set_n(clone_n)?; // in place, the clone only
+            clone.set_m(clone_m)?; // builds the clone again, with a new `tmp`
+            clone.launch()?;
+            clone.synchronize()?;
+        }
+        graph.set_a(2.0)?; // in place, unless the original must build again
+        graph.launch()?;
+        graph.synchronize()?;
+        assert_eq!(graph.params().m, 4);
+        drop(graph);
+        assert_eq!(read(ctx, &x)?, vec![10.0; 4], "clone n = {clone_n}, m = {clone_m}");
+    }
     Ok(())
 }

@@ -184,13 +184,14 @@ pub fn ensure_scratch<B: ScratchBuffer>(
     slot: &mut Option<B>,
     ctx: &Context,
     len: usize,
-) -> Result<()> {
-    if slot.as_ref().map(ScratchBuffer::scratch_len) != Some(len) {
-        // The old buffer (if any) is dropped first, which waits for work that uses it.
-        *slot = None;
-        *slot = Some(B::scratch_alloc(ctx, len)?);
+) -> Result<bool> {
+    if slot.as_ref().map(ScratchBuffer::scratch_len) == Some(len) {
+        return Ok(false);
     }
-    Ok(())
+    // The old buffer (if any) is dropped first, which waits for work that uses it.
+    *slot = None;
+    *slot = Some(B::scratch_alloc(ctx, len)?);
+    Ok(true)
 }
 
 /// The scratch buffer `name`, allocated by `ensure_scratch` before the step.

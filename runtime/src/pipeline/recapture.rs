@@ -82,6 +82,9 @@ pub struct Built {
     pub nodes: Vec<KernelNode>,
     /// The plan it was built from.
     pub plan: Arc<StepPlan>,
+    /// The pipeline's scratch allocation count when it was built: which scratch buffers its
+    /// nodes use.
+    pub scratch_epoch: u64,
 }
 
 /// Instantiates a build.
@@ -94,6 +97,7 @@ pub fn instantiate(built: Built) -> Result<Captured> {
         graph: built.graph,
         updated_from: None,
         outdated: false,
+        scratch_epoch: built.scratch_epoch,
     })
 }
 
@@ -109,6 +113,7 @@ pub fn commit(slot: &mut Option<Captured>, built: Built) -> Result<Recaptured> {
     let verdict = captured.exec.try_update(&built.graph)?;
     if verdict.is_success() {
         captured.plan = built.plan;
+        captured.scratch_epoch = built.scratch_epoch;
         captured.updated_from = Some((built.graph, built.nodes));
         captured.outdated = false;
         *slot = Some(captured);
@@ -143,6 +148,7 @@ pub fn clone_captured(captured: &Captured) -> Result<Option<Captured>> {
         graph: clone,
         updated_from: None,
         outdated: false,
+        scratch_epoch: captured.scratch_epoch,
     }))
 }
 

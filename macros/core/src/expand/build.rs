@@ -172,7 +172,7 @@ pub fn capture_step_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             self.__prepare(__p)?;
             let __plan = self.__plan(__kind, __p)?;
             self.__last = ::core::option::Option::Some(__plan.clone());
-            let Self { __ctx, __kernels, __progress, __lanes, #(#scratch_fields,)* #control_fields .. } = self;
+            let Self { __ctx, __kernels, __progress, __lanes, __scratch_epoch, #(#scratch_fields,)* #control_fields .. } = self;
             let __schedule = &__plan.closed;
             #bind
             #checks
@@ -233,7 +233,7 @@ pub fn capture_step_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                     *__slot = __own;
                 }
             }
-            ::core::result::Result::Ok(#rt::Built { graph: __graph, nodes: __nodes, plan: __plan })
+            ::core::result::Result::Ok(#rt::Built { graph: __graph, nodes: __nodes, plan: __plan, scratch_epoch: *__scratch_epoch })
         }
 
         #capture_by_build
@@ -675,7 +675,8 @@ fn captured_step_fn(names: &Names) -> TokenStream {
             let graph = graph?;
             let nodes = #rt::kernel_nodes_in_launch_order(&graph)?;
             self.__last = ::core::option::Option::Some(plan.clone());
-            ::core::result::Result::Ok(#rt::Built { graph, nodes, plan })
+            let scratch_epoch = self.__scratch_epoch;
+            ::core::result::Result::Ok(#rt::Built { graph, nodes, plan, scratch_epoch })
         }
 
         #capture_by_build

@@ -284,6 +284,7 @@ pub fn new_fn(
                 __events: (0..#device_count).map(|_| ::std::vec::Vec::new()).collect(),
                 __plans: ::std::vec![::core::option::Option::None; #kinds],
                 __last: ::core::option::Option::None,
+                __scratch_epoch: 0,
                 __kernels: #kernels_ty { #(#kernel_inits,)* },
                 #(#scratch_inits,)*
                 #control_inits

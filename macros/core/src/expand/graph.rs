@@ -173,7 +173,7 @@ pub fn graph_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             pub fn #launch(&mut self) -> #rt::Result<()> {
                 let index = (#k << #name::__SWAPS) | self.swapped;
                 let ready = match self.execs.get(index) {
-                    ::core::option::Option::Some(::core::option::Option::Some(captured)) => !captured.outdated,
+                    ::core::option::Option::Some(::core::option::Option::Some(captured)) => captured.ready(self.pipeline.__scratch_epoch),
                     _ => false,
                 };
                 if !ready {
@@ -288,7 +288,7 @@ pub fn graph_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                 self.execs
                     .get(self.swapped)
                     .and_then(::core::option::Option::as_ref)
-                    .filter(|captured| !captured.outdated)
+                    .filter(|captured| captured.ready(self.pipeline.__scratch_epoch))
                     .map(|captured| &captured.exec)
             }
 
@@ -341,7 +341,7 @@ pub fn graph_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                 for kind in 0..#name::__KINDS {
                     let index = (kind << #name::__SWAPS) | self.swapped;
                     let ready = match self.execs.get(index) {
-                        ::core::option::Option::Some(::core::option::Option::Some(captured)) => !captured.outdated,
+                        ::core::option::Option::Some(::core::option::Option::Some(captured)) => captured.ready(self.pipeline.__scratch_epoch),
                         ::core::option::Option::Some(::core::option::Option::None) => false,
                         ::core::option::Option::None => true,
                     };
@@ -502,13 +502,16 @@ fn apply_fn(pipeline: &Pipeline<'_>, names: &Names, sites: &[LaunchSite<'_>]) ->
             if !__stale.contains(&true) {
                 return ::core::result::Result::Ok(());
             }
-            // An outdated instantiation (its params replaced by a recapture that failed) is
-            // built again, with every current value, before it is next launched: its nodes
-            // are not updated from params no setter checked.
+            // An outdated instantiation (its params replaced by a recapture that failed), or
+            // one built with other scratch buffers than the pipeline's (a clone resized them),
+            // is built again, with every current value, before it is next launched: its nodes
+            // are not updated from params no setter checked, nor pointed at buffers its other
+            // nodes do not use.
+            let __epoch = pipeline.__scratch_epoch;
             let ::core::option::Option::Some(__captured) = __execs
                 .get_mut(__index)
                 .and_then(::core::option::Option::as_mut)
-                .filter(|captured| !captured.outdated)
+                .filter(|captured| captured.ready(__epoch))
             else {
                 return ::core::result::Result::Ok(());
             };
@@ -576,7 +579,7 @@ fn arrange_fn(pipeline: &Pipeline<'_>, names: &Names, sites: &[LaunchSite<'_>]) 
             if (0..#name::__KINDS).all(__known) {
                 return ::core::result::Result::Ok(());
             }
-            let #name { __kernels, #(#scratch_fields,)* .. } = &mut **pipeline;
+            let #name { __kernels, __scratch_epoch, #(#scratch_fields,)* .. } = &mut **pipeline;
             #bind
             for __kind in 0..#name::__KINDS {
                 let __index = (__kind << #name::__SWAPS) | __arrangement;
@@ -586,6 +589,7 @@ fn arrange_fn(pipeline: &Pipeline<'_>, names: &Names, sites: &[LaunchSite<'_>]) 
                 let ::core::option::Option::Some(__captured) = __execs
                     .get(__index)
                     .and_then(::core::option::Option::as_ref)
+                    .filter(|captured| captured.ready(*__scratch_epoch))
                 else {
                     continue;
                 };
@@ -714,12 +718,15 @@ fn setter(
         );
         quote! {
             let Self { pipeline, params: __p, execs: __execs, swapped: __swapped, .. } = &mut *self;
-            let #name { __kernels, #(#scratch_fields,)* .. } = &mut **pipeline;
+            let #name { __kernels, __scratch_epoch, #(#scratch_fields,)* .. } = &mut **pipeline;
             #bind
             for __kind in 0..#name::__KINDS {
+                // One built with other scratch buffers is built (and checked) again at its
+                // next launch.
                 let ::core::option::Option::Some(__captured) = __execs
                     .get((__kind << #name::__SWAPS) | *__swapped)
                     .and_then(::core::option::Option::as_ref)
+                    .filter(|captured| captured.ready(*__scratch_epoch))
                 else {
                     continue;
                 };

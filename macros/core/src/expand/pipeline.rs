@@ -109,6 +109,10 @@ pub fn pipeline_struct(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             __plans: ::std::vec::Vec<::core::option::Option<::std::sync::Arc<#rt::StepPlan>>>,
             /// The plan of the last step enqueued (or graph launched): whose stages a fault names.
             __last: ::core::option::Option<::std::sync::Arc<#rt::StepPlan>>,
+            /// Counts the scratch buffers' allocations: an instantiation built with another
+            /// count's buffers is built again before its next launch (its nodes and the
+            /// pipeline's buffers differ), never updated in place.
+            __scratch_epoch: u64,
             __kernels: #kernels_ty,
             #(#scratch_fields,)*
             #control_fields
@@ -385,6 +389,7 @@ fn new_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                 __events: ::std::vec::Vec::new(),
                 __plans: ::std::vec![::core::option::Option::None; #kinds],
                 __last: ::core::option::Option::None,
+                __scratch_epoch: 0,
                 __kernels: #kernels_ty { #(#kernel_inits,)* },
                 #(#scratch_inits,)*
                 #control_inits

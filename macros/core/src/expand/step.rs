@@ -123,7 +123,9 @@ pub fn prepare_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             let ctx = super::device::scratch_context(pipeline, b.device);
             Some(quote! {
                 let __len: usize = #len;
-                #rt::ensure_scratch::<#referent>(&mut self.#field, #ctx, __len)?;
+                if #rt::ensure_scratch::<#referent>(&mut self.#field, #ctx, __len)? {
+                    self.__scratch_epoch = self.__scratch_epoch.wrapping_add(1);
+                }
             })
         });
     let lanes = pipeline

@@ -406,6 +406,18 @@ pub struct Captured {
     /// Built from params that changed since (a recapture of another arrangement): never
     /// launched, only updated from a new build first.
     pub outdated: bool,
+    /// The pipeline's scratch allocation count when it was built: while the pipeline's
+    /// count differs (a clone resized them), it is built again before its next launch.
+    pub scratch_epoch: u64,
+}
+
+impl Captured {
+    /// Whether it may be launched (and updated in place) as it is: not outdated, and built
+    /// with the scratch buffers of the pipeline's allocation count `scratch_epoch`.
+    #[inline]
+    pub fn ready(&self, scratch_epoch: u64) -> bool {
+        !self.outdated && self.scratch_epoch == scratch_epoch
+    }
 }
 
 /// The error of generated code that found the plan and its statements disagreeing (a bug).
