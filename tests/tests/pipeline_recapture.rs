@@ -547,7 +547,11 @@ fn a_clone_that_resizes_scratch_leaves_the_original_consistent(ctx: &Context) ->
         graph.synchronize()?;
         assert_eq!(graph.params().m, 4);
         drop(graph);
-        assert_eq!(read(ctx, &x)?, vec![10.0; 4], "clone n = {clone_n}, m = {clone_m}");
+        assert_eq!(
+            read(ctx, &x)?,
+            vec![10.0; 4],
+            "clone n = {clone_n}, m = {clone_m}"
+        );
     }
     Ok(())
 }

@@ -668,9 +668,19 @@ fn captured_step_fn(names: &Names) -> TokenStream {
             self.__prepare(params)?;
             let plan = self.__plan(kind, params)?;
             self.__origin()?.begin_capture(#rt::CaptureMode::ThreadLocal)?;
-            let enqueued = self.__enqueue(params, &plan, #rt::StepMode::Closed, ::core::option::Option::None);
-            // The capture always ends, also when enqueueing failed.
+            let enqueued = ::std::panic::catch_unwind(::std::panic::AssertUnwindSafe(|| {
+                self.__enqueue(params, &plan, #rt::StepMode::Closed, ::core::option::Option::None)
+            }));
+            // The capture always ends, also when enqueueing failed or panicked (the origin
+            // would stay capturing, refusing every later call).
             let graph = self.__origin()?.end_capture();
+            let enqueued = match enqueued {
+                ::core::result::Result::Ok(enqueued) => enqueued,
+                ::core::result::Result::Err(panic) => {
+                    ::core::mem::drop(graph);
+                    ::std::panic::resume_unwind(panic)
+                }
+            };
             enqueued?;
             let graph = graph?;
             let nodes = #rt::kernel_nodes_in_launch_order(&graph)?;

@@ -224,9 +224,9 @@ pub fn graph_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
              Both buffers stay borrowed by the graph, so neither is freed or aliased while a \
              launch may use it; [`params`](Self::params) shows the current arrangement."
         );
-        quote! {
-            #[doc = #doc]
-            pub fn #swap(&mut self) -> #rt::Result<()> {
+        let guarded = outdate_on_unwind(
+            quote!(()),
+            quote! {
                 ::core::mem::swap(&mut self.params.#a, &mut self.params.#b);
                 self.swapped ^= 1 << #k;
                 if let ::core::result::Result::Err(e) = self.__arrange() {
@@ -235,6 +235,12 @@ pub fn graph_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                     return ::core::result::Result::Err(e);
                 }
                 ::core::result::Result::Ok(())
+            },
+        );
+        quote! {
+            #[doc = #doc]
+            pub fn #swap(&mut self) -> #rt::Result<()> {
+                #guarded
             }
         }
     });
@@ -354,6 +360,18 @@ pub fn graph_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                     }
                 }
                 ::core::result::Result::Ok(())
+            }
+
+            /// The result of a change run by `outdate_on_unwind`: after a panic, every
+            /// instantiation outdated, then the panic resumed.
+            fn __outdated_on_unwind<R>(&mut self, run: ::std::thread::Result<R>) -> R {
+                match run {
+                    ::core::result::Result::Ok(done) => done,
+                    ::core::result::Result::Err(panic) => {
+                        self.__outdate_all();
+                        ::std::panic::resume_unwind(panic)
+                    }
+                }
             }
 
             /// Marks every instantiation outdated: none is launched before it is updated from
@@ -657,9 +675,9 @@ fn setter(
                 __captured
             }}
         };
-        return quote! {
-            #[doc = #doc]
-            pub fn #setter(&mut self, #field: #ty) -> #rt::Result<()> {
+        let guarded = outdate_on_unwind(
+            quote!(()),
+            quote! {
                 let __previous = ::core::mem::replace(&mut self.params.#field, #field);
                 let __captured = match self.pipeline.__wait().and_then(|()| self.__settle_lent(true)) {
                     ::core::result::Result::Ok(()) => #recapture,
@@ -670,6 +688,12 @@ fn setter(
                     return ::core::result::Result::Err(e);
                 }
                 ::core::result::Result::Ok(())
+            },
+        );
+        return quote! {
+            #[doc = #doc]
+            pub fn #setter(&mut self, #field: #ty) -> #rt::Result<()> {
+                #guarded
             }
         };
     }
@@ -751,26 +775,52 @@ fn setter(
         scalar.name,
     );
     let index = id.0;
+    let body = quote! {
+        let __previous = ::core::mem::replace(&mut self.params.#field, #field);
+        {
+            #checks
+        }
+        for __stale in &mut self.stale {
+            __stale[#index] = true;
+        }
+        // The check above covered the current arrangement only.
+        let __arrangements = (1usize << #name::__SWAPS) - 1;
+        for (__index, __known) in self.checked.iter_mut().enumerate() {
+            if __index & __arrangements != self.swapped {
+                *__known = false;
+            }
+        }
+        ::core::result::Result::Ok(())
+    };
+    // Only the bounds' checks run the user's expressions: the setters of the hot path, with
+    // none, pay nothing for the guard.
+    let body = if bounded.is_empty() {
+        body
+    } else {
+        outdate_on_unwind(quote!(()), body)
+    };
     quote! {
         #[doc = #doc]
         #[allow(unused_variables, unused_braces, clippy::all)]
         pub fn #setter(&mut self, #field: #ty) -> #rt::Result<()> {
-            let __previous = ::core::mem::replace(&mut self.params.#field, #field);
-            {
-                #checks
-            }
-            for __stale in &mut self.stale {
-                __stale[#index] = true;
-            }
-            // The check above covered the current arrangement only.
-            let __arrangements = (1usize << #name::__SWAPS) - 1;
-            for (__index, __known) in self.checked.iter_mut().enumerate() {
-                if __index & __arrangements != self.swapped {
-                    *__known = false;
-                }
-            }
-            ::core::result::Result::Ok(())
+            #body
         }
+    }
+}
+
+/// `body` (a method of the graph returning `Result<#ok>`) run so that a panic half-way (in a
+/// user expression the step evaluates: a bound, a `for` range, a scratch length) outdates
+/// every instantiation before it unwinds on: the params may then be ahead of what any
+/// instantiation was built and checked with, so the next launch builds the step from them
+/// again, checking them, instead of launching or updating nodes in place with values nothing
+/// checked.
+pub(super) fn outdate_on_unwind(ok: TokenStream, body: TokenStream) -> TokenStream {
+    let rt = rt();
+    quote! {
+        let __run = ::std::panic::catch_unwind(::std::panic::AssertUnwindSafe(
+            || -> #rt::Result<#ok> { #body },
+        ));
+        self.__outdated_on_unwind(__run)
     }
 }
 

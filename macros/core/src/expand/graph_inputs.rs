@@ -34,8 +34,9 @@ pub(super) fn recapture_fns(pipeline: &Pipeline<'_>, names: &Names) -> TokenStre
          the old ones are dropped here, and what they borrowed stays borrowed until the graph \
          is dropped (which waits for the launches). To change some params and keep the rest \
          (or swap two buffers), use [`recapture_with`](Self::recapture_with). On an error \
-         (a kernel's bound refuses the new params, say) the graph keeps the new params and \
-         no instantiation: the next launch builds the step from them again.";
+         (a kernel's bound refuses the new params, say), or a panic of the step's own \
+         expressions while it is built, the graph keeps the new params and no launchable \
+         instantiation: the next launch builds the step from them again.";
     let recapture_with_doc = "Waits for the launches in flight, lets `edit` change the params \
          in place (a scalar, a buffer replaced by another borrowed for as long, two buffers \
          swapped), then builds the step again as [`recapture`](Self::recapture) does and says \
@@ -54,15 +55,21 @@ pub(super) fn recapture_fns(pipeline: &Pipeline<'_>, names: &Names) -> TokenStre
          waits for its launches, and so does dropping this graph (a clone forgotten with \
          `mem::forget` included)."
     );
-    quote! {
-        #[doc = #recapture_doc]
-        pub fn recapture(&mut self, params: #params_ty) -> #rt::Result<#rt::Recaptured> {
+    let recapture_body = super::graph::outdate_on_unwind(
+        quote!(#rt::Recaptured),
+        quote! {
             self.params = params;
             let outcome = self.__rebuild();
             if outcome.is_err() {
                 self.__outdate_all();
             }
             outcome
+        },
+    );
+    quote! {
+        #[doc = #recapture_doc]
+        pub fn recapture(&mut self, params: #params_ty) -> #rt::Result<#rt::Recaptured> {
+            #recapture_body
         }
 
         #[doc = #recapture_with_doc]

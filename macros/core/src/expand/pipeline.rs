@@ -569,9 +569,20 @@ fn steps_fn(names: &Names) -> TokenStream {
                 } else {
                     #rt::StepMode::Closed
                 };
-                if let ::core::result::Result::Err(e) =
+                // A user expression or `call` may panic half-way: the stages started are
+                // waited for before the panic goes on, as for an error, since the params'
+                // borrow ends with it.
+                let enqueued = ::std::panic::catch_unwind(::std::panic::AssertUnwindSafe(|| {
                     self.__enqueue(params, &plan, mode, ::core::option::Option::None)
-                {
+                }));
+                let enqueued = match enqueued {
+                    ::core::result::Result::Ok(enqueued) => enqueued,
+                    ::core::result::Result::Err(panic) => {
+                        self.__settle();
+                        ::std::panic::resume_unwind(panic)
+                    }
+                };
+                if let ::core::result::Result::Err(e) = enqueued {
                     // A step refused part-way (a loop at its `max`, a failing `call`) leaves
                     // its started stages, and the steps before it, running unjoined.
                     self.__settle();
