@@ -114,6 +114,12 @@ pub struct StepBlock {
     pub items: Vec<Item>,
 }
 
+/// The error for `swap(xs[0], xs[1])`: an exchange renames two whole params.
+const SWAP_ELEMENT: &str = "`swap` exchanges two whole buffer params by name, not elements of a \
+                            buffer array: declare the two as params of their own, or alternate \
+                            by hand (`launch k::sweep(xs[0], xs[1])`, then \
+                            `launch k::sweep(xs[1], xs[0])`)";
+
 /// `swap(a, b);`.
 #[derive(Debug)]
 pub struct Swap {
@@ -131,8 +137,14 @@ impl Parse for Swap {
         let content;
         parenthesized!(content in input);
         let a = content.parse()?;
+        if content.peek(token::Bracket) {
+            return Err(content.error(SWAP_ELEMENT));
+        }
         content.parse::<Token![,]>()?;
         let b = content.parse()?;
+        if content.peek(token::Bracket) {
+            return Err(content.error(SWAP_ELEMENT));
+        }
         if content.peek(Token![,]) {
             content.parse::<Token![,]>()?;
         }

@@ -190,6 +190,17 @@ impl Comparison {
             Comparison::NotEqual => "!=",
         }
     }
+
+    /// The same test with its sides exchanged (`0 < x` is `x > 0`).
+    fn reversed(self) -> Comparison {
+        match self {
+            Comparison::Greater => Comparison::Less,
+            Comparison::GreaterOrEqual => Comparison::LessOrEqual,
+            Comparison::Less => Comparison::Greater,
+            Comparison::LessOrEqual => Comparison::GreaterOrEqual,
+            same => same,
+        }
+    }
 }
 
 impl Control {
@@ -355,6 +366,18 @@ impl Parse for Control {
             if input.peek(token::Bracket) {
                 return Err(input.error(ONE_ELEMENT));
             }
+            if !input.peek(token::Brace) {
+                let value: &Ident = &value;
+                return Err(input.error(if *value == STEP {
+                    "a `switch` reads a buffer; the step counter is tested by `if`: `if step \
+                     % k == 0 { ... }`, one `if` per remainder (or a kernel writes `step % k` \
+                     into a `DeviceBuffer<u32>` to switch on)"
+                } else {
+                    "a `switch` names the `DeviceBuffer<u32>` (or `Condition`) it reads, alone: \
+                     have a kernel write the value to switch on into a buffer of its own, \
+                     then `switch selected { 0 => { ... } }`"
+                }));
+            }
             let content;
             let brace = braced!(content in input);
             let mut cases = Vec::new();
@@ -479,10 +502,50 @@ impl Parse for Condition {
         if let Some(name) = bare_ident(&expr) {
             return Ok(Condition::Kernel(name.clone()));
         }
+        if let Expr::Unary(unary) = ungroup_expr(&expr)
+            && let syn::UnOp::Not(not) = unary.op
+        {
+            return Err(syn::Error::new(
+                not.span,
+                "a condition is not negated: swap the bodies (`if go { } else { ... }`), compare \
+                 (`flag == 0`), or have the kernel set the opposite value",
+            ));
+        }
         let Expr::Binary(binary) = ungroup_expr(&expr) else {
             return Err(shape());
         };
+        if let BinOp::And(_) | BinOp::Or(_) = binary.op {
+            return Err(syn::Error::new_spanned(
+                binary.op,
+                "a condition is one test: nest the tests (`if a > x { if b > y { ... } }`), or \
+                 have a kernel combine them into one buffer and test that",
+            ));
+        }
         let comparison = Comparison::of(&binary.op).ok_or_else(shape)?;
+        // `step % k != r`, `step % k > r`: only `==` selects steps.
+        if let (Expr::Binary(rem), false) =
+            (ungroup_expr(&binary.left), comparison == Comparison::Equal)
+            && let BinOp::Rem(_) = rem.op
+            && bare_ident(&rem.left).is_some_and(|word| *word == STEP)
+        {
+            return Err(syn::Error::new_spanned(
+                binary.op,
+                "the step counter is tested with `==` only (`if step % k == r`): for the other \
+                 steps, put the body in the `else` of `if step % k == r { } else { ... }`",
+            ));
+        }
+        // `0 < flag`: the buffer goes on the left.
+        if let (Expr::Lit(_), Some(name)) = (ungroup_expr(&binary.left), bare_ident(&binary.right))
+        {
+            return Err(syn::Error::new(
+                expr.span(),
+                format!(
+                    "the buffer a condition reads goes on the left: `{name} {} {}`",
+                    comparison.reversed().symbol(),
+                    tokens_string(&binary.left),
+                ),
+            ));
+        }
         // `step % k == r`.
         if let (Expr::Binary(rem), Comparison::Equal) = (ungroup_expr(&binary.left), comparison)
             && let BinOp::Rem(_) = rem.op

@@ -96,23 +96,28 @@ fn walk<'a>(scope: &Scope<'_>, statements: &'a [Statement], found: &mut Found<'a
                 }
             }
             Statement::Control(control) => {
+                // Recorded before the tests inside it, so readers stay in source order (a
+                // second test of one name is the one reported).
+                let reader = tested(scope, control).map(|name| {
+                    let readers = found.readers.entry(name.to_string()).or_default();
+                    readers.push(Reader {
+                        control,
+                        name,
+                        list,
+                        index,
+                        bodies: Vec::new(),
+                    });
+                    (name.to_string(), readers.len() - 1)
+                });
                 let bodies = control
                     .bodies()
                     .into_iter()
                     .map(|body| walk(scope, body, found))
                     .collect();
-                if let Some(name) = tested(scope, control) {
-                    found
-                        .readers
-                        .entry(name.to_string())
-                        .or_default()
-                        .push(Reader {
-                            control,
-                            name,
-                            list,
-                            index,
-                            bodies,
-                        });
+                if let Some((key, at)) = reader
+                    && let Some(reader) = found.readers.get_mut(&key).and_then(|r| r.get_mut(at))
+                {
+                    reader.bodies = bodies;
                 }
             }
             _ => {}

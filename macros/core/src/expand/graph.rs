@@ -288,7 +288,11 @@ pub fn graph_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             /// `None` while it has to be built again (after a failed recapture, until the next
             /// launch). Its launches may go to any stream: once it is lent, the graph's next
             /// wait, recapture, host write or launch waits for the whole context first, so
-            /// they stay ordered after them.
+            /// they stay ordered after them. The other way round is the caller's to order, as
+            /// for any launch on a stream of its own: a launch on another stream is not ordered
+            /// after this graph's launches and host writes (`write_<name>()`) enqueued before
+            /// it: call [`synchronize`](Self::synchronize) first, or it reads its inputs, and
+            /// writes its outputs, while they still run.
             pub fn exec(&self) -> ::core::option::Option<&#rt::GraphExec> {
                 self.lent.store(true, ::core::sync::atomic::Ordering::Relaxed);
                 self.execs
