@@ -235,6 +235,15 @@ impl fmt::Display for Error {
                 f,
                 "`{call}` is not available on the {backend} backend: {reason}"
             ),
+            // Not a fault: the step ran, one of its loops did not converge (the same text as a
+            // captured step's, below).
+            Error::Stage {
+                pipeline,
+                stage,
+                source,
+            } if matches!(**source, Error::IterationLimit { .. }) => {
+                write!(f, "pipeline `{pipeline}`, stage `{stage}`: {source}")
+            }
             // The wrapped error's text follows: these layers only say where it happened.
             Error::Stage {
                 pipeline,

@@ -40,6 +40,7 @@ mod cpu {
 
 tests::on_both_backends_race_free!(
     a_setter_that_panics_while_building_leaves_nothing_unchecked_to_launch,
+    a_clone_whose_scratch_setter_panics_leaves_the_original_launchable,
     a_recapture_that_panics_leaves_nothing_unchecked_to_launch,
     an_eager_step_that_panics_waits_for_its_started_stages,
 );
@@ -164,6 +165,53 @@ fn a_recapture_that_panics_leaves_nothing_unchecked_to_launch(ctx: &Context) -> 
     Ok(())
 }
 
+/// A scratch length that panics once when asked.
+pub fn length(m: u32) -> usize {
+    once(m) * m as usize
+}
+
+gpu_pipeline! {
+    /// `x = a * tmp`, `tmp` a scratch buffer of 5s whose length is a user expression.
+    pub pipeline Scratched {
+        streams { main }
+        unsafe kernels k = ptx(include_str!("../kernels/language.ptx")) {
+            fn affine(n: u32, a: f32, b: f32, src: &[f32; n], dst: &mut [f32; n]) cpu = cpu::affine;
+        }
+        params { n: u32, a: f32, m: u32, x: &mut DeviceBuffer<f32> }
+        scratch { tmp: DeviceBuffer<f32> = crate::length(m) }
+        stage scale on main {
+            fill tmp = 5.0;
+            launch k::affine(n, a, 0.0, tmp, x) grid 1u32 block 32u32;
+        }
+    }
+}
+
+/// A clone's setter of a scratch length takes the pipeline's scratch buffers out to build
+/// again; when the build panics, they are gone, and the original (built with them) must be
+/// built again at its next launch, not replayed or updated in place as if they were there.
+fn a_clone_whose_scratch_setter_panics_leaves_the_original_launchable(ctx: &Context) -> Result<()> {
+    let mut x = upload(ctx, &[0.0; 4])?;
+    let mut pipeline = Scratched::new(ctx)?;
+    let mut graph = pipeline.capture(ScratchedParams {
+        n: 4,
+        a: 1.0,
+        m: 4,
+        x: &mut x,
+    })?;
+    graph.launch()?;
+    graph.synchronize()?;
+    {
+        let mut clone = graph.clone_step()?;
+        panicking(|| clone.set_m(4));
+    }
+    graph.set_a(2.0)?;
+    graph.launch()?;
+    graph.synchronize()?;
+    drop(graph);
+    assert_eq!(read(ctx, &x)?, vec![10.0; 4]);
+    Ok(())
+}
+
 gpu_pipeline! {
     /// A kernel and a copy on `main`, beside a `call` on `side` that may panic.
     pub pipeline Split {
@@ -185,25 +233,27 @@ fn an_eager_step_that_panics_waits_for_its_started_stages(ctx: &Context) -> Resu
     let mut x = upload(ctx, &[0.0; 256])?;
     let mut out = PinnedBuffer::<f32>::zeros(ctx, 256)?;
     let mut pipeline = Split::new(ctx)?;
-    let expected: Vec<f32> = (0..256).map(|i| 5.0 + i as f32).collect();
-    for ahead in [false, true] {
+    for (k, way) in ["run", "run_ahead", "profile"].into_iter().enumerate() {
+        // A new value each time: a read before the kernel ran would see the last one.
+        let offset = 1000.0 * (k + 1) as f32;
+        let expected: Vec<f32> = (0..256).map(|i| offset + i as f32).collect();
         panicking(|| {
             let params = SplitParams {
                 n: 256,
-                offset: 5.0,
+                offset,
                 x: &mut x,
                 out: &mut out,
             };
-            if ahead {
-                pipeline.run_ahead(params, 3).map(drop)
-            } else {
-                pipeline.run(params).map(drop)
+            match way {
+                "run" => pipeline.run(params).map(drop),
+                "run_ahead" => pipeline.run_ahead(params, 3).map(drop),
+                _ => pipeline.profile(params).map(drop),
             }
         });
         // The borrow is over: read on another stream at once. Unwaited, the kernel would
         // still be writing `x` (the checked backend reports the race).
-        assert_eq!(read(ctx, &x)?, expected);
-        assert_eq!(out.as_slice()?, &expected[..]);
+        assert_eq!(read(ctx, &x)?, expected, "{way}");
+        assert_eq!(out.as_slice()?, &expected[..], "{way}");
     }
     // The pipeline still runs.
     pipeline

@@ -184,14 +184,18 @@ pub fn ensure_scratch<B: ScratchBuffer>(
     slot: &mut Option<B>,
     ctx: &Context,
     len: usize,
-) -> Result<bool> {
+    epoch: &mut u64,
+) -> Result<()> {
     if slot.as_ref().map(ScratchBuffer::scratch_len) == Some(len) {
-        return Ok(false);
+        return Ok(());
     }
+    // Counted before the old buffer goes, so that an instantiation built with it is never
+    // taken for one built with what follows (the allocation may fail, or unwind).
+    *epoch = epoch.wrapping_add(1);
     // The old buffer (if any) is dropped first, which waits for work that uses it.
     *slot = None;
     *slot = Some(B::scratch_alloc(ctx, len)?);
-    Ok(true)
+    Ok(())
 }
 
 /// The scratch buffer `name`, allocated by `ensure_scratch` before the step.

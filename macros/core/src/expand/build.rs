@@ -673,7 +673,7 @@ fn captured_step_fn(names: &Names) -> TokenStream {
             }));
             // The capture always ends, also when enqueueing failed or panicked (the origin
             // would stay capturing, refusing every later call).
-            let graph = self.__origin()?.end_capture();
+            let graph = self.__origin().and_then(|origin| origin.end_capture());
             let enqueued = match enqueued {
                 ::core::result::Result::Ok(enqueued) => enqueued,
                 ::core::result::Result::Err(panic) => {

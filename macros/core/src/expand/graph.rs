@@ -671,10 +671,16 @@ fn setter(
             quote!(self.__recapture())
         } else {
             quote! {{
+                // Taken out, so counted as a change of the scratch buffers (an instantiation
+                // of another graph built with them is built again, should this unwind); put
+                // back with their count when the build is refused.
+                let __epoch = self.pipeline.__scratch_epoch;
                 let __kept = (#(self.pipeline.#resized.take(),)*);
+                self.pipeline.__scratch_epoch = __epoch.wrapping_add(1);
                 let __captured = self.__recapture();
                 if __captured.is_err() {
                     (#(self.pipeline.#resized,)*) = __kept;
+                    self.pipeline.__scratch_epoch = __epoch;
                 }
                 __captured
             }}

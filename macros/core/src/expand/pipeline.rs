@@ -523,12 +523,7 @@ fn kind_methods(pipeline: &Pipeline<'_>, names: &Names, k: usize, kind: &Kind<'_
             let plan = self.__plan(#k, &params)?;
             let profiler = #profiler;
             self.__last = ::core::option::Option::Some(plan.clone());
-            if let ::core::result::Result::Err(e) =
-                self.__enqueue(&mut params, &plan, #rt::StepMode::Closed, ::core::option::Option::Some(&profiler))
-            {
-                self.__settle();
-                return ::core::result::Result::Err(e);
-            }
+            self.__enqueue_settled(&mut params, &plan, #rt::StepMode::Closed, ::core::option::Option::Some(&profiler))?;
             self.__wait()?;
             let sites = #rt::profile_sites(&plan, Self::__STREAM_NAMES);
             profiler.finish(#name_str, &sites)
@@ -548,6 +543,36 @@ fn steps_fn(names: &Names) -> TokenStream {
     let rt = rt();
     let params_ty = names.params_ty(quote!('_));
     quote! {
+        /// One step enqueued as the plan says; when it fails or panics part-way, every stream
+        /// is waited for before the error returns or the panic goes on.
+        fn __enqueue_settled(
+            &mut self,
+            params: &mut #params_ty,
+            plan: &#rt::StepPlan,
+            mode: #rt::StepMode,
+            profile: ::core::option::Option<&#rt::Profiler>,
+        ) -> #rt::Result<()> {
+            // A user expression or `call` may panic half-way: the stages started are waited
+            // for before the panic goes on, as for an error, since the params' borrow ends
+            // with it.
+            let enqueued = ::std::panic::catch_unwind(::std::panic::AssertUnwindSafe(|| {
+                self.__enqueue(params, plan, mode, profile)
+            }));
+            let enqueued = match enqueued {
+                ::core::result::Result::Ok(enqueued) => enqueued,
+                ::core::result::Result::Err(panic) => {
+                    self.__settle();
+                    ::std::panic::resume_unwind(panic)
+                }
+            };
+            if enqueued.is_err() {
+                // A step refused part-way (a loop at its `max`, a failing `call`) leaves its
+                // started stages, and the steps before it, running unjoined.
+                self.__settle();
+            }
+            enqueued
+        }
+
         /// Prepares, plans and enqueues `steps` steps of kind `kind`.
         fn __steps(
             &mut self,
@@ -569,25 +594,7 @@ fn steps_fn(names: &Names) -> TokenStream {
                 } else {
                     #rt::StepMode::Closed
                 };
-                // A user expression or `call` may panic half-way: the stages started are
-                // waited for before the panic goes on, as for an error, since the params'
-                // borrow ends with it.
-                let enqueued = ::std::panic::catch_unwind(::std::panic::AssertUnwindSafe(|| {
-                    self.__enqueue(params, &plan, mode, ::core::option::Option::None)
-                }));
-                let enqueued = match enqueued {
-                    ::core::result::Result::Ok(enqueued) => enqueued,
-                    ::core::result::Result::Err(panic) => {
-                        self.__settle();
-                        ::std::panic::resume_unwind(panic)
-                    }
-                };
-                if let ::core::result::Result::Err(e) = enqueued {
-                    // A step refused part-way (a loop at its `max`, a failing `call`) leaves
-                    // its started stages, and the steps before it, running unjoined.
-                    self.__settle();
-                    return ::core::result::Result::Err(e);
-                }
+                self.__enqueue_settled(params, &plan, mode, ::core::option::Option::None)?;
             }
             ::core::result::Result::Ok(())
         }

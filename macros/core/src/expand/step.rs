@@ -123,9 +123,7 @@ pub fn prepare_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             let ctx = super::device::scratch_context(pipeline, b.device);
             Some(quote! {
                 let __len: usize = #len;
-                if #rt::ensure_scratch::<#referent>(&mut self.#field, #ctx, __len)? {
-                    self.__scratch_epoch = self.__scratch_epoch.wrapping_add(1);
-                }
+                #rt::ensure_scratch::<#referent>(&mut self.#field, #ctx, __len, &mut self.__scratch_epoch)?;
             })
         });
     let lanes = pipeline
