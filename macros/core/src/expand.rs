@@ -32,6 +32,7 @@ mod names;
 mod params;
 mod pipeline;
 mod run;
+mod setters;
 mod step;
 mod stub;
 mod window;

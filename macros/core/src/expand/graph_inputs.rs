@@ -55,7 +55,7 @@ pub(super) fn recapture_fns(pipeline: &Pipeline<'_>, names: &Names) -> TokenStre
          waits for its launches, and so does dropping this graph (a clone forgotten with \
          `mem::forget` included)."
     );
-    let recapture_body = super::graph::outdate_on_unwind(
+    let recapture_body = super::setters::outdate_on_unwind(
         quote!(#rt::Recaptured),
         quote! {
             self.params = params;
