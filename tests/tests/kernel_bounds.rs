@@ -177,10 +177,7 @@ fn assert_stage_refused(err: &Error, pipeline: &str, stage: &str) {
             let message = err.to_string();
             assert_eq!(
                 message,
-                format!(
-                    "pipeline `{pipeline}`, stage `{stage}`: a statement could not be \
-                     enqueued: {source}"
-                )
+                format!("pipeline `{pipeline}`, stage `{stage}`: a statement failed: {source}")
             );
             assert!(
                 message.contains(&format!("holds {N} elements")),
