@@ -148,6 +148,23 @@ fn describe_statement(pipeline: &Pipeline<'_>, statement: &Statement<'_>) -> Tok
             });
             quote!(__d.statement()?; #condition #(#body)* #swaps)
         }
+        StatementKind::Copy { src, dst, .. } if matches!(statement.accesses.as_slice(), [from, to] if from.buffer == *src && to.buffer == *dst) =>
+        {
+            // Both sides' lengths, once their ranges are known: a mismatch is refused with the
+            // step's other range errors, before anything runs.
+            let (from, to) = (&statement.accesses[0], &statement.accesses[1]);
+            let (src_len, dst_len) = (touch_len(pipeline, from), touch_len(pipeline, to));
+            let (src_label, dst_label) = (
+                reference_label(pipeline, from),
+                reference_label(pipeline, to),
+            );
+            quote! {
+                __d.statement()?;
+                let __src_len: usize = #src_len;
+                let __dst_len: usize = #dst_len;
+                __d.copy_lengths(#src_label, __src_len, #dst_label, __dst_len)?;
+            }
+        }
         _ => {
             let touches = statement
                 .accesses
@@ -158,14 +175,44 @@ fn describe_statement(pipeline: &Pipeline<'_>, statement: &Statement<'_>) -> Tok
     }
 }
 
+/// A copy side's buffer as written, without its range (`x`, `xs[i]`): what its length
+/// error names.
+fn reference_label(pipeline: &Pipeline<'_>, touch: &Touch<'_>) -> String {
+    let name = pipeline.buffers[touch.buffer.0].name.as_str();
+    match touch.subscript.and_then(|reference| reference.index) {
+        Some(index) => format!("{name}[{}]", crate::ast::tokens_string(index)),
+        None => name.to_owned(),
+    }
+}
+
+/// `describe_touch` as an expression of the number of elements the access names.
+fn touch_len(pipeline: &Pipeline<'_>, touch: &Touch<'_>) -> TokenStream {
+    if let Some(resolved) = subscripted_touch(pipeline, touch) {
+        return resolved;
+    }
+    let (id, write) = (touch.buffer.0, touch.mode == Mode::Write);
+    let name = pipeline.buffers[touch.buffer.0].ident;
+    quote!({ __d.touch_whole(#id, #write)?; #name.len() })
+}
+
 /// One buffer access of the description: resolved when subscripted, whole otherwise.
 fn describe_touch(pipeline: &Pipeline<'_>, touch: &Touch<'_>) -> TokenStream {
+    match subscripted_touch(pipeline, touch) {
+        Some(resolved) => quote!(#resolved;),
+        None => {
+            let (id, write) = (touch.buffer.0, touch.mode == Mode::Write);
+            quote!(__d.touch_whole(#id, #write)?;)
+        }
+    }
+}
+
+/// A subscripted access resolved: an expression of the number of elements it names (`None`
+/// for a whole buffer).
+fn subscripted_touch(pipeline: &Pipeline<'_>, touch: &Touch<'_>) -> Option<TokenStream> {
     let buffer = &pipeline.buffers[touch.buffer.0];
     let id = touch.buffer.0;
     let write = touch.mode == Mode::Write;
-    let Some(reference) = touch.subscript else {
-        return quote!(__d.touch_whole(#id, #write)?;);
-    };
+    let reference = touch.subscript?;
     let name = buffer.ident;
     let label = buffer.name.as_str();
     let bound = |expr: Option<&Expr>| match expr {
@@ -181,16 +228,16 @@ fn describe_touch(pipeline: &Pipeline<'_>, touch: &Touch<'_>) -> TokenStream {
             quote!(::core::option::Option::None),
         ),
     };
-    match reference.index {
+    Some(match reference.index {
         Some(index) => quote! {
             {
                 let __k: usize = #index;
                 let __len = #name.get(__k).map_or(0, |__b| __b.len());
-                __d.touch(#id, #label, ::core::option::Option::Some((__k, #name.len())), #start, #end, __len, #write)?;
+                __d.touch(#id, #label, ::core::option::Option::Some((__k, #name.len())), #start, #end, __len, #write)?
             }
         },
         None => quote! {
-            __d.touch(#id, #label, ::core::option::Option::None, #start, #end, #name.len(), #write)?;
+            __d.touch(#id, #label, ::core::option::Option::None, #start, #end, #name.len(), #write)?
         },
-    }
+    })
 }

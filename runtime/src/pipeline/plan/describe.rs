@@ -186,7 +186,7 @@ impl Describe {
     /// A reference of the current stage to buffer `buffer` (`name` for messages): element
     /// `element` of an array of `elements` buffers (`None` for a plain buffer), elements
     /// `start..end` of a buffer of `len` (a bound left out means the buffer's start or end),
-    /// read or written.
+    /// read or written. Returns the number of elements it names.
     #[allow(clippy::too_many_arguments)]
     pub fn touch(
         &mut self,
@@ -197,7 +197,7 @@ impl Describe {
         end: Option<usize>,
         len: usize,
         write: bool,
-    ) -> Result<()> {
+    ) -> Result<usize> {
         let label = self.current()?.label();
         let element = match element {
             Some((index, elements)) => {
@@ -249,7 +249,27 @@ impl Describe {
             mode: if write { Mode::Write } else { Mode::Read },
             extent: Some(Extent::new(start as u64, end as u64)),
         });
-        Ok(())
+        Ok(end - start)
+    }
+
+    /// A `copy` of the current stage from `src_len` elements of `src` into `dst_len` of
+    /// `dst`: refused, before anything of the step runs, unless the two are one length.
+    pub fn copy_lengths(
+        &mut self,
+        src: &str,
+        src_len: usize,
+        dst: &str,
+        dst_len: usize,
+    ) -> Result<()> {
+        if src_len == dst_len {
+            return Ok(());
+        }
+        let label = self.current()?.label();
+        Err(self.error(format!(
+            "stage `{label}` copies {src_len} element(s) of `{src}` into {dst_len} of `{dst}`; \
+             a copy's two sides are one length: take ranges of one length \
+             (`copy {src}[lo..hi] -> {dst}[at..at + (hi - lo)]`)"
+        )))
     }
 
     /// An access of the current stage to a whole buffer that no statement passes as a view
