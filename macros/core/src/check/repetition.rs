@@ -186,6 +186,22 @@ fn steps(cx: &Ctxt, scope: &Scope<'_>) {
         if seen.insert(name.to_string(), ()).is_some() {
             cx.error_spanned_by(name, format!("duplicate step `{name}`"));
         }
+        // `run_NAME_steps` and `run_NAME_ahead` are methods of step `NAME`: a step named
+        // `NAME_steps` would define its `run_NAME_steps` a second time.
+        for other in &named {
+            for suffix in ["steps", "ahead"] {
+                if *name == format!("{}_{suffix}", other.name) {
+                    cx.error_spanned_by(
+                        name,
+                        format!(
+                            "step `{name}`'s `run_{name}` is also step `{}`'s `run_{}_{suffix}`; \
+                             rename one of the two steps",
+                            other.name, other.name
+                        ),
+                    );
+                }
+            }
+        }
         let empty = !scope
             .places
             .iter()

@@ -128,20 +128,29 @@ pub fn stub(input: &ast::Pipeline, errors: syn::Error) -> TokenStream {
             steps
         }
     };
-    let kind_methods = suffixes.iter().map(|suffix| {
-        let run = format_ident!("run{}", suffix);
-        let run_steps = format_ident!("run{}_steps", suffix);
-        let run_ahead = format_ident!("run{}_ahead", suffix);
-        let profile = format_ident!("profile{}", suffix);
-        let plan_dot = format_ident!("plan_dot{}", suffix);
-        quote! {
-            pub fn #run<'a, #(#generics),*>(&'a mut self, params: #params_ty) -> #rt::Result<#run<'a>> { #unreachable }
-            pub fn #run_steps<'a, #(#generics),*>(&'a mut self, params: #params_ty, steps: usize) -> #rt::Result<#run<'a>> { #unreachable }
-            pub fn #run_ahead<'a, #(#generics),*>(&'a mut self, params: #params_ty, steps: usize) -> #rt::Result<#run<'a>> { #unreachable }
-            pub fn #profile<'a, #(#generics),*>(&'a mut self, params: #params_ty) -> #rt::Result<#rt::StepProfile> { #unreachable }
-            pub fn #plan_dot<'a, #(#generics),*>(&'a mut self, params: &#params_ty) -> #rt::Result<::std::string::String> { #unreachable }
-        }
-    });
+    // Each name once: steps `a` and `a_steps` both name a `run_a_steps` (an error reported
+    // on the second step's name, not again as a duplicate definition).
+    let mut defined = HashSet::new();
+    let run_ty = &run;
+    let kind_methods: Vec<TokenStream> = suffixes
+        .iter()
+        .flat_map(|suffix| {
+            let run = format_ident!("run{}", suffix);
+            let run_steps = format_ident!("run{}_steps", suffix);
+            let run_ahead = format_ident!("run{}_ahead", suffix);
+            let profile = format_ident!("profile{}", suffix);
+            let plan_dot = format_ident!("plan_dot{}", suffix);
+            [
+                (run.clone(), quote!(pub fn #run<'a, #(#generics),*>(&'a mut self, params: #params_ty) -> #rt::Result<#run_ty<'a>> { #unreachable })),
+                (run_steps.clone(), quote!(pub fn #run_steps<'a, #(#generics),*>(&'a mut self, params: #params_ty, steps: usize) -> #rt::Result<#run_ty<'a>> { #unreachable })),
+                (run_ahead.clone(), quote!(pub fn #run_ahead<'a, #(#generics),*>(&'a mut self, params: #params_ty, steps: usize) -> #rt::Result<#run_ty<'a>> { #unreachable })),
+                (profile.clone(), quote!(pub fn #profile<'a, #(#generics),*>(&'a mut self, params: #params_ty) -> #rt::Result<#rt::StepProfile> { #unreachable })),
+                (plan_dot.clone(), quote!(pub fn #plan_dot<'a, #(#generics),*>(&'a mut self, params: &#params_ty) -> #rt::Result<::std::string::String> { #unreachable })),
+            ]
+        })
+        .filter(|(name, _)| defined.insert(name.to_string()))
+        .map(|(_, method)| method)
+        .collect();
     let thens = suffixes.iter().map(|suffix| {
         let then = format_ident!("then{}", suffix);
         quote!(pub fn #then(&mut self) -> #rt::Result<&mut Self> { #unreachable })
