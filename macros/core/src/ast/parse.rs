@@ -686,7 +686,21 @@ pub(super) fn parse_accesses(input: ParseStream<'_>) -> syn::Result<Accesses> {
         let span = input.parse::<Ident>()?.span();
         let content;
         parenthesized!(content in input);
-        let names = Punctuated::parse_terminated(&content)?;
+        let mut names = Punctuated::new();
+        while !content.is_empty() {
+            names.push_value(content.parse()?);
+            if content.peek(token::Bracket) {
+                return Err(content.error(format!(
+                    "`{word}(...)` lists whole buffer params; a `call` cannot take an element \
+                     or a range of one: pass the element to a `launch` or `copy` instead, or \
+                     make it a buffer param of its own"
+                )));
+            }
+            if content.is_empty() {
+                break;
+            }
+            names.push_punct(content.parse()?);
+        }
         if slot.replace(AccessList { span, names }).is_some() {
             let message = format!("`{word}(...)` given twice; list every buffer in one");
             return Err(syn::Error::new(span, message));
