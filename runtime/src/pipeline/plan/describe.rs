@@ -214,8 +214,8 @@ impl Describe {
         if start > end || end > len {
             return Err(self.error(format!(
                 "stage `{label}` uses elements {start}..{end} of `{name}`, which holds {len}; \
-                 pass values of the params that keep the range within `{name}` (its start at \
-                 most its end), or a longer buffer"
+                 the range must lie within `{name}`, its start at most its end: change the \
+                 params, `let`s or loop bounds it is computed from, or pass a longer buffer"
             )));
         }
         let stage = self.current()?;
