@@ -222,16 +222,9 @@ fn flag_waits(cx: &Ctxt, pipeline: &Pipeline<'_>) {
 /// from step to step belongs in a param buffer, which its owner initialises.)
 fn scratch_written_first(cx: &Ctxt, pipeline: &Pipeline<'_>) {
     for (id, buffer) in pipeline.buffers.iter().enumerate() {
-        if !buffer.scratch || !matches!(buffer.memory, Memory::Device | Memory::Pinned) {
+        if !buffer.scratch || buffer.memory != Memory::Device {
             continue;
         }
-        // How to write one first: pinned memory takes no `fill`.
-        let first_write = |name: &dyn std::fmt::Display| match buffer.memory {
-            Memory::Pinned => format!(
-                "`copy x -> {name};` from a device buffer, or a `host` closure that `writes({name})`"
-            ),
-            _ => format!("`fill {name} = 0;`, or a kernel that writes it"),
-        };
         let id = BufferId(id);
         // Statements that write it on every run, and those that may (inside an `if` without
         // `else`, a `while` or a `switch`, whose bodies may not run).
@@ -277,14 +270,12 @@ fn scratch_written_first(cx: &Ctxt, pipeline: &Pipeline<'_>) {
                 .find(|&&write| runs_before(pipeline, write, *read));
             let message = match maybe {
                 Some(write) => format!(
-                    "scratch buffer `{name}` is read in stage `{stage}`, but the write before it, in stage `{}`, {}, so its contents may still be undefined; write it on every path: in both bodies of an `if`/`else`, in a `do ... while`, or before the conditional ({})",
+                    "scratch buffer `{name}` is read in stage `{stage}`, but the write before it, in stage `{}`, {}, so its contents may still be undefined; write it on every path: in both bodies of an `if`/`else`, in a `do ... while`, or before the conditional (`fill {name} = 0;`)",
                     pipeline.stages[write.stage.0].decl.name,
                     why_maybe(&pipeline.stages[write.stage.0].statements[write.index]),
-                    first_write(name),
                 ),
                 None => format!(
-                    "scratch buffer `{name}` is read in stage `{stage}` before anything writes it: its contents start undefined, and a later step finds what the last one left; write it first ({}) in an earlier statement or in a stage `{stage}` runs after, or make it a param if it keeps state from step to step",
-                    first_write(name),
+                    "scratch buffer `{name}` is read in stage `{stage}` before anything writes it: its contents start undefined, and a later step finds what the last one left; write it first (`fill {name} = 0;`, or a kernel that writes it) in an earlier statement or in a stage `{stage}` runs after, or make it a param if it keeps state from step to step"
                 ),
             };
             cx.error_spanned_by(name, message);
