@@ -292,4 +292,57 @@ tests::on_both_backends!(
     if_else_runs_one_branch,
     switch_runs_the_named_case,
     do_while_runs_its_body_first,
+    each_loop_limit_is_reported_once,
 );
+
+gpu_pipeline! {
+    /// Two kinds of step, each a do-while that counts `residual` down by 1 at most 2 times.
+    pipeline TwoKinds {
+        streams { main }
+        unsafe kernels k = ptx(include_str!("../../runtime/kernels/test_kernels.ptx")) {
+            fn add_scalar(n: u32, value: f32, data: &mut [f32; n]) cpu = crate::cpu::add_scalar;
+        }
+        params { residual: &mut DeviceBuffer<f32> }
+        step first {
+            stage down on main {
+                do {
+                    launch k::add_scalar(1u32, -1.0f32, residual) grid 1u32 block 1u32;
+                } while residual > 0.5f32 max 2u32;
+            }
+        }
+        step second {
+            stage again on main {
+                do {
+                    launch k::add_scalar(1u32, -1.0f32, residual) grid 1u32 block 1u32;
+                } while residual > 0.5f32 max 2u32;
+            }
+        }
+    }
+}
+
+/// Both kinds of a graph stop at their maximum: one synchronize reports it (the first kind's)
+/// and clears both marks, so the next synchronize, with nothing new launched, is clean.
+fn each_loop_limit_is_reported_once(ctx: &Context) {
+    let stream = Stream::new(ctx).unwrap();
+    let mut residual = DeviceBuffer::<f32>::zeros(&stream, 1).unwrap();
+    set_f32(&stream, &mut residual, 10.0);
+    let mut pipeline = TwoKinds::new(ctx).unwrap();
+    pipeline.set_fault_tracking(false);
+    let mut graph = pipeline
+        .capture(TwoKindsParams {
+            residual: &mut residual,
+        })
+        .unwrap();
+    graph.launch_first().unwrap();
+    graph.launch_second().unwrap();
+    match graph.synchronize() {
+        Err(Error::Step {
+            stage: Some("down"),
+            ..
+        }) => {}
+        other => panic!("expected the first kind's limit, got {other:?}"),
+    }
+    graph.synchronize().unwrap();
+    drop(graph);
+    assert_eq!(read(&stream, &residual), 6.0);
+}
