@@ -358,12 +358,16 @@ pub fn step_error(pipeline: &'static str, error: Error) -> Error {
     }
 }
 
-/// After a captured step's launches completed: the first device loop that stopped at its
-/// maximum since the last check, an [`Error::IterationLimit`] in an [`Error::Step`] that
-/// names the loop's stage. Every loop's mark is cleared.
-pub fn check_graph_loops(pipeline: &'static str, exec: &GraphExec) -> Result<()> {
+/// After a captured step's launches completed: the first device loop of `execs` (its
+/// instantiations) that stopped at its maximum since the last check, an
+/// [`Error::IterationLimit`] in an [`Error::Step`] that names the loop's stage. Every loop's
+/// mark is cleared, so a later check does not report one again.
+pub fn check_graph_loops<'e>(
+    pipeline: &'static str,
+    execs: impl IntoIterator<Item = &'e GraphExec>,
+) -> Result<()> {
     let mut first = None;
-    for state in exec.loops() {
+    for state in execs.into_iter().flat_map(GraphExec::loops) {
         if let Err(e) = state.check() {
             first.get_or_insert((state.stage(), e));
         }

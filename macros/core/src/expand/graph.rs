@@ -191,16 +191,7 @@ pub fn graph_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             pub fn synchronize(&self) -> #rt::Result<()> {
                 self.pipeline.__wait_origin()?;
                 self.__settle_lent(false)?;
-                // Every instantiation's loops are checked (and their marks cleared), so a
-                // later synchronize does not report this one's limit again.
-                let mut first = ::core::result::Result::Ok(());
-                for captured in self.execs.iter().flatten() {
-                    let checked = #rt::check_graph_loops(#name_str, &captured.exec);
-                    if first.is_ok() {
-                        first = checked;
-                    }
-                }
-                first
+                #rt::check_graph_loops(#name_str, self.execs.iter().flatten().map(|captured| &captured.exec))
             }
 
             /// Waits for every launch so far, then hands out the graph's pinned buffers (`&mut`
