@@ -214,11 +214,8 @@ impl Stream {
         let _gate = self.gate();
         let capture = self.capture_now()?;
         for range in [&src, &dst] {
-            if ours(range) {
-                range.memory.note_use(self);
-            } else {
-                range.memory.note_peer_use(self);
-            }
+            // The other device's memory counts this as a peer use (see `note_use`).
+            range.memory.note_use(self);
             if let Some(id) = capture {
                 keep::keep(id, Keep::Device(range.memory.clone()));
             }

@@ -179,8 +179,9 @@ pub(crate) struct DeviceMemory {
     /// The other library's owning value of `Foreign` memory (`None` for ours, and once given
     /// back).
     owner: Mutex<Option<Box<dyn Any + Send + Sync>>>,
-    /// The contexts of other devices whose streams used this memory (peer copies): freeing
-    /// waits for them too, since synchronizing this context does not.
+    /// The contexts of other devices whose streams used this memory (peer copies, kernels
+    /// given a peer's buffer): freeing it and host views wait for them too, since
+    /// synchronizing this context does not.
     peers: Mutex<Vec<Arc<Context>>>,
 }
 
@@ -381,9 +382,14 @@ impl DeviceMemory {
 
     /// Records that work touching this memory is being enqueued on `stream` (call under the
     /// stream's gate, before the enqueue: a use recorded for work that then fails to enqueue
-    /// only makes the eventual free more conservative).
+    /// only makes the eventual free more conservative). A stream of another device's context
+    /// (a kernel given a peer's buffer, a peer copy) counts as a peer use, so the free and
+    /// host views wait for that context too.
     #[inline]
     pub(crate) fn note_use(&self, stream: &Stream) {
+        if stream.context().raw() != self.ctx.raw() {
+            return self.note_peer_use(stream);
+        }
         self.uses.record(StreamUse::tag_for(
             stream.id(),
             stream.tracked_capture().is_some(),
@@ -397,15 +403,12 @@ impl DeviceMemory {
     }
 
     /// Records that work touching this memory is being enqueued on `stream`, a stream of
-    /// another device's context (a peer copy; call under the stream's gate, before the
-    /// enqueue). The memory then counts as used on several streams, and its free waits for
-    /// that context as well as its own.
-    pub(crate) fn note_peer_use(&self, stream: &Stream) {
+    /// another device's context (see [`note_use`](Self::note_use)). The memory then counts as
+    /// used on several streams, and its free waits for that context as well as its own.
+    #[cold]
+    fn note_peer_use(&self, stream: &Stream) {
         self.uses.record(StreamUse::SHARED);
         let ctx = stream.context();
-        if ctx.raw() == self.ctx.raw() {
-            return;
-        }
         let mut peers = self.peers.lock().unwrap_or_else(PoisonError::into_inner);
         if !peers.iter().any(|p| p.raw() == ctx.raw()) {
             peers.push(ctx.clone());
@@ -511,6 +514,13 @@ impl DeviceMemory {
         }
         let _gate = self.gate();
         self.ctx.synchronize()?;
+        // Streams of other devices that used it (peer copies, peer kernels) may still run.
+        let peers = self
+            .peers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        peers.iter().try_for_each(|peer| peer.synchronize())?;
         self.borrows.acquire();
         Ok(())
     }
