@@ -1,7 +1,9 @@
 //! One rank's communication pairs with the other ranks' in the order it was enqueued, whatever
 //! the streams, as NCCL pairs a communicator's operations in issue order: two pipelines that share a
 //! communicator and run one after the other without a wait pair each collective with the
-//! same one on every rank, even when one rank reaches its first one later (CPU backend).
+//! same one on every rank, even when one rank reaches its first one later (CPU backend). A
+//! replay of a captured step takes its place when it is launched, as an eager step does when
+//! it is enqueued.
 
 use std::time::Duration;
 
@@ -68,4 +70,50 @@ fn two_pipelines_sharing_a_communicator_pair_in_issue_order() {
             }
         });
     }
+}
+
+/// One rank: a replay of `Late` on `x`, then an eager `Late` on `y` (issued in that order,
+/// neither waited for before the other), each rank delaying the other one of them.
+fn replay_then_eager(rank: usize, comm: &Communicator) -> Result<(Vec<f32>, Vec<f32>)> {
+    let ctx = Context::cpu_checked();
+    let stream = Stream::new(&ctx)?;
+    let mut x = DeviceBuffer::from_slice(&stream, &[1.0f32; 2])?;
+    let mut y = DeviceBuffer::from_slice(&stream, &[10.0f32; 2])?;
+    let (mut replayed, mut eager) = (Late::new(&ctx)?, Late::new(&ctx)?);
+    let (replay_delay, eager_delay) = if rank == 0 { (200, 0) } else { (0, 200) };
+    {
+        let mut graph = replayed.capture(LateParams {
+            comm,
+            delay_ms: replay_delay,
+            x: &mut x,
+        })?;
+        graph.launch()?;
+        let second = eager.run(LateParams {
+            comm,
+            delay_ms: eager_delay,
+            x: &mut y,
+        })?;
+        second.wait()?;
+        graph.synchronize()?;
+    }
+    assert!(ctx.races().is_empty(), "{:#?}", ctx.races());
+    Ok((x.to_vec(&stream)?, y.to_vec(&stream)?))
+}
+
+#[test]
+fn a_replay_pairs_in_the_order_it_was_launched() {
+    let comms = Communicator::cpu_ranks_with_timeout(2, Duration::from_secs(10)).unwrap();
+    std::thread::scope(|scope| {
+        let ranks: Vec<_> = comms
+            .into_iter()
+            .enumerate()
+            .map(|(r, comm)| scope.spawn(move || replay_then_eager(r, &comm)))
+            .collect();
+        for (r, handle) in ranks.into_iter().enumerate() {
+            let (x, y) = handle.join().unwrap().unwrap();
+            // Paired out of order, both summed 1 + 10 on both ranks.
+            assert_eq!(x, [2.0; 2], "rank {r}: the replay's all_reduce");
+            assert_eq!(y, [20.0; 2], "rank {r}: the eager all_reduce");
+        }
+    });
 }

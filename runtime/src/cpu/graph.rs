@@ -13,8 +13,8 @@ use std::sync::{Arc, OnceLock};
 use super::condition::Condition;
 use super::memory::{Held, Memory};
 use super::op::{
-    Keep, KernelArgValue, KernelFn, KernelTag, NodeKind, Op, OpWork, Work, effective_accesses,
-    run_guarded,
+    Keep, KernelArgValue, KernelFn, KernelTag, NodeKind, OnLaunch, Op, OpWork, Work,
+    effective_accesses, run_guarded,
 };
 use crate::vocab::access::{BufferId, Touch};
 pub(crate) use crate::vocab::condition::Form;
@@ -324,6 +324,8 @@ pub(super) struct ExecPlan {
     pub(super) nodes: Vec<Arc<ExecNode>>,
     /// Every allocation the nodes touch, once each: what a launch counts as pending.
     pub(super) memories: Vec<Arc<Memory>>,
+    /// What each launch does as it is enqueued, in node order (see [`OnLaunch`]).
+    pub(super) on_launch: Vec<Keep>,
     intra: OnceLock<Vec<IntraRace>>,
     /// Whether a checked launch already reported the intra-graph races (once per snapshot).
     pub(super) intra_reported: AtomicBool,
@@ -334,6 +336,7 @@ impl ExecPlan {
         let nodes: Vec<Arc<ExecNode>> = nodes.into_iter().map(Arc::new).collect();
         ExecPlan {
             memories: memories_of(&nodes),
+            on_launch: on_launch_of(&nodes),
             nodes,
             intra: OnceLock::new(),
             intra_reported: AtomicBool::new(false),
@@ -386,6 +389,16 @@ fn find_intra_races(nodes: &[Arc<ExecNode>]) -> Vec<IntraRace> {
         }
     }
     races
+}
+
+/// The launch hooks `nodes` keep, in node order.
+fn on_launch_of(nodes: &[Arc<ExecNode>]) -> Vec<Keep> {
+    nodes
+        .iter()
+        .flat_map(|n| n.node.keep.iter())
+        .filter(|k| OnLaunch::of(std::slice::from_ref(*k)).next().is_some())
+        .cloned()
+        .collect()
 }
 
 /// Every allocation `nodes` keep, once each.
@@ -477,6 +490,7 @@ impl GraphExec {
         nodes[index] = Arc::new(node);
         let plan = ExecPlan {
             memories: memories_of(&nodes),
+            on_launch: on_launch_of(&nodes),
             nodes,
             intra: if same_accesses {
                 self.plan.intra.clone()

@@ -128,7 +128,7 @@ pub(crate) use memory::{HostSlice, HostSliceMut, Memory, MemoryKind};
 #[cfg(test)]
 pub(crate) use op::KernelFn;
 pub(crate) use op::communication_failed;
-pub(crate) use op::{BufferArg, Keep, KernelArgValue, KernelTag, NodeKind, Op};
+pub(crate) use op::{BufferArg, Keep, KernelArgValue, KernelTag, NodeKind, OnLaunch, Op};
 pub(crate) use parts::{Part, PartBytes, PartsWork, overlapping_write};
 pub(crate) use signal::Signal;
 pub(crate) use stream::{Stream, StreamOptions};

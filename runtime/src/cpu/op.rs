@@ -103,6 +103,21 @@ pub(crate) type KernelFn =
     Arc<dyn Fn(&LaunchConfig, &[KernelArgValue]) -> Result<(), String> + Send + Sync>;
 /// One-shot host work (a host function); it cannot be captured.
 pub(crate) type OnceWork = Box<dyn FnOnce() -> Result<(), String> + Send>;
+/// What a graph's launch does for one of its nodes when the launch is enqueued (not when it
+/// runs): a communication group takes its place in its rank's issue order there, as an eager
+/// one does when it is enqueued. A node holds it as a [`Keep::Object`].
+pub(crate) struct OnLaunch(pub(crate) Arc<dyn Fn() + Send + Sync>);
+
+impl OnLaunch {
+    /// The hooks `keep` holds.
+    pub(crate) fn of(keep: &[Keep]) -> impl Iterator<Item = &OnLaunch> {
+        keep.iter().filter_map(|k| match k {
+            Keep::Object(o) => o.downcast_ref::<OnLaunch>(),
+            Keep::Memory(_) => None,
+        })
+    }
+}
+
 /// Something a graph node keeps alive for the graph's whole life, and that the graph's
 /// launches look at.
 #[derive(Clone)]

@@ -12,7 +12,7 @@
 use std::sync::Arc;
 
 use super::memory::{Memory, lock_all};
-use super::op::Op;
+use super::op::{Keep, Op};
 use super::stream::Stream;
 use super::work::Range;
 use crate::vocab::access::{Access, Span};
@@ -40,14 +40,20 @@ pub(crate) enum PartBytes<'a> {
 pub(crate) type PartsWork = Arc<dyn Fn(&mut [PartBytes<'_>]) -> Result<(), String> + Send + Sync>;
 
 impl Stream {
-    /// Enqueues `work` over `parts` (see the module docs), labelled `label` in reports.
+    /// Enqueues `work` over `parts` (see the module docs), labelled `label` in reports, with
+    /// `keep` held by the operation (and by a graph node it is captured into).
     pub(crate) fn parts(
         &self,
         label: String,
         parts: Vec<Part>,
         work: PartsWork,
+        keep: Option<Keep>,
     ) -> Result<(), CpuFault> {
-        self.submit(parts_op(label, parts, work))
+        let op = parts_op(label, parts, work);
+        self.submit(match keep {
+            Some(keep) => op.keep(keep),
+            None => op,
+        })
     }
 }
 

@@ -23,7 +23,7 @@ use super::clock::{Timeline, VectorClock};
 use super::event::{Event, LatestRecord, RecordPoint};
 use super::graph::{ExecPlan, Graph, GraphExec};
 use super::memory::Pending;
-use super::op::{Keep, Op, run_guarded};
+use super::op::{Keep, OnLaunch, Op, run_guarded};
 use super::race::Detector;
 use super::shared::{ContextShared, become_worker, lock, on_worker_thread, wait};
 use super::signal::{Signal, has_signals, signals_of};
@@ -423,6 +423,10 @@ impl StreamShared {
             for race in races {
                 state.note(CpuFault::Race(Box::new(race)));
             }
+        }
+        // Under the stream's lock, so in the order launches are enqueued.
+        for hook in OnLaunch::of(&plan.on_launch) {
+            (hook.0)();
         }
         let pending = plan.memories.iter().map(|m| m.begin_work()).collect();
         let wake = state.push(Item::Replay(plan.clone(), pending));

@@ -58,6 +58,7 @@ mod tests;
 
 pub use group::CommGroup;
 pub(crate) use order::IssueOrder;
+use order::ReplayTurns;
 pub(crate) use stage::{StageFailure, enqueue_cpu_stage};
 
 /// How long an operation waits for its peers when neither [`World::with_timeout`] nor

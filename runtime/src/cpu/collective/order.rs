@@ -7,10 +7,10 @@
 //!
 //! Each group enqueued outside a capture takes a [`Ticket`]; when its stream reaches it, it
 //! waits until every group with an earlier ticket has run or was dropped, at most the
-//! communicator's deadline. A group recorded into a graph takes none: each replay runs in
-//! the order its stream reaches it.
+//! communicator's deadline. A group recorded into a graph takes one each time a launch of the
+//! graph is enqueued ([`ReplayTurns`]), so replays pair in the order they were issued too.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -92,6 +92,44 @@ impl Drop for Ticket {
         }
         drop(state);
         self.order.turn.notify_all();
+    }
+}
+
+/// The tickets of a group recorded into a graph: each launch of the graph takes one when it
+/// is enqueued ([`issue`](Self::issue), through the node's `cpu::OnLaunch`), and each run of
+/// the group takes the oldest back ([`next`](Self::next)). Replays of a graph run in the order
+/// their launches were enqueued on one stream; on several streams any run may take the oldest
+/// ticket, which keeps the rank's groups in issue order all the same.
+#[derive(Debug)]
+pub(crate) struct ReplayTurns {
+    order: Arc<IssueOrder>,
+    queue: Mutex<VecDeque<Ticket>>,
+}
+
+impl ReplayTurns {
+    pub(crate) fn new(order: Arc<IssueOrder>) -> Self {
+        ReplayTurns {
+            order,
+            queue: Mutex::new(VecDeque::new()),
+        }
+    }
+
+    /// A launch of the graph was enqueued: its run of the group takes the next ticket.
+    pub(crate) fn issue(&self) {
+        let ticket = self.order.ticket();
+        self.queue
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push_back(ticket);
+    }
+
+    /// The oldest ticket a launch took and no run has used; `None` for a run no launch
+    /// issued one for (the group inside a loop body, run more often than launched).
+    pub(crate) fn next(&self) -> Option<Ticket> {
+        self.queue
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop_front()
     }
 }
 

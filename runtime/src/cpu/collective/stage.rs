@@ -7,7 +7,7 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::{CollectiveError, Comm};
+use super::{CollectiveError, Comm, ReplayTurns};
 use crate::collective::op::Op;
 use crate::collective::{AbortState, CommCause, CommFailure, ElementKind, Names};
 use crate::cpu::{self, PartBytes};
@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 pub(crate) struct StageFailure {
     /// Where the first failure is recorded, with the deadline.
     pub(crate) abort: Arc<AbortState>,
-    /// The rank's issue order, which the group runs in (outside a capture).
+    /// The rank's issue order, which the group runs in.
     pub(crate) order: Arc<super::IssueOrder>,
     /// This rank.
     pub(crate) rank: usize,
@@ -126,11 +126,25 @@ pub(crate) fn enqueue_cpu_stage(
         .join("; ");
     let comm = comm.clone();
     let roles: Arc<[(ElementKind, Op<usize>)]> = roles.into();
-    // Enqueued eagerly, the group runs after every group of this rank enqueued before it
-    // (`order.rs`); recorded into a graph, each replay runs where its stream reaches it.
-    let ticket = Mutex::new((!stream.is_capturing()).then(|| failure.order.ticket()));
+    // The group runs after every group of this rank enqueued before it (`order.rs`):
+    // enqueued eagerly, with the ticket it takes now; recorded into a graph, with the one
+    // each launch of the graph takes when it is enqueued.
+    let (eager, replays) = if stream.is_capturing() {
+        let turns = Arc::new(ReplayTurns::new(failure.order.clone()));
+        (None, Some(turns))
+    } else {
+        (Some(failure.order.ticket()), None)
+    };
+    let on_launch = replays.clone().map(|turns| {
+        let hook = cpu::OnLaunch(Arc::new(move || turns.issue()));
+        cpu::Keep::Object(Arc::new(hook))
+    });
+    let eager = Mutex::new(eager);
     let work: cpu::PartsWork = Arc::new(move |slices: &mut [PartBytes<'_>]| {
-        let ticket = ticket.lock().unwrap_or_else(PoisonError::into_inner).take();
+        let ticket = match &replays {
+            Some(turns) => turns.next(),
+            None => eager.lock().unwrap_or_else(PoisonError::into_inner).take(),
+        };
         if let Some(ticket) = &ticket
             && !ticket.wait_turn(failure.abort.deadline())
         {
@@ -165,7 +179,7 @@ pub(crate) fn enqueue_cpu_stage(
             Err(GroupError::Parts(message)) => Err(message),
         }
     });
-    Ok(stream.parts(labels.join("; "), parts, work)?)
+    Ok(stream.parts(labels.join("; "), parts, work, on_launch)?)
 }
 
 /// Part `r` read and part `w` written, at once (`r != w`).
