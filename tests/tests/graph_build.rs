@@ -3,12 +3,13 @@
 //! checks on a GPU (`#[ignore = "needs a CUDA GPU"]`, run with `--include-ignored`).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use gpu_pipeline::{
-    Comparison, Condition, ConditionValue, Context, CpuKernel, DeviceBuffer, Error, Event,
-    FlagCell, Graph, GraphNodeType, LaunchConfig, LoopState, Module, PinnedBuffer, Stream,
-    TypedKernel,
+    CaptureMode, Comparison, Condition, ConditionValue, Context, CpuKernel, DeviceBuffer, Error,
+    Event, FlagCell, Graph, GraphNodeType, LaunchConfig, LoopState, ManagedBuffer, Module,
+    PinnedBuffer, Stream, TypedKernel, WaitCondition,
 };
 
 const PTX: &str = include_str!("../../runtime/kernels/test_kernels.ptx");
@@ -781,8 +782,76 @@ fn loops_of_separate_graphs_on_separate_streams(ctx: &Context) {
     }
 }
 
+/// A graph that was never launched is dropped at once, even while a stream of its context
+/// waits for the host (a launched one waits for its work, as CUDA's does).
+fn an_exec_never_launched_drops_without_waiting(ctx: &Context) {
+    let (stream, waiting) = (Stream::new(ctx).unwrap(), Stream::new(ctx).unwrap());
+    let go = FlagCell::<u32>::new(ctx, 0).unwrap();
+    waiting.wait_value_32(&go, WaitCondition::Equal, 1).unwrap();
+    let mut data = DeviceBuffer::<u32>::zeros(&stream, 4).unwrap();
+    stream.synchronize().unwrap();
+    let graph = stream
+        .capture(CaptureMode::ThreadLocal, |s| s.memset_u32(&mut data, 1))
+        .unwrap();
+    let exec = graph.instantiate().unwrap();
+    let dropped = AtomicBool::new(false);
+    let took = std::thread::scope(|scope| {
+        // Sets the flag if the drop blocks, so that a failure ends instead of hanging.
+        scope.spawn(|| {
+            let started = Instant::now();
+            while !dropped.load(Ordering::Acquire) && started.elapsed() < Duration::from_secs(3) {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            go.store(1);
+        });
+        let started = Instant::now();
+        drop(exec);
+        dropped.store(true, Ordering::Release);
+        started.elapsed()
+    });
+    waiting.synchronize().unwrap();
+    assert!(
+        took < Duration::from_secs(2),
+        "the drop waited {took:?} for a stream the graph never used"
+    );
+}
+
+/// A batch of updates passed to `mem::forget` still leaves the graph gated on the memory it
+/// gave a node: a launch is refused while a host view of that memory is alive.
+fn a_forgotten_update_batch_still_gates_launches(ctx: &Context) {
+    let k = kernels(ctx);
+    let stream = Stream::new(ctx).unwrap();
+    let mut device = DeviceBuffer::<f32>::zeros(&stream, 4).unwrap();
+    let mut managed = ManagedBuffer::<f32>::zeros(ctx, 4).unwrap();
+    stream.synchronize().unwrap();
+    let mut graph = Graph::new(ctx).unwrap();
+    let node = graph
+        .add_kernel_node(&[], &k.add, one(), (4u32, 1.0f32, &mut device))
+        .unwrap();
+    let mut exec = graph.instantiate().unwrap();
+    let mut batch = exec.kernel_updates().unwrap();
+    batch
+        .set(&node, &k.add, one(), (4u32, 1.0f32, &mut managed))
+        .unwrap();
+    // The batch has no `Drop` now (nothing waits for its end); the forget keeps it so.
+    #[allow(clippy::forget_non_drop)]
+    std::mem::forget(batch);
+    let view = managed.as_slice().unwrap();
+    let refused = exec.launch(&stream);
+    drop(view);
+    assert!(
+        refused.is_err(),
+        "a launch writing managed memory while a host view of it is alive"
+    );
+    exec.launch(&stream).unwrap();
+    stream.synchronize().unwrap();
+    assert_eq!(managed.as_slice().unwrap().to_vec(), [1.0; 4]);
+}
+
 tests::on_both_backends!(
     diamond_has_exactly_its_edges,
+    an_exec_never_launched_drops_without_waiting,
+    a_forgotten_update_batch_still_gates_launches,
     parallel_loops_each_count_their_iterations,
     loops_of_separate_graphs_on_separate_streams,
     memsets_hosts_and_children_run_every_launch,

@@ -509,7 +509,6 @@ fn set_unchecked_updates_the_nodes_its_one_check_covers(ctx: &Context) {
             err.to_string().contains("does not launch `add_scalar`"),
             "{err}"
         );
-        drop(updates);
         exec.launch(&stream).unwrap();
         stream.synchronize().unwrap();
     }

@@ -345,7 +345,6 @@ fn cpu_implementations_receive_the_geometry_of_each_launch_and_replay(ctx: &Cont
     updates
         .set(node, &reduce, wider, (n, &input, &mut sum))
         .unwrap();
-    drop(updates);
     exec.launch(&f.stream).unwrap();
     f.stream.synchronize().unwrap();
     assert_eq!(sum.to_vec(&f.stream).unwrap(), [2.0 * n as f32]);

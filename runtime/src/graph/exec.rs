@@ -59,6 +59,8 @@ pub(super) enum ExecBackend {
 pub(super) struct CpuExec {
     pub(super) exec: cpu::GraphExec,
     pub(super) host_visible: Vec<Arc<cpu::Memory>>,
+    /// Whether a launch was enqueued: only then does the drop wait, as CUDA's does.
+    launched: std::sync::atomic::AtomicBool,
 }
 
 impl CpuExec {
@@ -66,6 +68,7 @@ impl CpuExec {
         let mut cpu = CpuExec {
             exec,
             host_visible: Vec::new(),
+            launched: std::sync::atomic::AtomicBool::new(false),
         };
         cpu.refresh();
         cpu
@@ -188,6 +191,7 @@ impl GraphExec {
                          the graph's launches for good)",
                     ));
                 }
+                e.launched.store(true, std::sync::atomic::Ordering::Relaxed);
                 s.launch(&e.exec)?;
                 drop(gates);
                 Ok(())
@@ -392,8 +396,10 @@ impl GraphExec {
 impl Drop for GraphExec {
     fn drop(&mut self) {
         // Keeps CUDA's blocking behaviour on the CPU backend too (the nodes hold their
-        // memory, so nothing is freed early either way).
-        if let ExecBackend::Cpu(_) = self.backend
+        // memory, so nothing is freed early either way): a graph never launched waits for
+        // nothing, so a stream blocked on work the host enqueues later cannot hang the drop.
+        if let ExecBackend::Cpu(e) = &self.backend
+            && e.launched.load(std::sync::atomic::Ordering::Relaxed)
             && let crate::context::ContextBackend::Cpu(c) = self.ctx.kind()
         {
             c.wait_idle();

@@ -14,7 +14,8 @@ use crate::module::{Kernel, KernelBackend};
 /// A batch holds the executable graph exclusively, makes its context current once and checks
 /// each kernel's module and each buffer once, the first time a node names it, so updating many
 /// nodes costs little more than the driver's own per-node call. Each
-/// [`set`](KernelUpdates::set) takes effect when it returns; dropping the batch ends it.
+/// [`set`](KernelUpdates::set) takes effect when it returns, so a batch needs no ending (and
+/// one passed to `mem::forget` loses nothing).
 ///
 /// ```standalone_crate
 /// # fn main() -> gpu_pipeline::Result<()> {
@@ -40,7 +41,6 @@ use crate::module::{Kernel, KernelBackend};
 /// for node in graph.kernel_nodes()? {
 ///     updates.set(&node, &add, cfg, (4u32, 2.0f32, &mut x))?;
 /// }
-/// drop(updates);
 /// exec.launch(&stream)?;
 /// stream.synchronize()?;
 /// assert_eq!(x.to_vec(&stream)?, vec![4.0; 4]);
@@ -54,9 +54,9 @@ pub struct KernelUpdates<'a> {
 /// The one backend a batch updates.
 enum UpdatesBackend<'a> {
     Cuda(cuda::KernelUpdates<'a>),
-    /// The CPU executable graph and whether a node changed (its host-visible memory is then
-    /// recomputed when the batch ends).
-    Cpu(&'a mut CpuExec, bool),
+    /// The CPU executable graph, whose host-visible memory is recomputed at each `set` (not
+    /// when the batch ends: a batch passed to `mem::forget` never ends).
+    Cpu(&'a mut CpuExec),
 }
 
 impl GraphExec {
@@ -65,7 +65,7 @@ impl GraphExec {
     pub fn kernel_updates(&mut self) -> Result<KernelUpdates<'_>> {
         let backend = match &mut self.backend {
             ExecBackend::Cuda(e) => UpdatesBackend::Cuda(e.kernel_updates()?),
-            ExecBackend::Cpu(e) => UpdatesBackend::Cpu(e, false),
+            ExecBackend::Cpu(e) => UpdatesBackend::Cpu(e),
         };
         Ok(KernelUpdates {
             source: self.source,
@@ -158,11 +158,11 @@ impl KernelUpdates<'_> {
             k.validate_for(CALL, &config)?;
         }
         match (&mut self.backend, node.node.id) {
-            (UpdatesBackend::Cpu(exec, changed), NodeId::Cpu(index)) => {
+            (UpdatesBackend::Cpu(exec), NodeId::Cpu(index)) => {
                 // The kernel's own device: a graph may span devices (a multi-device step).
                 let values = cpu_args::<Sig, A>(CALL, k.context(), &args)?;
                 exec.exec.set_kernel_args(index, values, config)?;
-                *changed = true;
+                exec.refresh();
                 Ok(())
             }
             _ => Err(mixed(CALL, "node")),
@@ -180,14 +180,6 @@ fn not_launched(call: &'static str, kernel: &Kernel) -> Error {
         call,
         format!("the node does not launch `{}`", kernel.name()),
     )
-}
-
-impl Drop for KernelUpdates<'_> {
-    fn drop(&mut self) {
-        if let UpdatesBackend::Cpu(exec, true) = &mut self.backend {
-            exec.refresh();
-        }
-    }
 }
 
 impl std::fmt::Debug for KernelUpdates<'_> {
