@@ -249,3 +249,30 @@ fn copies_into_disjoint_views_of_one_pinned_buffer_do_not_race() {
 fn instrumented_under_compute_sanitizer() {
     tests::touch_cuda_for_compute_sanitizer();
 }
+
+/// One write to `x[0..4]`, then `accesses` writes to `x[4..8]` on the same stream, then a
+/// read of `x[0..4]` on another stream that nothing orders after the first write: its
+/// synchronize reports the race.
+fn read_after_many_writes_elsewhere(accesses: usize) -> Result<(), Error> {
+    let ctx = Context::cpu_checked();
+    let (writer, reader) = (Stream::new(&ctx)?, Stream::new(&ctx)?);
+    let mut x = DeviceBuffer::<u32>::zeros(&writer, 8)?.named("x");
+    let mut out = PinnedBuffer::<u32>::zeros(&ctx, 4)?;
+    writer.synchronize()?;
+    writer.memset_u32(&mut x.slice_mut(0..4)?, 1)?;
+    for _ in 0..accesses {
+        writer.memset_u32(&mut x.slice_mut(4..8)?, 2)?;
+    }
+    reader.copy_dtoh(&x.slice(0..4)?, &mut out)?;
+    let read = reader.synchronize();
+    writer.synchronize()?;
+    read
+}
+
+#[test]
+fn a_race_is_found_however_many_accesses_to_other_bytes_came_between() {
+    for accesses in [10, 5000, 20_000] {
+        let err = read_after_many_writes_elsewhere(accesses).expect_err("the unordered read");
+        assert!(err.to_string().contains("`x`"), "{accesses}: {err}");
+    }
+}

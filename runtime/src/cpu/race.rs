@@ -18,11 +18,15 @@ use super::clock::{Epoch, HOST_TIMELINE, Timeline, VectorClock};
 use crate::vocab::access::{Access, BufferId, Span, Touch};
 use crate::vocab::fault::{Hazard, OpSite, RaceReport};
 
-/// Accesses one timeline may remember per buffer between synchronizes; past it the oldest half
-/// is forgotten (keeping a write), so a loop that never synchronizes stays bounded in memory.
-/// Races with forgotten accesses are still caught through the newer ones of the same stream,
-/// but as fewer pairs.
+/// Accesses one timeline may remember per buffer between synchronizes before it forgets those
+/// that newer ones of the same stream cover (see [`Lane::push`]): a loop that never
+/// synchronizes stays bounded in memory, and every race is still caught, through the newer
+/// access. Only a stream whose accesses to one buffer keep more than [`HISTORY_HARD_LIMIT`]
+/// distinct ranges uncovered forgets the oldest half of them (keeping a write).
 const HISTORY_LIMIT: usize = 4096;
+
+/// Uncovered accesses one timeline may remember per buffer (see [`HISTORY_LIMIT`]).
+const HISTORY_HARD_LIMIT: usize = 16 * HISTORY_LIMIT;
 
 /// Race reports a context keeps; later ones are counted but dropped.
 const REPORT_LIMIT: usize = 10_000;
@@ -236,6 +240,9 @@ struct Lane {
     timeline: Timeline,
     /// Sorted by tick (a timeline's enqueues are serialized).
     history: VecDeque<Prior>,
+    /// The length past which the history is trimmed next: twice what the last trim left,
+    /// at least [`HISTORY_LIMIT`], so trimming costs a constant per access on average.
+    trim_at: usize,
 }
 
 #[derive(Clone, Debug)]
@@ -282,6 +289,7 @@ impl Shadow {
             None => self.lanes.push(Lane {
                 timeline: epoch.timeline,
                 history: VecDeque::from([prior]),
+                trim_at: HISTORY_LIMIT,
             }),
         }
     }
@@ -301,11 +309,44 @@ impl Shadow {
 impl Lane {
     fn push(&mut self, prior: Prior) {
         self.history.push_back(prior);
-        if self.history.len() <= HISTORY_LIMIT {
+        if self.history.len() <= self.trim_at {
             return;
         }
+        self.forget_covered();
+        if self.history.len() > HISTORY_HARD_LIMIT {
+            self.forget_oldest_half();
+        }
+        self.trim_at = (2 * self.history.len()).max(HISTORY_LIMIT);
+    }
+
+    /// Forgets each access that a newer one of this stream covers: a write covering its
+    /// bytes, or a read covering a read's. Whatever is unordered with the older access is
+    /// unordered with the newer (same stream, later), touches its bytes, and conflicts with
+    /// it whenever it conflicted with the older, so no race goes unreported: it names the
+    /// newer access.
+    fn forget_covered(&mut self) {
+        let (mut writes, mut reads): (Vec<Span>, Vec<Span>) = (Vec::new(), Vec::new());
+        let mut kept = VecDeque::with_capacity(self.history.len());
+        while let Some(prior) = self.history.pop_back() {
+            let within = |spans: &[Span]| spans.iter().any(|s| s.contains(prior.span));
+            let write = prior.access.is_write();
+            if within(&writes) || (!write && within(&reads)) {
+                continue;
+            }
+            if write {
+                writes.push(prior.span);
+            } else {
+                reads.push(prior.span);
+            }
+            kept.push_front(prior);
+        }
+        self.history = kept;
+    }
+
+    /// The last resort past [`HISTORY_HARD_LIMIT`] uncovered accesses: forgets the oldest half,
+    /// keeping one write so that a later unordered read still finds a write to race with.
+    fn forget_oldest_half(&mut self) {
         let cut = self.history.len() / 2;
-        // Keep one write so that a later unordered read still finds a write to race with.
         let kept_has_write = self.history.range(cut..).any(|p| p.access.is_write());
         let saved = if kept_has_write {
             None
@@ -339,6 +380,7 @@ mod tests {
         let mut lane = Lane {
             timeline: 1,
             history: VecDeque::new(),
+            trim_at: HISTORY_LIMIT,
         };
         lane.push(Prior {
             tick: 1,
@@ -356,6 +398,47 @@ mod tests {
         }
         assert!(lane.history.len() <= HISTORY_LIMIT / 2 + 2);
         assert!(lane.history.front().is_some_and(|p| p.access.is_write()));
+        let ticks: Vec<u64> = lane.history.iter().map(|p| p.tick).collect();
+        assert!(ticks.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    /// Many accesses to one range do not make the stream forget its one write to another,
+    /// which a later unordered access must still race with.
+    #[test]
+    fn a_lane_forgets_only_what_newer_accesses_cover() {
+        let mut lane = Lane {
+            timeline: 1,
+            history: VecDeque::new(),
+            trim_at: HISTORY_LIMIT,
+        };
+        let at = |tick, access, start| Prior {
+            tick,
+            access,
+            span: Span::bytes(start, 4),
+            site: site("op", "s"),
+        };
+        lane.push(at(1, Access::Write, 0));
+        lane.push(at(2, Access::Read, 8));
+        for tick in 3..(3 * HISTORY_LIMIT as u64) {
+            let access = if tick % 2 == 0 {
+                Access::Read
+            } else {
+                Access::Write
+            };
+            lane.push(at(tick, access, 4));
+        }
+        assert!(
+            lane.history.len() <= HISTORY_LIMIT + 1,
+            "{}",
+            lane.history.len()
+        );
+        let kept = |start: usize, access: Access| {
+            lane.history
+                .iter()
+                .any(|p| p.span == Span::bytes(start, 4) && p.access == access)
+        };
+        assert!(kept(0, Access::Write), "the write to bytes 0..4");
+        assert!(kept(8, Access::Read), "the read of bytes 8..12");
         let ticks: Vec<u64> = lane.history.iter().map(|p| p.tick).collect();
         assert!(ticks.windows(2).all(|w| w[0] < w[1]));
     }
