@@ -49,7 +49,11 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// assert!(err.to_string().contains("2..8"), "{err}");
 /// # Ok::<(), Error>(())
 /// ```
-#[derive(Debug, Clone)]
+///
+/// `{:?}` prints the same line as [`Error::report`], so that `fn main() -> Result<()>`, which
+/// prints an error it returns with `{:?}`, shows the message and its causes rather than the
+/// variant's fields.
+#[derive(Clone)]
 #[non_exhaustive]
 pub enum Error {
     /// No CUDA driver library could be opened. Lists every path tried and why it failed.
@@ -476,6 +480,19 @@ impl Error {
 
     pub(crate) fn invalid_image(call: &'static str, source: ImageError) -> Self {
         Error::InvalidImage { call, source }
+    }
+}
+
+/// The whole chain on one line (see the type's docs): what `main` prints for an error it
+/// returns.
+///
+/// ```
+/// let err = gpu_pipeline::Error::external("cuBLAS", "status 7");
+/// assert_eq!(format!("{err:?}"), "cuBLAS failed: status 7");
+/// ```
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.report(), f)
     }
 }
 

@@ -295,12 +295,7 @@ impl Module {
     /// listing the kernels it has.
     pub fn function(&self, name: &str) -> Result<Kernel> {
         const CALL: &str = "Module::function";
-        let missing = || {
-            Error::invalid(
-                CALL,
-                missing_kernel_message(name, &self.name, &self.info.entries),
-            )
-        };
+        let missing = || Error::invalid(CALL, missing_kernel_message(name, &self.name, &self.info));
         let d = self.info.limits;
         let (backend, limits) = match &self.backend {
             ModuleBackend::Cuda(m) => {
@@ -370,7 +365,8 @@ fn read_device_limits(ctx: &Context) -> Result<DeviceLimits> {
     })
 }
 
-fn missing_kernel_message(name: &str, module: &str, entries: &[String]) -> String {
+fn missing_kernel_message(name: &str, module: &str, info: &ModuleInfo) -> String {
+    let entries = &info.entries;
     let mut message = format!("no kernel named `{name}` in module `{module}`");
     if !entries.is_empty() {
         let list = entries
@@ -384,6 +380,12 @@ fn missing_kernel_message(name: &str, module: &str, entries: &[String]) -> Strin
                 " (names starting `_Z` are C++-mangled: declare the kernel `extern \"C\"`)",
             );
         }
+    } else if !info.any_name {
+        // PTX or CUDA C whose text names no kernel.
+        message.push_str(
+            "; its image defines no kernel at all (is it a file's path rather than its \
+             contents? embed the file with `include_str!(\"..\")` or `include_bytes!`)",
+        );
     }
     message
 }
@@ -592,14 +594,33 @@ impl std::fmt::Debug for Kernel {
 mod tests {
     use super::*;
 
+    fn info(entries: &[&str], any_name: bool) -> ModuleInfo {
+        ModuleInfo {
+            entries: entries.iter().map(|e| e.to_string()).collect(),
+            any_name,
+            params: Vec::new(),
+            limits: CPU_DEVICE_LIMITS,
+        }
+    }
+
     #[test]
     fn a_missing_kernel_names_the_kernel_the_module_and_what_exists() {
-        let msg = missing_kernel_message("saxpy", "test_kernels", &["saxpy".into()]);
+        let msg = missing_kernel_message("saxpy", "test_kernels", &info(&["saxpy"], false));
         assert_eq!(
             msg,
             "no kernel named `saxpy` in module `test_kernels`; it defines `saxpy`"
         );
-        let msg = missing_kernel_message("foo", "m", &["_Z3fooPf".into()]);
+        let msg = missing_kernel_message("foo", "m", &info(&["_Z3fooPf"], false));
         assert!(msg.contains("extern \"C\""), "{msg}");
+    }
+
+    /// PTX naming no kernel is most often a path passed where the text belongs; a fatbin's
+    /// kernels are not listed, so it says nothing of the kind.
+    #[test]
+    fn an_image_with_no_kernels_suggests_embedding_the_file() {
+        let msg = missing_kernel_message("scale", "k", &info(&[], false));
+        assert!(msg.contains("include_str!"), "{msg}");
+        let msg = missing_kernel_message("scale", "k", &info(&[], true));
+        assert_eq!(msg, "no kernel named `scale` in module `k`");
     }
 }
