@@ -216,6 +216,7 @@ pub(super) fn parse_module(
     let image_content;
     parenthesized!(image_content in input);
     let image = image_content.parse()?;
+    refuse_image_path(&image, format)?;
     let content;
     braced!(content in input);
     let mut kernels = Vec::new();
@@ -232,6 +233,40 @@ pub(super) fn parse_module(
         image,
         kernels,
     })
+}
+
+/// A string literal that names a file where the module's image belongs (`ptx(include_str!("k.ptx"))`): the
+/// macro takes the image itself, which `include_str!`/`include_bytes!` embed.
+fn refuse_image_path(image: &syn::Expr, format: ImageFormat) -> syn::Result<()> {
+    let syn::Expr::Lit(syn::ExprLit {
+        lit: syn::Lit::Str(text),
+        ..
+    }) = image
+    else {
+        return Ok(());
+    };
+    let value = text.value();
+    let extensions = [".ptx", ".cu", ".cuh", ".cubin", ".fatbin", ".fatbin.c"];
+    let path_like = !value.trim().is_empty()
+        && !value.contains('\n')
+        && !value.contains(char::is_whitespace)
+        && (value.contains('/') || extensions.iter().any(|e| value.ends_with(e)));
+    if !path_like {
+        return Ok(());
+    }
+    let (keyword, include) = match format {
+        ImageFormat::Ptx => ("ptx", "include_str!"),
+        ImageFormat::CudaC => ("cuda_c", "include_str!"),
+        ImageFormat::Cubin => ("cubin", "include_bytes!"),
+        ImageFormat::Fatbin => ("fatbin", "include_bytes!"),
+    };
+    Err(syn::Error::new(
+        text.span(),
+        format!(
+            "`{keyword}(..)` takes the module's image, not a path to it: embed the file with \
+             `{keyword}({include}(\"{value}\"))` (the path relative to this source file)"
+        ),
+    ))
 }
 
 impl Parse for Kernel {

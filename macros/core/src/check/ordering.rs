@@ -217,6 +217,14 @@ fn flag_waits(cx: &Ctxt, pipeline: &Pipeline<'_>) {
     }
 }
 
+/// A zero of the element type, as a `fill` of it is written (`0.0` for a float).
+fn zero_literal(elem: Option<&syn::Type>) -> &'static str {
+    let float = elem.is_some_and(|ty| {
+        matches!(ty, syn::Type::Path(p) if p.path.segments.last().is_some_and(|s| ["f32", "f64"].iter().any(|f| s.ident == f)))
+    });
+    if float { "0.0" } else { "0" }
+}
+
 /// A scratch device buffer starts with undefined contents, and a replay finds whatever the
 /// last step left: the first read of one in a step must come after a write. (State kept
 /// from step to step belongs in a param buffer, which its owner initialises.)
@@ -265,17 +273,18 @@ fn scratch_written_first(cx: &Ctxt, pipeline: &Pipeline<'_>) {
         });
         if let Some((read, name)) = unwritten {
             let stage = &pipeline.stages[read.stage.0].decl.name;
+            let zero = zero_literal(buffer.elem);
             let maybe = maybe_writes
                 .iter()
                 .find(|&&write| runs_before(pipeline, write, *read));
             let message = match maybe {
                 Some(write) => format!(
-                    "scratch buffer `{name}` is read in stage `{stage}`, but the write before it, in stage `{}`, {}, so its contents may still be undefined; write it on every path: in both bodies of an `if`/`else`, in a `do ... while`, or before the conditional (`fill {name} = 0;`)",
+                    "scratch buffer `{name}` is read in stage `{stage}`, but the write before it, in stage `{}`, {}, so its contents may still be undefined; write it on every path: in both bodies of an `if`/`else`, in a `do ... while`, or before the conditional (`fill {name} = {zero};`)",
                     pipeline.stages[write.stage.0].decl.name,
                     why_maybe(&pipeline.stages[write.stage.0].statements[write.index]),
                 ),
                 None => format!(
-                    "scratch buffer `{name}` is read in stage `{stage}` before anything writes it: its contents start undefined, and a later step finds what the last one left; write it first (`fill {name} = 0;`, or a kernel that writes it) in an earlier statement or in a stage `{stage}` runs after, or make it a param if it keeps state from step to step"
+                    "scratch buffer `{name}` is read in stage `{stage}` before anything writes it: its contents start undefined, and a later step finds what the last one left; write it first (`fill {name} = {zero};`, or a kernel that writes it) in an earlier statement or in a stage `{stage}` runs after, or make it a param if it keeps state from step to step"
                 ),
             };
             cx.error_spanned_by(name, message);

@@ -389,7 +389,7 @@ mod tests {
         let pipeline = lower_ok(
             r#"pipeline P {
                 streams { s }
-                unsafe kernels k = ptx("k.ptx") { fn scale(n: u32, x: &mut [f32; n]); }
+                unsafe kernels k = ptx(include_str!("k.ptx")) { fn scale(n: u32, x: &mut [f32; n]); }
                 params { x: &mut DeviceBuffer<f32> }
                 stage a on s { launch k::scale(N, x[0..HALF]) grid 1 block 1; }
             }"#,

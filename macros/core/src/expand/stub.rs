@@ -178,9 +178,21 @@ pub fn stub(input: &ast::Pipeline, errors: syn::Error) -> TokenStream {
         .map(|p| {
             let field = &p.name;
             let field_mut = format_ident!("{}_mut", p.name);
-            quote! {
-                pub fn #field(&self) -> #rt::Result<&[u8]> { #unreachable }
-                pub fn #field_mut(&mut self) -> #rt::Result<&mut [u8]> { #unreachable }
+            // The real accessors' types where the expansion has them (a pinned buffer, not an
+            // array, of a known element type), so that code reading the elements is no second
+            // error.
+            let shape = scope::shape(&p.ty);
+            let pinned = shape.memory == Some(Memory::Pinned)
+                && matches!(shape.referent, syn::Type::Path(_));
+            match shape.elem.filter(|_| pinned) {
+                Some(elem) => quote! {
+                    pub fn #field(&self) -> #rt::Result<#rt::HostView<'_, #elem>> { #unreachable }
+                    pub fn #field_mut(&mut self) -> #rt::Result<#rt::HostViewMut<'_, #elem>> { #unreachable }
+                },
+                None => quote! {
+                    pub fn #field(&self) -> #rt::Result<&[u8]> { #unreachable }
+                    pub fn #field_mut(&mut self) -> #rt::Result<&mut [u8]> { #unreachable }
+                },
             }
         });
     // A setter for every by-value param: the real expansion has them only for scalars that a

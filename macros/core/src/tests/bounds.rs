@@ -12,7 +12,7 @@ fn declaring(signature: &str) -> String {
     format!(
         r#"pipeline P {{
             streams {{ s }}
-            unsafe kernels k = ptx("k.ptx") {{ {signature}; }}
+            unsafe kernels k = ptx(include_str!("k.ptx")) {{ {signature}; }}
             stage one on s {{ call tick(); }}
         }}"#
     )
@@ -170,7 +170,7 @@ fn errors_in_several_bounds_are_reported_together() {
 #[test]
 fn a_bounded_launch_is_checked_before_anything_is_enqueued() {
     let source = with(
-        "unsafe kernels b = ptx(\"b.ptx\") { fn scale(n: u32, alpha: f32, src: &[f32; n], dst: &mut [f32; n]); }
+        "unsafe kernels b = ptx(include_str!(\"b.ptx\")) { fn scale(n: u32, alpha: f32, src: &[f32; n], dst: &mut [f32; n]); }
          stage first on s1 { launch k::touch(a) grid 1 block 1; }
          stage second on s1 { launch b::scale(n, alpha, c, b) grid 1 block 1; }",
     );

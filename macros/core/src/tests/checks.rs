@@ -623,7 +623,7 @@ fn a_window_shorter_than_a_constant_bound_is_an_error() {
         format!(
             r#"pipeline P {{
             streams {{ s }}
-            unsafe kernels k = ptx("k.ptx") {{
+            unsafe kernels k = ptx(include_str!("k.ptx")) {{
                 fn scale(n: u32, alpha: f32, src: &[f32; n], dst: &mut [f32; n + 1]);
                 fn first(out: &mut [f32; 4]);
             }}

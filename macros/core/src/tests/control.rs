@@ -304,7 +304,7 @@ fn a_scratch_buffer_written_then_read_inside_a_body_is_written_first() {
         format!(
             r#"pipeline P {{
             streams {{ s }}
-            unsafe kernels k = ptx("k.ptx") {{
+            unsafe kernels k = ptx(include_str!("k.ptx")) {{
                 fn scale(n: u32, alpha: f32, src: &[f32; unbounded], dst: &mut [f32; unbounded]);
             }}
             params {{ n: u32, r: &mut DeviceBuffer<f32>, x: &mut DeviceBuffer<f32> }}
@@ -322,7 +322,7 @@ fn a_scratch_buffer_written_then_read_inside_a_body_is_written_first() {
     ));
     let unwritten = |name: &str, stage: &str| {
         format!(
-            "scratch buffer `{name}` is read in stage `{stage}` before anything writes it: its contents start undefined, and a later step finds what the last one left; write it first (`fill {name} = 0;`, or a kernel that writes it) in an earlier statement or in a stage `{stage}` runs after, or make it a param if it keeps state from step to step"
+            "scratch buffer `{name}` is read in stage `{stage}` before anything writes it: its contents start undefined, and a later step finds what the last one left; write it first (`fill {name} = 0.0;`, or a kernel that writes it) in an earlier statement or in a stage `{stage}` runs after, or make it a param if it keeps state from step to step"
         )
     };
     // Read before the write in the body; written in one branch, read in the other; a

@@ -8,7 +8,7 @@ fn chunked(body: &str) -> String {
     format!(
         r#"pipeline P {{
             streams {{ main, work[4] }}
-            unsafe kernels k = ptx("k.ptx") {{
+            unsafe kernels k = ptx(include_str!("k.ptx")) {{
                 fn scale(n: u32, alpha: f32, src: &[f32; unbounded], dst: &mut [f32; unbounded]);
             }}
             params {{ n: u32, s: usize, chunks: usize, x: &mut DeviceBuffer<f32>, y: &mut DeviceBuffer<f32> }}
@@ -108,7 +108,7 @@ fn ring(body: &str) -> String {
         r#"pipeline R {{
             devices {{ gpu[4] }}
             streams {{ main on gpu[0], work[4] on gpu[..] }}
-            unsafe kernels k = ptx("k.ptx") {{
+            unsafe kernels k = ptx(include_str!("k.ptx")) {{
                 fn saxpy(n: u32, a: f32, x: &[f32; unbounded], y: &mut [f32; unbounded]);
             }}
             params {{ n: u32, chunks: usize, fields: &mut [DeviceBuffer<f32>] on gpu[..], halos: &mut [DeviceBuffer<f32>] on gpu[..] }}
@@ -158,7 +158,7 @@ fn swapped(body: &str) -> String {
     format!(
         r#"pipeline S {{
             streams {{ main }}
-            unsafe kernels k = ptx("k.ptx") {{
+            unsafe kernels k = ptx(include_str!("k.ptx")) {{
                 fn step(n: u32, src: &[f32; n], dst: &mut [f32; n]);
             }}
             params {{ n: u32, sweeps: usize, u: &mut DeviceBuffer<f32>, v: &mut DeviceBuffer<f32> }}

@@ -10,7 +10,7 @@ fn set(items: &str) -> String {
     format!(
         r#"pipeline P {{
             streams {{ s1, s2 }}
-            unsafe kernels k = ptx("k.ptx") {{
+            unsafe kernels k = ptx(include_str!("k.ptx")) {{
                 fn check(r: &[f32], go: Condition);
                 fn sweep(x: &mut [f32]);
             }}
@@ -179,7 +179,7 @@ fn swapping(items: &str) -> String {
     format!(
         r#"pipeline P {{
             streams {{ s1 }}
-            unsafe kernels k = ptx("k.ptx") {{
+            unsafe kernels k = ptx(include_str!("k.ptx")) {{
                 fn jacobi(src: &[f32], dst: &mut [f32], r: &mut [f32]);
                 fn check(r: &[f32], go: Condition);
             }}

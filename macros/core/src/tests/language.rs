@@ -10,7 +10,7 @@ fn looped(items: &str) -> String {
     format!(
         r#"pipeline L {{
             streams {{ main, work[lanes] }}
-            unsafe kernels k = ptx("k.ptx") {{
+            unsafe kernels k = ptx(include_str!("k.ptx")) {{
                 fn scale(n: u32, alpha: f32, src: &[f32; unbounded], dst: &mut [f32; unbounded]);
                 fn touch(buf: &mut [f32]);
             }}

@@ -48,7 +48,7 @@ pub const HEAT: &str = r#"
             launch heat::stencil(nx, ny, alpha, field, next) grid (nx * ny).div_ceil(256) block 256;
         }
         stage save on copy { copy next -> snapshot; }
-        stage clear on compute { fill tmp = 0; }
+        stage clear on compute { fill tmp = 0.0; }
         stage publish on copy after clear { write done = 1; }
         concurrent(save, clear);
     }
@@ -60,7 +60,7 @@ pub fn with(items: &str) -> String {
     format!(
         r#"pipeline P {{
             streams {{ s1, s2 }}
-            unsafe kernels k = ptx("k.ptx") {{
+            unsafe kernels k = ptx(include_str!("k.ptx")) {{
                 fn scale(n: u32, alpha: f32, src: &[f32; unbounded], dst: &mut [f32; unbounded]);
                 fn touch(buf: &mut [f32]);
                 fn wide(x: f64, src: &[f64]);

@@ -9,7 +9,7 @@ fn comm(items: &str) -> String {
     format!(
         r#"pipeline P {{
             streams {{ s1, s2 }}
-            unsafe kernels k = ptx("k.ptx") {{
+            unsafe kernels k = ptx(include_str!("k.ptx")) {{
                 fn touch(buf: &mut [f32]);
                 fn read(buf: &[f32]);
             }}
@@ -31,7 +31,7 @@ fn two(items: &str) -> String {
         r#"pipeline P {{
             devices {{ gpu0, gpu1 }}
             streams {{ s0, s1 on gpu1 }}
-            unsafe kernels k = ptx("k.ptx") {{
+            unsafe kernels k = ptx(include_str!("k.ptx")) {{
                 fn touch(buf: &mut [f32]);
                 fn read(buf: &[f32]);
             }}
@@ -334,7 +334,7 @@ fn ring(items: &str) -> String {
         r#"pipeline R {{
             devices {{ gpu[3] }}
             streams {{ main on gpu[0], work[3] on gpu[..] }}
-            unsafe kernels k = ptx("k.ptx") {{
+            unsafe kernels k = ptx(include_str!("k.ptx")) {{
                 fn touch(buf: &mut [f32]);
                 fn saxpy(n: u32, a: f32, x: &[f32; n], y: &mut [f32; n]);
             }}

@@ -54,12 +54,12 @@ fn scratch_buffers_are_written_before_they_are_read() {
     assert_cases(&[
         (
             "scratch { t: DeviceBuffer<f32> = 4 } stage s on s1 { launch k::scale(n, alpha, t, a) grid 1 block 1; fill t = 0.0; }",
-            "scratch buffer `t` is read in stage `s` before anything writes it: its contents start undefined, and a later step finds what the last one left; write it first (`fill t = 0;`, or a kernel that writes it) in an earlier statement or in a stage `s` runs after, or make it a param if it keeps state from step to step",
+            "scratch buffer `t` is read in stage `s` before anything writes it: its contents start undefined, and a later step finds what the last one left; write it first (`fill t = 0.0;`, or a kernel that writes it) in an earlier statement or in a stage `s` runs after, or make it a param if it keeps state from step to step",
             "t",
         ),
         (
             "scratch { t: DeviceBuffer<f32> = 4 } stage r on s2 { copy t -> h; } stage w on s1 { fill t = 0.0; }",
-            "scratch buffer `t` is read in stage `r` before anything writes it: its contents start undefined, and a later step finds what the last one left; write it first (`fill t = 0;`, or a kernel that writes it) in an earlier statement or in a stage `r` runs after, or make it a param if it keeps state from step to step",
+            "scratch buffer `t` is read in stage `r` before anything writes it: its contents start undefined, and a later step finds what the last one left; write it first (`fill t = 0.0;`, or a kernel that writes it) in an earlier statement or in a stage `r` runs after, or make it a param if it keeps state from step to step",
             "t",
         ),
     ]);
