@@ -2,8 +2,8 @@
 //! unordered host operations memory-safe.
 
 use gpu_pipeline::{
-    Bound, Bounds, Context, DeviceBuffer, Error, Event, Hazard, HostKernel, LaunchConfig, Module,
-    PinnedBuffer, Stream, TypedKernel,
+    Bound, Bounds, Condition, Context, DeviceBuffer, Error, Event, Graph, Hazard, HostKernel,
+    LaunchConfig, Module, PinnedBuffer, Stream, TypedKernel,
 };
 
 const PTX: &str = include_str!("../../runtime/kernels/test_kernels.ptx");
@@ -274,5 +274,65 @@ fn a_race_is_found_however_many_accesses_to_other_bytes_came_between() {
     for accesses in [10, 5000, 20_000] {
         let err = read_after_many_writes_elsewhere(accesses).expect_err("the unordered read");
         assert!(err.to_string().contains("`x`"), "{accesses}: {err}");
+    }
+}
+
+fn one() -> LaunchConfig {
+    LaunchConfig::new(1u32, 32u32)
+}
+
+/// A graph builder that adds two unordered writers of `data` somewhere.
+type Writers = fn(&mut Graph, &TypedKernel<AddScalar>, &mut DeviceBuffer<f32>, &DeviceBuffer<u32>);
+
+/// Two kernel nodes writing `data` with no edge between them, at the top of a graph, inside a
+/// child graph, and inside an `if` body: each is a race (on a GPU they run at once), found at
+/// the first checked launch.
+#[test]
+fn unordered_nodes_race_inside_child_graphs_and_bodies() {
+    let cases: [(&str, Writers); 3] = [
+        ("top", |graph, add, data, _| {
+            graph
+                .add_kernel_node(&[], add, one(), (4u32, 1.0f32, &mut *data))
+                .unwrap();
+            graph
+                .add_kernel_node(&[], add, one(), (4u32, 2.0f32, &mut *data))
+                .unwrap();
+        }),
+        ("child", |graph, add, data, _| {
+            let mut child = Graph::new(graph.context()).unwrap();
+            child
+                .add_kernel_node(&[], add, one(), (4u32, 1.0f32, &mut *data))
+                .unwrap();
+            child
+                .add_kernel_node(&[], add, one(), (4u32, 2.0f32, &mut *data))
+                .unwrap();
+            graph.add_child_graph_node(&[], &child).unwrap();
+        }),
+        ("if", |graph, add, data, flag| {
+            graph
+                .add_if_node(&[], Condition::value(flag), |body| {
+                    body.add_kernel_node(&[], add, one(), (4u32, 1.0f32, &mut *data))?;
+                    body.add_kernel_node(&[], add, one(), (4u32, 2.0f32, &mut *data))?;
+                    Ok(())
+                })
+                .unwrap();
+        }),
+    ];
+    for (case, build) in cases {
+        let ctx = Context::cpu_checked();
+        let stream = Stream::new(&ctx).unwrap();
+        let add = add_scalar(&ctx);
+        let mut data = DeviceBuffer::<f32>::zeros(&stream, 4)
+            .unwrap()
+            .named("data");
+        let flag = DeviceBuffer::from_slice(&stream, &[1u32]).unwrap();
+        stream.synchronize().unwrap();
+        let mut graph = Graph::new(&ctx).unwrap();
+        build(&mut graph, &add, &mut data, &flag);
+        let exec = graph.instantiate().unwrap();
+        exec.launch(&stream).unwrap();
+        let err = stream.synchronize().expect_err(case);
+        assert!(err.to_string().contains("`data`"), "{case}: {err}");
+        assert_eq!(data.to_vec(&stream).unwrap(), [3.0; 4], "{case}");
     }
 }

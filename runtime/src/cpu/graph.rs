@@ -308,13 +308,15 @@ impl ExecNode {
     }
 }
 
-/// Two nodes of one graph that conflict and have no path between them.
-#[derive(Clone, Copy, Debug)]
+/// Two nodes of one graph (or of one body of a conditional node, or of a child graph) that
+/// conflict and have no path between them.
+#[derive(Clone, Debug)]
 pub(super) struct IntraRace {
     pub(super) buffer: BufferId,
     pub(super) hazard: Hazard,
-    pub(super) earlier: usize,
-    pub(super) later: usize,
+    /// Each node's label and the stream it was captured on.
+    pub(super) earlier: (Arc<str>, Arc<str>),
+    pub(super) later: (Arc<str>, Arc<str>),
 }
 
 /// An immutable snapshot that launches share; updates build a new one, so a replay already
@@ -350,12 +352,51 @@ impl ExecPlan {
 }
 
 fn find_intra_races(nodes: &[Arc<ExecNode>]) -> Vec<IntraRace> {
+    let mut races = Vec::new();
+    let top: Vec<(&Node, &[Touch])> = nodes
+        .iter()
+        .map(|n| (&n.node, n.accesses.as_slice()))
+        .collect();
+    races_among(&top, &mut races);
+    for node in nodes {
+        races_in_bodies(&node.node, &mut races);
+    }
+    races
+}
+
+/// The races among the nodes of each graph `node` holds (a child graph, the bodies of a
+/// conditional node), at any depth. A body runs as a whole per iteration, so only its own
+/// unordered nodes race with each other.
+fn races_in_bodies(node: &Node, races: &mut Vec<IntraRace>) {
+    let bodies: &[Graph] = match &node.work {
+        NodeWork::Child(graph) => std::slice::from_ref(&**graph),
+        NodeWork::Conditional(c) => &c.bodies,
+        _ => return,
+    };
+    for body in bodies {
+        let accesses: Vec<Vec<Touch>> = body.nodes.iter().map(Node::accesses).collect();
+        let nodes: Vec<(&Node, &[Touch])> = body
+            .nodes
+            .iter()
+            .zip(&accesses)
+            .map(|(n, a)| (n, a.as_slice()))
+            .collect();
+        races_among(&nodes, races);
+        for inner in &body.nodes {
+            races_in_bodies(inner, races);
+        }
+    }
+}
+
+/// Conflicting pairs among `nodes` (one graph's, with their accesses) that no dependency
+/// path orders.
+fn races_among(nodes: &[(&Node, &[Touch])], races: &mut Vec<IntraRace>) {
     // ancestors[i] is a bitset of every node that node i transitively depends on.
     let words = nodes.len().div_ceil(64);
     let mut ancestors: Vec<Vec<u64>> = Vec::with_capacity(nodes.len());
-    for node in nodes {
+    for (node, _) in nodes {
         let mut set = vec![0u64; words];
-        for &dep in &node.node.dependencies {
+        for &dep in &node.dependencies {
             if let Some(dep_set) = ancestors.get(dep) {
                 for (word, dep_word) in set.iter_mut().zip(dep_set) {
                     *word |= dep_word;
@@ -365,15 +406,15 @@ fn find_intra_races(nodes: &[Arc<ExecNode>]) -> Vec<IntraRace> {
         }
         ancestors.push(set);
     }
-    let mut races = Vec::new();
+    let site = |node: &Node| (node.label.clone(), node.captured_on.clone());
     for later in 0..nodes.len() {
         for earlier in 0..later {
             if ancestors[later][earlier / 64] & (1 << (earlier % 64)) != 0 {
                 continue;
             }
-            for &(buffer, first, span) in &nodes[earlier].accesses {
+            for &(buffer, first, span) in nodes[earlier].1 {
                 let hazard = nodes[later]
-                    .accesses
+                    .1
                     .iter()
                     .filter(|(b, _, s)| *b == buffer && s.overlaps(span))
                     .find_map(|&(_, second, _)| Hazard::between(first, second));
@@ -381,14 +422,13 @@ fn find_intra_races(nodes: &[Arc<ExecNode>]) -> Vec<IntraRace> {
                     races.push(IntraRace {
                         buffer,
                         hazard,
-                        earlier,
-                        later,
+                        earlier: site(nodes[earlier].0),
+                        later: site(nodes[later].0),
                     });
                 }
             }
         }
     }
-    races
 }
 
 /// The launch hooks `nodes` keep, in node order.

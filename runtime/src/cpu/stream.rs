@@ -411,11 +411,11 @@ impl StreamShared {
             };
             if !plan.intra_reported.swap(true, Ordering::Relaxed) {
                 for race in plan.intra_races() {
-                    let site = |i: usize| OpSite {
-                        op: plan.nodes[i].node.label.clone(),
-                        stream: plan.nodes[i].node.captured_on.clone(),
+                    let site = |(op, stream): &(Arc<str>, Arc<str>)| OpSite {
+                        op: op.clone(),
+                        stream: stream.clone(),
                     };
-                    let (earlier, later) = (site(race.earlier), site(race.later));
+                    let (earlier, later) = (site(&race.earlier), site(&race.later));
                     races.push(detector.report(race.buffer, race.hazard, earlier, later));
                 }
             }
