@@ -569,3 +569,29 @@ fn cpu_join_orders_like_the_deprecated_wait() {
     assert_eq!(data.to_vec(&a).unwrap(), vec![3; 64]);
     assert!(ctx.races().is_empty(), "{:?}", ctx.races());
 }
+
+/// A host function that enqueues work is refused on the CPU backend as CUDA refuses it (a
+/// host function must make no CUDA call), so such a program fails in CI, not first on a GPU.
+#[test]
+fn a_host_function_cannot_enqueue_work() {
+    let ctx = Context::cpu();
+    let stream = Stream::new(&ctx).unwrap();
+    let other = Arc::new(Stream::new(&ctx).unwrap());
+    let mut data = gpu_pipeline::DeviceBuffer::<u32>::zeros(&stream, 4).unwrap();
+    stream.synchronize().unwrap();
+    let (sent, received) = std::sync::mpsc::channel();
+    let inside = other.clone();
+    stream
+        .launch_host_func(move || {
+            let enqueued = inside.memset_u32(&mut data, 5);
+            sent.send((enqueued.map_err(|e| e.to_string()), data))
+                .unwrap();
+        })
+        .unwrap();
+    stream.synchronize().unwrap();
+    let (enqueued, data) = received.recv().unwrap();
+    let err = enqueued.expect_err("an enqueue inside a host function");
+    assert!(err.contains("host function"), "{err}");
+    other.synchronize().unwrap();
+    assert_eq!(data.to_vec(&other).unwrap(), [0; 4], "nothing was enqueued");
+}

@@ -328,18 +328,20 @@ impl Stream {
 impl StreamShared {
     /// The stream's lock, once its queue has room for one more item (or it captures, where
     /// nothing is queued). Taken before any ordering decision, so those still follow enqueue
-    /// order. A worker thread is never held here: its own stream could be the full one.
-    fn admit(&self) -> MutexGuard<'_, StreamState> {
-        let mut state = lock(&self.state);
+    /// order. A worker thread (a host function, a CPU kernel) may not enqueue at all.
+    fn admit(&self) -> Result<MutexGuard<'_, StreamState>, CpuFault> {
+        // CUDA refuses driver calls from a host function (and device code makes none): work
+        // enqueued there would pass here and fail on a GPU.
         if on_worker_thread() {
-            return state;
+            return Err(CpuFault::EnqueueInsideOp);
         }
+        let mut state = lock(&self.state);
         while state.queue.len() >= QUEUE_CAPACITY && state.active_capture().is_none() {
             state.progress_waiters += 1;
             state = wait(&self.progress, state);
             state.progress_waiters -= 1;
         }
-        state
+        Ok(state)
     }
 
     /// Queues or captures `op`; `Ok(true)` when captured.
@@ -348,7 +350,7 @@ impl StreamShared {
         let keep = std::mem::take(&mut op.keep);
         let signals = self.signals(&keep);
         let joins = self.signal_joins(&signals)?;
-        let mut state = self.admit();
+        let mut state = self.admit()?;
         if let Some(session) = state.active_capture() {
             give_back(joins);
             op.keep = keep;
@@ -391,7 +393,7 @@ impl StreamShared {
         } else {
             None
         };
-        let mut state = self.admit();
+        let mut state = self.admit()?;
         if let Some(session) = state.active_capture() {
             let nodes: Vec<_> = plan.nodes.iter().map(|n| n.node.clone()).collect();
             return session.add_graph(self.timeline, &nodes).map(|()| true);
@@ -491,7 +493,7 @@ impl StreamShared {
 
     fn record(self: &Arc<Self>, event: &Event) -> Result<(), CpuFault> {
         self.check_same_context(event)?;
-        let mut state = self.admit();
+        let mut state = self.admit()?;
         if let Some(session) = state.active_capture() {
             let frontier = session.frontier(self.timeline);
             *lock(&event.shared.latest) = LatestRecord::Captured { session, frontier };
@@ -513,7 +515,7 @@ impl StreamShared {
 
     fn wait(self: &Arc<Self>, event: &Event) -> Result<(), CpuFault> {
         self.check_same_context(event)?;
-        let mut state = self.admit();
+        let mut state = self.admit()?;
         let latest = lock(&event.shared.latest).clone();
         let capture = state.active_capture();
         match (latest, capture) {
