@@ -273,6 +273,24 @@ fn loops_spread_chunks_over_a_stream_array(ctx: &Context) -> Result<()> {
     graph.launch()?;
     let want: Vec<f32> = data.iter().map(|v| 4.0 * v + 1.0).collect();
     assert_eq!(graph.window()?.output()?.to_vec(), want);
+    drop(graph);
+    // No lanes: refused before anything runs, naming the array and its count.
+    let err = pipeline
+        .run(ChunksParams {
+            lanes: 0,
+            chunks: 4,
+            a: 1.0,
+            input: &input,
+            x: &mut x,
+            output: &mut output,
+        })
+        .map(|_| ())
+        .expect_err("a stream array of no streams");
+    assert!(
+        err.to_string()
+            .contains("stream array `work` has no streams (its count, `lanes`, is 0)"),
+        "{err}"
+    );
     Ok(())
 }
 

@@ -32,9 +32,16 @@ pub fn describe_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             quote!(let #name = &*__p.#name;)
         }
     });
-    let counts = pipeline.streams.iter().map(|stream| match stream.count {
-        Some(count) => quote_spanned!(count.span()=> { let __n: usize = #count; __n }),
-        None => quote!(1usize),
+    // Each declared stream's name, its count's expression (as written) and its count.
+    let counts = pipeline.streams.iter().map(|stream| {
+        let name = &stream.name;
+        match stream.count {
+            Some(count) => {
+                let text = quote!(#count).to_string();
+                quote_spanned!(count.span()=> (#name, #text, { let __n: usize = #count; __n }))
+            }
+            None => quote!((#name, "", 1usize)),
+        }
     });
     let kinds = pipeline.kinds.iter().enumerate().map(|(k, kind)| {
         let mut items = Vec::new();

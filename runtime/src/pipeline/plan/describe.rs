@@ -94,26 +94,33 @@ fn buffer_key(buffer: usize, element: usize) -> BufferId {
 }
 
 impl Describe {
-    /// A description of a step of `pipeline`, whose declared streams have `counts` elements
-    /// each (1 for a single stream).
-    pub fn new(pipeline: &'static str, counts: &[usize]) -> Result<Describe> {
-        let mut offsets = Vec::with_capacity(counts.len());
+    /// A description of a step of `pipeline`, whose declared streams are `streams`: each
+    /// one's name, the expression of its count as written (empty for a single stream) and
+    /// its count (1 for a single stream).
+    pub fn new(
+        pipeline: &'static str,
+        streams: &[(&'static str, &'static str, usize)],
+    ) -> Result<Describe> {
+        let mut offsets = Vec::with_capacity(streams.len());
+        let mut counts = Vec::with_capacity(streams.len());
         let mut total = 0usize;
-        for (decl, &count) in counts.iter().enumerate() {
+        for &(name, expression, count) in streams {
             if count == 0 {
                 return Err(Error::invalid(
                     "pipeline step",
                     format!(
-                        "pipeline `{pipeline}`: stream array {decl} has no streams; give it at least one"
+                        "pipeline `{pipeline}`: stream array `{name}` has no streams (its count, \
+                         `{expression}`, is 0); give it at least one"
                     ),
                 ));
             }
+            counts.push(count);
             offsets.push(total);
             total = total.saturating_add(count);
         }
         Ok(Describe {
             pipeline,
-            counts: counts.to_vec(),
+            counts,
             offsets,
             stages: Vec::new(),
         })

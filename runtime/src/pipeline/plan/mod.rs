@@ -531,7 +531,7 @@ mod tests {
 
     /// Two chunks of one buffer on two streams, then a stage on the origin reading both.
     fn chunks(split: usize) -> Description {
-        let mut d = Describe::new("P", &[1, 2]).unwrap();
+        let mut d = Describe::new("P", &[("s", "", 1), ("lane", "2", 2)]).unwrap();
         for i in 0..2 {
             d.stage(0, "load", Some(i), 1, "work", i).unwrap();
             let (start, end) = if i == 0 { (0, split) } else { (split, 8) };
@@ -571,7 +571,7 @@ mod tests {
 
     #[test]
     fn out_of_bounds_references_and_streams_are_errors_before_anything_runs() {
-        let mut d = Describe::new("P", &[1, 2]).unwrap();
+        let mut d = Describe::new("P", &[("s", "", 1), ("lane", "2", 2)]).unwrap();
         let err = d.stage(0, "load", Some(5), 1, "work", 2).unwrap_err();
         assert!(err.to_string().contains("`work[2]`"), "{err}");
         d.stage(0, "load", Some(1), 1, "work", 1).unwrap();
@@ -591,7 +591,7 @@ mod tests {
 
     #[test]
     fn overlapping_references_of_one_statement_are_errors_when_one_is_written() {
-        let mut d = Describe::new("P", &[1]).unwrap();
+        let mut d = Describe::new("P", &[("s", "", 1)]).unwrap();
         d.stage(0, "copy", None, 0, "main", 0).unwrap();
         d.statement().unwrap();
         d.touch(0, "x", None, Some(0), Some(4), 8, false).unwrap();
@@ -611,7 +611,7 @@ mod tests {
     #[test]
     fn a_claim_the_ranges_contradict_is_an_error() {
         // Both chunks write element 4.
-        let mut d = Describe::new("P", &[1, 2]).unwrap();
+        let mut d = Describe::new("P", &[("s", "", 1), ("lane", "2", 2)]).unwrap();
         for i in 0..2 {
             d.stage(i, if i == 0 { "a" } else { "b" }, None, 1, "work", i)
                 .unwrap();
