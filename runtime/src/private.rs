@@ -37,6 +37,7 @@ pub use crate::pipeline::ops::{
     log_unobserved_error, replay_error, require_peer_access, scratch, stage_error, step_error,
     wait_flag, write_flag,
 };
+pub use crate::pipeline::param_names::{NameAsParam, NameAsParamFallback, NameParam, ParamName};
 pub use crate::pipeline::plan::{
     Captured, Claim, Describe, Description, Instance, Ref, StepMode, StepPlan, StreamDecl,
     ensure_events, ensure_streams, internal, plan_for, profile_sites,

@@ -336,3 +336,37 @@ fn unordered_nodes_race_inside_child_graphs_and_bodies() {
         assert_eq!(data.to_vec(&stream).unwrap(), [3.0; 4], "{case}");
     }
 }
+
+gpu_pipeline::gpu_pipeline! {
+    /// Adds 1 to `x` on its one stream.
+    pub pipeline Bump {
+        streams { main }
+        unsafe kernels k = ptx(include_str!("../../runtime/kernels/test_kernels.ptx")) {
+            fn add_scalar(n: u32, value: f32, data: &mut [f32; n]) cpu = add_scalar_host;
+        }
+        params { n: u32, x: &mut DeviceBuffer<f32> }
+        stage bump on main { launch k::add_scalar(n, 1.0, x) grid 1u32 block 32u32; }
+    }
+}
+
+/// A race with a pipeline's work names the param and the pipeline's stream, not "device
+/// buffer #N" and "stream #N" (a buffer its owner named keeps that name).
+#[test]
+fn a_race_with_a_pipeline_names_its_param_and_stream() {
+    let ctx = Context::cpu_checked();
+    let other = Stream::new(&ctx).unwrap();
+    let mut x = DeviceBuffer::<f32>::zeros(&other, 4).unwrap();
+    let mut out = PinnedBuffer::<f32>::zeros(&ctx, 4).unwrap();
+    other.synchronize().unwrap();
+    let mut bump = Bump::new(&ctx).unwrap();
+    // The run's guard forgotten: nothing orders the copy after the kernel.
+    std::mem::forget(bump.run(BumpParams { n: 4, x: &mut x }).unwrap());
+    other.copy_dtoh(&x, &mut out).unwrap();
+    let err = other
+        .synchronize()
+        .expect_err("the copy races with the kernel");
+    let report = err.to_string();
+    assert!(report.contains("`x`"), "{report}");
+    assert!(report.contains("Bump.main"), "{report}");
+    ctx.synchronize().unwrap();
+}

@@ -28,7 +28,7 @@
 //! bytes, which [`Memory::take_vec`] hands back untouched when no graph holds the memory.
 
 use std::any::Any;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{
     Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard,
     TryLockError,
@@ -161,6 +161,8 @@ pub(crate) struct Memory {
     align: usize,
     data: RwLock<Storage>,
     name: Mutex<Arc<str>>,
+    /// Whether the owner named it (`named`), which a pipeline's param name does not replace.
+    user_named: AtomicBool,
     /// Queued work that touches the memory and has not run yet (see [`Pending`]).
     pending: Mutex<usize>,
     /// Signalled when `pending` drops to zero.
@@ -250,6 +252,7 @@ impl Memory {
             align,
             data: RwLock::new(data),
             name: Mutex::new(name),
+            user_named: AtomicBool::new(false),
             pending: Mutex::new(0),
             idle: Condvar::new(),
             gate: Mutex::new(()),
@@ -280,8 +283,22 @@ impl Memory {
         poisoned(self.name.lock()).clone()
     }
 
-    /// Renames the allocation (labels of later operations, and race reports).
+    /// Renames the allocation (labels of later operations, and race reports), for good: a
+    /// pipeline no longer names it after its params.
     pub(crate) fn set_name(&self, name: &str) {
+        self.user_named.store(true, Ordering::Relaxed);
+        self.rename(name);
+    }
+
+    /// Names the allocation after the pipeline param it is passed as, unless its owner named
+    /// it ([`set_name`](Self::set_name)).
+    pub(crate) fn name_as_param(&self, name: &str) {
+        if !self.user_named.load(Ordering::Relaxed) && *self.name() != *name {
+            self.rename(name);
+        }
+    }
+
+    fn rename(&self, name: &str) {
         *poisoned(self.name.lock()) = Arc::from(name);
         self.ctx.name_buffer(self.id, name.to_owned());
     }

@@ -143,6 +143,13 @@ impl DeviceAlloc {
             m.set_name(name);
         }
     }
+
+    /// Names the memory after the pipeline param it is passed as, unless it was named.
+    pub(crate) fn name_as_param(&self, name: &str) {
+        if let DeviceMemory::Cpu(m) = &self.memory {
+            m.name_as_param(name);
+        }
+    }
 }
 
 impl PinnedAlloc {
@@ -214,6 +221,13 @@ impl PinnedAlloc {
     pub(crate) fn name(&self, name: &str) {
         if let PinnedMemory::Cpu(m) = &self.memory {
             m.set_name(name);
+        }
+    }
+
+    /// Names the memory after the pipeline param it is passed as, unless it was named.
+    pub(crate) fn name_as_param(&self, name: &str) {
+        if let PinnedMemory::Cpu(m) = &self.memory {
+            m.name_as_param(name);
         }
     }
 

@@ -167,6 +167,12 @@ impl<T: Pod> ManagedBuffer<T> {
         self
     }
 
+    /// Names the buffer after the pipeline param it is passed as, in the checked CPU
+    /// backend's reports, unless [`named`](Self::named) named it.
+    pub(crate) fn name_as_param(&self, name: &str) {
+        self.alloc.name_as_param(name);
+    }
+
     /// The elements, after synchronizing the context (all work on every stream of it). While
     /// the guard lives, launching a graph that touches this buffer fails.
     pub fn as_slice(&self) -> Result<HostView<'_, T>> {

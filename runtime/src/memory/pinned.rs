@@ -162,6 +162,12 @@ impl<T: Pod> PinnedBuffer<T> {
         self
     }
 
+    /// Names the buffer after the pipeline param it is passed as, in the checked CPU
+    /// backend's reports, unless [`named`](Self::named) named it.
+    pub(crate) fn name_as_param(&self, name: &str) {
+        self.alloc.name_as_param(name);
+    }
+
     /// The number of elements.
     pub fn len(&self) -> usize {
         self.len

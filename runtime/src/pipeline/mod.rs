@@ -4,6 +4,7 @@
 mod collective;
 pub(crate) mod host_data;
 pub(crate) mod host_write;
+pub(crate) mod param_names;
 pub(crate) mod plan;
 mod profile;
 mod progress;

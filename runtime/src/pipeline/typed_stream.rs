@@ -61,11 +61,12 @@ impl StreamPriority {
         })
     }
 
-    /// Creates a stream with this priority. Generated pipelines call this for each stream.
+    /// Creates a stream with this priority, named `name` in the CPU backend's reports.
+    /// Generated pipelines call this for each stream.
     #[doc(hidden)]
-    pub fn new_stream(self, ctx: &Context, non_blocking: bool) -> Result<Stream> {
+    pub fn new_stream(self, ctx: &Context, non_blocking: bool, name: String) -> Result<Stream> {
         let flags = StreamFlags { non_blocking };
-        Stream::with_priority(ctx, flags, self.resolve(ctx)?)
+        Stream::create(ctx, flags, Some(self.resolve(ctx)?), Some(name))
     }
 }
 

@@ -116,24 +116,31 @@ impl Stream {
 
     /// A stream with these flags.
     pub fn with_flags(ctx: &Context, flags: StreamFlags) -> Result<Stream> {
-        Stream::create(ctx, flags, None)
+        Stream::create(ctx, flags, None, None)
     }
 
     /// A stream with a priority. Lower numbers are more urgent; values outside
     /// [`Context::stream_priority_range`] are clamped by the driver, and [`Stream::priority`]
     /// reads back the clamped value.
     pub fn with_priority(ctx: &Context, flags: StreamFlags, priority: i32) -> Result<Stream> {
-        Stream::create(ctx, flags, Some(priority))
+        Stream::create(ctx, flags, Some(priority), None)
     }
 
-    fn create(ctx: &Context, flags: StreamFlags, priority: Option<i32>) -> Result<Stream> {
+    /// A stream; `name` names it in the CPU backend's race reports and labels (CUDA streams
+    /// have no name).
+    pub(crate) fn create(
+        ctx: &Context,
+        flags: StreamFlags,
+        priority: Option<i32>,
+        name: Option<String>,
+    ) -> Result<Stream> {
         let backend = match ctx.kind() {
             ContextBackend::Cuda(c) => {
                 StreamBackend::Cuda(cuda::Stream::create(c, flags.raw(), priority)?)
             }
             // Priorities are clamped and readable; scheduling by them is best effort.
             ContextBackend::Cpu(c) => StreamBackend::Cpu(c.create_stream(cpu::StreamOptions {
-                name: None,
+                name: name.map(std::borrow::Cow::Owned),
                 priority: priority.unwrap_or(c.priority_range().0),
                 non_blocking: flags.non_blocking,
             })?),

@@ -193,7 +193,7 @@ pub fn new_fn(
             return stream_init(i, ctx_of(stream.device));
         }
         // Lane `k` on the array's device `k`.
-        let decl = super::step::stream_decl(stream);
+        let decl = super::step::stream_decl(pipeline, stream);
         let ctxs = stream_devices(pipeline, i).map(&ctx_of);
         quote!({
             let mut __lanes = ::std::vec::Vec::new();

@@ -263,7 +263,7 @@ fn new_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
     // param before its first step.
     let stream_init = |i: usize, ctx: &Ident| {
         let stream = &pipeline.streams[i];
-        let decl = step::stream_decl(stream);
+        let decl = step::stream_decl(pipeline, stream);
         let count = match stream.count {
             None => Some(1usize),
             Some(count) => crate::constant::value(count).and_then(|v| usize::try_from(v).ok()),

@@ -112,6 +112,17 @@ pub fn prepare_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
         let name = b.ident;
         quote!(let #name = &*__p.#name;)
     });
+    // In checked mode, each buffer param's memory is named after the param in race reports.
+    let param_names = pipeline
+        .buffers
+        .iter()
+        .filter(|b| !b.scratch && !b.window)
+        .filter(|b| matches!(b.memory, Memory::Device | Memory::Pinned))
+        .map(|b| {
+            let name = b.ident;
+            let label = &b.name;
+            quote!((&#rt::NameParam(#name)).name_as(#label);)
+        });
     let sized = pipeline
         .buffers
         .iter()
@@ -132,7 +143,7 @@ pub fn prepare_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
         .enumerate()
         .filter_map(|(d, stream)| {
             let count = stream.count?;
-            let decl = stream_decl(stream);
+            let decl = stream_decl(pipeline, stream);
             let ctx = super::device::scratch_context(pipeline, stream.device);
             Some(quote_spanned! {count.span()=>
                 let __count: usize = #count;
@@ -144,6 +155,11 @@ pub fn prepare_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
         fn __prepare(&mut self, __p: &#params_ty) -> #rt::Result<()> {
             #(#scalars)*
             #(#params)*
+            if self.__ctx.is_checked() {
+                #[allow(unused_imports)]
+                use #rt::{NameAsParam as _, NameAsParamFallback as _};
+                #(#param_names)*
+            }
             #(#sized)*
             #(#lanes)*
             ::core::result::Result::Ok(())
@@ -151,8 +167,8 @@ pub fn prepare_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
     }
 }
 
-/// The runtime's description of a stream declaration.
-pub fn stream_decl(stream: &crate::lower::Stream<'_>) -> TokenStream {
+/// The runtime's description of a stream declaration of `pipeline`.
+pub fn stream_decl(pipeline: &Pipeline<'_>, stream: &crate::lower::Stream<'_>) -> TokenStream {
     let rt = rt();
     let priority = match stream.priority {
         crate::lower::Priority::High => quote!(#rt::StreamPriority::High),
@@ -161,7 +177,10 @@ pub fn stream_decl(stream: &crate::lower::Stream<'_>) -> TokenStream {
         crate::lower::Priority::Value(v) => quote!(#rt::StreamPriority::Value(#v)),
     };
     let non_blocking = stream.non_blocking;
-    quote!(#rt::StreamDecl { priority: #priority, non_blocking: #non_blocking })
+    // Named as race reports and traces name it: `Pipeline.stream`, `Pipeline.lanes[i]`.
+    let name = format!("{}.{}", pipeline.input.name, stream.name);
+    let array = stream.count.is_some() || stream.per_device;
+    quote!(#rt::StreamDecl { priority: #priority, non_blocking: #non_blocking, name: #name, array: #array })
 }
 
 /// Whether the pipeline's description never changes: no subscripts, no loops, no arrays. Its

@@ -495,13 +495,18 @@ impl StepMode {
     }
 }
 
-/// One stream declaration of a pipeline: its priority and whether it is non-blocking.
+/// One stream declaration of a pipeline: its priority, whether it is non-blocking, and its
+/// name.
 #[derive(Clone, Copy, Debug)]
 pub struct StreamDecl {
     /// The declared priority.
     pub priority: StreamPriority,
     /// Declared `non_blocking`.
     pub non_blocking: bool,
+    /// `Pipeline.stream`: what the CPU backend's race reports call its streams.
+    pub name: &'static str,
+    /// Whether it is a stream array, whose lanes are named `name[i]`.
+    pub array: bool,
 }
 
 /// Makes `lanes` hold at least `count` streams of `decl`.
@@ -512,7 +517,11 @@ pub fn ensure_streams(
     count: usize,
 ) -> Result<()> {
     while lanes.len() < count {
-        lanes.push(decl.priority.new_stream(ctx, decl.non_blocking)?);
+        let name = match decl.array {
+            true => format!("{}[{}]", decl.name, lanes.len()),
+            false => decl.name.to_owned(),
+        };
+        lanes.push(decl.priority.new_stream(ctx, decl.non_blocking, name)?);
     }
     Ok(())
 }
