@@ -258,3 +258,41 @@ fn buffers_are_accepted_where_the_signature_allows() {
 fn instrumented_under_compute_sanitizer() {
     tests::touch_cuda_for_compute_sanitizer();
 }
+
+/// The CPU backend refuses a geometry no GPU runs (more than 1024 threads a block, a grid's
+/// y extent past 65535), as CUDA would, so the mistake shows in CI rather than first on a
+/// GPU; the largest geometry every GPU runs is accepted.
+#[test]
+fn the_cpu_backend_refuses_what_no_gpu_runs() {
+    use gpu_pipeline::{Context, CpuKernel, Module, Stream, TypedKernel};
+    fn add_scalar(n: u32, value: f32, data: &mut [f32]) {
+        data[..n as usize].iter_mut().for_each(|x| *x += value);
+    }
+    let ctx = Context::cpu();
+    let stream = Stream::new(&ctx).unwrap();
+    let module =
+        Module::load_ptx(&ctx, include_str!("../../runtime/kernels/test_kernels.ptx")).unwrap();
+    // SAFETY: add_scalar(unsigned n, float value, float* data), indexing data below n.
+    let add: TypedKernel<(u32, f32, &mut [f32])> =
+        unsafe { module.function("add_scalar").unwrap().typed().unwrap() }
+            .with_cpu(CpuKernel::new(add_scalar));
+    let mut data = DeviceBuffer::<f32>::zeros(&stream, 4).unwrap();
+    for (config, says) in [
+        (LaunchConfig::new(1, 2048), "1024"),
+        (LaunchConfig::new((1, 70_000, 1), 32), "65535"),
+        (LaunchConfig::new(1, (1, 1, 128)), "64"),
+    ] {
+        let err = add
+            .launch(&stream, config, (4u32, 1.0f32, &mut data))
+            .expect_err("a geometry no GPU runs");
+        assert!(err.to_string().contains(says), "{config:?}: {err}");
+    }
+    add.launch(
+        &stream,
+        LaunchConfig::new((2_147_483_647, 65535, 65535), (1024, 1, 1)),
+        (4u32, 1.0f32, &mut data),
+    )
+    .unwrap();
+    stream.synchronize().unwrap();
+    assert_eq!(data.to_vec(&stream).unwrap(), [1.0; 4]);
+}

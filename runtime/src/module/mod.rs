@@ -103,12 +103,15 @@ struct DeviceLimits {
     max_shared_per_block_opt_in: u32,
 }
 
-/// Limits on the CPU backend: a CPU implementation runs once per launch, whatever the
-/// geometry, so only zero extents are rejected.
+/// Limits on the CPU backend: those every CUDA GPU since compute capability 3.0 has (1024
+/// threads a block; blocks of at most 1024 x 1024 x 64; grids of at most 2^31 - 1 x 65535 x
+/// 65535), so a launch no GPU would run is refused here too, in CI, rather than first on a
+/// GPU. Shared memory differs from GPU to GPU, so it is not limited (a CPU implementation
+/// runs once per launch, whatever the geometry).
 const CPU_DEVICE_LIMITS: DeviceLimits = DeviceLimits {
-    max_threads_per_block: u32::MAX,
-    max_block: Dim3::new(u32::MAX, u32::MAX, u32::MAX),
-    max_grid: Dim3::new(u32::MAX, u32::MAX, u32::MAX),
+    max_threads_per_block: 1024,
+    max_block: Dim3::new(1024, 1024, 64),
+    max_grid: Dim3::new(i32::MAX as u32, 65535, 65535),
     max_shared_per_block_opt_in: u32::MAX,
 };
 
