@@ -185,6 +185,57 @@ fn event_nodes_order_work_outside_the_graph(ctx: &Context) {
     stream.synchronize().unwrap();
 }
 
+/// As on CUDA, a launch records its record nodes' events and picks its wait nodes' records
+/// when it is enqueued: a wait enqueued right after the launch (before the replay ran)
+/// waits for the graph's record, and a wait node orders the graph's work after a record
+/// made before the launch. On the checked CPU backend neither is a race.
+fn event_nodes_act_when_the_launch_is_enqueued(ctx: &Context) {
+    let (stream, other) = (Stream::new(ctx).unwrap(), Stream::new(ctx).unwrap());
+    let k = kernels(ctx);
+    let mut data = DeviceBuffer::<f32>::zeros(&stream, 4).unwrap();
+    let mut out = PinnedBuffer::<f32>::zeros(ctx, 4).unwrap();
+    stream.synchronize().unwrap();
+    let done = Arc::new(Event::new(ctx).unwrap());
+    let mut graph = Graph::new(ctx).unwrap();
+    // A slow first node, so the wait below is enqueued long before the record runs.
+    let slow = graph
+        .add_host_node(&[], || std::thread::sleep(Duration::from_millis(100)))
+        .unwrap();
+    let add = graph
+        .add_kernel_node(&[slow], &k.add, one(), (4u32, 3.0f32, &mut data))
+        .unwrap();
+    graph.add_event_record_node(&[add.node()], &done).unwrap();
+    let exec = graph.instantiate().unwrap();
+    exec.launch(&stream).unwrap();
+    other.wait_event(&done).unwrap();
+    other.copy_dtoh(&data, &mut out).unwrap();
+    other.synchronize().unwrap();
+    assert_eq!(
+        out.to_vec().unwrap(),
+        [3.0; 4],
+        "the copy waited for the graph"
+    );
+    stream.synchronize().unwrap();
+    // A wait node on a record made on another stream before the launch.
+    let ready = Arc::new(Event::new(ctx).unwrap());
+    other.memset_u32(&mut data, 1.0f32.to_bits()).unwrap();
+    other.record_into(&ready).unwrap();
+    let mut waiting = Graph::new(ctx).unwrap();
+    let wait = waiting.add_event_wait_node(&[], &ready).unwrap();
+    waiting
+        .add_kernel_node(&[wait], &k.add, one(), (4u32, 3.0f32, &mut data))
+        .unwrap();
+    waiting.instantiate().unwrap().launch(&stream).unwrap();
+    stream.synchronize().unwrap();
+    other.synchronize().unwrap();
+    assert_eq!(
+        data.to_vec(&stream).unwrap(),
+        [4.0; 4],
+        "the kernel ran after the memset"
+    );
+    assert!(ctx.races().is_empty(), "{:#?}", ctx.races());
+}
+
 /// `while residual > 0.5` with `residual -= 1` per iteration: 5 iterations from 5.0, the
 /// same again at the next launch once the residual is reset, none from 0.0.
 fn while_loops_count_and_exit_early(ctx: &Context) {
@@ -851,6 +902,7 @@ fn a_forgotten_update_batch_still_gates_launches(ctx: &Context) {
 tests::on_both_backends!(
     diamond_has_exactly_its_edges,
     an_exec_never_launched_drops_without_waiting,
+    event_nodes_act_when_the_launch_is_enqueued,
     a_forgotten_update_batch_still_gates_launches,
     parallel_loops_each_count_their_iterations,
     loops_of_separate_graphs_on_separate_streams,

@@ -14,10 +14,11 @@
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
+use super::clock::VectorClock;
 use super::condition::Condition;
 use super::event::{Event, EventShared, LatestRecord, RecordPoint};
 use super::graph::{Conditional, Form, Graph, Node, NodeWork};
-use super::op::{Keep, NodeKind, Op};
+use super::op::{Keep, LaunchHook, NodeKind, OnLaunch, Op};
 use super::shared::lock;
 use crate::vocab::access::{Access, Span, Touch, merge_accesses};
 use crate::vocab::fault::CpuFault;
@@ -25,22 +26,75 @@ use crate::vocab::fault::CpuFault;
 /// The stream a built node reports, where a captured one names the stream it was captured on.
 const BUILT: &str = "built graph";
 
-/// What an event node does when a replay reaches it: a record marks the event reached now
-/// (what a later wait sees, as a record node does on CUDA); a wait blocks the replay until the
-/// event's latest record is reached.
-fn event_work(event: Arc<EventShared>, wait: bool) -> impl Fn() -> Result<(), String> {
-    move || {
-        if wait {
-            let latest = lock(&event.latest).clone();
-            if let LatestRecord::Eager { point, .. } = latest {
-                point.wait();
+/// An event record or wait node of a built graph. As on CUDA, a launch records or picks the
+/// record in stream order, when it is enqueued ([`LaunchHook`]): a record node makes the
+/// launch's point at its place in the graph the event's latest record (so a wait enqueued
+/// right after the launch waits for it), and a wait node picks the latest record before the
+/// launch (which the launch's accesses are then ordered after, in checked mode). A replay
+/// reaching the node completes, or waits for, the point its launch queued. A node run with no
+/// launch of its own (inside a conditional body, which runs any number of times) records or
+/// picks when it runs.
+struct EventNode {
+    event: Arc<EventShared>,
+    wait: bool,
+    /// The points queued launches recorded (a record node) or picked (a wait node), oldest
+    /// first; `None` for a wait whose event was not recorded then.
+    queued: std::sync::Mutex<std::collections::VecDeque<Option<Arc<RecordPoint>>>>,
+}
+
+impl EventNode {
+    fn run(&self) -> Result<(), String> {
+        let queued = lock(&self.queued).pop_front();
+        match (self.wait, queued) {
+            (true, Some(picked)) => {
+                if let Some(point) = picked {
+                    point.wait();
+                }
             }
-        } else {
-            let point = Arc::new(RecordPoint::default());
-            point.complete();
-            *lock(&event.latest) = LatestRecord::Eager { point, clock: None };
+            (true, None) => {
+                let latest = lock(&self.event.latest).clone();
+                if let LatestRecord::Eager { point, .. } = latest {
+                    point.wait();
+                }
+            }
+            (false, Some(Some(point))) => point.complete(),
+            (false, _) => {
+                let point = Arc::new(RecordPoint::default());
+                point.complete();
+                *lock(&self.event.latest) = LatestRecord::Eager { point, clock: None };
+            }
         }
         Ok(())
+    }
+}
+
+impl LaunchHook for EventNode {
+    fn before(&self, joins: &mut Vec<VectorClock>) {
+        if !self.wait {
+            return;
+        }
+        let picked = match lock(&self.event.latest).clone() {
+            LatestRecord::Eager { point, clock } => {
+                joins.extend(clock);
+                Some(point)
+            }
+            // Never recorded: a no-op, as a wait on it is. A record inside a capture that
+            // has not ended cannot be waited for from a launch (nothing orders it).
+            LatestRecord::Never | LatestRecord::Captured { .. } => None,
+        };
+        lock(&self.queued).push_back(picked);
+    }
+
+    fn after(&self, clock: Option<&VectorClock>) {
+        if self.wait {
+            return;
+        }
+        let point = Arc::new(RecordPoint::default());
+        *lock(&self.event.latest) = LatestRecord::Eager {
+            point: point.clone(),
+            clock: clock.cloned(),
+        };
+        lock(&self.queued).push_back(Some(point));
     }
 }
 
@@ -168,9 +222,18 @@ impl Graph {
                 NodeKind::EventRecord,
             )
         };
-        let work = NodeWork::Host(Arc::new(event_work(event.shared.clone(), wait)));
+        let hook = Arc::new(EventNode {
+            event: event.shared.clone(),
+            wait,
+            queued: Default::default(),
+        });
+        let run = hook.clone();
+        let work = NodeWork::Host(Arc::new(move || run.run()));
         let mut node = plain(&label, kind, work);
-        node.keep = Arc::from([Keep::Object(event.shared.clone())]);
+        node.keep = Arc::from([
+            Keep::Object(event.shared.clone()),
+            Keep::Object(Arc::new(OnLaunch(hook))),
+        ]);
         self.add_node(path, node, deps)
     }
 
@@ -234,7 +297,11 @@ impl Graph {
         }
         let keep = vec![held, Keep::Object(c.state.clone())];
         node.declared = merge_accesses(declared);
-        node.keep = keep_of(&all, Some(keep)).into();
+        // A body runs any number of times per launch: its nodes act when they run, not when
+        // the launch is enqueued, so their launch hooks are not the graph's.
+        let mut keep = keep_of(&all, Some(keep));
+        keep.retain(|k| OnLaunch::of(std::slice::from_ref(k)).next().is_none());
+        node.keep = keep.into();
         Ok(())
     }
 

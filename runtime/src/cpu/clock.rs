@@ -19,7 +19,7 @@ pub(super) struct Epoch {
 
 /// A vector clock; missing components are zero, so clocks grow lazily as streams appear.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(super) struct VectorClock {
+pub(crate) struct VectorClock {
     ticks: Vec<u64>,
 }
 

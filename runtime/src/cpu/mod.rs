@@ -115,6 +115,7 @@ pub(crate) use crate::vocab::access::Access;
 #[cfg(test)]
 pub(crate) use crate::vocab::access::BufferId;
 pub use crate::vocab::fault::{CpuFault, Hazard, OpSite, RaceReport};
+pub(crate) use clock::VectorClock;
 pub(crate) use condition::{Condition, ValueKind};
 pub(crate) use context::{Context, ContextOptions};
 pub(crate) use event::{Event, EventOptions};
@@ -128,7 +129,9 @@ pub(crate) use memory::{HostSlice, HostSliceMut, Memory, MemoryKind};
 #[cfg(test)]
 pub(crate) use op::KernelFn;
 pub(crate) use op::communication_failed;
-pub(crate) use op::{BufferArg, Keep, KernelArgValue, KernelTag, NodeKind, OnLaunch, Op};
+pub(crate) use op::{
+    BufferArg, Keep, KernelArgValue, KernelTag, LaunchHook, NodeKind, OnLaunch, Op,
+};
 pub(crate) use parts::{Part, PartBytes, PartsWork, overlapping_write};
 pub(crate) use signal::Signal;
 pub(crate) use stream::{Stream, StreamOptions};

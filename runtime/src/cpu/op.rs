@@ -7,6 +7,7 @@ use std::fmt;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
 
+use super::clock::VectorClock;
 use super::memory::{Held, Memory};
 use crate::collective::CommFailure;
 use crate::launch::config::LaunchConfig;
@@ -104,9 +105,21 @@ pub(crate) type KernelFn =
 /// One-shot host work (a host function); it cannot be captured.
 pub(crate) type OnceWork = Box<dyn FnOnce() -> Result<(), String> + Send>;
 /// What a graph's launch does for one of its nodes when the launch is enqueued (not when it
-/// runs): a communication group takes its place in its rank's issue order there, as an eager
-/// one does when it is enqueued. A node holds it as a [`Keep::Object`].
-pub(crate) struct OnLaunch(pub(crate) Arc<dyn Fn() + Send + Sync>);
+/// runs), in stream order: a communication group takes its place in its rank's issue order
+/// there, as an eager one does when it is enqueued; an event record node records its event
+/// there, and a wait node picks the record it waits for. A node holds it as a
+/// [`Keep::Object`]. Nodes of a conditional node's bodies, which run any number of times per
+/// launch, have none (see `Graph::seal_conditional`).
+pub(crate) struct OnLaunch(pub(crate) Arc<dyn LaunchHook>);
+
+/// The two moments of a launch's enqueue a node may act at (see [`OnLaunch`]).
+pub(crate) trait LaunchHook: Send + Sync {
+    /// Before the launch's accesses are checked: clocks the launch is ordered after (a wait
+    /// node's event, in checked mode) go into `joins`.
+    fn before(&self, _joins: &mut Vec<VectorClock>) {}
+    /// After: `clock` is the stream's clock with the launch in it (checked mode).
+    fn after(&self, _clock: Option<&VectorClock>) {}
+}
 
 impl OnLaunch {
     /// The hooks `keep` holds.

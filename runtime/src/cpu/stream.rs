@@ -398,8 +398,20 @@ impl StreamShared {
             let nodes: Vec<_> = plan.nodes.iter().map(|n| n.node.clone()).collect();
             return session.add_graph(self.timeline, &nodes).map(|()| true);
         }
+        // Under the stream's lock, so in the order launches are enqueued: what the launch
+        // waits for (event wait nodes pick their records here, before any record node of
+        // this launch records), then, below, what it publishes.
+        let hooks: Vec<&OnLaunch> = OnLaunch::of(&plan.on_launch).collect();
+        let mut joins = Vec::new();
+        for hook in &hooks {
+            hook.0.before(&mut joins);
+        }
+        let mut clock = None;
         if self.ctx.checked {
             let mut detector = self.ctx.detector();
+            for join in &joins {
+                detector.wait(self.timeline, join);
+            }
             let mut races = match signalled_races {
                 Some(races) => races,
                 None => {
@@ -421,14 +433,16 @@ impl StreamShared {
                     races.push(detector.report(race.buffer, race.hazard, earlier, later));
                 }
             }
+            if !hooks.is_empty() {
+                clock = Some(detector.record(self.timeline));
+            }
             drop(detector);
             for race in races {
                 state.note(CpuFault::Race(Box::new(race)));
             }
         }
-        // Under the stream's lock, so in the order launches are enqueued.
-        for hook in OnLaunch::of(&plan.on_launch) {
-            (hook.0)();
+        for hook in &hooks {
+            hook.0.after(clock.as_ref());
         }
         let pending = plan.memories.iter().map(|m| m.begin_work()).collect();
         let wake = state.push(Item::Replay(plan.clone(), pending));

@@ -96,7 +96,7 @@ impl Drop for Ticket {
 }
 
 /// The tickets of a group recorded into a graph: each launch of the graph takes one when it
-/// is enqueued ([`issue`](Self::issue), through the node's `cpu::OnLaunch`), and each run of
+/// is enqueued (its `LaunchHook`, through the node's `cpu::OnLaunch`), and each run of
 /// the group takes the oldest back ([`next`](Self::next)). Replays of a graph run in the order
 /// their launches were enqueued on one stream; on several streams any run may take the oldest
 /// ticket, which keeps the rank's groups in issue order all the same.
@@ -114,15 +114,6 @@ impl ReplayTurns {
         }
     }
 
-    /// A launch of the graph was enqueued: its run of the group takes the next ticket.
-    pub(crate) fn issue(&self) {
-        let ticket = self.order.ticket();
-        self.queue
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push_back(ticket);
-    }
-
     /// The oldest ticket a launch took and no run has used; `None` for a run no launch
     /// issued one for (the group inside a loop body, run more often than launched).
     pub(crate) fn next(&self) -> Option<Ticket> {
@@ -130,6 +121,17 @@ impl ReplayTurns {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .pop_front()
+    }
+}
+
+impl crate::cpu::LaunchHook for ReplayTurns {
+    /// A launch of the graph was enqueued: its run of the group takes the next ticket.
+    fn after(&self, _clock: Option<&crate::cpu::VectorClock>) {
+        let ticket = self.order.ticket();
+        self.queue
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push_back(ticket);
     }
 }
 

@@ -135,10 +135,9 @@ pub(crate) fn enqueue_cpu_stage(
     } else {
         (Some(failure.order.ticket()), None)
     };
-    let on_launch = replays.clone().map(|turns| {
-        let hook = cpu::OnLaunch(Arc::new(move || turns.issue()));
-        cpu::Keep::Object(Arc::new(hook))
-    });
+    let on_launch = replays
+        .clone()
+        .map(|turns| cpu::Keep::Object(Arc::new(cpu::OnLaunch(turns))));
     let eager = Mutex::new(eager);
     let work: cpu::PartsWork = Arc::new(move |slices: &mut [PartBytes<'_>]| {
         let ticket = match &replays {
