@@ -5,9 +5,13 @@
 //! replay of a captured step takes its place when it is launched, as an eager step does when
 //! it is enqueued.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use gpu_pipeline::{Communicator, Context, DeviceBuffer, Result, Stream, gpu_pipeline};
+use gpu_pipeline::collective::ReduceOp;
+use gpu_pipeline::{
+    CaptureMode, CommStage, Communicator, Context, DeviceBuffer, Graph, Result, Stream,
+    gpu_pipeline,
+};
 
 gpu_pipeline! {
     /// Sums `x` over the ranks, after a host delay.
@@ -116,4 +120,127 @@ fn a_replay_pairs_in_the_order_it_was_launched() {
             assert_eq!(y, [20.0; 2], "rank {r}: the eager all_reduce");
         }
     });
+}
+
+/// One all-reduce of `x` on `stream`.
+fn group(comm: &Communicator, stream: &Stream, x: &mut DeviceBuffer<f32>) -> Result<()> {
+    let mut g = CommStage::new(comm, stream);
+    g.all_reduce_in_place(x, .., ReduceOp::Sum)?;
+    g.finish()
+}
+
+/// A child graph whose host node panics before its communication group: the group never
+/// runs, and the ticket its launch took goes when the replay ends, so the rank's next eager
+/// group does not wait for it until the deadline.
+#[test]
+fn a_group_a_failed_child_graph_skips_does_not_stall_the_next() {
+    let comm = Communicator::cpu_ranks_with_timeout(1, Duration::from_secs(2))
+        .unwrap()
+        .remove(0);
+    let ctx = Context::cpu();
+    let stream = Stream::new(&ctx).unwrap();
+    let mut x = DeviceBuffer::from_slice(&stream, &[1.0f32; 2]).unwrap();
+    let mut y = DeviceBuffer::from_slice(&stream, &[1.0f32; 2]).unwrap();
+    stream.synchronize().unwrap();
+    let mut child = Graph::new(&ctx).unwrap();
+    let host = child
+        .add_host_node(&[], || panic!("host node fails"))
+        .unwrap();
+    child
+        .capture_into(&[host], &stream, |s| group(&comm, s, &mut x))
+        .unwrap();
+    let mut parent = Graph::new(&ctx).unwrap();
+    parent.add_child_graph_node(&[], &child).unwrap();
+    let exec = parent.instantiate().unwrap();
+    exec.launch(&stream).unwrap();
+    let first = stream.synchronize();
+    assert!(first.is_err(), "the host node failed");
+    let started = Instant::now();
+    group(&comm, &stream, &mut y).unwrap();
+    let second = stream.synchronize();
+    let took = started.elapsed();
+    assert!(
+        second.is_ok() && took < Duration::from_secs(1),
+        "{took:?} {second:?}"
+    );
+}
+
+/// A graph launched twice into a capture holds one group twice; as a child graph its two
+/// copies share one launch hook, so each launch issues one ticket and runs the group twice:
+/// the second run takes no later launch's ticket (which would wait for the eager group
+/// queued behind it until the deadline).
+#[test]
+fn a_child_graph_holding_one_group_twice_takes_no_later_launchs_turn() {
+    let comm = Communicator::cpu_ranks_with_timeout(1, Duration::from_secs(2))
+        .unwrap()
+        .remove(0);
+    let ctx = Context::cpu();
+    let stream = Stream::new(&ctx).unwrap();
+    let mut x = DeviceBuffer::from_slice(&stream, &[1.0f32; 2]).unwrap();
+    let mut y = DeviceBuffer::from_slice(&stream, &[1.0f32; 2]).unwrap();
+    stream.synchronize().unwrap();
+    let g = stream
+        .capture(CaptureMode::ThreadLocal, |s| group(&comm, s, &mut x))
+        .unwrap();
+    let g_exec = g.instantiate().unwrap();
+    let twice = stream
+        .capture(CaptureMode::ThreadLocal, |s| {
+            g_exec.launch(s)?;
+            g_exec.launch(s)
+        })
+        .unwrap();
+    let mut parent = Graph::new(&ctx).unwrap();
+    parent.add_child_graph_node(&[], &twice).unwrap();
+    let exec = parent.instantiate().unwrap();
+    // Everything below is enqueued before the first replay runs.
+    stream
+        .launch_host_func(|| std::thread::sleep(Duration::from_millis(200)))
+        .unwrap();
+    let started = Instant::now();
+    exec.launch(&stream).unwrap();
+    group(&comm, &stream, &mut y).unwrap();
+    exec.launch(&stream).unwrap();
+    let done = stream.synchronize();
+    let took = started.elapsed();
+    assert!(
+        done.is_ok() && took < Duration::from_secs(1),
+        "{took:?} {done:?}"
+    );
+}
+
+/// The same graph launched at the top: one ticket per run of the group, each taken in turn.
+#[test]
+fn a_graph_holding_one_group_twice_runs_both_in_turn() {
+    let comm = Communicator::cpu_ranks_with_timeout(1, Duration::from_secs(2))
+        .unwrap()
+        .remove(0);
+    let ctx = Context::cpu();
+    let stream = Stream::new(&ctx).unwrap();
+    let mut x = DeviceBuffer::from_slice(&stream, &[1.0f32; 2]).unwrap();
+    let mut y = DeviceBuffer::from_slice(&stream, &[1.0f32; 2]).unwrap();
+    stream.synchronize().unwrap();
+    let g = stream
+        .capture(CaptureMode::ThreadLocal, |s| group(&comm, s, &mut x))
+        .unwrap();
+    let g_exec = g.instantiate().unwrap();
+    let twice = stream
+        .capture(CaptureMode::ThreadLocal, |s| {
+            g_exec.launch(s)?;
+            g_exec.launch(s)
+        })
+        .unwrap();
+    let exec = twice.instantiate().unwrap();
+    stream
+        .launch_host_func(|| std::thread::sleep(Duration::from_millis(200)))
+        .unwrap();
+    let started = Instant::now();
+    exec.launch(&stream).unwrap();
+    group(&comm, &stream, &mut y).unwrap();
+    exec.launch(&stream).unwrap();
+    let done = stream.synchronize();
+    let took = started.elapsed();
+    assert!(
+        done.is_ok() && took < Duration::from_secs(1),
+        "{took:?} {done:?}"
+    );
 }

@@ -934,3 +934,27 @@ fn on_the_cpu_backend_edges_go_forward() {
         "a node of another graph"
     );
 }
+
+/// A record node that a failed child graph never reaches still completes its launch's record
+/// when the replay ends, so a wait on the event does not hang (CPU backend: a host node that
+/// panics).
+#[test]
+fn a_record_a_failed_child_graph_skips_does_not_hang_its_waiters() {
+    let ctx = Context::cpu();
+    let (stream, other) = (Stream::new(&ctx).unwrap(), Stream::new(&ctx).unwrap());
+    let done = Arc::new(Event::new(&ctx).unwrap());
+    let mut child = Graph::new(&ctx).unwrap();
+    let fails = child
+        .add_host_node(&[], || panic!("the host node fails"))
+        .unwrap();
+    child.add_event_record_node(&[fails], &done).unwrap();
+    let mut graph = Graph::new(&ctx).unwrap();
+    graph.add_child_graph_node(&[], &child).unwrap();
+    let exec = graph.instantiate().unwrap();
+    exec.launch(&stream).unwrap();
+    other.wait_event(&done).unwrap();
+    assert!(stream.synchronize().is_err(), "the host node failed");
+    let started = Instant::now();
+    other.synchronize().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(1));
+}

@@ -30,22 +30,30 @@ const BUILT: &str = "built graph";
 /// record in stream order, when it is enqueued ([`LaunchHook`]): a record node makes the
 /// launch's point at its place in the graph the event's latest record (so a wait enqueued
 /// right after the launch waits for it), and a wait node picks the latest record before the
-/// launch (which the launch's accesses are then ordered after, in checked mode). A replay
-/// reaching the node completes, or waits for, the point its launch queued. A node run with no
-/// launch of its own (inside a conditional body, which runs any number of times) records or
-/// picks when it runs.
+/// launch (which the launch's accesses are then ordered after, in checked mode). The node's
+/// run in that launch's replay completes, or waits for, that point; a point the replay did
+/// not reach (a failed child graph stops there) is completed when the replay ends, so no
+/// wait hangs on it. A node run with no launch of its own (inside a conditional body, which
+/// runs any number of times) records or picks when it runs.
 struct EventNode {
     event: Arc<EventShared>,
     wait: bool,
-    /// The points queued launches recorded (a record node) or picked (a wait node), oldest
-    /// first; `None` for a wait whose event was not recorded then.
-    queued: std::sync::Mutex<std::collections::VecDeque<Option<Arc<RecordPoint>>>>,
+    /// What queued launches recorded (a record node) or picked (a wait node), with their
+    /// launch's number; `None` for a wait whose event was not recorded then.
+    queued: std::sync::Mutex<std::collections::VecDeque<(u64, Option<Arc<RecordPoint>>)>>,
 }
 
 impl EventNode {
+    /// What the launch whose replay runs now queued, if anything.
+    fn take(&self) -> Option<Option<Arc<RecordPoint>>> {
+        let launch = super::shared::current_launch()?;
+        let mut queued = lock(&self.queued);
+        let at = queued.iter().position(|(l, _)| *l == launch)?;
+        queued.remove(at).map(|(_, point)| point)
+    }
+
     fn run(&self) -> Result<(), String> {
-        let queued = lock(&self.queued).pop_front();
-        match (self.wait, queued) {
+        match (self.wait, self.take()) {
             (true, Some(picked)) => {
                 if let Some(point) = picked {
                     point.wait();
@@ -69,7 +77,7 @@ impl EventNode {
 }
 
 impl LaunchHook for EventNode {
-    fn before(&self, joins: &mut Vec<VectorClock>) {
+    fn before(&self, joins: &mut Vec<VectorClock>, launch: u64) {
         if !self.wait {
             return;
         }
@@ -82,10 +90,10 @@ impl LaunchHook for EventNode {
             // has not ended cannot be waited for from a launch (nothing orders it).
             LatestRecord::Never | LatestRecord::Captured { .. } => None,
         };
-        lock(&self.queued).push_back(picked);
+        lock(&self.queued).push_back((launch, picked));
     }
 
-    fn after(&self, clock: Option<&VectorClock>) {
+    fn after(&self, clock: Option<&VectorClock>, launch: u64) {
         if self.wait {
             return;
         }
@@ -94,7 +102,21 @@ impl LaunchHook for EventNode {
             point: point.clone(),
             clock: clock.cloned(),
         };
-        lock(&self.queued).push_back(Some(point));
+        lock(&self.queued).push_back((launch, Some(point)));
+    }
+
+    fn end(&self, launch: u64) {
+        let left: std::collections::VecDeque<_> = {
+            let mut queued = lock(&self.queued);
+            let (mine, others) = queued.drain(..).partition(|(l, _)| *l == launch);
+            *queued = others;
+            mine
+        };
+        if !self.wait {
+            for point in left.into_iter().filter_map(|(_, point)| point) {
+                point.complete();
+            }
+        }
     }
 }
 

@@ -21,10 +21,14 @@
 //!   `wait_stream(&Stream)`, `begin_capture()` (all `-> Result<()>`),
 //!   `end_capture() -> Result<Graph>`, `synchronize() -> Result<()>`, `query() -> bool`,
 //!   `is_capturing() -> bool`, `id()`, `name()`, `priority()`, `is_non_blocking()`.
-//! - `Stream::parts(label, Vec<Part>, PartsWork)`: one operation over several ranges at
-//!   once, each handed to the work as a read or written byte slice (a stage's collectives).
+//! - `Stream::parts(label, Vec<Part>, PartsWork, Option<Keep>)`: one operation over several
+//!   ranges at once, each handed to the work as a read or written byte slice (a stage's
+//!   collectives), keeping what the last argument names.
 //! - `on_worker_thread()`: whether the caller runs inside a stream's operation (where
-//!   blocking calls fail).
+//!   blocking calls and enqueues fail).
+//! - `OnLaunch` / `LaunchHook`: what a graph node does when a launch of its graph is
+//!   enqueued (an event record or wait node, a communication group's issue-order ticket),
+//!   and `current_launch()`, the launch whose replay runs on this thread.
 //! - [`Event`]: `query() -> bool`, `synchronize() -> Result<()>`,
 //!   `Event::elapsed_time(&start, &end) -> Result<f32>` (milliseconds), `name()`,
 //!   `has_timing()`.
@@ -52,7 +56,9 @@
 //! still complete and nothing waits forever). Waiting on a never-recorded event is a no-op.
 //! Dropping a stream finishes its queued work and waits for it; dropping the context is fine
 //! at any time (streams and events keep it alive). Blocking calls from inside an operation
-//! (synchronizes) return [`CpuFault::BlockingCallInsideOp`] instead of deadlocking.
+//! (synchronizes) return [`CpuFault::BlockingCallInsideOp`] instead of deadlocking, and work
+//! enqueued there [`CpuFault::EnqueueInsideOp`], as CUDA refuses driver calls in a host
+//! function.
 //!
 //! Capture follows CUDA: `begin_capture` on an origin stream; an event recorded there and
 //! waited on by another stream makes that stream join the capture (fork), and the origin must
@@ -133,6 +139,7 @@ pub(crate) use op::{
     BufferArg, Keep, KernelArgValue, KernelTag, LaunchHook, NodeKind, OnLaunch, Op,
 };
 pub(crate) use parts::{Part, PartBytes, PartsWork, overlapping_write};
+pub(crate) use shared::current_launch;
 pub(crate) use signal::Signal;
 pub(crate) use stream::{Stream, StreamOptions};
 pub(crate) use work::{MemOp, Range, WaitCondition};

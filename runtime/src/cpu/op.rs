@@ -112,13 +112,18 @@ pub(crate) type OnceWork = Box<dyn FnOnce() -> Result<(), String> + Send>;
 /// launch, have none (see `Graph::seal_conditional`).
 pub(crate) struct OnLaunch(pub(crate) Arc<dyn LaunchHook>);
 
-/// The two moments of a launch's enqueue a node may act at (see [`OnLaunch`]).
+/// The moments of a launch a node may act at (see [`OnLaunch`]). `launch` numbers the
+/// launch; while its replay runs, `cpu::current_launch()` says which it is, so a node's run
+/// takes what its hook queued for that launch and no other.
 pub(crate) trait LaunchHook: Send + Sync {
-    /// Before the launch's accesses are checked: clocks the launch is ordered after (a wait
-    /// node's event, in checked mode) go into `joins`.
-    fn before(&self, _joins: &mut Vec<VectorClock>) {}
-    /// After: `clock` is the stream's clock with the launch in it (checked mode).
-    fn after(&self, _clock: Option<&VectorClock>) {}
+    /// As the launch is enqueued, before its accesses are checked: clocks the launch is
+    /// ordered after (a wait node's event, in checked mode) go into `joins`.
+    fn before(&self, _joins: &mut Vec<VectorClock>, _launch: u64) {}
+    /// As the launch is enqueued, after: `clock` is the stream's clock with the launch in it
+    /// (checked mode).
+    fn after(&self, _clock: Option<&VectorClock>, _launch: u64) {}
+    /// The replay of `launch` has run (or was dropped): what its runs did not take goes.
+    fn end(&self, _launch: u64) {}
 }
 
 impl OnLaunch {

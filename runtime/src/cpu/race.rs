@@ -241,7 +241,8 @@ struct Lane {
     /// Sorted by tick (a timeline's enqueues are serialized).
     history: VecDeque<Prior>,
     /// The length past which the history is trimmed next: twice what the last trim left,
-    /// at least [`HISTORY_LIMIT`], so trimming costs a constant per access on average.
+    /// between [`HISTORY_LIMIT`] and [`HISTORY_HARD_LIMIT`], so trims (`O(n log n)` each)
+    /// are rare and the history never holds more than the hard limit and one.
     trim_at: usize,
 }
 
@@ -306,6 +307,45 @@ impl Shadow {
     }
 }
 
+/// A union of byte spans, as disjoint intervals sorted by start (merged when they overlap or
+/// touch).
+#[derive(Default)]
+struct Cover(std::collections::BTreeMap<usize, usize>);
+
+impl Cover {
+    /// Whether every byte of `span` is in the union.
+    fn contains(&self, span: Span) -> bool {
+        span.start >= span.end
+            || self
+                .0
+                .range(..=span.start)
+                .next_back()
+                .is_some_and(|(_, &end)| end >= span.end)
+    }
+
+    fn insert(&mut self, span: Span) {
+        if span.start >= span.end {
+            return;
+        }
+        let (mut start, mut end) = (span.start, span.end);
+        // The interval that starts at or before `start` and reaches it, then every one that
+        // starts inside the new interval: all merge into it.
+        if let Some((&s, &e)) = self.0.range(..=start).next_back()
+            && e >= start
+        {
+            start = s;
+            end = end.max(e);
+        }
+        let inside: Vec<usize> = self.0.range(start..=end).map(|(&s, _)| s).collect();
+        for s in inside {
+            if let Some(e) = self.0.remove(&s) {
+                end = end.max(e);
+            }
+        }
+        self.0.insert(start, end);
+    }
+}
+
 impl Lane {
     fn push(&mut self, prior: Prior) {
         self.history.push_back(prior);
@@ -316,28 +356,31 @@ impl Lane {
         if self.history.len() > HISTORY_HARD_LIMIT {
             self.forget_oldest_half();
         }
-        self.trim_at = (2 * self.history.len()).max(HISTORY_LIMIT);
+        self.trim_at = (2 * self.history.len()).clamp(HISTORY_LIMIT, HISTORY_HARD_LIMIT);
     }
 
-    /// Forgets each access that a newer one of this stream covers: a write covering its
-    /// bytes, or a read covering a read's. Whatever is unordered with the older access is
-    /// unordered with the newer (same stream, later), touches its bytes, and conflicts with
-    /// it whenever it conflicted with the older, so no race goes unreported: it names the
-    /// newer access.
+    /// Forgets each access whose bytes newer ones of this stream cover: newer writes, or for
+    /// a read, newer reads and writes. Whatever is unordered with the older access is
+    /// unordered with the newer ones (same stream, later), touches a byte of one of them, and
+    /// conflicts with it whenever it conflicted with the older, so no race goes unreported:
+    /// it names the newer access. The union of the newer spans is kept as merged intervals,
+    /// so a trim costs `O(n log n)`.
     fn forget_covered(&mut self) {
-        let (mut writes, mut reads): (Vec<Span>, Vec<Span>) = (Vec::new(), Vec::new());
+        let (mut writes, mut any) = (Cover::default(), Cover::default());
         let mut kept = VecDeque::with_capacity(self.history.len());
         while let Some(prior) = self.history.pop_back() {
-            let within = |spans: &[Span]| spans.iter().any(|s| s.contains(prior.span));
             let write = prior.access.is_write();
-            if within(&writes) || (!write && within(&reads)) {
+            let covered = match write {
+                true => writes.contains(prior.span),
+                false => any.contains(prior.span),
+            };
+            if covered {
                 continue;
             }
             if write {
-                writes.push(prior.span);
-            } else {
-                reads.push(prior.span);
+                writes.insert(prior.span);
             }
+            any.insert(prior.span);
             kept.push_front(prior);
         }
         self.history = kept;
@@ -400,6 +443,27 @@ mod tests {
         assert!(lane.history.front().is_some_and(|p| p.access.is_write()));
         let ticks: Vec<u64> = lane.history.iter().map(|p| p.tick).collect();
         assert!(ticks.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    /// The union of spans: merged when they overlap or touch, and covering a span only
+    /// where one merged interval holds all of it.
+    #[test]
+    fn a_cover_merges_spans_and_covers_what_they_hold() {
+        let mut cover = Cover::default();
+        for (start, len) in [(0, 4), (8, 4), (4, 4), (20, 2), (18, 1)] {
+            cover.insert(Span::bytes(start, len));
+        }
+        assert!(
+            cover.contains(Span::bytes(0, 12)),
+            "0..4, 4..8 and 8..12 touch"
+        );
+        assert!(cover.contains(Span::bytes(18, 1)));
+        assert!(!cover.contains(Span::bytes(18, 4)), "19..20 is a gap");
+        assert!(!cover.contains(Span::bytes(10, 4)));
+        assert!(cover.contains(Span::bytes(30, 0)), "an empty span");
+        cover.insert(Span::bytes(2, 25));
+        assert!(cover.contains(Span::bytes(0, 27)));
+        assert_eq!(cover.0.len(), 1);
     }
 
     /// Many accesses to one range do not make the stream forget its one write to another,

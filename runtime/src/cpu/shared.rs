@@ -23,6 +23,22 @@ pub(super) fn wait<'a, T>(cond: &Condvar, guard: MutexGuard<'a, T>) -> MutexGuar
 thread_local! {
     /// Set on stream worker threads: blocking calls there could wait on themselves.
     static ON_WORKER: Cell<bool> = const { Cell::new(false) };
+    /// The graph launch whose replay this worker is running, if any (see `LaunchHook`).
+    static CURRENT_LAUNCH: Cell<Option<u64>> = const { Cell::new(None) };
+}
+
+/// The graph launch whose replay the current thread is running, if any: what a node's
+/// launch hook queued for that launch is what its run takes.
+pub(crate) fn current_launch() -> Option<u64> {
+    CURRENT_LAUNCH.with(Cell::get)
+}
+
+/// Runs `f` as part of the replay of launch `launch`.
+pub(super) fn in_launch<R>(launch: u64, f: impl FnOnce() -> R) -> R {
+    let outer = CURRENT_LAUNCH.with(|c| c.replace(Some(launch)));
+    let result = f();
+    CURRENT_LAUNCH.with(|c| c.set(outer));
+    result
 }
 
 /// Whether the current thread is a stream worker (running some stream's operations).

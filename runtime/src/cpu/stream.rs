@@ -10,7 +10,9 @@
 //! stream's lock at enqueue time, so it follows enqueue order exactly.
 //!
 //! Lock order, to stay deadlock-free: stream state, then event state, then capture session,
-//! then the context's detector. No lock is held while user work runs or while blocking.
+//! then the context's detector; a launch's hooks (`LaunchHook`) take their own queue's lock
+//! and a communicator's issue order under the stream state, and nothing else under those.
+//! No lock is held while user work runs or while blocking.
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
@@ -25,7 +27,7 @@ use super::graph::{ExecPlan, Graph, GraphExec};
 use super::memory::Pending;
 use super::op::{Keep, OnLaunch, Op, run_guarded};
 use super::race::Detector;
-use super::shared::{ContextShared, become_worker, lock, on_worker_thread, wait};
+use super::shared::{ContextShared, become_worker, in_launch, lock, on_worker_thread, wait};
 use super::signal::{Signal, has_signals, signals_of};
 use crate::vocab::fault::{CpuFault, OpSite, RaceReport};
 
@@ -65,7 +67,9 @@ enum Item {
     Op(Op, Vec<Pending>),
     Record(Arc<RecordPoint>),
     Wait(Arc<RecordPoint>),
-    Replay(Arc<ExecPlan>, Vec<Pending>),
+    /// A graph launch: the plan, its pending tokens, and the launch's number (see
+    /// `LaunchHook`).
+    Replay(Arc<ExecPlan>, Vec<Pending>, u64),
 }
 
 /// Mutable stream state, under the stream's lock.
@@ -332,9 +336,7 @@ impl StreamShared {
     fn admit(&self) -> Result<MutexGuard<'_, StreamState>, CpuFault> {
         // CUDA refuses driver calls from a host function (and device code makes none): work
         // enqueued there would pass here and fail on a GPU.
-        if on_worker_thread() {
-            return Err(CpuFault::EnqueueInsideOp);
-        }
+        self.refuse_on_worker()?;
         let mut state = lock(&self.state);
         while state.queue.len() >= QUEUE_CAPACITY && state.active_capture().is_none() {
             state.progress_waiters += 1;
@@ -344,8 +346,20 @@ impl StreamShared {
         Ok(state)
     }
 
+    /// Refuses work enqueued from a worker thread (see [`admit`](Self::admit)), before
+    /// anything is taken for it.
+    fn refuse_on_worker(&self) -> Result<(), CpuFault> {
+        match on_worker_thread() {
+            true => Err(CpuFault::EnqueueInsideOp {
+                stream: self.name.clone(),
+            }),
+            false => Ok(()),
+        }
+    }
+
     /// Queues or captures `op`; `Ok(true)` when captured.
     fn enqueue(&self, mut op: Op) -> Result<bool, CpuFault> {
+        self.refuse_on_worker()?;
         // Dropped after the lock is released unless captured.
         let keep = std::mem::take(&mut op.keep);
         let signals = self.signals(&keep);
@@ -381,6 +395,7 @@ impl StreamShared {
 
     /// Queues (or captures) one replay of `plan`; `Ok(true)` when captured.
     pub(super) fn launch(&self, plan: &Arc<ExecPlan>) -> Result<bool, CpuFault> {
+        self.refuse_on_worker()?;
         // A checked replay that posts or waits on signals (a one-sided exchange between
         // simulated ranks) orders them node by node, before the stream's lock is taken: a
         // wait's clock may have to wait for another rank's thread to enqueue its post, and
@@ -402,9 +417,11 @@ impl StreamShared {
         // waits for (event wait nodes pick their records here, before any record node of
         // this launch records), then, below, what it publishes.
         let hooks: Vec<&OnLaunch> = OnLaunch::of(&plan.on_launch).collect();
+        static NEXT_LAUNCH: AtomicU64 = AtomicU64::new(1);
+        let launch = NEXT_LAUNCH.fetch_add(1, Ordering::Relaxed);
         let mut joins = Vec::new();
         for hook in &hooks {
-            hook.0.before(&mut joins);
+            hook.0.before(&mut joins, launch);
         }
         let mut clock = None;
         if self.ctx.checked {
@@ -442,10 +459,10 @@ impl StreamShared {
             }
         }
         for hook in &hooks {
-            hook.0.after(clock.as_ref());
+            hook.0.after(clock.as_ref(), launch);
         }
         let pending = plan.memories.iter().map(|m| m.begin_work()).collect();
-        let wake = state.push(Item::Replay(plan.clone(), pending));
+        let wake = state.push(Item::Replay(plan.clone(), pending, launch));
         self.wake(wake);
         Ok(false)
     }
@@ -723,20 +740,26 @@ impl StreamShared {
                 point.wait();
                 None
             }
-            Item::Replay(plan, pending) => {
+            Item::Replay(plan, pending, launch) => {
                 // Every node runs even after one fails, as the GPU would; the first fault wins.
                 let mut first = None;
-                for node in &plan.nodes {
-                    if let Err(failure) = node.run() {
-                        let fault = CpuFault::from_failure(
-                            &self.name,
-                            self.id,
-                            &node.node.label,
-                            node.node.host_function,
-                            failure,
-                        );
-                        first.get_or_insert(fault);
+                in_launch(launch, || {
+                    for node in &plan.nodes {
+                        if let Err(failure) = node.run() {
+                            let fault = CpuFault::from_failure(
+                                &self.name,
+                                self.id,
+                                &node.node.label,
+                                node.node.host_function,
+                                failure,
+                            );
+                            first.get_or_insert(fault);
+                        }
                     }
+                });
+                // What nodes that did not run (after a failure inside a child graph) left.
+                for hook in OnLaunch::of(&plan.on_launch) {
+                    hook.0.end(launch);
                 }
                 drop(pending);
                 first

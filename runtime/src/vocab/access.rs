@@ -62,11 +62,6 @@ impl Span {
         }
     }
 
-    /// Whether every byte of `other` is one of these (an empty `other` always is).
-    pub(crate) fn contains(self, other: Span) -> bool {
-        other.start >= other.end || (self.start <= other.start && other.end <= self.end)
-    }
-
     /// Whether the two spans share a byte (an empty span shares none).
     pub(crate) fn overlaps(self, other: Span) -> bool {
         self.start < self.end

@@ -232,11 +232,12 @@ pub enum CpuFault {
     /// Work enqueued from inside a host function or a CPU kernel, where CUDA allows no driver
     /// call.
     #[error(
-        "work was enqueued from inside a host function or a kernel's CPU implementation; CUDA \
-         refuses driver calls there (a host function must not call CUDA), so enqueue it from \
-         the host thread, after the stream's work or in a step of its own"
+        "work was enqueued on stream `{stream}` from inside a host function or a kernel's CPU \
+         implementation; CUDA refuses driver calls there (a host function must not call \
+         CUDA), so enqueue it from the host thread, after the stream's work or in a step of \
+         its own"
     )]
-    EnqueueInsideOp,
+    EnqueueInsideOp { stream: Arc<str> },
     /// A blocking call from inside a stream operation, which could wait on itself forever.
     #[error(
         "`{operation}` was called from inside an operation running on a host stream; blocking \

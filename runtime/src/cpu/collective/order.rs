@@ -96,14 +96,15 @@ impl Drop for Ticket {
 }
 
 /// The tickets of a group recorded into a graph: each launch of the graph takes one when it
-/// is enqueued (its `LaunchHook`, through the node's `cpu::OnLaunch`), and each run of
-/// the group takes the oldest back ([`next`](Self::next)). Replays of a graph run in the order
-/// their launches were enqueued on one stream; on several streams any run may take the oldest
-/// ticket, which keeps the rank's groups in issue order all the same.
+/// is enqueued (its `LaunchHook`, through the node's `cpu::OnLaunch`), and the group's run
+/// in that launch's replay takes it back ([`next`](Self::next)). A run the replay skipped
+/// (a failed child graph stops there) leaves its ticket, which goes when the replay ends,
+/// so the rank's later groups do not wait for it.
 #[derive(Debug)]
 pub(crate) struct ReplayTurns {
     order: Arc<IssueOrder>,
-    queue: Mutex<VecDeque<Ticket>>,
+    /// The tickets launches took and no run used, with their launch's number.
+    queue: Mutex<VecDeque<(u64, Ticket)>>,
 }
 
 impl ReplayTurns {
@@ -114,24 +115,36 @@ impl ReplayTurns {
         }
     }
 
-    /// The oldest ticket a launch took and no run has used; `None` for a run no launch
-    /// issued one for (the group inside a loop body, run more often than launched).
+    fn queue(&self) -> std::sync::MutexGuard<'_, VecDeque<(u64, Ticket)>> {
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The ticket the replay running now took for this group; `None` outside a replay, or
+    /// for a second run of the group in one replay (a child graph holding it twice), which
+    /// then runs where its stream reaches it.
     pub(crate) fn next(&self) -> Option<Ticket> {
-        self.queue
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .pop_front()
+        let launch = crate::cpu::current_launch()?;
+        let mut queue = self.queue();
+        let at = queue.iter().position(|(l, _)| *l == launch)?;
+        queue.remove(at).map(|(_, ticket)| ticket)
     }
 }
 
 impl crate::cpu::LaunchHook for ReplayTurns {
-    /// A launch of the graph was enqueued: its run of the group takes the next ticket.
-    fn after(&self, _clock: Option<&crate::cpu::VectorClock>) {
+    fn after(&self, _clock: Option<&crate::cpu::VectorClock>, launch: u64) {
         let ticket = self.order.ticket();
-        self.queue
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push_back(ticket);
+        self.queue().push_back((launch, ticket));
+    }
+
+    fn end(&self, launch: u64) {
+        // Dropped outside the lock: dropping a ticket wakes the groups waiting for it.
+        let left: Vec<Ticket> = {
+            let mut queue = self.queue();
+            let (mine, others) = queue.drain(..).partition(|(l, _)| *l == launch);
+            *queue = others;
+            mine.into_iter().map(|(_, t)| t).collect::<Vec<_>>()
+        };
+        drop(left);
     }
 }
 
