@@ -528,8 +528,8 @@ impl Kernel {
         &self.inner.module
     }
 
-    /// The limits launches are checked against (on the CPU backend, only zero extents are
-    /// rejected).
+    /// The limits launches are checked against (on the CPU backend, those every CUDA GPU
+    /// has, with no limit on shared memory).
     pub fn limits(&self) -> &LaunchLimits {
         &self.inner.limits
     }

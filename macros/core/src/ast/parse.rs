@@ -235,8 +235,8 @@ pub(super) fn parse_module(
     })
 }
 
-/// A string literal that names a file where the module's image belongs (`ptx(include_str!("k.ptx"))`): the
-/// macro takes the image itself, which `include_str!`/`include_bytes!` embed.
+/// Refuses a string literal naming a file where the module's image belongs (`ptx("k.ptx")`):
+/// the macro takes the image itself, which `include_str!`/`include_bytes!` embed.
 fn refuse_image_path(image: &syn::Expr, format: ImageFormat) -> syn::Result<()> {
     let syn::Expr::Lit(syn::ExprLit {
         lit: syn::Lit::Str(text),
