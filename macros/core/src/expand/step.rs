@@ -112,6 +112,21 @@ pub fn prepare_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
         let name = b.ident;
         quote!(let #name = &*__p.#name;)
     });
+    // The scratch buffers likewise, once allocated.
+    let scratch_names = pipeline
+        .buffers
+        .iter()
+        .filter(|b| b.scratch)
+        .filter(|b| matches!(b.memory, Memory::Device | Memory::Pinned))
+        .map(|b| {
+            let field = names.scratch_field(b.ident);
+            let label = &b.name;
+            quote! {
+                if let ::core::option::Option::Some(__b) = self.#field.as_ref() {
+                    (&#rt::NameParam(__b)).name_as(#label);
+                }
+            }
+        });
     // In checked mode, each buffer param's memory is named after the param in race reports.
     let param_names = pipeline
         .buffers
@@ -161,6 +176,11 @@ pub fn prepare_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                 #(#param_names)*
             }
             #(#sized)*
+            if self.__ctx.is_checked() {
+                #[allow(unused_imports)]
+                use #rt::{NameAsParam as _, NameAsParamFallback as _};
+                #(#scratch_names)*
+            }
             #(#lanes)*
             ::core::result::Result::Ok(())
         }
