@@ -673,9 +673,18 @@ impl Site<'_, '_> {
         let (Some(src_memory), Some(dst_memory)) = (memory(&copy.src), memory(&copy.dst)) else {
             return;
         };
+        // An element of a buffer array is on its own device (`f[1]`, or `f[i]` in a constant
+        // loop), as for a `fill` or a launch's arguments.
+        let (src_ref, dst_ref) = (copy.src_ref.borrow(), copy.dst_ref.borrow());
+        // `f` or `f[1]`, as written.
+        let element = |end: &ast::BufRef<'_>| match end.index {
+            Some(index) => format!("{}[{}]", end.name, ast::tokens_string(index)),
+            None => end.name.to_string(),
+        };
         if src_memory == Memory::Device && dst_memory == Memory::Device {
-            let (Some(src), Some(dst)) = (self.device_of(&copy.src), self.device_of(&copy.dst))
-            else {
+            let src = self.device_of_element(cx, src_ref.name, src_ref.index);
+            let dst = self.device_of_element(cx, dst_ref.name, dst_ref.index);
+            let (Some(src), Some(dst)) = (src, dst) else {
                 return;
             };
             if src != self.device && dst != self.device {
@@ -685,8 +694,8 @@ impl Site<'_, '_> {
                     copy.dst.span(),
                     format!(
                         "`copy {} -> {}` goes from device {} to device {}, but {}; a peer copy is enqueued on a stream of one of its two devices: run the stage on a stream of {} or {}",
-                        copy.src,
-                        copy.dst,
+                        element(&src_ref),
+                        element(&dst_ref),
                         name(src),
                         name(dst),
                         self.where_(),
@@ -697,8 +706,16 @@ impl Site<'_, '_> {
             }
             return;
         }
-        self.local(cx, &copy.src, "a `copy` to or from host memory");
-        self.local(cx, &copy.dst, "a `copy` to or from host memory");
+        for end in [&src_ref, &dst_ref] {
+            let device = self.device_of_element(cx, end.name, end.index);
+            self.local_element(
+                cx,
+                end.name,
+                end.index,
+                device,
+                "a `copy` to or from host memory",
+            );
+        }
     }
 
     /// The communicator runs on one device: its statements run on streams of that device,

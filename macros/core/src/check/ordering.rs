@@ -56,7 +56,10 @@ fn why_after(pipeline: &Pipeline<'_>, first: Site, second: Site) -> String {
     }
     match pipeline.path(first.stage, second.stage) {
         Some(path) => describe(pipeline, &path),
-        None => String::new(),
+        None => format!(
+            "nothing in one step orders stage `{}` before stage `{}`",
+            pipeline.stages[second.stage.0].decl.name, pipeline.stages[first.stage.0].decl.name
+        ),
     }
 }
 

@@ -42,12 +42,19 @@ fn host_expression(cx: &Ctxt, scope: &Scope<'_>, expr: &Expr, what: &str) {
             continue;
         }
         let name = &mention.ident;
-        cx.error_spanned_by(
-            name,
+        let communicator = scope
+            .buffer(name)
+            .is_some_and(|id| scope.buffers[id].is_communicator());
+        let message = if communicator {
+            format!(
+                "`{name}` is the communicator, used in {what}, which the step's shape is computed from before `{name}` is looked at; pass its rank or size as a scalar param (`rank: usize`, set from `{name}.rank()`) and use that"
+            )
+        } else {
             format!(
                 "`{name}` is a buffer, used in {what}: it is computed on the host when the step is enqueued; use a scalar param, or `{name}.len()` for its length"
-            ),
-        );
+            )
+        };
+        cx.error_spanned_by(name, message);
     }
 }
 
