@@ -610,7 +610,14 @@ impl Site<'_, '_> {
                     }
                 }
             }
-            Statement::Host(_) | Statement::NotCapturable(_) => {}
+            // The host function is enqueued on the stage's stream, which orders it against
+            // the memory it declares: that memory must be the stage's device's, as a `call`'s.
+            Statement::Host(host) => {
+                for name in host.accesses.reads().chain(host.accesses.writes()) {
+                    self.local(cx, name, "a `host` closure");
+                }
+            }
+            Statement::NotCapturable(_) => {}
         }
     }
 
