@@ -18,7 +18,7 @@ use super::clock::VectorClock;
 use super::condition::Condition;
 use super::event::{Event, EventShared, LatestRecord, RecordPoint};
 use super::graph::{Conditional, Form, Graph, Node, NodeWork};
-use super::op::{Keep, LaunchHook, NodeKind, OnLaunch, Op};
+use super::op::{Keep, LaunchHook, NodeKind, OnLaunch, Op, PerLaunch};
 use super::shared::lock;
 use crate::vocab::access::{Access, Span, Touch, merge_accesses};
 use crate::vocab::fault::CpuFault;
@@ -35,25 +35,18 @@ const BUILT: &str = "built graph";
 /// not reach (a failed child graph stops there) is completed when the replay ends, so no
 /// wait hangs on it. A node run with no launch of its own (inside a conditional body, which
 /// runs any number of times) records or picks when it runs.
+#[derive(Debug)]
 struct EventNode {
     event: Arc<EventShared>,
     wait: bool,
-    /// What queued launches recorded (a record node) or picked (a wait node), with their
-    /// launch's number; `None` for a wait whose event was not recorded then.
-    queued: std::sync::Mutex<std::collections::VecDeque<(u64, Option<Arc<RecordPoint>>)>>,
+    /// What queued launches recorded (a record node) or picked (a wait node); `None` for a
+    /// wait whose event was not recorded then.
+    queued: PerLaunch<Option<Arc<RecordPoint>>>,
 }
 
 impl EventNode {
-    /// What the launch whose replay runs now queued, if anything.
-    fn take(&self) -> Option<Option<Arc<RecordPoint>>> {
-        let launch = super::shared::current_launch()?;
-        let mut queued = lock(&self.queued);
-        let at = queued.iter().position(|(l, _)| *l == launch)?;
-        queued.remove(at).map(|(_, point)| point)
-    }
-
     fn run(&self) -> Result<(), String> {
-        match (self.wait, self.take()) {
+        match (self.wait, self.queued.take()) {
             (true, Some(picked)) => {
                 if let Some(point) = picked {
                     point.wait();
@@ -90,7 +83,7 @@ impl LaunchHook for EventNode {
             // has not ended cannot be waited for from a launch (nothing orders it).
             LatestRecord::Never | LatestRecord::Captured { .. } => None,
         };
-        lock(&self.queued).push_back((launch, picked));
+        self.queued.push(launch, picked);
     }
 
     fn after(&self, clock: Option<&VectorClock>, launch: u64) {
@@ -102,18 +95,13 @@ impl LaunchHook for EventNode {
             point: point.clone(),
             clock: clock.cloned(),
         };
-        lock(&self.queued).push_back((launch, Some(point)));
+        self.queued.push(launch, Some(point));
     }
 
     fn end(&self, launch: u64) {
-        let left: std::collections::VecDeque<_> = {
-            let mut queued = lock(&self.queued);
-            let (mine, others) = queued.drain(..).partition(|(l, _)| *l == launch);
-            *queued = others;
-            mine
-        };
+        let left = self.queued.leftover(launch);
         if !self.wait {
-            for point in left.into_iter().filter_map(|(_, point)| point) {
+            for point in left.into_iter().flatten() {
                 point.complete();
             }
         }

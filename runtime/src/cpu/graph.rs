@@ -13,7 +13,7 @@ use std::sync::{Arc, OnceLock};
 use super::condition::Condition;
 use super::memory::{Held, Memory};
 use super::op::{
-    Keep, KernelArgValue, KernelFn, KernelTag, NodeKind, OnLaunch, Op, OpWork, Work,
+    Keep, KernelArgValue, KernelFn, KernelTag, LaunchHook, NodeKind, OnLaunch, Op, OpWork, Work,
     effective_accesses, run_guarded,
 };
 use crate::vocab::access::{BufferId, Touch};
@@ -327,7 +327,7 @@ pub(super) struct ExecPlan {
     /// Every allocation the nodes touch, once each: what a launch counts as pending.
     pub(super) memories: Vec<Arc<Memory>>,
     /// What each launch does as it is enqueued, in node order (see [`OnLaunch`]).
-    pub(super) on_launch: Vec<Keep>,
+    pub(super) on_launch: Vec<Arc<dyn LaunchHook>>,
     intra: OnceLock<Vec<IntraRace>>,
     /// Whether a checked launch already reported the intra-graph races (once per snapshot).
     pub(super) intra_reported: AtomicBool,
@@ -432,12 +432,11 @@ fn races_among(nodes: &[(&Node, &[Touch])], races: &mut Vec<IntraRace>) {
 }
 
 /// The launch hooks `nodes` keep, in node order.
-fn on_launch_of(nodes: &[Arc<ExecNode>]) -> Vec<Keep> {
+fn on_launch_of(nodes: &[Arc<ExecNode>]) -> Vec<Arc<dyn LaunchHook>> {
     nodes
         .iter()
-        .flat_map(|n| n.node.keep.iter())
-        .filter(|k| OnLaunch::of(std::slice::from_ref(*k)).next().is_some())
-        .cloned()
+        .flat_map(|n| OnLaunch::of(&n.node.keep))
+        .map(|hook| hook.0.clone())
         .collect()
 }
 

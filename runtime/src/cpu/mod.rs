@@ -28,7 +28,7 @@
 //!   blocking calls and enqueues fail).
 //! - `OnLaunch` / `LaunchHook`: what a graph node does when a launch of its graph is
 //!   enqueued (an event record or wait node, a communication group's issue-order ticket),
-//!   and `current_launch()`, the launch whose replay runs on this thread.
+//!   and `PerLaunch`, what a hook queued for each launch until that launch's replay takes it.
 //! - [`Event`]: `query() -> bool`, `synchronize() -> Result<()>`,
 //!   `Event::elapsed_time(&start, &end) -> Result<f32>` (milliseconds), `name()`,
 //!   `has_timing()`.
@@ -136,10 +136,9 @@ pub(crate) use memory::{HostSlice, HostSliceMut, Memory, MemoryKind};
 pub(crate) use op::KernelFn;
 pub(crate) use op::communication_failed;
 pub(crate) use op::{
-    BufferArg, Keep, KernelArgValue, KernelTag, LaunchHook, NodeKind, OnLaunch, Op,
+    BufferArg, Keep, KernelArgValue, KernelTag, LaunchHook, NodeKind, OnLaunch, Op, PerLaunch,
 };
 pub(crate) use parts::{Part, PartBytes, PartsWork, overlapping_write};
-pub(crate) use shared::current_launch;
 pub(crate) use signal::Signal;
 pub(crate) use stream::{Stream, StreamOptions};
 pub(crate) use work::{MemOp, Range, WaitCondition};

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use super::clock::VectorClock;
 use super::memory::{Held, Memory};
+use super::shared::current_launch;
 use crate::collective::CommFailure;
 use crate::launch::config::LaunchConfig;
 use crate::panic_log::panic_message;
@@ -113,9 +114,9 @@ pub(crate) type OnceWork = Box<dyn FnOnce() -> Result<(), String> + Send>;
 pub(crate) struct OnLaunch(pub(crate) Arc<dyn LaunchHook>);
 
 /// The moments of a launch a node may act at (see [`OnLaunch`]). `launch` numbers the
-/// launch; while its replay runs, `cpu::current_launch()` says which it is, so a node's run
+/// launch; while its replay runs, `shared::current_launch()` says which it is, so a node's run
 /// takes what its hook queued for that launch and no other.
-pub(crate) trait LaunchHook: Send + Sync {
+pub(crate) trait LaunchHook: Send + Sync + fmt::Debug {
     /// As the launch is enqueued, before its accesses are checked: clocks the launch is
     /// ordered after (a wait node's event, in checked mode) go into `joins`.
     fn before(&self, _joins: &mut Vec<VectorClock>, _launch: u64) {}
@@ -124,6 +125,50 @@ pub(crate) trait LaunchHook: Send + Sync {
     fn after(&self, _clock: Option<&VectorClock>, _launch: u64) {}
     /// The replay of `launch` has run (or was dropped): what its runs did not take goes.
     fn end(&self, _launch: u64) {}
+}
+
+/// What a node's [`LaunchHook`] queued for each launch, until that launch's replay takes it
+/// (a communication group's ticket, an event node's record point).
+#[derive(Debug)]
+pub(crate) struct PerLaunch<T>(std::sync::Mutex<std::collections::VecDeque<(u64, T)>>);
+
+impl<T> Default for PerLaunch<T> {
+    fn default() -> Self {
+        PerLaunch(Default::default())
+    }
+}
+
+impl<T> PerLaunch<T> {
+    fn queue(&self) -> std::sync::MutexGuard<'_, std::collections::VecDeque<(u64, T)>> {
+        // A queue of owned values, consistent after every change.
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Queues `item` for `launch`.
+    pub(crate) fn push(&self, launch: u64, item: T) {
+        self.queue().push_back((launch, item));
+    }
+
+    /// What the launch whose replay runs on this thread queued (the oldest, if it queued
+    /// several); `None` outside a replay or when it queued nothing left.
+    pub(crate) fn take(&self) -> Option<T> {
+        let launch = current_launch()?;
+        let mut queue = self.queue();
+        let at = queue.iter().position(|(l, _)| *l == launch)?;
+        queue.remove(at).map(|(_, item)| item)
+    }
+
+    /// What `launch` queued and its replay did not take, handed back so that the caller
+    /// drops or completes it outside the lock.
+    pub(crate) fn leftover(&self, launch: u64) -> Vec<T> {
+        let mut queue = self.queue();
+        let (mine, others): (std::collections::VecDeque<_>, _) =
+            queue.drain(..).partition(|(l, _)| *l == launch);
+        *queue = others;
+        mine.into_iter().map(|(_, item)| item).collect()
+    }
 }
 
 impl OnLaunch {

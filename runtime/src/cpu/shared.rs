@@ -29,7 +29,7 @@ thread_local! {
 
 /// The graph launch whose replay the current thread is running, if any: what a node's
 /// launch hook queued for that launch is what its run takes.
-pub(crate) fn current_launch() -> Option<u64> {
+pub(super) fn current_launch() -> Option<u64> {
     CURRENT_LAUNCH.with(Cell::get)
 }
 

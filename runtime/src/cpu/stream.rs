@@ -25,7 +25,7 @@ use super::clock::{Timeline, VectorClock};
 use super::event::{Event, LatestRecord, RecordPoint};
 use super::graph::{ExecPlan, Graph, GraphExec};
 use super::memory::Pending;
-use super::op::{Keep, OnLaunch, Op, run_guarded};
+use super::op::{Keep, Op, run_guarded};
 use super::race::Detector;
 use super::shared::{ContextShared, become_worker, in_launch, lock, on_worker_thread, wait};
 use super::signal::{Signal, has_signals, signals_of};
@@ -416,12 +416,12 @@ impl StreamShared {
         // Under the stream's lock, so in the order launches are enqueued: what the launch
         // waits for (event wait nodes pick their records here, before any record node of
         // this launch records), then, below, what it publishes.
-        let hooks: Vec<&OnLaunch> = OnLaunch::of(&plan.on_launch).collect();
+        let hooks = &plan.on_launch;
         static NEXT_LAUNCH: AtomicU64 = AtomicU64::new(1);
         let launch = NEXT_LAUNCH.fetch_add(1, Ordering::Relaxed);
         let mut joins = Vec::new();
-        for hook in &hooks {
-            hook.0.before(&mut joins, launch);
+        for hook in hooks {
+            hook.before(&mut joins, launch);
         }
         let mut clock = None;
         if self.ctx.checked {
@@ -458,8 +458,8 @@ impl StreamShared {
                 state.note(CpuFault::Race(Box::new(race)));
             }
         }
-        for hook in &hooks {
-            hook.0.after(clock.as_ref(), launch);
+        for hook in hooks {
+            hook.after(clock.as_ref(), launch);
         }
         let pending = plan.memories.iter().map(|m| m.begin_work()).collect();
         let wake = state.push(Item::Replay(plan.clone(), pending, launch));
@@ -758,8 +758,8 @@ impl StreamShared {
                     }
                 });
                 // What nodes that did not run (after a failure inside a child graph) left.
-                for hook in OnLaunch::of(&plan.on_launch) {
-                    hook.0.end(launch);
+                for hook in &plan.on_launch {
+                    hook.end(launch);
                 }
                 drop(pending);
                 first

@@ -10,7 +10,7 @@
 //! communicator's deadline. A group recorded into a graph takes one each time a launch of the
 //! graph is enqueued ([`ReplayTurns`]), so replays pair in the order they were issued too.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::BTreeSet;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -103,48 +103,34 @@ impl Drop for Ticket {
 #[derive(Debug)]
 pub(crate) struct ReplayTurns {
     order: Arc<IssueOrder>,
-    /// The tickets launches took and no run used, with their launch's number.
-    queue: Mutex<VecDeque<(u64, Ticket)>>,
+    /// The tickets launches took and no run used.
+    tickets: crate::cpu::PerLaunch<Ticket>,
 }
 
 impl ReplayTurns {
     pub(crate) fn new(order: Arc<IssueOrder>) -> Self {
         ReplayTurns {
             order,
-            queue: Mutex::new(VecDeque::new()),
+            tickets: Default::default(),
         }
-    }
-
-    fn queue(&self) -> std::sync::MutexGuard<'_, VecDeque<(u64, Ticket)>> {
-        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The ticket the replay running now took for this group; `None` outside a replay, or
     /// for a second run of the group in one replay (a child graph holding it twice), which
     /// then runs where its stream reaches it.
     pub(crate) fn next(&self) -> Option<Ticket> {
-        let launch = crate::cpu::current_launch()?;
-        let mut queue = self.queue();
-        let at = queue.iter().position(|(l, _)| *l == launch)?;
-        queue.remove(at).map(|(_, ticket)| ticket)
+        self.tickets.take()
     }
 }
 
 impl crate::cpu::LaunchHook for ReplayTurns {
     fn after(&self, _clock: Option<&crate::cpu::VectorClock>, launch: u64) {
-        let ticket = self.order.ticket();
-        self.queue().push_back((launch, ticket));
+        self.tickets.push(launch, self.order.ticket());
     }
 
     fn end(&self, launch: u64) {
         // Dropped outside the lock: dropping a ticket wakes the groups waiting for it.
-        let left: Vec<Ticket> = {
-            let mut queue = self.queue();
-            let (mine, others) = queue.drain(..).partition(|(l, _)| *l == launch);
-            *queue = others;
-            mine.into_iter().map(|(_, t)| t).collect::<Vec<_>>()
-        };
-        drop(left);
+        drop(self.tickets.leftover(launch));
     }
 }
 
