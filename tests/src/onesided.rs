@@ -608,3 +608,71 @@ pub fn ring_step_with(
         })?
         .wait()
 }
+
+gpu_pipeline! {
+    /// [`RingStep`] with the parts it writes at params: `halos[up_at..] on rank up` and
+    /// `halos[down_at..] on rank down`, `n` elements each. The compiler cannot tell whether
+    /// they are apart; the step checks them before it enqueues anything.
+    pub pipeline RingStepAt {
+        streams { main }
+        unsafe kernels k = ptx(include_str!("../kernels/language.ptx")) {
+            fn affine(n: u32, a: f32, b: f32, src: &[f32; n], dst: &mut [f32; n])
+                cpu = crate::onesided::affine_cpu;
+            fn affine2(n: u32, a: f32, b: f32, src: &[f32; n], up: &mut [f32; n],
+                       down: &mut [f32; n])
+                cpu = crate::onesided::affine2_cpu;
+        }
+        params {
+            n: u32,
+            up: usize,
+            down: usize,
+            up_at: usize,
+            down_at: usize,
+            halos: &mut Window<f32>,
+            base: &DeviceBuffer<f32>,
+            seen: &mut DeviceBuffer<f32>,
+        }
+        stage store on main {
+            launch k::affine2(n, 1.0, 0.0, base,
+                              halos[up_at..up_at + n as usize] on rank up,
+                              halos[down_at..down_at + n as usize] on rank down)
+                grid n.div_ceil(256) block 256;
+        }
+        stage load on main {
+            launch k::affine(2 * n, 1.0, 0.0, halos, seen) grid (2 * n).div_ceil(256) block 256;
+        }
+    }
+}
+
+/// One eager [`RingStepAt`] on a ring of `comm`'s ranks, the part for the rank above at
+/// `up_at` and the one for the rank below at `down_at`: the halos this rank then sees.
+pub fn ring_step_at(
+    ctx: &Context,
+    comm: &Communicator,
+    n: usize,
+    (up_at, down_at): (usize, usize),
+) -> Result<Vec<f32>> {
+    let stream = Stream::non_blocking(ctx)?;
+    let (rank, size) = (comm.rank(), comm.size());
+    let (up, down) = ring_neighbours(rank, size);
+    let peers = if up == down { vec![up] } else { vec![up, down] };
+    let mut halos = Window::<f32>::new(comm, &stream, 2 * n, &peers)?;
+    let start: Vec<f32> = (0..n).map(|i| (1000 * rank + i) as f32).collect();
+    let base = DeviceBuffer::from_slice(&stream, &start)?;
+    let mut seen = DeviceBuffer::<f32>::zeros(&stream, 2 * n)?;
+    stream.synchronize()?;
+    let mut pipeline = RingStepAt::new(ctx)?;
+    pipeline
+        .run(RingStepAtParams {
+            n: n as u32,
+            up,
+            down,
+            up_at,
+            down_at,
+            halos: &mut halos,
+            base: &base,
+            seen: &mut seen,
+        })?
+        .wait()?;
+    seen.to_vec(&stream)
+}

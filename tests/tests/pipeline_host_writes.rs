@@ -308,3 +308,94 @@ fn a_condition_set_by_the_host_between_replays_picks_the_branch(ctx: &Context) -
     assert_eq!(other.to_vec(&stream)?, vec![20.0]);
     Ok(())
 }
+
+gpu_pipeline! {
+    /// `acc += input` on the second device, where `input` and `acc` live; the origin stream
+    /// is the first device's. `peek` (on the first device, a peer read) sums `seen`, a
+    /// buffer of the second device no stream of the pipeline is on.
+    pub pipeline AcrossDevices {
+        devices { gpu0, gpu1 }
+        streams { main on gpu0, far on gpu1 }
+        unsafe kernels k = ptx(include_str!("../../runtime/kernels/test_kernels.ptx")) {
+            fn saxpy(n: u32, a: f32, x: &[f32; n], y: &mut [f32; n]) cpu = cpu::saxpy;
+        }
+        unsafe kernels l = ptx(include_str!("../kernels/language.ptx")) {
+            fn sum_serial(n: u32, x: &[f32; n], out: &mut [f32; 1]) cpu = cpu::sum_serial;
+        }
+        params {
+            n: u32,
+            input: &mut DeviceBuffer<f32> on gpu1,
+            acc: &mut DeviceBuffer<f32> on gpu1,
+            seen: &mut DeviceBuffer<f32> on gpu1,
+            total: &mut DeviceBuffer<f32> on gpu0,
+        }
+        stage add on far {
+            launch k::saxpy(n, 1.0, input, acc) grid n.div_ceil(64) block 64;
+        }
+        stage peek on main {
+            launch l::sum_serial(n, seen, total) grid 1u32 block 1u32 peer(seen);
+        }
+    }
+}
+
+/// Host writes into buffers of another device than the origin stream's, between replays:
+/// `input` through the pipeline's stream on that device, `seen` (no stream of the pipeline
+/// is on its device) through one made for it; each in order with the replays around it.
+fn host_writes_reach_buffers_of_another_device(gpu0: &Context, gpu1: &Context) -> Result<()> {
+    const N: usize = 64;
+    let (s0, s1) = (Stream::non_blocking(gpu0)?, Stream::non_blocking(gpu1)?);
+    let mut input = DeviceBuffer::from_slice(&s1, &[0.0f32; N])?;
+    let mut acc = DeviceBuffer::from_slice(&s1, &[0.0f32; N])?;
+    let mut seen = DeviceBuffer::from_slice(&s1, &[0.0f32; N])?;
+    let mut total = DeviceBuffer::from_slice(&s0, &[0.0f32])?;
+    s0.synchronize()?;
+    s1.synchronize()?;
+    let mut pipeline = AcrossDevices::new(gpu0, gpu1)?;
+    let mut graph = pipeline.capture(AcrossDevicesParams {
+        n: N as u32,
+        input: &mut input,
+        acc: &mut acc,
+        seen: &mut seen,
+        total: &mut total,
+    })?;
+    let frame = PinnedBuffer::from_slice(gpu1, &[0.5f32; N])?;
+    let mut want = 0.0;
+    for k in 1..=6u32 {
+        if k % 2 == 0 {
+            graph.write_input()?.fill(k as f32)?;
+            want += k as f32;
+        } else {
+            graph.write_input()?.upload(&frame)?;
+            want += 0.5;
+        }
+        graph.write_seen()?.fill(k as f32)?;
+        graph.launch()?;
+    }
+    graph.synchronize()?;
+    drop(graph);
+    assert_eq!(acc.to_vec(&s1)?, vec![want; N]);
+    assert_eq!(total.to_vec(&s0)?, [6.0 * N as f32]);
+    Ok(())
+}
+
+#[test]
+fn host_writes_reach_buffers_of_another_cpu_device() {
+    let devices = Context::cpu_checked_devices(2);
+    host_writes_reach_buffers_of_another_device(&devices[0], &devices[1]).unwrap();
+    for ctx in &devices {
+        assert!(ctx.races().is_empty(), "{:#?}", ctx.races());
+    }
+}
+
+#[test]
+#[ignore = "needs two CUDA GPUs"]
+fn host_writes_reach_buffers_of_another_gpu() {
+    // Counted first: asking for a device that is not there is an API error that
+    // compute-sanitizer reports.
+    let count = gpu_pipeline::Device::count().unwrap_or(0);
+    if count < 2 {
+        return println!("skipped: {count} CUDA device(s) visible, this test needs two");
+    }
+    let (gpu0, gpu1) = (Context::cuda(0).unwrap(), Context::cuda(1).unwrap());
+    host_writes_reach_buffers_of_another_device(&gpu0, &gpu1).unwrap();
+}

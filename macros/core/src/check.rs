@@ -25,6 +25,7 @@ mod ranges;
 mod repetition;
 mod statements;
 mod switch;
+mod window_parts;
 mod windows;
 
 use std::collections::HashMap;

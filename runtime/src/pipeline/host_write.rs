@@ -1,6 +1,6 @@
 //! [`HostWrite`]: the host writing a device buffer that a captured graph holds, between its
-//! replays, in stream order (on the origin stream the replays are launched on), never into
-//! elements a replay writes.
+//! replays, in stream order (on the origin stream the replays are launched on, or joined with
+//! it when the buffer is another device's), never into elements a replay writes.
 
 use std::ops::{Bound, Range, RangeBounds};
 
@@ -55,20 +55,26 @@ use crate::stream::Stream;
 pub struct HostWrite<'g, B> {
     pipeline: &'static str,
     name: &'static str,
+    /// Where the replays are launched.
     stream: &'g Stream,
+    /// The pipeline's streams, for a buffer on another device than the origin's.
+    lanes: &'g [Vec<Stream>],
+    /// A stream of the buffer's device made for it, when no lane is on that device.
+    own: Option<Stream>,
     buffer: &'g mut B,
     /// The ranges a replay writes, each with the stage instance that writes it.
     written: Vec<(String, Range<usize>)>,
 }
 
 /// The handle for buffer `buffer` (its index among the pipeline's buffers, `name`), whose
-/// writes by the steps of `plans` are refused.
+/// writes by the steps of `plans` are refused; `stream` is the origin, `lanes` every stream
+/// of the pipeline.
 pub fn host_write<'g, 'p, B>(
     pipeline: &'static str,
     name: &'static str,
     index: usize,
     plans: impl IntoIterator<Item = &'p StepPlan>,
-    stream: &'g Stream,
+    (stream, lanes): (&'g Stream, &'g [Vec<Stream>]),
     buffer: &'g mut B,
 ) -> HostWrite<'g, B> {
     let written = plans
@@ -86,6 +92,8 @@ pub fn host_write<'g, 'p, B>(
         pipeline,
         name,
         stream,
+        lanes,
+        own: None,
         buffer,
         written,
     }
@@ -125,8 +133,7 @@ impl<T: Pod> HostWrite<'_, DeviceBuffer<T>> {
     pub fn upload_at(&mut self, start: usize, src: &impl PinnedSource<T>) -> Result<()> {
         let len = src.pinned_region().len;
         let range = self.allowed("upload", start, start.checked_add(len))?;
-        let mut view = self.buffer.slice_mut(range)?;
-        self.stream.copy_htod(src, &mut view)
+        self.in_order(|stream, buffer| stream.copy_htod(src, &mut buffer.slice_mut(range)?))
     }
 
     /// Sets every element of the buffer to `value`, before the next replay (a 1- or 4-byte
@@ -149,8 +156,36 @@ impl<T: Pod> HostWrite<'_, DeviceBuffer<T>> {
             Bound::Unbounded => Some(self.buffer.len()),
         };
         let range = self.allowed("fill", start, end)?;
-        let mut view = self.buffer.slice_mut(range)?;
-        super::ops::fill_dest(self.stream, &mut view, value)
+        self.in_order(|stream, buffer| {
+            super::ops::fill_dest(stream, &mut buffer.slice_mut(range)?, value)
+        })
+    }
+
+    /// Runs `write` on a stream of the buffer's device, in the origin stream's order: the
+    /// origin itself, or (a buffer of another device) one of the pipeline's streams on that
+    /// device, or one made for it, joined after the origin and joined back into it, so the
+    /// write still lands after the replays launched before it and before those after.
+    fn in_order(
+        &mut self,
+        write: impl FnOnce(&Stream, &mut DeviceBuffer<T>) -> Result<()>,
+    ) -> Result<()> {
+        let device = self.buffer.context();
+        if self.stream.context().shares_memory_with(device) {
+            return write(self.stream, self.buffer);
+        }
+        let lane = self
+            .lanes
+            .iter()
+            .flatten()
+            .find(|s| s.context().shares_memory_with(device));
+        let writer = match (lane, &self.own) {
+            (Some(lane), _) => lane,
+            (None, Some(own)) => own,
+            (None, None) => self.own.insert(Stream::non_blocking(device)?),
+        };
+        writer.join(self.stream)?;
+        write(writer, self.buffer)?;
+        self.stream.join(writer)
     }
 
     /// `start..end` when it lies in the buffer and no replay writes any of it.

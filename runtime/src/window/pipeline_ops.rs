@@ -44,8 +44,8 @@ fn distinct(ranks: &[usize]) -> Vec<usize> {
 }
 
 /// The views one launch passes for window `name`: `local` ranges of this rank's window (read)
-/// and `remote` `(rank, range)`s of the neighbours' windows (written). Two ranges written into
-/// one neighbour (both neighbours are one rank on two ranks) must be apart.
+/// and `remote` `(rank, range)`s of the neighbours' windows (written), which must be apart
+/// (see [`apart`]).
 #[allow(clippy::type_complexity)]
 pub fn window_views<'w, T: Pod, const L: usize, const R: usize>(
     pipeline: &'static str,
@@ -131,27 +131,36 @@ pub fn window_check<T: Pod, const L: usize, const R: usize>(
     Ok(())
 }
 
-/// Two parts written into one neighbour's window by one launch are apart.
+/// The parts one launch writes of its neighbours' windows are apart, into one neighbour (both
+/// neighbours are one rank on two ranks) or into two. Every rank runs the same launch, so a
+/// range written on two neighbours is written into each rank's window by two neighbours at
+/// once (the one writing its first part and the one writing its second), a race on three
+/// ranks or more. (A program whose ranges differ from rank to rank could keep such parts
+/// apart across the ranks; the step refuses it too rather than trusting it does.)
 fn apart(
     pipeline: &'static str,
     name: &'static str,
     written: &[(usize, usize, usize)],
     (rank, start, end): (usize, usize, usize),
 ) -> Result<()> {
-    match written
-        .iter()
-        .find(|&&(p, s, e)| p == rank && start < e && s < end)
-    {
-        Some(&(_, s, e)) => Err(Error::invalid(
-            CALL,
-            format!(
-                "pipeline `{pipeline}`: one launch writes {start}..{end} and {s}..{e} of rank \
-                 {rank}'s window `{name}`, which overlap (the two neighbours are one rank here); \
-                 write parts that are apart"
-            ),
-        )),
-        None => Ok(()),
-    }
+    let Some(&(other, s, e)) = written.iter().find(|&&(_, s, e)| start < e && s < end) else {
+        return Ok(());
+    };
+    let message = if other == rank {
+        format!(
+            "pipeline `{pipeline}`: one launch writes {s}..{e} and {start}..{end} of rank \
+             {rank}'s window `{name}`, which overlap (the two neighbours are one rank here); \
+             write parts that are apart"
+        )
+    } else {
+        format!(
+            "pipeline `{pipeline}`: one launch writes {s}..{e} of window `{name}` on rank \
+             {other} and {start}..{end} on rank {rank}, which overlap: every rank runs the \
+             launch, so each rank's part is written by two neighbours at once; write parts that \
+             are apart"
+        )
+    };
+    Err(Error::invalid(CALL, message))
 }
 
 /// The step's first use of the window matches [`Window::mark_written`].

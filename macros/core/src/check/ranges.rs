@@ -53,7 +53,7 @@ fn shared_elements(a: (i128, Option<i128>), b: (i128, Option<i128>)) -> Option<(
 }
 
 /// A reference as written: `f[0..4]`, `xs[1][2..]`.
-fn reference_text(r: &BufRef<'_>) -> String {
+pub(super) fn reference_text(r: &BufRef<'_>) -> String {
     let index = r
         .index
         .map_or(String::new(), |i| format!("[{}]", tokens_string(i)));

@@ -120,6 +120,7 @@ fn launch_statement(cx: &Ctxt, scope: &Scope<'_>, launch: &ast::Launch) {
         .collect();
     launch_aliasing(cx, kernel, &uses);
     super::ranges::windows_hold_bounds(cx, scope, kernel, launch);
+    super::window_parts::parts_apart(cx, scope, launch);
 }
 
 /// A window argument of a launch (or `on rank` after an argument): `Some(None)` when it is

@@ -147,7 +147,7 @@ fn writes_of(pipeline: &Pipeline<'_>, buffer: usize) -> (bool, bool, bool) {
 }
 
 /// `write_<name>()` for each device buffer param (not an array) the step uses: a `HostWrite`
-/// handle on the origin stream. A param declared `&`, or one a statement writes whole, gets one whose bound
+/// handle in the origin stream's order. A param declared `&`, or one a statement writes whole, gets one whose bound
 /// no type meets, so calling it is a compile error that says why; where the step writes
 /// ranges of the buffer, the handle refuses host writes into them at run time.
 pub(super) fn host_writes(pipeline: &Pipeline<'_>) -> TokenStream {
@@ -189,7 +189,8 @@ pub(super) fn host_writes(pipeline: &Pipeline<'_>) -> TokenStream {
         }
         let doc = format!(
             "A `gpu_pipeline::HostWrite` handle that writes `{label}` between replays (`upload`, \
-             `fill`), enqueued on the origin stream in order with the launches, without \
+             `fill`), enqueued in the origin stream's order with the launches (on a stream of \
+             its own device joined with it, for a buffer of another device), without \
              waiting for them (unless `exec` lent an instantiation since: then it waits for \
              the context first).{ranges_doc}",
             ranges_doc = if ranges {
@@ -220,7 +221,8 @@ pub(super) fn host_writes(pipeline: &Pipeline<'_>) -> TokenStream {
                 self.enqueued = true;
                 let Self { pipeline, params, execs, swapped, .. } = self;
                 let stream = pipeline.__origin()?;
-                ::core::result::Result::Ok(#rt::host_write(#name_str, #label, #index, #plans, stream, &mut *params.#field))
+                let streams = (stream, &pipeline.__lanes[..]);
+                ::core::result::Result::Ok(#rt::host_write(#name_str, #label, #index, #plans, streams, &mut *params.#field))
             }
         })
     });

@@ -168,3 +168,63 @@ fn misused_window_arguments_are_refused_on_the_argument() {
         "{all:#?}"
     );
 }
+
+/// One launch's `on rank` parts of a window: apart (or not comparable) they compile; the same
+/// range on two neighbours, ranges starting at one element, or constant ranges that overlap
+/// are an error naming both (on three ranks each rank's part would be written by two
+/// neighbours at once).
+#[test]
+fn overlapping_parts_written_on_neighbours_are_refused() {
+    let launch = |up: &str, down: &str| {
+        ring(&format!(
+            "stage store on main {{
+                launch k::copy2(n, base, {up} on rank up, {down} on rank down) grid 1 block 1;
+            }}
+            {LOAD}"
+        ))
+    };
+    for (up, down) in [
+        ("halos[n..2 * n]", "halos[..n]"),
+        ("halos[4..8]", "halos[0..4]"),
+        ("halos[4..]", "halos[..4]"),
+        ("halos[n..]", "halos[3..2 * n]"),
+        ("halos[..n]", "other[..n]"),
+    ] {
+        let all = compile(&launch(up, down)).map_or_else(|e| messages(&e), |_| Vec::new());
+        assert!(
+            !all.iter().any(|e| e.contains("overlap")),
+            "{up}, {down}: {all:#?}"
+        );
+    }
+    for (up, down, wanted) in [
+        ("halos[..n]", "halos[..n]", "every rank runs this launch"),
+        ("halos", "halos", "every rank runs this launch"),
+        ("halos[0..4]", "halos[2..6]", "every rank runs this launch"),
+        (
+            "halos[n..]",
+            "halos[n..2 * n]",
+            "every rank runs this launch",
+        ),
+        ("halos[..4]", "halos[3..]", "every rank runs this launch"),
+    ] {
+        let all = errors(&launch(up, down));
+        assert!(
+            all.iter().any(|e| e.contains(wanted)
+                && e.contains(&format!("`{up} on rank up`"))
+                && e.contains(&format!("`{down} on rank down`"))),
+            "{up}, {down}: {all:#?}"
+        );
+    }
+    let same = ring(&format!(
+        "stage store on main {{
+            launch k::copy2(n, base, halos[..n] on rank up, halos[..n] on rank up) grid 1 block 1;
+        }}
+        {LOAD}"
+    ));
+    let all = errors(&same);
+    assert!(
+        all.iter()
+            .any(|e| e.contains("both write rank `up`'s `halos`")),
+        "{all:#?}"
+    );
+}
