@@ -147,3 +147,75 @@ fn host_every_statement_kind_matches_the_reference() {
     every_statement_kind_matches_the_reference(&ctx);
     assert!(ctx.races().is_empty(), "{:?}", ctx.races());
 }
+
+gpu_pipeline! {
+    /// `tmp` written only by a `for` over `rounds` (`fill`, then `+= 1` per round), then
+    /// copied out: with `rounds = 0` nothing writes it before the copy.
+    pipeline FilledInALoop {
+        streams { main }
+        unsafe kernels k = ptx(include_str!("../../runtime/kernels/test_kernels.ptx")) {
+            fn add_scalar(n: u32, value: f32, data: &mut [f32; n]) cpu = host::add_scalar;
+        }
+        params { rounds: usize, out: &mut DeviceBuffer<f32> }
+        scratch { tmp: DeviceBuffer<f32> = 4 }
+        for i in 0..rounds {
+            stage round on main {
+                fill tmp = 0.0;
+                launch k::add_scalar(4, (i + 1) as f32, tmp) grid 1u32 block 4u32;
+            }
+        }
+        stage out on main { copy tmp -> out; }
+    }
+}
+
+/// A scratch buffer that only a `for` over a param writes before its read: it runs when the
+/// loop runs (eagerly and captured), and with no iteration the step is refused before
+/// anything is enqueued, naming the buffer, the stage and the loop (it read undefined
+/// memory before).
+fn a_scratch_read_only_a_loop_of_no_iteration_writes_is_refused(ctx: &Context) -> Result<()> {
+    let stream = Stream::new(ctx)?;
+    let mut out = DeviceBuffer::<f32>::zeros(&stream, 4)?;
+    stream.synchronize()?;
+    let mut pipeline = FilledInALoop::new(ctx)?;
+    pipeline
+        .run(FilledInALoopParams {
+            rounds: 3,
+            out: &mut out,
+        })?
+        .wait()?;
+    assert_eq!(out.to_vec(&stream)?, [3.0; 4]);
+    let err = pipeline
+        .run(FilledInALoopParams {
+            rounds: 0,
+            out: &mut out,
+        })
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("scratch buffer `tmp` is read in stage `out`")
+            && err.contains("`for i in 0..rounds`")
+            && err.contains("runs no iteration"),
+        "{err}"
+    );
+    let err = pipeline
+        .capture(FilledInALoopParams {
+            rounds: 0,
+            out: &mut out,
+        })
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("runs no iteration"), "{err}");
+    let mut graph = pipeline.capture(FilledInALoopParams {
+        rounds: 2,
+        out: &mut out,
+    })?;
+    graph.launch()?;
+    graph.synchronize()?;
+    drop(graph);
+    assert_eq!(out.to_vec(&stream)?, [2.0; 4]);
+    Ok(())
+}
+
+tests::on_both_backends_race_free!(a_scratch_read_only_a_loop_of_no_iteration_writes_is_refused);

@@ -1,12 +1,13 @@
 //! Rules on the stage graph, run once the declarations and statements passed: `after` clauses
 //! close no cycle, every `concurrent(...)` claim holds, every flag `wait` can be satisfied by
-//! a write ordered before it, and no scratch buffer is read before something writes it.
+//! a write ordered before it, and (`scratch.rs`) no scratch buffer is read before something
+//! writes it.
 
 use crate::ast::tokens_string;
 use crate::constant;
 use crate::ctxt::Ctxt;
 use crate::lower::{
-    BufferId, Cycle, Hazard, Hop, Memory, Mode, Pipeline, Reason, StageId, StatementKind, Via,
+    BufferId, Cycle, Hazard, Hop, Mode, Pipeline, Reason, StageId, StatementKind, Via,
     WaitCondition,
 };
 
@@ -22,7 +23,7 @@ pub fn check(cx: &Ctxt, pipeline: &Pipeline<'_>) {
             concurrent_claims(cx, pipeline);
         }
         flag_waits(cx, pipeline);
-        scratch_written_first(cx, pipeline);
+        super::scratch::written_first(cx, pipeline);
     }
     for cycle in &pipeline.cycles {
         after_cycle(cx, pipeline, cycle);
@@ -31,14 +32,14 @@ pub fn check(cx: &Ctxt, pipeline: &Pipeline<'_>) {
 
 /// A statement's place: its stage and its index there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Site {
-    stage: StageId,
-    index: usize,
+pub(super) struct Site {
+    pub(super) stage: StageId,
+    pub(super) index: usize,
 }
 
 /// Whether `first` runs before `second` in every step: earlier in one stage, or in a stage
 /// that `second`'s stage runs after.
-fn runs_before(pipeline: &Pipeline<'_>, first: Site, second: Site) -> bool {
+pub(super) fn runs_before(pipeline: &Pipeline<'_>, first: Site, second: Site) -> bool {
     if first.stage == second.stage {
         first.index < second.index
     } else {
@@ -216,101 +217,6 @@ fn flag_waits(cx: &Ctxt, pipeline: &Pipeline<'_>) {
                     ),
                 );
             }
-        }
-    }
-}
-
-/// A zero of the element type, as a `fill` of it is written (`0.0` for a float).
-fn zero_literal(elem: Option<&syn::Type>) -> &'static str {
-    let float = elem.is_some_and(|ty| {
-        matches!(ty, syn::Type::Path(p) if p.path.segments.last().is_some_and(|s| ["f32", "f64"].iter().any(|f| s.ident == f)))
-    });
-    if float { "0.0" } else { "0" }
-}
-
-/// A scratch device buffer starts with undefined contents, and a replay finds whatever the
-/// last step left: the first read of one in a step must come after a write. (State kept
-/// from step to step belongs in a param buffer, which its owner initialises.)
-fn scratch_written_first(cx: &Ctxt, pipeline: &Pipeline<'_>) {
-    for (id, buffer) in pipeline.buffers.iter().enumerate() {
-        if !buffer.scratch || buffer.memory != Memory::Device {
-            continue;
-        }
-        let id = BufferId(id);
-        // Statements that write it on every run, and those that may (inside an `if` without
-        // `else`, a `while` or a `switch`, whose bodies may not run).
-        let (mut writes, mut maybe_writes) = (Vec::new(), Vec::new());
-        let mut reads = Vec::new();
-        for (stage_id, stage) in pipeline.stages.iter().enumerate() {
-            for (index, statement) in stage.statements.iter().enumerate() {
-                let site = Site {
-                    stage: StageId(stage_id),
-                    index,
-                };
-                // The reads that nothing earlier in the statement writes first (a `while`
-                // body may write a scratch buffer and then read it), and whether every run
-                // of the statement writes it.
-                let (mut uncovered, mut written) = (Vec::new(), false);
-                super::flow::uncovered_reads(
-                    std::slice::from_ref(statement),
-                    id,
-                    &mut written,
-                    &mut uncovered,
-                );
-                if written {
-                    writes.push(site);
-                } else if statement
-                    .accesses
-                    .iter()
-                    .any(|touch| touch.buffer == id && touch.mode == Mode::Write)
-                {
-                    maybe_writes.push(site);
-                }
-                reads.extend(uncovered.into_iter().map(|name| (site, name)));
-            }
-        }
-        let unwritten = reads.iter().find(|(read, _)| {
-            !writes
-                .iter()
-                .any(|&write| runs_before(pipeline, write, *read))
-        });
-        if let Some((read, name)) = unwritten {
-            let stage = &pipeline.stages[read.stage.0].decl.name;
-            let zero = zero_literal(buffer.elem);
-            let maybe = maybe_writes
-                .iter()
-                .find(|&&write| runs_before(pipeline, write, *read));
-            let message = match maybe {
-                Some(write) => format!(
-                    "scratch buffer `{name}` is read in stage `{stage}`, but the write before it, in stage `{}`, {}, so its contents may still be undefined; write it on every path: in both bodies of an `if`/`else`, in a `do ... while`, or before the conditional (`fill {name} = {zero};`)",
-                    pipeline.stages[write.stage.0].decl.name,
-                    why_maybe(&pipeline.stages[write.stage.0].statements[write.index]),
-                ),
-                None => format!(
-                    "scratch buffer `{name}` is read in stage `{stage}` before anything writes it: its contents start undefined, and a later step finds what the last one left; write it first (`fill {name} = {zero};`, or a kernel that writes it) in an earlier statement or in a stage `{stage}` runs after, or make it a param if it keeps state from step to step"
-                ),
-            };
-            cx.error_spanned_by(name, message);
-        }
-    }
-}
-
-/// Why a control statement that writes a buffer may end without writing it.
-fn why_maybe(statement: &crate::lower::Statement<'_>) -> &'static str {
-    let crate::lower::StatementKind::Control(control) = &statement.kind else {
-        return "may not run";
-    };
-    match control.source {
-        crate::ast::Control::While { .. } => "sits in a `while` body, which may run no time",
-        crate::ast::Control::If {
-            otherwise: None, ..
-        } => "sits in an `if` without `else`",
-        crate::ast::Control::If { .. } => "is not made by both bodies of the `if`/`else`",
-        crate::ast::Control::Switch { .. } => {
-            "sits in a `switch`, whose value may match no case (and then runs none)"
-        }
-        crate::ast::Control::DoWhile { .. } => {
-            "sits in a conditional inside the `do ... while` body"
         }
     }
 }

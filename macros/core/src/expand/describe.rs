@@ -2,7 +2,7 @@
 //! and each buffer reference resolved, for the runtime's plan (`runtime/src/pipeline/plan.rs`).
 
 use proc_macro2::TokenStream;
-use quote::{quote, quote_spanned};
+use quote::{format_ident, quote, quote_spanned};
 use syn::Expr;
 use syn::spanned::Spanned;
 
@@ -43,6 +43,20 @@ pub fn describe_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             None => quote!((#name, "", 1usize)),
         }
     });
+    // Reads of scratch buffers that only loops of unknown count write before: whether each
+    // such loop ran an iteration, checked after the kind's instances are described.
+    let needs = crate::check::scratch::loop_needs(pipeline);
+    let ran = |l: usize| format_ident!("__ran_{}", l);
+    let mut watched: Vec<usize> = needs
+        .iter()
+        .flat_map(|n| n.loops.iter().chain(&n.read_loop).copied())
+        .collect();
+    watched.sort_unstable();
+    watched.dedup();
+    let ran_lets = watched.iter().map(|&l| {
+        let ran = ran(l);
+        quote!(let mut #ran = false;)
+    });
     let kinds = pipeline.kinds.iter().enumerate().map(|(k, kind)| {
         let mut items = Vec::new();
         let mut stages = kind.stages.iter().peekable();
@@ -67,10 +81,15 @@ pub fn describe_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                         let (name, value) = (&binding.name, &binding.value);
                         quote!(let #name = #value;)
                     });
+                    let note_ran = watched.contains(&l).then(|| {
+                        let ran = ran(l);
+                        quote!(#ran = __start < __end;)
+                    });
                     items.push(quote! {
                         {
                             let __start: usize = #start;
                             let __end: usize = #end;
+                            #note_ran
                             for #var in __start..__end {
                                 #(#lets)*
                                 #(#body)*
@@ -80,13 +99,30 @@ pub fn describe_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                 }
             }
         }
-        quote!(#k => { #(#items)* })
+        let checks = needs.iter().filter(|need| need.kind == k).map(|need| {
+            let ran_writes = need.loops.iter().map(|&l| ran(l));
+            let read_runs = need.read_loop.map_or_else(
+                || quote!(true),
+                |l| {
+                    let ran = ran(l);
+                    quote!(#ran)
+                },
+            );
+            let message = &need.message;
+            quote! {
+                if #read_runs && !(false #(|| #ran_writes)*) {
+                    return ::core::result::Result::Err(#rt::scratch_unwritten(#name, #message));
+                }
+            }
+        });
+        quote!(#k => { #(#items)* #(#checks)* })
     });
     quote! {
         #[allow(unused_variables, unused_braces, clippy::all)]
         fn __describe(&self, __kind: usize, __p: &#params_ty) -> #rt::Result<#rt::Description> {
             #(#scalars)*
             #(#buffers)*
+            #(#ran_lets)*
             let mut __d = #rt::Describe::new(#name, &[#(#counts),*])?;
             match __kind {
                 #(#kinds)*

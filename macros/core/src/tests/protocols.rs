@@ -69,3 +69,40 @@ fn scratch_buffers_are_written_before_they_are_read() {
          stage r on s2 { copy t -> h; copy p -> b; call f(t) reads(t) writes(b); }",
     ));
 }
+
+/// A scratch read that only a `for` of unknown count writes before compiles, and is listed
+/// for the step's check (which refuses the step when the loop runs no iteration); a loop of
+/// constant count, a write outside the loop, or a read in the same iteration needs none.
+#[test]
+fn scratch_written_only_in_a_loop_of_unknown_count_is_checked_when_the_step_runs() {
+    let needs = |items: &str| {
+        let pipeline = lower_ok(&with(items));
+        crate::check::scratch::loop_needs(&pipeline)
+    };
+    let found = needs(
+        "scratch { t: DeviceBuffer<f32> = 4 }
+         for i in 0..n as usize { stage w on s1 { fill t = 0.0; } }
+         stage r on s1 { copy t -> h; }",
+    );
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert!(
+        found[0]
+            .message
+            .contains("`for i in 0..n as usize` writes it before"),
+        "{found:#?}"
+    );
+    assert_eq!(found[0].read_loop, None);
+    for items in [
+        "scratch { t: DeviceBuffer<f32> = 4 }
+         for i in 0..2 { stage w on s1 { fill t = 0.0; } }
+         stage r on s1 { copy t -> h; }",
+        "scratch { t: DeviceBuffer<f32> = 4 }
+         stage z on s1 { fill t = 1.0; }
+         for i in 0..n as usize { stage w on s1 { fill t = 0.0; } }
+         stage r on s1 { copy t -> h; }",
+        "scratch { t: DeviceBuffer<f32> = 4 }
+         for i in 0..n as usize { stage w on s1 { fill t = 0.0; copy t -> h; } }",
+    ] {
+        assert!(needs(items).is_empty(), "{items}: {:#?}", needs(items));
+    }
+}

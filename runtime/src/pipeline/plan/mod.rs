@@ -420,6 +420,13 @@ impl Captured {
     }
 }
 
+/// A step whose scratch buffer would be read unwritten: the `for` loops that write it before
+/// the read run no iteration with these params. Found while the step is planned, before
+/// anything is enqueued; `message` says which buffer, stage and loops.
+pub fn scratch_unwritten(pipeline: &'static str, message: &str) -> Error {
+    Error::invalid("pipeline step", format!("pipeline `{pipeline}`: {message}"))
+}
+
 /// The error of generated code that found the plan and its statements disagreeing (a bug).
 pub fn internal(pipeline: &'static str, what: &str) -> Error {
     Error::invalid(

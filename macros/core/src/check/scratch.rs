@@ -1,0 +1,239 @@
+//! Rule: a scratch device buffer is written before a step reads it. It starts with undefined
+//! contents, and a replay finds whatever the last step left. (State kept from step to step
+//! belongs in a param buffer, which its owner initialises.)
+//!
+//! A write inside a `for` whose bounds the compiler cannot see counts as a write here, since
+//! refusing it would refuse every loop over a param; [`loop_needs`] lists the reads that only
+//! such loops cover, and the step refuses to run when none of those loops runs an iteration.
+
+use syn::Ident;
+
+use super::ordering::{Site, runs_before};
+use crate::ast::tokens_string;
+use crate::constant;
+use crate::ctxt::Ctxt;
+use crate::lower::{BufferId, Memory, Mode, Pipeline, StageId};
+
+/// A zero of the element type, as a `fill` of it is written (`0.0` for a float).
+fn zero_literal(elem: Option<&syn::Type>) -> &'static str {
+    let float = elem.is_some_and(|ty| {
+        matches!(ty, syn::Type::Path(p) if p.path.segments.last().is_some_and(|s| ["f32", "f64"].iter().any(|f| s.ident == f)))
+    });
+    if float { "0.0" } else { "0" }
+}
+
+/// Where one scratch buffer is written and read in a step.
+struct Uses<'p> {
+    /// Statements that write it on every run of their stage.
+    writes: Vec<Site>,
+    /// Those that may write it (inside an `if` without `else`, a `while` or a `switch`, whose
+    /// bodies may not run).
+    maybe_writes: Vec<Site>,
+    /// Reads that nothing earlier in their statement writes first, with the name read.
+    reads: Vec<(Site, &'p Ident)>,
+}
+
+fn uses<'p>(pipeline: &'p Pipeline<'_>, id: BufferId) -> Uses<'p> {
+    let mut found = Uses {
+        writes: Vec::new(),
+        maybe_writes: Vec::new(),
+        reads: Vec::new(),
+    };
+    for (stage_id, stage) in pipeline.stages.iter().enumerate() {
+        for (index, statement) in stage.statements.iter().enumerate() {
+            let site = Site {
+                stage: StageId(stage_id),
+                index,
+            };
+            // The reads that nothing earlier in the statement writes first (a `while` body
+            // may write a scratch buffer and then read it), and whether every run of the
+            // statement writes it.
+            let (mut uncovered, mut written) = (Vec::new(), false);
+            super::flow::uncovered_reads(
+                std::slice::from_ref(statement),
+                id,
+                &mut written,
+                &mut uncovered,
+            );
+            if written {
+                found.writes.push(site);
+            } else if statement
+                .accesses
+                .iter()
+                .any(|touch| touch.buffer == id && touch.mode == Mode::Write)
+            {
+                found.maybe_writes.push(site);
+            }
+            found
+                .reads
+                .extend(uncovered.into_iter().map(|name| (site, name)));
+        }
+    }
+    found
+}
+
+/// The scratch device buffers, with their ids.
+fn scratch_buffers<'p, 'a>(
+    pipeline: &'p Pipeline<'a>,
+) -> impl Iterator<Item = (BufferId, &'p crate::lower::Buffer<'a>)> {
+    pipeline
+        .buffers
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| b.scratch && b.memory == Memory::Device)
+        .map(|(id, b)| (BufferId(id), b))
+}
+
+/// Reports the first read of each scratch buffer that no write runs before.
+pub(super) fn written_first(cx: &Ctxt, pipeline: &Pipeline<'_>) {
+    for (id, buffer) in scratch_buffers(pipeline) {
+        let Uses {
+            writes,
+            maybe_writes,
+            reads,
+        } = uses(pipeline, id);
+        let unwritten = reads.iter().find(|(read, _)| {
+            !writes
+                .iter()
+                .any(|&write| runs_before(pipeline, write, *read))
+        });
+        if let Some((read, name)) = unwritten {
+            let stage = &pipeline.stages[read.stage.0].decl.name;
+            let zero = zero_literal(buffer.elem);
+            let maybe = maybe_writes
+                .iter()
+                .find(|&&write| runs_before(pipeline, write, *read));
+            let message = match maybe {
+                Some(write) => format!(
+                    "scratch buffer `{name}` is read in stage `{stage}`, but the write before it, in stage `{}`, {}, so its contents may still be undefined; write it on every path: in both bodies of an `if`/`else`, in a `do ... while`, or before the conditional (`fill {name} = {zero};`)",
+                    pipeline.stages[write.stage.0].decl.name,
+                    why_maybe(&pipeline.stages[write.stage.0].statements[write.index]),
+                ),
+                None => format!(
+                    "scratch buffer `{name}` is read in stage `{stage}` before anything writes it: its contents start undefined, and a later step finds what the last one left; write it first (`fill {name} = {zero};`, or a kernel that writes it) in an earlier statement or in a stage `{stage}` runs after, or make it a param if it keeps state from step to step"
+                ),
+            };
+            cx.error_spanned_by(name, message);
+        }
+    }
+}
+
+/// Why a control statement that writes a buffer may end without writing it.
+fn why_maybe(statement: &crate::lower::Statement<'_>) -> &'static str {
+    let crate::lower::StatementKind::Control(control) = &statement.kind else {
+        return "may not run";
+    };
+    match control.source {
+        crate::ast::Control::While { .. } => "sits in a `while` body, which may run no time",
+        crate::ast::Control::If {
+            otherwise: None, ..
+        } => "sits in an `if` without `else`",
+        crate::ast::Control::If { .. } => "is not made by both bodies of the `if`/`else`",
+        crate::ast::Control::Switch { .. } => {
+            "sits in a `switch`, whose value may match no case (and then runs none)"
+        }
+        crate::ast::Control::DoWhile { .. } => {
+            "sits in a conditional inside the `do ... while` body"
+        }
+    }
+}
+
+/// A read of a scratch buffer that only writes inside `for` loops of unknown count run
+/// before: the step must refuse to run when none of `loops` runs an iteration.
+#[derive(Debug)]
+pub struct LoopNeed {
+    /// The kind of step the read is in (the loops are of the same kind).
+    pub kind: usize,
+    /// The loops (indices into `Pipeline::loops`) whose writes cover the read.
+    pub loops: Vec<usize>,
+    /// The loop of unknown count the read itself is in: no read, no need, when it runs no
+    /// iteration.
+    pub read_loop: Option<usize>,
+    /// What the step's error says.
+    pub message: String,
+}
+
+/// Whether loop `l` surely runs an iteration: constant bounds, the start below the end.
+fn surely_runs(pipeline: &Pipeline<'_>, l: usize) -> bool {
+    let looped = pipeline.loops[l];
+    matches!(
+        (constant::value(&looped.start), constant::value(&looped.end)),
+        (Some(start), Some(end)) if start < end
+    )
+}
+
+/// The reads of scratch buffers that only loops of unknown count write before (the first
+/// such read of each buffer and kind of step is enough: a later one has the same writes
+/// before it, or more).
+pub fn loop_needs(pipeline: &Pipeline<'_>) -> Vec<LoopNeed> {
+    let mut needs: Vec<LoopNeed> = Vec::new();
+    for (id, buffer) in scratch_buffers(pipeline) {
+        let Uses { writes, reads, .. } = uses(pipeline, id);
+        let mut kinds_seen = Vec::new();
+        for (read, name) in reads {
+            let read_stage = &pipeline.stages[read.stage.0];
+            if kinds_seen.contains(&read_stage.kind) {
+                continue;
+            }
+            let before: Vec<Site> = writes
+                .iter()
+                .copied()
+                .filter(|&write| runs_before(pipeline, write, read))
+                .collect();
+            // An unwritten read is the compile error's (`written_first`).
+            if before.is_empty() {
+                continue;
+            }
+            let mut loops: Vec<usize> = Vec::new();
+            let mut sure = false;
+            for write in &before {
+                match pipeline.stages[write.stage.0].looped {
+                    // The same iteration writes it before reading it.
+                    Some(l) if read_stage.looped == Some(l) => sure = true,
+                    Some(l) if !surely_runs(pipeline, l) => {
+                        if !loops.contains(&l) {
+                            loops.push(l);
+                        }
+                    }
+                    _ => sure = true,
+                }
+            }
+            if sure {
+                continue;
+            }
+            kinds_seen.push(read_stage.kind);
+            let read_loop = read_stage.looped.filter(|&l| !surely_runs(pipeline, l));
+            let text = |l: usize| {
+                let looped = pipeline.loops[l];
+                format!(
+                    "`for {} in {}..{}`",
+                    looped.var,
+                    tokens_string(&looped.start),
+                    tokens_string(&looped.end)
+                )
+            };
+            let names: Vec<String> = loops.iter().map(|&l| text(l)).collect();
+            let zero = zero_literal(buffer.elem);
+            needs.push(LoopNeed {
+                kind: read_stage.kind,
+                message: format!(
+                    "scratch buffer `{name}` is read in stage `{}`, but only {} {} it before, and \
+                     {} no iteration in this step, so the read would find undefined contents; \
+                     write it before the loop too (`fill {name} = {zero};`), or run the loop \
+                     at least once",
+                    read_stage.decl.name,
+                    names.join(" and "),
+                    if loops.len() == 1 { "writes" } else { "write" },
+                    if loops.len() == 1 {
+                        "it runs"
+                    } else {
+                        "they run"
+                    },
+                ),
+                loops,
+                read_loop,
+            });
+        }
+    }
+    needs
+}
