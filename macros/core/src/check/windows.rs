@@ -37,6 +37,8 @@ pub fn check(cx: &Ctxt, pipeline: &Pipeline<'_>) {
         .map(|s| s.kind)
         .max()
         .map_or(0, |k| k + 1);
+    // Each window's first access in each kind of step, for `same_phase`.
+    let mut firsts: Vec<(BufferId, Op, Span, usize)> = Vec::new();
     for kind in 0..kinds {
         // Windows with an error reported already: their sequence says nothing more.
         let mut reported: Vec<BufferId> = Vec::new();
@@ -86,8 +88,52 @@ pub fn check(cx: &Ctxt, pipeline: &Pipeline<'_>) {
                 signals_by_hand(cx, &buffer.name, &by_hand, BufferId(id));
             }
             let ops: Vec<&Access> = accesses.iter().filter(|a| a.window.0 == id).collect();
-            pairs_up(cx, &buffer.name, &ops);
+            if pairs_up(cx, &buffer.name, &ops)
+                && let Some(first) = ops.first()
+            {
+                firsts.push((BufferId(id), first.op, first.span, kind));
+            }
         }
+    }
+    same_phase(cx, pipeline, &firsts);
+}
+
+/// Rule: every kind of step that exchanges a window starts in the same phase, all reading it
+/// first or all writing it first. A step that reads first ends with a write the next step's
+/// first read consumes (`mark_written` stands in for it before the first step); one that
+/// writes first ends with a read. So after a read-first kind, a write-first kind's write
+/// waits for a read of the last write that never comes, and the other way round a read waits
+/// for a write that never comes.
+fn same_phase(cx: &Ctxt, pipeline: &Pipeline<'_>, firsts: &[(BufferId, Op, Span, usize)]) {
+    let kind_name = |kind: usize| match pipeline.kinds.get(kind).and_then(|k| k.decl) {
+        Some(step) => format!("`step {}`", step.name),
+        None => "the unnamed kind of step".to_string(),
+    };
+    let phase = |op: Op, name: &str| match op {
+        Op::Read => format!("reads {name} here first"),
+        Op::Write => format!("writes {name} on the neighbours first"),
+    };
+    for (i, &(window, op, span, kind)) in firsts.iter().enumerate() {
+        let Some(&(_, other_op, _, other_kind)) = firsts[..i]
+            .iter()
+            .find(|(w, o, _, _)| *w == window && *o != op)
+        else {
+            continue;
+        };
+        let name = &pipeline.buffers[window.0].name;
+        cx.error_at(
+            span,
+            format!(
+                "{} {}, but {} {}: a read-first step ends with a write for the next \
+                 step's read and a write-first step with a read, so whichever runs after the \
+                 other waits for ever; start every kind of step that exchanges `{name}` the same \
+                 way (and call `mark_written` before the first step only if they read first)",
+                kind_name(kind),
+                phase(op, &format!("`{name}`")),
+                kind_name(other_kind),
+                phase(other_op, "it"),
+            ),
+        );
     }
 }
 
@@ -191,9 +237,9 @@ fn signals_by_hand(cx: &Ctxt, name: &str, by_hand: &[(BufferId, &syn::Ident)], w
 /// reads in a row wait for a write that never comes, and so on. A step may start with the
 /// read (its write at the end feeds the next step's read): `Window::mark_written` stands in for
 /// the write before the first step.
-fn pairs_up(cx: &Ctxt, name: &str, ops: &[&Access]) {
+fn pairs_up(cx: &Ctxt, name: &str, ops: &[&Access]) -> bool {
     let (Some(first), Some(last)) = (ops.first(), ops.last()) else {
-        return;
+        return true;
     };
     for pair in ops.windows(2) {
         if pair[0].op == pair[1].op {
@@ -211,7 +257,7 @@ fn pairs_up(cx: &Ctxt, name: &str, ops: &[&Access]) {
                 ),
             };
             cx.error_at(pair[1].span, message);
-            return;
+            return false;
         }
     }
     if !ops.iter().any(|a| a.op == Op::Read) {
@@ -253,5 +299,8 @@ fn pairs_up(cx: &Ctxt, name: &str, ops: &[&Access]) {
                 },
             ),
         );
+    } else {
+        return true;
     }
+    false
 }

@@ -228,3 +228,33 @@ fn overlapping_parts_written_on_neighbours_are_refused() {
         "{all:#?}"
     );
 }
+
+/// Two kinds of step that exchange one window in opposite phases (one reads it first, the
+/// other writes it first) are refused: whichever runs after the other waits for ever. Two
+/// kinds in the same phase compile.
+#[test]
+fn kinds_of_step_exchanging_a_window_in_opposite_phases_are_refused() {
+    let read_first = "step back {
+        stage load2 on side { launch k::copy(2 * n, halos, seen) grid 1 block 1; }
+        stage store2 on main {
+            launch k::copy2(n, base, halos[n..2 * n] on rank up, halos[..n] on rank down) grid 1 block 1;
+        }
+    }";
+    let all = errors(&ring(&format!(
+        "step forth {{ {STORE} {LOAD} }} {read_first}"
+    )));
+    assert!(
+        all.len() == 1
+            && all[0].contains("`step back` reads `halos` here first, but `step forth` writes it on the neighbours first"),
+        "{all:#?}"
+    );
+    let write_first = "step again {
+        stage store2 on main {
+            launch k::copy2(n, base, halos[n..2 * n] on rank up, halos[..n] on rank down) grid 1 block 1;
+        }
+        stage load2 on side { launch k::copy(2 * n, halos, seen) grid 1 block 1; }
+    }";
+    lower_ok(&ring(&format!(
+        "step forth {{ {STORE} {LOAD} }} {write_first}"
+    )));
+}
