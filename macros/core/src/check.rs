@@ -23,7 +23,7 @@ mod limits;
 mod ordering;
 mod ranges;
 mod repetition;
-pub mod scratch;
+pub(crate) mod scratch;
 mod statements;
 mod switch;
 mod window_parts;

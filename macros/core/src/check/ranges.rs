@@ -135,15 +135,18 @@ fn window_length(scope: &Scope<'_>, reference: &BufRef<'_>) -> Option<i128> {
             let end = constant::value(range.end?)?;
             Some(end - start)
         }
-        None if reference.index.is_none() => {
-            let buffer = &scope.buffers[scope.buffer(reference.name)?];
-            if !buffer.scratch || buffer.array {
-                return None;
-            }
-            constant::value(buffer.len?)
-        }
+        None if reference.index.is_none() => scratch_length(scope, reference.name),
         None => None,
     }
+}
+
+/// The length of scratch buffer `name`, when its declaration gives a constant.
+fn scratch_length(scope: &Scope<'_>, name: &syn::Ident) -> Option<i128> {
+    let buffer = &scope.buffers[scope.buffer(name)?];
+    if !buffer.scratch || buffer.array {
+        return None;
+    }
+    constant::value(buffer.len?)
 }
 
 /// The value of a kernel's bound for one launch, when every scalar argument it multiplies is
@@ -201,20 +204,34 @@ pub(super) fn windows_hold_bounds(
                 format!(", or pass a smaller `{bound_text}`"),
             )
         };
+        let name = reference.name;
         let fix = match reference.range {
             Some(range) => {
                 let start = range.start.map_or(String::new(), tokens_string);
                 let from = range.start.and_then(constant::value).unwrap_or(0);
-                format!(
-                    "pass a window of {needed} elements (`{}[{start}..{}]`)",
-                    reference.name,
-                    from + needed
-                )
+                match scratch_length(scope, name) {
+                    // The window the fix would name runs past the scratch buffer itself.
+                    Some(len) if from + needed > len => {
+                        let inside = if needed <= len {
+                            format!(
+                                ", or pass a window of {needed} elements inside its {len} (`{name}[{}..{len}]`)",
+                                len - needed
+                            )
+                        } else {
+                            String::new()
+                        };
+                        format!(
+                            "declare scratch buffer `{name}` with at least {} elements{inside}",
+                            from + needed
+                        )
+                    }
+                    _ => format!(
+                        "pass a window of {needed} elements (`{name}[{start}..{}]`)",
+                        from + needed
+                    ),
+                }
             }
-            None => format!(
-                "declare `{}` with at least {needed} elements",
-                reference.name
-            ),
+            None => format!("declare `{name}` with at least {needed} elements"),
         };
         cx.error_spanned_by(
             arg,

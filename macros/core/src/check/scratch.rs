@@ -2,20 +2,19 @@
 //! contents, and a replay finds whatever the last step left. (State kept from step to step
 //! belongs in a param buffer, which its owner initialises.)
 //!
-//! A write inside a `for` whose bounds the compiler cannot see counts as a write here, since
-//! refusing it would refuse every loop over a param; [`loop_needs`] lists the reads that only
-//! such loops cover, and the step refuses to run when none of those loops runs an iteration.
+//! Here a write counts for the whole buffer, and a write inside a `for` whose bounds the
+//! compiler cannot see counts as made (refusing it would refuse every loop over a param).
+//! When the step is planned, the runtime checks the same element by element, on the stage
+//! instances that run (`runtime/src/pipeline/plan/coverage.rs`).
 
 use syn::Ident;
 
 use super::ordering::{Site, runs_before};
-use crate::ast::tokens_string;
-use crate::constant;
 use crate::ctxt::Ctxt;
 use crate::lower::{BufferId, Memory, Mode, Pipeline, StageId};
 
 /// A zero of the element type, as a `fill` of it is written (`0.0` for a float).
-fn zero_literal(elem: Option<&syn::Type>) -> &'static str {
+pub(crate) fn zero_literal(elem: Option<&syn::Type>) -> &'static str {
     let float = elem.is_some_and(|ty| {
         matches!(ty, syn::Type::Path(p) if p.path.segments.last().is_some_and(|s| ["f32", "f64"].iter().any(|f| s.ident == f)))
     });
@@ -136,104 +135,4 @@ fn why_maybe(statement: &crate::lower::Statement<'_>) -> &'static str {
             "sits in a conditional inside the `do ... while` body"
         }
     }
-}
-
-/// A read of a scratch buffer that only writes inside `for` loops of unknown count run
-/// before: the step must refuse to run when none of `loops` runs an iteration.
-#[derive(Debug)]
-pub struct LoopNeed {
-    /// The kind of step the read is in (the loops are of the same kind).
-    pub kind: usize,
-    /// The loops (indices into `Pipeline::loops`) whose writes cover the read.
-    pub loops: Vec<usize>,
-    /// The loop of unknown count the read itself is in: no read, no need, when it runs no
-    /// iteration.
-    pub read_loop: Option<usize>,
-    /// What the step's error says.
-    pub message: String,
-}
-
-/// Whether loop `l` surely runs an iteration: constant bounds, the start below the end.
-fn surely_runs(pipeline: &Pipeline<'_>, l: usize) -> bool {
-    let looped = pipeline.loops[l];
-    matches!(
-        (constant::value(&looped.start), constant::value(&looped.end)),
-        (Some(start), Some(end)) if start < end
-    )
-}
-
-/// The reads of scratch buffers that only loops of unknown count write before (the first
-/// such read of each buffer and kind of step is enough: a later one has the same writes
-/// before it, or more).
-pub fn loop_needs(pipeline: &Pipeline<'_>) -> Vec<LoopNeed> {
-    let mut needs: Vec<LoopNeed> = Vec::new();
-    for (id, buffer) in scratch_buffers(pipeline) {
-        let Uses { writes, reads, .. } = uses(pipeline, id);
-        let mut kinds_seen = Vec::new();
-        for (read, name) in reads {
-            let read_stage = &pipeline.stages[read.stage.0];
-            if kinds_seen.contains(&read_stage.kind) {
-                continue;
-            }
-            let before: Vec<Site> = writes
-                .iter()
-                .copied()
-                .filter(|&write| runs_before(pipeline, write, read))
-                .collect();
-            // An unwritten read is the compile error's (`written_first`).
-            if before.is_empty() {
-                continue;
-            }
-            let mut loops: Vec<usize> = Vec::new();
-            let mut sure = false;
-            for write in &before {
-                match pipeline.stages[write.stage.0].looped {
-                    // The same iteration writes it before reading it.
-                    Some(l) if read_stage.looped == Some(l) => sure = true,
-                    Some(l) if !surely_runs(pipeline, l) => {
-                        if !loops.contains(&l) {
-                            loops.push(l);
-                        }
-                    }
-                    _ => sure = true,
-                }
-            }
-            if sure {
-                continue;
-            }
-            kinds_seen.push(read_stage.kind);
-            let read_loop = read_stage.looped.filter(|&l| !surely_runs(pipeline, l));
-            let text = |l: usize| {
-                let looped = pipeline.loops[l];
-                format!(
-                    "`for {} in {}..{}`",
-                    looped.var,
-                    tokens_string(&looped.start),
-                    tokens_string(&looped.end)
-                )
-            };
-            let names: Vec<String> = loops.iter().map(|&l| text(l)).collect();
-            let zero = zero_literal(buffer.elem);
-            needs.push(LoopNeed {
-                kind: read_stage.kind,
-                message: format!(
-                    "scratch buffer `{name}` is read in stage `{}`, but only {} {} it before, and \
-                     {} no iteration in this step, so the read would find undefined contents; \
-                     write it before the loop too (`fill {name} = {zero};`), or run the loop \
-                     at least once",
-                    read_stage.decl.name,
-                    names.join(" and "),
-                    if loops.len() == 1 { "writes" } else { "write" },
-                    if loops.len() == 1 {
-                        "it runs"
-                    } else {
-                        "they run"
-                    },
-                ),
-                loops,
-                read_loop,
-            });
-        }
-    }
-    needs
 }

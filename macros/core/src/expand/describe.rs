@@ -2,13 +2,13 @@
 //! and each buffer reference resolved, for the runtime's plan (`runtime/src/pipeline/plan.rs`).
 
 use proc_macro2::TokenStream;
-use quote::{format_ident, quote, quote_spanned};
+use quote::{quote, quote_spanned};
 use syn::Expr;
 use syn::spanned::Spanned;
 
 use super::names::{Names, rt};
 use super::step::scalar_binding;
-use crate::lower::{Mode, Pipeline, ScalarId, Statement, StatementKind, Touch};
+use crate::lower::{Memory, Mode, Pipeline, ScalarId, Statement, StatementKind, Touch};
 
 /// `fn __describe(&self, kind, params)`: every stage instance of one kind of step, in program
 /// order, with its stream and each buffer reference resolved (see `runtime/src/pipeline/plan.rs`).
@@ -32,6 +32,21 @@ pub fn describe_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             quote!(let #name = &*__p.#name;)
         }
     });
+    // The scratch device buffers, whose reads the plan checks element by element
+    // (`runtime/src/pipeline/plan/coverage.rs`).
+    let scratch = pipeline
+        .buffers
+        .iter()
+        .enumerate()
+        .filter_map(|(index, b)| {
+            if !b.scratch || b.array || b.memory != Memory::Device {
+                return None;
+            }
+            let name = b.ident;
+            let label = name.to_string();
+            let zero = crate::check::scratch::zero_literal(b.elem);
+            Some(quote!(__d.scratch(#index, #label, #name.len(), #zero);))
+        });
     // Each declared stream's name, its count's expression (as written) and its count.
     let counts = pipeline.streams.iter().map(|stream| {
         let name = &stream.name;
@@ -42,20 +57,6 @@ pub fn describe_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             }
             None => quote!((#name, "", 1usize)),
         }
-    });
-    // Reads of scratch buffers that only loops of unknown count write before: whether each
-    // such loop ran an iteration, checked after the kind's instances are described.
-    let needs = crate::check::scratch::loop_needs(pipeline);
-    let ran = |l: usize| format_ident!("__ran_{}", l);
-    let mut watched: Vec<usize> = needs
-        .iter()
-        .flat_map(|n| n.loops.iter().chain(&n.read_loop).copied())
-        .collect();
-    watched.sort_unstable();
-    watched.dedup();
-    let ran_lets = watched.iter().map(|&l| {
-        let ran = ran(l);
-        quote!(let mut #ran = false;)
     });
     let kinds = pipeline.kinds.iter().enumerate().map(|(k, kind)| {
         let mut items = Vec::new();
@@ -81,15 +82,10 @@ pub fn describe_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                         let (name, value) = (&binding.name, &binding.value);
                         quote!(let #name = #value;)
                     });
-                    let note_ran = watched.contains(&l).then(|| {
-                        let ran = ran(l);
-                        quote!(#ran = __start < __end;)
-                    });
                     items.push(quote! {
                         {
                             let __start: usize = #start;
                             let __end: usize = #end;
-                            #note_ran
                             for #var in __start..__end {
                                 #(#lets)*
                                 #(#body)*
@@ -99,31 +95,15 @@ pub fn describe_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                 }
             }
         }
-        let checks = needs.iter().filter(|need| need.kind == k).map(|need| {
-            let ran_writes = need.loops.iter().map(|&l| ran(l));
-            let read_runs = need.read_loop.map_or_else(
-                || quote!(true),
-                |l| {
-                    let ran = ran(l);
-                    quote!(#ran)
-                },
-            );
-            let message = &need.message;
-            quote! {
-                if #read_runs && !(false #(|| #ran_writes)*) {
-                    return ::core::result::Result::Err(#rt::scratch_unwritten(#name, #message));
-                }
-            }
-        });
-        quote!(#k => { #(#items)* #(#checks)* })
+        quote!(#k => { #(#items)* })
     });
     quote! {
         #[allow(unused_variables, unused_braces, clippy::all)]
         fn __describe(&self, __kind: usize, __p: &#params_ty) -> #rt::Result<#rt::Description> {
             #(#scalars)*
             #(#buffers)*
-            #(#ran_lets)*
             let mut __d = #rt::Describe::new(#name, &[#(#counts),*])?;
+            #(#scratch)*
             match __kind {
                 #(#kinds)*
                 _ => return ::core::result::Result::Err(#rt::internal(#name, "an unknown kind of step")),
@@ -181,6 +161,14 @@ fn describe_statement(pipeline: &Pipeline<'_>, statement: &Statement<'_>) -> Tok
                 crate::lower::ControlCondition::Step => None,
             };
             let condition = condition.map(|touch| describe_touch(pipeline, touch));
+            // A `do ... while` reads its condition after the body: the plan judges that read
+            // after the body's writes.
+            let condition = match (condition, &control.source) {
+                (Some(touch), crate::ast::Control::DoWhile { .. }) => Some(quote! {
+                    __d.read_after_body(true); #touch __d.read_after_body(false);
+                }),
+                (condition, _) => condition,
+            };
             let body = control
                 .statements()
                 .map(|statement| describe_statement(pipeline, statement));

@@ -216,7 +216,10 @@ pub fn graph_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
 
             /// The instantiated graph of the (first kind of) step in the current arrangement;
             /// `None` while it has to be built again (after a failed recapture, until the next
-            /// launch). Its launches may go to any stream: once it is lent, the graph's next
+            /// launch), or while in-place setters called since the last launch are not applied
+            /// to it yet (its launch would run the old values: call
+            /// [`apply_updates`](Self::apply_updates) first). Its launches may go to any
+            /// stream: once it is lent, the graph's next
             /// wait, recapture, host write or launch waits for the whole context first, so
             /// they stay ordered after them. The other way round is the caller's to order, as
             /// for any launch on a stream of its own: a launch on another stream is not ordered
@@ -224,6 +227,9 @@ pub fn graph_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             /// it: call [`synchronize`](Self::synchronize) first, or it reads its inputs, and
             /// writes its outputs, while they still run.
             pub fn exec(&self) -> ::core::option::Option<&#rt::GraphExec> {
+                if self.stale.get(self.swapped).is_some_and(|stale| stale.contains(&true)) {
+                    return ::core::option::Option::None;
+                }
                 self.lent.store(true, ::core::sync::atomic::Ordering::Relaxed);
                 self.execs
                     .get(self.swapped)

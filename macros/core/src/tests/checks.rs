@@ -648,6 +648,13 @@ fn a_window_shorter_than_a_constant_bound_is_an_error() {
         "`y[8..10]` holds 2 elements, but `first` indexes its `out` below `4`: the kernel would reach past the end; pass a window of 4 elements (`y[8..12]`)",
         "y[8..10]",
     );
+    // A window of a scratch buffer whose fix would run past the buffer's constant length:
+    // a window inside it, or a longer declaration.
+    assert_error(
+        &source("launch k::first(tmp[62..63]) grid 1 block 1;"),
+        "`tmp[62..63]` holds 1 elements, but `first` indexes its `out` below `4`: the kernel would reach past the end; declare scratch buffer `tmp` with at least 66 elements, or pass a window of 4 elements inside its 64 (`tmp[60..64]`)",
+        "tmp[62..63]",
+    );
     // Long enough, or not decidable: a param, an open end, a param's whole buffer.
     for launch in [
         "launch k::scale(128, 1.0, x[0..128], y[0..129]) grid 1 block 1;",

@@ -49,6 +49,9 @@ pub struct Instance {
     /// The buffer references of its statements, in the order they appear.
     pub refs: Vec<Ref>,
     pub(super) accesses: Vec<Access>,
+    /// For each of `accesses`, whether the device makes it after the rest of the stage's
+    /// statement (a `do ... while`'s condition, read after the body).
+    pub(super) after_body: Vec<bool>,
     pub(super) after: Vec<(usize, bool)>,
     /// Where the current statement's references start in `refs` (while describing).
     statement: usize,
@@ -86,10 +89,25 @@ pub struct Describe {
     counts: Vec<usize>,
     offsets: Vec<usize>,
     stages: Vec<Instance>,
+    scratch: Vec<ScratchDecl>,
+    /// Whether the accesses being described are a `do ... while`'s condition, which the
+    /// device reads after the body.
+    after_body: bool,
+}
+
+/// A scratch device buffer of the step, whose reads must follow writes of the same elements
+/// (see `plan/coverage.rs`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct ScratchDecl {
+    pub(super) buffer: usize,
+    pub(super) name: &'static str,
+    pub(super) len: usize,
+    /// A zero of its element type as a `fill` writes it (`0.0`), for the message.
+    pub(super) zero: &'static str,
 }
 
 /// The key of one buffer (or element of a buffer array) for the ordering analysis.
-fn buffer_key(buffer: usize, element: usize) -> BufferId {
+pub(super) fn buffer_key(buffer: usize, element: usize) -> BufferId {
     BufferId(buffer.wrapping_mul(1 << 32).wrapping_add(element))
 }
 
@@ -123,7 +141,27 @@ impl Describe {
             counts,
             offsets,
             stages: Vec::new(),
+            scratch: Vec::new(),
+            after_body: false,
         })
+    }
+
+    /// Declares buffer `buffer` a scratch device buffer named `name`, of `len` elements
+    /// (`zero` a zero of its element type, as a `fill` writes it): the plan refuses a step
+    /// that reads elements of it nothing wrote before.
+    pub fn scratch(&mut self, buffer: usize, name: &'static str, len: usize, zero: &'static str) {
+        self.scratch.push(ScratchDecl {
+            buffer,
+            name,
+            len,
+            zero,
+        });
+    }
+
+    /// Marks the accesses described next (`true`) as a `do ... while`'s condition, which the
+    /// device reads after the body, or (`false`) ends that.
+    pub fn read_after_body(&mut self, after: bool) {
+        self.after_body = after;
     }
 
     fn error(&self, message: String) -> Error {
@@ -175,6 +213,7 @@ impl Describe {
             stream,
             refs: Vec::new(),
             accesses: Vec::new(),
+            after_body: Vec::new(),
             after: Vec::new(),
             statement: 0,
         });
@@ -219,10 +258,15 @@ impl Describe {
         };
         let (start, end) = (start.unwrap_or(0), end.unwrap_or(len));
         if start > end || end > len {
+            let longer = if self.scratch.iter().any(|s| s.buffer == buffer) {
+                format!("declare scratch buffer `{name}` longer")
+            } else {
+                "pass a longer buffer".to_owned()
+            };
             return Err(self.error(format!(
                 "stage `{label}` uses elements {start}..{end} of `{name}`, which holds {len}; \
                  the range must lie within `{name}`, its start at most its end: change the \
-                 params, `let`s or loop bounds it is computed from, or pass a longer buffer"
+                 params, `let`s or loop bounds it is computed from, or {longer}"
             )));
         }
         let stage = self.current()?;
@@ -243,6 +287,7 @@ impl Describe {
                 other.start, other.end
             )));
         }
+        let after_body = self.after_body;
         let stage = self.current()?;
         stage.refs.push(Ref {
             buffer,
@@ -251,6 +296,7 @@ impl Describe {
             start,
             end,
         });
+        stage.after_body.push(after_body);
         stage.accesses.push(Access {
             buffer: buffer_key(buffer, element),
             mode: if write { Mode::Write } else { Mode::Read },
@@ -282,7 +328,9 @@ impl Describe {
     /// An access of the current stage to a whole buffer that no statement passes as a view
     /// (a `call`'s or a host closure's declared `reads`/`writes`, a flag).
     pub fn touch_whole(&mut self, buffer: usize, write: bool) -> Result<()> {
+        let after_body = self.after_body;
         let stage = self.current()?;
+        stage.after_body.push(after_body);
         stage.accesses.push(Access {
             buffer: buffer_key(buffer, 0),
             mode: if write { Mode::Write } else { Mode::Read },
@@ -305,6 +353,7 @@ impl Describe {
             pipeline: self.pipeline,
             streams,
             stages: self.stages,
+            scratch: self.scratch,
         }
     }
 }
@@ -316,4 +365,5 @@ pub struct Description {
     pub(super) pipeline: &'static str,
     pub(super) streams: usize,
     pub(super) stages: Vec<Instance>,
+    pub(super) scratch: Vec<ScratchDecl>,
 }

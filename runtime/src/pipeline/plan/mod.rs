@@ -28,6 +28,7 @@ use crate::event::{Event, EventFlags};
 use crate::pipeline::StreamPriority;
 use crate::stream::Stream;
 
+mod coverage;
 mod describe;
 
 pub use describe::{Claim, Describe, Description, Instance, Ref};
@@ -138,6 +139,7 @@ impl StepPlan {
             }
         }
         let closed = schedule::plan(&nodes, &one);
+        coverage::scratch_written_first(pipeline, stages, &description.scratch, &closed)?;
         let ahead = schedule::plan_ahead(description.streams, &nodes, &one);
         let streams: Vec<StreamId> = nodes.iter().map(|n| n.stream).collect();
         let order: Vec<StageId> = closed.stages.iter().map(|p| p.stage).collect();
@@ -420,13 +422,6 @@ impl Captured {
     }
 }
 
-/// A step whose scratch buffer would be read unwritten: the `for` loops that write it before
-/// the read run no iteration with these params. Found while the step is planned, before
-/// anything is enqueued; `message` says which buffer, stage and loops.
-pub fn scratch_unwritten(pipeline: &'static str, message: &str) -> Error {
-    Error::invalid("pipeline step", format!("pipeline `{pipeline}`: {message}"))
-}
-
 /// The error of generated code that found the plan and its statements disagreeing (a bug).
 pub fn internal(pipeline: &'static str, what: &str) -> Error {
     Error::invalid(
@@ -557,6 +552,42 @@ mod tests {
         d.stage(1, "sum", None, 0, "main", 0).unwrap();
         d.touch(0, "x", None, None, None, 8, false).unwrap();
         d.finish()
+    }
+
+    /// Two chunks of scratch buffer `x` written on two streams (elements `0..split` and
+    /// `split..upto`), then read whole on the origin: the plan needs every element written.
+    fn scratch_chunks(split: usize, upto: usize) -> Result<StepPlan> {
+        let mut d = Describe::new("P", &[("s", "", 1), ("lane", "2", 2)]).unwrap();
+        d.scratch(0, "x", 8, "0.0");
+        for i in 0..2 {
+            d.stage(0, "load", Some(i), 1, "work", i).unwrap();
+            let (start, end) = if i == 0 { (0, split) } else { (split, upto) };
+            d.touch(0, "x", None, Some(start), Some(end), 8, true)
+                .unwrap();
+        }
+        d.stage(1, "sum", None, 0, "main", 0).unwrap();
+        d.touch(0, "x", None, None, None, 8, false).unwrap();
+        StepPlan::new(d.finish(), &[])
+    }
+
+    #[test]
+    fn a_scratch_read_needs_every_element_written_before_it() {
+        scratch_chunks(3, 8).unwrap();
+        let err = scratch_chunks(3, 6).unwrap_err().to_string();
+        assert!(
+            err.contains("stage `sum` reads elements 6..8 of scratch buffer `x`")
+                && err.contains("`fill x = 0.0;`"),
+            "{err}"
+        );
+        // A range past the buffer says to declare the scratch buffer longer.
+        let mut d = Describe::new("P", &[("s", "", 1)]).unwrap();
+        d.scratch(0, "x", 8, "0.0");
+        d.stage(0, "load", None, 0, "s", 0).unwrap();
+        let err = d
+            .touch(0, "x", None, Some(4), Some(12), 8, true)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("declare scratch buffer `x` longer"), "{err}");
     }
 
     #[test]
