@@ -644,13 +644,15 @@ gpu_pipeline! {
     }
 }
 
-/// One eager [`RingStepAt`] on a ring of `comm`'s ranks, the part for the rank above at
-/// `up_at` and the one for the rank below at `down_at`: the halos this rank then sees.
+/// One [`RingStepAt`] on a ring of `comm`'s ranks, the part for the rank above at `up_at` and
+/// the one for the rank below at `down_at`, run eagerly or (`captured`) captured and
+/// replayed once: the halos this rank then sees.
 pub fn ring_step_at(
     ctx: &Context,
     comm: &Communicator,
     n: usize,
     (up_at, down_at): (usize, usize),
+    captured: bool,
 ) -> Result<Vec<f32>> {
     let stream = Stream::non_blocking(ctx)?;
     let (rank, size) = (comm.rank(), comm.size());
@@ -662,17 +664,22 @@ pub fn ring_step_at(
     let mut seen = DeviceBuffer::<f32>::zeros(&stream, 2 * n)?;
     stream.synchronize()?;
     let mut pipeline = RingStepAt::new(ctx)?;
-    pipeline
-        .run(RingStepAtParams {
-            n: n as u32,
-            up,
-            down,
-            up_at,
-            down_at,
-            halos: &mut halos,
-            base: &base,
-            seen: &mut seen,
-        })?
-        .wait()?;
+    let params = RingStepAtParams {
+        n: n as u32,
+        up,
+        down,
+        up_at,
+        down_at,
+        halos: &mut halos,
+        base: &base,
+        seen: &mut seen,
+    };
+    if captured {
+        let mut graph = pipeline.capture(params)?;
+        graph.launch()?;
+        graph.synchronize()?;
+    } else {
+        pipeline.run(params)?.wait()?;
+    }
     seen.to_vec(&stream)
 }

@@ -392,24 +392,27 @@ fn a_step_that_leaves_a_peer_unwritten_is_refused_before_any_signal() {
 #[test]
 fn overlapping_parts_on_two_neighbours_are_refused_on_every_rank() {
     let n = 4;
-    let seen: Vec<_> = each_rank(
-        Context::cpu_checked_devices(3),
-        Duration::from_secs(10),
-        |ctx, comm| onesided::ring_step_at(ctx, comm, n, (n, 0)),
-    );
-    for (rank, (halos, ctx)) in seen.into_iter().enumerate() {
-        let halos = halos.unwrap_or_else(|e| panic!("rank {rank}: {e}"));
-        assert_eq!(halos, onesided::ring_halos(rank, 3, n, 0), "rank {rank}");
-        assert!(ctx.races().is_empty(), "{:?}", ctx.races());
+    for captured in [false, true] {
+        let seen: Vec<_> = each_rank(
+            Context::cpu_checked_devices(3),
+            Duration::from_secs(10),
+            |ctx, comm| onesided::ring_step_at(ctx, comm, n, (n, 0), captured),
+        );
+        for (rank, (halos, ctx)) in seen.into_iter().enumerate() {
+            let halos = halos.unwrap_or_else(|e| panic!("rank {rank}: {e}"));
+            assert_eq!(halos, onesided::ring_halos(rank, 3, n, 0), "rank {rank}");
+            assert!(ctx.races().is_empty(), "{:?}", ctx.races());
+        }
     }
-    for (size, wanted) in [
-        (3, "which overlap: every rank runs the launch"),
-        (2, "(the two neighbours are one rank here)"),
+    for (size, wanted, captured) in [
+        (3, "which overlap: every rank runs the launch", false),
+        (3, "which overlap: every rank runs the launch", true),
+        (2, "(the two neighbours are one rank here)", false),
     ] {
         let results: Vec<_> = each_rank(
             Context::cpu_checked_devices(size),
             Duration::from_secs(5),
-            |ctx, comm| onesided::ring_step_at(ctx, comm, n, (1, 2)),
+            |ctx, comm| onesided::ring_step_at(ctx, comm, n, (1, 2), captured),
         );
         for (rank, (result, ctx)) in results.into_iter().enumerate() {
             let err = result.unwrap_err().to_string();
@@ -418,7 +421,7 @@ fn overlapping_parts_on_two_neighbours_are_refused_on_every_rank() {
                     && err.contains("1..5")
                     && err.contains("2..6")
                     && err.contains(wanted),
-                "rank {rank} of {size}: {err}"
+                "rank {rank} of {size} (captured: {captured}): {err}"
             );
             assert!(ctx.races().is_empty(), "{:?}", ctx.races());
         }
