@@ -28,6 +28,7 @@ pub fn check(cx: &Ctxt, scope: &Scope<'_>) {
             if let Statement::Comm(comm) = statement {
                 self::statement(cx, scope, comm);
                 expressions(cx, scope, comm);
+                root_is_one_rank(cx, comm);
             }
         }
         for group in stage
@@ -269,6 +270,36 @@ fn reduce_operator(cx: &Ctxt, word: &str, op: &Ident, elem: Option<&syn::Type>) 
             format!(
                 "`{word}(avg)` needs a floating-point element type, not `{}`; reduce with `sum` and divide by the number of ranks",
                 elem.map(type_string).unwrap_or_default()
+            ),
+        );
+    }
+}
+
+/// Whether `expr` is `<something>.rank()` (in parentheses or not): the calling rank.
+fn is_own_rank(expr: &Expr) -> bool {
+    match expr {
+        Expr::Paren(inner) => is_own_rank(&inner.expr),
+        Expr::Group(inner) => is_own_rank(&inner.expr),
+        Expr::MethodCall(call) => call.method == "rank" && call.args.is_empty(),
+        _ => false,
+    }
+}
+
+/// Rule: a broadcast's root is one rank, the same on every rank. `from comm.rank()` makes
+/// every rank the root: each would send its own buffer and none receive (NCCL pairs them as
+/// mismatched broadcasts, which hang or fail at the deadline).
+fn root_is_one_rank(cx: &Ctxt, comm: &Comm) {
+    let CommOp::Broadcast { root, .. } = &comm.op else {
+        return;
+    };
+    if is_own_rank(root) {
+        cx.error_spanned_by(
+            root,
+            format!(
+                "`{}` is the rank that runs the step, so every rank would be the root of this \
+                 `broadcast` and none would receive; name one rank, the same on all (`from 0`, \
+                 or a scalar param)",
+                crate::ast::tokens_string(root)
             ),
         );
     }

@@ -419,3 +419,17 @@ fn a_peers_buffer_needs_peer_in_the_launch() {
         "halos",
     );
 }
+
+/// A broadcast rooted at the rank that runs the step makes every rank the root: an error on
+/// the root, saying to name one rank. A root that is a param or a constant compiles.
+#[test]
+fn a_broadcast_from_every_rank_is_refused() {
+    assert_error(
+        &comm("stage x on s1 { broadcast a from comm.rank(); }"),
+        "`comm.rank()` is the rank that runs the step, so every rank would be the root of this `broadcast` and none would receive; name one rank, the same on all (`from 0`, or a scalar param)",
+        "comm.rank()",
+    );
+    lower_ok(&comm(
+        "stage x on s1 { broadcast a from peer; broadcast c -> b from comm.size() - 1; }",
+    ));
+}
