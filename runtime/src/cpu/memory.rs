@@ -310,6 +310,12 @@ impl Memory {
         storage.bytes_mut()[offset..offset + data.len()].copy_from_slice(data);
     }
 
+    /// Sets every byte to `byte` from the host, at creation (nothing else sees the memory
+    /// yet).
+    pub(crate) fn fill_bytes(&self, byte: u8) {
+        poisoned(self.data.write()).bytes_mut().fill(byte);
+    }
+
     /// The lock an operation takes: it waits for other operations, but fails when a host
     /// slice holds the memory (only a forgotten one can, see the module docs).
     pub(crate) fn lock_for_op(&self, access: Access) -> Result<Locked<'_>, String> {

@@ -45,6 +45,10 @@ pub(crate) struct PinnedAlloc {
     pub(crate) memory: PinnedMemory,
 }
 
+/// What every byte of new device memory with unspecified contents holds on a checked CPU
+/// context.
+pub(crate) const UNSPECIFIED_BYTE: u8 = 0xFF;
+
 fn cpu_error(call: &'static str) -> impl FnOnce(String) -> Error {
     move |message| Error::invalid(call, message)
 }
@@ -65,6 +69,22 @@ impl DeviceAlloc {
             ctx: ctx.clone(),
             memory,
         })
+    }
+
+    /// `bytes` of device memory with unspecified contents. On a checked CPU context every
+    /// byte is `0xFF` (a NaN in every float, the largest value of every unsigned integer,
+    /// -1 of every signed one), as `cuMemAlloc` leaves whatever was there: a program that
+    /// reads elements it never wrote sees it there rather than the zeros of new CPU memory.
+    pub(crate) fn new_unspecified(
+        call: &'static str,
+        ctx: &Context,
+        bytes: usize,
+    ) -> Result<DeviceAlloc> {
+        let alloc = DeviceAlloc::new(call, ctx, bytes)?;
+        if let (DeviceMemory::Cpu(memory), true) = (&alloc.memory, ctx.is_checked()) {
+            memory.fill_bytes(UNSPECIFIED_BYTE);
+        }
+        Ok(alloc)
     }
 
     /// `bytes` of zeroed device memory, zero before any stream can reach it (CPU-backend

@@ -72,11 +72,17 @@ impl<T: Pod> DeviceBuffer<T> {
     }
 
     /// `len` elements with unspecified contents (`cuMemAlloc`). Safe, since any bits are a
-    /// valid `T: Pod`; usable on every stream at once.
+    /// valid `T: Pod`; usable on every stream at once. On a checked CPU context
+    /// ([`Context::cpu_checked`]) every byte starts as `0xFF` (NaN in a float), so a program
+    /// that reads elements it never wrote sees that in its results, as it would see garbage
+    /// on a GPU, rather than zeros.
     pub fn alloc(ctx: &Context, len: usize) -> Result<Self> {
         const CALL: &str = "DeviceBuffer::alloc";
         let bytes = check::byte_len(CALL, len, std::mem::size_of::<T>())?;
-        Ok(Self::from_alloc(DeviceAlloc::new(CALL, ctx, bytes)?, len))
+        Ok(Self::from_alloc(
+            DeviceAlloc::new_unspecified(CALL, ctx, bytes)?,
+            len,
+        ))
     }
 
     /// `len` zeroed elements: allocated at once, zeroed in `stream`'s order (other streams
