@@ -285,7 +285,7 @@ fn scratch_reads_of_elements_nothing_wrote_are_refused(ctx: &Context) -> Result<
         let err = halves(&mut pipeline, counts).unwrap_err();
         assert!(
             err.contains(&format!(
-                "stage `{stage}` reads elements {elements} of scratch buffer `tmp`"
+                "stage `{stage}` reads from elements {elements} of scratch buffer `tmp`"
             )),
             "{counts:?}: {err}"
         );
@@ -302,13 +302,145 @@ fn scratch_reads_of_elements_nothing_wrote_are_refused(ctx: &Context) -> Result<
         .unwrap_err()
         .to_string();
     assert!(
-        err.contains("stage `p` reads elements 2..4 of scratch buffer `tmp`"),
+        err.contains("stage `p` reads from elements 2..4 of scratch buffer `tmp`"),
         "{err}"
     );
+    Ok(())
+}
+
+/// A library call that copies the first `n` elements of `src` into `dst`.
+fn copy_prefix(
+    stream: &TypedStream<'_, PartlyWrittenMain>,
+    src: &DeviceBuffer<f32>,
+    dst: &mut DeviceBuffer<f32>,
+    n: usize,
+) -> Result<()> {
+    stream.copy_dtod(&src.slice(..n)?, &mut dst.slice_mut(..n)?)
+}
+
+gpu_pipeline! {
+    /// Correct programs that read less of a scratch buffer than they name: a kernel given
+    /// the whole buffer indexes below its bound `n`, a condition reads the first element, a
+    /// `call` declaring `reads(tmp)` copies a prefix. Only `tmp[0..n]` and `res[0..1]` are
+    /// ever written.
+    pipeline PartlyWritten {
+        streams { main }
+        unsafe kernels k = ptx(include_str!("../../runtime/kernels/test_kernels.ptx")) {
+            fn add_scalar(n: u32, value: f32, data: &mut [f32; n]) cpu = host::add_scalar;
+            fn saxpy(n: u32, a: f32, x: &[f32; n], y: &mut [f32; n]) cpu = host::saxpy;
+        }
+        params { n: u32, out: &mut DeviceBuffer<f32>, twice: &mut DeviceBuffer<f32> }
+        scratch { tmp: DeviceBuffer<f32> = 8, res: DeviceBuffer<f32> = 2 }
+        stage s on main {
+            fill tmp[0..n as usize] = 1.0;
+            launch k::saxpy(n, 1.0, tmp, out) grid 1u32 block 8u32;
+            fill res[0..1] = 0.0;
+            do {
+                launch k::add_scalar(1, 1.0, res[0..1]) grid 1u32 block 1u32;
+            } while res < 3.0 max 10;
+            if res < 5.0 {
+                launch k::saxpy(n, 1.0, tmp, twice) grid 1u32 block 8u32;
+            }
+            call copy_prefix(tmp, twice, n as usize) reads(tmp) writes(twice);
+        }
+    }
+}
+
+gpu_pipeline! {
+    /// `tmp[0..2]` written, then `tmp[2..4]` in a body: `maybe` (an `if` without `else`)
+    /// leaves it unwritten when the condition fails; `either` writes it in both bodies.
+    pipeline HalfInABody {
+        streams { main }
+        params { flag: &DeviceBuffer<u32>, out: &mut DeviceBuffer<f32> }
+        scratch { tmp: DeviceBuffer<f32> = 4 }
+        step maybe {
+            stage m on main {
+                fill tmp[0..2] = 1.0;
+                if flag > 0u32 {
+                    fill tmp[2..4] = 2.0;
+                }
+                copy tmp -> out;
+            }
+        }
+        step either {
+            stage e on main {
+                fill tmp[0..2] = 1.0;
+                if flag > 0u32 {
+                    fill tmp[2..4] = 2.0;
+                } else {
+                    fill tmp[2..4] = 3.0;
+                }
+                copy tmp -> out;
+            }
+        }
+    }
+}
+
+/// A write inside an `if` without `else` does not count after it, element by element (the
+/// compile-time rule, per buffer, is met by the write before the `if`): the step is refused
+/// naming the elements only the body writes; an `if`/`else` writing them in both bodies runs,
+/// with either value. (Both ran before, reading what the last step left.)
+fn scratch_written_only_in_a_body_that_may_not_run_is_refused(ctx: &Context) -> Result<()> {
+    let stream = Stream::new(ctx)?;
+    let mut out = DeviceBuffer::<f32>::zeros(&stream, 4)?;
+    stream.synchronize()?;
+    let mut pipeline = HalfInABody::new(ctx)?;
+    let flags = [1u32, 0].map(|f| DeviceBuffer::from_slice(&stream, &[f]));
+    let [Ok(on), Ok(off)] = &flags else {
+        panic!("uploads failed");
+    };
+    for flag in [on, off] {
+        let err = pipeline
+            .run_maybe(HalfInABodyParams {
+                flag,
+                out: &mut out,
+            })
+            .map(|_| ())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("stage `m` reads elements 2..4 of scratch buffer `tmp`"),
+            "{err}"
+        );
+    }
+    for (flag, value) in [(on, 2.0), (off, 3.0)] {
+        pipeline
+            .run_either(HalfInABodyParams {
+                flag,
+                out: &mut out,
+            })?
+            .wait()?;
+        assert_eq!(out.to_vec(&stream)?, [1.0, 1.0, value, value]);
+    }
+    Ok(())
+}
+
+/// `PartlyWritten` runs: what it reads of its scratch buffers was written, though each
+/// statement names more (these were refused by the first element-wise check).
+fn scratch_read_in_part_where_written_runs(ctx: &Context) -> Result<()> {
+    let stream = Stream::new(ctx)?;
+    let mut out = DeviceBuffer::<f32>::zeros(&stream, 8)?;
+    let mut twice = DeviceBuffer::<f32>::zeros(&stream, 8)?;
+    stream.synchronize()?;
+    let mut pipeline = PartlyWritten::new(ctx)?;
+    pipeline
+        .run(PartlyWrittenParams {
+            n: 4,
+            out: &mut out,
+            twice: &mut twice,
+        })?
+        .wait()?;
+    assert_eq!(
+        out.to_vec(&stream)?,
+        [1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0]
+    );
+    assert_eq!(twice.to_vec(&stream)?[..4], [1.0; 4]);
     Ok(())
 }
 
 tests::on_both_backends_race_free!(
     a_scratch_read_only_a_loop_of_no_iteration_writes_is_refused,
     scratch_reads_of_elements_nothing_wrote_are_refused,
+    scratch_read_in_part_where_written_runs,
+    scratch_written_only_in_a_body_that_may_not_run_is_refused,
 );

@@ -136,7 +136,9 @@ pub fn window_check<T: Pod, const L: usize, const R: usize>(
 /// range written on two neighbours is written into each rank's window by two neighbours at
 /// once (the one writing its first part and the one writing its second), a race on three
 /// ranks or more. (A program whose ranges differ from rank to rank could keep such parts
-/// apart across the ranks; the step refuses it too rather than trusting it does.)
+/// apart across the ranks, as an all-gather placing each rank's block at its own offset in
+/// both neighbours does; no rank can see the others' ranges, so the step refuses it too
+/// rather than trusting it: such a program uses one window per neighbour.)
 fn apart(
     pipeline: &'static str,
     name: &'static str,
@@ -156,8 +158,9 @@ fn apart(
         format!(
             "pipeline `{pipeline}`: one launch writes {s}..{e} of window `{name}` on rank \
              {other} and {start}..{end} on rank {rank}, which overlap: every rank runs the \
-             launch, so each rank's part is written by two neighbours at once; write parts that \
-             are apart"
+             launch, so where the ranges are alike on every rank, each rank's part is written \
+             by two neighbours at once; write parts that are apart, or use one window per \
+             neighbour"
         )
     };
     Err(Error::invalid(CALL, message))

@@ -107,15 +107,17 @@ pub(super) fn parts_apart(cx: &Ctxt, scope: &Scope<'_>, launch: &ast::Launch) {
         let message = if a.rank == b.rank {
             format!(
                 "`{ta}` and `{tb}` both write rank `{}`'s `{name}` and overlap; give each \
-                 part its own elements (`{name}[..n] on rank r, {name}[n..2 * n] on rank r`)",
-                a.rank
+                 part its own elements (`{name}[lo..mid] on rank {}, {name}[mid..hi] on rank {}`)",
+                a.rank, a.rank, a.rank
             )
         } else {
             format!(
                 "`{ta} on rank {}` and `{tb} on rank {}` overlap: every rank runs this launch, \
-                 so each rank's part is written at once by the neighbour whose `{}` it is and by \
-                 the one whose `{}` it is; give each neighbour a part of its own \
-                 (`{name}[..n] on rank {}, {name}[n..2 * n] on rank {}`)",
+                 so where the ranges are alike on every rank, each rank's part is written at \
+                 once by the neighbour whose `{}` it is and by the one whose `{}` it is (the \
+                 step refuses overlapping parts either way); give each neighbour a part of its \
+                 own (`{name}[lo..mid] on rank {}, {name}[mid..hi] on rank {}`), or use one \
+                 window per neighbour",
                 a.rank, b.rank, a.rank, b.rank, a.rank, b.rank
             )
         };

@@ -161,23 +161,50 @@ fn describe_statement(pipeline: &Pipeline<'_>, statement: &Statement<'_>) -> Tok
                 crate::lower::ControlCondition::Step => None,
             };
             let condition = condition.map(|touch| describe_touch(pipeline, touch));
-            // A `do ... while` reads its condition after the body: the plan judges that read
-            // after the body's writes.
-            let condition = match (condition, &control.source) {
-                (Some(touch), crate::ast::Control::DoWhile { .. }) => Some(quote! {
-                    __d.read_after_body(true); #touch __d.read_after_body(false);
-                }),
-                (condition, _) => condition,
+            // A condition reads the first element of its buffer; a `do ... while`'s, after
+            // the body (the plan judges the read after the body's writes).
+            let condition = condition.map(|touch| {
+                let rt = rt();
+                let kind = match control.source {
+                    crate::ast::Control::DoWhile { .. } => quote!(FirstAfterBody),
+                    _ => quote!(First),
+                };
+                quote! {
+                    __d.read_kind(#rt::ReadKind::#kind);
+                    #touch
+                    __d.read_kind(#rt::ReadKind::Within);
+                }
+            });
+            // Each body marked, so the plan knows which writes every run makes.
+            let bodies = control.bodies.iter().map(|body| {
+                let statements = body
+                    .iter()
+                    .map(|statement| describe_statement(pipeline, statement));
+                quote!(__d.body()?; #(#statements)*)
+            });
+            let runs = match &control.source {
+                crate::ast::Control::If {
+                    otherwise: Some(_), ..
+                } => quote!(OneOf),
+                crate::ast::Control::DoWhile { .. } => quote!(Always),
+                crate::ast::Control::While { .. }
+                | crate::ast::Control::If { .. }
+                | crate::ast::Control::Switch { .. } => quote!(MaybeNone),
             };
-            let body = control
-                .statements()
-                .map(|statement| describe_statement(pipeline, statement));
+            let rt = rt();
             // A swap's writes, as a statement of their own after the body's.
             let swaps = (!control.swaps.is_empty()).then(|| {
                 let touches = control.swaps.iter().flat_map(|&(a, b)| [a.0, b.0]);
                 quote!(__d.statement()?; #(__d.touch_whole(#touches, true)?;)*)
             });
-            quote!(__d.statement()?; #condition #(#body)* #swaps)
+            quote! {
+                __d.statement()?;
+                __d.control(#rt::BodiesRun::#runs)?;
+                #condition
+                #(#bodies)*
+                __d.end_control()?;
+                #swaps
+            }
         }
         StatementKind::Copy { src, dst, .. } if matches!(statement.accesses.as_slice(), [from, to] if from.buffer == *src && to.buffer == *dst) =>
         {
@@ -189,9 +216,13 @@ fn describe_statement(pipeline: &Pipeline<'_>, statement: &Statement<'_>) -> Tok
                 reference_label(pipeline, from),
                 reference_label(pipeline, to),
             );
+            let rt = rt();
+            // A copy reads every element of its source.
             quote! {
                 __d.statement()?;
+                __d.read_kind(#rt::ReadKind::Every);
                 let __src_len: usize = #src_len;
+                __d.read_kind(#rt::ReadKind::Within);
                 let __dst_len: usize = #dst_len;
                 __d.copy_lengths(#src_label, __src_len, #dst_label, __dst_len)?;
             }

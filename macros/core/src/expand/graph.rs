@@ -218,7 +218,8 @@ pub fn graph_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             /// `None` while it has to be built again (after a failed recapture, until the next
             /// launch), or while in-place setters called since the last launch are not applied
             /// to it yet (its launch would run the old values: call
-            /// [`apply_updates`](Self::apply_updates) first). Its launches may go to any
+            /// [`apply_updates`](Self::apply_updates) first; a fresh `clone_step` counts as
+            /// such, since its values are applied at its first launch). Its launches may go to any
             /// stream: once it is lent, the graph's next
             /// wait, recapture, host write or launch waits for the whole context first, so
             /// they stay ordered after them. The other way round is the caller's to order, as
@@ -376,7 +377,12 @@ pub fn graph_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                     self.lent.load(Ordering::Relaxed)
                 };
                 if lent {
+                    // Every device's: a lent instantiation of a step over several devices
+                    // runs on each of them, wherever it was launched.
                     self.pipeline.__ctx.synchronize().map_err(|e| #rt::step_error(#name_str, e))?;
+                    for __lane in self.pipeline.__lanes.iter().flatten() {
+                        __lane.context().synchronize().map_err(|e| #rt::step_error(#name_str, e))?;
+                    }
                 }
                 ::core::result::Result::Ok(())
             }

@@ -1,6 +1,6 @@
 //! Scratch buffers are written before they are read, element by element, in the step as it
 //! will run: a scratch device buffer starts with undefined contents (and a replay finds what
-//! the last step left), so every element a stage instance reads must have been written by an
+//! the last step left), so the elements a stage instance reads must have been written by an
 //! instance that runs before it.
 //!
 //! The macro checks this at compile time per buffer, counting a write to any part of it, in
@@ -11,21 +11,44 @@
 //! overlaps a read before or after it, so a write enqueued earlier that covers a read's
 //! elements runs before the read.
 //!
-//! Within one instance, its statements run in order; a `do ... while`'s condition is read
-//! after the body, so its reads are judged at the end of the instance. Writes inside an `if`
-//! without `else`, a `while` or a `switch` count here as the compile-time rule lets them
-//! (where it refuses a read after them, the program never gets here).
+//! Only what surely reads undefined elements is refused ([`ReadKind`]): a copy reads every
+//! element of its source, a condition the first of its buffer; a kernel, a `call`, a host
+//! closure or a communication operand may read only some of the elements it is given (a
+//! kernel indexes below its bound), so it is refused only when none of them was written.
+//! Within one instance the statements run in order. Inside a control statement each body
+//! starts from what was written before it; after it, a write counts only where every run
+//! makes it (see [`BodiesRun`]: both bodies of an `if`/`else`, the body of a `do ... while`,
+//! whose condition is read after the rest of the instance).
 
 use gpu_pipeline_schedule::{Access, Mode, Plan};
 
-use super::describe::{Instance, ScratchDecl, buffer_key};
+use super::describe::{BodiesRun, Instance, Mark, ReadKind, ScratchDecl, buffer_key};
 use crate::error::{Error, Result};
 
 /// The elements written so far of one buffer: sorted, disjoint, merged ranges.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 struct Written(Vec<(u64, u64)>);
 
 impl Written {
+    /// The elements both hold.
+    fn intersection(&self, other: &Written) -> Written {
+        let mut out = Vec::new();
+        let (mut i, mut j) = (0, 0);
+        while i < self.0.len() && j < other.0.len() {
+            let (a, b) = (self.0[i], other.0[j]);
+            let (start, end) = (a.0.max(b.0), a.1.min(b.1));
+            if start < end {
+                out.push((start, end));
+            }
+            if a.1 < b.1 {
+                i += 1;
+            } else {
+                j += 1;
+            }
+        }
+        Written(out)
+    }
+
     fn add(&mut self, start: u64, end: u64) {
         if start >= end {
             return;
@@ -80,31 +103,119 @@ pub(super) fn scratch_written_first(
         return Ok(());
     }
     let mut written: Vec<Written> = scratch.iter().map(|_| Written::default()).collect();
-    let which = |access: &Access| {
-        scratch
-            .iter()
-            .position(|s| buffer_key(s.buffer, 0) == access.buffer)
-    };
     for planned in &plan.stages {
         let instance = &instances[planned.stage.0];
-        let accesses = instance.accesses.iter().zip(&instance.after_body);
-        // In order, then a `do ... while`'s condition reads.
-        let in_order = accesses.clone().filter(|(_, after)| !**after);
-        let after = accesses.filter(|(_, after)| **after);
-        for (access, _) in in_order.chain(after) {
-            let Some(k) = which(access) else { continue };
-            let (start, end) = span(access, scratch[k].len);
-            match access.mode {
-                Mode::Write => written[k].add(start, end),
-                Mode::Read => {
-                    if let Some(gap) = written[k].first_gap(start, end) {
-                        return Err(unwritten(pipeline, instance, &scratch[k], gap));
-                    }
-                }
+        let mut marks = instance.marks.iter().peekable();
+        let mut frames: Vec<Frame> = Vec::new();
+        // A `do ... while`'s condition, read after the body: judged at the end.
+        let mut after_body = Vec::new();
+        let accesses = instance.accesses.iter().zip(&instance.read_kinds);
+        for (i, (access, kind)) in accesses.enumerate() {
+            while let Some((_, mark)) = marks.next_if(|&&(at, _)| at <= i) {
+                enter(*mark, &mut written, &mut frames);
             }
+            if *kind == ReadKind::FirstAfterBody {
+                after_body.push((access, *kind));
+                continue;
+            }
+            judge(pipeline, instance, scratch, &mut written, access, *kind)?;
+        }
+        for (_, mark) in marks {
+            enter(*mark, &mut written, &mut frames);
+        }
+        for (access, kind) in after_body {
+            judge(pipeline, instance, scratch, &mut written, access, kind)?;
         }
     }
     Ok(())
+}
+
+/// A control statement being walked: the elements written before it, and after each of its
+/// bodies that ended.
+struct Frame {
+    runs: BodiesRun,
+    before: Vec<Written>,
+    bodies: Vec<Vec<Written>>,
+    in_body: bool,
+}
+
+/// Steps over a mark of a control statement: a body starts from what was written before the
+/// statement; after the statement, what counts is what every run wrote (see [`BodiesRun`]).
+fn enter(mark: Mark, written: &mut Vec<Written>, frames: &mut Vec<Frame>) {
+    match mark {
+        Mark::Control(runs) => frames.push(Frame {
+            runs,
+            before: written.clone(),
+            bodies: Vec::new(),
+            in_body: false,
+        }),
+        Mark::Body => {
+            if let Some(frame) = frames.last_mut() {
+                if frame.in_body {
+                    frame.bodies.push(written.clone());
+                }
+                frame.in_body = true;
+                written.clone_from(&frame.before);
+            }
+        }
+        Mark::End => {
+            let Some(mut frame) = frames.pop() else {
+                return;
+            };
+            if frame.in_body {
+                frame.bodies.push(std::mem::take(written));
+            }
+            *written = match (frame.runs, frame.bodies.as_slice()) {
+                (BodiesRun::Always, [.., last]) => last.clone(),
+                (BodiesRun::OneOf, [first, rest @ ..]) if !rest.is_empty() => {
+                    rest.iter().fold(first.clone(), |common, body| {
+                        common
+                            .iter()
+                            .zip(body)
+                            .map(|(a, b)| a.intersection(b))
+                            .collect()
+                    })
+                }
+                _ => frame.before,
+            };
+        }
+    }
+}
+
+/// Counts a write, or refuses a read of elements nothing wrote.
+fn judge(
+    pipeline: &'static str,
+    instance: &Instance,
+    scratch: &[ScratchDecl],
+    written: &mut [Written],
+    access: &Access,
+    kind: ReadKind,
+) -> Result<()> {
+    let Some(k) = scratch
+        .iter()
+        .position(|s| buffer_key(s.buffer, 0) == access.buffer)
+    else {
+        return Ok(());
+    };
+    let (start, end) = span(access, scratch[k].len);
+    if access.mode == Mode::Write {
+        written[k].add(start, end);
+        return Ok(());
+    }
+    let gap = match kind {
+        ReadKind::Every => written[k].first_gap(start, end),
+        ReadKind::First | ReadKind::FirstAfterBody => {
+            written[k].first_gap(start, end.min(start + 1))
+        }
+        // Unwritten only when no element of it is written.
+        ReadKind::Within => written[k]
+            .first_gap(start, end)
+            .filter(|&gap| gap == (start, end)),
+    };
+    match gap {
+        Some(gap) => Err(unwritten(pipeline, instance, &scratch[k], gap, kind)),
+        None => Ok(()),
+    }
 }
 
 fn unwritten(
@@ -112,17 +223,30 @@ fn unwritten(
     instance: &Instance,
     scratch: &ScratchDecl,
     (start, end): (u64, u64),
+    kind: ReadKind,
 ) -> Error {
     let ScratchDecl { name, zero, .. } = scratch;
+    let what = match kind {
+        ReadKind::Every => format!("reads elements {start}..{end}"),
+        ReadKind::First | ReadKind::FirstAfterBody => {
+            format!("tests element {start} (a condition)")
+        }
+        ReadKind::Within => format!("reads from elements {start}..{end}"),
+    };
     Error::invalid(
         "pipeline step",
         format!(
-            "pipeline `{pipeline}`: stage `{}` reads elements {start}..{end} of scratch buffer \
-             `{name}`, which nothing the step runs before it writes, so their contents are \
-             undefined (a `for` that writes them ran no iteration with these params, or the \
-             writes before cover other elements); write them first (`fill {name} = {zero};`, \
-             or a kernel that writes them, in a stage this one runs after)",
-            instance.label()
+            "pipeline `{pipeline}`: stage `{}` {what} of scratch buffer `{name}`, but nothing \
+             the step runs before it writes {}, so the read finds undefined contents (a `for` \
+             that writes them ran no iteration with these params, or the writes before cover \
+             other elements); write them first (`fill {name} = {zero};`, or a kernel that \
+             writes them, in a stage this one runs after)",
+            instance.label(),
+            if end - start == 1 {
+                "it"
+            } else {
+                "any of them"
+            },
         ),
     )
 }
@@ -149,5 +273,8 @@ mod tests {
         assert_eq!(w.0, [(0, 10)]);
         // An empty read needs nothing.
         assert_eq!(w.first_gap(12, 12), None);
+        let other = Written(vec![(2, 4), (8, 12)]);
+        assert_eq!(w.intersection(&other).0, [(2, 4), (8, 10)]);
+        assert_eq!(other.intersection(&Written::default()).0, []);
     }
 }

@@ -49,9 +49,11 @@ pub struct Instance {
     /// The buffer references of its statements, in the order they appear.
     pub refs: Vec<Ref>,
     pub(super) accesses: Vec<Access>,
-    /// For each of `accesses`, whether the device makes it after the rest of the stage's
-    /// statement (a `do ... while`'s condition, read after the body).
-    pub(super) after_body: Vec<bool>,
+    /// For each of `accesses`, what a read reads of its elements.
+    pub(super) read_kinds: Vec<ReadKind>,
+    /// Where control statements and their bodies start and end: before the access of each
+    /// index (`accesses.len()`: after the last).
+    pub(super) marks: Vec<(usize, Mark)>,
     pub(super) after: Vec<(usize, bool)>,
     /// Where the current statement's references start in `refs` (while describing).
     statement: usize,
@@ -90,9 +92,51 @@ pub struct Describe {
     offsets: Vec<usize>,
     stages: Vec<Instance>,
     scratch: Vec<ScratchDecl>,
-    /// Whether the accesses being described are a `do ... while`'s condition, which the
-    /// device reads after the body.
-    after_body: bool,
+    /// What the reads being described read of the elements they name.
+    read_kind: ReadKind,
+}
+
+/// Which bodies of a control statement surely run, for the check that scratch buffers are
+/// written first: what a body writes counts after the statement only where every run makes
+/// it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BodiesRun {
+    /// Maybe none: an `if` without `else`, a `while`, a `switch` (a value past its last
+    /// case runs none).
+    MaybeNone,
+    /// Exactly one of them: an `if` with an `else`.
+    OneOf,
+    /// The one body, at least once: a `do ... while`.
+    Always,
+}
+
+/// Where a control statement's parts start among an instance's accesses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) enum Mark {
+    /// A control statement starts (its condition comes first).
+    Control(BodiesRun),
+    /// One of its bodies starts.
+    Body,
+    /// It ends.
+    End,
+}
+
+/// What a read described by [`Describe::touch`] or [`Describe::touch_whole`] reads of the
+/// elements it names, for the check that scratch buffers are written first
+/// (`plan/coverage.rs`): that check refuses only what surely reads elements nothing wrote.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum ReadKind {
+    /// Some of them, or all, as the callee decides: a kernel's window (it may index only
+    /// below its bound), a `call`'s or host closure's declared reads, a communication
+    /// operand. Refused only when none of them was written.
+    #[default]
+    Within,
+    /// Every one of them: a copy's source.
+    Every,
+    /// The first: a `while`, `if` or `switch` condition.
+    First,
+    /// The first, after the rest of the statement: a `do ... while`'s condition.
+    FirstAfterBody,
 }
 
 /// A scratch device buffer of the step, whose reads must follow writes of the same elements
@@ -142,7 +186,7 @@ impl Describe {
             offsets,
             stages: Vec::new(),
             scratch: Vec::new(),
-            after_body: false,
+            read_kind: ReadKind::Within,
         })
     }
 
@@ -158,10 +202,33 @@ impl Describe {
         });
     }
 
-    /// Marks the accesses described next (`true`) as a `do ... while`'s condition, which the
-    /// device reads after the body, or (`false`) ends that.
-    pub fn read_after_body(&mut self, after: bool) {
-        self.after_body = after;
+    /// What the reads described next read of the elements they name (until the next call;
+    /// [`ReadKind::Within`] at first).
+    pub fn read_kind(&mut self, kind: ReadKind) {
+        self.read_kind = kind;
+    }
+
+    /// A control statement of the current stage starts: its condition's access comes next,
+    /// then each body after [`Describe::body`], then [`Describe::end_control`].
+    pub fn control(&mut self, runs: BodiesRun) -> Result<()> {
+        self.mark(Mark::Control(runs))
+    }
+
+    /// The next body of the current control statement starts.
+    pub fn body(&mut self) -> Result<()> {
+        self.mark(Mark::Body)
+    }
+
+    /// The current control statement ends.
+    pub fn end_control(&mut self) -> Result<()> {
+        self.mark(Mark::End)
+    }
+
+    fn mark(&mut self, mark: Mark) -> Result<()> {
+        let stage = self.current()?;
+        let at = stage.accesses.len();
+        stage.marks.push((at, mark));
+        Ok(())
     }
 
     fn error(&self, message: String) -> Error {
@@ -213,7 +280,8 @@ impl Describe {
             stream,
             refs: Vec::new(),
             accesses: Vec::new(),
-            after_body: Vec::new(),
+            read_kinds: Vec::new(),
+            marks: Vec::new(),
             after: Vec::new(),
             statement: 0,
         });
@@ -287,7 +355,7 @@ impl Describe {
                 other.start, other.end
             )));
         }
-        let after_body = self.after_body;
+        let read_kind = self.read_kind;
         let stage = self.current()?;
         stage.refs.push(Ref {
             buffer,
@@ -296,7 +364,7 @@ impl Describe {
             start,
             end,
         });
-        stage.after_body.push(after_body);
+        stage.read_kinds.push(read_kind);
         stage.accesses.push(Access {
             buffer: buffer_key(buffer, element),
             mode: if write { Mode::Write } else { Mode::Read },
@@ -328,9 +396,9 @@ impl Describe {
     /// An access of the current stage to a whole buffer that no statement passes as a view
     /// (a `call`'s or a host closure's declared `reads`/`writes`, a flag).
     pub fn touch_whole(&mut self, buffer: usize, write: bool) -> Result<()> {
-        let after_body = self.after_body;
+        let read_kind = self.read_kind;
         let stage = self.current()?;
-        stage.after_body.push(after_body);
+        stage.read_kinds.push(read_kind);
         stage.accesses.push(Access {
             buffer: buffer_key(buffer, 0),
             mode: if write { Mode::Write } else { Mode::Read },

@@ -31,7 +31,7 @@ use crate::stream::Stream;
 mod coverage;
 mod describe;
 
-pub use describe::{Claim, Describe, Description, Instance, Ref};
+pub use describe::{BodiesRun, Claim, Describe, Description, Instance, ReadKind, Ref};
 
 /// What a step's statements need from its plan: each stage instance with its stream and
 /// resolved references, in program order, plus the schedule of a closed step and of a step
@@ -555,8 +555,8 @@ mod tests {
     }
 
     /// Two chunks of scratch buffer `x` written on two streams (elements `0..split` and
-    /// `split..upto`), then read whole on the origin: the plan needs every element written.
-    fn scratch_chunks(split: usize, upto: usize) -> Result<StepPlan> {
+    /// `split..upto`), then read whole on the origin, as `kind` reads.
+    fn scratch_chunks(split: usize, upto: usize, kind: ReadKind) -> Result<StepPlan> {
         let mut d = Describe::new("P", &[("s", "", 1), ("lane", "2", 2)]).unwrap();
         d.scratch(0, "x", 8, "0.0");
         for i in 0..2 {
@@ -566,19 +566,34 @@ mod tests {
                 .unwrap();
         }
         d.stage(1, "sum", None, 0, "main", 0).unwrap();
+        d.read_kind(kind);
         d.touch(0, "x", None, None, None, 8, false).unwrap();
         StepPlan::new(d.finish(), &[])
     }
 
     #[test]
-    fn a_scratch_read_needs_every_element_written_before_it() {
-        scratch_chunks(3, 8).unwrap();
-        let err = scratch_chunks(3, 6).unwrap_err().to_string();
+    fn a_scratch_read_needs_the_elements_it_surely_reads_written_before_it() {
+        scratch_chunks(3, 8, ReadKind::Every).unwrap();
+        let err = scratch_chunks(3, 6, ReadKind::Every)
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("stage `sum` reads elements 6..8 of scratch buffer `x`")
                 && err.contains("`fill x = 0.0;`"),
             "{err}"
         );
+        // A kernel's window may be read in part: refused only when nothing of it is written.
+        scratch_chunks(3, 6, ReadKind::Within).unwrap();
+        scratch_chunks(0, 0, ReadKind::First).unwrap_err();
+        let err = scratch_chunks(0, 0, ReadKind::Within)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("stage `sum` reads from elements 0..8 of scratch buffer `x`"),
+            "{err}"
+        );
+        // A condition reads the first element only.
+        scratch_chunks(1, 1, ReadKind::First).unwrap();
         // A range past the buffer says to declare the scratch buffer longer.
         let mut d = Describe::new("P", &[("s", "", 1)]).unwrap();
         d.scratch(0, "x", 8, "0.0");
