@@ -415,6 +415,93 @@ fn scratch_written_only_in_a_body_that_may_not_run_is_refused(ctx: &Context) -> 
     Ok(())
 }
 
+gpu_pipeline! {
+    /// `do ... while`s on scratch conditions. `nested`: inside an `if`, its body writes the
+    /// condition (correct). `late`: its body writes `res[k]`, its test reads `res[0]`, and a
+    /// fill after it writes all of `res` (the first test reads `res[0]` unwritten when
+    /// `k = 1`). `swapped`: a `while` whose body swaps `a` and `b` may run no iteration, so
+    /// `b` is then only partly written.
+    pipeline LoopsOnScratch {
+        streams { main }
+        unsafe kernels k = ptx(include_str!("../../runtime/kernels/test_kernels.ptx")) {
+            fn add_scalar(n: u32, value: f32, data: &mut [f32; n]) cpu = host::add_scalar;
+        }
+        params { flag: &DeviceBuffer<u32>, k: usize, out: &mut DeviceBuffer<f32> }
+        scratch {
+            res: DeviceBuffer<f32> = 2,
+            a: DeviceBuffer<f32> = 4,
+            b: DeviceBuffer<f32> = 4,
+            c: DeviceBuffer<u32> = 1,
+        }
+        step nested {
+            stage n on main {
+                if flag > 0u32 {
+                    do {
+                        fill res = 5.0;
+                    } while res < 3.0 max 10;
+                    copy res -> out[0..2];
+                }
+            }
+        }
+        step late {
+            stage l on main {
+                do {
+                    fill res[k..k + 1] = 5.0;
+                } while res < 3.0 max 10;
+                fill res = 0.0;
+                copy res -> out[0..2];
+            }
+        }
+        step swapped {
+            stage w on main {
+                fill a = 1.0;
+                fill b[0..1] = 0.0;
+                fill c = 0u32;
+                while c > 0u32 max 10 {
+                    launch k::add_scalar(4, 1.0, a) grid 1u32 block 4u32;
+                    fill c = 0u32;
+                    swap(a, b);
+                }
+                copy b -> out;
+            }
+        }
+    }
+}
+
+/// A `do ... while`'s condition is judged against what its body wrote, wherever the loop
+/// sits (inside an `if` it was judged after the `if`, and the correct `nested` was refused),
+/// and before anything after the loop (a later fill hid `late`'s unwritten first test); a
+/// `while` that may run no iteration does not count its swap as writing both buffers.
+fn conditions_and_swaps_of_loops_are_judged_where_they_run(ctx: &Context) -> Result<()> {
+    let stream = Stream::new(ctx)?;
+    let mut out = DeviceBuffer::<f32>::zeros(&stream, 4)?;
+    let on = DeviceBuffer::from_slice(&stream, &[1u32])?;
+    stream.synchronize()?;
+    let mut pipeline = LoopsOnScratch::new(ctx)?;
+    fn params<'a>(
+        on: &'a DeviceBuffer<u32>,
+        out: &'a mut DeviceBuffer<f32>,
+        k: usize,
+    ) -> LoopsOnScratchParams<'a> {
+        LoopsOnScratchParams { flag: on, k, out }
+    }
+    pipeline.run_nested(params(&on, &mut out, 0))?.wait()?;
+    assert_eq!(out.to_vec(&stream)?[..2], [5.0, 5.0]);
+    pipeline.run_late(params(&on, &mut out, 0))?.wait()?;
+    let refusal = |result: Result<()>| result.unwrap_err().to_string();
+    let err = refusal(pipeline.run_late(params(&on, &mut out, 1)).map(|_| ()));
+    assert!(
+        err.contains("stage `l` tests element 0 (a condition) of scratch buffer `res`"),
+        "{err}"
+    );
+    let err = refusal(pipeline.run_swapped(params(&on, &mut out, 0)).map(|_| ()));
+    assert!(
+        err.contains("stage `w` reads elements 1..4 of scratch buffer `b`"),
+        "{err}"
+    );
+    Ok(())
+}
+
 /// `PartlyWritten` runs: what it reads of its scratch buffers was written, though each
 /// statement names more (these were refused by the first element-wise check).
 fn scratch_read_in_part_where_written_runs(ctx: &Context) -> Result<()> {
@@ -443,4 +530,5 @@ tests::on_both_backends_race_free!(
     scratch_reads_of_elements_nothing_wrote_are_refused,
     scratch_read_in_part_where_written_runs,
     scratch_written_only_in_a_body_that_may_not_run_is_refused,
+    conditions_and_swaps_of_loops_are_judged_where_they_run,
 );

@@ -192,7 +192,8 @@ fn describe_statement(pipeline: &Pipeline<'_>, statement: &Statement<'_>) -> Tok
                 | crate::ast::Control::Switch { .. } => quote!(MaybeNone),
             };
             let rt = rt();
-            // A swap's writes, as a statement of their own after the body's.
+            // A swap's writes, as a statement of their own at the end of the (last) body: they
+            // count after the statement only where the body surely ran.
             let swaps = (!control.swaps.is_empty()).then(|| {
                 let touches = control.swaps.iter().flat_map(|&(a, b)| [a.0, b.0]);
                 quote!(__d.statement()?; #(__d.touch_whole(#touches, true)?;)*)
@@ -202,8 +203,8 @@ fn describe_statement(pipeline: &Pipeline<'_>, statement: &Statement<'_>) -> Tok
                 __d.control(#rt::BodiesRun::#runs)?;
                 #condition
                 #(#bodies)*
-                __d.end_control()?;
                 #swaps
+                __d.end_control()?;
             }
         }
         StatementKind::Copy { src, dst, .. } if matches!(statement.accesses.as_slice(), [from, to] if from.buffer == *src && to.buffer == *dst) =>

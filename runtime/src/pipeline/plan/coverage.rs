@@ -18,7 +18,7 @@
 //! Within one instance the statements run in order. Inside a control statement each body
 //! starts from what was written before it; after it, a write counts only where every run
 //! makes it (see [`BodiesRun`]: both bodies of an `if`/`else`, the body of a `do ... while`,
-//! whose condition is read after the rest of the instance).
+//! whose condition is judged at its end, against what its body wrote).
 
 use gpu_pipeline_schedule::{Access, Mode, Plan};
 
@@ -106,48 +106,54 @@ pub(super) fn scratch_written_first(
     for planned in &plan.stages {
         let instance = &instances[planned.stage.0];
         let mut marks = instance.marks.iter().peekable();
-        let mut frames: Vec<Frame> = Vec::new();
-        // A `do ... while`'s condition, read after the body: judged at the end.
-        let mut after_body = Vec::new();
+        let mut frames: Vec<Frame<'_>> = Vec::new();
+        let judge = |written: &mut [Written], access: &Access, kind: ReadKind| {
+            judge(pipeline, instance, scratch, written, access, kind)
+        };
         let accesses = instance.accesses.iter().zip(&instance.read_kinds);
         for (i, (access, kind)) in accesses.enumerate() {
             while let Some((_, mark)) = marks.next_if(|&&(at, _)| at <= i) {
-                enter(*mark, &mut written, &mut frames);
+                enter(*mark, &mut written, &mut frames, &judge)?;
             }
-            if *kind == ReadKind::FirstAfterBody {
-                after_body.push((access, *kind));
-                continue;
+            match (kind, frames.last_mut()) {
+                // A `do ... while`'s condition, read after its body: judged at its end.
+                (ReadKind::FirstAfterBody, Some(frame)) => frame.after_body.push(access),
+                (kind, _) => judge(&mut written, access, *kind)?,
             }
-            judge(pipeline, instance, scratch, &mut written, access, *kind)?;
         }
         for (_, mark) in marks {
-            enter(*mark, &mut written, &mut frames);
-        }
-        for (access, kind) in after_body {
-            judge(pipeline, instance, scratch, &mut written, access, kind)?;
+            enter(*mark, &mut written, &mut frames, &judge)?;
         }
     }
     Ok(())
 }
 
 /// A control statement being walked: the elements written before it, and after each of its
-/// bodies that ended.
-struct Frame {
+/// bodies that ended; a `do ... while`'s condition reads, judged when its body has run.
+struct Frame<'a> {
     runs: BodiesRun,
     before: Vec<Written>,
     bodies: Vec<Vec<Written>>,
     in_body: bool,
+    after_body: Vec<&'a Access>,
 }
 
 /// Steps over a mark of a control statement: a body starts from what was written before the
-/// statement; after the statement, what counts is what every run wrote (see [`BodiesRun`]).
-fn enter(mark: Mark, written: &mut Vec<Written>, frames: &mut Vec<Frame>) {
+/// statement; at its end, a `do ... while`'s condition is judged against what its body wrote;
+/// after it, what counts is what every run wrote (see [`BodiesRun`]).
+fn enter<'a>(
+    mark: Mark,
+    written: &mut Vec<Written>,
+    frames: &mut Vec<Frame<'a>>,
+    judge: &impl Fn(&mut [Written], &Access, ReadKind) -> Result<()>,
+) -> Result<()> {
     match mark {
         Mark::Control(runs) => frames.push(Frame {
             runs,
             before: written.clone(),
             bodies: Vec::new(),
             in_body: false,
+            after_body: Vec::new(),
         }),
         Mark::Body => {
             if let Some(frame) = frames.last_mut() {
@@ -160,8 +166,11 @@ fn enter(mark: Mark, written: &mut Vec<Written>, frames: &mut Vec<Frame>) {
         }
         Mark::End => {
             let Some(mut frame) = frames.pop() else {
-                return;
+                return Ok(());
             };
+            for access in &frame.after_body {
+                judge(written, access, ReadKind::FirstAfterBody)?;
+            }
             if frame.in_body {
                 frame.bodies.push(std::mem::take(written));
             }
@@ -180,6 +189,7 @@ fn enter(mark: Mark, written: &mut Vec<Written>, frames: &mut Vec<Frame>) {
             };
         }
     }
+    Ok(())
 }
 
 /// Counts a write, or refuses a read of elements nothing wrote.
