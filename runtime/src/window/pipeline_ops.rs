@@ -45,7 +45,7 @@ fn distinct(ranks: &[usize]) -> Vec<usize> {
 
 /// The views one launch passes for window `name`: `local` ranges of this rank's window (read)
 /// and `remote` `(rank, range)`s of the neighbours' windows (written), which must be apart
-/// (see [`apart`]).
+/// (see `apart` below).
 #[allow(clippy::type_complexity)]
 pub fn window_views<'w, T: Pod, const L: usize, const R: usize>(
     pipeline: &'static str,
