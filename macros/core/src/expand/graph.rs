@@ -214,12 +214,12 @@ pub fn graph_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                 &self.params
             }
 
-            /// The instantiated graph of the (first kind of) step in the current arrangement;
-            /// `None` while it has to be built again (after a failed recapture, until the next
-            /// launch), or while in-place setters called since the last launch are not applied
-            /// to it yet (its launch would run the old values: call
-            /// [`apply_updates`](Self::apply_updates) first; a fresh `clone_step` counts as
-            /// such, since its values are applied at its first launch). Its launches may go to any
+            /// The instantiated graph of the (first kind of) step in the current arrangement,
+            /// with the in-place setters called since the last launch applied to it first (as
+            /// a launch applies them: a fresh `clone_step`'s values too); `None` while it has
+            /// to be built again (after a failed recapture, until the next launch), or when
+            /// the setters could not be applied (the next launch or
+            /// [`apply_updates`](Self::apply_updates) returns why). Its launches may go to any
             /// stream: once it is lent, the graph's next
             /// wait, recapture, host write or launch waits for the whole context first, so
             /// they stay ordered after them. The other way round is the caller's to order, as
@@ -227,10 +227,9 @@ pub fn graph_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             /// after this graph's launches and host writes (`write_<name>()`) enqueued before
             /// it: call [`synchronize`](Self::synchronize) first, or it reads its inputs, and
             /// writes its outputs, while they still run.
-            pub fn exec(&self) -> ::core::option::Option<&#rt::GraphExec> {
-                if self.stale.get(self.swapped).is_some_and(|stale| stale.contains(&true)) {
-                    return ::core::option::Option::None;
-                }
+            pub fn exec(&mut self) -> ::core::option::Option<&#rt::GraphExec> {
+                // Its launch would otherwise run the values from before the setters.
+                self.__apply(self.swapped).ok()?;
                 self.lent.store(true, ::core::sync::atomic::Ordering::Relaxed);
                 self.execs
                     .get(self.swapped)

@@ -263,7 +263,7 @@ pub fn stub(input: &ast::Pipeline, errors: syn::Error) -> TokenStream {
             pub fn synchronize(&self) -> #rt::Result<()> { #unreachable }
             pub fn window(&mut self) -> #rt::Result<#window<'_, 'a>> { #unreachable }
             pub fn params<#(#generics),*>(&self) -> &#params_ty { #unreachable }
-            pub fn exec(&self) -> ::core::option::Option<&#rt::GraphExec> { #unreachable }
+            pub fn exec(&mut self) -> ::core::option::Option<&#rt::GraphExec> { #unreachable }
             pub fn node_count(&self) -> #rt::Result<usize> { #unreachable }
             pub fn edge_count(&self) -> #rt::Result<usize> { #unreachable }
             pub fn apply_updates(&mut self) -> #rt::Result<()> { #unreachable }
