@@ -13,7 +13,7 @@ use crate::scope::Scope;
 
 /// The elements a range covers when its bounds are constants: `lo` (0 when left out) and
 /// `hi`, `None` when it runs to the buffer's end.
-fn constant_bounds(reference: &BufRef<'_>) -> Option<(i128, Option<i128>)> {
+pub(super) fn constant_bounds(reference: &BufRef<'_>) -> Option<(i128, Option<i128>)> {
     let range = reference.range?;
     let start = match range.start {
         Some(expr) => constant::value(expr)?,

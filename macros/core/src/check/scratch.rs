@@ -117,6 +117,117 @@ pub(super) fn written_first(cx: &Ctxt, pipeline: &Pipeline<'_>) {
     }
 }
 
+/// What the writes of a scratch buffer before a read cover, as far as the compiler can tell.
+enum Before {
+    /// Nothing before it writes the buffer (`written_first` reports that).
+    Nothing,
+    /// Some write's elements are not constants, or it sits in a control statement: the
+    /// check is left to the step's plan.
+    Unknown,
+    /// Constant ranges (an open end: to the buffer's end).
+    Ranges(Vec<(i128, Option<i128>, String)>),
+}
+
+/// The writes of buffer `id` that run before `read`, as [`Before`] says.
+fn writes_before(pipeline: &Pipeline<'_>, id: BufferId, read: Site) -> Before {
+    let mut found = Before::Nothing;
+    for (stage_id, stage) in pipeline.stages.iter().enumerate() {
+        for (index, statement) in stage.statements.iter().enumerate() {
+            let site = Site {
+                stage: StageId(stage_id),
+                index,
+            };
+            let writes = statement
+                .accesses
+                .iter()
+                .filter(|t| t.buffer == id && t.mode == Mode::Write);
+            let mut writes = writes.peekable();
+            if writes.peek().is_none() || !runs_before(pipeline, site, read) {
+                continue;
+            }
+            if matches!(statement.kind, crate::lower::StatementKind::Control(_)) {
+                return Before::Unknown;
+            }
+            for touch in writes {
+                let bounds = touch.subscript.and_then(|r| {
+                    let (start, end) = super::ranges::constant_bounds(&r)?;
+                    Some((start, end, super::ranges::reference_text(&r)))
+                });
+                let whole = touch
+                    .subscript
+                    .is_none_or(|r| r.range.is_none() && r.index.is_none());
+                match (bounds, &mut found) {
+                    // A whole write covers any read.
+                    _ if whole => return Before::Unknown,
+                    (None, _) => return Before::Unknown,
+                    (Some(bounds), Before::Ranges(list)) => list.push(bounds),
+                    (Some(bounds), _) => found = Before::Ranges(vec![bounds]),
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Rule: a read of constant elements of a scratch buffer is written first where every write
+/// before it names constant elements, none of them the read's (`fill tmp[0..1]` then a read
+/// of `tmp[8..16]`): the read finds undefined contents. Anything the compiler cannot
+/// evaluate is left to the step's plan, which checks element by element.
+pub(super) fn constant_parts_written_first(cx: &Ctxt, pipeline: &Pipeline<'_>) {
+    for (id, buffer) in scratch_buffers(pipeline) {
+        for (stage_id, stage) in pipeline.stages.iter().enumerate() {
+            for (index, statement) in stage.statements.iter().enumerate() {
+                if matches!(statement.kind, crate::lower::StatementKind::Control(_)) {
+                    continue;
+                }
+                let read = Site {
+                    stage: StageId(stage_id),
+                    index,
+                };
+                let reads = statement
+                    .accesses
+                    .iter()
+                    .filter(|t| t.buffer == id && t.mode == Mode::Read);
+                for touch in reads {
+                    let Some(reference) = touch.subscript else {
+                        continue;
+                    };
+                    let (Some((start, Some(end))), Some(range)) =
+                        (super::ranges::constant_bounds(&reference), reference.range)
+                    else {
+                        continue;
+                    };
+                    let Before::Ranges(writes) = writes_before(pipeline, id, read) else {
+                        continue;
+                    };
+                    let overlaps = |&(s, e, _): &(i128, Option<i128>, String)| {
+                        s < end && e.is_none_or(|e| start < e)
+                    };
+                    if start >= end || writes.iter().any(overlaps) {
+                        continue;
+                    }
+                    let name = &buffer.name;
+                    let texts: Vec<String> = writes
+                        .iter()
+                        .map(|(_, _, text)| format!("`{text}`"))
+                        .collect();
+                    let zero = zero_literal(buffer.elem);
+                    cx.error_between(
+                        touch.name.span(),
+                        range.span,
+                        format!(
+                            "`{}` is read in stage `{}`, but the writes of `{name}` before it ({}) cover none of elements {start}..{end}, so the read finds undefined contents; write them first (`fill {name}[{start}..{end}] = {zero};`, or a kernel that writes them)",
+                            super::ranges::reference_text(&reference),
+                            stage.decl.name,
+                            texts.join(", "),
+                        ),
+                    );
+                }
+            }
+        }
+    }
+}
+
 /// Why a control statement that writes a buffer may end without writing it.
 fn why_maybe(statement: &crate::lower::Statement<'_>) -> &'static str {
     let crate::lower::StatementKind::Control(control) = &statement.kind else {

@@ -69,3 +69,28 @@ fn scratch_buffers_are_written_before_they_are_read() {
          stage r on s2 { copy t -> h; copy p -> b; call f(t) reads(t) writes(b); }",
     ));
 }
+
+/// Constant parts: a read of constant elements of a scratch buffer that every write before
+/// it (all of constant elements) misses is an error on the read; an overlap, a whole write,
+/// or a range the compiler cannot evaluate leaves it to the step's plan.
+#[test]
+fn scratch_parts_read_where_no_constant_write_reached_are_refused() {
+    assert_error(
+        &with(
+            "scratch { t: DeviceBuffer<f32> = 16 }
+             stage s on s1 { fill t[0..1] = 0.0; copy t[8..16] -> h[0..8]; }",
+        ),
+        "`t[8..16]` is read in stage `s`, but the writes of `t` before it (`t[0..1]`) cover none of elements 8..16, so the read finds undefined contents; write them first (`fill t[8..16] = 0.0;`, or a kernel that writes them)",
+        "t[8..16]",
+    );
+    for items in [
+        "stage s on s1 { fill t[0..8] = 0.0; copy t[4..12] -> h[0..8]; }",
+        "stage s on s1 { fill t = 0.0; copy t[8..16] -> h[0..8]; }",
+        "stage s on s1 { fill t[0..n as usize] = 0.0; copy t[8..16] -> h[0..8]; }",
+        "stage s on s1 { fill t[8..] = 0.0; copy t[8..16] -> h[0..8]; }",
+    ] {
+        lower_ok(&with(&format!(
+            "scratch {{ t: DeviceBuffer<f32> = 16 }} {items}"
+        )));
+    }
+}
