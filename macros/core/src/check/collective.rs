@@ -31,12 +31,11 @@ pub fn check(cx: &Ctxt, scope: &Scope<'_>) {
                 root_is_one_rank(cx, comm);
             }
         }
-        for group in stage
-            .statements
-            .split(|s| !matches!(s, Statement::Comm(_)))
-            .filter(|group| group.len() > 1)
-        {
-            group_apart(cx, group);
+        for group in stage.statements.split(|s| !matches!(s, Statement::Comm(_))) {
+            self_sends_pair(cx, group);
+            if group.len() > 1 {
+                group_apart(cx, group);
+            }
         }
     }
 }
@@ -282,6 +281,43 @@ fn is_own_rank(expr: &Expr) -> bool {
         Expr::Group(inner) => is_own_rank(&inner.expr),
         Expr::MethodCall(call) => call.method == "rank" && call.args.is_empty(),
         _ => false,
+    }
+}
+
+/// Rule: a `send` to the rank that runs the step (`to comm.rank()`) is received only by a
+/// `recv ... from comm.rank()` of the same group (NCCL pairs a rank's send to itself with its
+/// own receive of that group), and the other way round; unpaired, it waits for ever.
+fn self_sends_pair(cx: &Ctxt, group: &[Statement]) {
+    let to_self = |want_send: bool| {
+        group
+            .iter()
+            .filter_map(move |s| match s {
+                Statement::Comm(comm) => match &comm.op {
+                    CommOp::Send { peer, .. } if want_send && is_own_rank(peer) => Some(peer),
+                    CommOp::Recv { peer, .. } if !want_send && is_own_rank(peer) => Some(peer),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
+    let (sends, recvs) = (to_self(true), to_self(false));
+    let (extra, word, other) = if sends.len() > recvs.len() {
+        (sends.get(recvs.len()), "send ... to", "recv ... from")
+    } else {
+        (recvs.get(sends.len()), "recv ... from", "send ... to")
+    };
+    if let Some(peer) = extra {
+        cx.error_spanned_by(
+            peer,
+            format!(
+                "`{word} {}` names the rank that runs the step, which pairs only with a \
+                 `{other} {}` in the same group (the communication statements next to it); add \
+                 one there, or name another rank",
+                crate::ast::tokens_string(peer),
+                crate::ast::tokens_string(peer),
+            ),
+        );
     }
 }
 

@@ -433,3 +433,22 @@ fn a_broadcast_from_every_rank_is_refused() {
         "stage x on s1 { broadcast a from peer; broadcast c -> b from comm.size() - 1; }",
     ));
 }
+
+/// A `send` to the rank that runs the step pairs only with a `recv` from it in the same
+/// group: alone, it is an error on the peer; paired, it compiles.
+#[test]
+fn a_send_to_the_own_rank_needs_its_recv_in_the_group() {
+    assert_error(
+        &comm("stage x on s1 { send c to comm.rank(); }"),
+        "`send ... to comm.rank()` names the rank that runs the step, which pairs only with a `recv ... from comm.rank()` in the same group (the communication statements next to it); add one there, or name another rank",
+        "comm.rank()",
+    );
+    assert_error(
+        &comm("stage x on s1 { recv a from comm.rank(); }"),
+        "`recv ... from comm.rank()` names the rank that runs the step, which pairs only with a `send ... to comm.rank()` in the same group (the communication statements next to it); add one there, or name another rank",
+        "comm.rank()",
+    );
+    lower_ok(&comm(
+        "stage x on s1 { send c to comm.rank(); recv a from comm.rank(); send c to peer; }",
+    ));
+}
