@@ -47,7 +47,7 @@ pub(crate) struct PinnedAlloc {
 
 /// What every byte of new device memory with unspecified contents holds on a checked CPU
 /// context.
-pub(crate) const UNSPECIFIED_BYTE: u8 = 0xFF;
+const UNSPECIFIED_BYTE: u8 = 0xFF;
 
 fn cpu_error(call: &'static str) -> impl FnOnce(String) -> Error {
     move |message| Error::invalid(call, message)

@@ -276,12 +276,7 @@ fn reduce_operator(cx: &Ctxt, word: &str, op: &Ident, elem: Option<&syn::Type>) 
 
 /// Whether `expr` is `<something>.rank()` (in parentheses or not): the calling rank.
 fn is_own_rank(expr: &Expr) -> bool {
-    match expr {
-        Expr::Paren(inner) => is_own_rank(&inner.expr),
-        Expr::Group(inner) => is_own_rank(&inner.expr),
-        Expr::MethodCall(call) => call.method == "rank" && call.args.is_empty(),
-        _ => false,
-    }
+    matches!(ungroup_expr(expr), Expr::MethodCall(call) if call.method == "rank" && call.args.is_empty())
 }
 
 /// Rule: a `send` to the rank that runs the step (`to comm.rank()`) is received only by a

@@ -107,22 +107,23 @@ pub(super) fn scratch_written_first(
         let instance = &instances[planned.stage.0];
         let mut marks = instance.marks.iter().peekable();
         let mut frames: Vec<Frame<'_>> = Vec::new();
-        let judge = |written: &mut [Written], access: &Access, kind: ReadKind| {
+        // `judge` for this instance.
+        let judge_here = |written: &mut [Written], access: &Access, kind: ReadKind| {
             judge(pipeline, instance, scratch, written, access, kind)
         };
         let accesses = instance.accesses.iter().zip(&instance.read_kinds);
         for (i, (access, kind)) in accesses.enumerate() {
             while let Some((_, mark)) = marks.next_if(|&&(at, _)| at <= i) {
-                enter(*mark, &mut written, &mut frames, &judge)?;
+                enter(*mark, &mut written, &mut frames, &judge_here)?;
             }
             match (kind, frames.last_mut()) {
                 // A `do ... while`'s condition, read after its body: judged at its end.
                 (ReadKind::FirstAfterBody, Some(frame)) => frame.after_body.push(access),
-                (kind, _) => judge(&mut written, access, *kind)?,
+                (kind, _) => judge_here(&mut written, access, *kind)?,
             }
         }
         for (_, mark) in marks {
-            enter(*mark, &mut written, &mut frames, &judge)?;
+            enter(*mark, &mut written, &mut frames, &judge_here)?;
         }
     }
     Ok(())
