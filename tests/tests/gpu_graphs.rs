@@ -123,6 +123,7 @@ on_both_backends!(
     kernel_nodes_come_back_in_launch_order,
     a_clone_gets_the_nodes_its_original_nodes_became,
     a_kernel_node_after_a_stranger_is_refused_and_adds_nothing,
+    launches_of_one_executable_graph_on_two_streams_run_one_after_the_other,
 );
 
 const N: u32 = 4096;
@@ -903,4 +904,32 @@ fn a_kernel_node_after_a_stranger_is_refused_and_adds_nothing(ctx: &Context) {
     f.stream.synchronize().unwrap();
     drop(graph);
     assert_all(&f.stream, &data, 4.0);
+}
+
+/// CUDA orders each launch of an executable graph behind its earlier launches, whatever
+/// streams they went to: a graph that adds to `data` launched on two streams in turn adds
+/// every time, with no race between its launches (the checked backend ran them at once).
+fn launches_of_one_executable_graph_on_two_streams_run_one_after_the_other(ctx: &Context) {
+    let f = fixture_on(ctx);
+    let mut data = filled(&f.stream, 0.0);
+    f.stream.synchronize().unwrap();
+    let graph = f
+        .stream
+        .capture(CaptureMode::ThreadLocal, |s| {
+            f.add_scalar.launch(s, config(), (N, 1.0f32, &mut data))
+        })
+        .unwrap();
+    let exec = graph.instantiate().unwrap();
+    let (first, second) = (
+        Stream::non_blocking(&f.ctx).unwrap(),
+        Stream::non_blocking(&f.ctx).unwrap(),
+    );
+    for _ in 0..5 {
+        exec.launch(&first).unwrap();
+        exec.launch(&second).unwrap();
+    }
+    first.synchronize().unwrap();
+    second.synchronize().unwrap();
+    drop((exec, graph));
+    assert_all(&f.stream, &data, 10.0);
 }

@@ -44,6 +44,7 @@ tests::on_both_backends_race_free!(
     a_lent_instantiation_has_the_setters_applied,
     a_clone_of_a_recaptured_step_runs_the_new_params,
     a_step_with_a_device_loop_is_recaptured_and_cloned,
+    launches_of_a_lent_instantiation_on_two_streams_run_one_after_the_other,
     a_clone_that_resizes_scratch_leaves_the_original_consistent,
 );
 
@@ -522,6 +523,48 @@ fn a_step_with_a_device_loop_is_recaptured_and_cloned(ctx: &Context) -> Result<(
     assert_eq!(read(ctx, &iterations)?, vec![10.0]);
     assert_eq!(read(ctx, &residual)?, vec![0.0]);
     assert_eq!(read(ctx, other)?, vec![-2.0]);
+    Ok(())
+}
+
+gpu_pipeline! {
+    /// Counts three iterations into `total` per step: each step refills `residual`.
+    pub pipeline Refill {
+        streams { main }
+        unsafe kernels k = ptx(include_str!("../../runtime/kernels/test_kernels.ptx")) {
+            fn add_scalar(n: u32, value: f32, data: &mut [f32; n]) cpu = cpu::add_scalar;
+        }
+        params { residual: &mut DeviceBuffer<f32>, total: &mut DeviceBuffer<f32> }
+        stage solve on main {
+            fill residual = 3.0f32;
+            while residual > 0.5f32 max 10 {
+                launch k::add_scalar(1u32, -1.0f32, residual) grid 1u32 block 1u32;
+                launch k::add_scalar(1u32, 1.0f32, total) grid 1u32 block 1u32;
+            }
+        }
+    }
+}
+
+/// A lent instantiation launched on two streams in turn: as CUDA orders each launch of an
+/// executable graph behind its earlier launches, the eight steps run one after the other
+/// (the checked backend ran them at once: races on `residual`, counts mixed up).
+fn launches_of_a_lent_instantiation_on_two_streams_run_one_after_the_other(
+    ctx: &Context,
+) -> Result<()> {
+    let mut residual = upload(ctx, &[0.0])?;
+    let mut total = upload(ctx, &[0.0])?;
+    let (first, second) = (Stream::non_blocking(ctx)?, Stream::non_blocking(ctx)?);
+    let mut pipeline = Refill::new(ctx)?;
+    let mut graph = pipeline.capture(RefillParams {
+        residual: &mut residual,
+        total: &mut total,
+    })?;
+    let exec = graph.exec().expect("captured");
+    for _ in 0..4 {
+        exec.launch(&first)?;
+        exec.launch(&second)?;
+    }
+    drop(graph); // waits for the lent launches
+    assert_eq!(read(ctx, &total)?, vec![24.0]);
     Ok(())
 }
 

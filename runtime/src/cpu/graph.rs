@@ -8,7 +8,9 @@
 
 use std::fmt::{self, Write as _};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use super::event::Event;
 
 use super::condition::Condition;
 use super::memory::{Held, Memory};
@@ -267,6 +269,7 @@ impl Graph {
     pub(crate) fn instantiate(&self) -> GraphExec {
         GraphExec {
             plan: Arc::new(ExecPlan::new(self.nodes.iter().cloned().map(ExecNode::new))),
+            last_launch: Mutex::new(None),
         }
     }
 
@@ -458,6 +461,10 @@ fn memories_of(nodes: &[Arc<ExecNode>]) -> Vec<Arc<Memory>> {
 #[derive(Debug)]
 pub(crate) struct GraphExec {
     plan: Arc<ExecPlan>,
+    /// The stream of the last launch that ran (not captured) and a point recorded after it:
+    /// CUDA orders each launch of an executable graph behind its earlier launches, whatever
+    /// streams they went to (`Stream::launch`).
+    pub(super) last_launch: Mutex<Option<(u64, Event)>>,
 }
 
 impl GraphExec {

@@ -319,8 +319,36 @@ impl Stream {
     /// Enqueues one replay of every node of `exec`: after the work already enqueued here,
     /// before the work enqueued later. On a capturing stream the nodes are captured instead
     /// (`Ok(true)`), decided atomically with the enqueue.
+    ///
+    /// As CUDA's `cuGraphLaunch`, a launch runs after every earlier launch of `exec`: one made
+    /// on another stream is waited for first (a launch on the same stream is behind it
+    /// already), so two launches of one graph never run at once.
     pub(crate) fn launch(&self, exec: &GraphExec) -> Result<bool, CpuFault> {
-        self.shared.launch(exec.plan())
+        // Held across the wait, the launch and the record, so concurrent launches of `exec`
+        // from several threads line up too. Only stream locks are taken under it.
+        let mut last = lock(&exec.last_launch);
+        let capturing = self.is_capturing();
+        if let Some((stream, done)) = &*last
+            && *stream != self.id()
+            && !capturing
+        {
+            self.wait(done)?;
+        }
+        let captured = self.shared.launch(exec.plan())?;
+        if !captured {
+            // One event per graph, recorded again at each launch: a wait took the point it
+            // waits for when it was enqueued.
+            let (stream, done) = last.get_or_insert_with(|| {
+                let options = super::EventOptions {
+                    name: Some(Cow::Borrowed("the end of a graph launch")),
+                    timing: false,
+                };
+                (self.id(), Event::new(self.shared.ctx.clone(), options))
+            });
+            *stream = self.id();
+            self.record(done)?;
+        }
+        Ok(captured)
     }
 
     /// Whether this stream is capturing (as origin or joined).
