@@ -306,4 +306,68 @@ tests::on_both_backends!(
     loops_count_exit_early_and_stop_at_the_limit,
     snapshots_on_every_kth_step,
     built_graph_edges_match_the_stage_graph,
+    a_failed_step_still_counts_for_step,
 );
+
+gpu_pipeline! {
+    /// Bumps `even` on even steps, then a loop that fails when `start` is above `max`.
+    pipeline Counted {
+        streams { main }
+        unsafe kernels k = ptx(include_str!("../../runtime/kernels/test_kernels.ptx")) {
+            fn add_scalar(n: u32, value: f32, data: &mut [f32; n]) cpu = cpu::add_scalar;
+        }
+        params { start: f32, even: &mut DeviceBuffer<f32>, residual: &mut DeviceBuffer<f32> }
+        stage tick on main {
+            if step % 2 == 0 {
+                launch k::add_scalar(1u32, 1.0f32, even) grid 1u32 block 1u32;
+            }
+        }
+        stage solve on main {
+            fill residual = start;
+            while residual > 0.5f32 max 2 {
+                launch k::add_scalar(1u32, -1.0f32, residual) grid 1u32 block 1u32;
+            }
+        }
+    }
+}
+
+/// A step that fails once its stages started (here its loop stops at its limit) counts for
+/// `step`, eagerly as in replays: four steps whose first fails bump `even` on steps 0 and 2
+/// both ways (an eager step that failed did not count, so its successor ran as step 0 again).
+fn a_failed_step_still_counts_for_step(ctx: &Context) {
+    let stream = Stream::new(ctx).unwrap();
+    let starts = [5.0f32, 1.0, 1.0, 1.0];
+    let mut residual = DeviceBuffer::<f32>::zeros(&stream, 1).unwrap();
+    let (mut eager, mut replayed) = (
+        DeviceBuffer::<f32>::zeros(&stream, 1).unwrap(),
+        DeviceBuffer::<f32>::zeros(&stream, 1).unwrap(),
+    );
+    stream.synchronize().unwrap();
+    let mut pipeline = Counted::new(ctx).unwrap();
+    for (step, start) in starts.into_iter().enumerate() {
+        let params = CountedParams {
+            start,
+            even: &mut eager,
+            residual: &mut residual,
+        };
+        let outcome = pipeline.run(params).and_then(|guard| guard.wait());
+        assert_eq!(outcome.is_ok(), step > 0, "eager step {step}: {outcome:?}");
+    }
+    let mut pipeline = Counted::new(ctx).unwrap();
+    let mut graph = pipeline
+        .capture(CountedParams {
+            start: 1.0,
+            even: &mut replayed,
+            residual: &mut residual,
+        })
+        .unwrap();
+    for (step, start) in starts.into_iter().enumerate() {
+        graph.set_start(start).unwrap();
+        graph.launch().unwrap();
+        let outcome = graph.synchronize();
+        assert_eq!(outcome.is_ok(), step > 0, "replay {step}: {outcome:?}");
+    }
+    drop(graph);
+    assert_eq!(read(&stream, &eager), 2.0, "eager");
+    assert_eq!(read(&stream, &replayed), 2.0, "replayed");
+}

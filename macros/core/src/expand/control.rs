@@ -97,19 +97,15 @@ pub fn destructured(pipeline: &Pipeline<'_>) -> TokenStream {
     names
 }
 
-/// At the start of an eager step: `__step`, the number of steps before this one.
+/// Where an eager step starts its stages: `__step`, the number of steps before this one, and
+/// the counter advances at once, so a step that fails after this point still counts (as a
+/// replay does, whose loop limit or fault is found later): `step % k` stays in phase.
 pub fn eager_step_start(pipeline: &Pipeline<'_>) -> TokenStream {
     if uses_step(pipeline) {
-        quote!(let __step: u32 = *__steps as u32;)
-    } else {
-        TokenStream::new()
-    }
-}
-
-/// At the end of an eager step: the counter advances.
-pub fn eager_step_end(pipeline: &Pipeline<'_>) -> TokenStream {
-    if uses_step(pipeline) {
-        quote!(*__steps = __steps.wrapping_add(1);)
+        quote! {
+            let __step: u32 = *__steps as u32;
+            *__steps = __steps.wrapping_add(1);
+        }
     } else {
         TokenStream::new()
     }

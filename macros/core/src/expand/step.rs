@@ -323,7 +323,6 @@ pub fn enqueue_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
     let scratch_fields = names.scratch_fields(pipeline);
     let control_fields = super::control::destructured(pipeline);
     let step_start = super::control::eager_step_start(pipeline);
-    let step_end = super::control::eager_step_end(pipeline);
     let bind = bindings(
         pipeline,
         names,
@@ -463,7 +462,6 @@ pub fn enqueue_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                     #rt::Stream::wait_event(__origin, &#event[__set + __e])?;
                 }
             }
-            #step_end
             ::core::result::Result::Ok(())
         }
     }
