@@ -300,4 +300,47 @@ tests::on_both_backends!(
     loops_that_kernels_decide,
     decisions_that_kernels_make,
     both_branches_write_one_buffer,
+    a_loop_allowed_no_iteration_is_refused_naming_it,
 );
+
+/// `max 0` from a param: refused before anything runs, eagerly and when the step is captured,
+/// with one message that names the loop as written (it named `while` for a do-while, or an
+/// inner API when captured).
+fn a_loop_allowed_no_iteration_is_refused_naming_it(ctx: &Context) {
+    let stream = Stream::new(ctx).unwrap();
+    let mut buffers: Vec<DeviceBuffer<u32>> = (0..4)
+        .map(|_| DeviceBuffer::<u32>::zeros(&stream, 1).unwrap())
+        .collect();
+    stream.synchronize().unwrap();
+    let [n, m, out, more] = &mut buffers[..] else {
+        unreachable!("four buffers")
+    };
+    let mut pipeline = Countdown::new(ctx).unwrap();
+    let eager = pipeline
+        .run(CountdownParams {
+            limit: 0,
+            n: &mut *n,
+            m: &mut *m,
+            out: &mut *out,
+            more: &mut *more,
+        })
+        .and_then(|guard| guard.wait())
+        .unwrap_err()
+        .to_string();
+    let captured = match pipeline.capture(CountdownParams {
+        limit: 0,
+        n,
+        m,
+        out,
+        more,
+    }) {
+        Ok(_) => panic!("a capture with `max 0` was accepted"),
+        Err(e) => e.to_string(),
+    };
+    for message in [eager, captured] {
+        assert!(
+            message.contains("`do ... while again max 0` can run no iteration"),
+            "{message}"
+        );
+    }
+}

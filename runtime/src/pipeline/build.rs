@@ -494,18 +494,22 @@ pub fn step_selects(step: u32, modulus: u32, remainder: u32) -> Result<bool> {
     Ok(step % modulus == remainder)
 }
 
-/// A `while`'s `max`, which must be at least 1 (as for a built graph's loop).
-pub fn loop_maximum(max: u32) -> Result<u32> {
+/// The `max` of the loop written `written` (`while residual > tol`), which must be at least
+/// 1, eagerly as for a built graph's loop.
+pub fn loop_maximum(written: &str, max: u32) -> Result<u32> {
     if max == 0 {
         return Err(Error::invalid(
-            "while ... max",
-            "a `while` needs a maximum of at least 1 iteration",
+            "a loop's `max`",
+            format!(
+                "`{written} max 0` can run no iteration: a loop needs a maximum of at least 1 \
+                 (write the largest iteration count the loop may need)"
+            ),
         ));
     }
     Ok(max)
 }
 
-/// The error of an eager loop that reached its maximum with its condition still holding.
+/// The error of a loop that stopped at its maximum with its condition still holding.
 pub fn iteration_limit(label: &str, max_iterations: u32) -> Error {
     Error::IterationLimit {
         label: label.to_owned(),

@@ -179,8 +179,14 @@ pub fn threshold(pipeline: &Pipeline<'_>, control: &Control<'_>) -> TokenStream 
 
 /// `max N` as a `u32`, spanned on the user's expression.
 pub fn maximum(control: &Control<'_>) -> TokenStream {
+    let rt = rt();
+    let written = format!("{} {}", control.source.word(), label(control));
     match control.source.max() {
-        Some((_, max)) => quote_spanned!(max.span()=> { let __max: u32 = #max; __max }),
+        // Checked where it is used, eagerly and when built alike, with the loop named.
+        Some((_, max)) => quote_spanned!(max.span()=> {
+            let __max: u32 = #max;
+            #rt::loop_maximum(#written, __max)?
+        }),
         None => quote!(u32::MAX),
     }
 }
@@ -360,7 +366,7 @@ pub fn eager(
         // stops the loop with the error, as the device's loop does.
         ast::Control::DoWhile { .. } => quote! {
             {
-                let __max: u32 = #rt::loop_maximum(#max)?;
+                let __max: u32 = #max;
                 let mut __done: u32 = 0;
                 #odd
                 loop {
@@ -378,7 +384,7 @@ pub fn eager(
         },
         _ => quote! {
             {
-                let __max: u32 = #rt::loop_maximum(#max)?;
+                let __max: u32 = #max;
                 let mut __done: u32 = 0;
                 #odd
                 loop {
