@@ -103,27 +103,43 @@ pub(super) fn scratch_written_first(
         return Ok(());
     }
     let mut written: Vec<Written> = scratch.iter().map(|_| Written::default()).collect();
+    // What some run of a control statement wrote and another did not: named in the error.
+    let mut some_paths: Vec<Written> = written.clone();
     for planned in &plan.stages {
         let instance = &instances[planned.stage.0];
         let mut marks = instance.marks.iter().peekable();
         let mut frames: Vec<Frame<'_>> = Vec::new();
         // `judge` for this instance.
-        let judge_here = |written: &mut [Written], access: &Access, kind: ReadKind| {
-            judge(pipeline, instance, scratch, written, access, kind)
-        };
+        let judge_here =
+            |written: &mut [Written], some_paths: &[Written], access: &Access, kind: ReadKind| {
+                judge(
+                    pipeline,
+                    instance,
+                    scratch,
+                    (written, some_paths),
+                    access,
+                    kind,
+                )
+            };
         let accesses = instance.accesses.iter().zip(&instance.read_kinds);
         for (i, (access, kind)) in accesses.enumerate() {
             while let Some((_, mark)) = marks.next_if(|&&(at, _)| at <= i) {
-                enter(*mark, &mut written, &mut frames, &judge_here)?;
+                let state = (&mut written, &mut some_paths);
+                enter(*mark, state, &mut frames, &judge_here)?;
             }
             match (kind, frames.last_mut()) {
                 // A `do ... while`'s condition, read after its body: judged at its end.
                 (ReadKind::FirstAfterBody, Some(frame)) => frame.after_body.push(access),
-                (kind, _) => judge_here(&mut written, access, *kind)?,
+                (kind, _) => judge_here(&mut written, &some_paths, access, *kind)?,
             }
         }
         for (_, mark) in marks {
-            enter(*mark, &mut written, &mut frames, &judge_here)?;
+            enter(
+                *mark,
+                (&mut written, &mut some_paths),
+                &mut frames,
+                &judge_here,
+            )?;
         }
     }
     Ok(())
@@ -144,9 +160,9 @@ struct Frame<'a> {
 /// after it, what counts is what every run wrote (see [`BodiesRun`]).
 fn enter<'a>(
     mark: Mark,
-    written: &mut Vec<Written>,
+    (written, some_paths): (&mut Vec<Written>, &mut Vec<Written>),
     frames: &mut Vec<Frame<'a>>,
-    judge: &impl Fn(&mut [Written], &Access, ReadKind) -> Result<()>,
+    judge: &impl Fn(&mut [Written], &[Written], &Access, ReadKind) -> Result<()>,
 ) -> Result<()> {
     match mark {
         Mark::Control(runs) => frames.push(Frame {
@@ -170,10 +186,17 @@ fn enter<'a>(
                 return Ok(());
             };
             for access in &frame.after_body {
-                judge(written, access, ReadKind::FirstAfterBody)?;
+                judge(written, some_paths, access, ReadKind::FirstAfterBody)?;
             }
             if frame.in_body {
                 frame.bodies.push(std::mem::take(written));
+            }
+            for body in &frame.bodies {
+                for (paths, body) in some_paths.iter_mut().zip(body) {
+                    for &(start, end) in &body.0 {
+                        paths.add(start, end);
+                    }
+                }
             }
             *written = match (frame.runs, frame.bodies.as_slice()) {
                 (BodiesRun::Always, [.., last]) => last.clone(),
@@ -198,7 +221,7 @@ fn judge(
     pipeline: &'static str,
     instance: &Instance,
     scratch: &[ScratchDecl],
-    written: &mut [Written],
+    (written, some_paths): (&mut [Written], &[Written]),
     access: &Access,
     kind: ReadKind,
 ) -> Result<()> {
@@ -224,9 +247,25 @@ fn judge(
             .filter(|&gap| gap == (start, end)),
     };
     match gap {
-        Some(gap) => Err(unwritten(pipeline, instance, &scratch[k], gap, kind)),
+        Some(gap) => {
+            let on_some_paths = some_paths[k].first_gap(gap.0, gap.1) != Some(gap);
+            let why = if on_some_paths {
+                Why::OnSomePaths
+            } else {
+                Why::Nowhere
+            };
+            Err(unwritten(pipeline, instance, &scratch[k], gap, kind, why))
+        }
         None => Ok(()),
     }
+}
+
+/// Why elements a read needs were not written, for the message.
+enum Why {
+    /// A control statement before the read writes some of them on some of its runs only.
+    OnSomePaths,
+    /// Nothing before the read writes them.
+    Nowhere,
 }
 
 fn unwritten(
@@ -235,6 +274,7 @@ fn unwritten(
     scratch: &ScratchDecl,
     (start, end): (u64, u64),
     kind: ReadKind,
+    why: Why,
 ) -> Error {
     let ScratchDecl { name, zero, .. } = scratch;
     let what = match kind {
@@ -244,20 +284,31 @@ fn unwritten(
         }
         ReadKind::Within => format!("reads from elements {start}..{end}"),
     };
-    Error::invalid(
-        "pipeline step",
-        format!(
-            "pipeline `{pipeline}`: stage `{}` {what} of scratch buffer `{name}`, but nothing \
-             the step runs before it writes {}, so the read finds undefined contents (a `for` \
-             that writes them ran no iteration with these params, or the writes before cover \
-             other elements); write them first (`fill {name} = {zero};`, or a kernel that \
-             writes them, in a stage this one runs after)",
-            instance.label(),
+    let them = if end - start == 1 { "it" } else { "them" };
+    let why = match why {
+        Why::OnSomePaths => format!(
+            "a control statement before it writes {them} on some of its runs only (an `if` \
+             without `else`, an `if`/`else` or `switch` whose bodies write different \
+             elements, or a `while` that may run no iteration), and nothing else does"
+        ),
+        Why::Nowhere => format!(
+            "nothing the step runs before it writes {} (a `for` that writes {them} ran no \
+             iteration with these params, or the writes before cover other elements)",
             if end - start == 1 {
                 "it"
             } else {
                 "any of them"
-            },
+            }
+        ),
+    };
+    Error::invalid(
+        "pipeline step",
+        format!(
+            "pipeline `{pipeline}`: stage `{}` {what} of scratch buffer `{name}`, but {why}, so \
+             the read finds undefined contents; write them first on every path (`fill {name} \
+             = {zero};`, or a kernel that writes them, in a stage this one runs after or before \
+             the control statement)",
+            instance.label(),
         ),
     )
 }
