@@ -485,7 +485,9 @@ fn parse_loop_body(
 const ONE_ELEMENT: &str = "a test reads the first element of a whole buffer, not an element or \
                            a range of one: copy the element it should read into a buffer of its \
                            own first (`copy x[5..6] -> selected;`, or `copy xs[1] -> selected;` \
-                           for a buffer of an array) and test that";
+                           for a buffer of an array) and test that; inside a `for` over \
+                           streams, a `Condition` that the iteration's kernel sets \
+                           (`scratch { go: Condition }`) keeps the iterations apart";
 
 impl Parse for Condition {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
