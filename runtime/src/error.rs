@@ -275,6 +275,17 @@ impl fmt::Display for Error {
                 f,
                 "pipeline `{pipeline}`: a step failed before stage `{stage}` completed: {source}"
             ),
+            // What names its stage itself (a statement's error, a communication failure of a
+            // stage) needs no guess at which stage failed.
+            Error::Step {
+                stage: None,
+                source,
+                ..
+            } if matches!(&**source, Error::Stage { .. })
+                || matches!(&**source, Error::Communication(c) if c.stage.is_some()) =>
+            {
+                write!(f, "{source}")
+            }
             Error::Step {
                 pipeline,
                 stage: None,

@@ -461,6 +461,27 @@ mod tests {
     }
 
     #[test]
+    fn a_step_error_over_a_stages_communication_failure_names_no_other_stage() {
+        let failure = crate::collective::CommFailure {
+            rank: 1,
+            pipeline: Some("P"),
+            stage: Some("exchange"),
+            operation: "recv u[0..1] from rank 0".into(),
+            peer: Some(0),
+            deadline: std::time::Duration::from_secs(3),
+            cause: crate::collective::CommCause::PeerGone { peer: 0 },
+        };
+        let err = step_error("P", Error::Communication(Box::new(failure)));
+        assert!(
+            err.to_string().starts_with(
+                "rank 1, pipeline `P`, stage `exchange`: recv u[0..1] from rank 0 failed: rank \
+                 0 left (its communicator was dropped or aborted); the communicator is aborted"
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn step_errors_wrap_once() {
         let inner = Error::invalid("x", "y");
         let once = step_error("P", inner);
