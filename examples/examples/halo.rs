@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo run --release -p examples --example halo -- --nx 4096 --ny 4096 --steps 1000
-//! GPU_PIPELINE_BACKEND=host-checked cargo run -p examples --example halo -- --nx 64 --ny 32
+//! GPU_PIPELINE_BACKEND=cpu-checked cargo run -p examples --example halo -- --nx 64 --ny 32
 //! ```
 
 use examples::common::{backend_name, main_with};

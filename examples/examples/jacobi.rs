@@ -5,7 +5,7 @@
 //! ```text
 //! cargo run --release -p examples --example jacobi -- --nx 4096 --ny 4096 --tol 1e-3
 //! cargo run --release -p examples --example jacobi -- --nx 512 --ny 512 --tol 1e-4 --device-loop
-//! GPU_PIPELINE_BACKEND=host-checked cargo run -p examples --example jacobi -- --nx 64 --ny 64
+//! GPU_PIPELINE_BACKEND=cpu-checked cargo run -p examples --example jacobi -- --nx 64 --ny 64
 //! ```
 
 use examples::common::{backend_name, main_with};

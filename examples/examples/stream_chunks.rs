@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo run --release -p examples --example stream_chunks -- --chunks 16 --streams 4
-//! GPU_PIPELINE_BACKEND=host-checked cargo run -p examples --example stream_chunks -- --elements 4096
+//! GPU_PIPELINE_BACKEND=cpu-checked cargo run -p examples --example stream_chunks -- --elements 4096
 //! ```
 
 use examples::common::{backend_name, format_bytes, main_with};
