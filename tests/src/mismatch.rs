@@ -47,31 +47,40 @@ gpu_pipeline! {
 }
 
 gpu_pipeline! {
-    /// Sends `out` to `to`, with no receive.
+    /// Sends `out` to `to` `times` times, with no receive. A group with a send and no recv
+    /// that every rank runs is a compile error; one in a loop over a param is not (the count
+    /// may differ from rank to rank, as in a pipeline of ranks), so this mistake reaches run
+    /// time.
     pub pipeline Push {
         streams { link }
         params {
             comm: &Communicator,
             to: usize,
+            times: usize,
             out: &DeviceBuffer<f32>,
         }
-        stage push on link {
-            send out to to;
+        for time in 0..times {
+            stage push on link {
+                send out to to;
+            }
         }
     }
 }
 
 gpu_pipeline! {
-    /// Receives `inbox` from `from`, with no send.
+    /// Receives `inbox` from `from` `times` times, with no send (in a loop, as [`Push`]).
     pub pipeline Pull {
         streams { link }
         params {
             comm: &Communicator,
             from: usize,
+            times: usize,
             inbox: &mut DeviceBuffer<f32>,
         }
-        stage pull on link {
-            recv inbox from from;
+        for time in 0..times {
+            stage pull on link {
+                recv inbox from from;
+            }
         }
     }
 }
@@ -165,6 +174,7 @@ pub fn mismatched_rank(
             let params = PullParams {
                 comm,
                 from: other,
+                times: 1,
                 inbox: &mut inbox,
             };
             match mode {
@@ -179,6 +189,7 @@ pub fn mismatched_rank(
             let params = PushParams {
                 comm,
                 to: other,
+                times: 1,
                 out: &pushed,
             };
             match mode {

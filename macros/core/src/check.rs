@@ -66,6 +66,11 @@ pub fn declarations(scope: &Scope<'_>) -> syn::Result<()> {
     collective::check(&cx, scope);
     devices::check(&cx, scope);
     limits::check(&cx, scope);
+    // Whether every group's sends meet receives is a property of the whole program: judged
+    // once each statement passed its own rules, so that a mistake there gives one error.
+    if !cx.failed() {
+        collective::groups_pair(&cx, scope);
+    }
     cx.check()
 }
 

@@ -54,6 +54,11 @@ impl Ctxt {
         any
     }
 
+    /// Whether any error has been reported.
+    pub fn failed(&self) -> bool {
+        !self.errors.borrow().is_empty()
+    }
+
     /// Every error reported, combined into one, or `Ok` if there were none.
     pub fn check(self) -> syn::Result<()> {
         let mut errors = self.errors.into_inner().into_iter();

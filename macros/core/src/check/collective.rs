@@ -7,8 +7,11 @@
 //! operations in the same order: what NCCL requires of collectives and of graphs that
 //! contain them. What the macro cannot see is which rank a `PEER` expression names on each
 //! rank; a send must meet a receive of the same length on the peer, which the runtime
-//! reports as a mismatch (CPU backend) or NCCL as a hang.
+//! reports as a mismatch (CPU backend) or NCCL as a hang. What it can see is which groups
+//! every rank runs: a group with sends and no receive (or the other way round) that every
+//! rank runs once per step can never be matched, and is refused ([`groups_pair`]).
 
+use quote::ToTokens;
 use syn::{Expr, Ident};
 
 use super::accesses::buffers;
@@ -20,7 +23,8 @@ use crate::scope::{BufferDecl, Memory, Scope};
 use crate::symbol::REDUCE_OPS;
 
 /// Every rule on communication: one communicator, and each statement's operands and
-/// host expressions.
+/// host expressions. Whether the groups pair ([`groups_pair`]) is judged after every other
+/// rule passed, so that a statement with its own mistake gives one error.
 pub fn check(cx: &Ctxt, scope: &Scope<'_>) {
     communicator(cx, scope);
     for stage in &scope.stages {
@@ -37,6 +41,190 @@ pub fn check(cx: &Ctxt, scope: &Scope<'_>) {
                 group_apart(cx, group);
             }
         }
+    }
+}
+
+/// One communication group: a run of consecutive communication statements of a stage, and
+/// the first `send` and `recv` it holds.
+struct Group<'a> {
+    stage: usize,
+    /// Its statements' indices in the stage.
+    at: std::ops::Range<usize>,
+    send: Option<&'a Comm>,
+    recv: Option<&'a Comm>,
+}
+
+impl Group<'_> {
+    /// Whether it holds a `send` (or, for `false`, a `recv`).
+    fn holds(&self, send: bool) -> bool {
+        if send {
+            self.send.is_some()
+        } else {
+            self.recv.is_some()
+        }
+    }
+}
+
+/// The communication groups of stage `id`, in order.
+fn groups_of<'a>(scope: &Scope<'a>, id: usize) -> Vec<Group<'a>> {
+    let statements = &scope.stages[id].statements;
+    let mut groups: Vec<Group<'a>> = Vec::new();
+    for (k, statement) in statements.iter().enumerate() {
+        let Statement::Comm(comm) = statement else {
+            continue;
+        };
+        let group = match groups.last_mut() {
+            Some(last) if last.at.end == k => last,
+            _ => {
+                groups.push(Group {
+                    stage: id,
+                    at: k..k,
+                    send: None,
+                    recv: None,
+                });
+                groups.last_mut().expect("just pushed")
+            }
+        };
+        group.at.end = k + 1;
+        match comm.op {
+            CommOp::Send { .. } => {
+                group.send.get_or_insert(&**comm);
+            }
+            CommOp::Recv { .. } => {
+                group.recv.get_or_insert(&**comm);
+            }
+            _ => {}
+        }
+    }
+    groups
+}
+
+/// How often every rank runs stage `id` in a step, where that is the same on every rank: once
+/// outside a `for`, the count of a `for` with constant bounds; `None` for a `for` over params,
+/// whose count may differ from rank to rank (`for i in 0..n_peers`).
+fn runs_alike(scope: &Scope<'_>, id: usize) -> Option<i128> {
+    let Some(looped) = scope.stage_loops[id] else {
+        return Some(1);
+    };
+    let body = scope.loops[looped];
+    let start = crate::constant::value(&body.start)?;
+    let end = crate::constant::value(&body.end)?;
+    Some((end - start).max(0))
+}
+
+/// Rule: a group's sends are received by the peers' receives of that same group. Every rank
+/// runs the same expansion, and communication stages are ordered in program order, so while
+/// a rank is in a group every peer is in it too (or still before it): a group with a `send`
+/// and no `recv` waits for receives no rank has posted, and one with a `recv` and no `send`
+/// for sends no rank makes. Left to run time (the CPU backend's deadline, NCCL's hang) where
+/// ranks may run different groups: a kind of step with communication in a `for` over params
+/// (its count may differ from rank to rank), and a pipeline with several kinds of step where
+/// another kind holds the other half (ranks may run different kinds).
+pub fn groups_pair(cx: &Ctxt, scope: &Scope<'_>) {
+    let stages_of =
+        |kind: usize| (0..scope.stages.len()).filter(move |&id| scope.stage_kinds[id] == kind);
+    let kind_holds = |kind: usize, send: bool| {
+        stages_of(kind).any(|id| groups_of(scope, id).iter().any(|g| g.holds(send)))
+    };
+    for kind in 0..scope.kinds.len() {
+        let counts: Vec<(usize, Option<i128>)> = stages_of(kind)
+            .filter(|&id| !groups_of(scope, id).is_empty())
+            .map(|id| (id, runs_alike(scope, id)))
+            .collect();
+        if counts.iter().any(|(_, count)| count.is_none()) {
+            continue;
+        }
+        let groups: Vec<Group<'_>> = counts
+            .iter()
+            .filter(|(_, count)| *count != Some(0))
+            .flat_map(|&(id, _)| groups_of(scope, id))
+            .collect();
+        for group in &groups {
+            let (lone, send) = match (group.send, group.recv) {
+                (Some(send), None) => (send, true),
+                (None, Some(recv)) => (recv, false),
+                _ => continue,
+            };
+            let elsewhere =
+                (0..scope.kinds.len()).any(|other| other != kind && kind_holds(other, !send));
+            if !elsewhere {
+                lone_in_group(cx, scope, &groups, group, lone, send);
+            }
+        }
+    }
+}
+
+/// The error for `lone`, a `send` (or `recv`) whose group has no `recv` (or `send`): on the
+/// statement, saying where the other half is and how to bring it into the group.
+fn lone_in_group(
+    cx: &Ctxt,
+    scope: &Scope<'_>,
+    groups: &[Group<'_>],
+    group: &Group<'_>,
+    lone: &Comm,
+    send: bool,
+) {
+    let (word, other, example) = if send {
+        ("send", "recv", "`send x to up; recv y from down;`")
+    } else {
+        ("recv", "send", "`recv y from down; send x to up;`")
+    };
+    let stage = scope.stages[group.stage];
+    let same_stage = groups
+        .iter()
+        .find(|g| g.stage == group.stage && g.holds(!send));
+    let fix = if let Some(near) = same_stage {
+        let between = if near.at.start < group.at.start {
+            near.at.end..group.at.start
+        } else {
+            group.at.end..near.at.start
+        };
+        let mut words: Vec<&str> = stage.statements[between]
+            .iter()
+            .map(statement_word)
+            .collect();
+        words.dedup();
+        let words = words.join("`, `");
+        format!(
+            "the `{words}` between it and the `{other}` of stage `{}` splits them into two groups: move the `{words}` before or after both, so that they are next to each other",
+            stage.name
+        )
+    } else if let Some(far) = groups.iter().find(|g| g.holds(!send)) {
+        format!(
+            "move the `{other}` of stage `{}` into stage `{}`, next to this `{word}` (one group, such as {example})",
+            scope.stages[far.stage].name, stage.name
+        )
+    } else {
+        format!(
+            "add the matching `{other}` next to it in stage `{}` (one group, such as {example})",
+            stage.name
+        )
+    };
+    let mut tokens = Ident::new(word, lone.keyword).to_token_stream();
+    if let CommOp::Send { peer, .. } | CommOp::Recv { peer, .. } = &lone.op {
+        peer.to_tokens(&mut tokens);
+    }
+    cx.error_spanned_by(
+        tokens,
+        format!(
+            "this `{word}` has no `{other}` in its group (the communication statements next to it in its stage): every rank runs the same groups in the same order, so its peer is in this group too, with no `{other}` to pair with it, and both wait for ever; {fix}"
+        ),
+    );
+}
+
+/// The keyword of a statement, for messages.
+fn statement_word(statement: &Statement) -> &'static str {
+    match statement {
+        Statement::Launch(_) => "launch",
+        Statement::Copy(_) => "copy",
+        Statement::Fill(_) => "fill",
+        Statement::Wait(_) => "wait",
+        Statement::Write(_) => "write",
+        Statement::Host(_) => "host",
+        Statement::Call(_) => "call",
+        Statement::Control(control) => control.word(),
+        Statement::Comm(comm) => comm.word(),
+        Statement::NotCapturable(_) => "statement",
     }
 }
 

@@ -90,8 +90,8 @@ fn communication_statements_parse_with_ranges_peers_and_operators() {
 #[test]
 fn every_communication_stage_writes_the_communicator_so_they_run_in_program_order() {
     let pipeline = lower_ok(&comm(
-        "stage x on s1 { send c to peer; }
-         stage y on s2 { recv a from peer; }
+        "stage x on s1 { send c to peer; recv i from peer; }
+         stage y on s2 { send d to peer; recv a from peer; }
          stage z on s1 { launch k::touch(b) grid 1 block 1; }",
     ));
     // `y` (on s2) touches nothing `x` touches but the communicator, which both write.
@@ -289,7 +289,7 @@ fn the_communicator_runs_on_one_device() {
         "send",
     );
     lower_ok(
-        &two("stage x on s1 { send x1 to 0; }")
+        &two("stage x on s1 { send x1[0..1] to 0; recv x1[1..2] from 0; }")
             .replace("n: u32,", "n: u32, comm: &Communicator on gpu1,"),
     );
 }
@@ -451,4 +451,114 @@ fn a_send_to_the_own_rank_needs_its_recv_in_the_group() {
     lower_ok(&comm(
         "stage x on s1 { send c to comm.rank(); recv a from comm.rank(); send c to peer; }",
     ));
+}
+
+/// Every rank runs the same groups in the same order, so a group with a `send` and no `recv`
+/// (or the other way round) waits for ever: an error on the statement, saying where the other
+/// half is and how to bring it into the group.
+#[test]
+fn a_group_with_sends_and_no_recv_is_refused() {
+    let lone = |word: &str, other: &str, fix: &str| {
+        format!(
+            "this `{word}` has no `{other}` in its group (the communication statements next to it in its stage): every rank runs the same groups in the same order, so its peer is in this group too, with no `{other}` to pair with it, and both wait for ever; {fix}"
+        )
+    };
+    assert_error(
+        &comm("stage x on s1 { send c to peer; }"),
+        &lone(
+            "send",
+            "recv",
+            "add the matching `recv` next to it in stage `x` (one group, such as `send x to up; recv y from down;`)",
+        ),
+        "send c to peer",
+    );
+    assert_error(
+        &comm("stage x on s1 { recv a from peer; all_reduce(sum) b; }"),
+        &lone(
+            "recv",
+            "send",
+            "add the matching `send` next to it in stage `x` (one group, such as `recv y from down; send x to up;`)",
+        ),
+        "recv a from peer",
+    );
+    // A statement between them splits one stage's send and recv into two groups.
+    let split = errors(&comm(
+        "stage x on s1 { send a[0..4] to peer; fill b = 0.0; launch k::read(c) grid 1 block 1; recv a[4..8] from peer; }",
+    ));
+    assert_eq!(
+        split,
+        [
+            lone(
+                "send",
+                "recv",
+                "the `fill`, `launch` between it and the `recv` of stage `x` splits them into two groups: move the `fill`, `launch` before or after both, so that they are next to each other",
+            ),
+            lone(
+                "recv",
+                "send",
+                "the `fill`, `launch` between it and the `send` of stage `x` splits them into two groups: move the `fill`, `launch` before or after both, so that they are next to each other",
+            ),
+        ]
+    );
+    // So do two stages.
+    let apart = errors(&comm(
+        "stage out on s1 { send c to peer; } stage inn on s2 { recv a from peer; }",
+    ));
+    assert_eq!(
+        apart,
+        [
+            lone(
+                "send",
+                "recv",
+                "move the `recv` of stage `inn` into stage `out`, next to this `send` (one group, such as `send x to up; recv y from down;`)",
+            ),
+            lone(
+                "recv",
+                "send",
+                "move the `send` of stage `out` into stage `inn`, next to this `recv` (one group, such as `recv y from down; send x to up;`)",
+            ),
+        ]
+    );
+    // A loop with constant bounds runs as often on every rank.
+    assert_eq!(
+        errors(&comm("for j in 0..2 { stage x on s1 { send c to peer; } }")).len(),
+        1
+    );
+    // A statement with a mistake of its own gives that one error.
+    assert_error(
+        &comm("stage x on s1 { send h to peer; }"),
+        "`h` is a `PinnedBuffer` (`&mut PinnedBuffer<f32>`); `send` moves device memory: `copy` it into a `DeviceBuffer` and use that",
+        "h",
+    );
+}
+
+/// Where ranks may run different groups, a group's other half may be elsewhere: a loop over
+/// params (its count may differ from rank to rank, as in a pipeline of ranks where the first
+/// receives nothing and the last sends nothing), or another kind of step. Those compile, and
+/// so do groups that hold both halves, a constant loop that never runs, and collectives.
+#[test]
+fn groups_that_ranks_may_run_differently_are_left_to_run_time() {
+    lower_ok(&comm(
+        "for j in 0..nx { stage inn on s1 { recv a from peer; } }
+         stage work on s1 { launch k::touch(a) grid 1 block 1; }
+         for j in 0..nx { stage out on s1 { send c to peer; } }",
+    ));
+    lower_ok(&comm(
+        "step first { stage out on s1 { send c to peer; } }
+         step last { stage inn on s1 { recv a from peer; } }",
+    ));
+    lower_ok(&comm(
+        "stage x on s1 { recv a[0..4] from peer; all_reduce(sum) b; send a[4..8] to peer; }
+         for j in 0..0 { stage y on s1 { send c to peer; } }
+         stage z on s2 { all_reduce(sum) d; broadcast i from 0; }",
+    ));
+    // Another kind without the other half does not excuse a lone send.
+    assert_eq!(
+        errors(&comm(
+            "step first { stage out on s1 { send c to peer; } }
+             step last { stage inn on s1 { all_reduce(sum) a; } }",
+        ))
+        .len(),
+        1
+    );
 }
