@@ -36,7 +36,7 @@ use syn::Ident;
 use crate::ast::{self, KernelParamType, type_string};
 use crate::ctxt::Ctxt;
 use crate::lower;
-use crate::scope::{DeclProblem, Memory, Scope};
+use crate::scope::{DeclProblem, Memory, MemoryType, Scope};
 
 use hint::unknown;
 
@@ -53,6 +53,7 @@ pub fn declarations(scope: &Scope<'_>) -> syn::Result<()> {
     kernel_signatures(&cx, scope);
     bounds::check(&cx, scope);
     declarations_of_buffers(&cx, scope);
+    memory_in_params(&cx, scope);
     stage_streams(&cx, scope);
     stage_after(&cx, scope);
     empty_stages(&cx, scope);
@@ -369,6 +370,56 @@ fn declarations_of_buffers(cx: &Ctxt, scope: &Scope<'_>) {
             }
         }
     }
+}
+
+/// Every buffer a step reaches is a param of its own, so that each statement's access to it
+/// is ordered: a memory type held inside a param's type (`Arc<Mutex<DeviceBuffer<f32>>>`, a
+/// `Vec` or tuple of buffers, an `Option<&mut DeviceBuffer<f32>>`, a view) would reach a
+/// `call` or `host` statement as a scalar or an opaque handle, which the ordering cannot
+/// see through: two stages using the buffer inside it would race.
+fn memory_in_params(cx: &Ctxt, scope: &Scope<'_>) {
+    for param in scope.input.params() {
+        let Some(segment) = crate::scope::hidden_memory(param) else {
+            continue;
+        };
+        let Some(kind) = crate::scope::memory_type(segment) else {
+            continue;
+        };
+        let name = &param.name;
+        let held = &segment.ident;
+        let elem = crate::scope::memory_elem(segment).map_or("T".to_owned(), type_string);
+        let instead = match kind {
+            MemoryType::Device | MemoryType::Pinned => format!(
+                "`{name}: &mut {held}<{elem}>` (`&` if the step only reads it; several: `{name}: &mut [{held}<{elem}>]`, an array of buffers)"
+            ),
+            MemoryType::Flag => format!("`{name}: &mut {}`", type_string_of(segment)),
+            MemoryType::Window => format!("`{name}: &mut Window<{elem}>`"),
+            MemoryType::Condition => format!(
+                "in `scratch {{ {name}: Condition }}` (a condition belongs to the pipeline)"
+            ),
+            MemoryType::DeviceView => format!(
+                "`{name}: &mut DeviceBuffer<{elem}>`, the buffer it views (a statement names a part of it as `{name}[lo..hi]`)"
+            ),
+            MemoryType::PinnedView => format!(
+                "`{name}: &mut PinnedBuffer<{elem}>`, the buffer it views (a statement names a part of it as `{name}[lo..hi]`)"
+            ),
+            MemoryType::Managed => format!(
+                "`{name}: &mut ManagedBuffer<{elem}>`, a handle that `call` and `host` statements name whole in `reads(...)`/`writes(...)`"
+            ),
+        };
+        cx.error_spanned_by(
+            segment,
+            format!(
+                "param `{name}` holds a `{held}` inside `{}`, where the pipeline cannot see it: it orders the memory each statement names, so stages that reach this one through `{name}` would race; declare it as a param of its own, {instead}, and name that in the statements that use it",
+                type_string(&param.ty)
+            ),
+        );
+    }
+}
+
+/// `FlagCell` or `FlagCell<u64>`, as written.
+fn type_string_of(segment: &syn::PathSegment) -> String {
+    ast::tokens_string(segment)
 }
 
 /// Every stage runs on a declared stream.

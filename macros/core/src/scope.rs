@@ -9,7 +9,10 @@ use std::collections::HashMap;
 use syn::{Expr, Ident, Type};
 
 use crate::ast::{self, BufRef, KernelParamType, ungroup_type};
-use crate::symbol::{COMMUNICATOR, CONDITION, DEVICE_BUFFER, FLAG_CELL, PINNED_BUFFER, VEC};
+use crate::symbol::{
+    COMMUNICATOR, CONDITION, DEVICE_BUFFER, DEVICE_VIEWS, FLAG_CELL, MANAGED_BUFFER, PINNED_BUFFER,
+    PINNED_VIEWS, VEC, WINDOW,
+};
 
 /// The declarations of one pipeline, by name.
 #[derive(Debug)]
@@ -546,6 +549,121 @@ pub fn window_elem(ty: &Type) -> Option<&Type> {
     match args.args.first() {
         Some(syn::GenericArgument::Type(elem)) if args.args.len() == 1 => Some(elem),
         _ => None,
+    }
+}
+
+/// The runtime's memory types, as the macro knows them by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemoryType {
+    /// `DeviceBuffer<T>`.
+    Device,
+    /// `PinnedBuffer<T>`.
+    Pinned,
+    /// `FlagCell` or `FlagCell<W>`.
+    Flag,
+    /// `Window<T>`.
+    Window,
+    /// `Condition`.
+    Condition,
+    /// A view or region of device memory (`DeviceView<'_, T>`, ...).
+    DeviceView,
+    /// A view or region of pinned memory (`PinnedView<'_, T>`, `HostView`, ...).
+    PinnedView,
+    /// `ManagedBuffer<T>`.
+    Managed,
+}
+
+/// Which of the runtime's memory types `segment` names, if any. `Window` counts only with
+/// its element type (`Window<f32>`), so an application's own `Window` is not taken for it.
+pub fn memory_type(segment: &syn::PathSegment) -> Option<MemoryType> {
+    let ident = &segment.ident;
+    let kind = if *ident == DEVICE_BUFFER {
+        MemoryType::Device
+    } else if *ident == PINNED_BUFFER {
+        MemoryType::Pinned
+    } else if *ident == FLAG_CELL {
+        MemoryType::Flag
+    } else if *ident == WINDOW && !segment.arguments.is_none() {
+        MemoryType::Window
+    } else if *ident == CONDITION && segment.arguments.is_none() {
+        MemoryType::Condition
+    } else if DEVICE_VIEWS.iter().any(|view| ident == view) {
+        MemoryType::DeviceView
+    } else if PINNED_VIEWS.iter().any(|view| ident == view) {
+        MemoryType::PinnedView
+    } else if *ident == MANAGED_BUFFER {
+        MemoryType::Managed
+    } else {
+        return None;
+    };
+    Some(kind)
+}
+
+/// The element type a memory type's segment names (`f32` of `DeviceView<'a, f32>`).
+pub fn memory_elem(segment: &syn::PathSegment) -> Option<&Type> {
+    first_type_argument(&segment.arguments)
+}
+
+/// The first of the runtime's memory types that `param`'s type holds where the pipeline does
+/// not see it: anywhere in a scalar's type (`Arc<Mutex<DeviceBuffer<f32>>>`,
+/// `Option<&mut DeviceBuffer<f32>>`, `(DeviceView<'a, f32>, u32)`), and inside the type a
+/// reference points to (`&Vec<DeviceBuffer<f32>>`, `&[DeviceBuffer<f32>; 2]`,
+/// `&mut [&mut DeviceBuffer<f32>]`). What a reference points to may itself be one (that is a
+/// buffer, a window, or an opaque handle such as `&mut ManagedBuffer<f32>`, each named whole
+/// by the statements that use it), and so may a slice's element (a buffer array). The
+/// argument types of a function type (`Arc<dyn Fn(&DeviceBuffer<f32>)>`) hold nothing.
+pub fn hidden_memory(param: &ast::Param) -> Option<&syn::PathSegment> {
+    let outer = match ungroup_type(&param.ty) {
+        Type::Reference(reference) => ungroup_type(&reference.elem),
+        // A param of a memory type by value is refused as an owned param.
+        owned if shape(owned).memory.is_some() => return None,
+        scalar => return first_memory(scalar),
+    };
+    match outer {
+        Type::Slice(slice) => match ungroup_type(&slice.elem) {
+            Type::Path(path) if buffer_array(param).is_some() => in_arguments(&path.path),
+            elem => first_memory(elem),
+        },
+        Type::Path(path) if path.qself.is_none() => in_arguments(&path.path),
+        other => first_memory(other),
+    }
+}
+
+/// The first memory type in the generic arguments of `path`'s segments.
+fn in_arguments(path: &syn::Path) -> Option<&syn::PathSegment> {
+    path.segments.iter().find_map(|segment| {
+        let mut finder = MemoryFinder(None);
+        syn::visit::Visit::visit_path_arguments(&mut finder, &segment.arguments);
+        finder.0
+    })
+}
+
+/// The first memory type anywhere in `ty`.
+fn first_memory(ty: &Type) -> Option<&syn::PathSegment> {
+    let mut finder = MemoryFinder(None);
+    syn::visit::Visit::visit_type(&mut finder, ty);
+    finder.0
+}
+
+/// Finds the first path segment that names a memory type, outside function types' arguments.
+struct MemoryFinder<'a>(Option<&'a syn::PathSegment>);
+
+impl<'a> syn::visit::Visit<'a> for MemoryFinder<'a> {
+    fn visit_path_segment(&mut self, segment: &'a syn::PathSegment) {
+        if self.0.is_some() {
+            return;
+        }
+        if memory_type(segment).is_some() {
+            self.0 = Some(segment);
+            return;
+        }
+        syn::visit::visit_path_segment(self, segment);
+    }
+
+    // `fn(&DeviceBuffer<f32>)` and `dyn Fn(&DeviceBuffer<f32>)` take memory; they hold none.
+    fn visit_type_fn_ptr(&mut self, _: &'a syn::TypeFnPtr) {}
+
+    fn visit_parenthesized_generic_arguments(&mut self, _: &'a syn::ParenthesizedGenericArguments) {
     }
 }
 

@@ -123,6 +123,34 @@ pub const REDUCE_OPS: &[(&str, &str)] = &[
 /// Pageable host memory, recognised so that copies of it are rejected by name.
 pub const VEC: Symbol = Symbol("Vec");
 
+/// The runtime's types that view device memory the pipeline would not see if a param held
+/// them inside another type: views and regions of a `DeviceBuffer`, the traits they share,
+/// and the cudarc views.
+pub const DEVICE_VIEWS: &[Symbol] = &[
+    Symbol("DeviceView"),
+    Symbol("DeviceViewMut"),
+    Symbol("DeviceRegion"),
+    Symbol("DeviceSource"),
+    Symbol("DeviceDest"),
+    Symbol("CudarcView"),
+    Symbol("CudarcViewMut"),
+];
+/// The runtime's types that view page-locked host memory: views and regions of a
+/// `PinnedBuffer`, the traits they share, and the host's guards over its elements.
+pub const PINNED_VIEWS: &[Symbol] = &[
+    Symbol("PinnedView"),
+    Symbol("PinnedViewMut"),
+    Symbol("PinnedRegion"),
+    Symbol("PinnedSource"),
+    Symbol("PinnedDest"),
+    Symbol("HostView"),
+    Symbol("HostViewMut"),
+    Symbol("HostSlice"),
+    Symbol("HostSliceMut"),
+];
+/// Unified memory the device and the host both reach: `ManagedBuffer<T>`.
+pub const MANAGED_BUFFER: Symbol = Symbol("ManagedBuffer");
+
 // Statements that have no place inside a captured step. Each has its own message in
 // `check::statements::not_capturable`.
 /// `synchronize`: blocks the host.

@@ -154,6 +154,170 @@ fn params_borrow_and_scratch_owns() {
     );
 }
 
+/// A pipeline whose params are `params`, with one stage that calls a function.
+fn declaring_params(params: &str) -> String {
+    format!(
+        r#"pipeline P {{
+            streams {{ s }}
+            params {{ {params} }}
+            stage one on s {{ call tick(); }}
+        }}"#
+    )
+}
+
+/// The error for a memory type `held` inside param `name` of type `ty`, with what to declare.
+fn hidden(name: &str, held: &str, ty: &str, instead: &str) -> String {
+    format!(
+        "param `{name}` holds a `{held}` inside `{ty}`, where the pipeline cannot see it: it orders the memory each statement names, so stages that reach this one through `{name}` would race; declare it as a param of its own, {instead}, and name that in the statements that use it"
+    )
+}
+
+/// A memory type inside a scalar param, or inside the type a reference points to, is
+/// invisible to the ordering: an error on the memory type, saying to declare it as a param.
+#[test]
+fn memory_inside_a_param_is_refused() {
+    let device = |name: &str, elem: &str| {
+        format!(
+            "`{name}: &mut DeviceBuffer<{elem}>` (`&` if the step only reads it; several: `{name}: &mut [DeviceBuffer<{elem}>]`, an array of buffers)"
+        )
+    };
+    for (ty, held, token) in [
+        (
+            "std::sync::Arc<std::sync::Mutex<DeviceBuffer<f32>>>",
+            "DeviceBuffer",
+            "DeviceBuffer<f32>",
+        ),
+        (
+            "Option<&'static mut DeviceBuffer<f32>>",
+            "DeviceBuffer",
+            "DeviceBuffer<f32>",
+        ),
+        (
+            "(u32, gpu_pipeline::DeviceBuffer<f32>)",
+            "DeviceBuffer",
+            "DeviceBuffer<f32>",
+        ),
+        (
+            "[DeviceBuffer<f32>; 2]",
+            "DeviceBuffer",
+            "DeviceBuffer<f32>",
+        ),
+        (
+            "*mut DeviceBuffer<f32>",
+            "DeviceBuffer",
+            "DeviceBuffer<f32>",
+        ),
+        (
+            "&Vec<DeviceBuffer<f32>>",
+            "DeviceBuffer",
+            "DeviceBuffer<f32>",
+        ),
+        (
+            "&mut [DeviceBuffer<f32>; 2]",
+            "DeviceBuffer",
+            "DeviceBuffer<f32>",
+        ),
+        (
+            "&(DeviceBuffer<f32>, DeviceBuffer<f32>)",
+            "DeviceBuffer",
+            "DeviceBuffer<f32>",
+        ),
+        (
+            "&mut [&mut DeviceBuffer<f32>]",
+            "DeviceBuffer",
+            "DeviceBuffer<f32>",
+        ),
+        (
+            "&[Vec<DeviceBuffer<f32>>]",
+            "DeviceBuffer",
+            "DeviceBuffer<f32>",
+        ),
+        (
+            "&std::sync::Mutex<DeviceBuffer<f32>>",
+            "DeviceBuffer",
+            "DeviceBuffer<f32>",
+        ),
+    ] {
+        let source = declaring_params(&format!("store: {ty}"));
+        let shown = crate::ast::type_string(&syn::parse_str::<syn::Type>(ty).unwrap());
+        assert_error(
+            &source,
+            &hidden("store", held, &shown, &device("store", "f32")),
+            token,
+        );
+    }
+    assert_error(
+        &declaring_params("views: std::sync::Arc<Vec<DeviceView<'static, f64>>>"),
+        &hidden(
+            "views",
+            "DeviceView",
+            "std::sync::Arc<Vec<DeviceView<'static, f64>>>",
+            "`views: &mut DeviceBuffer<f64>`, the buffer it views (a statement names a part of it as `views[lo..hi]`)",
+        ),
+        "DeviceView<'static, f64>",
+    );
+    assert_error(
+        &declaring_params("host: Box<PinnedBuffer<u8>>"),
+        &hidden(
+            "host",
+            "PinnedBuffer",
+            "Box<PinnedBuffer<u8>>",
+            "`host: &mut PinnedBuffer<u8>` (`&` if the step only reads it; several: `host: &mut [PinnedBuffer<u8>]`, an array of buffers)",
+        ),
+        "PinnedBuffer<u8>",
+    );
+    assert_error(
+        &declaring_params("flags: std::rc::Rc<FlagCell<u64>>"),
+        &hidden(
+            "flags",
+            "FlagCell",
+            "std::rc::Rc<FlagCell<u64>>",
+            "`flags: &mut FlagCell<u64>`",
+        ),
+        "FlagCell<u64>",
+    );
+    assert_error(
+        &declaring_params("halos: std::sync::Arc<Window<f32>>"),
+        &hidden(
+            "halos",
+            "Window",
+            "std::sync::Arc<Window<f32>>",
+            "`halos: &mut Window<f32>`",
+        ),
+        "Window<f32>",
+    );
+    assert_error(
+        &declaring_params("m: Option<ManagedBuffer<f32>>"),
+        &hidden(
+            "m",
+            "ManagedBuffer",
+            "Option<ManagedBuffer<f32>>",
+            "`m: &mut ManagedBuffer<f32>`, a handle that `call` and `host` statements name whole in `reads(...)`/`writes(...)`",
+        ),
+        "ManagedBuffer<f32>",
+    );
+    // A view held by value is a scalar too.
+    assert_eq!(
+        errors(&declaring_params("v: PinnedView<'static, f32>")).len(),
+        1
+    );
+}
+
+/// What the language treats as memory, scalars without memory inside them, references to
+/// other types (opaque handles) and function types that take memory all compile.
+#[test]
+fn params_that_show_their_memory_compile() {
+    lower_ok(&declaring_params(
+        "a: &mut DeviceBuffer<f32>, b: &PinnedBuffer<u8>, f: &mut FlagCell, g: &FlagCell<u64>,
+         xs: &mut [DeviceBuffer<f32>], hs: &[PinnedBuffer<f32>], w: &mut Window<f32>,
+         comm: &Communicator, handle: &mut BlasHandle, m: &mut ManagedBuffer<f32>,
+         log: std::sync::Arc<std::sync::Mutex<Vec<f32>>>, n: Option<u32>, pair: (u32, f64),
+         window: Window, sl: &[f32], v: &mut Vec<f32>,
+         hook: std::sync::Arc<dyn Fn(&DeviceBuffer<f32>) + Send + Sync>,
+         pointer: fn(&mut DeviceBuffer<f32>)",
+    ));
+}
+
 #[test]
 fn a_buffer_with_a_bad_declaration_gives_one_error() {
     let source = r#"pipeline P {
