@@ -549,17 +549,42 @@ impl Site<'_, '_> {
             .devices
             .get(device)
             .map_or(String::new(), |d| d.label());
-        cx.error_spanned_by(
-            name,
-            format!(
-                "{subject} lives on device {there}, but {}: {what} reaches only its own device's memory; copy it first, in a stage ordered before this one (`copy {name} -> {name}_{on_here};` into a buffer declared `on {on_here}`), {}run this stage on a stream `on {on_there}`{}",
-                self.where_(),
+        let id = self.scope.buffer(name);
+        let memory = id.map(|id| self.scope.buffers[id].memory);
+        // Only device memory copies between devices (a peer copy): `copy` refuses flag
+        // cells, and pinned memory copies to and from its own device only.
+        let why = match memory {
+            Some(Memory::Pinned) => {
+                ", and pinned memory, though it is the host's, is allocated for one device's context: the runtime reaches and orders it through that device's streams only"
+            }
+            Some(Memory::Flag) => {
+                ", and a flag cell is one word that its device's streams poll and write in place (`copy` does not take it)"
+            }
+            _ => "",
+        };
+        let fix = match memory {
+            Some(Memory::Device) | None => format!(
+                "copy it first, in a stage ordered before this one (`copy {name} -> {name}_{on_here};` into a buffer declared `on {on_here}`), {}run this stage on a stream `on {on_there}`{}",
                 if kernel { "" } else { "or " },
                 if kernel {
                     format!(", or reach it through peer access: `peer({name})` after the launch")
                 } else {
                     String::new()
                 },
+            ),
+            Some(_) if id.is_some_and(|id| self.scope.buffer_per_device(id)) => format!(
+                "name the element of `{name}` that lives on device {}, or run this stage on a stream `on {on_there}`",
+                self.scope.device_name(self.device)
+            ),
+            Some(_) => format!(
+                "declare `{name}` `on {on_here}`, or run this stage on a stream `on {on_there}`"
+            ),
+        };
+        cx.error_spanned_by(
+            name,
+            format!(
+                "{subject} lives on device {there}, but {}: {what} reaches only its own device's memory{why}; {fix}",
+                self.where_(),
             ),
         );
     }
@@ -612,6 +637,9 @@ impl Site<'_, '_> {
             }
             // The host function is enqueued on the stage's stream, which orders it against
             // the memory it declares: that memory must be the stage's device's, as a `call`'s.
+            // Pinned memory is the host's, but the runtime takes a closure's copy of it through
+            // the stream and refuses a buffer of another context (`host_closure_with`), so a
+            // pinned buffer of another device is refused here rather than at every run.
             Statement::Host(host) => {
                 for name in host.accesses.reads().chain(host.accesses.writes()) {
                     self.local(cx, name, "a `host` closure");

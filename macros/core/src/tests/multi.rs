@@ -259,8 +259,25 @@ fn a_kernel_reaches_only_its_own_devices_memory() {
     );
     assert_error(
         &two("stage x on s0 { write f1 = 1; }"),
-        "`f1` lives on device `gpu1`, but stage `x` runs on stream `s0`, on device `gpu0`: a `write` reaches only its own device's memory; copy it first, in a stage ordered before this one (`copy f1 -> f1_gpu0;` into a buffer declared `on gpu0`), or run this stage on a stream `on gpu1`",
+        "`f1` lives on device `gpu1`, but stage `x` runs on stream `s0`, on device `gpu0`: a `write` reaches only its own device's memory, and a flag cell is one word that its device's streams poll and write in place (`copy` does not take it); declare `f1` `on gpu0`, or run this stage on a stream `on gpu1`",
         "f1",
+    );
+    assert_error(
+        &two("stage x on s0 { wait f1 == 1u32; }"),
+        "`f1` lives on device `gpu1`, but stage `x` runs on stream `s0`, on device `gpu0`: a `wait` reaches only its own device's memory, and a flag cell is one word that its device's streams poll and write in place (`copy` does not take it); declare `f1` `on gpu0`, or run this stage on a stream `on gpu1`",
+        "f1",
+    );
+    // Pinned memory is the host's, but pinned for one device's context: no copy advice
+    // (`copy` goes between pinned memory and its own device only).
+    assert_error(
+        &two("stage x on s0 { host |h1: &[f32]| { let _ = h1; } reads(h1); }"),
+        "`h1` lives on device `gpu1`, but stage `x` runs on stream `s0`, on device `gpu0`: a `host` closure reaches only its own device's memory, and pinned memory, though it is the host's, is allocated for one device's context: the runtime reaches and orders it through that device's streams only; declare `h1` `on gpu0`, or run this stage on a stream `on gpu1`",
+        "h1",
+    );
+    assert_error(
+        &two("stage x on s0 { copy x0 -> h1; }"),
+        "`h1` lives on device `gpu1`, but stage `x` runs on stream `s0`, on device `gpu0`: a `copy` to or from host memory reaches only its own device's memory, and pinned memory, though it is the host's, is allocated for one device's context: the runtime reaches and orders it through that device's streams only; declare `h1` `on gpu0`, or run this stage on a stream `on gpu1`",
+        "h1",
     );
 }
 
