@@ -6,7 +6,8 @@
 //! The rule here: the iterations of a stage that runs each iteration on a stream of its own
 //! (`on work[i]`) are meant to split the buffers they write (chunks); ranges written by two
 //! iterations that overlap are an error on the range, naming the elements. With constant
-//! bounds every iteration is evaluated; otherwise ranges affine in the loop variable
+//! bounds every iteration is evaluated, and two iterations that run on one element of the
+//! stream array (`work[i % 4]` with `i = 0` and `i = 4`) are ordered by it; otherwise ranges affine in the loop variable
 //! (`i * s .. (i + 1) * s + 1`) are compared between iteration `i` and `i + 1` as
 //! polynomials, whatever the params are.
 
@@ -288,7 +289,9 @@ fn written<'a>(scope: &Scope<'_>, statement: &'a Statement) -> Vec<BufRef<'a>> {
 }
 
 /// Rule: two iterations of one stage, each on a stream of its own, write no element of one
-/// range in common.
+/// range in common. With constant bounds only iterations whose stream indices differ (or do
+/// not evaluate) are compared: two on one element of the stream array (`work[i % 4]`, `i = 0`
+/// and `i = 4`) run in the order written.
 fn chunks_apart(
     cx: &Ctxt,
     scope: &Scope<'_>,
@@ -322,22 +325,19 @@ fn chunks_apart(
     let consequence = "the iterations are meant to split the buffer, but the overlap orders them one after the other and writes those elements twice (if the kernel only reads them, pass them as a `&[T]` argument of their own)";
     let iterations = Iterations::of(body);
     if let Some(iterations) = &iterations
-        && let Some(chunks) = evaluated_chunks(iterations, start, end)
+        && let Some(chunks) = evaluated_chunks(iterations, start, end, stage.lane.as_ref())
     {
         let var = &body.var;
-        for pair in chunks.windows(2) {
-            let ((_, hi, i), (lo, next_hi, j)) = (pair[0], pair[1]);
-            if lo < hi {
-                let (first, second) = (i.min(j), i.max(j));
-                cx.error_at(
-                    range.span,
-                    format!(
-                        "{what}, and iterations `{var} = {first}` and `{var} = {second}` both write elements {lo}..{}: {consequence}; make the ranges apart (each iteration's range ending where the next one's starts)",
-                        hi.min(next_hi)
-                    ),
-                );
-                return;
-            }
+        if let Some((a, b)) = overlapping_chunks(&chunks) {
+            let (first, second) = (a.iteration.min(b.iteration), a.iteration.max(b.iteration));
+            cx.error_at(
+                range.span,
+                format!(
+                    "{what}, and iterations `{var} = {first}` and `{var} = {second}` both write elements {}..{}: {consequence}; make the ranges apart (each iteration's range ending where the next one's starts)",
+                    b.start,
+                    a.end.min(b.end),
+                ),
+            );
         }
         return;
     }
@@ -382,13 +382,24 @@ fn chunks_apart(
     );
 }
 
-/// The nonempty range `start..end` of each iteration, sorted, with the iteration: `None`
-/// when some bound does not evaluate.
+/// The range one iteration writes, and the stream index it runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Chunk {
+    start: i128,
+    end: i128,
+    iteration: i128,
+    /// The stream index in this iteration, `None` when it does not evaluate.
+    lane: Option<i128>,
+}
+
+/// The nonempty range `start..end` of each iteration, sorted, with the iteration and its
+/// stream index: `None` when some bound does not evaluate.
 fn evaluated_chunks(
     iterations: &Iterations<'_>,
     start: &Expr,
     end: &Expr,
-) -> Option<Vec<(i128, i128, i128)>> {
+    lane: Option<&Expr>,
+) -> Option<Vec<Chunk>> {
     let mut chunks = Vec::new();
     for i in iterations.range.clone() {
         let values = iterations.values(i);
@@ -398,11 +409,37 @@ fn evaluated_chunks(
             constant::value_in(end, &names)?,
         );
         if lo < hi {
-            chunks.push((lo, hi, i));
+            chunks.push(Chunk {
+                start: lo,
+                end: hi,
+                iteration: i,
+                lane: lane.and_then(|lane| constant::value_in(lane, &names)),
+            });
         }
     }
     chunks.sort();
     Some(chunks)
+}
+
+/// Two chunks that share an element and may run on different streams (their stream indices
+/// differ, or one does not evaluate): iterations on one stream run in the order written, so
+/// an overlap there is no race (`on work[i % 4]` over `0..8`: `i = 0` and `i = 4` share
+/// `work[0]`). `chunks` is sorted by start.
+fn overlapping_chunks(chunks: &[Chunk]) -> Option<(Chunk, Chunk)> {
+    for (k, first) in chunks.iter().enumerate() {
+        // Sorted by start: the chunks after `first` that start before its end are the ones
+        // it overlaps.
+        let overlapping = chunks[k + 1..]
+            .iter()
+            .take_while(|later| later.start < first.end);
+        for later in overlapping {
+            let one_stream = matches!((first.lane, later.lane), (Some(a), Some(b)) if a == b);
+            if !one_stream {
+                return Some((*first, *later));
+            }
+        }
+    }
+    None
 }
 
 /// A reference as written: `x[i * s..(i + 1) * s]`.

@@ -47,6 +47,19 @@ fn chunks_on_streams_of_their_own_overlapping_by_one_element_are_an_error() {
 }
 
 #[test]
+fn chunks_shared_by_iterations_on_different_lanes_are_an_error() {
+    // `i = 0` (on `work[0]`) and `i = 5` (on `work[1]`) both write 0..4; the pairs on one
+    // lane (`i = 0` and `i = 4`) are ordered by their stream.
+    assert_error(
+        &chunked(
+            "for i in 0..8 { let lane = i % 4; stage c on work[lane] { fill x[(i % 5) * 4..(i % 5) * 4 + 4] = 0.0; } }",
+        ),
+        "`x[(i % 5) * 4..(i % 5) * 4 + 4]` is written by every iteration of stage `c`, each on a stream of its own (`work[lane]`), and iterations `i = 0` and `i = 5` both write elements 0..4: the iterations are meant to split the buffer, but the overlap orders them one after the other and writes those elements twice (if the kernel only reads them, pass them as a `&[T]` argument of their own); make the ranges apart (each iteration's range ending where the next one's starts)",
+        "[(i % 5) * 4..(i % 5) * 4 + 4]",
+    );
+}
+
+#[test]
 fn chunks_that_are_apart_or_run_in_order_compile() {
     for body in [
         // Apart.
@@ -61,6 +74,11 @@ fn chunks_that_are_apart_or_run_in_order_compile() {
         "for i in 0..chunks { let lo = (i * s).min(x.len()); stage c on work[i % 4] { fill x[lo..lo + s + 1] = 0.0; } }",
         // One iteration.
         "for i in 0..1 { stage c on work[i] { fill x[i * 10..i * 10 + 11] = 0.0; } }",
+        // Iterations that share a lane run on one stream, in order: `i` and `i + 4` (or
+        // `i + 2`) write the same chunk on the same stream.
+        "for i in 0..8 { let lane = i % 4; stage c on work[lane] { launch k::scale(4, 1.0, y, x[lane * 4..lane * 4 + 4]) grid 1 block 1; } }",
+        "for i in 0..4 { stage c on work[i % 2] { fill x[(i % 2) * 4..(i % 2) * 4 + 4] = 0.0; } }",
+        "for i in 0..8 { let lane = i / 2; stage c on work[lane] { fill x[lane * 4..lane * 4 + 4] = 0.0; } }",
     ] {
         lower_ok(&chunked(body));
     }
