@@ -3,11 +3,12 @@
 //! a write ordered before it, and (`scratch.rs`) no scratch buffer is read before something
 //! writes it.
 
+use super::iterations::Iterations;
 use crate::ast::tokens_string;
 use crate::constant;
 use crate::ctxt::Ctxt;
 use crate::lower::{
-    BufferId, Cycle, Hazard, Hop, Mode, Pipeline, Reason, StageId, StatementKind, Via,
+    BufferId, Cycle, Hazard, Hop, Mode, Pipeline, Reason, Stage, StageId, StatementKind, Via,
     WaitCondition,
 };
 
@@ -65,11 +66,75 @@ fn why_after(pipeline: &Pipeline<'_>, first: Site, second: Site) -> String {
     }
 }
 
-/// One statement that writes a flag: where, in words, and the value when the macro knows it.
+/// One statement that writes a flag: where, in words, and the values it may write when the
+/// macro knows them all (one, or one per iteration of a `for` with constant bounds).
 struct FlagWrite {
     site: Site,
     what: String,
-    value: Option<i128>,
+    values: Option<Vec<i128>>,
+}
+
+impl FlagWrite {
+    /// Whether some value it may write satisfies `condition` against `wanted`; unknown
+    /// values might.
+    fn may_satisfy(
+        &self,
+        condition: WaitCondition,
+        wanted: Option<i128>,
+        bits: Option<u32>,
+    ) -> bool {
+        match &self.values {
+            Some(values) => values
+                .iter()
+                .any(|&value| satisfies(Some(value), condition, wanted, bits)),
+            None => true,
+        }
+    }
+}
+
+/// The values `write flag = value` writes in `stage`: one when it is a constant, one per
+/// iteration when the stage is inside a `for` with constant bounds that runs at least once
+/// (`write flag = i as u32` over `0..4` writes 0, 1, 2 and 3), sorted and each once; `None`
+/// when some iteration's value is unknown.
+fn written_values(
+    pipeline: &Pipeline<'_>,
+    stage: &Stage<'_>,
+    value: &syn::Expr,
+) -> Option<Vec<i128>> {
+    if let Some(value) = constant::value(value) {
+        return Some(vec![value]);
+    }
+    let iterations = Iterations::of(pipeline.loops[stage.looped?])?;
+    let mut values = Vec::new();
+    for i in iterations.range.clone() {
+        let names = iterations.values(i);
+        values.push(constant::value_in(value, &|name| {
+            names.get(&name.to_string()).copied()
+        })?);
+    }
+    values.sort_unstable();
+    values.dedup();
+    // A loop that runs no iteration writes nothing: what the wait sees is then unknown here.
+    (!values.is_empty()).then_some(values)
+}
+
+/// `write flag = 3` or, for the values of a loop, `write flag = i as u32` (which writes 0,
+/// 1, 2 and 3 in the iterations of its `for`), for messages.
+fn values_text(values: &Option<Vec<i128>>, written: &str) -> String {
+    match values.as_deref() {
+        Some([_]) | None => written.to_owned(),
+        Some(values) => {
+            const SHOWN: usize = 8;
+            let mut listed: Vec<String> = values.iter().take(SHOWN).map(i128::to_string).collect();
+            let list = if values.len() > SHOWN {
+                format!("{}, ...", listed.join(", "))
+            } else {
+                let last = listed.pop().unwrap_or_default();
+                format!("{} and {last}", listed.join(", "))
+            };
+            format!("{written} (which writes {list} in the iterations of its `for`)")
+        }
+    }
 }
 
 /// Every statement that writes `flag`.
@@ -84,11 +149,13 @@ fn flag_writes(pipeline: &Pipeline<'_>, flag: BufferId) -> Vec<FlagWrite> {
             if !writes_flag {
                 continue;
             }
-            let (what, value) = match &statement.kind {
-                StatementKind::Write { source, .. } => (
-                    format!("`write {} = {}`", source.flag, tokens_string(&source.value)),
-                    constant::value(&source.value),
-                ),
+            let (what, values) = match &statement.kind {
+                StatementKind::Write { source, .. } => {
+                    let values = written_values(pipeline, stage, &source.value);
+                    let written =
+                        format!("`write {} = {}`", source.flag, tokens_string(&source.value));
+                    (written, values)
+                }
                 StatementKind::Call { .. } => ("a `call`".to_owned(), None),
                 StatementKind::Host { .. } => ("a host closure".to_owned(), None),
                 _ => ("a statement".to_owned(), None),
@@ -98,8 +165,8 @@ fn flag_writes(pipeline: &Pipeline<'_>, flag: BufferId) -> Vec<FlagWrite> {
                     stage: StageId(stage_id),
                     index,
                 },
-                what: format!("{what} in stage `{}`", stage.decl.name),
-                value,
+                what: values_text(&values, &format!("{what} in stage `{}`", stage.decl.name)),
+                values,
             });
         }
     }
@@ -178,11 +245,23 @@ fn flag_waits(cx: &Ctxt, pipeline: &Pipeline<'_>) {
                 })
             });
             if let Some(last) = last {
-                if !satisfies(last.value, *condition, wanted, bits) {
+                if !last.may_satisfy(*condition, wanted, bits) {
+                    let (sees, satisfies_none, fix) = match last.values.as_deref() {
+                        Some([_]) | None => (
+                            "the value of",
+                            "which never satisfies it",
+                            "wait for the value written",
+                        ),
+                        Some(_) => (
+                            "one of the values of",
+                            "none of which satisfies it",
+                            "wait for a value written",
+                        ),
+                    };
                     cx.error_spanned_by(
                         &source.value,
                         format!(
-                            "{wait} in stage `{}` sees the value of {}, the last write before it, which never satisfies it: the stream would wait for ever; wait for the value written, or write the value waited for",
+                            "{wait} in stage `{}` sees {sees} {}, the last write before it, {satisfies_none}: the stream would wait for ever; {fix}, or write the value waited for",
                             stage.decl.name, last.what
                         ),
                     );
@@ -191,7 +270,7 @@ fn flag_waits(cx: &Ctxt, pipeline: &Pipeline<'_>) {
             }
             if let Some(write) = after
                 .iter()
-                .find(|write| satisfies(write.value, *condition, wanted, bits))
+                .find(|write| write.may_satisfy(*condition, wanted, bits))
             {
                 let fix = if write.site.stage == site.stage {
                     "put the write before the wait"
