@@ -59,6 +59,7 @@ pub fn declarations(scope: &Scope<'_>) -> syn::Result<()> {
     empty_stages(&cx, scope);
     claim_names(&cx, scope);
     statements::check(&cx, scope);
+    ranges::scratch_ranges_inside(&cx, scope);
     control::check(&cx, scope);
     kernel_set::check(&cx, scope);
     repetition::check(&cx, scope);

@@ -58,6 +58,52 @@ impl<'a> Iterations<'a> {
     }
 }
 
+/// One evaluation of a stage's statements: in a `for` with constant bounds, one iteration,
+/// with the values of the loop variable and the `let`s; anywhere else, one in which the names
+/// of a loop have no value (so what mentions them does not evaluate).
+#[derive(Default)]
+pub struct Evaluation<'a> {
+    body: Option<&'a ForLoop>,
+    i: i128,
+    values: HashMap<String, i128>,
+}
+
+impl Evaluation<'_> {
+    /// Every evaluation of stage `id`: one per iteration of its `for` when the bounds are
+    /// constants (none when it runs no iteration), else one.
+    pub fn of_stage<'a>(scope: &Scope<'a>, id: usize) -> Vec<Evaluation<'a>> {
+        let body = scope.stage_loops[id].map(|l| scope.loops[l]);
+        match body.and_then(Iterations::of) {
+            Some(iterations) => iterations
+                .range
+                .clone()
+                .map(|i| Evaluation {
+                    body,
+                    i,
+                    values: iterations.values(i),
+                })
+                .collect(),
+            None => vec![Evaluation::default()],
+        }
+    }
+
+    /// The value of `expr` in this evaluation, when the macro can compute it.
+    pub fn value(&self, expr: &Expr) -> Option<i128> {
+        constant::value_in(expr, &|name| self.values.get(&name.to_string()).copied())
+    }
+
+    /// ` when `i = 3``, for a message on `exprs` inside a loop when one of them changes with
+    /// the iteration; empty otherwise.
+    pub fn when<'e>(&self, exprs: impl IntoIterator<Item = &'e Expr>) -> String {
+        match self.body {
+            Some(body) if exprs.into_iter().any(|expr| varies(body, expr)) => {
+                format!(" when `{} = {}`", body.var, self.i)
+            }
+            _ => String::new(),
+        }
+    }
+}
+
 /// The polynomials of the loop variable (an unknown of its own) and of the `let`s that are
 /// polynomials, over the params (unknowns too).
 pub fn symbols(scope: &Scope<'_>, body: &ForLoop) -> HashMap<String, Poly> {

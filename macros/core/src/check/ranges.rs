@@ -1,11 +1,16 @@
-//! Two ranges of one buffer in one statement: apart, they compile (a copy from `f[0..4]` to
-//! `f[8..12]`, a launch given two halves); overlapping where one is written, they are an error
-//! on the ranges when their bounds are constants. Ranges the compiler cannot evaluate are
-//! checked before the step is enqueued, with the same message.
+//! Constant ranges. Two references of one statement to one buffer, one written: apart, they
+//! compile (a copy from `f[0..4]` to `f[8..12]`, a launch given two halves); surely
+//! overlapping (ranges that share elements, one element of an array named whole twice or
+//! beside a range of it), they are an error on the references. A copy between known lengths
+//! copies as many elements as it writes; a range of a scratch buffer of constant length lies
+//! inside it. Each rule runs in every iteration of a `for` with constant bounds; what the
+//! compiler cannot evaluate is checked before the step is enqueued, with the same message.
 
+use proc_macro2::Span;
 use quote::ToTokens;
 
-use crate::ast::{self, BufRef, KernelParamType, tokens_string};
+use super::iterations::Evaluation;
+use crate::ast::{self, BufRef, KernelParamType, tokens_string, type_string};
 use crate::constant;
 use crate::ctxt::Ctxt;
 use crate::lower::bound;
@@ -26,18 +31,115 @@ pub(super) fn constant_bounds(reference: &BufRef<'_>) -> Option<(i128, Option<i1
     Some((start, end))
 }
 
-/// Whether two references name the same buffer, and the same element when it is an array
-/// (indices written alike name one element: a statement evaluates both at once).
-fn same_buffer(a: &BufRef<'_>, b: &BufRef<'_>) -> bool {
+/// What a reference covers in one evaluation, when the compiler can tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cover {
+    /// Every element: `x[..]`, `x[0..]`.
+    Whole,
+    /// `lo..hi`, `hi` `None` when it runs to the buffer's end.
+    Elements(i128, Option<i128>),
+}
+
+/// What range `reference` covers in evaluation `at` (it must have a range).
+fn cover(reference: &BufRef<'_>, at: &Evaluation<'_>) -> Option<Cover> {
+    let range = reference.range?;
+    let start = match range.start {
+        Some(expr) => at.value(expr)?,
+        None => 0,
+    };
+    match range.end {
+        None if start == 0 => Some(Cover::Whole),
+        None => Some(Cover::Elements(start, None)),
+        Some(expr) => Some(Cover::Elements(start, Some(at.value(expr)?))),
+    }
+}
+
+/// Whether two references name the same buffer in evaluation `at`, and the same element when
+/// it is an array: indices of one value, or written alike (a statement evaluates both at
+/// once).
+fn same_buffer(a: &BufRef<'_>, b: &BufRef<'_>, at: &Evaluation<'_>) -> bool {
     a.name == b.name
         && match (a.index, b.index) {
             (None, None) => true,
-            (Some(x), Some(y)) => match (constant::value(x), constant::value(y)) {
+            (Some(x), Some(y)) => match (at.value(x), at.value(y)) {
                 (Some(x), Some(y)) => x == y,
                 _ => x.to_token_stream().to_string() == y.to_token_stream().to_string(),
             },
             _ => false,
         }
+}
+
+/// How two references of one statement to one buffer surely alias, in the first evaluation
+/// where they do; with the iteration (` when `i = 1``) when it depends on one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Alias {
+    /// One of them names a whole buffer (`xs[1]`) that the other names too (`xs[1]`,
+    /// `xs[1][0..4]`).
+    Whole { when: String },
+    /// Two ranges that share these elements (`None`: every one, `x[0..]` twice).
+    Elements {
+        shared: Option<(i128, i128)>,
+        when: String,
+    },
+}
+
+/// How `first` and `second`, both subscripted, of one statement alias, where the compiler
+/// can tell that they do in some evaluation of the statement (`evaluations`: one per
+/// iteration of a `for` with constant bounds, the loop variable at its value). Ranges it
+/// cannot evaluate, and an open range beside the whole buffer (`x[4..]`, which shares
+/// elements only when `x` holds more than 4), are left to the step.
+pub(super) fn alias(
+    first: &BufRef<'_>,
+    second: &BufRef<'_>,
+    evaluations: &[Evaluation<'_>],
+) -> Option<Alias> {
+    for at in evaluations {
+        if !same_buffer(first, second, at) {
+            continue;
+        }
+        let when = at.when(
+            first
+                .subscript_exprs()
+                .into_iter()
+                .chain(second.subscript_exprs()),
+        );
+        if first.range.is_none() || second.range.is_none() {
+            return Some(Alias::Whole { when });
+        }
+        let (Some(a), Some(b)) = (cover(first, at), cover(second, at)) else {
+            continue;
+        };
+        let shared = match (a, b) {
+            (Cover::Whole, Cover::Whole) => Some(None),
+            (Cover::Whole, Cover::Elements(lo, Some(hi)))
+            | (Cover::Elements(lo, Some(hi)), Cover::Whole) => (lo < hi).then_some(Some((lo, hi))),
+            (Cover::Whole, Cover::Elements(_, None)) | (Cover::Elements(_, None), Cover::Whole) => {
+                None
+            }
+            (Cover::Elements(a0, a1), Cover::Elements(b0, b1)) => {
+                shared_elements((a0, a1), (b0, b1)).map(Some)
+            }
+        };
+        if let Some(shared) = shared {
+            return Some(Alias::Elements { shared, when });
+        }
+    }
+    None
+}
+
+/// The first and last span of a reference as written, for an error on all of it: `x[0..4]`,
+/// `xs[1]` (up to its index).
+pub(super) fn reference_spans(r: &BufRef<'_>) -> (Span, Span) {
+    let last = match (r.range, r.index) {
+        (Some(range), _) => range.span,
+        (None, Some(index)) => index
+            .to_token_stream()
+            .into_iter()
+            .last()
+            .map_or(r.name.span(), |token| token.span()),
+        (None, None) => r.name.span(),
+    };
+    (r.name.span(), last)
 }
 
 /// The elements two constant ranges of one buffer share, if they surely share some: a range
@@ -64,33 +166,31 @@ pub(super) fn reference_text(r: &BufRef<'_>) -> String {
     format!("{}{index}{range}", r.name)
 }
 
-/// Rule: one statement's ranges of one buffer, one of them written (`written` says which of
-/// the two), do not overlap when the compiler can tell: a kernel's pointer parameters are
-/// `__restrict__` and a copy's ends must be apart.
-pub(super) fn apart_in_one_statement(
+/// Rule: one statement's ranges of one buffer, one of them written, do not overlap when the
+/// compiler can tell: a kernel's pointer parameters are `__restrict__` and a copy's ends must
+/// be apart. Reports an [`Alias::Elements`] of `first` and `second` (`written` is the one
+/// written).
+pub(super) fn overlapping_ranges(
     cx: &Ctxt,
     first: &BufRef<'_>,
     second: &BufRef<'_>,
     written: &BufRef<'_>,
+    shared: Option<(i128, i128)>,
+    when: &str,
 ) {
-    if !same_buffer(first, second) {
-        return;
-    }
-    let (Some(a), Some(b)) = (constant_bounds(first), constant_bounds(second)) else {
-        return;
-    };
-    let Some((start, end)) = shared_elements(a, b) else {
-        return;
-    };
     let (Some(ra), Some(rb)) = (first.range, second.range) else {
         return;
     };
     let text = reference_text;
+    let elements = match shared {
+        Some((start, end)) => format!("elements {start}..{end}"),
+        None => "every element".to_owned(),
+    };
     cx.error_between(
         ra.span,
         rb.span,
         format!(
-            "`{}` and `{}` overlap at elements {start}..{end}, and `{}` is written: the ranges one statement names of a buffer must be apart where one is written; name elements that do not overlap, or a second buffer",
+            "`{}` and `{}` overlap at {elements}{when}, and `{}` is written: the ranges one statement names of a buffer must be apart where one is written; name elements that do not overlap, or a second buffer",
             text(first),
             text(second),
             text(written)
@@ -98,46 +198,179 @@ pub(super) fn apart_in_one_statement(
     );
 }
 
-/// Rule: a copy between two ranges whose bounds are constants copies as many elements as the
-/// destination holds: the lengths must be equal (a copy of `f[0..4]` into `g[0..8]` was refused
-/// only when the step ran).
-pub(super) fn copy_lengths(cx: &Ctxt, src: &BufRef<'_>, dst: &BufRef<'_>) {
-    let length = |r: &BufRef<'_>| match constant_bounds(r)? {
-        (start, Some(end)) => Some(end - start),
-        _ => None,
-    };
-    let (Some(from), Some(to)) = (length(src), length(dst)) else {
-        return;
-    };
-    let (Some(rs), Some(rd)) = (src.range, dst.range) else {
-        return;
-    };
-    if from != to && from >= 0 && to >= 0 {
-        cx.error_between(
-            rs.span,
-            rd.span,
-            format!(
-                "`copy` from {from} elements into {to}: a copy's source and destination ranges have one length; make both ranges {} long",
-                from.min(to)
-            ),
-        );
-    }
-}
-
-/// The number of elements a buffer argument names, when the compiler can tell: a range whose
-/// bounds are constants (`x[0..128]`, `x[..128]`), or a whole scratch buffer of constant
-/// length. A range open at its end, or a param, runs to a length known only when the step
-/// runs.
-fn window_length(scope: &Scope<'_>, reference: &BufRef<'_>) -> Option<i128> {
+/// The number of elements `reference` names in evaluation `at`, when the compiler can tell:
+/// a range whose bounds evaluate (`x[0..128]`, `x[..128]`), a range of a scratch buffer of
+/// constant length open at its end (`t[4..]`), or a whole scratch buffer of constant length.
+/// A range of a param open at its end, or a whole param, runs to a length known only when the
+/// step runs.
+fn extent_length(scope: &Scope<'_>, reference: &BufRef<'_>, at: &Evaluation<'_>) -> Option<i128> {
     match reference.range {
         Some(range) => {
-            let start = range.start.map_or(Some(0), constant::value)?;
-            let end = constant::value(range.end?)?;
+            let start = range.start.map_or(Some(0), |expr| at.value(expr))?;
+            let end = match range.end {
+                Some(expr) => at.value(expr)?,
+                None => scratch_length(scope, reference.name)?,
+            };
             Some(end - start)
         }
         None if reference.index.is_none() => scratch_length(scope, reference.name),
         None => None,
     }
+}
+
+/// Rule: a copy copies as many elements as its destination holds: where both lengths are
+/// known (constant ranges, in each iteration of a `for` with constant bounds; a whole scratch
+/// buffer of constant length) they must be equal (a copy of `f[0..4]` into `g[0..8]`, or of a
+/// 16-element scratch `t` into `x[0..32]`, was refused only when the step ran).
+pub(super) fn copy_lengths(
+    cx: &Ctxt,
+    scope: &Scope<'_>,
+    src: &BufRef<'_>,
+    dst: &BufRef<'_>,
+    evaluations: &[Evaluation<'_>],
+) {
+    for at in evaluations {
+        let (Some(from), Some(to)) = (extent_length(scope, src, at), extent_length(scope, dst, at))
+        else {
+            continue;
+        };
+        if from == to || from < 0 || to < 0 {
+            continue;
+        }
+        let when = at.when(
+            src.subscript_exprs()
+                .into_iter()
+                .chain(dst.subscript_exprs()),
+        );
+        let short = from.min(to);
+        let fix = match (src.range, dst.range) {
+            (Some(_), Some(_)) => format!(
+                "a copy's source and destination ranges have one length; make both ranges {short} long"
+            ),
+            // One side is a whole scratch buffer: the other range takes its length, or a
+            // range of the buffer takes the other's.
+            (None, Some(_)) | (Some(_), None) => {
+                let (whole, part, whole_len, range) = match (src.range, dst.range) {
+                    (None, Some(range)) => (src, dst, from, range),
+                    (Some(range), _) => (dst, src, to, range),
+                    (None, None) => return,
+                };
+                let lo = range.start.and_then(|e| at.value(e));
+                let longer = match lo {
+                    Some(lo) => format!(
+                        "name {whole_len} elements of `{}` (`{}[{}..{}]`)",
+                        part.name,
+                        part.name,
+                        range.start.map_or(String::new(), tokens_string),
+                        lo + whole_len
+                    ),
+                    None => format!("name {whole_len} elements of `{}`", part.name),
+                };
+                let shorter = if whole_len > short {
+                    format!(", or copy part of `{0}` (`{0}[..{short}]`)", whole.name)
+                } else {
+                    String::new()
+                };
+                format!(
+                    "a copy's source and destination have one length, and scratch buffer `{}` holds {whole_len}; {longer}{shorter}",
+                    whole.name
+                )
+            }
+            (None, None) => format!(
+                "a copy's source and destination have one length; declare scratch buffers `{}` and `{}` with one length, or copy part of the longer one (`{}[..{short}]`)",
+                src.name,
+                dst.name,
+                if from > to { src.name } else { dst.name },
+            ),
+        };
+        let ((first, _), (_, last)) = (reference_spans(src), reference_spans(dst));
+        cx.error_between(
+            first,
+            last,
+            format!("`copy` from {from} elements into {to}{when}: {fix}"),
+        );
+        return;
+    }
+}
+
+/// Rule: a range of a scratch buffer whose length is a constant lies inside it where its
+/// bounds are constants (in each iteration of a `for` with constant bounds): `fill t[0..17]`
+/// of a 16-element `t` would write past its end, and was refused only when the step ran. An
+/// empty range at the end (`t[16..]`) is inside; an inverted one is reported on its own.
+pub(super) fn scratch_ranges_inside(cx: &Ctxt, scope: &Scope<'_>) {
+    for (id, stage) in scope.stages.iter().enumerate() {
+        let evaluations = Evaluation::of_stage(scope, id);
+        for statement in ast::flatten(&stage.statements) {
+            for reference in scope.statement_refs(statement) {
+                let (Some(range), Some(len)) =
+                    (reference.range, scratch_length(scope, reference.name))
+                else {
+                    continue;
+                };
+                for at in &evaluations {
+                    let start = range.start.map_or(Some(0), |expr| at.value(expr));
+                    let end = range.end.and_then(|expr| at.value(expr));
+                    let past = match (start, end) {
+                        // Past the end whatever the start (an inverted range is an error too).
+                        (_, Some(end)) if end > len => format!("ends at element {end}"),
+                        (Some(start), _) if start > len => format!("starts at element {start}"),
+                        _ => continue,
+                    };
+                    let when = at.when(reference.subscript_exprs());
+                    let evaluated = match (when.is_empty(), start, end) {
+                        (true, ..) => String::new(),
+                        (false, Some(start), Some(end)) => {
+                            format!(" (`{}[{start}..{end}]`{when})", reference.name)
+                        }
+                        (false, Some(start), None) => {
+                            format!(" (`{}[{start}..]`{when})", reference.name)
+                        }
+                        (false, None, _) => when,
+                    };
+                    let needed = end.unwrap_or(0).max(start.unwrap_or(0));
+                    scratch_range_past_end(cx, scope, &reference, len, &past, &evaluated, needed);
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// The error of [`scratch_ranges_inside`]: `past` says where `reference` goes past `len`
+/// (` (`t[16..20]` when `i = 4`)` in `evaluated` inside a loop), `needed` the length that
+/// would hold it.
+fn scratch_range_past_end(
+    cx: &Ctxt,
+    scope: &Scope<'_>,
+    reference: &BufRef<'_>,
+    len: i128,
+    past: &str,
+    evaluated: &str,
+    needed: i128,
+) {
+    let Some(range) = reference.range else { return };
+    let name = reference.name;
+    let declared = scope
+        .buffer(name)
+        .map(|id| &scope.buffers[id])
+        .map_or(String::new(), |buffer| {
+            format!(" (`{name}: {} = {needed}`)", type_string(buffer.ty))
+        });
+    cx.error_at(
+        range.span,
+        format!(
+            "`{}`{evaluated} {past}, past the end of scratch buffer `{name}`, which holds {len} elements: the statement would reach past it; name a range inside `{name}` (within `{name}[0..{len}]`), or declare `{name}` with at least {needed} elements{declared}",
+            reference_text(reference),
+        ),
+    );
+}
+
+/// The number of elements a buffer argument names, when the compiler can tell: a range whose
+/// bounds are constants (`x[0..128]`, `x[..128]`), or a whole scratch buffer of constant
+/// length or a range of one open at its end. A param's range open at its end, or a whole
+/// param, runs to a length known only when the step runs.
+fn window_length(scope: &Scope<'_>, reference: &BufRef<'_>) -> Option<i128> {
+    extent_length(scope, reference, &Evaluation::default())
 }
 
 /// The length of scratch buffer `name`, when its declaration gives a constant.

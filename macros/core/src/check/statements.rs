@@ -5,6 +5,8 @@
 use syn::{Expr, Ident};
 
 use super::hint::{suggestion, unknown};
+use super::iterations::Evaluation;
+use super::ranges::{self, Alias};
 use crate::ast::{self, BufRef, KernelParamType, Statement, bare_ident, type_string};
 use crate::ctxt::Ctxt;
 use crate::scope::{BufferDecl, Memory, Scope, Value};
@@ -12,11 +14,13 @@ use crate::symbol::{self, PRIMITIVE_SCALARS};
 
 /// Runs every statement rule over every stage.
 pub fn check(cx: &Ctxt, scope: &Scope<'_>) {
-    for stage in &scope.stages {
+    for (id, stage) in scope.stages.iter().enumerate() {
+        // The rules on constant ranges run in each iteration of a `for` with constant bounds.
+        let evaluations = Evaluation::of_stage(scope, id);
         for statement in ast::flatten(&stage.statements) {
             match statement {
-                Statement::Launch(launch) => launch_statement(cx, scope, launch),
-                Statement::Copy(copy) => copy_statement(cx, scope, copy),
+                Statement::Launch(launch) => launch_statement(cx, scope, launch, &evaluations),
+                Statement::Copy(copy) => copy_statement(cx, scope, copy, &evaluations),
                 Statement::Fill(fill) => fill_statement(cx, scope, fill),
                 Statement::Wait(wait) => flag_statement(cx, scope, &wait.flag, "wait"),
                 Statement::Write(write) => flag_statement(cx, scope, &write.flag, "write"),
@@ -71,6 +75,11 @@ pub(super) fn what(buffer: &BufferDecl<'_>) -> String {
         Memory::Flag => format!("`{name}` is a flag cell (`{ty}`)"),
         Memory::Condition => format!("`{name}` is a kernel-set condition (`{ty}`)"),
         Memory::Pageable => format!("`{name}` is pageable host memory (`{ty}`)"),
+        // A window is read and written only through launch arguments (LANGUAGE.md,
+        // "Windows").
+        Memory::Opaque if buffer.is_window() => format!(
+            "`{name}` is a window (`{ty}`), which only a launch argument reads (`{name}` or `{name}[lo..hi]`: this rank's part) or writes (`{name} on rank r`: a neighbour's part)"
+        ),
         // A `type` alias of a buffer type looks like any other type to the macro.
         Memory::Opaque => format!(
             "`{name}` is not a buffer (`{ty}`; the macro knows a buffer by its type as written, so if `{}` is a `type` alias of one, write the buffer type itself, e.g. `{name}: &mut DeviceBuffer<f32>`)",
@@ -98,7 +107,12 @@ pub(super) fn writable(cx: &Ctxt, buffer: &BufferDecl<'_>, at: &Ident, action: &
     }
 }
 
-fn launch_statement(cx: &Ctxt, scope: &Scope<'_>, launch: &ast::Launch) {
+fn launch_statement(
+    cx: &Ctxt,
+    scope: &Scope<'_>,
+    launch: &ast::Launch,
+    evaluations: &[Evaluation<'_>],
+) {
     launch_dimensions(cx, launch);
     let Some(kernel) = launch_kernel(cx, scope, launch) else {
         return;
@@ -118,7 +132,7 @@ fn launch_statement(cx: &Ctxt, scope: &Scope<'_>, launch: &ast::Launch) {
             launch_argument(cx, scope, kernel, param, arg)
         })
         .collect();
-    launch_aliasing(cx, kernel, &uses);
+    launch_aliasing(cx, kernel, &uses, evaluations);
     super::ranges::windows_hold_bounds(cx, scope, kernel, launch);
     super::window_parts::parts_apart(cx, scope, launch);
 }
@@ -466,21 +480,54 @@ pub(super) fn distinct_primitives(a: &str, b: &str) -> bool {
 
 /// One buffer is not passed twice to one launch where either use writes: kernels assume their
 /// pointer parameters do not alias (`__restrict__`), so that would be a data race on the GPU.
-fn launch_aliasing(cx: &Ctxt, kernel: &ast::Kernel, uses: &[Use<'_>]) {
+/// Two subscripted uses alias where the compiler can tell (`xs[0]` twice, `xs[1]` beside
+/// `xs[1][0..4]`, constant ranges that overlap in some iteration); the step checks the rest.
+fn launch_aliasing(
+    cx: &Ctxt,
+    kernel: &ast::Kernel,
+    uses: &[Use<'_>],
+    evaluations: &[Evaluation<'_>],
+) {
     for (j, second) in uses.iter().enumerate() {
         for first in &uses[..j] {
-            if first.buffer == second.buffer
-                && (first.writes || second.writes)
-                && first.subscripted
-                && second.subscripted
+            if first.buffer != second.buffer
+                || !(first.writes || second.writes)
+                || !(first.subscripted && second.subscripted)
             {
-                let written = if second.writes { second } else { first };
-                super::ranges::apart_in_one_statement(
-                    cx,
-                    &first.reference,
-                    &second.reference,
-                    &written.reference,
-                );
+                continue;
+            }
+            let written = if second.writes { second } else { first };
+            let (a, b) = (&first.reference, &second.reference);
+            match ranges::alias(a, b, evaluations) {
+                Some(Alias::Elements { shared, when }) => {
+                    ranges::overlapping_ranges(cx, a, b, &written.reference, shared, &when);
+                }
+                Some(Alias::Whole { when }) => {
+                    let (text_a, text_b) = (ranges::reference_text(a), ranges::reference_text(b));
+                    let named = if text_a == text_b {
+                        format!("`{text_a}` is passed to `{}` as both", kernel.name)
+                    } else {
+                        format!(
+                            "`{text_a}` and `{text_b}` name one buffer{when}, passed to `{}` as",
+                            kernel.name
+                        )
+                    };
+                    let when = if text_a == text_b {
+                        when
+                    } else {
+                        String::new()
+                    };
+                    let (start, end) = ranges::reference_spans(b);
+                    cx.error_between(
+                        start,
+                        end,
+                        format!(
+                            "{named} `{}` and `{}`{when}, and `{}` is written; pass a separate buffer, since a written parameter must not alias another",
+                            first.param, second.param, written.param,
+                        ),
+                    );
+                }
+                None => {}
             }
         }
         let first = uses[..j].iter().find(|first| {
@@ -508,7 +555,7 @@ fn launch_aliasing(cx: &Ctxt, kernel: &ast::Kernel, uses: &[Use<'_>]) {
 /// A copy goes between two different device or pinned buffers of one element type, not both
 /// pinned (a stream copies to, from or between device buffers), into one the pipeline may
 /// write. Pageable memory cannot be copied asynchronously or captured.
-fn copy_statement(cx: &Ctxt, scope: &Scope<'_>, copy: &ast::Copy) {
+fn copy_statement(cx: &Ctxt, scope: &Scope<'_>, copy: &ast::Copy, evaluations: &[Evaluation<'_>]) {
     let role = "`copy` takes buffers";
     let src = resolve(cx, scope, &copy.src, role);
     let dst = resolve(cx, scope, &copy.dst, role);
@@ -516,9 +563,36 @@ fn copy_statement(cx: &Ctxt, scope: &Scope<'_>, copy: &ast::Copy) {
         return;
     };
     let (src_ref, dst_ref) = (copy.src_ref.borrow(), copy.dst_ref.borrow());
-    super::ranges::copy_lengths(cx, &src_ref, &dst_ref);
+    ranges::copy_lengths(cx, scope, &src_ref, &dst_ref, evaluations);
     if copy.src == copy.dst && src_ref.is_subscripted() && dst_ref.is_subscripted() {
-        super::ranges::apart_in_one_statement(cx, &src_ref, &dst_ref, &dst_ref);
+        match ranges::alias(&src_ref, &dst_ref, evaluations) {
+            Some(Alias::Elements { shared, when }) => {
+                ranges::overlapping_ranges(cx, &src_ref, &dst_ref, &dst_ref, shared, &when);
+            }
+            // `copy xs[0] -> xs[0]`, `copy xs[1] -> xs[1][0..4]`: as `copy y -> y`.
+            Some(Alias::Whole { when }) => {
+                let (from, to) = (
+                    ranges::reference_text(&src_ref),
+                    ranges::reference_text(&dst_ref),
+                );
+                let what = if src_ref.range.is_none() && dst_ref.range.is_none() {
+                    "a buffer onto itself"
+                } else {
+                    "between a buffer and part of itself"
+                };
+                let ((start, _), (_, end)) = (
+                    ranges::reference_spans(&src_ref),
+                    ranges::reference_spans(&dst_ref),
+                );
+                cx.error_between(
+                    start,
+                    end,
+                    format!("`copy {from} -> {to}` copies {what}{when}; name two different buffers, or ranges of one that are apart"),
+                );
+                return;
+            }
+            None => {}
+        }
     }
     if copy.src == copy.dst && !(src_ref.is_subscripted() && dst_ref.is_subscripted()) {
         let name = &copy.dst;
@@ -547,6 +621,12 @@ fn copy_statement(cx: &Ctxt, scope: &Scope<'_>, copy: &ast::Copy) {
             Memory::Condition => {
                 format!("{CONDITION_ROLE}; `copy` takes `DeviceBuffer` and `PinnedBuffer` buffers")
             }
+            Memory::Opaque if buffer.is_window() && ident == &copy.src => format!(
+                "`copy` takes `DeviceBuffer` and `PinnedBuffer` buffers: to copy this rank's part, launch a kernel that reads it (`{ident}` for a `&[T]` parameter) and writes a buffer"
+            ),
+            Memory::Opaque if buffer.is_window() => format!(
+                "`copy` takes `DeviceBuffer` and `PinnedBuffer` buffers: to write a neighbour's part, launch a kernel that writes it (`{ident} on rank r` for a `&mut [T]` parameter)"
+            ),
             Memory::Opaque => "`copy` takes `DeviceBuffer` and `PinnedBuffer` buffers".to_owned(),
         };
         cx.error_spanned_by(ident, format!("{}; {hint}", what(buffer)));

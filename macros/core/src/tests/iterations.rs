@@ -39,7 +39,7 @@ fn chunks_on_streams_of_their_own_overlapping_by_one_element_are_an_error() {
     // Constant bounds: every iteration is evaluated, and the message names two of them.
     assert_error(
         &chunked(
-            "for i in 0..4 { stage c on work[i] { copy y[i * 10..i * 10 + 10] -> x[i * 10..i * 10 + 11]; } }",
+            "for i in 0..4 { stage c on work[i] { copy y[i * 10..i * 10 + 11] -> x[i * 10..i * 10 + 11]; } }",
         ),
         "`x[i * 10..i * 10 + 11]` is written by every iteration of stage `c`, each on a stream of its own (`work[i]`), and iterations `i = 0` and `i = 1` both write elements 10..11: the iterations are meant to split the buffer, but the overlap orders them one after the other and writes those elements twice (if the kernel only reads them, pass them as a `&[T]` argument of their own); make the ranges apart (each iteration's range ending where the next one's starts)",
         "[i * 10..i * 10 + 11]",

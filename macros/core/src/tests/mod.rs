@@ -20,6 +20,7 @@ mod multi;
 mod parse;
 mod properties;
 mod protocols;
+mod ranges;
 mod stub;
 mod windows;
 

@@ -169,6 +169,28 @@ fn misused_window_arguments_are_refused_on_the_argument() {
     );
 }
 
+/// A window in a `copy`: the message says what a window allows (launch arguments), not that
+/// its type might be an alias of a buffer's.
+#[test]
+fn a_window_copied_is_refused_with_what_windows_allow() {
+    assert_eq!(
+        errors(&ring(&format!(
+            "{STORE} {LOAD} stage keep on side {{ copy halos -> seen; }}"
+        ))),
+        [
+            "`halos` is a window (`&mut Window<f32>`), which only a launch argument reads (`halos` or `halos[lo..hi]`: this rank's part) or writes (`halos on rank r`: a neighbour's part); `copy` takes `DeviceBuffer` and `PinnedBuffer` buffers: to copy this rank's part, launch a kernel that reads it (`halos` for a `&[T]` parameter) and writes a buffer"
+        ],
+    );
+    assert_eq!(
+        errors(&ring(&format!(
+            "{STORE} {LOAD} stage put on side {{ copy base -> halos; }}"
+        ))),
+        [
+            "`halos` is a window (`&mut Window<f32>`), which only a launch argument reads (`halos` or `halos[lo..hi]`: this rank's part) or writes (`halos on rank r`: a neighbour's part); `copy` takes `DeviceBuffer` and `PinnedBuffer` buffers: to write a neighbour's part, launch a kernel that writes it (`halos on rank r` for a `&mut [T]` parameter)"
+        ],
+    );
+}
+
 /// One launch's `on rank` parts of a window: apart (or not comparable) they compile; the same
 /// range on two neighbours, ranges starting at one element, or constant ranges that overlap
 /// are an error naming both (on three ranks each rank's part would be written by two
