@@ -13,6 +13,9 @@ pub struct BufferRef {
     pub index: Option<Expr>,
     /// `[lo..hi]`: the range of elements.
     pub range: Option<Bounds>,
+    /// Its last brackets' span (the name's without subscripts): an error from `name` to here
+    /// covers the whole reference.
+    pub last: Span,
 }
 
 /// The bounds of `x[lo..hi]`; either may be left out (`x[..hi]`, `x[lo..]`, `x[..]`).
@@ -30,6 +33,7 @@ impl BufferRef {
     /// A bare name.
     pub fn bare(name: Ident) -> BufferRef {
         BufferRef {
+            last: name.span(),
             name,
             index: None,
             range: None,
@@ -46,6 +50,7 @@ impl BufferRef {
                 end: b.end.as_ref(),
                 span: b.span,
             }),
+            last: self.last,
         }
     }
 }
@@ -60,6 +65,8 @@ pub struct BufRef<'a> {
     pub index: Option<&'a Expr>,
     /// `[lo..hi]`: the range of elements.
     pub range: Option<BoundsRef<'a>>,
+    /// Its last brackets' span (the name's without subscripts), as in [`BufferRef`].
+    pub last: Span,
 }
 
 /// [`Bounds`], borrowed.
@@ -105,12 +112,14 @@ impl<'a> BufRef<'a> {
                             name: bare_ident(&first.expr)?,
                             index: Some(&first.index),
                             range: Some(range),
+                            last: span,
                         })
                     }
                     (_, Some(range)) => Some(BufRef {
                         name: bare_ident(inner)?,
                         index: None,
                         range: Some(range),
+                        last: span,
                     }),
                     (_, None) => {
                         if matches!(ungroup_expr(last), Expr::Range(_)) {
@@ -120,15 +129,20 @@ impl<'a> BufRef<'a> {
                             name: bare_ident(inner)?,
                             index: Some(last),
                             range: None,
+                            last: span,
                         })
                     }
                 }
             }
-            _ => Some(BufRef {
-                name: bare_ident(expr)?,
-                index: None,
-                range: None,
-            }),
+            _ => {
+                let name = bare_ident(expr)?;
+                Some(BufRef {
+                    name,
+                    index: None,
+                    range: None,
+                    last: name.span(),
+                })
+            }
         }
     }
 }
@@ -164,6 +178,7 @@ pub(super) fn parse_buffer_ref(input: ParseStream<'_>) -> syn::Result<BufferRef>
         let bracket = bracketed!(content in input);
         let expr: Expr = content.parse()?;
         let span = bracket.span.join();
+        reference.last = span;
         if let Expr::Range(range) = ungroup_expr(&expr)
             && matches!(range.limits, syn::RangeLimits::Closed(_))
         {

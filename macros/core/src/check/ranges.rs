@@ -128,18 +128,9 @@ pub(super) fn alias(
 }
 
 /// The first and last span of a reference as written, for an error on all of it: `x[0..4]`,
-/// `xs[1]` (up to its index).
+/// `xs[1]`.
 pub(super) fn reference_spans(r: &BufRef<'_>) -> (Span, Span) {
-    let last = match (r.range, r.index) {
-        (Some(range), _) => range.span,
-        (None, Some(index)) => index
-            .to_token_stream()
-            .into_iter()
-            .last()
-            .map_or(r.name.span(), |token| token.span()),
-        (None, None) => r.name.span(),
-    };
-    (r.name.span(), last)
+    (r.name.span(), r.last)
 }
 
 /// The elements two constant ranges of one buffer share, if they surely share some: a range
@@ -283,7 +274,9 @@ pub(super) fn copy_lengths(
                 if from > to { src.name } else { dst.name },
             ),
         };
-        let ((first, _), (_, last)) = (reference_spans(src), reference_spans(dst));
+        // From the source's range (its name when whole) to the destination's end.
+        let first = src.range.map_or(src.name.span(), |range| range.span);
+        let last = dst.last;
         cx.error_between(
             first,
             last,
