@@ -617,14 +617,19 @@ impl Site<'_, '_> {
                     .iter()
                     .any(|item| matches!(item, ast::Item::Devices(_)))
                 {
+                    let instead = if matches!(control.test(), Some(ast::Condition::Step(_))) {
+                        "run the work every k-th step on the host instead (a second kind of \
+                         step, `step snapshot { .. }`, run when `step % k == 0` in your loop)"
+                    } else {
+                        "decide on the host (read the value back between replays)"
+                    };
                     cx.error_at(
                         control.keyword_span(),
                         format!(
-                            "a device `{}` in a pipeline with `devices`: a step over several \
-                             devices is captured from its streams, and a conditional node cannot \
-                             be captured that way yet; decide on the host (read the value back \
-                             between replays), or drop `devices` and use one rank \
-                             per GPU",
+                            "a `{}` in a pipeline with `devices`: a step over several devices \
+                             is captured from its streams, and a conditional node cannot be \
+                             captured that way yet; {instead}, or drop `devices` and use one \
+                             rank per GPU",
                             control.word()
                         ),
                     );
