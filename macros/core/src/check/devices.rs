@@ -626,10 +626,11 @@ impl Site<'_, '_> {
                     cx.error_at(
                         control.keyword_span(),
                         format!(
-                            "a `{}` in a pipeline with `devices`: a step over several devices \
+                            "{} `{}` in a pipeline with `devices`: a step over several devices \
                              is captured from its streams, and a conditional node cannot be \
                              captured that way yet; {instead}, or drop `devices` and use one \
                              rank per GPU",
+                            if control.word() == "if" { "an" } else { "a" },
                             control.word()
                         ),
                     );
