@@ -23,19 +23,21 @@ use std::time::Duration;
 /// use gpu_pipeline::{Communicator, Context, DeviceBuffer, Stream, gpu_pipeline};
 ///
 /// gpu_pipeline! {
-///     /// Receives `inbox` from rank 1.
-///     pipeline Pull {
+///     /// Exchanges `out` and `inbox` with the other of two ranks.
+///     pipeline Swap {
 ///         streams { link }
-///         params { comm: &Communicator, inbox: &mut DeviceBuffer<f32> }
-///         stage pull on link { recv inbox from 1; }
+///         params { comm: &Communicator, peer: usize, out: &DeviceBuffer<f32>, inbox: &mut DeviceBuffer<f32> }
+///         stage swap on link { send out to peer; recv inbox from peer; }
 ///     }
 /// }
 ///
+/// // Rank 0 runs the step; rank 1 never does.
 /// let ranks = Communicator::cpu_ranks_with_timeout(2, Duration::from_millis(200))?;
 /// let ctx = Context::cpu();
-/// let mut inbox = DeviceBuffer::<f32>::zeros(&Stream::new(&ctx)?, 4)?;
-/// let params = PullParams { comm: &ranks[0], inbox: &mut inbox };
-/// let err = Pull::new(&ctx)?.run(params).and_then(|run| run.wait()).unwrap_err();
+/// let stream = Stream::new(&ctx)?;
+/// let (out, mut inbox) = (DeviceBuffer::<f32>::zeros(&stream, 4)?, DeviceBuffer::zeros(&stream, 4)?);
+/// let params = SwapParams { comm: &ranks[0], peer: 1, out: &out, inbox: &mut inbox };
+/// let err = Swap::new(&ctx)?.run(params).and_then(|run| run.wait()).unwrap_err();
 /// let failure = err.comm_failure().expect("a communication error");
 /// assert!(matches!(failure.cause, CommCause::Timeout { .. }), "{err}");
 /// assert!(failure.is_timeout());
@@ -89,24 +91,25 @@ pub enum CommCause {
 /// use gpu_pipeline::{Communicator, Context, DeviceBuffer, Stream, gpu_pipeline};
 ///
 /// gpu_pipeline! {
-///     /// Sends `out` to rank 1.
-///     pipeline Push {
+///     /// Exchanges `out` and `inbox` with the other of two ranks.
+///     pipeline Swap {
 ///         streams { link }
-///         params { comm: &Communicator, out: &DeviceBuffer<f32> }
-///         stage push on link { send out to 1; }
+///         params { comm: &Communicator, peer: usize, out: &DeviceBuffer<f32>, inbox: &mut DeviceBuffer<f32> }
+///         stage swap on link { send out to peer; recv inbox from peer; }
 ///     }
 /// }
 ///
 /// let mut ranks = Communicator::cpu_ranks(2)?;
-/// drop(ranks.pop()); // rank 1 leaves before it receives
+/// drop(ranks.pop()); // rank 1 leaves before it exchanges
 /// let ctx = Context::cpu();
-/// let out = DeviceBuffer::<f32>::zeros(&Stream::new(&ctx)?, 4)?;
-/// let params = PushParams { comm: &ranks[0], out: &out };
-/// let err = Push::new(&ctx)?.run(params).and_then(|run| run.wait()).unwrap_err();
+/// let stream = Stream::new(&ctx)?;
+/// let (out, mut inbox) = (DeviceBuffer::<f32>::zeros(&stream, 4)?, DeviceBuffer::zeros(&stream, 4)?);
+/// let params = SwapParams { comm: &ranks[0], peer: 1, out: &out, inbox: &mut inbox };
+/// let err = Swap::new(&ctx)?.run(params).and_then(|run| run.wait()).unwrap_err();
 /// let failure = err.comm_failure().expect("a communication error");
 /// assert_eq!(failure.cause, CommCause::PeerGone { peer: 1 });
 /// assert_eq!((failure.rank, failure.peer), (0, Some(1)));
-/// assert_eq!((failure.pipeline, failure.stage), (Some("Push"), Some("push")));
+/// assert_eq!((failure.pipeline, failure.stage), (Some("Swap"), Some("swap")));
 /// assert!(!failure.is_timeout());
 /// assert!(err.to_string().contains("rank 1 left"), "{err}");
 /// // The communicator is aborted: a second use is refused at once, naming the first failure.
