@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use syn::Ident;
 
 use super::hint::unknown;
-use super::iterations::Iterations;
+use super::iterations::{Evaluation, Iterations};
 use crate::ast::{self, BufRef, KernelParamType, Statement};
 use crate::ctxt::Ctxt;
 use crate::scope::{Memory, Scope, Value};
@@ -33,22 +33,17 @@ pub fn check(cx: &Ctxt, scope: &Scope<'_>) {
         // variable's value (`work[i]` next to `fields[(i + 1) % 4]`); the first iteration
         // with an error reports it.
         let body = scope.stage_loops[id].map(|l| scope.loops[l]);
-        if let Some(iterations) = body.and_then(Iterations::of) {
-            for i in iterations.range.clone() {
-                let values = Iteration {
-                    body,
-                    i,
-                    values: iterations.values(i),
-                };
+        if body.and_then(Iterations::of).is_some() {
+            for evaluation in Evaluation::of_stage(scope, id) {
                 let here = Ctxt::new();
-                stage_statements(&here, scope, stage, stream, &values);
+                stage_statements(&here, scope, stage, stream, &evaluation);
                 if cx.absorb(here) {
                     break;
                 }
             }
             continue;
         }
-        stage_statements(cx, scope, stage, stream, &Iteration::default());
+        stage_statements(cx, scope, stage, stream, &Evaluation::default());
         if let Some(body) = body {
             launches_in_every_iteration(cx, scope, stage, stream, body);
         }
@@ -128,39 +123,13 @@ fn launches_in_every_iteration(
     }
 }
 
-/// The values a loop's names take in one iteration (none outside loops).
-#[derive(Default)]
-struct Iteration<'a> {
-    body: Option<&'a ast::ForLoop>,
-    i: i128,
-    values: HashMap<String, i128>,
-}
-
-impl Iteration<'_> {
-    /// The value of `expr` in this iteration, when the macro can compute it.
-    fn value(&self, expr: &syn::Expr) -> Option<i128> {
-        crate::constant::value_in(expr, &|name| self.values.get(&name.to_string()).copied())
-    }
-
-    /// ` when `i = 3``, for messages on `expr` inside a loop, when it changes with the
-    /// iteration.
-    fn when(&self, expr: Option<&syn::Expr>) -> String {
-        match (self.body, expr) {
-            (Some(body), Some(expr)) if super::iterations::varies(body, expr) => {
-                format!(" when `{} = {}`", body.var, self.i)
-            }
-            _ => String::new(),
-        }
-    }
-}
-
 /// The device rules on one stage's statements, in one iteration.
 fn stage_statements(
     cx: &Ctxt,
     scope: &Scope<'_>,
     stage: &ast::Stage,
     stream: usize,
-    iteration: &Iteration<'_>,
+    iteration: &Evaluation<'_>,
 ) {
     let Some(device) = stage_device(cx, scope, stage, stream, iteration) else {
         return;
@@ -395,7 +364,7 @@ fn stage_device(
     scope: &Scope<'_>,
     stage: &ast::Stage,
     stream: usize,
-    iteration: &Iteration<'_>,
+    iteration: &Evaluation<'_>,
 ) -> Option<usize> {
     let base = scope.stream_device(stream);
     if !scope.stream_per_device(stream) {
@@ -424,7 +393,7 @@ struct Site<'s, 'a> {
     scope: &'s Scope<'a>,
     stage: &'a ast::Stage,
     device: usize,
-    iteration: &'s Iteration<'s>,
+    iteration: &'s Evaluation<'s>,
 }
 
 impl Site<'_, '_> {
