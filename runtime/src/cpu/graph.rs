@@ -10,7 +10,7 @@ use std::fmt::{self, Write as _};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use super::event::Event;
+use super::stream::LaunchEnd;
 
 use super::condition::Condition;
 use super::memory::{Held, Memory};
@@ -461,10 +461,10 @@ fn memories_of(nodes: &[Arc<ExecNode>]) -> Vec<Arc<Memory>> {
 #[derive(Debug)]
 pub(crate) struct GraphExec {
     plan: Arc<ExecPlan>,
-    /// The stream of the last launch that ran (not captured) and a point recorded after it:
-    /// CUDA orders each launch of an executable graph behind its earlier launches, whatever
-    /// streams they went to (`Stream::launch`).
-    pub(super) last_launch: Mutex<Option<(u64, Event)>>,
+    /// Where the last launch that ran (not captured) ends: CUDA orders each launch of an
+    /// executable graph behind its earlier launches, whatever streams they went to
+    /// (`Stream::launch`).
+    pub(super) last_launch: Mutex<Option<LaunchEnd>>,
 }
 
 impl GraphExec {

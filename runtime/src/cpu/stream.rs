@@ -9,8 +9,8 @@
 //! already made), and workers never wait on enqueuing threads. Every ordering decision (capture, race-detector clocks) is made under the
 //! stream's lock at enqueue time, so it follows enqueue order exactly.
 //!
-//! Lock order, to stay deadlock-free: stream state, then event state, then capture session,
-//! then the context's detector; a launch's hooks (`LaunchHook`) take their own queue's lock
+//! Lock order, to stay deadlock-free: stream state, then an executable graph's last launch
+//! (`LaunchEnd`), then event state, then capture session, then the context's detector; a launch's hooks (`LaunchHook`) take their own queue's lock
 //! and a communicator's issue order under the stream state, and nothing else under those.
 //! No lock is held while user work runs or while blocking.
 
@@ -70,6 +70,16 @@ enum Item {
     /// A graph launch: the plan, its pending tokens, and the launch's number (see
     /// `LaunchHook`).
     Replay(Arc<ExecPlan>, Vec<Pending>, u64),
+}
+
+/// Where an executable graph's last launch ends: the stream (timeline) it went to, a point
+/// its worker reaches after the replay, and the race detector's clock there. A launch on
+/// another stream waits for it (see `Stream::launch`).
+#[derive(Debug)]
+pub(crate) struct LaunchEnd {
+    timeline: Timeline,
+    point: Arc<RecordPoint>,
+    clock: Option<VectorClock>,
 }
 
 /// Mutable stream state, under the stream's lock.
@@ -324,31 +334,7 @@ impl Stream {
     /// on another stream is waited for first (a launch on the same stream is behind it
     /// already), so two launches of one graph never run at once.
     pub(crate) fn launch(&self, exec: &GraphExec) -> Result<bool, CpuFault> {
-        // Held across the wait, the launch and the record, so concurrent launches of `exec`
-        // from several threads line up too. Only stream locks are taken under it.
-        let mut last = lock(&exec.last_launch);
-        let capturing = self.is_capturing();
-        if let Some((stream, done)) = &*last
-            && *stream != self.id()
-            && !capturing
-        {
-            self.wait(done)?;
-        }
-        let captured = self.shared.launch(exec.plan())?;
-        if !captured {
-            // One event per graph, recorded again at each launch: a wait took the point it
-            // waits for when it was enqueued.
-            let (stream, done) = last.get_or_insert_with(|| {
-                let options = super::EventOptions {
-                    name: Some(Cow::Borrowed("the end of a graph launch")),
-                    timing: false,
-                };
-                (self.id(), Event::new(self.shared.ctx.clone(), options))
-            });
-            *stream = self.id();
-            self.record(done)?;
-        }
-        Ok(captured)
+        self.shared.launch(exec.plan(), &exec.last_launch)
     }
 
     /// Whether this stream is capturing (as origin or joined).
@@ -422,7 +408,11 @@ impl StreamShared {
     }
 
     /// Queues (or captures) one replay of `plan`; `Ok(true)` when captured.
-    pub(super) fn launch(&self, plan: &Arc<ExecPlan>) -> Result<bool, CpuFault> {
+    pub(super) fn launch(
+        &self,
+        plan: &Arc<ExecPlan>,
+        last_launch: &Mutex<Option<LaunchEnd>>,
+    ) -> Result<bool, CpuFault> {
         self.refuse_on_worker()?;
         // A checked replay that posts or waits on signals (a one-sided exchange between
         // simulated ranks) orders them node by node, before the stream's lock is taken: a
@@ -440,6 +430,20 @@ impl StreamShared {
         if let Some(session) = state.active_capture() {
             let nodes: Vec<_> = plan.nodes.iter().map(|n| n.node.clone()).collect();
             return session.add_graph(self.timeline, &nodes).map(|()| true);
+        }
+        // The graph's earlier launch, when it went to another stream: waited for here, and
+        // this launch's end published for the next, both under this stream's lock (taken
+        // when the queue had room), so the graph's own lock is never held while blocking.
+        let mut last = lock(last_launch);
+        if let Some(end) = last.as_ref().filter(|end| end.timeline != self.timeline) {
+            if let Some(clock) = &end.clock {
+                self.ctx.detector().wait(self.timeline, clock);
+            }
+            if end.point.reached_at().is_none() {
+                // Whether the worker must be woken is the same for every push under one lock:
+                // the last push's answer is used below.
+                let _ = state.push(Item::Wait(end.point.clone()));
+            }
         }
         // Under the stream's lock, so in the order launches are enqueued: what the launch
         // waits for (event wait nodes pick their records here, before any record node of
@@ -490,7 +494,18 @@ impl StreamShared {
             hook.after(clock.as_ref(), launch);
         }
         let pending = plan.memories.iter().map(|m| m.begin_work()).collect();
-        let wake = state.push(Item::Replay(plan.clone(), pending, launch));
+        let _ = state.push(Item::Replay(plan.clone(), pending, launch));
+        let end = LaunchEnd {
+            timeline: self.timeline,
+            point: Arc::new(RecordPoint::default()),
+            clock: self
+                .ctx
+                .checked
+                .then(|| self.ctx.detector().record(self.timeline)),
+        };
+        let wake = state.push(Item::Record(end.point.clone()));
+        *last = Some(end);
+        drop(last);
         self.wake(wake);
         Ok(false)
     }
