@@ -2,7 +2,8 @@
 //! its recv next to each other in one stage (one group), also with the statement that split
 //! them moved after both, and the stage that held the recv folded into the one that sends.
 //! A pipeline of ranks whose groups pair across loops over params (the first rank receives
-//! nothing, the last sends nothing), which the rule leaves to run time, runs too.
+//! nothing, the last sends nothing), which the rule leaves to run time, runs too, and so do two
+//! pipelines that are the two roles of one exchange (one only sends, the other only receives).
 
 use std::time::Duration;
 
@@ -66,6 +67,25 @@ gpu_pipeline! {
         for time in 0..sends {
             stage out on main { send x to next; }
         }
+    }
+}
+
+gpu_pipeline! {
+    /// One role of a split model: computes `x` and sends it to `peer`.
+    pub pipeline Produce {
+        streams { main }
+        params { comm: &Communicator, peer: usize, x: &mut DeviceBuffer<f32> }
+        stage compute on main { fill x = 7.0f32; }
+        stage out on main { send x to peer; }
+    }
+}
+
+gpu_pipeline! {
+    /// The other role: receives `y` from `peer`.
+    pub pipeline Consume {
+        streams { main }
+        params { comm: &Communicator, peer: usize, y: &mut DeviceBuffer<f32> }
+        stage inn on main { recv y from peer; }
     }
 }
 
@@ -184,6 +204,34 @@ fn a_relay_pairs_groups_across_loops_whose_counts_differ_by_rank() {
             .wait()
             .unwrap();
         assert_eq!(x.to_vec(&stream).unwrap(), [42.0; 4]);
+        assert!(ctx.races().is_empty(), "{:#?}", ctx.races());
+    });
+}
+
+#[test]
+fn a_producer_and_a_consumer_pipeline_pair_across_ranks() {
+    on_ranks(2, |ctx, comm| {
+        let stream = Stream::new(ctx).unwrap();
+        let mut buffer = DeviceBuffer::<f32>::zeros(&stream, 4).unwrap();
+        stream.synchronize().unwrap();
+        let peer = 1 - comm.rank();
+        let run = if comm.rank() == 0 {
+            let params = ProduceParams {
+                comm,
+                peer,
+                x: &mut buffer,
+            };
+            Produce::new(ctx).unwrap().run(params).and_then(|r| r.wait())
+        } else {
+            let params = ConsumeParams {
+                comm,
+                peer,
+                y: &mut buffer,
+            };
+            Consume::new(ctx).unwrap().run(params).and_then(|r| r.wait())
+        };
+        run.unwrap();
+        assert_eq!(buffer.to_vec(&stream).unwrap(), [7.0; 4]);
         assert!(ctx.races().is_empty(), "{:#?}", ctx.races());
     });
 }

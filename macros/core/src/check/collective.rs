@@ -8,8 +8,9 @@
 //! contain them. What the macro cannot see is which rank a `PEER` expression names on each
 //! rank; a send must meet a receive of the same length on the peer, which the runtime
 //! reports as a mismatch (CPU backend) or NCCL as a hang. What it can see is which groups
-//! every rank runs: a group with sends and no receive (or the other way round) that every
-//! rank runs once per step can never be matched, and is refused ([`groups_pair`]).
+//! every rank runs: in a step that exchanges, a group with sends and no receive (or the other
+//! way round, or more of one than the other) that every rank runs can never be matched, and
+//! is refused ([`groups_pair`]).
 
 use quote::ToTokens;
 use syn::{Expr, Ident};
@@ -44,14 +45,16 @@ pub fn check(cx: &Ctxt, scope: &Scope<'_>) {
     }
 }
 
-/// One communication group: a run of consecutive communication statements of a stage, and
-/// the first `send` and `recv` it holds.
+/// One communication group: a run of consecutive communication statements of a stage, the
+/// first `send` and `recv` it holds, and how many of each.
 struct Group<'a> {
     stage: usize,
     /// Its statements' indices in the stage.
     at: std::ops::Range<usize>,
     send: Option<&'a Comm>,
     recv: Option<&'a Comm>,
+    sends: usize,
+    recvs: usize,
 }
 
 impl Group<'_> {
@@ -81,6 +84,8 @@ fn groups_of<'a>(scope: &Scope<'a>, id: usize) -> Vec<Group<'a>> {
                     at: k..k,
                     send: None,
                     recv: None,
+                    sends: 0,
+                    recvs: 0,
                 });
                 groups.last_mut().expect("just pushed")
             }
@@ -89,9 +94,11 @@ fn groups_of<'a>(scope: &Scope<'a>, id: usize) -> Vec<Group<'a>> {
         match comm.op {
             CommOp::Send { .. } => {
                 group.send.get_or_insert(&**comm);
+                group.sends += 1;
             }
             CommOp::Recv { .. } => {
                 group.recv.get_or_insert(&**comm);
+                group.recvs += 1;
             }
             _ => {}
         }
@@ -116,10 +123,14 @@ fn runs_alike(scope: &Scope<'_>, id: usize) -> Option<i128> {
 /// runs the same expansion, and communication stages are ordered in program order, so while
 /// a rank is in a group every peer is in it too (or still before it): a group with a `send`
 /// and no `recv` waits for receives no rank has posted, and one with a `recv` and no `send`
-/// for sends no rank makes. Left to run time (the CPU backend's deadline, NCCL's hang) where
-/// ranks may run different groups: a kind of step with communication in a `for` over params
-/// (its count may differ from rank to rank), and a pipeline with several kinds of step where
-/// another kind holds the other half (ranks may run different kinds).
+/// for sends no rank makes; and a group with both must hold as many of each, since every
+/// rank's sends in it are received by the peers' receives in it. Judged only in a kind of step
+/// that both sends and receives (an exchange every rank runs): one that only sends, or only
+/// receives, may be one role of several pipelines that ranks run (a producer and a consumer
+/// on one communicator), left to run time (the CPU backend's deadline, NCCL's hang) as is
+/// what ranks may run differently: a kind of step with communication in a `for` over params
+/// (its count may differ from rank to rank), and a half that another kind of step holds
+/// (ranks may run different kinds).
 pub fn groups_pair(cx: &Ctxt, scope: &Scope<'_>) {
     let stages_of =
         |kind: usize| (0..scope.stages.len()).filter(move |&id| scope.stage_kinds[id] == kind);
@@ -139,16 +150,29 @@ pub fn groups_pair(cx: &Ctxt, scope: &Scope<'_>) {
             .filter(|(_, count)| *count != Some(0))
             .flat_map(|&(id, _)| groups_of(scope, id))
             .collect();
+        let exchanges =
+            groups.iter().any(|g| g.holds(true)) && groups.iter().any(|g| g.holds(false));
+        if !exchanges {
+            continue;
+        }
+        let elsewhere = |send: bool| {
+            (0..scope.kinds.len()).any(|other| other != kind && kind_holds(other, send))
+        };
         for group in &groups {
-            let (lone, send) = match (group.send, group.recv) {
-                (Some(send), None) => (send, true),
-                (None, Some(recv)) => (recv, false),
-                _ => continue,
-            };
-            let elsewhere =
-                (0..scope.kinds.len()).any(|other| other != kind && kind_holds(other, !send));
-            if !elsewhere {
-                lone_in_group(cx, scope, &groups, group, lone, send);
+            match (group.send, group.recv) {
+                (Some(send), None) if !elsewhere(false) => {
+                    lone_in_group(cx, scope, &groups, group, send, true);
+                }
+                (None, Some(recv)) if !elsewhere(true) => {
+                    lone_in_group(cx, scope, &groups, group, recv, false);
+                }
+                (Some(send), Some(recv)) if group.sends != group.recvs => {
+                    let more_sends = group.sends > group.recvs;
+                    if !elsewhere(more_sends) {
+                        uneven_group(cx, group, if more_sends { send } else { recv }, more_sends);
+                    }
+                }
+                _ => {}
             }
         }
     }
@@ -208,6 +232,27 @@ fn lone_in_group(
         tokens,
         format!(
             "this `{word}` has no `{other}` in its group (the communication statements next to it in its stage): every rank runs the same groups in the same order, so its peer is in this group too, with no `{other}` to pair with it, and both wait for ever; {fix}"
+        ),
+    );
+}
+
+/// The error for a group whose sends and receives differ in number, on its first statement of
+/// the more numerous kind.
+fn uneven_group(cx: &Ctxt, group: &Group<'_>, first: &Comm, more_sends: bool) {
+    let (word, other, extra, missing) = if more_sends {
+        ("send", "recv", group.sends, group.recvs)
+    } else {
+        ("recv", "send", group.recvs, group.sends)
+    };
+    let mut tokens = Ident::new(word, first.keyword).to_token_stream();
+    if let CommOp::Send { peer, .. } | CommOp::Recv { peer, .. } = &first.op {
+        peer.to_tokens(&mut tokens);
+    }
+    cx.error_spanned_by(
+        tokens,
+        format!(
+            "this group has {extra} `{word}`s and {missing} `{other}`{}: every rank runs the same groups, so the sends of this group are received by the same group's receives on the peers, and as many of each are needed; add the missing `{other}` (a halo exchange receives from each neighbour it sends to), or drop a `{word}`",
+            if missing == 1 { "" } else { "s" }
         ),
     );
 }
