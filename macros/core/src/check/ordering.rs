@@ -72,6 +72,11 @@ struct FlagWrite {
     site: Site,
     what: String,
     values: Option<Vec<i128>>,
+    /// What it leaves in the flag, when known: its value, or its last iteration's (the
+    /// iterations write one flag, so they run in order).
+    last: Option<i128>,
+    /// `write flag = i as u32` in its last iteration (`i = 3`), for messages.
+    last_what: String,
 }
 
 impl FlagWrite {
@@ -92,30 +97,37 @@ impl FlagWrite {
     }
 }
 
-/// The values `write flag = value` writes in `stage`: one when it is a constant, one per
-/// iteration when the stage is inside a `for` with constant bounds that runs at least once
-/// (`write flag = i as u32` over `0..4` writes 0, 1, 2 and 3), sorted and each once; `None`
-/// when some iteration's value is unknown.
+/// The values `write flag = value` writes in `stage`, and the one it leaves: one when it is a
+/// constant, one per iteration when the stage is inside a `for` with constant bounds that
+/// runs at least once (`write flag = i as u32` over `0..4` writes 0, 1, 2 and 3, sorted and
+/// each once, and leaves 3); `None` when some iteration's value is unknown.
 fn written_values(
     pipeline: &Pipeline<'_>,
     stage: &Stage<'_>,
     value: &syn::Expr,
-) -> Option<Vec<i128>> {
+) -> (Option<Vec<i128>>, Option<i128>) {
     if let Some(value) = constant::value(value) {
-        return Some(vec![value]);
+        return (Some(vec![value]), Some(value));
     }
-    let iterations = Iterations::of(pipeline.loops[stage.looped?])?;
+    let Some(iterations) = stage
+        .looped
+        .and_then(|looped| Iterations::of(pipeline.loops[looped]))
+    else {
+        return (None, None);
+    };
     let mut values = Vec::new();
     for i in iterations.range.clone() {
         let names = iterations.values(i);
-        values.push(constant::value_in(value, &|name| {
-            names.get(&name.to_string()).copied()
-        })?);
+        match constant::value_in(value, &|name| names.get(&name.to_string()).copied()) {
+            Some(value) => values.push(value),
+            None => return (None, None),
+        }
     }
+    // A loop that runs no iteration writes nothing: what the wait sees is then unknown here.
+    let last = values.last().copied();
     values.sort_unstable();
     values.dedup();
-    // A loop that runs no iteration writes nothing: what the wait sees is then unknown here.
-    (!values.is_empty()).then_some(values)
+    ((!values.is_empty()).then_some(values), last)
 }
 
 /// `write flag = 3` or, for the values of a loop, `write flag = i as u32` (which writes 0,
@@ -149,24 +161,31 @@ fn flag_writes(pipeline: &Pipeline<'_>, flag: BufferId) -> Vec<FlagWrite> {
             if !writes_flag {
                 continue;
             }
-            let (what, values) = match &statement.kind {
+            let (what, values, last) = match &statement.kind {
                 StatementKind::Write { source, .. } => {
-                    let values = written_values(pipeline, stage, &source.value);
+                    let (values, last) = written_values(pipeline, stage, &source.value);
                     let written =
                         format!("`write {} = {}`", source.flag, tokens_string(&source.value));
-                    (written, values)
+                    (written, values, last)
                 }
-                StatementKind::Call { .. } => ("a `call`".to_owned(), None),
-                StatementKind::Host { .. } => ("a host closure".to_owned(), None),
-                _ => ("a statement".to_owned(), None),
+                StatementKind::Call { .. } => ("a `call`".to_owned(), None, None),
+                StatementKind::Host { .. } => ("a host closure".to_owned(), None, None),
+                _ => ("a statement".to_owned(), None, None),
+            };
+            let what = format!("{what} in stage `{}`", stage.decl.name);
+            let last_what = match (values.as_deref(), last) {
+                (Some([_]) | None, _) | (_, None) => what.clone(),
+                (Some(_), Some(last)) => format!("{what} in its last iteration (it writes {last})"),
             };
             writes.push(FlagWrite {
                 site: Site {
                     stage: StageId(stage_id),
                     index,
                 },
-                what: values_text(&values, &format!("{what} in stage `{}`", stage.decl.name)),
+                what: values_text(&values, &what),
                 values,
+                last,
+                last_what,
             });
         }
     }
@@ -245,24 +264,14 @@ fn flag_waits(cx: &Ctxt, pipeline: &Pipeline<'_>) {
                 })
             });
             if let Some(last) = last {
-                if !last.may_satisfy(*condition, wanted, bits) {
-                    let (sees, satisfies_none, fix) = match last.values.as_deref() {
-                        Some([_]) | None => (
-                            "the value of",
-                            "which never satisfies it",
-                            "wait for the value written",
-                        ),
-                        Some(_) => (
-                            "one of the values of",
-                            "none of which satisfies it",
-                            "wait for a value written",
-                        ),
-                    };
+                // The iterations of a looped write write one flag, so they run in order and
+                // the wait sees the last one's value.
+                if last.last.is_some() && !satisfies(last.last, *condition, wanted, bits) {
                     cx.error_spanned_by(
                         &source.value,
                         format!(
-                            "{wait} in stage `{}` sees {sees} {}, the last write before it, {satisfies_none}: the stream would wait for ever; {fix}, or write the value waited for",
-                            stage.decl.name, last.what
+                            "{wait} in stage `{}` sees the value of {}, the last write before it, which never satisfies it: the stream would wait for ever; wait for the value written, or write the value waited for",
+                            stage.decl.name, last.last_what
                         ),
                     );
                 }
