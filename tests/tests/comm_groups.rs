@@ -221,14 +221,20 @@ fn a_producer_and_a_consumer_pipeline_pair_across_ranks() {
                 peer,
                 x: &mut buffer,
             };
-            Produce::new(ctx).unwrap().run(params).and_then(|r| r.wait())
+            Produce::new(ctx)
+                .unwrap()
+                .run(params)
+                .and_then(|r| r.wait())
         } else {
             let params = ConsumeParams {
                 comm,
                 peer,
                 y: &mut buffer,
             };
-            Consume::new(ctx).unwrap().run(params).and_then(|r| r.wait())
+            Consume::new(ctx)
+                .unwrap()
+                .run(params)
+                .and_then(|r| r.wait())
         };
         run.unwrap();
         assert_eq!(buffer.to_vec(&stream).unwrap(), [7.0; 4]);
