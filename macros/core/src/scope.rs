@@ -648,16 +648,39 @@ fn first_memory(ty: &Type) -> Option<&syn::PathSegment> {
 /// Finds the first path segment that names a memory type, outside function types' arguments.
 struct MemoryFinder<'a>(Option<&'a syn::PathSegment>);
 
+/// Names an application may well give its own types (a taper `Window<f32>`, an enum
+/// `Condition`, a `HostSlice`): inside another type they are taken for the runtime's only
+/// when written `gpu_pipeline::...`. The runtime's other names are its own.
+const COMMON_NAMES: &[&str] = &[
+    "Window",
+    "Condition",
+    "HostView",
+    "HostViewMut",
+    "HostSlice",
+];
+
 impl<'a> syn::visit::Visit<'a> for MemoryFinder<'a> {
-    fn visit_path_segment(&mut self, segment: &'a syn::PathSegment) {
+    fn visit_path(&mut self, path: &'a syn::Path) {
         if self.0.is_some() {
             return;
         }
-        if memory_type(segment).is_some() {
-            self.0 = Some(segment);
+        let Some(last) = path.segments.last() else {
+            return;
+        };
+        // `PhantomData<DeviceBuffer<f32>>` holds no memory.
+        if last.ident == "PhantomData" {
             return;
         }
-        syn::visit::visit_path_segment(self, segment);
+        let ours = path
+            .segments
+            .first()
+            .is_some_and(|first| first.ident == "gpu_pipeline")
+            || !COMMON_NAMES.iter().any(|name| last.ident == name);
+        if ours && memory_type(last).is_some() {
+            self.0 = Some(last);
+            return;
+        }
+        syn::visit::visit_path(self, path);
     }
 
     // `fn(&DeviceBuffer<f32>)` and `dyn Fn(&DeviceBuffer<f32>)` take memory; they hold none.

@@ -276,12 +276,13 @@ fn memory_inside_a_param_is_refused() {
         ),
         "FlagCell<u64>",
     );
+    // A name an application may give its own type counts written as the runtime's.
     assert_error(
-        &declaring_params("halos: std::sync::Arc<Window<f32>>"),
+        &declaring_params("halos: std::sync::Arc<gpu_pipeline::Window<f32>>"),
         &hidden(
             "halos",
             "Window",
-            "std::sync::Arc<Window<f32>>",
+            "std::sync::Arc<gpu_pipeline::Window<f32>>",
             "`halos: &mut Window<f32>`",
         ),
         "Window<f32>",
@@ -314,7 +315,12 @@ fn params_that_show_their_memory_compile() {
          log: std::sync::Arc<std::sync::Mutex<Vec<f32>>>, n: Option<u32>, pair: (u32, f64),
          window: Window, sl: &[f32], v: &mut Vec<f32>,
          hook: std::sync::Arc<dyn Fn(&DeviceBuffer<f32>) + Send + Sync>,
-         pointer: fn(&mut DeviceBuffer<f32>)",
+         pointer: fn(&mut DeviceBuffer<f32>),
+         marker: std::marker::PhantomData<DeviceBuffer<f32>>",
+    ));
+    // An application's own types with names the runtime also uses, inside a scalar.
+    lower_ok(&declaring_params(
+        "taper: std::sync::Arc<Window<f32>>, mode: Option<Condition>, rows: Option<HostSlice>",
     ));
 }
 
