@@ -416,12 +416,14 @@ gpu_pipeline! {
 
 /// One rank of a ring through [`RingStep`]: `steps` replays of the captured step, replay
 /// `k` storing `base + k`, then one eager step storing `base + steps`. Returns the halos seen
-/// after the replays and after the eager step.
+/// after the replays and after the eager step. With `alternate`, the replays are launches of
+/// the lent instantiation on two streams of the rank's own in turn.
 pub fn ring_rank(
     ctx: &Context,
     comm: &Communicator,
     n: usize,
     steps: usize,
+    alternate: bool,
 ) -> Result<(Vec<f32>, Vec<f32>)> {
     let stream = Stream::non_blocking(ctx)?;
     let (rank, size) = (comm.rank(), comm.size());
@@ -443,9 +445,17 @@ pub fn ring_rank(
             base: &base,
             seen: &mut seen,
         })?;
+        let lanes = [Stream::non_blocking(ctx)?, Stream::non_blocking(ctx)?];
         for step in 0..steps {
             graph.set_offset(step as f32)?;
-            graph.launch()?;
+            if alternate {
+                let exec = graph
+                    .exec()
+                    .expect("a captured step lends its instantiation");
+                exec.launch(&lanes[step % 2])?;
+            } else {
+                graph.launch()?;
+            }
         }
         graph.synchronize()?;
     }

@@ -283,7 +283,7 @@ fn a_pipeline_derives_the_window_signals_and_replays_them() {
         let results: Vec<_> = each_rank(
             Context::cpu_checked_devices(size),
             Duration::from_secs(20),
-            |ctx, comm| onesided::ring_rank(ctx, comm, n, steps),
+            |ctx, comm| onesided::ring_rank(ctx, comm, n, steps, false),
         );
         for (rank, (seen, ctx)) in results.into_iter().enumerate() {
             let (replayed, eager) = seen.unwrap_or_else(|e| panic!("rank {rank} of {size}: {e}"));
@@ -291,6 +291,30 @@ fn a_pipeline_derives_the_window_signals_and_replays_them() {
             assert_eq!(replayed, want(steps - 1), "rank {rank} of {size}, replayed");
             assert_eq!(eager, want(steps), "rank {rank} of {size}, eager");
             assert!(ctx.races().is_empty(), "{:?}", ctx.races());
+        }
+    }
+}
+
+/// The same replays as launches of the lent instantiation on two streams in turn: each waits
+/// for the graph's launch before it (as `cuGraphLaunch` orders them), and the checked backend
+/// sees that order when it orders the window's signals node by node; no race.
+#[test]
+fn replays_of_a_window_step_on_two_streams_in_turn_are_ordered() {
+    for size in [2, 3] {
+        let (n, steps) = (8, 4);
+        let results: Vec<_> = each_rank(
+            Context::cpu_checked_devices(size),
+            Duration::from_secs(20),
+            |ctx, comm| onesided::ring_rank(ctx, comm, n, steps, true),
+        );
+        for (rank, (seen, ctx)) in results.into_iter().enumerate() {
+            let (replayed, _) = seen.unwrap_or_else(|e| panic!("rank {rank} of {size}: {e}"));
+            assert_eq!(replayed, onesided::ring_halos(rank, size, n, steps - 1));
+            assert!(
+                ctx.races().is_empty(),
+                "rank {rank} of {size}: {:?}",
+                ctx.races()
+            );
         }
     }
 }
