@@ -10,8 +10,9 @@
 //! stream's lock at enqueue time, so it follows enqueue order exactly.
 //!
 //! Lock order, to stay deadlock-free: stream state, then an executable graph's last launch
-//! (`LaunchEnd`), then event state, then capture session, then the context's detector; a launch's hooks (`LaunchHook`) take their own queue's lock
-//! and a communicator's issue order under the stream state, and nothing else under those.
+//! (`LaunchEnd`), then event state, then capture session, then the context's detector; a
+//! launch's hooks (`LaunchHook`) take their own queue's lock and a communicator's issue order
+//! under the stream state, and nothing else under those.
 //! No lock is held while user work runs or while blocking.
 
 use std::borrow::Cow;
