@@ -261,3 +261,45 @@ fn cuda_setters_reach_every_node_a_scalar_feeds() {
 
 // The two `Fresh` tests share LAST_ROUND: run them one at a time.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+gpu_pipeline! {
+    /// A token passed from iteration to iteration: iteration `i` waits for the value
+    /// iteration `i - 1` wrote, then writes the next.
+    pipeline Token {
+        streams { main, work[4] }
+        params { flag: &mut FlagCell }
+        for i in 0..4 {
+            stage pass on work[i] {
+                wait flag == i as u32;
+                write flag = (i + 1) as u32;
+            }
+        }
+    }
+}
+
+fn token_passes(ctx: &Context) {
+    let mut flag = FlagCell::<u32>::new(ctx, 0).unwrap();
+    let mut pipeline = Token::new(ctx).unwrap();
+    pipeline
+        .run(TokenParams { flag: &mut flag })
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(flag.load(), 4);
+}
+
+/// The token's chain compiles (it was refused as a wait only a later write satisfies) and
+/// runs to the end.
+#[test]
+fn host_a_token_passed_between_iterations_runs() {
+    let ctx = Context::host_checked();
+    let checked = ctx.clone();
+    within(60, move || token_passes(&ctx));
+    assert!(checked.races().is_empty(), "{:?}", checked.races());
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn cuda_a_token_passed_between_iterations_runs() {
+    within(60, || token_passes(&Context::cuda(0).unwrap()));
+}

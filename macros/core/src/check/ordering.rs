@@ -77,6 +77,9 @@ struct FlagWrite {
     last: Option<i128>,
     /// `write flag = i as u32` in its last iteration (`i = 3`), for messages.
     last_what: String,
+    /// Its value in each iteration of its stage's `for` with constant bounds, in order (`None`
+    /// where one does not evaluate); empty outside such a loop.
+    by_iteration: Vec<Option<i128>>,
 }
 
 impl FlagWrite {
@@ -130,6 +133,46 @@ fn written_values(
     ((!values.is_empty()).then_some(values), last)
 }
 
+/// The value of `expr` in each iteration of `stage`'s `for` when its bounds are constants, in
+/// order (`None` where it does not evaluate); empty outside such a loop.
+fn per_iteration(
+    pipeline: &Pipeline<'_>,
+    stage: &Stage<'_>,
+    expr: &syn::Expr,
+) -> Vec<Option<i128>> {
+    let Some(iterations) = stage
+        .looped
+        .and_then(|looped| Iterations::of(pipeline.loops[looped]))
+    else {
+        return Vec::new();
+    };
+    iterations
+        .range
+        .clone()
+        .map(|i| {
+            let names = iterations.values(i);
+            constant::value_in(expr, &|name| names.get(&name.to_string()).copied())
+        })
+        .collect()
+}
+
+/// Whether `write`, later in the waiting stage's own `for`, satisfies the wait of a later
+/// iteration: iteration `i` waits after iteration `i - 1` wrote (the iterations touch one
+/// flag, so they run in order), as a token passed from iteration to iteration does (`wait
+/// flag == i as u32; write flag = (i + 1) as u32;`). Unknown values might.
+fn passed_on(
+    write: &FlagWrite,
+    waits: &[Option<i128>],
+    condition: WaitCondition,
+    bits: Option<u32>,
+) -> bool {
+    waits
+        .iter()
+        .skip(1)
+        .zip(&write.by_iteration)
+        .any(|(&wanted, &written)| satisfies(written, condition, wanted, bits))
+}
+
 /// `write flag = 3` or, for the values of a loop, `write flag = i as u32` (which writes 0,
 /// 1, 2 and 3 in the iterations of its `for`), for messages.
 fn values_text(values: &Option<Vec<i128>>, written: &str) -> String {
@@ -172,6 +215,12 @@ fn flag_writes(pipeline: &Pipeline<'_>, flag: BufferId) -> Vec<FlagWrite> {
                 StatementKind::Host { .. } => ("a host closure".to_owned(), None, None),
                 _ => ("a statement".to_owned(), None, None),
             };
+            let by_iteration = match &statement.kind {
+                StatementKind::Write { source, .. } => {
+                    per_iteration(pipeline, stage, &source.value)
+                }
+                _ => Vec::new(),
+            };
             let what = format!("{what} in stage `{}`", stage.decl.name);
             let last_what = match (values.as_deref(), last) {
                 (Some([_]) | None, _) | (_, None) => what.clone(),
@@ -186,6 +235,7 @@ fn flag_writes(pipeline: &Pipeline<'_>, flag: BufferId) -> Vec<FlagWrite> {
                 values,
                 last,
                 last_what,
+                by_iteration,
             });
         }
     }
@@ -277,10 +327,13 @@ fn flag_waits(cx: &Ctxt, pipeline: &Pipeline<'_>) {
                 }
                 continue;
             }
-            if let Some(write) = after
-                .iter()
-                .find(|write| write.may_satisfy(*condition, wanted, bits))
-            {
+            let waits = per_iteration(pipeline, stage, &source.value);
+            let in_a_later_iteration = |write: &FlagWrite| {
+                write.site.stage == site.stage && passed_on(write, &waits, *condition, bits)
+            };
+            if let Some(write) = after.iter().find(|write| {
+                write.may_satisfy(*condition, wanted, bits) && !in_a_later_iteration(write)
+            }) {
                 let fix = if write.site.stage == site.stage {
                     "put the write before the wait"
                 } else {

@@ -99,6 +99,28 @@ fn a_wait_after_a_loop_needs_the_value_its_last_iteration_writes() {
     }
 }
 
+/// A token passed from iteration to iteration through one flag: iteration `i` waits for what
+/// iteration `i - 1` wrote later in the same stage (the iterations touch one flag, so they run
+/// in order). It compiles; a wait no earlier iteration's write satisfies is still refused.
+#[test]
+fn a_token_passed_between_iterations_compiles() {
+    let streams = "streams { main, work[4] } params { flag: &mut FlagCell }";
+    let pipeline = |items: &str| format!("pipeline P {{ {streams} {items} }}");
+    lower_ok(&pipeline(
+        "for i in 0..4 { stage r on work[i] { wait flag == i as u32; write flag = (i + 1) as u32; } }",
+    ));
+    lower_ok(&pipeline(
+        "for i in 0..4 { stage r on work[i] { wait flag >= i as u32; write flag = (i + 1) as u32; } }",
+    ));
+    let refused = errors(&pipeline(
+        "for i in 0..4 { stage r on work[i] { wait flag == (i + 5) as u32; write flag = (i + 1) as u32; } }",
+    ));
+    assert!(
+        refused[0].contains("can only be satisfied by `write flag = (i + 1) as u32`"),
+        "{refused:?}"
+    );
+}
+
 #[test]
 fn scratch_buffers_are_written_before_they_are_read() {
     assert_cases(&[
