@@ -168,7 +168,8 @@ pub fn groups_pair(cx: &Ctxt, scope: &Scope<'_>) {
                 }
                 (Some(send), Some(recv)) if group.sends != group.recvs => {
                     let more_sends = group.sends > group.recvs;
-                    if !elsewhere(more_sends) {
+                    // Extra sends need receives elsewhere, extra receives sends.
+                    if !elsewhere(!more_sends) {
                         uneven_group(cx, group, if more_sends { send } else { recv }, more_sends);
                     }
                 }

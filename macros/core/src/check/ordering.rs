@@ -156,21 +156,32 @@ fn per_iteration(
         .collect()
 }
 
-/// Whether `write`, later in the waiting stage's own `for`, satisfies the wait of a later
-/// iteration: iteration `i` waits after iteration `i - 1` wrote (the iterations touch one
-/// flag, so they run in order), as a token passed from iteration to iteration does (`wait
-/// flag == i as u32; write flag = (i + 1) as u32;`). Unknown values might.
+/// Whether `write`, later in the waiting stage's own `for`, is a token passed from iteration
+/// to iteration (`wait flag == i as u32; write flag = (i + 1) as u32;`): every iteration `i`
+/// after the first waits for what iteration `i - 1` wrote (the iterations touch one flag, so
+/// they run in order), and the first for what the flag holds before the loop (`initial`: 0
+/// for a scratch flag nothing wrote, unknown for a param). Unknown values might satisfy.
 fn passed_on(
     write: &FlagWrite,
     waits: &[Option<i128>],
+    initial: Option<i128>,
     condition: WaitCondition,
     bits: Option<u32>,
 ) -> bool {
-    waits
-        .iter()
-        .skip(1)
-        .zip(&write.by_iteration)
-        .any(|(&wanted, &written)| satisfies(written, condition, wanted, bits))
+    let Some(&first) = waits.first() else {
+        return false;
+    };
+    // `wait flag & 0` holds for no value, known or not.
+    let never = |wanted: Option<i128>| condition == WaitCondition::AnyBit && wanted == Some(0);
+    let first_holds = !never(first) && satisfies(initial, condition, first, bits);
+    first_holds
+        && waits
+            .iter()
+            .skip(1)
+            .zip(&write.by_iteration)
+            .all(|(&wanted, &written)| {
+                !never(wanted) && satisfies(written, condition, wanted, bits)
+            })
 }
 
 /// `write flag = 3` or, for the values of a loop, `write flag = i as u32` (which writes 0,
@@ -328,8 +339,12 @@ fn flag_waits(cx: &Ctxt, pipeline: &Pipeline<'_>) {
                 continue;
             }
             let waits = per_iteration(pipeline, stage, &source.value);
+            // No write runs before the wait (that case ended above): the loop starts from
+            // what a scratch flag starts with, or from the world outside.
+            let initial = cell.scratch.then_some(0);
             let in_a_later_iteration = |write: &FlagWrite| {
-                write.site.stage == site.stage && passed_on(write, &waits, *condition, bits)
+                write.site.stage == site.stage
+                    && passed_on(write, &waits, initial, *condition, bits)
             };
             if let Some(write) = after.iter().find(|write| {
                 write.may_satisfy(*condition, wanted, bits) && !in_a_later_iteration(write)

@@ -589,4 +589,17 @@ fn a_group_with_more_sends_than_recvs_is_refused() {
     lower_ok(&comm(
         "stage x on s1 { send c[0..4] to peer; send c[4..8] to nx; recv a[0..4] from nx; recv a[4..8] from peer; }",
     ));
+    // Extra sends may be received by another kind of step that receives, not one that sends.
+    lower_ok(&comm(
+        "step first { stage x on s1 { send c[0..4] to peer; send c[4..8] to nx; recv a[0..4] from nx; } }
+         step last { stage y on s1 { recv a from peer; } }",
+    ));
+    assert_eq!(
+        errors(&comm(
+            "step first { stage x on s1 { send c[0..4] to peer; send c[4..8] to nx; recv a[0..4] from nx; } }
+             step last { stage y on s1 { send c to peer; } }",
+        ))
+        .len(),
+        1
+    );
 }

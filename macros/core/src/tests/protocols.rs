@@ -112,13 +112,38 @@ fn a_token_passed_between_iterations_compiles() {
     lower_ok(&pipeline(
         "for i in 0..4 { stage r on work[i] { wait flag >= i as u32; write flag = (i + 1) as u32; } }",
     ));
-    let refused = errors(&pipeline(
-        "for i in 0..4 { stage r on work[i] { wait flag == (i + 5) as u32; write flag = (i + 1) as u32; } }",
+    let scratch = |items: &str| {
+        format!("pipeline P {{ streams {{ main, work[4] }} scratch {{ flag: FlagCell }} {items} }}")
+    };
+    lower_ok(&scratch(
+        "for i in 0..4 { stage r on work[i] { wait flag == i as u32; write flag = (i + 1) as u32; } }",
     ));
-    assert!(
-        refused[0].contains("can only be satisfied by `write flag = (i + 1) as u32`"),
-        "{refused:?}"
-    );
+    for refused in [
+        // No earlier iteration writes what this one waits for.
+        pipeline(
+            "for i in 0..4 { stage r on work[i] { wait flag == (i + 5) as u32; write flag = (i + 1) as u32; } }",
+        ),
+        // Only some iterations get the token (iteration 2 waits for 4, the flag holds 2).
+        pipeline(
+            "for i in 0..4 { stage r on work[i] { wait flag == (i * i) as u32; write flag = (i + 1) as u32; } }",
+        ),
+        // The first iteration waits for 1 on a scratch flag that holds 0.
+        scratch(
+            "for i in 0..4 { stage r on work[i] { wait flag == (i + 1) as u32; write flag = (i + 2) as u32; } }",
+        ),
+        // `flag & 0` holds for no value.
+        pipeline(
+            "for i in 0..4 { stage r on work[i] { wait flag & i as u32; write flag = (i + 1) as u32; } }",
+        ),
+    ] {
+        let messages = errors(&refused);
+        assert!(
+            messages
+                .iter()
+                .any(|m| m.contains("can only be satisfied by `write flag =")),
+            "{refused}: {messages:?}"
+        );
+    }
 }
 
 #[test]
