@@ -100,33 +100,23 @@ impl FlagWrite {
     }
 }
 
-/// The values `write flag = value` writes in `stage`, and the one it leaves: one when it is a
-/// constant, one per iteration when the stage is inside a `for` with constant bounds that
-/// runs at least once (`write flag = i as u32` over `0..4` writes 0, 1, 2 and 3, sorted and
-/// each once, and leaves 3); `None` when some iteration's value is unknown.
+/// The values `write flag = value` writes, and the one it leaves, from its value in each
+/// iteration of its loop (`by_iteration`, [`per_iteration`]): one when it is a constant, one
+/// per iteration when the stage is inside a `for` with constant bounds that runs at least
+/// once (`write flag = i as u32` over `0..4` writes 0, 1, 2 and 3, sorted and each once, and
+/// leaves 3); `None` when some iteration's value is unknown.
 fn written_values(
-    pipeline: &Pipeline<'_>,
-    stage: &Stage<'_>,
+    by_iteration: &[Option<i128>],
     value: &syn::Expr,
 ) -> (Option<Vec<i128>>, Option<i128>) {
     if let Some(value) = constant::value(value) {
         return (Some(vec![value]), Some(value));
     }
-    let Some(iterations) = stage
-        .looped
-        .and_then(|looped| Iterations::of(pipeline.loops[looped]))
-    else {
+    let Some(mut values) = by_iteration.iter().copied().collect::<Option<Vec<i128>>>() else {
         return (None, None);
     };
-    let mut values = Vec::new();
-    for i in iterations.range.clone() {
-        let names = iterations.values(i);
-        match constant::value_in(value, &|name| names.get(&name.to_string()).copied()) {
-            Some(value) => values.push(value),
-            None => return (None, None),
-        }
-    }
-    // A loop that runs no iteration writes nothing: what the wait sees is then unknown here.
+    // A loop that runs no iteration (or none at all) writes nothing: what the wait sees is
+    // then unknown here.
     let last = values.last().copied();
     values.sort_unstable();
     values.dedup();
@@ -215,22 +205,17 @@ fn flag_writes(pipeline: &Pipeline<'_>, flag: BufferId) -> Vec<FlagWrite> {
             if !writes_flag {
                 continue;
             }
-            let (what, values, last) = match &statement.kind {
+            let (what, values, last, by_iteration) = match &statement.kind {
                 StatementKind::Write { source, .. } => {
-                    let (values, last) = written_values(pipeline, stage, &source.value);
+                    let by_iteration = per_iteration(pipeline, stage, &source.value);
+                    let (values, last) = written_values(&by_iteration, &source.value);
                     let written =
                         format!("`write {} = {}`", source.flag, tokens_string(&source.value));
-                    (written, values, last)
+                    (written, values, last, by_iteration)
                 }
-                StatementKind::Call { .. } => ("a `call`".to_owned(), None, None),
-                StatementKind::Host { .. } => ("a host closure".to_owned(), None, None),
-                _ => ("a statement".to_owned(), None, None),
-            };
-            let by_iteration = match &statement.kind {
-                StatementKind::Write { source, .. } => {
-                    per_iteration(pipeline, stage, &source.value)
-                }
-                _ => Vec::new(),
+                StatementKind::Call { .. } => ("a `call`".to_owned(), None, None, Vec::new()),
+                StatementKind::Host { .. } => ("a host closure".to_owned(), None, None, Vec::new()),
+                _ => ("a statement".to_owned(), None, None, Vec::new()),
             };
             let what = format!("{what} in stage `{}`", stage.decl.name);
             let last_what = match (values.as_deref(), last) {
