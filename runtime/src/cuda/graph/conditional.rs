@@ -11,7 +11,10 @@
 //! `K0 -> IF(then, else)` and a switch `K0 -> SWITCH(case 0, ..)` on a CUDA 12.8+ driver
 //! (before: `K0 -> K0' -> IF -> IF`, `K0'` on the negation, and one `K0` per case then one IF
 //! per case). A do-while is `WHILE(body)` alone: its handle starts each launch at 1
-//! (`CU_GRAPH_COND_ASSIGN_DEFAULT`), and the body's `K` decides. Other handles are created
+//! (`CU_GRAPH_COND_ASSIGN_DEFAULT`), and the body's `K` decides. In a body, where the node
+//! may be reached again in one launch (an outer loop's next iteration), a kernel sets the
+//! handle to 1 before it: the default is applied once per launch of the whole graph. Other
+//! handles are created
 //! without a default value: `K0` sets the handle in every launch before the node reads it.
 //!
 //! `K0` and `K` are the specialised kernels of their comparison and value type (`gp_if_*`
@@ -359,6 +362,7 @@ impl Graph {
         match form {
             Form::DoWhile => {
                 let handle = self.condition_handle(scope, 1, true)?;
+                let deps = self.restart_do_while(scope, &deps, &module, handle, args.counter)?;
                 let (node, bodies) = self.conditional_node(target, &deps, handle, form, 1)?;
                 let close = Some((bodies[0], handle));
                 Ok(Added {
@@ -484,7 +488,15 @@ impl Graph {
         let target = self.scope_raw(CALL, scope)?;
         self.own(CALL, dependencies)?;
         self.retain(keep);
-        let (node, bodies) = self.conditional_node(target, dependencies, handle, form, count)?;
+        let deps = if form == Form::DoWhile && scope != 0 {
+            let module = condition_module(&self.handle.ctx)?;
+            self.retain([Keep::Object(module.clone())]);
+            // `args.value` is the handle's word, which `keep` holds.
+            self.restart_do_while(scope, dependencies, &module, handle, args.value)?
+        } else {
+            dependencies.to_vec()
+        };
+        let (node, bodies) = self.conditional_node(target, &deps, handle, form, count)?;
         Ok(Added {
             node,
             bodies,
@@ -493,8 +505,8 @@ impl Graph {
     }
 
     /// Starts a ping-pong loop (a loop whose body swaps buffers, unrolled by two) in `scope`
-    /// after `dependencies`: `K0 -> WHILE(hw)` (no `K0` for a do-while, whose handle starts
-    /// each launch at 1). Returns the WHILE node, the scope of its body (where body 0 goes),
+    /// after `dependencies`: `K0 -> WHILE(hw)` (no `K0` for a do-while at the top of the
+    /// graph, whose handle starts each launch at 1; in a body, one that sets it to 1). Returns the WHILE node, the scope of its body (where body 0 goes),
     /// its handle, and the arguments for the rest ([`Graph::ping_pong_middle`],
     /// [`Graph::ping_pong_end`], [`Graph::ping_pong_after`]).
     pub(crate) fn ping_pong_start(
@@ -529,10 +541,9 @@ impl Graph {
             )?;
             (handle, vec![k0])
         } else {
-            (
-                self.condition_handle(scope, 1, true)?,
-                dependencies.to_vec(),
-            )
+            let handle = self.condition_handle(scope, 1, true)?;
+            let deps = self.restart_do_while(scope, dependencies, &module, handle, args.counter)?;
+            (handle, deps)
         };
         let (node, bodies) = self.conditional_node(target, &deps, handle, Form::While, 1)?;
         Ok((node, bodies[0], handle))
@@ -706,6 +717,45 @@ impl Graph {
         let role = Role::Count { first: false };
         self.add_condition_kernel(body, &sinks, &module, handle, args, role)?;
         Ok(())
+    }
+
+    /// What a do-while node in `scope` follows instead of `dependencies`: in a body, a kernel
+    /// that sets its `handle` to 1. The handle's default (`CU_GRAPH_COND_ASSIGN_DEFAULT`) is
+    /// applied once per launch of the whole graph, not each time an outer loop reaches the
+    /// node again, so from the second time on the handle would still hold the 0 that ended
+    /// the loop's last run, and the body would not run at all. At the top of the graph the
+    /// node runs once per launch (a graph with conditional nodes cannot be a child graph), so
+    /// the default does it there with no kernel. `word` is device memory the graph keeps: the
+    /// kernel reads it and holds for any value (`word % 1 == 0`).
+    fn restart_do_while(
+        &mut self,
+        scope: usize,
+        dependencies: &[NodeRef],
+        module: &Arc<super::super::Module>,
+        handle: sys::CUgraphConditionalHandle,
+        word: sys::CUdeviceptr,
+    ) -> Result<Vec<NodeRef>> {
+        if scope == 0 {
+            return Ok(dependencies.to_vec());
+        }
+        let always = ConditionArgs {
+            kind: ConditionKind::Every,
+            value: word,
+            threshold: 1,
+            op: 0,
+            state: 0,
+            counter: 0,
+            max_iterations: u32::MAX,
+        };
+        let set = self.add_condition_kernel(
+            scope,
+            dependencies,
+            module,
+            handle,
+            &always,
+            Role::Generic(DECIDE_ONLY),
+        )?;
+        Ok(vec![set])
     }
 
     /// Zeroed device words (`COUNTER_BYTES`) that the graph keeps, for the condition kernels
