@@ -226,7 +226,10 @@ pub fn graph_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             /// for any launch on a stream of its own: a launch on another stream is not ordered
             /// after this graph's launches and host writes (`write_<name>()`) enqueued before
             /// it: call [`synchronize`](Self::synchronize) first, or it reads its inputs, and
-            /// writes its outputs, while they still run.
+            /// writes its outputs, while they still run. Its launches are not steps of the
+            /// pipeline: they leave the step counter (what `if step % k == r` tests) where
+            /// [`launch`](Self::launch) left it, so each of them tests the value of the last
+            /// `launch`.
             pub fn exec(&mut self) -> ::core::option::Option<&#rt::GraphExec> {
                 // Its launch would otherwise run the values from before the setters.
                 self.__apply(self.swapped).ok()?;
