@@ -110,8 +110,9 @@ pub enum HandleKind {
         /// The most iterations; then the loop stops and reports [`Error::IterationLimit`].
         max_iterations: u32,
     },
-    /// A `do ... while` node: its body runs first (the handle starts each launch at 1), and a
-    /// kernel in the body sets each test.
+    /// A `do ... while` node: its body runs first (the handle starts each launch at 1, and in
+    /// a body a kernel of the library sets it to 1 before the node), and a kernel in the body
+    /// sets each test.
     DoWhile {
         /// As for `While`.
         max_iterations: u32,

@@ -190,7 +190,8 @@ macro_rules! shared_node_methods {
         /// (then the loop stops and marks its [`LoopState`], as
         /// [`add_while_node`](Graph::add_while_node)'s does). On CUDA one WHILE node whose
         /// handle starts each launch at 1, with the condition kernel at the end of the body
-        /// only.
+        /// only; in a body (where an outer loop may reach it again in one launch), a kernel
+        /// that sets the handle to 1 before it.
         pub fn add_do_while_node(
             &mut self,
             dependencies: &[GraphNode],
