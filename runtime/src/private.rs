@@ -331,3 +331,19 @@ pub trait NotWrittenByTheStep {}
             `write_<name>()`"
 )]
 pub trait DeclaredMut {}
+
+/// What `capture` needs of a step that communicates and holds a device `if`, `while`,
+/// `do ... while` or `switch`: such a step is recorded from its streams (NCCL orders its
+/// operations through streams and events of its own), and a conditional node cannot be
+/// recorded that way, so every condition would be decided once, when the step is captured,
+/// and replayed as decided. No type implements this trait.
+#[diagnostic::on_unimplemented(
+    message = "this step communicates and decides on the device, so it cannot be captured",
+    label = "a step with communication statements and a device `if`, `while` or `switch`",
+    note = "a step with `send`, `recv` or a collective is captured from its streams, where a \
+            conditional node cannot be recorded: its conditions would be decided once, at \
+            capture, and every replay would repeat that decision; run the step eagerly \
+            (`run`), which decides each condition at each step, or move the `if`/`while`/\
+            `switch` into a pipeline of its own, without communication, and capture that one"
+)]
+pub trait CapturedWithoutConditionals {}

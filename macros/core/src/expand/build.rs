@@ -635,7 +635,7 @@ fn handle_lets(
 /// communicator's operations through its own streams and events, which must all belong to
 /// one capture sequence: groups captured into the graph one by one failed on a GPU with
 /// "dependency created on uncaptured work in another stream").
-fn captured_not_built(pipeline: &Pipeline<'_>) -> bool {
+pub(super) fn captured_not_built(pipeline: &Pipeline<'_>) -> bool {
     super::device::is_multi(pipeline)
         || pipeline
             .stages

@@ -34,6 +34,13 @@ fn controls<'p, 'a>(pipeline: &'p Pipeline<'a>) -> Vec<&'p Control<'a>> {
     found
 }
 
+/// The keyword of the first `while`/`if`/`switch` of the pipeline, if any.
+pub fn first_keyword(pipeline: &Pipeline<'_>) -> Option<proc_macro2::Span> {
+    controls(pipeline)
+        .first()
+        .map(|control| control.source.keyword_span())
+}
+
 /// Whether some `if` tests `step`.
 pub fn uses_step(pipeline: &Pipeline<'_>) -> bool {
     controls(pipeline)

@@ -9,7 +9,7 @@ use syn::Ident;
 use syn::spanned::Spanned;
 
 use super::bounds;
-use super::names::{Names, rt, suffix};
+use super::names::{Names, rt, rt_fn, suffix};
 use super::{describe, device, step};
 use crate::ast::KernelParamType;
 use crate::lower::{ImageFormat, KernelId, Kind, Memory, Pipeline};
@@ -618,9 +618,18 @@ fn capture_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
          [`{graph_ty}::launch`] as often as you like, and between launches read and write its \
          pinned buffers through [`{graph_ty}::window`]."
     );
+    // A step recorded from its streams (one that communicates) cannot record a conditional
+    // node: each condition would be decided once, at capture. Calling `capture` on it is then
+    // an error whose note points at the first `if`/`while`/`switch`.
+    let refusal = super::control::first_keyword(pipeline)
+        .filter(|_| super::build::captured_not_built(pipeline))
+        .map(|span| {
+            let bound = rt_fn(span, "CapturedWithoutConditionals");
+            quote_spanned!(span=> where #graph_ty<'a>: #bound)
+        });
     quote! {
         #[doc = #doc]
-        pub fn capture<'a>(&'a mut self, params: #params_ty) -> #rt::Result<#graph_ty<'a>> {
+        pub fn capture<'a>(&'a mut self, params: #params_ty) -> #rt::Result<#graph_ty<'a>> #refusal {
             let mut params = params;
             let mut execs = ::std::vec::Vec::new();
             execs.resize_with(Self::__KINDS << Self::__SWAPS, || ::core::option::Option::None);
