@@ -278,6 +278,82 @@ pub fn prestep_checks(pipeline: &Pipeline<'_>) -> TokenStream {
     quote!(#(#out)*)
 }
 
+/// What a step checks of the host values of its `while`/`if` statements before it enqueues
+/// anything, over every instance `schedule` enqueues (with the loop variable and `let`s of its
+/// iteration bound): each loop's `max` is at least 1, and each `step % k == r` has `k` at
+/// least 1 and `r` below it. Eagerly these were checked where the statement ran, after the
+/// stages before it had started (a refused step half done, and counted as a step). In scope,
+/// the bindings; a refusal runs `refused`, in which `__refusal` is the error naming the stage.
+pub fn value_checks(
+    pipeline: &Pipeline<'_>,
+    plan: &TokenStream,
+    schedule: &TokenStream,
+    refused: &TokenStream,
+) -> TokenStream {
+    fn walk(statements: &[crate::lower::Statement<'_>], out: &mut Vec<TokenStream>) {
+        let rt = rt();
+        for statement in statements {
+            let StatementKind::Control(control) = &statement.kind else {
+                continue;
+            };
+            if control.source.max().is_some() {
+                let max = maximum(control);
+                out.push(quote!(let _ = #max;));
+            }
+            if control.condition == ControlCondition::Step {
+                let (modulus, remainder) = step_parts(control);
+                out.push(quote!(let _ = #rt::step_selects(0, #modulus, #remainder)?;));
+            }
+            for body in &control.bodies {
+                walk(body, out);
+            }
+        }
+    }
+    let rt = rt();
+    let name = pipeline.name.as_str();
+    let arms: Vec<TokenStream> = pipeline
+        .stages
+        .iter()
+        .enumerate()
+        .filter_map(|(t, stage)| {
+            let mut checks = Vec::new();
+            walk(&stage.statements, &mut checks);
+            if checks.is_empty() {
+                return None;
+            }
+            let header = super::instance::stage_header(pipeline, stage);
+            Some(quote! {
+                #t => {
+                    #header
+                    let __checked = (|| -> #rt::Result<()> {
+                        #(#checks)*
+                        ::core::result::Result::Ok(())
+                    })();
+                    if let ::core::result::Result::Err(__refusal) = __checked {
+                        let __refusal = #rt::stage_error(#name, __instance.name, __refusal);
+                        #refused
+                    }
+                }
+            })
+        })
+        .collect();
+    if arms.is_empty() {
+        return TokenStream::new();
+    }
+    quote! {
+        for __planned in (#schedule).stages.iter() {
+            let __instance = (#plan)
+                .instances
+                .get(__planned.stage.0)
+                .ok_or_else(|| #rt::internal(#name, "a planned stage is not described"))?;
+            match __instance.template {
+                #(#arms)*
+                _ => {}
+            }
+        }
+    }
+}
+
 /// An eager `while`, `do ... while`, `if`, `if`/`else` or `switch` inside a stage's closure
 /// (`__stream` is its stream), around `body`, the tokens of its bodies' statements in order.
 pub fn eager(

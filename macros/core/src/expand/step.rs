@@ -347,6 +347,12 @@ pub fn enqueue_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
     );
     let window_checks = super::window::prechecks(pipeline);
     let prestep = super::control::prestep_checks(pipeline);
+    let control_values = super::control::value_checks(
+        pipeline,
+        &quote!(__plan),
+        &quote!(__schedule),
+        &quote!(return ::core::result::Result::Err(__refusal);),
+    );
     let arms = pipeline.stages.iter().enumerate().map(|(t, stage)| {
         let slots = ref_slots(stage);
         let header = stage_header(pipeline, stage);
@@ -397,6 +403,7 @@ pub fn enqueue_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             #checks
             #body_checks
             #prestep
+            #control_values
             #window_checks
             #recorders
             // A new tag for the progress marks (recorded into a graph: the words zeroed, tag 0);
