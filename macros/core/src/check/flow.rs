@@ -107,7 +107,9 @@ fn loop_writes_its_condition(cx: &Ctxt, pipeline: &Pipeline<'_>, control: &Contr
 /// After a control statement a write counts as done only where every run makes it: in the
 /// body of a `do ... while` (it always runs), or in both bodies of an `if`/`else`; not in an
 /// `if` without `else`, a `while` (its body may run no time) or a `switch` (a value past its
-/// last case runs none).
+/// last case runs none). A loop whose body swaps the buffer with another runs the body with
+/// the names exchanged every other iteration: there a read of the other name reads this buffer
+/// (and is reported with that name).
 pub fn uncovered_reads<'a>(
     statements: &[Statement<'a>],
     buffer: BufferId,
@@ -133,11 +135,27 @@ pub fn uncovered_reads<'a>(
         if let (Some((_, name)), false, false) = (condition, after_body, *written) {
             out.push(name);
         }
+        // A loop that swaps the buffer with another (`swap(a, b);`) runs its body with the two
+        // names exchanged every other iteration.
+        let partner = control.swaps.iter().find_map(|&(a, b)| match buffer {
+            _ if a == buffer => Some(b),
+            _ if b == buffer => Some(a),
+            _ => None,
+        });
         // Whether every body writes it (by its end, counting a write before the statement).
         let mut every = true;
         for body in &control.bodies {
             let mut inside = *written;
             uncovered_reads(body, buffer, &mut inside, out);
+            if let Some(partner) = partner {
+                // The next iteration reaches this buffer through the other name, as this one
+                // left it; and after an odd count the second buffer is copied into the first,
+                // so the buffer holds what the body wrote through the other name.
+                uncovered_reads(body, partner, &mut inside, out);
+                let mut through_partner = false;
+                uncovered_reads(body, partner, &mut through_partner, &mut Vec::new());
+                inside &= through_partner;
+            }
             every &= inside;
         }
         if let (Some((_, name)), true) = (condition, after_body) {

@@ -103,6 +103,11 @@ pub(super) fn written_first(cx: &Ctxt, pipeline: &Pipeline<'_>) {
                 .iter()
                 .find(|&&write| runs_before(pipeline, write, *read));
             let message = match maybe {
+                // Read through the name a loop's body swaps it with (`swap(t, u);`).
+                _ if *name != buffer.name.as_str() => format!(
+                    "scratch buffer `{buffer}` is read here, in stage `{stage}`, through `{name}`: the loop's body swaps the two at its end, so every other iteration reads `{buffer}` where it names `{name}`, and nothing writes `{buffer}` before that; write it before the loop (`fill {buffer} = {zero};`), or have the body write `{buffer}` (a ping-pong reads one buffer and writes the other)",
+                    buffer = buffer.name,
+                ),
                 Some(write) => format!(
                     "scratch buffer `{name}` is read in stage `{stage}`, but the write before it, in stage `{}`, {}, so its contents may still be undefined; write it on every path: in both bodies of an `if`/`else`, in a `do ... while`, or before the conditional (`fill {name} = {zero};`)",
                     pipeline.stages[write.stage.0].decl.name,

@@ -339,3 +339,61 @@ fn a_scratch_buffer_written_then_read_inside_a_body_is_written_first() {
         "t",
     );
 }
+
+#[test]
+fn a_scratch_buffer_a_loop_swaps_in_is_written_before_the_other_half_reads_it() {
+    let source = |before: &str, body: &str, after: &str| {
+        format!(
+            r#"pipeline P {{
+            streams {{ s }}
+            unsafe kernels k = ptx(include_str!("k.ptx")) {{
+                fn scale(n: u32, alpha: f32, src: &[f32; unbounded], dst: &mut [f32; unbounded]);
+            }}
+            params {{ n: u32, r: &mut DeviceBuffer<f32>, out: &mut DeviceBuffer<f32> }}
+            scratch {{ t: DeviceBuffer<f32> = 1, u: DeviceBuffer<f32> = 1 }}
+            stage solve on s {{
+                {before}
+                while r > 0.5 max 10 {{ {body} launch k::scale(n, 0.5, out, r) grid 1 block 1; swap(t, u); }}
+                {after}
+            }}
+        }}"#
+        )
+    };
+    let through = |read: &str, buffer: &str| {
+        format!(
+            "scratch buffer `{buffer}` is read here, in stage `solve`, through `{read}`: the loop's body swaps the two at its end, so every other iteration reads `{buffer}` where it names `{read}`, and nothing writes `{buffer}` before that; write it before the loop (`fill {buffer} = 0.0;`), or have the body write `{buffer}` (a ping-pong reads one buffer and writes the other)"
+        )
+    };
+    // A ping-pong: `t` written before, the body reads one and writes the other.
+    lower_ok(&source(
+        "fill t = 1.0;",
+        "launch k::scale(n, 1.0, t, u) grid 1 block 1;",
+        "",
+    ));
+    // Both written before the loop.
+    lower_ok(&source(
+        "fill t = 1.0; fill u = 0.0;",
+        "launch k::scale(n, 1.0, t, out) grid 1 block 1;",
+        "",
+    ));
+    // Only `t` is ever written: the second iteration reads `u` through `t`.
+    assert_error(
+        &source(
+            "fill t = 1.0;",
+            "launch k::scale(n, 1.0, t, out) grid 1 block 1;",
+            "",
+        ),
+        &through("t", "u"),
+        "t",
+    );
+    // The same in a `do ... while`, and the read of `t` after it (an odd count copies `u`
+    // into `t`) is not covered either.
+    let do_while = source(
+        "fill t = 1.0;",
+        "launch k::scale(n, 1.0, t, out) grid 1 block 1;",
+        "",
+    )
+    .replace("while r > 0.5 max 10 {", "do {")
+    .replace("swap(t, u); }", "swap(t, u); } while r > 0.5 max 10;");
+    assert_eq!(errors(&do_while), [through("t", "u")]);
+}
