@@ -157,13 +157,17 @@ fn loop_swaps(cx: &Ctxt, scope: &Scope<'_>, control: &Control) {
         return;
     };
     if let Some(Condition::Kernel(name)) = control.test() {
+        let comparison = match control {
+            Control::DoWhile { .. } => "`do { ... } while residual > tol max N;`",
+            _ => "`while residual > tol max N`",
+        };
         cx.error_at(
             first.keyword.span,
             format!(
                 "a loop whose body swaps buffers is unrolled by two, each half tested by the \
-                 library's condition kernel, so it tests a comparison (`while residual > tol max \
-                 N`); `{name}` is set by a kernel, which can set one handle only: write the value \
-                 to a `DeviceBuffer` and compare it"
+                 library's condition kernel, so it tests a comparison ({comparison}); `{name}` \
+                 is set by a kernel, which can set one handle only: write the value to a \
+                 `DeviceBuffer` and compare it"
             ),
         );
     }

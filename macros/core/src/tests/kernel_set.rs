@@ -272,6 +272,16 @@ fn the_rules_on_swaps_in_a_loop_body() {
             .any(|m| m.starts_with("a loop whose body swaps buffers is unrolled by two")),
         "{all:#?}"
     );
+    // A `do ... while` is told to compare in its own form.
+    let all = errors(&swapping(
+        "stage s on s1 { do { launch k::check(r, go) grid 1 block 1; swap(x, y); } while go max 10; }",
+    ));
+    assert!(
+        all.iter()
+            .any(|m| m
+                .contains("so it tests a comparison (`do { ... } while residual > tol max N;`)")),
+        "{all:#?}"
+    );
 }
 
 #[test]
