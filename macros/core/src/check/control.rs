@@ -5,6 +5,7 @@
 //! (`statements.rs`, `accesses.rs` and `limits.rs` walk bodies too).
 
 use super::accesses::value_expression;
+use super::iterations::Evaluation;
 use super::statements::{resolve, what};
 use crate::ast::{self, Condition, Control, Statement};
 use crate::ctxt::Ctxt;
@@ -17,11 +18,14 @@ const CONDITION_TYPES: &[&str] = &["f32", "f64", "u32"];
 /// Runs the rules on every `while` and `if`, at any depth (the statements in their bodies get
 /// the usual rules from `statements.rs`, `accesses.rs` and `limits.rs`).
 pub fn check(cx: &Ctxt, scope: &Scope<'_>) {
-    for stage in &scope.stages {
+    for (id, stage) in scope.stages.iter().enumerate() {
+        // `max` and `step % k == r` are judged in each iteration of a `for` with constant
+        // bounds, where the loop variable and the `let`s have values.
+        let evaluations = Evaluation::of_stage(scope, id);
         for statement in ast::flatten(&stage.statements) {
             if let Statement::Control(control) = statement {
                 self::statement(cx, scope, control);
-                expressions(cx, scope, control);
+                expressions(cx, scope, control, &evaluations);
             }
         }
     }
@@ -362,36 +366,39 @@ pub(super) fn array_tested(name: &syn::Ident, form: &str) -> String {
 
 /// The host expressions of a `while` or `if`: the threshold, `max`, and `step`'s modulus and
 /// remainder are computed when the step is enqueued (or built), so they may not read a buffer.
-fn expressions(cx: &Ctxt, scope: &Scope<'_>, control: &Control) {
+fn expressions(cx: &Ctxt, scope: &Scope<'_>, control: &Control, evaluations: &[Evaluation<'_>]) {
     let word = control.word();
     match control.test() {
         Some(Condition::Device(device)) => value_expression(cx, scope, &device.threshold, word),
         Some(Condition::Step(step)) => {
             value_expression(cx, scope, &step.modulus, word);
             value_expression(cx, scope, &step.remainder, word);
-            step_constants(cx, step);
+            step_constants(cx, step, evaluations);
             step_not_shadowed(cx, scope, step);
         }
         Some(Condition::Kernel(_)) | None => {}
     }
     if let Some((_, max)) = control.max() {
         value_expression(cx, scope, max, "while ... max");
-        max_constant(cx, control, max);
+        max_constant(cx, control, max, evaluations);
     }
 }
 
 /// Rule: a constant `max` is at least 1: a loop allowed no iteration could only fail (it was
-/// refused only when the step ran). A `max` computed from params is checked then.
-fn max_constant(cx: &Ctxt, control: &Control, max: &syn::Expr) {
-    if let Some(n) = crate::constant::value(max)
-        && n < 1
-    {
+/// refused only when the step ran). Inside a `for` with constant bounds it is judged in each
+/// iteration (`max 4 - i`). A `max` computed from params is checked when the step runs.
+fn max_constant(cx: &Ctxt, control: &Control, max: &syn::Expr, evaluations: &[Evaluation<'_>]) {
+    let failing = evaluations.iter().find_map(|evaluation| {
+        let n = evaluation.value(max)?;
+        (n < 1).then(|| (n, evaluation.when([max])))
+    });
+    if let Some((n, when)) = failing {
         let word = control.word();
         cx.error_spanned_by(
             max,
             format!(
-                "`max {n}` allows no iteration, so the `{word}` could only fail: write the most \
-                 iterations the loop may take, 1 or more (`max 10_000`)"
+                "`max {n}` allows no iteration{when}, so the `{word}` could only fail: write the \
+                 most iterations the loop may take, 1 or more (`max 10_000`)"
             ),
         );
     }
@@ -400,29 +407,34 @@ fn max_constant(cx: &Ctxt, control: &Control, max: &syn::Expr) {
 /// Rule: a constant `k` in `step % k == r` is at least 1, and a constant `r` is below it, so
 /// that the test can hold: `step % 0` has no value (it was refused only when the step ran), and
 /// `step % 4 == 4` never holds.
-fn step_constants(cx: &Ctxt, step: &ast::StepCondition) {
-    let modulus = crate::constant::value(&step.modulus);
-    if let Some(k) = modulus
-        && k < 1
-    {
-        cx.error_spanned_by(
-            &step.modulus,
-            format!(
-                "`step % {k}` has no value: the step counter is divided by `k`; write a `k` of 1 or more (`step % 2 == 0` for every other step)"
-            ),
-        );
-        return;
-    }
-    if let (Some(k), Some(r)) = (modulus, crate::constant::value(&step.remainder))
-        && !(0..k).contains(&r)
-    {
-        cx.error_spanned_by(
-            &step.remainder,
-            format!(
-                "`step % {k} == {r}` never holds: a remainder of `% {k}` is 0 to {}; write one of those",
-                k - 1
-            ),
-        );
+fn step_constants(cx: &Ctxt, step: &ast::StepCondition, evaluations: &[Evaluation<'_>]) {
+    for evaluation in evaluations {
+        let modulus = evaluation.value(&step.modulus);
+        if let Some(k) = modulus
+            && k < 1
+        {
+            let when = evaluation.when([&step.modulus]);
+            cx.error_spanned_by(
+                &step.modulus,
+                format!(
+                    "`step % {k}` has no value{when}: the step counter is divided by `k`; write a `k` of 1 or more (`step % 2 == 0` for every other step)"
+                ),
+            );
+            return;
+        }
+        if let (Some(k), Some(r)) = (modulus, evaluation.value(&step.remainder))
+            && !(0..k).contains(&r)
+        {
+            let when = evaluation.when([&step.modulus, &step.remainder]);
+            cx.error_spanned_by(
+                &step.remainder,
+                format!(
+                    "`step % {k} == {r}` never holds{when}: a remainder of `% {k}` is 0 to {}; write one of those",
+                    k - 1
+                ),
+            );
+            return;
+        }
     }
 }
 

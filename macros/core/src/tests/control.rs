@@ -397,3 +397,42 @@ fn a_scratch_buffer_a_loop_swaps_in_is_written_before_the_other_half_reads_it() 
     .replace("swap(t, u); }", "swap(t, u); } while r > 0.5 max 10;");
     assert_eq!(errors(&do_while), [through("t", "u")]);
 }
+
+#[test]
+fn max_and_step_rules_run_in_each_iteration_of_a_constant_for() {
+    let looped = |bounds: &str, statement: &str| {
+        with(&format!(
+            "for i in {bounds} {{ stage s on s1 {{ {statement} }} }}"
+        ))
+    };
+    assert_error(
+        &looped("0..4", "while a > alpha max 3 - i as u32 { fill a = 0; }"),
+        "`max 0` allows no iteration when `i = 3`, so the `while` could only fail: write the most iterations the loop may take, 1 or more (`max 10_000`)",
+        "3 - i as u32",
+    );
+    assert_error(
+        &looped("0..4", "if step % (i as u32) == 0 { fill b = 0; }"),
+        "`step % 0` has no value when `i = 0`: the step counter is divided by `k`; write a `k` of 1 or more (`step % 2 == 0` for every other step)",
+        "(i as u32)",
+    );
+    assert_error(
+        &looped("1..4", "if step % 2 == i as u32 { fill b = 0; }"),
+        "`step % 2 == 2` never holds when `i = 2`: a remainder of `% 2` is 0 to 1; write one of those",
+        "i as u32",
+    );
+    // Every iteration's values hold; bounds over params are left to the step.
+    lower_ok(&looped(
+        "0..4",
+        "while a > alpha max 4 - i as u32 { fill a = 0; } if step % (i as u32 + 1) == i as u32 { fill b = 0; }",
+    ));
+    lower_ok(&looped(
+        "0..n as usize",
+        "while a > alpha max 3 - i as u32 { fill a = 0; }",
+    ));
+    // Outside a loop the messages are as before.
+    assert_error(
+        &with("stage s on s1 { while a > alpha max 0 { fill a = 0; } }"),
+        "`max 0` allows no iteration, so the `while` could only fail: write the most iterations the loop may take, 1 or more (`max 10_000`)",
+        "0",
+    );
+}
