@@ -321,9 +321,17 @@ impl Parse for Control {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
         if input.peek(Token![while]) {
             let keyword = input.parse()?;
-            let condition = input.parse()?;
+            let condition: Condition = input.parse()?;
             let max = parse_max(input)?;
             let (brace, body, swaps) = parse_loop_body(input)?;
+            if max.is_none() && input.peek(kw::max) {
+                // `while r > tol { .. } max 5`: the maximum is part of the test.
+                let written = condition.written();
+                return Err(input.error(format!(
+                    "`max` comes between a `while`'s test and its body: write `while {written} \
+                     max N {{ ... }}`"
+                )));
+            }
             Ok(Control::While {
                 keyword,
                 condition,

@@ -436,3 +436,12 @@ fn max_and_step_rules_run_in_each_iteration_of_a_constant_for() {
         "0",
     );
 }
+
+#[test]
+fn a_max_after_a_while_body_says_where_it_goes() {
+    assert_error(
+        &with("stage s on s1 { while a > alpha { fill a = 0; } max 5 }"),
+        "`max` comes between a `while`'s test and its body: write `while a > alpha max N { ... }`",
+        "max",
+    );
+}
