@@ -22,10 +22,14 @@ pub fn check(cx: &Ctxt, scope: &Scope<'_>) {
         // `max` and `step % k == r` are judged in each iteration of a `for` with constant
         // bounds, where the loop variable and the `let`s have values.
         let evaluations = Evaluation::of_stage(scope, id);
+        let looped = scope.stage_loops[id].map(|l| scope.loops[l]);
         for statement in ast::flatten(&stage.statements) {
             if let Statement::Control(control) = statement {
                 self::statement(cx, scope, control);
                 expressions(cx, scope, control, &evaluations);
+                if let Some(Condition::Step(step)) = control.test() {
+                    step_not_a_loop_name(cx, step, looped);
+                }
             }
         }
     }
@@ -436,6 +440,30 @@ fn step_constants(cx: &Ctxt, step: &ast::StepCondition, evaluations: &[Evaluatio
             return;
         }
     }
+}
+
+/// Rule: in `step % k == r`, `step` is the step counter; a `for` variable or `let` named `step`
+/// around it would silently lose to it (`for step in 0..4 { .. if step % 2 == 0 .. }` tested
+/// the counter, not the iteration), as a param would: the error asks to rename it.
+fn step_not_a_loop_name(cx: &Ctxt, step: &ast::StepCondition, looped: Option<&ast::ForLoop>) {
+    let Some(looped) = looped else {
+        return;
+    };
+    let what = if looped.var == "step" {
+        "the `for` loop's variable"
+    } else if looped.lets.iter().any(|binding| binding.name == "step") {
+        "a `let` of the `for` loop"
+    } else {
+        return;
+    };
+    cx.error_at(
+        step.step,
+        format!(
+            "`step` in `step % k == r` is the pipeline's step counter, but {what} is named `step` \
+             too; rename it (e.g. `for i in ..`, `let round = ..`) so that each name means one \
+             thing"
+        ),
+    );
 }
 
 /// Rule: in `step % k == r`, `step` is the step counter; a param named `step` would silently

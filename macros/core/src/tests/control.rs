@@ -445,3 +445,23 @@ fn a_max_after_a_while_body_says_where_it_goes() {
         "max",
     );
 }
+
+#[test]
+fn a_loop_variable_or_let_named_step_does_not_meet_the_step_counter() {
+    assert_error(
+        &with("for step in 0..4 { stage s on s1 { if step % 2 == 0 { fill b = 0; } } }"),
+        "`step` in `step % k == r` is the pipeline's step counter, but the `for` loop's variable is named `step` too; rename it (e.g. `for i in ..`, `let round = ..`) so that each name means one thing",
+        "step",
+    );
+    assert_error(
+        &with(
+            "for i in 0..4 { let step = i * 2; stage s on s1 { if step % 2 == 0 { fill b = 0; } } }",
+        ),
+        "`step` in `step % k == r` is the pipeline's step counter, but a `let` of the `for` loop is named `step` too; rename it (e.g. `for i in ..`, `let round = ..`) so that each name means one thing",
+        "step",
+    );
+    // The counter beside a loop whose names are others.
+    lower_ok(&with(
+        "for i in 0..4 { stage s on s1 { if step % 2 == i as u32 % 2 { fill b = 0; } } }",
+    ));
+}
