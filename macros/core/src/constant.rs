@@ -34,9 +34,9 @@ pub fn value_in(expr: &Expr, names: &dyn Fn(&Ident) -> Option<i128>) -> Option<i
             UnOp::Neg(_) => value(&unary.expr)?.checked_neg(),
             _ => None,
         },
-        // A cast to an integer type keeps a value that fits it; the rules only use values
-        // that make sense before any truncation.
-        Expr::Cast(cast) => value(&cast.expr),
+        // A cast gives what Rust's `as` gives: an integer type keeps the low bits of the
+        // value (`300 as u8` is 44, `-1i32 as u32` is 4294967295).
+        Expr::Cast(cast) => cast_to(value(&cast.expr)?, &cast.ty),
         Expr::MethodCall(call) if call.args.len() == 1 => {
             let (a, b) = (value(&call.receiver)?, value(&call.args[0])?);
             match call.method.to_string().as_str() {
@@ -63,6 +63,44 @@ pub fn value_in(expr: &Expr, names: &dyn Fn(&Ident) -> Option<i128>) -> Option<i
         }
         _ => None,
     }
+}
+
+/// `value as ty`, as Rust computes it, when `ty` is a primitive integer type (`usize` and
+/// `isize` are 64 bits wide, as on every target CUDA supports). A float type saturates and
+/// rounds, and another name may be an alias of any type: the value is kept only where it
+/// is the same whatever the type (0 to 127), and is unknown otherwise.
+fn cast_to(value: i128, ty: &syn::Type) -> Option<i128> {
+    let width = match crate::ast::ungroup_type(ty) {
+        syn::Type::Path(path) if path.qself.is_none() => path.path.get_ident().and_then(|ident| {
+            match ident.to_string().as_str() {
+                "u8" => Some((8, false)),
+                "u16" => Some((16, false)),
+                "u32" => Some((32, false)),
+                "u64" | "usize" => Some((64, false)),
+                "u128" => Some((128, false)),
+                "i8" => Some((8, true)),
+                "i16" => Some((16, true)),
+                "i32" => Some((32, true)),
+                "i64" | "isize" => Some((64, true)),
+                "i128" => Some((128, true)),
+                _ => None,
+            }
+        }),
+        _ => None,
+    };
+    let Some((bits, signed)) = width else {
+        return (0..=127).contains(&value).then_some(value);
+    };
+    if bits == 128 {
+        // Only `u128` of a negative value differs from `i128`, and it does not fit `i128`.
+        return (signed || value >= 0).then_some(value);
+    }
+    let low = value & ((1i128 << bits) - 1);
+    Some(if signed && low >= 1i128 << (bits - 1) {
+        low - (1i128 << bits)
+    } else {
+        low
+    })
 }
 
 /// A polynomial with integer coefficients over named unknowns (the loop variable, params,
@@ -252,6 +290,21 @@ mod tests {
         assert_eq!(eval("n * 2"), None);
         assert_eq!(eval("n.div_ceil(256)"), None);
         assert_eq!(eval("1 / 0"), None);
+    }
+
+    #[test]
+    fn casts_keep_what_rust_keeps() {
+        assert_eq!(eval("300 as u8"), Some(44));
+        assert_eq!(eval("(256u32 as u8) as usize"), Some(0));
+        assert_eq!(eval("200u8 as i8"), Some(-56));
+        assert_eq!(eval("-1i32 as u32"), Some(4_294_967_295));
+        assert_eq!(eval("(1u64 << 32) as u32"), Some(0));
+        assert_eq!(eval("-1i64 as usize"), Some(18_446_744_073_709_551_615));
+        assert_eq!(eval("((1u64 << 63) as i64) as i128"), Some(-(1i128 << 63)));
+        // A float saturates and rounds, and an alias may be any type.
+        assert_eq!(eval("(16777217 as f32) as u32"), None);
+        assert_eq!(eval("300 as Index"), None);
+        assert_eq!(eval("7 as Index"), Some(7));
     }
 
     #[test]

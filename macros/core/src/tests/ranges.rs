@@ -160,3 +160,31 @@ fn copies_between_known_lengths_of_two_lengths_are_errors() {
         lower_ok(&ranged(items));
     }
 }
+
+/// A cast gives what Rust's `as` gives: `(256u32 as u8) as usize` is 0, so the range it
+/// starts is `x[0..4]`, not an inverted `x[256..4]`, and the value a flag write leaves is 0.
+#[test]
+fn casts_truncate_as_rust_does() {
+    for items in [
+        "stage s on main { copy x[0..4] -> x[(260u32 as u8) as usize..8]; }",
+        "stage s on main { fill t[0..(272u32 as u8) as usize] = 0.0; } stage r on main { copy t[0..16] -> x[0..16]; }",
+    ] {
+        lower_ok(&ranged(items));
+    }
+    assert_eq!(
+        errors(&ranged(
+            "stage s on main { copy x[0..4] -> x[(256u32 as u8) as usize..4]; }"
+        )),
+        ["`x[0..4]` and `x[(256u32 as u8) as usize..4]` overlap at elements 0..4, and `x[(256u32 as u8) as usize..4]` is written: the ranges one statement names of a buffer must be apart where one is written; name elements that do not overlap, or a second buffer"]
+    );
+    let flags = |items: &str| {
+        with(&format!(
+            "scratch {{ f: FlagCell }} stage w on s1 {{ write f = (256u32 as u8) as u32; }} {items}"
+        ))
+    };
+    lower_ok(&flags("stage r on s2 { wait f == 0u32; }"));
+    assert_eq!(
+        errors(&flags("stage r on s2 { wait f == 256u32; }")),
+        ["`wait f == 256u32` in stage `r` sees the value of `write f = (256u32 as u8) as u32` in stage `w`, the last write before it, which never satisfies it: the stream would wait for ever; wait for the value written, or write the value waited for"]
+    );
+}
