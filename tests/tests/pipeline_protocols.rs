@@ -303,3 +303,50 @@ fn host_a_token_passed_between_iterations_runs() {
 fn cuda_a_token_passed_between_iterations_runs() {
     within(60, || token_passes(&Context::cuda(0).unwrap()));
 }
+
+gpu_pipeline! {
+    /// A token passed between two stages of each iteration of a `for` over a param: `take`
+    /// waits for what the previous iteration's `give` wrote.
+    pipeline SplitToken {
+        streams { main, work[2] }
+        params { rounds: usize, flag: &mut FlagCell }
+        for i in 0..rounds {
+            stage take on work[i % 2] {
+                wait flag == i as u32;
+            }
+            stage give on main {
+                write flag = (i + 1) as u32;
+            }
+        }
+    }
+}
+
+fn split_token_passes(ctx: &Context) {
+    let mut flag = FlagCell::<u32>::new(ctx, 0).unwrap();
+    let mut pipeline = SplitToken::new(ctx).unwrap();
+    pipeline
+        .run(SplitTokenParams {
+            rounds: 5,
+            flag: &mut flag,
+        })
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(flag.load(), 5);
+}
+
+/// The chain compiles (it was refused as a wait only a later write satisfies) and runs to
+/// the end.
+#[test]
+fn host_a_token_passed_between_stages_over_a_param_runs() {
+    let ctx = Context::host_checked();
+    let checked = ctx.clone();
+    within(60, move || split_token_passes(&ctx));
+    assert!(checked.races().is_empty(), "{:?}", checked.races());
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn cuda_a_token_passed_between_stages_over_a_param_runs() {
+    within(60, || split_token_passes(&Context::cuda(0).unwrap()));
+}

@@ -4,8 +4,8 @@
 //! writes it.
 
 use super::iterations::Iterations;
-use crate::ast::tokens_string;
-use crate::constant;
+use crate::ast::{self, tokens_string};
+use crate::constant::{self, Poly};
 use crate::ctxt::Ctxt;
 use crate::lower::{
     BufferId, Cycle, Hazard, Hop, Mode, Pipeline, Reason, Stage, StageId, StatementKind, Via,
@@ -68,8 +68,10 @@ fn why_after(pipeline: &Pipeline<'_>, first: Site, second: Site) -> String {
 
 /// One statement that writes a flag: where, in words, and the values it may write when the
 /// macro knows them all (one, or one per iteration of a `for` with constant bounds).
-struct FlagWrite {
+struct FlagWrite<'a> {
     site: Site,
+    /// The value of a `write` (`None` for a `call` or a host closure).
+    value: Option<&'a syn::Expr>,
     what: String,
     values: Option<Vec<i128>>,
     /// What it leaves in the flag, when known: its value, or its last iteration's (the
@@ -82,7 +84,7 @@ struct FlagWrite {
     by_iteration: Vec<Option<i128>>,
 }
 
-impl FlagWrite {
+impl FlagWrite<'_> {
     /// Whether some value it may write satisfies `condition` against `wanted`; unknown
     /// values might.
     fn may_satisfy(
@@ -152,7 +154,7 @@ fn per_iteration(
 /// they run in order), and the first for what the flag holds before the loop (`initial`: 0
 /// for a scratch flag nothing wrote, unknown for a param). Unknown values might satisfy.
 fn passed_on(
-    write: &FlagWrite,
+    write: &FlagWrite<'_>,
     waits: &[Option<i128>],
     initial: Option<i128>,
     condition: WaitCondition,
@@ -172,6 +174,51 @@ fn passed_on(
             .all(|(&wanted, &written)| {
                 !never(wanted) && satisfies(written, condition, wanted, bits)
             })
+}
+
+/// [`passed_on`] for a `for` whose bounds are not constants: the values as polynomials over
+/// the loop variable and the params. Iteration `i + 1` waits for `wait` with `i + 1` for the
+/// loop variable and sees what iteration `i` wrote, `written`; the first iteration, where its
+/// start is a constant, sees `initial`. A value that is not a polynomial (a `let`, a
+/// division), or a difference that changes with the iteration, might be passed on.
+fn passed_on_symbolically(
+    body: &ast::ForLoop,
+    wait: &syn::Expr,
+    written: Option<&syn::Expr>,
+    initial: Option<i128>,
+    condition: WaitCondition,
+    bits: Option<u32>,
+) -> bool {
+    let var = body.var.to_string();
+    let names = |name: &syn::Ident| {
+        let lets = body.lets.iter().any(|binding| binding.name == *name);
+        (!lets).then(|| Poly::unknown(&name.to_string()))
+    };
+    if condition == WaitCondition::AnyBit && constant::value(wait) == Some(0) {
+        return false;
+    }
+    let first = constant::value(&body.start).and_then(|start| {
+        constant::value_in(wait, &|name| (*name == body.var).then_some(start))
+    });
+    if !satisfies(initial, condition, first, bits) {
+        return false;
+    }
+    let (Some(wanted), Some(written)) = (
+        constant::polynomial(wait, &names),
+        written.and_then(|written| constant::polynomial(written, &names)),
+    ) else {
+        return true;
+    };
+    let next = Poly::unknown(&var)
+        .add(&Poly::constant(1))
+        .and_then(|next| wanted.substitute(&var, &next));
+    match next.and_then(|next| written.sub(&next)).map(|d| d.as_constant()) {
+        // `written - wanted` is the same in every iteration: compared as the GPU compares.
+        Some(Some(difference)) if condition != WaitCondition::AnyBit => {
+            satisfies(Some(difference), condition, Some(0), bits)
+        }
+        _ => true,
+    }
 }
 
 /// `write flag = 3` or, for the values of a loop, `write flag = i as u32` (which writes 0,
@@ -194,7 +241,7 @@ fn values_text(values: &Option<Vec<i128>>, written: &str) -> String {
 }
 
 /// Every statement that writes `flag`.
-fn flag_writes(pipeline: &Pipeline<'_>, flag: BufferId) -> Vec<FlagWrite> {
+fn flag_writes<'a>(pipeline: &Pipeline<'a>, flag: BufferId) -> Vec<FlagWrite<'a>> {
     let mut writes = Vec::new();
     for (stage_id, stage) in pipeline.stages.iter().enumerate() {
         for (index, statement) in stage.statements.iter().enumerate() {
@@ -205,6 +252,10 @@ fn flag_writes(pipeline: &Pipeline<'_>, flag: BufferId) -> Vec<FlagWrite> {
             if !writes_flag {
                 continue;
             }
+            let value = match &statement.kind {
+                StatementKind::Write { source, .. } => Some(&source.value),
+                _ => None,
+            };
             let (what, values, last, by_iteration) = match &statement.kind {
                 StatementKind::Write { source, .. } => {
                     let by_iteration = per_iteration(pipeline, stage, &source.value);
@@ -227,6 +278,7 @@ fn flag_writes(pipeline: &Pipeline<'_>, flag: BufferId) -> Vec<FlagWrite> {
                     stage: StageId(stage_id),
                     index,
                 },
+                value,
                 what: values_text(&values, &what),
                 values,
                 last,
@@ -300,7 +352,7 @@ fn flag_waits(cx: &Ctxt, pipeline: &Pipeline<'_>) {
                 tokens_string(&source.value)
             );
             let writes = flag_writes(pipeline, *flag);
-            let (before, after): (Vec<&FlagWrite>, Vec<&FlagWrite>) = writes
+            let (before, after): (Vec<&FlagWrite<'_>>, Vec<&FlagWrite<'_>>) = writes
                 .iter()
                 .partition(|write| runs_before(pipeline, write.site, site));
             // The write the wait sees is the last of those before it.
@@ -327,9 +379,26 @@ fn flag_waits(cx: &Ctxt, pipeline: &Pipeline<'_>) {
             // No write runs before the wait (that case ended above): the loop starts from
             // what a scratch flag starts with, or from the world outside.
             let initial = cell.scratch.then_some(0);
-            let in_a_later_iteration = |write: &FlagWrite| {
-                write.site.stage == site.stage
-                    && passed_on(write, &waits, initial, *condition, bits)
+            // A write later in the wait's own `for` (in its stage or a later one) reaches the
+            // next iteration's wait: the iterations touch one flag, so they run in order.
+            let looped = stage.looped.map(|l| pipeline.loops[l]);
+            let in_a_later_iteration = |write: &FlagWrite<'_>| {
+                let Some(body) = looped.filter(|_| {
+                    pipeline.stages[write.site.stage.0].looped == stage.looped
+                }) else {
+                    return false;
+                };
+                match Iterations::of(body) {
+                    Some(_) => passed_on(write, &waits, initial, *condition, bits),
+                    None => passed_on_symbolically(
+                        body,
+                        &source.value,
+                        write.value,
+                        initial,
+                        *condition,
+                        bits,
+                    ),
+                }
             };
             if let Some(write) = after.iter().find(|write| {
                 write.may_satisfy(*condition, wanted, bits) && !in_a_later_iteration(write)

@@ -146,6 +146,46 @@ fn a_token_passed_between_iterations_compiles() {
     }
 }
 
+/// The token may be written by a later stage of the same iteration (on the same stream or
+/// another: the write of the flag runs after the wait that reads it, and the next iteration's
+/// wait after the write), and a `for` over params passes it on too: the values are compared as
+/// polynomials, iteration `i + 1` waiting for what iteration `i` wrote.
+#[test]
+fn a_token_passed_by_another_stage_or_over_params_compiles() {
+    let pipeline = |items: &str| {
+        format!(
+            "pipeline P {{ streams {{ main, work[4] }} params {{ n: usize, flag: &mut FlagCell }} scratch {{ f: FlagCell }} {items} }}"
+        )
+    };
+    for items in [
+        "for i in 0..4 { stage a on main { wait f == i as u32; } stage b on work[0] { write f = (i + 1) as u32; } }",
+        "for i in 0..4 { stage a on main { wait f == i as u32; } stage b on main { write f = (i + 1) as u32; } }",
+        "for i in 0..n { stage a on main { wait f == i as u32; write f = (i + 1) as u32; } }",
+        "for i in 0..n { stage a on main { wait flag == i as u32; write flag = (i + 1) as u32; } }",
+        "for i in 0..n { stage a on main { wait f == i as u32; } stage b on work[1] { write f = (i + 1) as u32; } }",
+        "for i in 0..n { stage a on work[i % 4] { wait f >= i as u32; write f = (i + 2) as u32; } }",
+    ] {
+        lower_ok(&pipeline(items));
+    }
+    for refused in [
+        // The next iteration waits for `i + 1`, but the flag holds `i + 2`.
+        "for i in 0..n { stage a on main { wait f == i as u32; write f = (i + 2) as u32; } }",
+        "for i in 0..4 { stage a on main { wait f == i as u32; } stage b on main { write f = (i + 2) as u32; } }",
+        // The first iteration waits for 1 on a scratch flag that holds 0.
+        "for i in 1..n { stage a on main { wait f == i as u32; write f = (i + 1) as u32; } }",
+        // The flag never reaches what the next iteration waits for.
+        "for i in 0..n { stage a on main { wait f >= (i + 3) as u32; write f = (i + 2) as u32; } }",
+    ] {
+        let messages = errors(&pipeline(refused));
+        assert!(
+            messages
+                .iter()
+                .any(|m| m.contains("can only be satisfied by `write f =")),
+            "{refused}: {messages:?}"
+        );
+    }
+}
+
 #[test]
 fn scratch_buffers_are_written_before_they_are_read() {
     assert_cases(&[
