@@ -79,6 +79,8 @@ struct FlagWrite<'a> {
     last: Option<i128>,
     /// `write flag = i as u32` in its last iteration (`i = 3`), for messages.
     last_what: String,
+    /// `write flag = i as u32` in stage `s`, without its values.
+    written: String,
     /// Its value in each iteration of its stage's `for` with constant bounds, in order (`None`
     /// where one does not evaluate); empty outside such a loop.
     by_iteration: Vec<Option<i128>>,
@@ -280,6 +282,7 @@ fn flag_writes<'a>(pipeline: &Pipeline<'a>, flag: BufferId) -> Vec<FlagWrite<'a>
                 },
                 value,
                 what: values_text(&values, &what),
+                written: what,
                 values,
                 last,
                 last_what,
@@ -372,6 +375,8 @@ fn flag_waits(cx: &Ctxt, pipeline: &Pipeline<'_>) {
                             stage.decl.name, last.last_what
                         ),
                     );
+                } else if wanted.is_none() {
+                    looped_wait_after(cx, pipeline, stage, source, &wait, last, &writes, *condition, bits);
                 }
                 continue;
             }
@@ -429,6 +434,68 @@ fn flag_waits(cx: &Ctxt, pipeline: &Pipeline<'_>) {
                 );
             }
         }
+    }
+}
+
+/// A wait whose value changes with the iterations of its `for` with constant bounds, after a
+/// write before it (`write flag = 1;` then `for i in 0..4 { wait flag == (i + 1) as u32; }`):
+/// each iteration sees what `last` leaves, or, when `last` is in the same `for`, what it
+/// wrote in that iteration. An iteration whose value that never satisfies waits for ever.
+/// A write of the flag later in the loop (a token passed on) changes what the next
+/// iteration sees: that is judged where no write runs before the wait.
+#[allow(clippy::too_many_arguments)]
+fn looped_wait_after(
+    cx: &Ctxt,
+    pipeline: &Pipeline<'_>,
+    stage: &Stage<'_>,
+    source: &ast::Wait,
+    wait: &str,
+    last: &FlagWrite<'_>,
+    writes: &[FlagWrite<'_>],
+    condition: WaitCondition,
+    bits: Option<u32>,
+) {
+    let Some(body) = stage.looped.map(|l| pipeline.loops[l]) else {
+        return;
+    };
+    let in_loop = |write: &FlagWrite<'_>| pipeline.stages[write.site.stage.0].looped == stage.looped;
+    let same_iteration = in_loop(last);
+    // Every write of the flag in the loop other than `last` runs before it in the iteration.
+    let others_before = writes.iter().all(|write| {
+        write.site == last.site || !in_loop(write) || runs_before(pipeline, write.site, last.site)
+    });
+    if !others_before {
+        return;
+    }
+    let waits = per_iteration(pipeline, stage, &source.value);
+    let start = Iterations::of(body).map_or(0, |iterations| iterations.range.start);
+    for (n, &wanted) in waits.iter().enumerate() {
+        let seen = if same_iteration {
+            last.by_iteration.get(n).copied().flatten()
+        } else {
+            last.last
+        };
+        let never = condition == WaitCondition::AnyBit && wanted == Some(0);
+        if !never && satisfies(seen, condition, wanted, bits) {
+            continue;
+        }
+        let (Some(wanted), Ok(n)) = (wanted, i128::try_from(n)) else {
+            continue;
+        };
+        let what = match (same_iteration, seen) {
+            (true, Some(seen)) => format!("{} in the same iteration (it writes {seen})", last.written),
+            _ => last.last_what.clone(),
+        };
+        cx.error_spanned_by(
+            &source.value,
+            format!(
+                "{wait} in stage `{}` sees the value of {what}, the last write before it, which never satisfies it when `{} = {}` (it waits for {wanted}): the stream would wait for ever; wait for the value written, or write the value waited for",
+                stage.decl.name,
+                body.var,
+                start + n,
+            ),
+        );
+        return;
     }
 }
 

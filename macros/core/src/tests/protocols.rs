@@ -186,6 +186,43 @@ fn a_token_passed_by_another_stage_or_over_params_compiles() {
     }
 }
 
+/// A wait whose value changes with the iterations of its `for` (constant bounds), after a
+/// write before it: each iteration sees what that write leaves (or wrote in the same
+/// iteration, when it is in the loop too), and one whose value that never satisfies waits for
+/// ever. It compiled, since only a constant value was compared.
+#[test]
+fn a_looped_wait_after_a_write_needs_its_value_in_every_iteration() {
+    let pipeline = |items: &str| {
+        format!(
+            "pipeline P {{ streams {{ main, work[4] }} params {{ n: usize, f: &mut FlagCell }} {items} }}"
+        )
+    };
+    assert_error(
+        &pipeline(
+            "stage w on main { write f = 1; } for i in 0..4 { stage a on work[i] { wait f == (i + 1) as u32; } }",
+        ),
+        "`wait f == (i + 1) as u32` in stage `a` sees the value of `write f = 1` in stage `w`, the last write before it, which never satisfies it when `i = 1` (it waits for 2): the stream would wait for ever; wait for the value written, or write the value waited for",
+        "(i + 1) as u32",
+    );
+    assert_error(
+        &pipeline(
+            "for i in 0..4 { stage w on main { write f = (i + 1) as u32; } stage a on work[i] { wait f == (i + 2) as u32; } }",
+        ),
+        "`wait f == (i + 2) as u32` in stage `a` sees the value of `write f = (i + 1) as u32` in stage `w` in the same iteration (it writes 1), the last write before it, which never satisfies it when `i = 0` (it waits for 2): the stream would wait for ever; wait for the value written, or write the value waited for",
+        "(i + 2) as u32",
+    );
+    for items in [
+        "stage w on main { write f = 4; } for i in 0..4 { stage a on work[i] { wait f >= (i + 1) as u32; } }",
+        "for i in 0..4 { stage w on main { write f = (i + 1) as u32; } stage a on work[i] { wait f == (i + 1) as u32; } }",
+        // A token passed on from the value written before the loop.
+        "stage w on main { write f = 1; } for i in 0..4 { stage a on work[0] { wait f == (i + 1) as u32; write f = (i + 2) as u32; } }",
+        // Over a param: not evaluated.
+        "stage w on main { write f = 1; } for i in 0..n { stage a on work[0] { wait f == (i + 1) as u32; } }",
+    ] {
+        lower_ok(&pipeline(items));
+    }
+}
+
 #[test]
 fn scratch_buffers_are_written_before_they_are_read() {
     assert_cases(&[
