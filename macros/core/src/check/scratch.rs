@@ -126,16 +126,18 @@ pub(super) fn written_first(cx: &Ctxt, pipeline: &Pipeline<'_>) {
 enum Before {
     /// Nothing before it writes the buffer (`written_first` reports that).
     Nothing,
-    /// Some write's elements are not constants, or it sits in a control statement: the
-    /// check is left to the step's plan.
+    /// Some write's elements are not constants, or it sits in a control statement that
+    /// writes on every run: the check is left to the step's plan.
     Unknown,
     /// Constant ranges (an open end: to the buffer's end).
     Ranges(Vec<(i128, Option<i128>, String)>),
 }
 
-/// The writes of buffer `id` that run before `read`, as [`Before`] says.
-fn writes_before(pipeline: &Pipeline<'_>, id: BufferId, read: Site) -> Before {
+/// The writes of buffer `id` that run before `read`, as [`Before`] says, and the first
+/// control statement among them whose writes some run skips (they count for nothing).
+fn writes_before(pipeline: &Pipeline<'_>, id: BufferId, read: Site) -> (Before, Option<Site>) {
     let mut found = Before::Nothing;
+    let mut skipped = None;
     for (stage_id, stage) in pipeline.stages.iter().enumerate() {
         for (index, statement) in stage.statements.iter().enumerate() {
             let site = Site {
@@ -151,7 +153,21 @@ fn writes_before(pipeline: &Pipeline<'_>, id: BufferId, read: Site) -> Before {
                 continue;
             }
             if matches!(statement.kind, crate::lower::StatementKind::Control(_)) {
-                return Before::Unknown;
+                // A write that some run of the statement skips (an `if` without `else`, a
+                // `while`, a `switch`) covers nothing in that run; one every run makes is
+                // left to the step's plan.
+                let (mut written, mut reads) = (false, Vec::new());
+                super::flow::uncovered_reads(
+                    std::slice::from_ref(statement),
+                    id,
+                    &mut written,
+                    &mut reads,
+                );
+                if written {
+                    return (Before::Unknown, skipped);
+                }
+                skipped = skipped.or(Some(site));
+                continue;
             }
             for touch in writes {
                 let bounds = touch.subscript.and_then(|r| {
@@ -163,15 +179,15 @@ fn writes_before(pipeline: &Pipeline<'_>, id: BufferId, read: Site) -> Before {
                     .is_none_or(|r| r.range.is_none() && r.index.is_none());
                 match (bounds, &mut found) {
                     // A whole write covers any read.
-                    _ if whole => return Before::Unknown,
-                    (None, _) => return Before::Unknown,
+                    _ if whole => return (Before::Unknown, skipped),
+                    (None, _) => return (Before::Unknown, skipped),
                     (Some(bounds), Before::Ranges(list)) => list.push(bounds),
                     (Some(bounds), _) => found = Before::Ranges(vec![bounds]),
                 }
             }
         }
     }
-    found
+    (found, skipped)
 }
 
 /// Rule: a read of constant elements of a scratch buffer is written first where every write
@@ -202,7 +218,8 @@ pub(super) fn constant_parts_written_first(cx: &Ctxt, pipeline: &Pipeline<'_>) {
                     else {
                         continue;
                     };
-                    let Before::Ranges(writes) = writes_before(pipeline, id, read) else {
+                    let (Before::Ranges(writes), skipped) = writes_before(pipeline, id, read)
+                    else {
                         continue;
                     };
                     let overlaps = |&(s, e, _): &(i128, Option<i128>, String)| {
@@ -217,11 +234,18 @@ pub(super) fn constant_parts_written_first(cx: &Ctxt, pipeline: &Pipeline<'_>) {
                         .map(|(_, _, text)| format!("`{text}`"))
                         .collect();
                     let zero = zero_literal(buffer.elem);
+                    let maybe = skipped.map_or(String::new(), |write| {
+                        format!(
+                            " (a write of `{name}` in stage `{}` {}, so it counts for nothing)",
+                            pipeline.stages[write.stage.0].decl.name,
+                            why_maybe(&pipeline.stages[write.stage.0].statements[write.index]),
+                        )
+                    });
                     cx.error_between(
                         touch.name.span(),
                         range.span,
                         format!(
-                            "`{}` is read in stage `{}`, but the writes of `{name}` before it ({}) cover none of elements {start}..{end}, so the read finds undefined contents; write them first (`fill {name}[{start}..{end}] = {zero};`, or a kernel that writes them)",
+                            "`{}` is read in stage `{}`, but the writes of `{name}` before it ({}) cover none of elements {start}..{end}{maybe}, so the read finds undefined contents; write them first (`fill {name}[{start}..{end}] = {zero};`, or a kernel that writes them)",
                             super::ranges::reference_text(&reference),
                             stage.decl.name,
                             texts.join(", "),

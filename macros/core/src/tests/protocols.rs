@@ -257,7 +257,29 @@ fn scratch_parts_read_where_no_constant_write_reached_are_refused() {
         "`t[8..16]` is read in stage `s`, but the writes of `t` before it (`t[0..1]`) cover none of elements 8..16, so the read finds undefined contents; write them first (`fill t[8..16] = 0.0;`, or a kernel that writes them)",
         "t[8..16]",
     );
+    // A write that some run skips (an `if` without `else`, a `while`) covers nothing there:
+    // it compiled, and the step's plan refused it.
+    for (control, why) in [
+        ("if a > 0.0 { fill t[8..16] = 1.0; }", "sits in an `if` without `else`"),
+        (
+            "while a > 0.0 max 4 { fill t[8..16] = 1.0; launch k::touch(a) grid 1 block 1; }",
+            "sits in a `while` body, which may run no time",
+        ),
+    ] {
+        assert_error(
+            &with(&format!(
+                "scratch {{ t: DeviceBuffer<f32> = 16 }}
+                 stage s on s1 {{ fill t[0..8] = 0.0; {control} copy t[8..12] -> h[0..4]; }}"
+            )),
+            &format!("`t[8..12]` is read in stage `s`, but the writes of `t` before it (`t[0..8]`) cover none of elements 8..12 (a write of `t` in stage `s` {why}, so it counts for nothing), so the read finds undefined contents; write them first (`fill t[8..12] = 0.0;`, or a kernel that writes them)"),
+            "t[8..12]",
+        );
+    }
     for items in [
+        // Both bodies write: left to the step's plan.
+        "stage s on s1 { fill t[0..8] = 0.0; if a > 0.0 { fill t[8..16] = 1.0; } else { fill t[8..12] = 2.0; } copy t[8..12] -> h[0..4]; }",
+        "stage s on s1 { fill t[0..8] = 0.0; do { fill t[8..12] = 1.0; launch k::touch(a) grid 1 block 1; } while a > 0.0 max 4; copy t[8..12] -> h[0..4]; }",
+        "stage s on s1 { fill t[0..8] = 0.0; if a > 0.0 { fill t[8..16] = 1.0; } copy t[0..4] -> h[0..4]; }",
         "stage s on s1 { fill t[0..8] = 0.0; copy t[4..12] -> h[0..8]; }",
         "stage s on s1 { fill t = 0.0; copy t[8..16] -> h[0..8]; }",
         "stage s on s1 { fill t[0..n as usize] = 0.0; copy t[8..16] -> h[0..8]; }",
