@@ -72,7 +72,11 @@ impl Evaluation<'_> {
     /// Every evaluation of stage `id`: one per iteration of its `for` when the bounds are
     /// constants (none when it runs no iteration), else one.
     pub fn of_stage<'a>(scope: &Scope<'a>, id: usize) -> Vec<Evaluation<'a>> {
-        let body = scope.stage_loops[id].map(|l| scope.loops[l]);
+        Evaluation::of_loop(scope.stage_loops[id].map(|l| scope.loops[l]))
+    }
+
+    /// Every evaluation of a stage in `body` (`None`: outside loops), as [`Self::of_stage`].
+    pub fn of_loop(body: Option<&ForLoop>) -> Vec<Evaluation<'_>> {
         match body.and_then(Iterations::of) {
             Some(iterations) => iterations
                 .range

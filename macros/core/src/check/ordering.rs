@@ -3,7 +3,7 @@
 //! a write ordered before it, and (`scratch.rs`) no scratch buffer is read before something
 //! writes it.
 
-use super::iterations::Iterations;
+use super::iterations::{Evaluation, Iterations};
 use crate::ast::{self, tokens_string};
 use crate::constant::{self, Poly};
 use crate::ctxt::Ctxt;
@@ -604,7 +604,20 @@ fn contradiction(
 ) -> Option<String> {
     let (sa, sb) = (&pipeline.stages[a], &pipeline.stages[b]);
     let lane = |lane: Option<&syn::Expr>| lane.map(tokens_string);
-    if sa.stream == sb.stream && lane(sa.lane) == lane(sb.lane) {
+    // One element of a stream array: written alike, or of one value in every evaluation
+    // (`work[1]` and `work[2 - 1]`).
+    let evaluations = Evaluation::of_loop(sa.looped.map(|l| pipeline.loops[l]));
+    let one_lane = match (sa.lane, sb.lane) {
+        (Some(x), Some(y)) => {
+            tokens_string(x) == tokens_string(y)
+                || !evaluations.is_empty()
+                    && evaluations
+                        .iter()
+                        .all(|at| at.value(x).is_some() && at.value(x) == at.value(y))
+        }
+        (x, y) => lane(x) == lane(y),
+    };
+    if sa.stream == sb.stream && one_lane {
         let stream = &pipeline.streams[sa.stream.0].name;
         let element = lane(sa.lane).map_or(String::new(), |l| format!("[{l}]"));
         return Some(format!(
@@ -634,6 +647,9 @@ fn contradiction(
             .map(|touch| (touch.buffer, touch.mode))
             .collect()
     };
+    if let Some(message) = ranges_contradiction(pipeline, earlier, later, first, second) {
+        return Some(message);
+    }
     let (before, after) = (whole(earlier), whole(later));
     for &(buffer, mode) in &after {
         let Some(&(_, earlier_mode)) = before
@@ -664,6 +680,64 @@ fn contradiction(
             earlier.decl.name,
             verb(earlier_mode),
         ));
+    }
+    None
+}
+
+/// Two stages of one iteration that name a common element in every evaluation, one of them
+/// writing it: `xs[0]` in both, `x[0..4]` and `x[2..8]`, `x` and `x[0..4]` (with the loop
+/// variable at each value of a `for` with constant bounds). The step orders them in every
+/// instance, so the claim cannot hold. Whole buffers named without subscripts in both are
+/// reported by the caller.
+fn ranges_contradiction(
+    pipeline: &Pipeline<'_>,
+    earlier: &Stage<'_>,
+    later: &Stage<'_>,
+    first: &syn::Ident,
+    second: &syn::Ident,
+) -> Option<String> {
+    let evaluations = Evaluation::of_loop(earlier.looped.map(|l| pipeline.loops[l]));
+    if evaluations.is_empty() {
+        return None;
+    }
+    fn touches<'a>(stage: &Stage<'a>) -> Vec<(BufferId, Mode, ast::BufRef<'a>)> {
+        stage
+            .statements
+            .iter()
+            .flat_map(|statement| &statement.accesses)
+            .map(|touch| {
+                let reference = touch.subscript.unwrap_or(ast::BufRef {
+                    name: touch.name,
+                    index: None,
+                    range: None,
+                    last: touch.name.span(),
+                });
+                (touch.buffer, touch.mode, reference)
+            })
+            .collect()
+    }
+    let (before, after) = (touches(earlier), touches(later));
+    for (buffer, later_mode, b) in &after {
+        for (other, earlier_mode, a) in &before {
+            let subscripted = a.index.is_some() || a.range.is_some() || b.index.is_some() || b.range.is_some();
+            if other != buffer
+                || !subscripted
+                || (*earlier_mode == Mode::Read && *later_mode == Mode::Read)
+                || !evaluations.iter().all(|at| super::ranges::surely_overlap(a, b, at))
+            {
+                continue;
+            }
+            let verb = |m: Mode| if m == Mode::Write { "writes" } else { "reads" };
+            return Some(format!(
+                "`{first}` and `{second}` cannot run concurrently: `{}` {} `{}` after `{}` {} `{}`, which share elements; drop the claim, or remove that ordering",
+                later.decl.name,
+                verb(*later_mode),
+                super::ranges::reference_text(b),
+                earlier.decl.name,
+                verb(*earlier_mode),
+                super::ranges::reference_text(a),
+            ));
+        }
     }
     None
 }

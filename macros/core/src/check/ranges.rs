@@ -127,6 +127,29 @@ pub(super) fn alias(
     None
 }
 
+/// Whether `a` and `b`, references of two statements (a reference without subscripts is the
+/// whole buffer), surely name a common element in evaluation `at`: one buffer (an array's
+/// element of one value, or written alike), and ranges that share elements. A range that may
+/// be empty (`x[4..]`, bounds that do not evaluate) shares none that the compiler knows of.
+pub(super) fn surely_overlap(a: &BufRef<'_>, b: &BufRef<'_>, at: &Evaluation<'_>) -> bool {
+    if !same_buffer(a, b, at) {
+        return false;
+    }
+    let covered = |r: &BufRef<'_>| match r.range {
+        None => Some(Cover::Whole),
+        Some(_) => cover(r, at),
+    };
+    match (covered(a), covered(b)) {
+        (Some(Cover::Whole), Some(Cover::Whole)) => true,
+        (Some(Cover::Whole), Some(Cover::Elements(lo, Some(hi))))
+        | (Some(Cover::Elements(lo, Some(hi))), Some(Cover::Whole)) => lo < hi,
+        (Some(Cover::Elements(a0, a1)), Some(Cover::Elements(b0, b1))) => {
+            shared_elements((a0, a1), (b0, b1)).is_some()
+        }
+        _ => false,
+    }
+}
+
 /// The first and last span of a reference as written, for an error on all of it: `x[0..4]`,
 /// `xs[1]`.
 pub(super) fn reference_spans(r: &BufRef<'_>) -> (Span, Span) {

@@ -120,6 +120,47 @@ fn claims_every_iteration_contradicts_are_errors_in_loops() {
     ));
 }
 
+/// In a step whose shape is known only when it is enqueued, a claim on two stages that name
+/// a common element in every evaluation (constant ranges that overlap, one element of an
+/// array, a whole buffer beside a range of it), or that run on one element of a stream array
+/// however it is written, is contradicted in every instance: it compiled, and only the step's
+/// plan refused it.
+#[test]
+fn claims_on_overlapping_ranges_in_every_instance_are_errors() {
+    let cases = [
+        (
+            "stage a on main { fill x[0..4] = 0.0; } stage b on work[0] { fill x[2..8] = 0.0; } concurrent(a, b);",
+            "`a` and `b` cannot run concurrently: `b` writes `x[2..8]` after `a` writes `x[0..4]`, which share elements; drop the claim, or remove that ordering",
+        ),
+        (
+            "stage a on main { fill x = 0.0; } stage b on work[0] { copy x[0..4] -> y[0..4]; } concurrent(a, b);",
+            "`a` and `b` cannot run concurrently: `b` reads `x[0..4]` after `a` writes `x`, which share elements; drop the claim, or remove that ordering",
+        ),
+        (
+            "for i in 0..4 { stage a on work[i] { fill x[i * 4..i * 4 + 4] = 0.0; } stage b on work[(i + 1) % 4] { fill x[i * 4 + 2..i * 4 + 3] = 0.0; } concurrent(a, b); }",
+            "`a` and `b` cannot run concurrently: `b` writes `x[i * 4 + 2..i * 4 + 3]` after `a` writes `x[i * 4..i * 4 + 4]`, which share elements; drop the claim, or remove that ordering",
+        ),
+        (
+            "stage a on work[1] { fill x = 0.0; } stage b on work[2 - 1] { fill y = 0.0; } concurrent(a, b);",
+            "`a` and `b` both run on stream `work[1]`, which runs them one after the other; put one on another stream, or drop the claim",
+        ),
+    ];
+    for (body, message) in cases {
+        assert_error(&chunked(body), message, "a, b");
+    }
+    for body in [
+        "stage a on main { fill x[0..4] = 0.0; } stage b on work[0] { fill x[4..8] = 0.0; } concurrent(a, b);",
+        "stage a on main { copy x[0..4] -> y[0..4]; } stage b on work[0] { copy x[2..3] -> y[8..9]; } concurrent(a, b);",
+        // Empty, or empty when `x` holds 4 elements.
+        "stage a on main { fill x = 0.0; } stage b on work[0] { fill x[0..0] = 0.0; } concurrent(a, b);",
+        "stage a on main { fill x = 0.0; } stage b on work[0] { fill x[4..] = 0.0; } concurrent(a, b);",
+        "for i in 0..4 { stage a on work[i] { fill x[i * 4..i * 4 + 4] = 0.0; } stage b on work[(i + 1) % 4] { fill x[i * 4 + 4..i * 4 + 8] = 0.0; } concurrent(a, b); }",
+        "for i in 0..chunks { stage a on work[i % 4] { fill x[i..i + 1] = 0.0; } stage b on work[(i + 1) % 4] { fill x[s..s + 1] = 0.0; } concurrent(a, b); }",
+    ] {
+        lower_ok(&chunked(body));
+    }
+}
+
 /// A ring over a device array, with `body` inside the pipeline.
 fn ring(body: &str) -> String {
     format!(
