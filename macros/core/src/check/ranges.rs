@@ -63,10 +63,56 @@ fn same_buffer(a: &BufRef<'_>, b: &BufRef<'_>, at: &Evaluation<'_>) -> bool {
             (None, None) => true,
             (Some(x), Some(y)) => match (at.value(x), at.value(y)) {
                 (Some(x), Some(y)) => x == y,
-                _ => x.to_token_stream().to_string() == y.to_token_stream().to_string(),
+                _ => {
+                    x.to_token_stream().to_string() == y.to_token_stream().to_string()
+                        || exact_polynomial(x).is_some_and(|p| exact_polynomial(y) == Some(p))
+                }
             },
             _ => false,
         }
+}
+
+/// `expr` as a polynomial whose every name is an unknown, where it has the same value as
+/// `expr` in any evaluation: two expressions of one statement (or of two stages of one
+/// iteration) with one polynomial have one value (`xs[m + 1]` and `xs[1 + m]`, `x[i]` and
+/// `x[i + 0]`). A cast to a type narrower than 64 bits (or an alias) keeps only some bits,
+/// so an expression with one is none.
+fn exact_polynomial(expr: &syn::Expr) -> Option<constant::Poly> {
+    fn widening_only(expr: &syn::Expr) -> bool {
+        match ast::ungroup_expr(expr) {
+            syn::Expr::Cast(cast) => {
+                let wide = matches!(
+                    tokens_string(&cast.ty).as_str(),
+                    "usize" | "u64" | "isize" | "i64" | "u128" | "i128"
+                );
+                wide && widening_only(&cast.expr)
+            }
+            syn::Expr::Binary(binary) => widening_only(&binary.left) && widening_only(&binary.right),
+            syn::Expr::Unary(unary) => widening_only(&unary.expr),
+            syn::Expr::Paren(paren) => widening_only(&paren.expr),
+            _ => true,
+        }
+    }
+    if !widening_only(expr) {
+        return None;
+    }
+    constant::polynomial(expr, &|name| Some(constant::Poly::unknown(&name.to_string())))
+}
+
+/// The elements two ranges with both ends share in every evaluation, where their bounds are
+/// polynomials that differ by constants (`x[m..m + 4]` and `x[m + 2..m + 6]` share `m +
+/// 2..m + 4`), as text.
+fn symbolic_shared(first: &BufRef<'_>, second: &BufRef<'_>) -> Option<(String, String)> {
+    let (a, b) = (first.range?, second.range?);
+    let bound = |e: Option<&syn::Expr>| match e {
+        Some(e) => exact_polynomial(e),
+        None => Some(constant::Poly::constant(0)),
+    };
+    let (a0, a1, b0, b1) = (bound(a.start)?, exact_polynomial(a.end?)?, bound(b.start)?, exact_polynomial(b.end?)?);
+    let offset = |p: &constant::Poly| p.sub(&a0)?.as_constant();
+    let (start, end) = shared_elements((0, Some(offset(&a1)?)), (offset(&b0)?, Some(offset(&b1)?)))?;
+    let at = |k: i128| a0.add(&constant::Poly::constant(k)).map(|p| p.render());
+    Some((at(start)?, at(end)?))
 }
 
 /// How two references of one statement to one buffer surely alias, in the first evaluation
@@ -78,7 +124,7 @@ pub(super) enum Alias {
     Whole { when: String },
     /// Two ranges that share these elements (`None`: every one, `x[0..]` twice).
     Elements {
-        shared: Option<(i128, i128)>,
+        shared: Option<(String, String)>,
         when: String,
     },
 }
@@ -107,6 +153,12 @@ pub(super) fn alias(
             return Some(Alias::Whole { when });
         }
         let (Some(a), Some(b)) = (cover(first, at), cover(second, at)) else {
+            if let Some(shared) = symbolic_shared(first, second) {
+                return Some(Alias::Elements {
+                    shared: Some(shared),
+                    when,
+                });
+            }
             continue;
         };
         let shared = match (a, b) {
@@ -121,6 +173,7 @@ pub(super) fn alias(
             }
         };
         if let Some(shared) = shared {
+            let shared = shared.map(|(start, end)| (start.to_string(), end.to_string()));
             return Some(Alias::Elements { shared, when });
         }
     }
@@ -189,7 +242,7 @@ pub(super) fn overlapping_ranges(
     first: &BufRef<'_>,
     second: &BufRef<'_>,
     written: &BufRef<'_>,
-    shared: Option<(i128, i128)>,
+    shared: Option<(String, String)>,
     when: &str,
 ) {
     let (Some(ra), Some(rb)) = (first.range, second.range) else {

@@ -75,7 +75,10 @@ fn references_that_may_be_apart_compile() {
         "stage s on main { launch k::saxpy(4, 1.0, x[0..4], x[4..]) grid 1 block 1; }",
         // Not evaluated: a param, a loop over params, an element chosen by a param.
         "stage s on main { launch k::saxpy(4, 1.0, x[m..m + 4], x[0..4]) grid 1 block 1; }",
-        "for i in 0..m { stage s on main { launch k::saxpy(4, 1.0, x[i * 4..i * 4 + 4], x[i * 4 + 2..i * 4 + 6]) grid 1 block 1; } }",
+        "for i in 0..m { stage s on main { launch k::saxpy(4, 1.0, x[i * 4..i * 4 + 4], x[i * 4 + 4..i * 4 + 8]) grid 1 block 1; } }",
+        "stage s on main { launch k::saxpy(4, 1.0, x[m..m + 4], x[m + 4..m + 8]) grid 1 block 1; }",
+        // A narrowing cast keeps only some bits: `(m as u8) as usize` may differ from `m`.
+        "stage s on main { copy xs[(m as u8) as usize] -> xs[m]; }",
         "stage s on main { copy xs[m] -> xs[0]; }",
         // A loop that runs no iteration.
         "for i in 0..0 { stage s on main { copy xs[i] -> xs[0]; } }",
@@ -187,4 +190,34 @@ fn casts_truncate_as_rust_does() {
         errors(&flags("stage r on s2 { wait f == 256u32; }")),
         ["`wait f == 256u32` in stage `r` sees the value of `write f = (256u32 as u8) as u32` in stage `w`, the last write before it, which never satisfies it: the stream would wait for ever; wait for the value written, or write the value waited for"]
     );
+}
+
+/// Subscripts over params or a loop over params, written two ways, are compared as
+/// polynomials: one polynomial is one value in the statement (`xs[m + 1]` and `xs[1 + m]`),
+/// and ranges whose bounds differ by constants overlap by constants (`x[m..m + 4]` and
+/// `x[m + 2..m + 6]`). They compiled, and the step's plan refused them.
+#[test]
+fn references_written_two_ways_that_alias_are_errors() {
+    let overlap = "the ranges one statement names of a buffer must be apart where one is written; name elements that do not overlap, or a second buffer";
+    let cases = [
+        (
+            "stage s on main { copy xs[m + 1] -> xs[1 + m]; }",
+            "`copy xs[m + 1] -> xs[1 + m]` copies a buffer onto itself; name two different buffers, or ranges of one that are apart".to_owned(),
+        ),
+        (
+            "for i in 0..m { stage s on work[i % 4] { launch k::saxpy(4, 1.0, xs[i], xs[i + 0]) grid 1 block 1; } }",
+            "`xs[i]` and `xs[i + 0]` name one buffer, passed to `saxpy` as `x` and `y`, and `y` is written; pass a separate buffer, since a written parameter must not alias another".to_owned(),
+        ),
+        (
+            "stage s on main { launch k::saxpy(4, 1.0, x[m..m + 4], x[m + 2..m + 6]) grid 1 block 1; }",
+            format!("`x[m..m + 4]` and `x[m + 2..m + 6]` overlap at elements m + 2..m + 4, and `x[m + 2..m + 6]` is written: {overlap}"),
+        ),
+        (
+            "for i in 0..m { stage s on main { launch k::saxpy(4, 1.0, x[i * 4..i * 4 + 4], x[i * 4 + 2..i * 4 + 6]) grid 1 block 1; } }",
+            format!("`x[i * 4..i * 4 + 4]` and `x[i * 4 + 2..i * 4 + 6]` overlap at elements 4 * i + 2..4 * i + 4, and `x[i * 4 + 2..i * 4 + 6]` is written: {overlap}"),
+        ),
+    ];
+    for (items, message) in cases {
+        assert_eq!(errors(&ranged(items)), [message], "{items}");
+    }
 }
