@@ -350,3 +350,47 @@ fn host_a_token_passed_between_stages_over_a_param_runs() {
 fn cuda_a_token_passed_between_stages_over_a_param_runs() {
     within(60, || split_token_passes(&Context::cuda(0).unwrap()));
 }
+
+gpu_pipeline! {
+    /// A token passed between iterations over a scratch flag, reset at the end of the step: a
+    /// scratch flag keeps what a step leaves, so without the reset the second step's first
+    /// iteration would wait for 0 with 4 in the flag.
+    pipeline ScratchToken {
+        streams { main, work[4] }
+        scratch { token: FlagCell }
+        for i in 0..4 {
+            stage pass on work[i] {
+                wait token == i as u32;
+                write token = (i + 1) as u32;
+            }
+        }
+        stage reset on main { write token = 0; }
+    }
+}
+
+fn scratch_token_passes_every_step(ctx: &Context) {
+    let mut pipeline = ScratchToken::new(ctx).unwrap();
+    for _ in 0..3 {
+        pipeline
+            .run(ScratchTokenParams {})
+            .unwrap()
+            .wait()
+            .unwrap();
+    }
+}
+
+/// The chain, reset at the end of the step, runs step after step (without the reset it was
+/// accepted and hung at the second step; now that is a compile error).
+#[test]
+fn host_a_scratch_token_reset_at_the_end_runs_every_step() {
+    let ctx = Context::host_checked();
+    let checked = ctx.clone();
+    within(60, move || scratch_token_passes_every_step(&ctx));
+    assert!(checked.races().is_empty(), "{:?}", checked.races());
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn cuda_a_scratch_token_reset_at_the_end_runs_every_step() {
+    within(60, || scratch_token_passes_every_step(&Context::cuda(0).unwrap()));
+}

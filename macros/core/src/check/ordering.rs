@@ -387,10 +387,11 @@ fn flag_waits(cx: &Ctxt, pipeline: &Pipeline<'_>) {
             // A write later in the wait's own `for` (in its stage or a later one) reaches the
             // next iteration's wait: the iterations touch one flag, so they run in order.
             let looped = stage.looped.map(|l| pipeline.loops[l]);
-            let in_a_later_iteration = |write: &FlagWrite<'_>| {
-                let Some(body) = looped.filter(|_| {
-                    pipeline.stages[write.site.stage.0].looped == stage.looped
-                }) else {
+            let in_loop = |write: &FlagWrite<'_>| {
+                looped.is_some() && pipeline.stages[write.site.stage.0].looped == stage.looped
+            };
+            let in_a_later_iteration = |write: &FlagWrite<'_>, initial: Option<i128>| {
+                let Some(body) = looped.filter(|_| in_loop(write)) else {
                     return false;
                 };
                 match Iterations::of(body) {
@@ -405,8 +406,33 @@ fn flag_waits(cx: &Ctxt, pipeline: &Pipeline<'_>) {
                     ),
                 }
             };
+            // What the next iteration sees: the last write of the loop after the wait. A
+            // write after the loop runs after every iteration, and helps none of them.
+            let looped_after: Vec<&FlagWrite<'_>> =
+                after.iter().copied().filter(|write| in_loop(write)).collect();
+            let passes_token = |initial: Option<i128>| {
+                let mut last = looped_after.iter().filter(|write| {
+                    !looped_after.iter().any(|other| {
+                        other.site != write.site && runs_before(pipeline, write.site, other.site)
+                    })
+                });
+                match (last.next(), last.next()) {
+                    (Some(write), None) => in_a_later_iteration(write, initial),
+                    _ => false,
+                }
+            };
+            let token = passes_token(initial);
+            // A scratch flag starts a first step at 0: a wait that 0 satisfies needs no
+            // later write (the next step is judged below).
+            let at_zero = cell.scratch
+                && wanted.is_some()
+                && !(*condition == WaitCondition::AnyBit && wanted == Some(0))
+                && satisfies(Some(0), *condition, wanted, bits);
             if let Some(write) = after.iter().find(|write| {
-                write.may_satisfy(*condition, wanted, bits) && !in_a_later_iteration(write)
+                !token
+                    && !at_zero
+                    && write.may_satisfy(*condition, wanted, bits)
+                    && !in_a_later_iteration(write, initial)
             }) {
                 let fix = if write.site.stage == site.stage {
                     "put the write before the wait"
@@ -424,7 +450,7 @@ fn flag_waits(cx: &Ctxt, pipeline: &Pipeline<'_>) {
                 );
                 continue;
             }
-            if cell.scratch && !satisfies(Some(0), *condition, wanted, bits) {
+            if cell.scratch && !token && !satisfies(Some(0), *condition, wanted, bits) {
                 cx.error_spanned_by(
                     source.keyword,
                     format!(
@@ -432,8 +458,52 @@ fn flag_waits(cx: &Ctxt, pipeline: &Pipeline<'_>) {
                         stage.decl.name, source.flag, source.flag,
                     ),
                 );
+                continue;
+            }
+            // A scratch flag keeps what a step leaves: the next step starts from that value,
+            // not from 0.
+            let Some(left) = cell.scratch.then(|| value_left(pipeline, &writes)).flatten() else {
+                continue;
+            };
+            let next_holds = if token {
+                passes_token(left.last)
+            } else {
+                satisfies(left.last, *condition, wanted, bits)
+            };
+            if !next_holds {
+                cx.error_spanned_by(
+                    source.keyword,
+                    format!(
+                        "{wait} in stage `{}` holds in a first step, which finds scratch flag `{flag}` at 0, but a scratch flag keeps what a step leaves, and {} leaves {}: the next step would wait for ever; reset the flag at the end of the step (`write {flag} = 0;` in a stage after the last wait), or make it a param the host sets",
+                        stage.decl.name,
+                        left.last_what,
+                        left.last.unwrap_or_default(),
+                        flag = source.flag,
+                    ),
+                );
             }
         }
+    }
+}
+
+/// The write of a flag that runs after every other one in the step, when there is one and
+/// its value is known: what a scratch flag holds when the next step starts. Unknown where
+/// the pipeline has several kinds of step (the next step may be of another kind).
+fn value_left<'w, 'a>(
+    pipeline: &Pipeline<'_>,
+    writes: &'w [FlagWrite<'a>],
+) -> Option<&'w FlagWrite<'a>> {
+    if pipeline.kinds.len() != 1 {
+        return None;
+    }
+    let mut last = writes.iter().filter(|write| {
+        !writes
+            .iter()
+            .any(|other| other.site != write.site && runs_before(pipeline, write.site, other.site))
+    });
+    match (last.next(), last.next()) {
+        (Some(write), None) => write.last.is_some().then_some(write),
+        _ => None,
     }
 }
 

@@ -115,8 +115,9 @@ fn a_token_passed_between_iterations_compiles() {
     let scratch = |items: &str| {
         format!("pipeline P {{ streams {{ main, work[4] }} scratch {{ flag: FlagCell }} {items} }}")
     };
+    // A scratch flag keeps what a step leaves: reset at the end, the next step starts at 0.
     lower_ok(&scratch(
-        "for i in 0..4 { stage r on work[i] { wait flag == i as u32; write flag = (i + 1) as u32; } }",
+        "for i in 0..4 { stage r on work[i] { wait flag == i as u32; write flag = (i + 1) as u32; } } stage reset on main { write flag = 0; }",
     ));
     for refused in [
         // No earlier iteration writes what this one waits for.
@@ -158,8 +159,8 @@ fn a_token_passed_by_another_stage_or_over_params_compiles() {
         )
     };
     for items in [
-        "for i in 0..4 { stage a on main { wait f == i as u32; } stage b on work[0] { write f = (i + 1) as u32; } }",
-        "for i in 0..4 { stage a on main { wait f == i as u32; } stage b on main { write f = (i + 1) as u32; } }",
+        "for i in 0..4 { stage a on main { wait flag == i as u32; } stage b on work[0] { write flag = (i + 1) as u32; } }",
+        "for i in 0..4 { stage a on main { wait f == i as u32; } stage b on main { write f = (i + 1) as u32; } } stage reset on main { write f = 0; }",
         "for i in 0..n { stage a on main { wait f == i as u32; write f = (i + 1) as u32; } }",
         "for i in 0..n { stage a on main { wait flag == i as u32; write flag = (i + 1) as u32; } }",
         "for i in 0..n { stage a on main { wait f == i as u32; } stage b on work[1] { write f = (i + 1) as u32; } }",
@@ -218,6 +219,44 @@ fn a_looped_wait_after_a_write_needs_its_value_in_every_iteration() {
         "stage w on main { write f = 1; } for i in 0..4 { stage a on work[0] { wait f == (i + 1) as u32; write f = (i + 2) as u32; } }",
         // Over a param: not evaluated.
         "stage w on main { write f = 1; } for i in 0..n { stage a on work[0] { wait f == (i + 1) as u32; } }",
+    ] {
+        lower_ok(&pipeline(items));
+    }
+}
+
+/// A scratch flag is made once, at 0, and keeps what each step leaves: a wait that holds
+/// only at 0 hangs the next step (a token chain over a scratch flag compiled and hung at its
+/// second step). Reset at the end of the step, it compiles; a reset after a wait that 0 or a
+/// token satisfies is not taken for the wait's only satisfier.
+#[test]
+fn a_scratch_flag_starts_the_next_step_with_what_the_last_one_left() {
+    let pipeline = |items: &str| {
+        format!("pipeline P {{ streams {{ main, work[4] }} scratch {{ f: FlagCell }} {items} }}")
+    };
+    let message = |wait: &str, stage: &str, write: &str, left: i128| {
+        format!(
+            "`{wait}` in stage `{stage}` holds in a first step, which finds scratch flag `f` at 0, but a scratch flag keeps what a step leaves, and {write} leaves {left}: the next step would wait for ever; reset the flag at the end of the step (`write f = 0;` in a stage after the last wait), or make it a param the host sets"
+        )
+    };
+    assert_error(
+        &pipeline("for i in 0..4 { stage r on work[i] { wait f == i as u32; write f = (i + 1) as u32; } }"),
+        &message(
+            "wait f == i as u32",
+            "r",
+            "`write f = (i + 1) as u32` in stage `r` in its last iteration (it writes 4)",
+            4,
+        ),
+        "wait",
+    );
+    assert_error(
+        &pipeline("stage a on main { wait f == 0u32; } stage b on work[0] { write f = 1; }"),
+        &message("wait f == 0u32", "a", "`write f = 1` in stage `b`", 1),
+        "wait",
+    );
+    for items in [
+        "for i in 0..4 { stage r on work[i] { wait f == i as u32; write f = (i + 1) as u32; } } stage reset on main { write f = 0; }",
+        "stage a on main { wait f == 0u32; } stage b on work[0] { write f = 1; } stage c on main { write f = 0; }",
+        "stage a on main { write f = 1; } stage b on work[0] { wait f == 1u32; }",
     ] {
         lower_ok(&pipeline(items));
     }
