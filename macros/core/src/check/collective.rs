@@ -34,12 +34,14 @@ pub fn check(cx: &Ctxt, scope: &Scope<'_>) {
                 self::statement(cx, scope, comm);
                 expressions(cx, scope, comm);
                 root_is_one_rank(cx, comm);
+                both_sides_one_length(cx, scope, comm);
             }
         }
         for group in stage.statements.split(|s| !matches!(s, Statement::Comm(_))) {
             self_sends_pair(cx, group);
             if group.len() > 1 {
                 group_apart(cx, group);
+                sends_fit_receives(cx, scope, group);
             }
         }
     }
@@ -337,6 +339,163 @@ fn group_apart(cx: &Ctxt, group: &[Statement]) {
             );
         }
     }
+}
+
+/// The number of elements an operand names, when the compiler can tell: a constant range
+/// (`x[2..6]`, `x[..4]`, `x[2..=5]`), or a whole scratch buffer of constant length (or a
+/// range of one open at its end).
+fn operand_length(scope: &Scope<'_>, operand: &ast::Operand) -> Option<i128> {
+    let scratch_length = || {
+        let buffer = &scope.buffers[scope.buffer(&operand.name)?];
+        if !buffer.scratch || buffer.array {
+            return None;
+        }
+        crate::constant::value(buffer.len?)
+    };
+    let Some(range) = &operand.range else {
+        return scratch_length();
+    };
+    let Expr::Range(range) = ungroup_expr(range) else {
+        return None;
+    };
+    let start = match &range.start {
+        Some(start) => crate::constant::value(start)?,
+        None => 0,
+    };
+    let end = match (&range.end, range.limits) {
+        (Some(end), syn::RangeLimits::HalfOpen(_)) => crate::constant::value(end)?,
+        (Some(end), syn::RangeLimits::Closed(_)) => crate::constant::value(end)?.checked_add(1)?,
+        (None, _) => scratch_length()?,
+    };
+    Some(end - start)
+}
+
+/// An operand as written: `b[0..8]`, `d`.
+fn operand_text(operand: &ast::Operand) -> String {
+    match &operand.range {
+        Some(range) => format!("{}[{}]", operand.name, crate::ast::tokens_string(range)),
+        None => operand.name.to_string(),
+    }
+}
+
+/// Rule: the sends of a group carry what its receives take. Every rank runs the same group, so
+/// each `send` of it arrives in a peer's `recv` of it, and NCCL pairs a send only with a
+/// receive of as many elements of one type: where every length of the group is known
+/// (constant ranges, scratch buffers of constant length) and the lengths sent differ from
+/// those received, or every element type is a primitive and the types differ, no pairing
+/// works, and the ranks fail (the CPU backend) or hang (NCCL).
+fn sends_fit_receives(cx: &Ctxt, scope: &Scope<'_>, group: &[Statement]) {
+    let (mut sends, mut recvs) = (Vec::new(), Vec::new());
+    for statement in group {
+        let Statement::Comm(comm) = statement else {
+            continue;
+        };
+        match &comm.op {
+            CommOp::Send { data, .. } => sends.push(data),
+            CommOp::Recv { data, .. } => recvs.push(data),
+            _ => {}
+        }
+    }
+    // A group with one half, or more of one, is reported by `groups_pair`.
+    if sends.is_empty() || sends.len() != recvs.len() {
+        return;
+    }
+    let lengths = |operands: &[&ast::Operand]| -> Option<Vec<i128>> {
+        operands.iter().map(|o| operand_length(scope, o)).collect()
+    };
+    let elems = |operands: &[&ast::Operand]| -> Option<Vec<String>> {
+        operands
+            .iter()
+            .map(|o| {
+                let elem = type_string(scope.buffers[scope.buffer(&o.name)?].elem?);
+                crate::symbol::PRIMITIVE_SCALARS
+                    .contains(&elem.as_str())
+                    .then_some(elem)
+            })
+            .collect()
+    };
+    let unmatched = |sent: Vec<String>, taken: Vec<String>| -> Option<(usize, Vec<String>)> {
+        let mut left = sent;
+        let mut first = None;
+        for (k, t) in taken.iter().enumerate() {
+            match left.iter().position(|s| s == t) {
+                Some(at) => {
+                    left.remove(at);
+                }
+                None => {
+                    first.get_or_insert(k);
+                }
+            }
+        }
+        first.map(|k| (k, left))
+    };
+    let listed = |values: &[String]| {
+        let quoted: Vec<String> = values.iter().map(|v| format!("`{v}`")).collect();
+        quoted.join(" and ")
+    };
+    if let (Some(sent), Some(taken)) = (lengths(&sends), lengths(&recvs)) {
+        let text = |v: Vec<i128>| v.into_iter().map(|n| n.to_string()).collect::<Vec<_>>();
+        if let Some((k, left)) = unmatched(text(sent), text(taken.clone())) {
+            let recv = recvs[k];
+            let carried: Vec<String> = left.iter().map(|n| n.to_string()).collect();
+            cx.error_spanned_by(
+                &recv.name,
+                format!(
+                    "`recv {}` takes {} elements, but the `send`s of its group carry {} elements: every rank runs the same group, so a peer's `send` of this group arrives in this `recv`, and a send pairs only with a receive of as many elements; receive {} elements, or send {}",
+                    operand_text(recv),
+                    taken[k],
+                    carried.join(" and "),
+                    left.first().map_or(String::new(), String::clone),
+                    taken[k],
+                ),
+            );
+            return;
+        }
+    }
+    if let (Some(sent), Some(taken)) = (elems(&sends), elems(&recvs))
+        && let Some((k, left)) = unmatched(sent, taken.clone())
+    {
+        let recv = recvs[k];
+        cx.error_spanned_by(
+            &recv.name,
+            format!(
+                "`recv {}` takes `{}`, but the `send`s of its group carry {}: every rank runs the same group, so a peer's `send` of this group arrives in this `recv`, and a send pairs only with a receive of one element type; receive into a buffer of {}",
+                operand_text(recv),
+                taken[k],
+                listed(&left),
+                listed(&left[..1.min(left.len())]),
+            ),
+        );
+    }
+}
+
+/// Rule: `all_reduce(OP) SRC -> DST` and `broadcast SRC -> DST` move as many elements as
+/// they write (NCCL takes one count for both): where both lengths are known, they are equal.
+fn both_sides_one_length(cx: &Ctxt, scope: &Scope<'_>, comm: &Comm) {
+    let (CommOp::AllReduce { src, dst: Some(dst), .. } | CommOp::Broadcast { src, dst: Some(dst), .. }) =
+        &comm.op
+    else {
+        return;
+    };
+    let (Some(from), Some(to)) = (operand_length(scope, src), operand_length(scope, dst)) else {
+        return;
+    };
+    if from == to || from < 0 || to < 0 {
+        return;
+    }
+    cx.error_between(
+        src.name.span(),
+        dst.name.span(),
+        format!(
+            "`{}{} {} -> {}` moves {from} elements into {to}: both sides of `{}` have one length; name {} elements on both sides",
+            comm.word(),
+            comm.reduce_op().map_or(String::new(), |op| format!("({op})")),
+            operand_text(src),
+            operand_text(dst),
+            comm.word(),
+            from.min(to),
+        ),
+    );
 }
 
 /// The communicator params of the pipeline, in declaration order.

@@ -90,8 +90,8 @@ fn communication_statements_parse_with_ranges_peers_and_operators() {
 #[test]
 fn every_communication_stage_writes_the_communicator_so_they_run_in_program_order() {
     let pipeline = lower_ok(&comm(
-        "stage x on s1 { send c to peer; recv i from peer; }
-         stage y on s2 { send d to peer; recv a from peer; }
+        "stage x on s1 { send c to peer; recv a from peer; }
+         stage y on s2 { send d[0..4] to peer; recv d[4..8] from peer; }
          stage z on s1 { launch k::touch(b) grid 1 block 1; }",
     ));
     // `y` (on s2) touches nothing `x` touches but the communicator, which both write.
@@ -602,4 +602,43 @@ fn a_group_with_more_sends_than_recvs_is_refused() {
         .len(),
         1
     );
+}
+
+/// Every rank runs the same group, so a group's sends arrive in the peers' receives of that
+/// group: where every length is known (constant ranges, scratch buffers of constant length)
+/// the lengths sent must be those received, and primitive element types must agree. A
+/// collective's two sides have one length. These compiled, and failed (CPU backend) or hung
+/// (NCCL) at run time.
+#[test]
+fn a_groups_sends_carry_what_its_receives_take() {
+    let cases = [
+        (
+            "stage x on s1 { send a[0..4] to peer; recv b[0..8] from peer; }",
+            "`recv b[0..8]` takes 8 elements, but the `send`s of its group carry 4 elements: every rank runs the same group, so a peer's `send` of this group arrives in this `recv`, and a send pairs only with a receive of as many elements; receive 4 elements, or send 8",
+            "b",
+        ),
+        (
+            "stage x on s1 { send a to peer; recv d from peer; }",
+            "`recv d` takes `f64`, but the `send`s of its group carry `f32`: every rank runs the same group, so a peer's `send` of this group arrives in this `recv`, and a send pairs only with a receive of one element type; receive into a buffer of `f32`",
+            "d",
+        ),
+        (
+            "stage x on s1 { all_reduce(sum) a[0..4] -> b[0..8]; }",
+            "`all_reduce(sum) a[0..4] -> b[0..8]` moves 4 elements into 8: both sides of `all_reduce` have one length; name 4 elements on both sides",
+            "a[0..4] -> b",
+        ),
+    ];
+    for (items, message, token) in cases {
+        assert_error(&comm(items), message, token);
+    }
+    for items in [
+        "stage x on s1 { send a[0..4] to peer; recv b[0..4] from peer; }",
+        // As many of each length, whichever rank each goes to.
+        "stage x on s1 { send a[0..4] to peer; send a[4..12] to nx; recv b[0..8] from peer; recv b[8..12] from nx; }",
+        // A length known only when the step runs.
+        "stage x on s1 { send a[0..4] to peer; recv b[0..nx] from peer; }",
+        "stage x on s1 { broadcast a[0..4] -> b[4..8] from 0; }",
+    ] {
+        lower_ok(&comm(items));
+    }
 }
