@@ -615,7 +615,7 @@ fn a_groups_sends_carry_what_its_receives_take() {
         (
             "stage x on s1 { send a[0..4] to peer; recv b[0..8] from peer; }",
             "`recv b[0..8]` takes 8 elements, but the `send`s of its group carry 4 elements: every rank runs the same group, so a peer's `send` of this group arrives in this `recv`, and a send pairs only with a receive of as many elements; receive 4 elements, or send 8",
-            "b",
+            "b[0..8]",
         ),
         (
             "stage x on s1 { send a to peer; recv d from peer; }",

@@ -2,7 +2,7 @@
 //! in the first step, but the second starts with 4 in `token` and its first wait, for 0,
 //! never returns. Reset the flag at the end of the step.
 
-use gpu_pipeline::{FlagCell, gpu_pipeline};
+use gpu_pipeline::gpu_pipeline;
 
 gpu_pipeline! {
     pub pipeline Ring {
