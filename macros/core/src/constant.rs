@@ -103,6 +103,38 @@ fn cast_to(value: i128, ty: &syn::Type) -> Option<i128> {
     })
 }
 
+/// `expr` with every part that evaluates (where `names` gives values) replaced by its value,
+/// as text: `(i / 2) % lanes` is `(0 % lanes)` where `i` is 0 or 1. Two expressions of one
+/// text have one value wherever the names left in them do.
+pub fn folded(expr: &Expr, names: &dyn Fn(&Ident) -> Option<i128>) -> String {
+    if let Some(value) = value_in(expr, names) {
+        return value.to_string();
+    }
+    let fold = |e: &Expr| folded(e, names);
+    match ungroup_expr(expr) {
+        Expr::Paren(paren) => fold(&paren.expr),
+        Expr::Binary(binary) => format!(
+            "({} {} {})",
+            fold(&binary.left),
+            crate::ast::tokens_string(&binary.op),
+            fold(&binary.right)
+        ),
+        Expr::Unary(unary) => {
+            format!("({}{})", crate::ast::tokens_string(&unary.op), fold(&unary.expr))
+        }
+        Expr::Cast(cast) => format!("({} as {})", fold(&cast.expr), crate::ast::tokens_string(&cast.ty)),
+        Expr::MethodCall(call) => {
+            let args: Vec<String> = call.args.iter().map(fold).collect();
+            format!("{}.{}({})", fold(&call.receiver), call.method, args.join(", "))
+        }
+        Expr::Call(call) => {
+            let args: Vec<String> = call.args.iter().map(fold).collect();
+            format!("{}({})", crate::ast::tokens_string(&call.func), args.join(", "))
+        }
+        other => crate::ast::tokens_string(other),
+    }
+}
+
 /// A polynomial with integer coefficients over named unknowns (the loop variable, params,
 /// `x.len()`): each product of unknowns, sorted, with its coefficient (none zero).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

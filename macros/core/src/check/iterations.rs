@@ -433,13 +433,24 @@ fn chunks_apart(
 }
 
 /// The range one iteration writes, and the stream index it runs on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct Chunk {
     start: i128,
     end: i128,
     iteration: i128,
-    /// The stream index in this iteration, `None` when it does not evaluate.
-    lane: Option<i128>,
+    /// The stream index in this iteration: its value, or, when it does not evaluate, its
+    /// text with what evaluates folded (`(0 % lanes)` for `(i / 2) % lanes` when `i = 1`);
+    /// `None` when it names a `let` of the loop that does not evaluate.
+    lane: Option<LaneKey>,
+}
+
+/// Which element of a stream array an iteration runs on, as far as the compiler can tell.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum LaneKey {
+    Value(i128),
+    /// The index with every part that evaluates folded: two iterations with one text run on
+    /// one stream (the names left in it are params, one value in the step).
+    Folded(String),
 }
 
 /// The nonempty range `start..end` of each iteration, sorted, with the iteration and its
@@ -463,12 +474,30 @@ fn evaluated_chunks(
                 start: lo,
                 end: hi,
                 iteration: i,
-                lane: lane.and_then(|lane| constant::value_in(lane, &names)),
+                lane: lane.and_then(|lane| lane_key(iterations, lane, &values)),
             });
         }
     }
     chunks.sort();
     Some(chunks)
+}
+
+/// The stream index `lane` in the iteration whose names have `values`, as a [`LaneKey`].
+fn lane_key(
+    iterations: &Iterations<'_>,
+    lane: &Expr,
+    values: &HashMap<String, i128>,
+) -> Option<LaneKey> {
+    let names = |name: &Ident| values.get(&name.to_string()).copied();
+    if let Some(value) = constant::value_in(lane, &names) {
+        return Some(LaneKey::Value(value));
+    }
+    // A `let` that does not evaluate may differ from iteration to iteration.
+    let mentions = token_mentions(quote::ToTokens::to_token_stream(lane));
+    let unknown_let = mentions.iter().any(|m| {
+        iterations.body.lets.iter().any(|l| l.name == m.ident) && !values.contains_key(&m.ident.to_string())
+    });
+    (!unknown_let).then(|| LaneKey::Folded(constant::folded(lane, &names)))
 }
 
 /// Two chunks that share an element and may run on different streams (their stream indices
@@ -483,9 +512,9 @@ fn overlapping_chunks(chunks: &[Chunk]) -> Option<(Chunk, Chunk)> {
             .iter()
             .take_while(|later| later.start < first.end);
         for later in overlapping {
-            let one_stream = matches!((first.lane, later.lane), (Some(a), Some(b)) if a == b);
+            let one_stream = matches!((&first.lane, &later.lane), (Some(a), Some(b)) if a == b);
             if !one_stream {
-                return Some((*first, *later));
+                return Some((first.clone(), later.clone()));
             }
         }
     }

@@ -84,6 +84,32 @@ fn chunks_that_are_apart_or_run_in_order_compile() {
     }
 }
 
+/// With constant bounds, two iterations whose stream index does not evaluate but folds to one
+/// text (`(i / 2) % chunks` is `(0 % chunks)` for `i = 0` and `i = 1`) run on one stream, in
+/// the order written, and may write one chunk (two passes over it): that was refused as
+/// iterations on streams of their own. Iterations whose folded indices differ are compared.
+#[test]
+fn iterations_on_one_stream_by_a_folded_index_may_write_one_chunk() {
+    for body in [
+        "for i in 0..8 { stage c on work[(i / 2) % chunks] { fill x[(i / 2) * 4..(i / 2) * 4 + 4] = 0.0; } }",
+        "for i in 0..8 { let chunk = i / 2; stage c on work[chunk % chunks] { fill x[chunk * 4..chunk * 4 + 4] = 0.0; } }",
+    ] {
+        lower_ok(&chunked(body));
+    }
+    for body in [
+        // `i = 1` and `i = 2` fold to `(0 % chunks)` and `(1 % chunks)`.
+        "for i in 0..8 { stage c on work[(i / 2) % chunks] { fill x[i * 2..i * 2 + 3] = 0.0; } }",
+        // A `let` that does not evaluate may differ from iteration to iteration.
+        "for i in 0..8 { let c = i * s; stage c on work[c % 4] { fill x[(i / 2) * 4..(i / 2) * 4 + 4] = 0.0; } }",
+    ] {
+        let messages = errors(&chunked(body));
+        assert!(
+            messages.iter().any(|m| m.contains("is written by every iteration of stage `c`")),
+            "{body}: {messages:?}"
+        );
+    }
+}
+
 #[test]
 fn claims_every_iteration_contradicts_are_errors_in_loops() {
     assert_error(
