@@ -118,7 +118,10 @@ pub fn uncovered_reads<'a>(
 ) {
     for statement in statements {
         let StatementKind::Control(control) = &statement.kind else {
-            let touches = statement.accesses.iter().filter(|t| t.buffer == buffer);
+            let touches = statement
+                .accesses
+                .iter()
+                .filter(|t| t.buffer == buffer && !surely_empty(t));
             let mut writes = false;
             for touch in touches {
                 match touch.mode {
@@ -166,6 +169,15 @@ pub fn uncovered_reads<'a>(
         }
         *written |= every && runs_a_body(control);
     }
+}
+
+/// Whether `touch` names no element: a constant range that ends where it starts (`t[4..4]`,
+/// `t[0..0]`). It reads nothing undefined, and writes nothing a later read could use.
+pub fn surely_empty(touch: &crate::lower::Touch<'_>) -> bool {
+    touch
+        .subscript
+        .and_then(|r| super::ranges::constant_bounds(&r))
+        .is_some_and(|(start, end)| end.is_some_and(|end| start >= end))
 }
 
 /// Whether every run of `control` runs one of its bodies: a `do ... while`, or an `if` with

@@ -283,6 +283,20 @@ fn scratch_buffers_are_written_before_they_are_read() {
     ));
 }
 
+/// A constant range that ends where it starts names no element: reading it reads nothing
+/// undefined (it was refused as a read before any write), and writing it writes nothing a
+/// later read could use (it counted as a write of the buffer, and the read compiled).
+#[test]
+fn empty_ranges_of_a_scratch_buffer_neither_read_nor_write() {
+    let scratch = |items: &str| with(&format!("scratch {{ t: DeviceBuffer<f32> = 16 }} {items}"));
+    lower_ok(&scratch("stage r on s1 { copy t[0..0] -> a[0..0]; }"));
+    assert_error(
+        &scratch("stage w on s1 { fill t[4..4] = 0.0; } stage r on s1 { copy t[0..4] -> h[0..4]; }"),
+        "scratch buffer `t` is read in stage `r` before anything writes it: its contents start undefined, and a later step finds what the last one left; write it first (`fill t = 0.0;`, or a kernel that writes it) in an earlier statement or in a stage `r` runs after, or make it a param if it keeps state from step to step",
+        "t",
+    );
+}
+
 /// Constant parts: a read of constant elements of a scratch buffer that every write before
 /// it (all of constant elements) misses is an error on the read; an overlap, a whole write,
 /// or a range the compiler cannot evaluate leaves it to the step's plan.
