@@ -611,7 +611,8 @@ pub fn memory_elem(segment: &syn::PathSegment) -> Option<&Type> {
 /// `&mut [&mut DeviceBuffer<f32>]`). What a reference points to may itself be one (that is a
 /// buffer, a window, or an opaque handle such as `&mut ManagedBuffer<f32>`, each named whole
 /// by the statements that use it), and so may a slice's element (a buffer array). The
-/// argument types of a function type (`Arc<dyn Fn(&DeviceBuffer<f32>)>`) hold nothing.
+/// argument types of a function type (`Arc<dyn Fn(&DeviceBuffer<f32>)>`) hold nothing; its
+/// return type is searched like the rest.
 pub fn hidden_memory(param: &ast::Param) -> Option<&syn::PathSegment> {
     let outer = match ungroup_type(&param.ty) {
         Type::Reference(reference) => ungroup_type(&reference.elem),
@@ -684,9 +685,16 @@ impl<'a> syn::visit::Visit<'a> for MemoryFinder<'a> {
     }
 
     // `fn(&DeviceBuffer<f32>)` and `dyn Fn(&DeviceBuffer<f32>)` take memory; they hold none.
-    fn visit_type_fn_ptr(&mut self, _: &'a syn::TypeFnPtr) {}
+    // What one returns (`dyn Fn() -> Arc<DeviceBuffer<f32>>`) it reaches without a param.
+    fn visit_type_fn_ptr(&mut self, function: &'a syn::TypeFnPtr) {
+        syn::visit::Visit::visit_return_type(self, &function.output);
+    }
 
-    fn visit_parenthesized_generic_arguments(&mut self, _: &'a syn::ParenthesizedGenericArguments) {
+    fn visit_parenthesized_generic_arguments(
+        &mut self,
+        arguments: &'a syn::ParenthesizedGenericArguments,
+    ) {
+        syn::visit::Visit::visit_return_type(self, &arguments.output);
     }
 }
 

@@ -207,6 +207,18 @@ fn memory_inside_a_param_is_refused() {
             "DeviceBuffer",
             "DeviceBuffer<f32>",
         ),
+        // What a function type returns it reaches without a param (it compiled: only the
+        // argument types hold nothing).
+        (
+            "std::sync::Arc<dyn Fn() -> std::sync::Arc<DeviceBuffer<f32>> + Send + Sync>",
+            "DeviceBuffer",
+            "DeviceBuffer<f32>",
+        ),
+        (
+            "fn() -> &'static DeviceBuffer<f32>",
+            "DeviceBuffer",
+            "DeviceBuffer<f32>",
+        ),
         (
             "&Vec<DeviceBuffer<f32>>",
             "DeviceBuffer",
@@ -315,6 +327,7 @@ fn params_that_show_their_memory_compile() {
          log: std::sync::Arc<std::sync::Mutex<Vec<f32>>>, n: Option<u32>, pair: (u32, f64),
          window: Window, sl: &[f32], v: &mut Vec<f32>,
          hook: std::sync::Arc<dyn Fn(&DeviceBuffer<f32>) + Send + Sync>,
+         measure: std::sync::Arc<dyn Fn(&DeviceBuffer<f32>) -> usize + Send + Sync>,
          pointer: fn(&mut DeviceBuffer<f32>),
          marker: std::marker::PhantomData<DeviceBuffer<f32>>",
     ));
