@@ -371,11 +371,7 @@ gpu_pipeline! {
 fn scratch_token_passes_every_step(ctx: &Context) {
     let mut pipeline = ScratchToken::new(ctx).unwrap();
     for _ in 0..3 {
-        pipeline
-            .run(ScratchTokenParams {})
-            .unwrap()
-            .wait()
-            .unwrap();
+        pipeline.run(ScratchTokenParams {}).unwrap().wait().unwrap();
     }
 }
 
@@ -392,5 +388,7 @@ fn host_a_scratch_token_reset_at_the_end_runs_every_step() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn cuda_a_scratch_token_reset_at_the_end_runs_every_step() {
-    within(60, || scratch_token_passes_every_step(&Context::cuda(0).unwrap()));
+    within(60, || {
+        scratch_token_passes_every_step(&Context::cuda(0).unwrap())
+    });
 }

@@ -71,21 +71,23 @@ pub fn value_in(expr: &Expr, names: &dyn Fn(&Ident) -> Option<i128>) -> Option<i
 /// is the same whatever the type (0 to 127), and is unknown otherwise.
 fn cast_to(value: i128, ty: &syn::Type) -> Option<i128> {
     let width = match crate::ast::ungroup_type(ty) {
-        syn::Type::Path(path) if path.qself.is_none() => path.path.get_ident().and_then(|ident| {
-            match ident.to_string().as_str() {
-                "u8" => Some((8, false)),
-                "u16" => Some((16, false)),
-                "u32" => Some((32, false)),
-                "u64" | "usize" => Some((64, false)),
-                "u128" => Some((128, false)),
-                "i8" => Some((8, true)),
-                "i16" => Some((16, true)),
-                "i32" => Some((32, true)),
-                "i64" | "isize" => Some((64, true)),
-                "i128" => Some((128, true)),
-                _ => None,
-            }
-        }),
+        syn::Type::Path(path) if path.qself.is_none() => {
+            path.path
+                .get_ident()
+                .and_then(|ident| match ident.to_string().as_str() {
+                    "u8" => Some((8, false)),
+                    "u16" => Some((16, false)),
+                    "u32" => Some((32, false)),
+                    "u64" | "usize" => Some((64, false)),
+                    "u128" => Some((128, false)),
+                    "i8" => Some((8, true)),
+                    "i16" => Some((16, true)),
+                    "i32" => Some((32, true)),
+                    "i64" | "isize" => Some((64, true)),
+                    "i128" => Some((128, true)),
+                    _ => None,
+                })
+        }
         _ => None,
     };
     let Some((bits, signed)) = width else {
@@ -120,16 +122,33 @@ pub fn folded(expr: &Expr, names: &dyn Fn(&Ident) -> Option<i128>) -> String {
             fold(&binary.right)
         ),
         Expr::Unary(unary) => {
-            format!("({}{})", crate::ast::tokens_string(&unary.op), fold(&unary.expr))
+            format!(
+                "({}{})",
+                crate::ast::tokens_string(&unary.op),
+                fold(&unary.expr)
+            )
         }
-        Expr::Cast(cast) => format!("({} as {})", fold(&cast.expr), crate::ast::tokens_string(&cast.ty)),
+        Expr::Cast(cast) => format!(
+            "({} as {})",
+            fold(&cast.expr),
+            crate::ast::tokens_string(&cast.ty)
+        ),
         Expr::MethodCall(call) => {
             let args: Vec<String> = call.args.iter().map(fold).collect();
-            format!("{}.{}({})", fold(&call.receiver), call.method, args.join(", "))
+            format!(
+                "{}.{}({})",
+                fold(&call.receiver),
+                call.method,
+                args.join(", ")
+            )
         }
         Expr::Call(call) => {
             let args: Vec<String> = call.args.iter().map(fold).collect();
-            format!("{}({})", crate::ast::tokens_string(&call.func), args.join(", "))
+            format!(
+                "{}({})",
+                crate::ast::tokens_string(&call.func),
+                args.join(", ")
+            )
         }
         other => crate::ast::tokens_string(other),
     }

@@ -473,8 +473,16 @@ fn sends_fit_receives(cx: &Ctxt, scope: &Scope<'_>, group: &[Statement]) {
 /// Rule: `all_reduce(OP) SRC -> DST` and `broadcast SRC -> DST` move as many elements as
 /// they write (NCCL takes one count for both): where both lengths are known, they are equal.
 fn both_sides_one_length(cx: &Ctxt, scope: &Scope<'_>, comm: &Comm) {
-    let (CommOp::AllReduce { src, dst: Some(dst), .. } | CommOp::Broadcast { src, dst: Some(dst), .. }) =
-        &comm.op
+    let (CommOp::AllReduce {
+        src,
+        dst: Some(dst),
+        ..
+    }
+    | CommOp::Broadcast {
+        src,
+        dst: Some(dst),
+        ..
+    }) = &comm.op
     else {
         return;
     };

@@ -495,7 +495,8 @@ fn lane_key(
     // A `let` that does not evaluate may differ from iteration to iteration.
     let mentions = token_mentions(quote::ToTokens::to_token_stream(lane));
     let unknown_let = mentions.iter().any(|m| {
-        iterations.body.lets.iter().any(|l| l.name == m.ident) && !values.contains_key(&m.ident.to_string())
+        iterations.body.lets.iter().any(|l| l.name == m.ident)
+            && !values.contains_key(&m.ident.to_string())
     });
     (!unknown_let).then(|| LaneKey::Folded(constant::folded(lane, &names)))
 }

@@ -199,9 +199,8 @@ fn passed_on_symbolically(
     if condition == WaitCondition::AnyBit && constant::value(wait) == Some(0) {
         return false;
     }
-    let first = constant::value(&body.start).and_then(|start| {
-        constant::value_in(wait, &|name| (*name == body.var).then_some(start))
-    });
+    let first = constant::value(&body.start)
+        .and_then(|start| constant::value_in(wait, &|name| (*name == body.var).then_some(start)));
     if !satisfies(initial, condition, first, bits) {
         return false;
     }
@@ -214,7 +213,10 @@ fn passed_on_symbolically(
     let next = Poly::unknown(&var)
         .add(&Poly::constant(1))
         .and_then(|next| wanted.substitute(&var, &next));
-    match next.and_then(|next| written.sub(&next)).map(|d| d.as_constant()) {
+    match next
+        .and_then(|next| written.sub(&next))
+        .map(|d| d.as_constant())
+    {
         // `written - wanted` is the same in every iteration: compared as the GPU compares.
         Some(Some(difference)) if condition != WaitCondition::AnyBit => {
             satisfies(Some(difference), condition, Some(0), bits)
@@ -376,7 +378,9 @@ fn flag_waits(cx: &Ctxt, pipeline: &Pipeline<'_>) {
                         ),
                     );
                 } else if wanted.is_none() {
-                    looped_wait_after(cx, pipeline, stage, source, &wait, last, &writes, *condition, bits);
+                    looped_wait_after(
+                        cx, pipeline, stage, source, &wait, last, &writes, *condition, bits,
+                    );
                 }
                 continue;
             }
@@ -408,8 +412,11 @@ fn flag_waits(cx: &Ctxt, pipeline: &Pipeline<'_>) {
             };
             // What the next iteration sees: the last write of the loop after the wait. A
             // write after the loop runs after every iteration, and helps none of them.
-            let looped_after: Vec<&FlagWrite<'_>> =
-                after.iter().copied().filter(|write| in_loop(write)).collect();
+            let looped_after: Vec<&FlagWrite<'_>> = after
+                .iter()
+                .copied()
+                .filter(|write| in_loop(write))
+                .collect();
             let passes_token = |initial: Option<i128>| {
                 let mut last = looped_after.iter().filter(|write| {
                     !looped_after.iter().any(|other| {
@@ -462,7 +469,11 @@ fn flag_waits(cx: &Ctxt, pipeline: &Pipeline<'_>) {
             }
             // A scratch flag keeps what a step leaves: the next step starts from that value,
             // not from 0.
-            let Some(left) = cell.scratch.then(|| value_left(pipeline, &writes)).flatten() else {
+            let Some(left) = cell
+                .scratch
+                .then(|| value_left(pipeline, &writes))
+                .flatten()
+            else {
                 continue;
             };
             let next_holds = if token {
@@ -528,7 +539,8 @@ fn looped_wait_after(
     let Some(body) = stage.looped.map(|l| pipeline.loops[l]) else {
         return;
     };
-    let in_loop = |write: &FlagWrite<'_>| pipeline.stages[write.site.stage.0].looped == stage.looped;
+    let in_loop =
+        |write: &FlagWrite<'_>| pipeline.stages[write.site.stage.0].looped == stage.looped;
     let same_iteration = in_loop(last);
     // Every write of the flag in the loop other than `last` runs before it in the iteration.
     let others_before = writes.iter().all(|write| {
@@ -553,7 +565,9 @@ fn looped_wait_after(
             continue;
         };
         let what = match (same_iteration, seen) {
-            (true, Some(seen)) => format!("{} in the same iteration (it writes {seen})", last.written),
+            (true, Some(seen)) => {
+                format!("{} in the same iteration (it writes {seen})", last.written)
+            }
             _ => last.last_what.clone(),
         };
         cx.error_spanned_by(
@@ -789,11 +803,14 @@ fn ranges_contradiction(
     let (before, after) = (touches(earlier), touches(later));
     for (buffer, later_mode, b) in &after {
         for (other, earlier_mode, a) in &before {
-            let subscripted = a.index.is_some() || a.range.is_some() || b.index.is_some() || b.range.is_some();
+            let subscripted =
+                a.index.is_some() || a.range.is_some() || b.index.is_some() || b.range.is_some();
             if other != buffer
                 || !subscripted
                 || (*earlier_mode == Mode::Read && *later_mode == Mode::Read)
-                || !evaluations.iter().all(|at| super::ranges::surely_overlap(a, b, at))
+                || !evaluations
+                    .iter()
+                    .all(|at| super::ranges::surely_overlap(a, b, at))
             {
                 continue;
             }

@@ -87,7 +87,9 @@ fn exact_polynomial(expr: &syn::Expr) -> Option<constant::Poly> {
                 );
                 wide && widening_only(&cast.expr)
             }
-            syn::Expr::Binary(binary) => widening_only(&binary.left) && widening_only(&binary.right),
+            syn::Expr::Binary(binary) => {
+                widening_only(&binary.left) && widening_only(&binary.right)
+            }
             syn::Expr::Unary(unary) => widening_only(&unary.expr),
             syn::Expr::Paren(paren) => widening_only(&paren.expr),
             _ => true,
@@ -96,7 +98,9 @@ fn exact_polynomial(expr: &syn::Expr) -> Option<constant::Poly> {
     if !widening_only(expr) {
         return None;
     }
-    constant::polynomial(expr, &|name| Some(constant::Poly::unknown(&name.to_string())))
+    constant::polynomial(expr, &|name| {
+        Some(constant::Poly::unknown(&name.to_string()))
+    })
 }
 
 /// The elements two ranges with both ends share in every evaluation, where their bounds are
@@ -108,9 +112,15 @@ fn symbolic_shared(first: &BufRef<'_>, second: &BufRef<'_>) -> Option<(String, S
         Some(e) => exact_polynomial(e),
         None => Some(constant::Poly::constant(0)),
     };
-    let (a0, a1, b0, b1) = (bound(a.start)?, exact_polynomial(a.end?)?, bound(b.start)?, exact_polynomial(b.end?)?);
+    let (a0, a1, b0, b1) = (
+        bound(a.start)?,
+        exact_polynomial(a.end?)?,
+        bound(b.start)?,
+        exact_polynomial(b.end?)?,
+    );
     let offset = |p: &constant::Poly| p.sub(&a0)?.as_constant();
-    let (start, end) = shared_elements((0, Some(offset(&a1)?)), (offset(&b0)?, Some(offset(&b1)?)))?;
+    let (start, end) =
+        shared_elements((0, Some(offset(&a1)?)), (offset(&b0)?, Some(offset(&b1)?)))?;
     let at = |k: i128| a0.add(&constant::Poly::constant(k)).map(|p| p.render());
     Some((at(start)?, at(end)?))
 }

@@ -57,9 +57,7 @@ fn uses<'p>(pipeline: &'p Pipeline<'_>, id: BufferId) -> Uses<'p> {
             if written {
                 found.writes.push(site);
             } else if statement.accesses.iter().any(|touch| {
-                touch.buffer == id
-                    && touch.mode == Mode::Write
-                    && !super::flow::surely_empty(touch)
+                touch.buffer == id && touch.mode == Mode::Write && !super::flow::surely_empty(touch)
             }) {
                 found.maybe_writes.push(site);
             }
@@ -144,10 +142,9 @@ fn writes_before(pipeline: &Pipeline<'_>, id: BufferId, read: Site) -> (Before, 
                 stage: StageId(stage_id),
                 index,
             };
-            let writes = statement
-                .accesses
-                .iter()
-                .filter(|t| t.buffer == id && t.mode == Mode::Write && !super::flow::surely_empty(t));
+            let writes = statement.accesses.iter().filter(|t| {
+                t.buffer == id && t.mode == Mode::Write && !super::flow::surely_empty(t)
+            });
             let mut writes = writes.peekable();
             if writes.peek().is_none() || !runs_before(pipeline, site, read) {
                 continue;

@@ -104,7 +104,9 @@ fn iterations_on_one_stream_by_a_folded_index_may_write_one_chunk() {
     ] {
         let messages = errors(&chunked(body));
         assert!(
-            messages.iter().any(|m| m.contains("is written by every iteration of stage `c`")),
+            messages
+                .iter()
+                .any(|m| m.contains("is written by every iteration of stage `c`")),
             "{body}: {messages:?}"
         );
     }

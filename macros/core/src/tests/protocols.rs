@@ -239,7 +239,9 @@ fn a_scratch_flag_starts_the_next_step_with_what_the_last_one_left() {
         )
     };
     assert_error(
-        &pipeline("for i in 0..4 { stage r on work[i] { wait f == i as u32; write f = (i + 1) as u32; } }"),
+        &pipeline(
+            "for i in 0..4 { stage r on work[i] { wait f == i as u32; write f = (i + 1) as u32; } }",
+        ),
         &message(
             "wait f == i as u32",
             "r",
@@ -291,7 +293,9 @@ fn empty_ranges_of_a_scratch_buffer_neither_read_nor_write() {
     let scratch = |items: &str| with(&format!("scratch {{ t: DeviceBuffer<f32> = 16 }} {items}"));
     lower_ok(&scratch("stage r on s1 { copy t[0..0] -> a[0..0]; }"));
     assert_error(
-        &scratch("stage w on s1 { fill t[4..4] = 0.0; } stage r on s1 { copy t[0..4] -> h[0..4]; }"),
+        &scratch(
+            "stage w on s1 { fill t[4..4] = 0.0; } stage r on s1 { copy t[0..4] -> h[0..4]; }",
+        ),
         "scratch buffer `t` is read in stage `r` before anything writes it: its contents start undefined, and a later step finds what the last one left; write it first (`fill t = 0.0;`, or a kernel that writes it) in an earlier statement or in a stage `r` runs after, or make it a param if it keeps state from step to step",
         "t",
     );
@@ -313,7 +317,10 @@ fn scratch_parts_read_where_no_constant_write_reached_are_refused() {
     // A write that some run skips (an `if` without `else`, a `while`) covers nothing there:
     // it compiled, and the step's plan refused it.
     for (control, why) in [
-        ("if a > 0.0 { fill t[8..16] = 1.0; }", "sits in an `if` without `else`"),
+        (
+            "if a > 0.0 { fill t[8..16] = 1.0; }",
+            "sits in an `if` without `else`",
+        ),
         (
             "while a > 0.0 max 4 { fill t[8..16] = 1.0; launch k::touch(a) grid 1 block 1; }",
             "sits in a `while` body, which may run no time",
@@ -324,7 +331,9 @@ fn scratch_parts_read_where_no_constant_write_reached_are_refused() {
                 "scratch {{ t: DeviceBuffer<f32> = 16 }}
                  stage s on s1 {{ fill t[0..8] = 0.0; {control} copy t[8..12] -> h[0..4]; }}"
             )),
-            &format!("`t[8..12]` is read in stage `s`, but the writes of `t` before it (`t[0..8]`) cover none of elements 8..12 (a write of `t` in stage `s` {why}, so it counts for nothing), so the read finds undefined contents; write them first (`fill t[8..12] = 0.0;`, or a kernel that writes them)"),
+            &format!(
+                "`t[8..12]` is read in stage `s`, but the writes of `t` before it (`t[0..8]`) cover none of elements 8..12 (a write of `t` in stage `s` {why}, so it counts for nothing), so the read finds undefined contents; write them first (`fill t[8..12] = 0.0;`, or a kernel that writes them)"
+            ),
             "t[8..12]",
         );
     }

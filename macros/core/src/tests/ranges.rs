@@ -178,7 +178,9 @@ fn casts_truncate_as_rust_does() {
         errors(&ranged(
             "stage s on main { copy x[0..4] -> x[(256u32 as u8) as usize..4]; }"
         )),
-        ["`x[0..4]` and `x[(256u32 as u8) as usize..4]` overlap at elements 0..4, and `x[(256u32 as u8) as usize..4]` is written: the ranges one statement names of a buffer must be apart where one is written; name elements that do not overlap, or a second buffer"]
+        [
+            "`x[0..4]` and `x[(256u32 as u8) as usize..4]` overlap at elements 0..4, and `x[(256u32 as u8) as usize..4]` is written: the ranges one statement names of a buffer must be apart where one is written; name elements that do not overlap, or a second buffer"
+        ]
     );
     let flags = |items: &str| {
         with(&format!(
@@ -188,7 +190,9 @@ fn casts_truncate_as_rust_does() {
     lower_ok(&flags("stage r on s2 { wait f == 0u32; }"));
     assert_eq!(
         errors(&flags("stage r on s2 { wait f == 256u32; }")),
-        ["`wait f == 256u32` in stage `r` sees the value of `write f = (256u32 as u8) as u32` in stage `w`, the last write before it, which never satisfies it: the stream would wait for ever; wait for the value written, or write the value waited for"]
+        [
+            "`wait f == 256u32` in stage `r` sees the value of `write f = (256u32 as u8) as u32` in stage `w`, the last write before it, which never satisfies it: the stream would wait for ever; wait for the value written, or write the value waited for"
+        ]
     );
 }
 
