@@ -440,7 +440,10 @@ fn sends_fit_receives(cx: &Ctxt, scope: &Scope<'_>, group: &[Statement]) {
             let carried: Vec<String> = left.iter().map(|n| n.to_string()).collect();
             cx.error_between(
                 recv.name.span(),
-                recv.range.as_ref().map_or(recv.name.span(), syn::spanned::Spanned::span),
+                recv.range
+                    .as_ref()
+                    .and_then(|range| range.to_token_stream().into_iter().last())
+                    .map_or(recv.name.span(), |last| last.span()),
                 format!(
                     "`recv {}` takes {} elements, but the `send`s of its group carry {} elements: every rank runs the same group, so a peer's `send` of this group arrives in this `recv`, and a send pairs only with a receive of as many elements; receive {} elements, or send {}",
                     operand_text(recv),
