@@ -7,11 +7,13 @@
 //! those in [`collective`] on communication statements, those in [`devices`] on which device
 //! each statement's work reaches, and those in [`limits`] on values no GPU accepts. Only when
 //! none of them fails is the pipeline lowered. [`ordering()`] then runs the rules that need
-//! the stage graph, in [`mod@ordering`]: `after` cycles and `concurrent` claims. Nothing reaches
+//! the stage graph, in [`mod@ordering`]: `after` cycles and flag waits, and (in [`claims`])
+//! `concurrent` claims. Nothing reaches
 //! code generation unless every rule passed.
 
 mod accesses;
 mod bounds;
+mod claims;
 mod collective;
 mod control;
 mod devices;
