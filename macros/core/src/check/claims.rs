@@ -12,44 +12,57 @@ use crate::lower::{BufferId, Mode, Pipeline, Stage, StageId};
 /// contradict is an error naming what orders them, so a refactor that serialises two stages
 /// by accident fails to compile.
 pub(super) fn concurrent_claims(cx: &Ctxt, pipeline: &Pipeline<'_>) {
+    for ((a, first), (b, second)) in claimed_pairs(pipeline) {
+        if a == b {
+            continue;
+        }
+        let (earlier, later) = (StageId(a.min(b)), StageId(a.max(b)));
+        let path = pipeline
+            .path(earlier, later)
+            .or_else(|| pipeline.path(later, earlier));
+        let stream = pipeline.stages[a].stream;
+        let message = if stream == pipeline.stages[b].stream {
+            format!(
+                "`{first}` and `{second}` both run on stream `{}`, which runs them one after the other; put one on another stream, or drop the claim",
+                pipeline.streams[stream.0].name,
+            )
+        } else if let Some(path) = path {
+            format!(
+                "`{first}` and `{second}` cannot run concurrently: {}; drop the claim, or remove that ordering",
+                describe(pipeline, &path),
+            )
+        } else {
+            continue;
+        };
+        cx.error_between(first.span(), second.span(), message);
+    }
+}
+
+/// A stage a claim names: its index among the pipeline's stages, and the name as written.
+type Named<'p> = (usize, &'p syn::Ident);
+
+/// Every pair of stages one `concurrent(...)` claim names, each with its index among the
+/// pipeline's stages, the earlier-named first; a name of no stage is left out (reported
+/// where names are resolved).
+fn claimed_pairs<'p>(pipeline: &'p Pipeline<'_>) -> Vec<(Named<'p>, Named<'p>)> {
     let stage_id = |name: &syn::Ident| {
         pipeline
             .stages
             .iter()
             .position(|stage| stage.decl.name == *name)
     };
+    let mut pairs = Vec::new();
     for claim in pipeline.input.claims() {
         let named: Vec<_> = claim.stages.iter().collect();
         for (j, second) in named.iter().enumerate() {
             for first in &named[..j] {
-                let (Some(a), Some(b)) = (stage_id(first), stage_id(second)) else {
-                    continue;
-                };
-                if a == b {
-                    continue;
+                if let (Some(a), Some(b)) = (stage_id(first), stage_id(second)) {
+                    pairs.push(((a, *first), (b, *second)));
                 }
-                let (earlier, later) = (StageId(a.min(b)), StageId(a.max(b)));
-                let path = pipeline
-                    .path(earlier, later)
-                    .or_else(|| pipeline.path(later, earlier));
-                let stream = pipeline.stages[a].stream;
-                let message = if stream == pipeline.stages[b].stream {
-                    format!(
-                        "`{first}` and `{second}` both run on stream `{}`, which runs them one after the other; put one on another stream, or drop the claim",
-                        pipeline.streams[stream.0].name,
-                    )
-                } else if let Some(path) = path {
-                    format!(
-                        "`{first}` and `{second}` cannot run concurrently: {}; drop the claim, or remove that ordering",
-                        describe(pipeline, &path),
-                    )
-                } else {
-                    continue;
-                };
-                cx.error_between(first.span(), second.span(), message);
             }
         }
     }
+    pairs
 }
 
 /// In a step whose shape is known only when it is enqueued (a loop, a stream array, a range
@@ -59,29 +72,15 @@ pub(super) fn concurrent_claims(cx: &Ctxt, pipeline: &Pipeline<'_>) {
 /// written alike), one declared `after` the other, or both touching a whole buffer that one
 /// of them writes.
 pub(super) fn claims_contradicted_in_every_instance(cx: &Ctxt, pipeline: &Pipeline<'_>) {
-    let stage_id = |name: &syn::Ident| {
-        pipeline
-            .stages
-            .iter()
-            .position(|stage| stage.decl.name == *name)
-    };
-    for claim in pipeline.input.claims() {
-        let named: Vec<_> = claim.stages.iter().collect();
-        for (j, second) in named.iter().enumerate() {
-            for first in &named[..j] {
-                let (Some(a), Some(b)) = (stage_id(first), stage_id(second)) else {
-                    continue;
-                };
-                let (sa, sb) = (&pipeline.stages[a], &pipeline.stages[b]);
-                if a == b || sa.looped != sb.looped || sa.kind != sb.kind {
-                    continue;
-                }
-                let Some(message) = contradiction(pipeline, (a, first), (b, second)) else {
-                    continue;
-                };
-                cx.error_between(first.span(), second.span(), message);
-            }
+    for ((a, first), (b, second)) in claimed_pairs(pipeline) {
+        let (sa, sb) = (&pipeline.stages[a], &pipeline.stages[b]);
+        if a == b || sa.looped != sb.looped || sa.kind != sb.kind {
+            continue;
         }
+        let Some(message) = contradiction(pipeline, (a, first), (b, second)) else {
+            continue;
+        };
+        cx.error_between(first.span(), second.span(), message);
     }
 }
 
