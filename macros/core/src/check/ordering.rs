@@ -467,6 +467,28 @@ fn flag_waits(cx: &Ctxt, pipeline: &Pipeline<'_>) {
                 );
                 continue;
             }
+            // Over params, the token the last iteration leaves is the one the next step's
+            // first iteration would have to find.
+            if cell.scratch
+                && token
+                && *condition == WaitCondition::Equal
+                && let Some(body) = looped
+                && let Some(write) =
+                    token_left_over_params(pipeline, body, stage, &source.value, &writes, bits)
+            {
+                let var = &body.var;
+                let (start, end) = (tokens_string(&body.start), tokens_string(&body.end));
+                cx.error_spanned_by(
+                    source.keyword,
+                    format!(
+                        "{wait} in stage `{}` passes a token from iteration to iteration of `for {var} in {start}..{end}`, and a first step finds scratch flag `{flag}` at 0, but a scratch flag keeps what a step leaves: {} leaves the token of `{var} = {end}`, and the next step's first iteration waits for that of `{var} = {start}`, so whenever the loop runs the next step would wait for ever; reset the flag at the end of the step (`write {flag} = 0;` in a stage after the loop), or make it a param the host sets",
+                        stage.decl.name,
+                        write.written,
+                        flag = source.flag,
+                    ),
+                );
+                continue;
+            }
             // A scratch flag keeps what a step leaves: the next step starts from that value,
             // not from 0.
             let Some(left) = cell
@@ -497,6 +519,72 @@ fn flag_waits(cx: &Ctxt, pipeline: &Pipeline<'_>) {
     }
 }
 
+/// For a token passed on in a `for` whose bounds are not constants (`for i in 0..n { wait
+/// flag == i as u32; write flag = (i + 1) as u32; }`), the write that leaves the step's last
+/// token in the flag, when the next step's first iteration cannot find its own there: the
+/// write runs after every other write of the flag, in the wait's own loop, and passes the
+/// token exactly (iteration `i` writes what iteration `i + 1` waits for), so the step leaves
+/// the token of `i = end` where the next one starts by waiting for that of `i = start`. The
+/// tokens step by a non-zero constant `c`, so the two differ by `c * (end - start)`: whenever
+/// the loop runs. `None` where any of that is unknown, or the pipeline has several kinds of
+/// step.
+fn token_left_over_params<'w, 'a>(
+    pipeline: &Pipeline<'_>,
+    body: &ast::ForLoop,
+    stage: &Stage<'_>,
+    wait: &syn::Expr,
+    writes: &'w [FlagWrite<'a>],
+    bits: Option<u32>,
+) -> Option<&'w FlagWrite<'a>> {
+    if pipeline.kinds.len() != 1 || Iterations::of(body).is_some() {
+        return None;
+    }
+    let write = last_write(pipeline, writes)?;
+    if pipeline.stages[write.site.stage.0].looped != stage.looped {
+        return None;
+    }
+    let names = |name: &syn::Ident| {
+        let lets = body.lets.iter().any(|binding| binding.name == *name);
+        (!lets).then(|| Poly::unknown(&name.to_string()))
+    };
+    let var = body.var.to_string();
+    let wanted = constant::polynomial(wait, &names)?;
+    let written = constant::polynomial(write.value?, &names)?;
+    let at = |value: &Poly| wanted.substitute(&var, value);
+    let next = at(&Poly::unknown(&var).add(&Poly::constant(1))?)?;
+    if written.sub(&next)?.as_constant()? != 0 {
+        return None;
+    }
+    let step = next.sub(&wanted)?.as_constant()?;
+    let modulus = 1i128 << bits?;
+    if step.rem_euclid(modulus) == 0 {
+        return None;
+    }
+    let (start, end) = (
+        constant::polynomial(&body.start, &names)?,
+        constant::polynomial(&body.end, &names)?,
+    );
+    let apart = at(&end)?.sub(&at(&start)?)?;
+    let expected = end.sub(&start)?.scale(step)?;
+    (apart.sub(&expected)?.as_constant()? == 0).then_some(write)
+}
+
+/// The write of a flag that runs after every other one in the step, when there is one.
+fn last_write<'w, 'a>(
+    pipeline: &Pipeline<'_>,
+    writes: &'w [FlagWrite<'a>],
+) -> Option<&'w FlagWrite<'a>> {
+    let mut last = writes.iter().filter(|write| {
+        !writes
+            .iter()
+            .any(|other| other.site != write.site && runs_before(pipeline, write.site, other.site))
+    });
+    match (last.next(), last.next()) {
+        (Some(write), None) => Some(write),
+        _ => None,
+    }
+}
+
 /// The write of a flag that runs after every other one in the step, when there is one and
 /// its value is known: what a scratch flag holds when the next step starts. Unknown where
 /// the pipeline has several kinds of step (the next step may be of another kind).
@@ -507,15 +595,7 @@ fn value_left<'w, 'a>(
     if pipeline.kinds.len() != 1 {
         return None;
     }
-    let mut last = writes.iter().filter(|write| {
-        !writes
-            .iter()
-            .any(|other| other.site != write.site && runs_before(pipeline, write.site, other.site))
-    });
-    match (last.next(), last.next()) {
-        (Some(write), None) => write.last.is_some().then_some(write),
-        _ => None,
-    }
+    last_write(pipeline, writes).filter(|write| write.last.is_some())
 }
 
 /// A wait whose value changes with the iterations of its `for` with constant bounds, after a

@@ -161,9 +161,9 @@ fn a_token_passed_by_another_stage_or_over_params_compiles() {
     for items in [
         "for i in 0..4 { stage a on main { wait flag == i as u32; } stage b on work[0] { write flag = (i + 1) as u32; } }",
         "for i in 0..4 { stage a on main { wait f == i as u32; } stage b on main { write f = (i + 1) as u32; } } stage reset on main { write f = 0; }",
-        "for i in 0..n { stage a on main { wait f == i as u32; write f = (i + 1) as u32; } }",
+        "for i in 0..n { stage a on main { wait f == i as u32; write f = (i + 1) as u32; } } stage reset on main { write f = 0; }",
         "for i in 0..n { stage a on main { wait flag == i as u32; write flag = (i + 1) as u32; } }",
-        "for i in 0..n { stage a on main { wait f == i as u32; } stage b on work[1] { write f = (i + 1) as u32; } }",
+        "for i in 0..n { stage a on main { wait f == i as u32; } stage b on work[1] { write f = (i + 1) as u32; } } stage reset on main { write f = 0; }",
         "for i in 0..n { stage a on work[i % 4] { wait f >= i as u32; write f = (i + 2) as u32; } }",
     ] {
         lower_ok(&pipeline(items));
@@ -259,6 +259,56 @@ fn a_scratch_flag_starts_the_next_step_with_what_the_last_one_left() {
         "for i in 0..4 { stage r on work[i] { wait f == i as u32; write f = (i + 1) as u32; } } stage reset on main { write f = 0; }",
         "stage a on main { wait f == 0u32; } stage b on work[0] { write f = 1; } stage c on main { write f = 0; }",
         "stage a on main { write f = 1; } stage b on work[0] { wait f == 1u32; }",
+    ] {
+        lower_ok(&pipeline(items));
+    }
+}
+
+/// Over params, a token chain on a scratch flag leaves the last iteration's token (that of
+/// `i = n`) where the next step's first iteration waits for that of `i = 0`: it hangs the
+/// second step whenever the loop runs, unless the step ends with a reset. A chain whose
+/// tokens do not change (`i * 0`), or a param flag the host sets, is left alone.
+#[test]
+fn a_scratch_token_passed_over_params_is_reset_at_the_end_of_the_step() {
+    let pipeline = |items: &str| {
+        format!(
+            "pipeline P {{ streams {{ main, work[4] }} params {{ n: usize, m: usize, flag: &mut FlagCell }} scratch {{ f: FlagCell }} {items} }}"
+        )
+    };
+    let message = |wait: &str, stage: &str, write: &str, range: (&str, &str)| {
+        format!(
+            "`{wait}` in stage `{stage}` passes a token from iteration to iteration of `for i in {}..{}`, and a first step finds scratch flag `f` at 0, but a scratch flag keeps what a step leaves: {write} leaves the token of `i = {}`, and the next step's first iteration waits for that of `i = {}`, so whenever the loop runs the next step would wait for ever; reset the flag at the end of the step (`write f = 0;` in a stage after the loop), or make it a param the host sets",
+            range.0, range.1, range.1, range.0,
+        )
+    };
+    assert_error(
+        &pipeline(
+            "for i in 0..n { stage a on main { wait f == i as u32; write f = (i + 1) as u32; } }",
+        ),
+        &message(
+            "wait f == i as u32",
+            "a",
+            "`write f = (i + 1) as u32` in stage `a`",
+            ("0", "n"),
+        ),
+        "wait",
+    );
+    assert_error(
+        &pipeline(
+            "for i in m..n + m { stage a on work[i % 4] { wait f == (2 * i - 2 * m) as u32; } stage b on main { write f = (2 * i - 2 * m + 2) as u32; } }",
+        ),
+        &message(
+            "wait f == (2 * i - 2 * m) as u32",
+            "a",
+            "`write f = (2 * i - 2 * m + 2) as u32` in stage `b`",
+            ("m", "n + m"),
+        ),
+        "wait",
+    );
+    for items in [
+        "for i in 0..n { stage a on main { wait f == i as u32; write f = (i + 1) as u32; } } stage reset on main { write f = 0; }",
+        "for i in 0..n { stage a on main { wait f == (i * 0) as u32; write f = (i * 0) as u32; } }",
+        "for i in 0..n { stage a on main { wait flag == i as u32; write flag = (i + 1) as u32; } }",
     ] {
         lower_ok(&pipeline(items));
     }
