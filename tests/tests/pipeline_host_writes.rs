@@ -204,7 +204,7 @@ fn a_host_write_into_a_range_a_replay_writes_is_refused(ctx: &Context) -> Result
     ] {
         let message = refused.unwrap_err().to_string();
         assert!(
-            message.contains("that stage `fresh` writes at every replay"),
+            message.contains("that stage `fresh` may write during a replay"),
             "{message}"
         );
     }

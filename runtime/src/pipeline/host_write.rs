@@ -219,8 +219,9 @@ impl<T: Pod> HostWrite<'_, DeviceBuffer<T>> {
                 call,
                 format!(
                     "pipeline `{}`: a host {what} of elements {start}..{end} of `{}` overlaps \
-                     elements {}..{} that stage `{stage}` writes at every replay; the host \
-                     may write only what the step reads",
+                     elements {}..{} that stage `{stage}` may write during a replay (in every \
+                     replay, or in those where a control statement around the write runs); the \
+                     host may write only what the step reads",
                     self.pipeline, self.name, written.start, written.end
                 ),
             ));
