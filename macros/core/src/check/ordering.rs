@@ -191,11 +191,6 @@ fn passed_on_symbolically(
     condition: WaitCondition,
     bits: Option<u32>,
 ) -> bool {
-    let var = body.var.to_string();
-    let names = |name: &syn::Ident| {
-        let lets = body.lets.iter().any(|binding| binding.name == *name);
-        (!lets).then(|| Poly::unknown(&name.to_string()))
-    };
     if condition == WaitCondition::AnyBit && constant::value(wait) == Some(0) {
         return false;
     }
@@ -205,15 +200,12 @@ fn passed_on_symbolically(
         return false;
     }
     let (Some(wanted), Some(written)) = (
-        constant::polynomial(wait, &names),
-        written.and_then(|written| constant::polynomial(written, &names)),
+        in_loop_terms(body, wait),
+        written.and_then(|written| in_loop_terms(body, written)),
     ) else {
         return true;
     };
-    let next = Poly::unknown(&var)
-        .add(&Poly::constant(1))
-        .and_then(|next| wanted.substitute(&var, &next));
-    match next
+    match in_next_iteration(body, &wanted)
         .and_then(|next| written.sub(&next))
         .map(|d| d.as_constant())
     {
@@ -223,6 +215,22 @@ fn passed_on_symbolically(
         }
         _ => true,
     }
+}
+
+/// `expr` as a polynomial over `body`'s loop variable and the params (a `let` of the body,
+/// which changes per iteration in ways a polynomial does not follow, has none).
+fn in_loop_terms(body: &ast::ForLoop, expr: &syn::Expr) -> Option<Poly> {
+    let names = |name: &syn::Ident| {
+        let lets = body.lets.iter().any(|binding| binding.name == *name);
+        (!lets).then(|| Poly::unknown(&name.to_string()))
+    };
+    constant::polynomial(expr, &names)
+}
+
+/// `value` (over `body`'s loop variable `i`) in the next iteration: `i + 1` for `i`.
+fn in_next_iteration(body: &ast::ForLoop, value: &Poly) -> Option<Poly> {
+    let var = body.var.to_string();
+    value.substitute(&var, &Poly::unknown(&var).add(&Poly::constant(1))?)
 }
 
 /// `write flag = 3` or, for the values of a loop, `write flag = i as u32` (which writes 0,
@@ -543,15 +551,11 @@ fn token_left_over_params<'w, 'a>(
     if pipeline.stages[write.site.stage.0].looped != stage.looped {
         return None;
     }
-    let names = |name: &syn::Ident| {
-        let lets = body.lets.iter().any(|binding| binding.name == *name);
-        (!lets).then(|| Poly::unknown(&name.to_string()))
-    };
     let var = body.var.to_string();
-    let wanted = constant::polynomial(wait, &names)?;
-    let written = constant::polynomial(write.value?, &names)?;
+    let wanted = in_loop_terms(body, wait)?;
+    let written = in_loop_terms(body, write.value?)?;
     let at = |value: &Poly| wanted.substitute(&var, value);
-    let next = at(&Poly::unknown(&var).add(&Poly::constant(1))?)?;
+    let next = in_next_iteration(body, &wanted)?;
     if written.sub(&next)?.as_constant()? != 0 {
         return None;
     }
@@ -561,8 +565,8 @@ fn token_left_over_params<'w, 'a>(
         return None;
     }
     let (start, end) = (
-        constant::polynomial(&body.start, &names)?,
-        constant::polynomial(&body.end, &names)?,
+        in_loop_terms(body, &body.start)?,
+        in_loop_terms(body, &body.end)?,
     );
     let apart = at(&end)?.sub(&at(&start)?)?;
     let expected = end.sub(&start)?.scale(step)?;
