@@ -142,11 +142,15 @@ fn note(what: &str, outcome: Recaptured) {
 }
 
 /// The branches and switch cases of the replays after each recapture follow the new flag and
-/// mode, and write the new buffers.
+/// mode (one past the last case runs none), and write the new buffers.
 fn if_else_and_switch_follow_the_new_params(ctx: &Context) -> Result<()> {
     let stream = Stream::new(ctx)?;
     let (yes, no) = (buffer(&stream, 1)?, buffer(&stream, 0)?);
-    let (mode0, mode2) = (buffer(&stream, 0)?, buffer(&stream, 2)?);
+    let (mode0, mode2, mode7) = (
+        buffer(&stream, 0)?,
+        buffer(&stream, 2)?,
+        buffer(&stream, 7)?,
+    );
     let (mut a, mut b) = (buffer(&stream, 0)?, buffer(&stream, 0)?);
     let mut cases = vec![
         buffer(&stream, 0)?,
@@ -175,10 +179,15 @@ fn if_else_and_switch_follow_the_new_params(ctx: &Context) -> Result<()> {
         "then and other exchanged",
         graph.recapture_with(|p| std::mem::swap(&mut p.then, &mut p.other))?,
     );
-    graph.launch()?; // else: now `a`
+    graph.launch()?; // else: now `a`; case 2
+    note(
+        "mode past the cases",
+        graph.recapture_with(|p| p.mode = &mode7)?,
+    );
+    graph.launch()?; // else (`a`), no case
     graph.synchronize()?;
     drop(graph);
-    assert_eq!((read(&stream, &a)?, read(&stream, &b)?), (2, 2));
+    assert_eq!((read(&stream, &a)?, read(&stream, &b)?), (3, 2));
     let counts: Vec<u32> = cases
         .iter()
         .map(|c| read(&stream, c))
