@@ -198,7 +198,7 @@ fn if_else_and_switch_follow_the_new_params(ctx: &Context) -> Result<()> {
 
 /// The do-while nested in a loop runs once per outer iteration after each recapture (its
 /// handle set to 1 before it in the new build too), on the new buffers; the `if` after the
-/// loop follows its scalar's setter.
+/// loop follows its scalar's setter; with fault tracking on.
 fn a_nested_do_while_runs_every_outer_iteration_after_a_recapture(ctx: &Context) -> Result<()> {
     let stream = Stream::new(ctx)?;
     let three = buffer(&stream, 3)?;
@@ -211,6 +211,8 @@ fn a_nested_do_while_runs_every_outer_iteration_after_a_recapture(ctx: &Context)
     let (mut once_a, mut once_b) = (buffer(&stream, 0)?, buffer(&stream, 0)?);
     let mut tail = buffer(&stream, 0)?;
     let mut pipeline = Nested::new(ctx)?;
+    // Each stage's mark is a node of the top-level graph, beside the loops' nodes.
+    pipeline.set_fault_tracking(true);
     let (ob, oc, onb) = (&mut outer_b, &mut outer_c, &mut once_b);
     let mut graph = pipeline.capture(NestedParams {
         cap: 10,
