@@ -286,6 +286,15 @@ impl fmt::Display for Error {
             {
                 write!(f, "{source}")
             }
+            // The CPU backend's fault names the operation and its stream itself (a race, say),
+            // with or without fault tracking.
+            Error::Step {
+                pipeline,
+                stage: None,
+                source,
+            } if matches!(&**source, Error::Cpu(_)) => {
+                write!(f, "pipeline `{pipeline}`: a step failed: {source}")
+            }
             Error::Step {
                 pipeline,
                 stage: None,

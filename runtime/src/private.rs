@@ -295,6 +295,23 @@ pub fn scalar<T: ScalarParam>(value: &T) -> T {
 )]
 pub trait ReadByTheStep {}
 
+/// On the CPU backend, makes `stage` the stage of the operations this thread enqueues (or
+/// captures) until the scope is dropped, so that one that fails names it (the CPU backend
+/// knows which operation failed, where CUDA needs fault tracking's marks); `None` on CUDA.
+/// Generated `__enqueue` holds it for the stage's statements.
+pub fn stage_scope(stream: &Stream, stage: &'static str) -> Option<StageScope> {
+    match stream.kind() {
+        crate::stream::StreamBackend::Cpu(_) => {
+            Some(StageScope(crate::cpu::StageScope::enter(stage)))
+        }
+        crate::stream::StreamBackend::Cuda(_) => None,
+    }
+}
+
+/// What [`stage_scope`] returns: the stage stays current while it lives.
+#[derive(Debug)]
+pub struct StageScope(#[allow(dead_code, reason = "held for its drop")] crate::cpu::StageScope);
+
 /// The NVTX range around one stage's enqueue (and capture) on the CUDA backend, named
 /// `Pipeline/stage`, while a profiler listens (see `gpu_pipeline::nvtx`); `None` otherwise
 /// and on the CPU backend. Generated `__enqueue` holds it for the stage's statements.

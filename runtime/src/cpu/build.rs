@@ -126,6 +126,7 @@ fn plain(label: &str, kind: NodeKind, work: NodeWork) -> Node {
         kernel: None,
         host_function: false,
         keep: Arc::from([]),
+        stage: None,
     }
 }
 

@@ -53,6 +53,8 @@ pub(crate) struct Node {
     pub(super) host_function: bool,
     /// What the captured operation kept alive ([`Op::keep`]).
     pub(super) keep: Arc<[Keep]>,
+    /// The pipeline stage that captured it, which its failure names.
+    pub(super) stage: Option<&'static str>,
 }
 
 impl Node {
@@ -76,6 +78,7 @@ impl Node {
             kernel: op.kernel,
             host_function: op.host_function,
             keep: op.keep.into(),
+            stage: op.stage,
         })
     }
 

@@ -111,6 +111,7 @@ mod peer;
 mod race;
 mod shared;
 mod signal;
+mod stage;
 mod stream;
 pub(crate) mod work;
 
@@ -140,5 +141,6 @@ pub(crate) use op::{
 };
 pub(crate) use parts::{Part, PartBytes, PartsWork, overlapping_write};
 pub(crate) use signal::Signal;
+pub(crate) use stage::StageScope;
 pub(crate) use stream::{Stream, StreamOptions};
 pub(crate) use work::{MemOp, Range, WaitCondition};

@@ -255,6 +255,14 @@ pub(super) enum OpWork {
     Once(OnceWork),
 }
 
+/// What names an operation that failed: its label, the stage that enqueued it, and whether
+/// it was a host function.
+pub(crate) struct Failed {
+    pub(crate) label: Cow<'static, str>,
+    pub(crate) stage: Option<&'static str>,
+    pub(crate) host_function: bool,
+}
+
 /// One unit of stream work: a label for reports, the buffers it declares, and the work.
 ///
 /// ```ignore
@@ -274,6 +282,8 @@ pub(crate) struct Op {
     /// Kept only if the op is captured (then by its graph node); dropped at enqueue
     /// otherwise, outside the stream's lock. The work itself holds what it touches.
     pub(super) keep: Vec<Keep>,
+    /// The pipeline stage that enqueued it (`stage.rs`), which its failure names.
+    pub(super) stage: Option<&'static str>,
 }
 
 impl Op {
@@ -323,6 +333,7 @@ impl Op {
             kernel: None,
             host_function: false,
             keep: Vec::new(),
+            stage: super::stage::current(),
         }
     }
 
@@ -403,14 +414,15 @@ impl Op {
         effective_accesses(&self.accesses, args)
     }
 
-    /// Runs the work, catching panics; on failure hands back the label for the report, and
-    /// whether the op was a host function.
-    pub(super) fn run(self) -> Result<(), (Cow<'static, str>, bool, OpFailure)> {
+    /// Runs the work, catching panics; on failure hands back what the report names: the
+    /// label, the stage, and whether the op was a host function.
+    pub(super) fn run(self) -> Result<(), (Failed, OpFailure)> {
         let Op {
             label,
             work,
             host_function,
             kernel,
+            stage,
             ..
         } = self;
         // The work is moved into the guard so that its drop (user captures) is guarded too.
@@ -423,7 +435,14 @@ impl Op {
             },
             OpWork::Once(f) => f(),
         });
-        result.map_err(|failure| (label, host_function, failure))
+        result.map_err(|failure| {
+            let failed = Failed {
+                label,
+                stage,
+                host_function,
+            };
+            (failed, failure)
+        })
     }
 }
 
@@ -530,7 +549,9 @@ mod tests {
     #[test]
     fn run_catches_errors_and_panics() {
         let failed = Op::replayable("fails", || Err("boom".into())).run();
-        assert!(matches!(failed, Err((_, false, OpFailure::Failed(m))) if m == "boom"));
+        assert!(
+            matches!(failed, Err((Failed { host_function: false, .. }, OpFailure::Failed(m))) if m == "boom")
+        );
         let failure = crate::collective::CommFailure {
             rank: 0,
             pipeline: Some("P"),
@@ -543,13 +564,17 @@ mod tests {
         let expected = failure.clone();
         let typed =
             Op::replayable("sends", move || Err(communication_failed(failure.clone()))).run();
-        assert!(matches!(typed, Err((_, false, OpFailure::Communication(f))) if *f == expected));
+        assert!(
+            matches!(typed, Err((Failed { host_function: false, .. }, OpFailure::Communication(f))) if *f == expected)
+        );
         // The typed failure is this work's only: the next failing work is plain text.
         let failed = Op::replayable("fails", || Err("boom".into())).run();
-        assert!(matches!(failed, Err((_, false, OpFailure::Failed(m))) if m == "boom"));
+        assert!(
+            matches!(failed, Err((Failed { host_function: false, .. }, OpFailure::Failed(m))) if m == "boom")
+        );
         let panicked = Op::once("panics", || panic!("kaboom {}", 7)).run();
         assert!(
-            matches!(panicked, Err((label, false, OpFailure::Panicked(m))) if m == "kaboom 7" && label == "panics")
+            matches!(panicked, Err((Failed { label, host_function: false, .. }, OpFailure::Panicked(m))) if m == "kaboom 7" && label == "panics")
         );
     }
 }

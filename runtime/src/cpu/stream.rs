@@ -743,7 +743,7 @@ impl StreamShared {
                 fault = Some(CpuFault::from_failure(
                     &self.name,
                     self.id,
-                    "dropping a finished operation",
+                    ("dropping a finished operation", None),
                     false,
                     failure,
                 ));
@@ -770,8 +770,14 @@ impl StreamShared {
     fn execute(&self, item: Item) -> Option<CpuFault> {
         match item {
             Item::Op(op, pending) => {
-                let fault = op.run().err().map(|(label, host_function, failure)| {
-                    CpuFault::from_failure(&self.name, self.id, &label, host_function, failure)
+                let fault = op.run().err().map(|(failed, failure)| {
+                    CpuFault::from_failure(
+                        &self.name,
+                        self.id,
+                        (&failed.label, failed.stage),
+                        failed.host_function,
+                        failure,
+                    )
                 });
                 drop(pending);
                 fault
@@ -793,7 +799,7 @@ impl StreamShared {
                             let fault = CpuFault::from_failure(
                                 &self.name,
                                 self.id,
-                                &node.node.label,
+                                (&node.node.label, node.node.stage),
                                 node.node.host_function,
                                 failure,
                             );

@@ -407,7 +407,11 @@ pub fn step_error_at(
         already @ (Error::Step { .. } | Error::Stage { .. }) => already,
         error => Error::Step {
             pipeline,
-            stage: progress.first_incomplete(stages),
+            // On the CPU backend the failed operation names its stage itself.
+            stage: progress.first_incomplete(stages).or_else(|| match &error {
+                Error::Cpu(fault) => fault.stage(),
+                _ => None,
+            }),
             source: Box::new(error),
         },
     }

@@ -121,7 +121,7 @@ impl fmt::Display for RaceReport {
             f,
             "{} race on `{}`: `{}` on stream `{}` {verb} it, {earlier_verb} `{}` on stream `{}`, \
              and no stream order, event or synchronize orders them; record an event after `{}` \
-             and wait on it before `{}`",
+             and wait on it before `{}`, or synchronize stream `{}` before `{}` is enqueued",
             self.hazard,
             self.buffer_name,
             self.later.op,
@@ -129,6 +129,8 @@ impl fmt::Display for RaceReport {
             self.earlier.op,
             self.earlier.stream,
             self.earlier.op,
+            self.later.op,
+            self.earlier.stream,
             self.later.op,
         )
     }
@@ -152,11 +154,13 @@ impl fmt::Display for RaceReport {
     reason = "the variants' fields are named for what they hold"
 )]
 pub enum CpuFault {
-    /// An operation's work returned an error.
-    #[error("`{op}` on stream `{stream}` failed: {message}")]
+    /// An operation's work returned an error. `stage`: the pipeline stage that enqueued (or
+    /// captured) it, if one did.
+    #[error("`{op}`{} on stream `{stream}` failed: {message}", of_stage(*stage))]
     OpFailed {
         stream: Arc<str>,
         op: Arc<str>,
+        stage: Option<&'static str>,
         message: String,
     },
     /// A communication group's operation failed or missed its deadline: the typed failure,
@@ -167,11 +171,14 @@ pub enum CpuFault {
         op: Arc<str>,
         failure: Box<crate::collective::CommFailure>,
     },
-    /// An operation's work panicked; the panic was caught on the stream's thread.
-    #[error("`{op}` on stream `{stream}` panicked: {message}")]
+    /// An operation's work panicked; the panic was caught on the stream's thread. `stage`:
+    /// the pipeline stage that enqueued (or captured) it, if one did. A kernel's panic is its
+    /// CPU implementation's (an index past a slice's end, say): fix that function.
+    #[error("`{op}`{} on stream `{stream}` panicked: {message}{}", of_stage(*stage), kernel_hint(op))]
     OpPanicked {
         stream: Arc<str>,
         op: Arc<str>,
+        stage: Option<&'static str>,
         message: String,
     },
     /// The race detector found two unordered conflicting accesses.
@@ -318,7 +325,7 @@ impl CpuFault {
     pub(crate) fn from_failure(
         stream: &Arc<str>,
         stream_id: u64,
-        op: &str,
+        (op, stage): (&str, Option<&'static str>),
         host_function: bool,
         failure: OpFailure,
     ) -> Self {
@@ -332,6 +339,7 @@ impl CpuFault {
             OpFailure::Failed(message) => CpuFault::OpFailed {
                 stream,
                 op,
+                stage,
                 message,
             },
             OpFailure::Communication(failure) => CpuFault::Communication {
@@ -342,8 +350,17 @@ impl CpuFault {
             OpFailure::Panicked(message) => CpuFault::OpPanicked {
                 stream,
                 op,
+                stage,
                 message,
             },
+        }
+    }
+
+    /// The pipeline stage whose operation failed or panicked, when a stage enqueued it.
+    pub fn stage(&self) -> Option<&'static str> {
+        match self {
+            CpuFault::OpFailed { stage, .. } | CpuFault::OpPanicked { stage, .. } => *stage,
+            _ => None,
         }
     }
 
@@ -353,6 +370,21 @@ impl CpuFault {
             CpuFault::Race(report) => Some(report),
             _ => None,
         }
+    }
+}
+
+/// ` of stage `name`` for a fault's op that a pipeline stage enqueued, nothing otherwise.
+fn of_stage(stage: Option<&'static str>) -> String {
+    stage.map_or_else(String::new, |stage| format!(" of stage `{stage}`"))
+}
+
+/// What to do about a panicked kernel launch: its CPU implementation panicked.
+fn kernel_hint(op: &str) -> &'static str {
+    if op.starts_with("launch ") {
+        " (the kernel's CPU implementation panicked: index each buffer only below the bound \
+         the CUDA kernel checks, as the kernel does)"
+    } else {
+        ""
     }
 }
 

@@ -203,6 +203,8 @@ pub fn capture_step_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                     .ok_or_else(|| #rt::internal(#name, "a stage's stream was not created"))?;
                 let __refs: &[#rt::Ref] = &__instance.refs;
                 let mut __deps: ::std::vec::Vec<#rt::GraphNode> = ::std::vec::Vec::new();
+                // On the CPU backend, the stage's nodes name it when they fail.
+                let __scope = #rt::stage_scope(__stream, __instance.name);
                 for &__before in __plan.graph_before.get(__planned.stage.0).into_iter().flatten() {
                     __deps.extend(__sinks.get(__before).into_iter().flatten().copied());
                 }
@@ -215,6 +217,7 @@ pub fn capture_step_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                         }
                         ::core::result::Result::Ok(__tail)
                     })();
+                ::core::mem::drop(__scope);
                 let __own = __result.map_err(|e| #rt::stage_error(#name, __instance.name, e))?;
                 let __position = __position as u32 + 1;
                 if let ::core::option::Option::Some(__op) = __progress.mark_op(__instance.stream, __position) {

@@ -433,6 +433,8 @@ pub fn enqueue_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                 let __refs: &[#rt::Ref] = &__instance.refs;
                 // `Pipeline/stage` in a profiler's timeline (NVTX), while one listens.
                 let __range = #rt::stage_range(__stream, #name, __instance.name);
+                // On the CPU backend, what the stage enqueues names it when it fails.
+                let __scope = #rt::stage_scope(__stream, __instance.name);
                 let __result: #rt::Result<()> = (|| {
                     if __planned.fork && __mode.forks() {
                         #rt::Stream::wait_event(__stream, __fork)?;
@@ -457,6 +459,7 @@ pub fn enqueue_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                     }
                     ::core::result::Result::Ok(())
                 })();
+                ::core::mem::drop(__scope);
                 ::core::mem::drop(__range);
                 __result.map_err(|e| #rt::stage_error(#name, __instance.name, e))?;
                 __progress.mark(__stream, __instance.stream, __tag, __position as u32 + 1)?;

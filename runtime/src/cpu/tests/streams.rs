@@ -190,6 +190,7 @@ fn a_panicking_op_is_reported_and_the_stream_stays_usable() {
                 stream,
                 op,
                 message,
+                ..
             } => {
                 assert_eq!((&**stream, &**op), ("compute", "launch stencil"));
                 assert_eq!(message, "index out of bounds: 9");
