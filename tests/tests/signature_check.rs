@@ -1,7 +1,8 @@
 //! A kernel declaration is checked against the parameter list its PTX image declares, on
 //! both backends, when the pipeline (or a typed kernel) is created: a three-parameter
 //! declaration of the four-parameter `saxpy` fails on the CPU backend as it would on a GPU,
-//! naming the kernel and both lists, rather than running "fine" in CI.
+//! naming the kernel and both lists, rather than running "fine" in CI. So does an integer
+//! declared where the image takes a float (two scalars of one width swapped).
 
 use gpu_pipeline::{Context, DeviceBuffer, Error, Module, gpu_pipeline};
 
@@ -11,6 +12,12 @@ mod cpu_impl {
     pub fn saxpy_without_a(n: u32, x: &[f32], y: &mut [f32]) {
         for i in 0..n as usize {
             y[i] += x[i];
+        }
+    }
+
+    pub fn saxpy_swapped(a: f32, n: u32, x: &[f32], y: &mut [f32]) {
+        for i in 0..n as usize {
+            y[i] += a * x[i];
         }
     }
 
@@ -42,6 +49,18 @@ gpu_pipeline! {
         }
         params { n: u32, a: f64, x: &DeviceBuffer<f32>, y: &mut DeviceBuffer<f32> }
         stage axpy on compute { launch k::saxpy(n, a, x, y) grid n.div_ceil(256) block 256; }
+    }
+}
+
+gpu_pipeline! {
+    /// Declares `saxpy(unsigned n, float a, ..)` as `(a: f32, n: u32, ..)`: the sizes agree.
+    pipeline SwappedScalars {
+        streams { compute }
+        unsafe kernels k = ptx(include_str!("../../runtime/kernels/test_kernels.ptx")) {
+            fn saxpy(a: f32, n: u32, x: &[f32; n], y: &mut [f32; n]) cpu = cpu_impl::saxpy_swapped;
+        }
+        params { n: u32, a: f32, x: &DeviceBuffer<f32>, y: &mut DeviceBuffer<f32> }
+        stage axpy on compute { launch k::saxpy(a, n, x, y) grid n.div_ceil(256) block 256; }
     }
 }
 
@@ -90,6 +109,21 @@ fn wrong_width_is_refused(ctx: &Context) {
     );
 }
 
+fn swapped_scalars_are_refused(ctx: &Context) {
+    let message = refusal_message(SwappedScalars::new(ctx).map(|_| ()).unwrap_err());
+    assert!(
+        message.contains(
+            "parameter 1 is declared an integer (`u32`) but the kernel's `saxpy_param_1` is \
+             `.f32`, a floating-point number; declare it `f32`"
+        ),
+        "{message}"
+    );
+    assert!(
+        message.contains("check the order of the parameters"),
+        "{message}"
+    );
+}
+
 fn module_lookup_is_checked(ctx: &Context) {
     let module = Module::load_ptx(ctx, PTX).unwrap().named("test_kernels");
     let saxpy = module.function("saxpy").unwrap();
@@ -121,6 +155,11 @@ fn cpu_a_pipeline_with_a_wrong_width_is_refused() {
 }
 
 #[test]
+fn cpu_a_pipeline_with_swapped_scalars_of_one_width_is_refused() {
+    swapped_scalars_are_refused(&Context::cpu());
+}
+
+#[test]
 fn cpu_a_typed_module_lookup_is_checked() {
     module_lookup_is_checked(&Context::cpu());
 }
@@ -131,5 +170,6 @@ fn cuda_mismatched_signatures_are_refused() {
     let ctx = Context::cuda(0).expect("a CUDA device");
     missing_param_is_refused(&ctx);
     wrong_width_is_refused(&ctx);
+    swapped_scalars_are_refused(&ctx);
     module_lookup_is_checked(&ctx);
 }

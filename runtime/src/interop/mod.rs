@@ -72,8 +72,9 @@ impl Kernel {
     /// `n`: declare it with [`Kernel::typed_with_bounds`] instead.
     ///
     /// The parameter list a PTX image declares for the kernel is compared with `Sig` on both
-    /// backends, and a mismatch (count or size) is an [`Error::InvalidArgument`] naming the
-    /// kernel and both lists. Where the driver can report the kernel's parameter sizes
+    /// backends, and a mismatch (count or size, or an integer or buffer declared where the
+    /// image has a floating-point parameter, as in `(f32, u32, ..)` for `(unsigned n, float a,
+    /// ..)`) is an [`Error::InvalidArgument`] naming the kernel, the parameter and both lists. Where the driver can report the kernel's parameter sizes
     /// (`cuFuncGetParamInfo`, CUDA 12.4; cubin and fatbin images too), they are compared as
     /// well.
     ///
@@ -98,18 +99,20 @@ impl Kernel {
         // match fails on the CPU backend as it would on a GPU.
         if let Some(image) = self.module().image_params(self.name()) {
             let sizes: Vec<usize> = image.iter().map(|p| p.size).collect();
-            check_param_sizes(Sig::PARAM_LAYOUTS, &sizes).map_err(|m| {
-                Error::invalid(
-                    "Kernel::typed",
-                    format!(
-                        "`{}` of module `{}`: {m}; declared {}, the image's `.entry` takes {}",
-                        self.name(),
-                        self.module_name(),
-                        crate::module::describe_declared(Sig::PARAM_LAYOUTS, Sig::KINDS),
-                        crate::module::describe_image(image),
-                    ),
-                )
-            })?;
+            check_param_sizes(Sig::PARAM_LAYOUTS, &sizes)
+                .and_then(|()| crate::module::check_param_types(Sig::KINDS, image))
+                .map_err(|m| {
+                    Error::invalid(
+                        "Kernel::typed",
+                        format!(
+                            "`{}` of module `{}`: {m}; declared {}, the image's `.entry` takes {}",
+                            self.name(),
+                            self.module_name(),
+                            crate::module::describe_declared(Sig::PARAM_LAYOUTS, Sig::KINDS),
+                            crate::module::describe_image(image),
+                        ),
+                    )
+                })?;
         }
         // The check is a safety net on top of the caller's promise: where the driver cannot
         // answer, the declaration stands on that promise alone. Only the declared parameters

@@ -24,7 +24,7 @@ use crate::sys;
 mod cuda_source;
 mod params;
 
-pub(crate) use params::{EntryParams, describe_declared, describe_image};
+pub(crate) use params::{EntryParams, check_param_types, describe_declared, describe_image};
 
 /// A function attribute id (`CUfunction_attribute`).
 ///

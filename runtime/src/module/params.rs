@@ -172,6 +172,41 @@ fn scalar_size(ty: &str) -> Option<usize> {
     })
 }
 
+/// Whether a PTX type is a floating-point one (`.f32`, `.f16x2`, ...).
+fn is_float(ty: &str) -> bool {
+    let base = ty.split('[').next().unwrap_or(ty);
+    matches!(
+        base,
+        ".f16" | ".bf16" | ".f32" | ".f64" | ".f16x2" | ".bf16x2"
+    )
+}
+
+/// Compares what a signature declares with the types of a PTX image's parameters, beyond
+/// their sizes (`check_param_sizes` ran first): an integer scalar, or a buffer, where the
+/// kernel takes a floating-point number cannot be right (a `(f32, u32, ..)` declaration of a
+/// kernel taking `(unsigned n, float a, ..)`, say, whose sizes agree). Floats and other
+/// `Pod` scalars declared where the image has an integer are left alone: a `#[repr(C)]`
+/// newtype of a `u32` is such a scalar. `Err` says which parameter differs and how.
+pub(crate) fn check_param_types(kinds: &[ParamKind], image: &[PtxParam]) -> Result<(), String> {
+    for (i, (kind, param)) in kinds.iter().zip(image).enumerate() {
+        if !is_float(&param.ty) {
+            continue;
+        }
+        let declared = match kind {
+            ParamKind::Scalar { index: Some(int) } => format!("an integer (`{}`)", int.name()),
+            ParamKind::Buffer { .. } => "a buffer (a pointer)".to_owned(),
+            ParamKind::Scalar { index: None } => continue,
+        };
+        return Err(format!(
+            "parameter {i} is declared {declared} but the kernel's `{}` is `{}`, a \
+             floating-point number; declare it `f32` (`f64` for `.f64`), or check the order of \
+             the parameters",
+            param.name, param.ty
+        ));
+    }
+    Ok(())
+}
+
 /// `(u32: 4 B, &[T]: 8 B, ...)`: a declared signature, for messages.
 pub(crate) fn describe_declared(layouts: &[ParamLayout], kinds: &[ParamKind]) -> String {
     let items: Vec<String> = layouts
@@ -218,6 +253,43 @@ mod tests {
         assert_eq!(
             describe_image(&params[..2]),
             "(.u32 saxpy_param_0 (4 B), .f32 saxpy_param_1 (4 B))"
+        );
+    }
+
+    #[test]
+    fn integers_and_buffers_where_the_image_has_floats_are_refused() {
+        let ptx =
+            ".entry saxpy(.param .u32 n, .param .f32 a, .param .u64 x, .param .f64 y)\n{ ret; }";
+        let image = entry_params(ptx).remove(0).params.unwrap();
+        let int = ParamKind::Scalar {
+            index: Some(crate::launch::index::IndexType::U32),
+        };
+        let other = ParamKind::Scalar { index: None };
+        let buffer = ParamKind::Buffer {
+            writes: true,
+            elem_size: 4,
+        };
+        assert_eq!(
+            check_param_types(&[int, other, buffer, other], &image),
+            Ok(())
+        );
+        // `(f32, u32, ..)` for `(unsigned n, float a, ..)`: the sizes agree, the types do not.
+        let swapped = check_param_types(&[other, int, buffer, other], &image).unwrap_err();
+        assert!(
+            swapped.starts_with(
+                "parameter 1 is declared an integer (`u32`) but the kernel's `a` is `.f32`"
+            ),
+            "{swapped}"
+        );
+        let pointer = check_param_types(&[int, other, buffer, buffer], &image).unwrap_err();
+        assert!(
+            pointer.starts_with("parameter 3 is declared a buffer"),
+            "{pointer}"
+        );
+        // A float, or a `Pod` newtype, where the image has an integer: not judged.
+        assert_eq!(
+            check_param_types(&[other, other, buffer, other], &image),
+            Ok(())
         );
     }
 
