@@ -10,6 +10,7 @@
 
 use std::ffi::c_uint;
 
+pub mod condition_kernels;
 pub mod device_ring;
 pub mod faulty;
 pub mod mismatch;

@@ -6,13 +6,10 @@
 use gpu_pipeline::{Communicator, Context, DeviceBuffer, Stream, gpu_pipeline};
 
 mod cpu {
+    pub use tests::condition_kernels::step;
+
     pub fn add_scalar(n: u32, value: f32, data: &mut [f32]) {
         data[..n as usize].iter_mut().for_each(|x| *x += value);
-    }
-
-    pub fn step(src: &[u32], dst: &mut [u32], r: &mut [u32]) {
-        dst[0] = src[0].wrapping_sub(1);
-        r[0] = dst[0];
     }
 }
 

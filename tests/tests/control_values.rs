@@ -6,11 +6,8 @@
 
 use gpu_pipeline::{Context, DeviceBuffer, Error, Stream, gpu_pipeline};
 
-mod cpu {
-    pub fn bump(out: &mut [u32]) {
-        out[0] += 1;
-    }
-}
+// The kernels' CPU twins.
+use tests::condition_kernels as cpu;
 
 gpu_pipeline! {
     /// Bumps `a`, then `c` on every `every`-th step, then runs a loop of one iteration with at

@@ -6,33 +6,17 @@
 //! ping-pong loop (`add_ping_pong_while_node`): a body that swaps buffers, unrolled by two.
 
 use gpu_pipeline::{
-    Comparison, Condition, ConditionHandle, ConditionSetter, Context, CpuKernel, DeviceBuffer,
-    Error, Graph, HandleKind, LaunchConfig, Module, PinnedBuffer, SetsCondition, Stream,
-    TypedKernel,
+    Comparison, Condition, ConditionHandle, Context, CpuKernel, DeviceBuffer, Error, Graph,
+    HandleKind, LaunchConfig, Module, PinnedBuffer, SetsCondition, Stream, TypedKernel,
 };
+
+// The kernels' CPU twins.
+use tests::condition_kernels as cpu;
 
 type CountDown = (&'static mut [u32], SetsCondition);
 type SetTo = (&'static [u32], SetsCondition);
 type Bump = (&'static mut [u32],);
 type StepDown = (&'static [u32], &'static mut [u32], &'static mut [u32]);
-
-fn count_down_cpu(n: &mut [u32], mut go: ConditionSetter<'_>) {
-    n[0] -= 1;
-    go.set(u32::from(n[0] > 0));
-}
-
-fn set_to_cpu(value: &[u32], mut go: ConditionSetter<'_>) {
-    go.set(value[0]);
-}
-
-fn bump_cpu(out: &mut [u32]) {
-    out[0] += 1;
-}
-
-fn step_cpu(src: &[u32], dst: &mut [u32], r: &mut [u32]) {
-    dst[0] = src[0].wrapping_sub(1);
-    r[0] = dst[0];
-}
 
 struct Kernels {
     count_down: TypedKernel<CountDown>,
@@ -56,25 +40,25 @@ fn kernels(ctx: &Context) -> Kernels {
                 .unwrap()
                 .typed::<CountDown>()
                 .unwrap()
-                .with_cpu(CpuKernel::new(count_down_cpu)),
+                .with_cpu(CpuKernel::new(cpu::count_down)),
             set_to: module
                 .function("gp_set_to")
                 .unwrap()
                 .typed::<SetTo>()
                 .unwrap()
-                .with_cpu(CpuKernel::new(set_to_cpu)),
+                .with_cpu(CpuKernel::new(cpu::set_to)),
             bump: module
                 .function("gp_bump")
                 .unwrap()
                 .typed::<Bump>()
                 .unwrap()
-                .with_cpu(CpuKernel::new(bump_cpu)),
+                .with_cpu(CpuKernel::new(cpu::bump)),
             step: module
                 .function("gp_step")
                 .unwrap()
                 .typed::<StepDown>()
                 .unwrap()
-                .with_cpu(CpuKernel::new(step_cpu)),
+                .with_cpu(CpuKernel::new(cpu::step)),
         }
     }
 }

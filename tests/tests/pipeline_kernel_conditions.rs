@@ -6,22 +6,8 @@
 
 use gpu_pipeline::{ConditionSetter, Context, DeviceBuffer, Error, Stream, gpu_pipeline};
 
-mod cpu {
-    use gpu_pipeline::ConditionSetter;
-
-    pub fn count_down(n: &mut [u32], mut go: ConditionSetter<'_>) {
-        n[0] -= 1;
-        go.set(u32::from(n[0] > 0));
-    }
-
-    pub fn set_to(value: &[u32], mut go: ConditionSetter<'_>) {
-        go.set(value[0]);
-    }
-
-    pub fn bump(out: &mut [u32]) {
-        out[0] += 1;
-    }
-}
+// The kernels' CPU twins.
+use tests::condition_kernels as cpu;
 
 gpu_pipeline! {
     /// Bumps `out` while counting `n` down, the kernel that counts deciding each test: a

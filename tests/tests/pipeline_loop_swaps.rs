@@ -7,12 +7,8 @@
 
 use gpu_pipeline::{Context, DeviceBuffer, Error, Stream, gpu_pipeline};
 
-mod cpu {
-    pub fn step(src: &[u32], dst: &mut [u32], r: &mut [u32]) {
-        dst[0] = src[0].wrapping_sub(1);
-        r[0] = dst[0];
-    }
-}
+// The kernels' CPU twins.
+use tests::condition_kernels as cpu;
 
 gpu_pipeline! {
     /// Counts `x` down through `y` while `r > 0` (a `while`), and `z` through `w` (a

@@ -6,27 +6,8 @@
 
 use gpu_pipeline::{Context, DeviceBuffer, Stream, gpu_pipeline};
 
-mod cpu {
-    use gpu_pipeline::ConditionSetter;
-
-    pub fn count_down(n: &mut [u32], mut go: ConditionSetter<'_>) {
-        n[0] -= 1;
-        go.set(u32::from(n[0] > 0));
-    }
-
-    pub fn set_to(value: &[u32], mut go: ConditionSetter<'_>) {
-        go.set(value[0]);
-    }
-
-    pub fn bump(out: &mut [u32]) {
-        out[0] += 1;
-    }
-
-    pub fn step(src: &[u32], dst: &mut [u32], r: &mut [u32]) {
-        dst[0] = src[0].wrapping_sub(1);
-        r[0] = dst[0];
-    }
-}
+// The kernels' CPU twins.
+use tests::condition_kernels as cpu;
 
 gpu_pipeline! {
     /// An outer loop of `outer - 1` iterations (a kernel counts `outer` down and decides),

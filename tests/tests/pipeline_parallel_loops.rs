@@ -6,14 +6,8 @@
 
 use gpu_pipeline::{Context, DeviceBuffer, Stream, gpu_pipeline};
 
-mod cpu {
-    use gpu_pipeline::ConditionSetter;
-
-    pub fn count_down(n: &mut [u32], mut go: ConditionSetter<'_>) {
-        n[0] -= 1;
-        go.set(u32::from(n[0] > 0));
-    }
-}
+// The kernels' CPU twins.
+use tests::condition_kernels as cpu;
 
 gpu_pipeline! {
     /// Counts each of `na`..`nd` down to zero, from `high` on streams `a` and `c` and from 1
