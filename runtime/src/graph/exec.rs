@@ -262,7 +262,10 @@ impl GraphExec {
     /// driver's reason; [`GraphExec::try_update`] returns it as data instead.
     ///
     /// Node handles for [`GraphExec::set_kernel_params`] stay those of the original graph.
+    /// A graph one of whose conditional bodies failed to build is refused
+    /// ([`Error::InvalidArgument`]), as [`Graph::instantiate`] refuses it.
     pub fn update(&mut self, graph: &Graph) -> Result<()> {
+        graph.refuse_broken("GraphExec::update")?;
         if let ExecBackend::Cpu(_) = self.backend {
             return self.cpu_update(graph).and_then(|outcome| match outcome {
                 Ok(()) => Ok(()),
@@ -294,9 +297,12 @@ impl GraphExec {
     }
 
     /// [`GraphExec::update`], returning the driver's verdict and the node it names instead
-    /// of an error when the update is refused.
+    /// of an error when the update is refused. A graph one of whose conditional bodies failed
+    /// to build is an error, not a verdict: nothing may run it.
     pub fn try_update(&mut self, graph: &Graph) -> Result<GraphUpdate> {
         const CALL: &str = "GraphExec::update";
+        // Not a verdict on the topology: nothing may run an unfinished conditional node.
+        graph.refuse_broken(CALL)?;
         if !self.ctx.shares_memory_with(&graph.ctx) {
             return Err(Error::mismatch(
                 CALL,

@@ -512,12 +512,7 @@ impl Graph {
     /// (one stream replaying them all pays nothing). Not ordered: a launch into a capture,
     /// and a launch while the last such launch's stream is capturing.
     pub fn instantiate(&self) -> Result<GraphExec> {
-        if self.broken {
-            return Err(Error::invalid(
-                "Graph::instantiate",
-                "building a conditional body of this graph failed; build a new graph",
-            ));
-        }
+        self.refuse_broken("Graph::instantiate")?;
         let instance = if self.has_conditional_nodes() {
             let mut alive = self
                 .instance
@@ -554,6 +549,20 @@ impl Graph {
     /// added.
     pub fn loops(&self) -> &[LoopState] {
         &self.loops
+    }
+
+    /// `Err` when building a conditional body of the graph failed: what nothing may run (an
+    /// instantiation, or an update of an executable graph), since the unfinished node lacks
+    /// what the finished one has (on CUDA, the kernel that ends its loop; on the CPU backend,
+    /// the body's memory in what launches gate and wait on).
+    pub(super) fn refuse_broken(&self, call: &'static str) -> Result<()> {
+        if self.broken {
+            return Err(Error::invalid(
+                call,
+                "building a conditional body of this graph failed; build a new graph",
+            ));
+        }
+        Ok(())
     }
 }
 

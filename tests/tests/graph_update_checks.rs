@@ -1,0 +1,84 @@
+//! What an executable graph may be updated from (`GraphExec::update`, `try_update`): never a
+//! graph one of whose conditional bodies failed to build. `Graph::instantiate` refused such a
+//! graph, but an update took it: on the CPU backend the unfinished `while` node kept none of
+//! its body's memory, so a launch ran the body's copy into pinned memory while a host slice
+//! of it was alive (a data race on host memory from safe code), and on CUDA the unfinished
+//! loop lacks the kernel that ends it.
+
+use gpu_pipeline::{
+    Comparison, Condition, Context, DeviceBuffer, Error, Graph, PinnedBuffer, Stream,
+};
+
+/// A graph with one `while` node (one iteration: `counter` is 1, the maximum 1) whose body
+/// copies `src` into `dst`; `fail` makes the body fail after adding its copy.
+fn one_copy_loop(
+    ctx: &Context,
+    counter: &DeviceBuffer<u32>,
+    src: &DeviceBuffer<u32>,
+    dst: &mut PinnedBuffer<u32>,
+    fail: bool,
+) -> Graph {
+    let mut graph = Graph::new(ctx).unwrap();
+    let condition = Condition::compare(counter, Comparison::NotEqual, 0u32);
+    let built = graph.add_while_node(&[], condition, 1, |body| {
+        body.add_copy_dtoh_node(&[], src, dst)?;
+        if fail {
+            // The lengths differ: refused, after the copy above was added.
+            body.add_copy_dtoh_node(&[], counter, dst)?;
+        }
+        Ok(())
+    });
+    assert_eq!(built.is_err(), fail, "{:?}", built.err());
+    graph
+}
+
+fn an_update_from_a_graph_whose_body_failed_is_refused(ctx: &Context) {
+    let stream = Stream::new(ctx).unwrap();
+    let counter = DeviceBuffer::from_slice(&stream, &[1u32]).unwrap();
+    let src = DeviceBuffer::from_slice(&stream, &[7u32; 256]).unwrap();
+    let mut first = PinnedBuffer::<u32>::zeros(ctx, 256).unwrap();
+    let mut second = PinnedBuffer::<u32>::zeros(ctx, 256).unwrap();
+    let good = one_copy_loop(ctx, &counter, &src, &mut first, false);
+    let broken = one_copy_loop(ctx, &counter, &src, &mut second, true);
+    let mut exec = good.instantiate().unwrap();
+    for err in [
+        exec.try_update(&broken).map(|_| ()).unwrap_err(),
+        exec.update(&broken).unwrap_err(),
+    ] {
+        assert!(
+            matches!(
+                err,
+                Error::InvalidArgument {
+                    call: "GraphExec::update",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string()
+                .contains("building a conditional body of this graph failed; build a new graph"),
+            "{err}"
+        );
+    }
+    // The executable graph runs what it ran before, and nothing touches `second`: a host
+    // slice of it may be alive across a launch.
+    let slice = second.as_mut_slice().unwrap();
+    exec.launch(&stream).unwrap();
+    stream.synchronize().unwrap();
+    drop(slice);
+    assert!(second.to_vec().unwrap().iter().all(|&v| v == 0));
+    drop(exec);
+    assert!(first.to_vec().unwrap().iter().all(|&v| v == 7));
+}
+
+#[test]
+fn cpu_an_update_from_a_graph_whose_body_failed_is_refused() {
+    an_update_from_a_graph_whose_body_failed_is_refused(&Context::cpu());
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn cuda_an_update_from_a_graph_whose_body_failed_is_refused() {
+    an_update_from_a_graph_whose_body_failed_is_refused(&Context::cuda(0).expect("a CUDA device"));
+}
