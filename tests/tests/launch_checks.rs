@@ -260,8 +260,9 @@ fn instrumented_under_compute_sanitizer() {
 }
 
 /// The CPU backend refuses a geometry no GPU runs (more than 1024 threads a block, a grid's
-/// y extent past 65535), as CUDA would, so the mistake shows in CI rather than first on a
-/// GPU; the largest geometry every GPU runs is accepted.
+/// y extent past 65535, more dynamic shared memory than the largest GPU's 227 KiB), as CUDA
+/// would, so the mistake shows in CI rather than first on a GPU; the largest geometry every
+/// GPU runs, with what the largest GPUs offer of shared memory, is accepted.
 #[test]
 fn the_cpu_backend_refuses_what_no_gpu_runs() {
     use gpu_pipeline::{Context, CpuKernel, Module, Stream, TypedKernel};
@@ -281,6 +282,10 @@ fn the_cpu_backend_refuses_what_no_gpu_runs() {
         (LaunchConfig::new(1, 2048), "1024"),
         (LaunchConfig::new((1, 70_000, 1), 32), "65535"),
         (LaunchConfig::new(1, (1, 1, 128)), "64"),
+        (
+            LaunchConfig::new(1, 32).with_shared_mem(16 << 20),
+            "16777216 bytes of dynamic shared memory requested; at most 232448",
+        ),
     ] {
         let err = add
             .launch(&stream, config, (4u32, 1.0f32, &mut data))
@@ -289,7 +294,7 @@ fn the_cpu_backend_refuses_what_no_gpu_runs() {
     }
     add.launch(
         &stream,
-        LaunchConfig::new((2_147_483_647, 65535, 65535), (1024, 1, 1)),
+        LaunchConfig::new((2_147_483_647, 65535, 65535), (1024, 1, 1)).with_shared_mem(232_448),
         (4u32, 1.0f32, &mut data),
     )
     .unwrap();

@@ -106,13 +106,15 @@ struct DeviceLimits {
 /// Limits on the CPU backend: those every CUDA GPU since compute capability 3.0 has (1024
 /// threads a block; blocks of at most 1024 x 1024 x 64; grids of at most 2^31 - 1 x 65535 x
 /// 65535), so a launch no GPU would run is refused here too, in CI, rather than first on a
-/// GPU. Shared memory differs from GPU to GPU, so it is not limited (a CPU implementation
-/// runs once per launch, whatever the geometry).
+/// GPU. Shared memory differs from GPU to GPU (64 KiB a block on sm_75, 227 KiB on sm_90 and
+/// sm_100), so it is limited to the largest, what no GPU runs past: a request of megabytes
+/// (a size computed in elements where bytes were meant, say) fails in CI too. A CPU
+/// implementation runs once per launch, whatever the geometry.
 const CPU_DEVICE_LIMITS: DeviceLimits = DeviceLimits {
     max_threads_per_block: 1024,
     max_block: Dim3::new(1024, 1024, 64),
     max_grid: Dim3::new(i32::MAX as u32, 65535, 65535),
-    max_shared_per_block_opt_in: u32::MAX,
+    max_shared_per_block_opt_in: 227 * 1024,
 };
 
 /// What kind of image a module came from, for its default name.
@@ -529,7 +531,7 @@ impl Kernel {
     }
 
     /// The limits launches are checked against (on the CPU backend, those every CUDA GPU
-    /// has, with no limit on shared memory).
+    /// has, and the largest GPU's 227 KiB of shared memory a block).
     pub fn limits(&self) -> &LaunchLimits {
         &self.inner.limits
     }
