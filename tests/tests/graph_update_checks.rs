@@ -1,5 +1,7 @@
 //! What an executable graph may be updated from (`GraphExec::update`, `try_update`): never a
-//! graph one of whose conditional bodies failed to build. `Graph::instantiate` refused such a
+//! graph with conditional nodes that has another executable graph alive (the two would share
+//! its loops' states, which `Graph::instantiate` prevents; an update let a second executable
+//! graph run them), and never a graph one of whose conditional bodies failed to build. `Graph::instantiate` refused such a
 //! graph, but an update took it: on the CPU backend the unfinished `while` node kept none of
 //! its body's memory, so a launch ran the body's copy into pinned memory while a host slice
 //! of it was alive (a data race on host memory from safe code), and on CUDA the unfinished
@@ -70,6 +72,66 @@ fn an_update_from_a_graph_whose_body_failed_is_refused(ctx: &Context) {
     assert!(second.to_vec().unwrap().iter().all(|&v| v == 0));
     drop(exec);
     assert!(first.to_vec().unwrap().iter().all(|&v| v == 7));
+}
+
+fn a_graph_with_conditional_nodes_keeps_one_executable_graph_through_updates(ctx: &Context) {
+    let stream = Stream::new(ctx).unwrap();
+    let counter = DeviceBuffer::from_slice(&stream, &[1u32]).unwrap();
+    let src = DeviceBuffer::from_slice(&stream, &[7u32; 256]).unwrap();
+    let mut out = PinnedBuffer::<u32>::zeros(ctx, 256).unwrap();
+    let first = one_copy_loop(ctx, &counter, &src, &mut out, false);
+    let second = one_copy_loop(ctx, &counter, &src, &mut out, false);
+    let mut exec = first.instantiate().unwrap();
+    // `second` has an executable graph of its own: `exec` may not become a second one.
+    let own = second.instantiate().unwrap();
+    for err in [
+        exec.try_update(&second).map(|_| ()).unwrap_err(),
+        exec.update(&second).unwrap_err(),
+    ] {
+        assert!(
+            matches!(
+                err,
+                Error::InvalidArgument {
+                    call: "GraphExec::update",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string()
+                .contains("another executable graph of it is alive"),
+            "{err}"
+        );
+    }
+    drop(own);
+    // Without one, the update succeeds and `exec` is `second`'s one executable graph.
+    assert!(exec.try_update(&second).unwrap().is_success());
+    let err = second.instantiate().map(|_| ()).unwrap_err();
+    assert!(
+        err.to_string().contains("one executable graph at a time"),
+        "{err}"
+    );
+    // Updating again from it is no second executable graph.
+    exec.update(&second).unwrap();
+    exec.launch(&stream).unwrap();
+    stream.synchronize().unwrap();
+    drop(exec);
+    second.instantiate().unwrap();
+    assert!(out.to_vec().unwrap().iter().all(|&v| v == 7));
+}
+
+#[test]
+fn cpu_a_graph_with_conditional_nodes_keeps_one_executable_graph_through_updates() {
+    a_graph_with_conditional_nodes_keeps_one_executable_graph_through_updates(&Context::cpu());
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn cuda_a_graph_with_conditional_nodes_keeps_one_executable_graph_through_updates() {
+    a_graph_with_conditional_nodes_keeps_one_executable_graph_through_updates(
+        &Context::cuda(0).expect("a CUDA device"),
+    );
 }
 
 #[test]

@@ -263,9 +263,21 @@ impl GraphExec {
     ///
     /// Node handles for [`GraphExec::set_kernel_params`] stay those of the original graph.
     /// A graph one of whose conditional bodies failed to build is refused
-    /// ([`Error::InvalidArgument`]), as [`Graph::instantiate`] refuses it.
+    /// ([`Error::InvalidArgument`]), as [`Graph::instantiate`] refuses it, and so is a graph
+    /// with conditional nodes that has another executable graph alive: after the update this
+    /// one is that graph's executable graph (its loops' states are shared with the graph), and
+    /// `graph.instantiate()` is refused while this one lives.
     pub fn update(&mut self, graph: &Graph) -> Result<()> {
-        graph.refuse_broken("GraphExec::update")?;
+        let slot = self.instance_slot("GraphExec::update", graph)?;
+        let updated = self.update_unclaimed(graph);
+        if updated.is_ok() {
+            self.claim(slot);
+        }
+        updated
+    }
+
+    /// [`GraphExec::update`] once the graph may be updated from.
+    fn update_unclaimed(&mut self, graph: &Graph) -> Result<()> {
         if let ExecBackend::Cpu(_) = self.backend {
             return self.cpu_update(graph).and_then(|outcome| match outcome {
                 Ok(()) => Ok(()),
@@ -298,11 +310,63 @@ impl GraphExec {
 
     /// [`GraphExec::update`], returning the driver's verdict and the node it names instead
     /// of an error when the update is refused. A graph one of whose conditional bodies failed
-    /// to build is an error, not a verdict: nothing may run it.
+    /// to build, or one with conditional nodes and another executable graph alive, is an
+    /// error, not a verdict (see [`GraphExec::update`]).
     pub fn try_update(&mut self, graph: &Graph) -> Result<GraphUpdate> {
+        let slot = self.instance_slot("GraphExec::update", graph)?;
+        let outcome = self.try_update_unclaimed(graph)?;
+        if outcome.is_success() {
+            self.claim(slot);
+        }
+        Ok(outcome)
+    }
+
+    /// Before a whole update from `graph`: refuses a graph whose conditional body failed to
+    /// build (nothing may run an unfinished conditional node), and a graph with conditional
+    /// nodes whose one executable graph is another one (two would share its loops' states,
+    /// which `Graph::instantiate` prevents). Returns that graph's slot, locked, for
+    /// [`claim`](Self::claim) after a successful update.
+    fn instance_slot<'g>(
+        &self,
+        call: &'static str,
+        graph: &'g Graph,
+    ) -> Result<Option<std::sync::MutexGuard<'g, std::sync::Weak<()>>>> {
+        graph.refuse_broken(call)?;
+        if !graph.has_conditional_nodes() {
+            return Ok(None);
+        }
+        let slot = graph
+            .instance
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(alive) = slot.upgrade()
+            && !self
+                ._instance
+                .as_ref()
+                .is_some_and(|mine| Arc::ptr_eq(mine, &alive))
+        {
+            return Err(Error::invalid(
+                call,
+                "the new graph has conditional nodes (device `while`/`if`) and another \
+                 executable graph of it is alive; a graph with conditional nodes has one \
+                 executable graph at a time (they share its loops' states): drop that one \
+                 first, or update from a graph of its own",
+            ));
+        }
+        Ok(Some(slot))
+    }
+
+    /// After a successful update from the graph whose slot this is: this executable graph
+    /// is its one executable graph from now on (while it lives).
+    fn claim(&self, slot: Option<std::sync::MutexGuard<'_, std::sync::Weak<()>>>) {
+        if let (Some(mut slot), Some(token)) = (slot, &self._instance) {
+            *slot = Arc::downgrade(token);
+        }
+    }
+
+    /// [`GraphExec::try_update`] once the graph may be updated from.
+    fn try_update_unclaimed(&mut self, graph: &Graph) -> Result<GraphUpdate> {
         const CALL: &str = "GraphExec::update";
-        // Not a verdict on the topology: nothing may run an unfinished conditional node.
-        graph.refuse_broken(CALL)?;
         if !self.ctx.shares_memory_with(&graph.ctx) {
             return Err(Error::mismatch(
                 CALL,
