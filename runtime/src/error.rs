@@ -95,6 +95,9 @@ pub enum Error {
     HostPanic {
         /// The stream's id.
         stream: u64,
+        /// The pipeline stage that enqueued it, where known (on the CPU backend, which knows
+        /// which operation panicked).
+        stage: Option<&'static str>,
         /// The panic payload, when it was a string.
         message: String,
     },
@@ -228,9 +231,19 @@ impl fmt::Display for Error {
             Error::Driver(e) => fmt::Display::fmt(e, f),
             Error::InvalidArgument { call, message } => write!(f, "{call}: {message}"),
             Error::InvalidImage { call, .. } => write!(f, "{call}: the image was refused"),
-            Error::HostPanic { stream, message } => {
-                write!(f, "a host function on stream {stream} panicked: {message}")
-            }
+            Error::HostPanic {
+                stream,
+                stage: Some(stage),
+                message,
+            } => write!(
+                f,
+                "a host function of stage `{stage}` on stream {stream} panicked: {message}"
+            ),
+            Error::HostPanic {
+                stream,
+                stage: None,
+                message,
+            } => write!(f, "a host function on stream {stream} panicked: {message}"),
             Error::BackendMismatch {
                 call,
                 backend,
@@ -371,9 +384,13 @@ impl From<crate::vocab::fault::CpuFault> for Error {
                 Error::Communication(failure)
             }
             crate::vocab::fault::CpuFault::HostFunctionPanicked {
-                stream_id, message, ..
+                stream_id,
+                stage,
+                message,
+                ..
             } => Error::HostPanic {
                 stream: stream_id,
+                stage,
                 message,
             },
             other => Error::Cpu(other),

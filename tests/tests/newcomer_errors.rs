@@ -13,6 +13,20 @@ fn diffuse_off_by_one(n: u32, alpha: f32, src: &[f32], dst: &mut [f32]) {
 }
 
 gpu_pipeline! {
+    /// A host closure that logs each step, with the newcomer's bug: it reads past the end.
+    pipeline Logged {
+        streams { main }
+        params { steps: usize }
+        stage log on main {
+            host move || {
+                let seen = [0u32; 2];
+                assert!(seen[steps] == 0, "step {steps} past the log");
+            };
+        }
+    }
+}
+
+gpu_pipeline! {
     /// One explicit diffusion step from `a` into `b`, with `b` copied out.
     pipeline Heat {
         streams { compute, copy(non_blocking) }
@@ -96,6 +110,45 @@ fn a_cpu_twin_that_panics_names_its_stage_and_launch_eagerly_and_replayed() {
     graph.launch().unwrap();
     let replayed = graph.synchronize().unwrap_err();
     assert_names_the_panicking_launch(&replayed);
+}
+
+#[test]
+fn a_host_closure_that_panics_names_its_stage() {
+    let ctx = Context::cpu();
+    let mut logged = Logged::new(&ctx).unwrap();
+    let err = logged
+        .run(LoggedParams { steps: 5 })
+        .unwrap()
+        .wait()
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Step {
+                pipeline: "Logged",
+                stage: Some("log"),
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(
+        matches!(
+            err.root(),
+            Error::HostPanic {
+                stage: Some("log"),
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let message = err.report().to_string();
+    assert!(
+        message.contains("a host function of stage `log` on stream")
+            && message.contains("index out of bounds"),
+        "{message}"
+    );
+    assert!(!message.contains("fault tracking is off"), "{message}");
 }
 
 #[test]

@@ -237,6 +237,7 @@ fn host_functions_run_in_stream_order_and_panics_are_reported(ctx: &Context) {
         Error::HostPanic {
             stream: id,
             message,
+            ..
         } => {
             assert_eq!(*id, stream.id());
             assert!(message.contains("host closure failed"), "{message}");

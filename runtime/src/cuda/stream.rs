@@ -416,6 +416,8 @@ impl Stream {
         }
         Err(Error::HostPanic {
             stream: self.id,
+            // The panic log knows no stage; fault tracking names one.
+            stage: None,
             message: messages.join("; "),
         })
     }

@@ -410,6 +410,7 @@ pub fn step_error_at(
             // On the CPU backend the failed operation names its stage itself.
             stage: progress.first_incomplete(stages).or_else(|| match &error {
                 Error::Cpu(fault) => fault.stage(),
+                Error::HostPanic { stage, .. } => *stage,
                 _ => None,
             }),
             source: Box::new(error),

@@ -290,11 +290,13 @@ pub enum CpuFault {
     /// A whole-graph update whose topology differs from the instantiated graph.
     #[error("cannot update the executable graph: {reason}")]
     GraphTopologyMismatch { reason: String },
-    /// A host function panicked; the panic was caught on the stream that ran it.
-    #[error("a host function on stream `{stream}` panicked: {message}")]
+    /// A host function panicked; the panic was caught on the stream that ran it. `stage`:
+    /// the pipeline stage that enqueued (or captured) it, if one did.
+    #[error("a host function{} on stream `{stream}` panicked: {message}", of_stage(*stage))]
     HostFunctionPanicked {
         stream: Arc<str>,
         stream_id: u64,
+        stage: Option<&'static str>,
         message: String,
     },
     /// Pinned memory whose work could not be fenced: the host may not touch it any more.
@@ -334,6 +336,7 @@ impl CpuFault {
             OpFailure::Panicked(message) if host_function => CpuFault::HostFunctionPanicked {
                 stream,
                 stream_id,
+                stage,
                 message,
             },
             OpFailure::Failed(message) => CpuFault::OpFailed {
@@ -359,7 +362,9 @@ impl CpuFault {
     /// The pipeline stage whose operation failed or panicked, when a stage enqueued it.
     pub fn stage(&self) -> Option<&'static str> {
         match self {
-            CpuFault::OpFailed { stage, .. } | CpuFault::OpPanicked { stage, .. } => *stage,
+            CpuFault::OpFailed { stage, .. }
+            | CpuFault::OpPanicked { stage, .. }
+            | CpuFault::HostFunctionPanicked { stage, .. } => *stage,
             _ => None,
         }
     }
