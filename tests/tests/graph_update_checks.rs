@@ -1,7 +1,9 @@
 //! What an executable graph may be updated from (`GraphExec::update`, `try_update`): never a
 //! graph with conditional nodes that has another executable graph alive (the two would share
 //! its loops' states, which `Graph::instantiate` prevents; an update let a second executable
-//! graph run them), and never a graph one of whose conditional bodies failed to build. `Graph::instantiate` refused such a
+//! graph run them), and never a graph one of whose conditional bodies failed to build. A body
+//! of another shape is refused as a topology change on both backends (the CPU backend
+//! compared only the top level, so it updated in place where CUDA refuses). `Graph::instantiate` refused such a
 //! graph, but an update took it: on the CPU backend the unfinished `while` node kept none of
 //! its body's memory, so a launch ran the body's copy into pinned memory while a host slice
 //! of it was alive (a data race on host memory from safe code), and on CUDA the unfinished
@@ -119,6 +121,44 @@ fn a_graph_with_conditional_nodes_keeps_one_executable_graph_through_updates(ctx
     drop(exec);
     second.instantiate().unwrap();
     assert!(out.to_vec().unwrap().iter().all(|&v| v == 7));
+}
+
+fn a_body_of_another_shape_is_a_topology_change(ctx: &Context) {
+    let stream = Stream::new(ctx).unwrap();
+    let counter = DeviceBuffer::from_slice(&stream, &[1u32]).unwrap();
+    let src = DeviceBuffer::from_slice(&stream, &[7u32; 256]).unwrap();
+    let mut out = PinnedBuffer::<u32>::zeros(ctx, 256).unwrap();
+    let mut spare = PinnedBuffer::<u32>::zeros(ctx, 256).unwrap();
+    let one = one_copy_loop(ctx, &counter, &src, &mut out, false);
+    let mut two = Graph::new(ctx).unwrap();
+    let condition = Condition::compare(&counter, Comparison::NotEqual, 0u32);
+    two.add_while_node(&[], condition, 1, |body| {
+        let first = body.add_copy_dtoh_node(&[], &src, &mut out)?;
+        body.add_copy_dtoh_node(&[first], &src, &mut spare)?;
+        Ok(())
+    })
+    .unwrap();
+    let mut exec = one.instantiate().unwrap();
+    let verdict = exec.try_update(&two).unwrap();
+    assert!(!verdict.is_success(), "{verdict:?}");
+    assert!(exec.update(&two).is_err());
+    // Still the one-copy body: `spare` stays untouched.
+    exec.launch(&stream).unwrap();
+    stream.synchronize().unwrap();
+    drop(exec);
+    assert!(out.to_vec().unwrap().iter().all(|&v| v == 7));
+    assert!(spare.to_vec().unwrap().iter().all(|&v| v == 0));
+}
+
+#[test]
+fn cpu_a_body_of_another_shape_is_a_topology_change() {
+    a_body_of_another_shape_is_a_topology_change(&Context::cpu());
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn cuda_a_body_of_another_shape_is_a_topology_change() {
+    a_body_of_another_shape_is_a_topology_change(&Context::cuda(0).expect("a CUDA device"));
 }
 
 #[test]

@@ -579,8 +579,47 @@ impl GraphExec {
                     new.label
                 )));
             }
+            inner_shape(&format!("node {index} (`{}`)", new.label), &old.node, new)
+                .map_err(mismatch)?;
         }
         self.plan = Arc::new(ExecPlan::new(new.iter().cloned().map(ExecNode::new)));
         Ok(())
     }
+}
+
+/// `Err` says where the nodes inside `old` and `new` (a conditional node's bodies, a child
+/// graph's nodes) differ in shape: their count, form, dependencies, kind or kernels, as
+/// `cuGraphExecUpdate` refuses a body or child graph of another topology. `at` names the
+/// node for the message.
+fn inner_shape(at: &str, old: &Node, new: &Node) -> Result<(), String> {
+    let (old_graphs, new_graphs): (Vec<&Graph>, Vec<&Graph>) = match (&old.work, &new.work) {
+        (NodeWork::Conditional(a), NodeWork::Conditional(b)) => {
+            if a.form != b.form || a.bodies.len() != b.bodies.len() {
+                return Err(format!("{at} is another kind of conditional node"));
+            }
+            (a.bodies.iter().collect(), b.bodies.iter().collect())
+        }
+        (NodeWork::Child(a), NodeWork::Child(b)) => (vec![&**a], vec![&**b]),
+        _ => return Ok(()),
+    };
+    for (body, (a, b)) in old_graphs.into_iter().zip(new_graphs).enumerate() {
+        if a.nodes.len() != b.nodes.len() {
+            return Err(format!(
+                "{at}: its body {body} has {} nodes and the new graph's has {}",
+                a.nodes.len(),
+                b.nodes.len()
+            ));
+        }
+        for (index, (x, y)) in a.nodes.iter().zip(&b.nodes).enumerate() {
+            let here = format!("{at}: node {index} (`{}`) of its body {body}", y.label);
+            let kernel = |n: &Node| n.kernel.as_ref().map(|tag| tag.kernel);
+            if x.dependencies != y.dependencies || x.kind != y.kind || kernel(x) != kernel(y) {
+                return Err(format!(
+                    "{here} has other dependencies, another kind or another kernel"
+                ));
+            }
+            inner_shape(&here, x, y)?;
+        }
+    }
+    Ok(())
 }
