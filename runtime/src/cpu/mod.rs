@@ -54,7 +54,9 @@
 //! panic are caught; the first fault since the last synchronize is returned by the stream's
 //! next `synchronize`, and later operations still run (so events recorded after a failure
 //! still complete and nothing waits forever). Waiting on a never-recorded event is a no-op.
-//! Dropping a stream finishes its queued work and waits for it; dropping the context is fine
+//! Dropping a stream returns at once, as `cuStreamDestroy` does: its worker finishes the
+//! queued work and ends (the context's synchronize still waits for it; `close` waits itself
+//! and returns the stream's last fault); dropping the context is fine
 //! at any time (streams and events keep it alive). Blocking calls from inside an operation
 //! (synchronizes) return [`CpuFault::BlockingCallInsideOp`] instead of deadlocking, and work
 //! enqueued there [`CpuFault::EnqueueInsideOp`], as CUDA refuses driver calls in a host

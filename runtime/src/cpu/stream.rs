@@ -93,6 +93,9 @@ struct StreamState {
     fault: Option<CpuFault>,
     capture: Option<Arc<CaptureSession>>,
     closing: bool,
+    /// Set when the stream was dropped without waiting: the worker then reports, when it
+    /// ends, a fault no synchronize took.
+    detached: bool,
     /// Whether the worker sleeps on `work_ready`; a futex notify is a syscall even with no
     /// waiter, so enqueues only notify a sleeping worker.
     worker_idle: bool,
@@ -724,6 +727,11 @@ impl StreamShared {
                         break item;
                     }
                     if state.closing {
+                        if state.detached
+                            && let Some(fault) = state.fault.take()
+                        {
+                            tracing::warn!(stream = %self.name, %fault, "CPU-backend stream dropped with an unreported fault");
+                        }
                         return;
                     }
                     state.worker_idle = true;
@@ -819,12 +827,18 @@ impl StreamShared {
 }
 
 impl Stream {
-    /// Finishes the queued work and joins the worker (unless called from inside an operation,
-    /// where waiting could deadlock), returning the fault no synchronize reported yet.
-    fn shut_down(&mut self) -> Option<CpuFault> {
+    /// Closes the queue; with `wait`, finishes the queued work and joins the worker (unless
+    /// called from inside an operation, where waiting could deadlock), returning the fault no
+    /// synchronize reported yet. Without, the worker finishes the queued work on its own and
+    /// ends, as `cuStreamDestroy` returns at once and the device completes the stream's work
+    /// (queued work may wait on what the host does next, a flag it writes, say: joining would
+    /// wait for that for ever); the fault known so far is returned, a later one logged by the
+    /// worker.
+    fn shut_down(&mut self, wait: bool) -> Option<CpuFault> {
         let capture = {
             let mut state = lock(&self.shared.state);
             state.closing = true;
+            state.detached = !wait;
             state.capture.take()
         };
         self.shared.work_ready.notify_all();
@@ -835,6 +849,7 @@ impl Stream {
         }
         // Joining from a worker could wait on a stream that waits on this very worker.
         if let Some(worker) = self.worker.take()
+            && wait
             && !on_worker_thread()
             && worker.join().is_err()
         {
@@ -846,13 +861,15 @@ impl Stream {
     /// Destroys the stream now: its queued work runs to the end first, and the fault no
     /// synchronize reported yet is returned.
     pub(crate) fn close(mut self) -> Result<(), CpuFault> {
-        self.shut_down().map_or(Ok(()), Err)
+        self.shut_down(true).map_or(Ok(()), Err)
     }
 }
 
 impl Drop for Stream {
+    /// Returns at once (after `close`, nothing is left to wait for); the queued work still
+    /// runs, and the context's synchronize waits for it.
     fn drop(&mut self) {
-        if let Some(fault) = self.shut_down() {
+        if let Some(fault) = self.shut_down(false) {
             tracing::warn!(stream = %self.shared.name, %fault, "CPU-backend stream dropped with an unreported fault");
         }
     }

@@ -246,7 +246,14 @@ fn dropping_a_stream_finishes_its_queued_work() {
             }))
             .unwrap();
         }
+        // The drop returns at once (as `cuStreamDestroy` does); the work still runs, and
+        // the context's synchronize waits for it.
         drop(s);
+        assert!(
+            done.load(Ordering::SeqCst) < 10,
+            "the drop waited for the slow op"
+        );
+        ctx.synchronize().unwrap();
         assert_eq!(done.load(Ordering::SeqCst), 10);
     });
 }
