@@ -113,6 +113,30 @@ fn a_cpu_twin_that_panics_names_its_stage_and_launch_eagerly_and_replayed() {
 }
 
 #[test]
+fn a_buffer_of_another_context_is_named_by_the_kernel_parameter() {
+    let ctx = Context::cpu();
+    let stream = Stream::new(&ctx).unwrap();
+    let (mut a, _, mut out) = buffers(&ctx, &stream);
+    // Each `Context::cpu()` is a device of its own: `b` made on another one.
+    let other = Context::cpu();
+    let mut b = DeviceBuffer::<f32>::zeros(&Stream::new(&other).unwrap(), N).unwrap();
+    stream.synchronize().unwrap();
+    let mut heat = Heat::new(&ctx).unwrap();
+    let err = heat
+        .run(params(&mut a, &mut b, &mut out))
+        .map(|_| ())
+        .unwrap_err();
+    let message = err.report().to_string();
+    for part in [
+        "pipeline `Heat`, stage `step`",
+        "argument 3 (`dst`) of `diffuse` of module `k` is a buffer of another context",
+        "create both from one `Context`",
+    ] {
+        assert!(message.contains(part), "missing {part:?} in: {message}");
+    }
+}
+
+#[test]
 fn a_host_closure_that_panics_names_its_stage() {
     let ctx = Context::cpu();
     let mut logged = Logged::new(&ctx).unwrap();

@@ -160,7 +160,7 @@ impl KernelUpdates<'_> {
         match (&mut self.backend, node.node.id) {
             (UpdatesBackend::Cpu(exec), NodeId::Cpu(index)) => {
                 // The kernel's own device: a graph may span devices (a multi-device step).
-                let values = cpu_args::<Sig, A>(CALL, k.context(), &args)?;
+                let values = cpu_args::<Sig, A>(CALL, kernel, k.context(), &args)?;
                 exec.exec.set_kernel_args(index, values, config)?;
                 exec.refresh();
                 Ok(())

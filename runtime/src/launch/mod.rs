@@ -172,10 +172,11 @@ impl<A: KernelArgs> cuda::CudaArgs for CudaArgsOf<'_, A> {
     }
 }
 
-/// The CPU-backend values of a launch's arguments (a buffer written where `Sig` says
-/// `&mut`); buffers of another context or backend are refused.
+/// The CPU-backend values of `kernel`'s arguments (a buffer written where `Sig` says
+/// `&mut`); buffers of another context or backend are refused, naming the parameter.
 pub(crate) fn cpu_args<Sig: Signature, A: KernelArgs>(
     call: &'static str,
+    kernel: &TypedKernel<Sig>,
     ctx: &Context,
     args: &A,
 ) -> Result<Vec<cpu::KernelArgValue>> {
@@ -198,11 +199,21 @@ pub(crate) fn cpu_args<Sig: Signature, A: KernelArgs>(
             }
             _ => {
                 error.get_or_insert_with(|| {
+                    let k = kernel.kernel();
+                    let name = kernel.bounds().param_name(index);
+                    let param = if name.starts_with('`') {
+                        format!(" ({name})")
+                    } else {
+                        String::new()
+                    };
                     Error::mismatch(
                         call,
                         format!(
-                            "argument {index} is a buffer of another context than the stream's, \
-                             and peer access from the stream's device to it is not enabled"
+                            "argument {index}{param} of `{}` of module `{}` is a buffer of \
+                             another context than the stream's, and peer access from the \
+                             stream's device to it is not enabled",
+                            k.name(),
+                            k.module_name()
                         ),
                     )
                 });
@@ -361,7 +372,7 @@ impl<Sig: Signature + 'static> TypedKernel<Sig> {
             .cpu
             .as_ref()
             .ok_or_else(|| cpu::missing_cpu_impl(call, kernel.name(), kernel.module_name()))?;
-        let values = cpu_args::<Sig, A>(call, stream.context(), args)?;
+        let values = cpu_args::<Sig, A>(call, self, stream.context(), args)?;
         let label = format!("launch {}::{}", kernel.module_name(), kernel.name());
         let tag = cpu::KernelTag {
             kernel: kernel.inner.id,

@@ -132,7 +132,7 @@ impl Graph {
                 let cpu_impl = kernel
                     .cpu_impl()
                     .ok_or_else(|| cpu::missing_cpu_impl(CALL, k.name(), k.module_name()))?;
-                let values = cpu_args::<Sig, A>(CALL, &ctx, args)?;
+                let values = cpu_args::<Sig, A>(CALL, kernel, &ctx, args)?;
                 let label = format!("launch {}::{}", k.module_name(), k.name());
                 // A node the builder adds is the step's own launch, never a called function's.
                 let tag = cpu::KernelTag {
