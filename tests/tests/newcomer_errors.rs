@@ -136,6 +136,40 @@ fn a_buffer_of_another_context_is_named_by_the_kernel_parameter() {
     }
 }
 
+/// A buffer of the CPU backend passed to a launch on a CUDA stream: the same message, naming
+/// the kernel and the argument, before anything is enqueued.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn cuda_a_cpu_backend_buffer_is_named_by_its_argument() {
+    use gpu_pipeline::{LaunchConfig, Module};
+    let ctx = Context::cuda(0).expect("a CUDA device");
+    let stream = Stream::new(&ctx).unwrap();
+    let module = Module::load_ptx(&ctx, include_str!("../../runtime/kernels/test_kernels.ptx"))
+        .unwrap()
+        .named("test_kernels");
+    // SAFETY: add_scalar(unsigned n, float value, float* data), indexing data below n; the
+    // launch is refused before it runs.
+    let add = unsafe {
+        module
+            .function("add_scalar")
+            .unwrap()
+            .typed::<(u32, f32, &mut [f32])>()
+            .unwrap()
+    };
+    let cpu = Context::cpu();
+    let mut data = DeviceBuffer::<f32>::zeros(&Stream::new(&cpu).unwrap(), 4).unwrap();
+    let err = add
+        .launch(&stream, LaunchConfig::new(1, 32), (4u32, 1.0f32, &mut data))
+        .unwrap_err();
+    let message = err.to_string();
+    assert!(
+        message.contains(
+            "argument 2 of `add_scalar` of module `test_kernels` is a buffer of another context"
+        ),
+        "{message}"
+    );
+}
+
 #[test]
 fn a_host_closure_that_panics_names_its_stage() {
     let ctx = Context::cpu();

@@ -172,6 +172,47 @@ impl<A: KernelArgs> cuda::CudaArgs for CudaArgsOf<'_, A> {
     }
 }
 
+/// The error for argument `index` of `kernel`, a buffer of another context (or backend) than
+/// the stream's that the stream's device has no peer access to: it names the kernel, its
+/// module and the parameter, by name where the declaration gave names.
+#[cold]
+fn foreign_buffer<Sig>(call: &'static str, kernel: &TypedKernel<Sig>, index: usize) -> Error {
+    let k = kernel.kernel();
+    let name = kernel.bounds().param_name(index);
+    let param = if name.starts_with('`') {
+        format!(" ({name})")
+    } else {
+        String::new()
+    };
+    Error::mismatch(
+        call,
+        format!(
+            "argument {index}{param} of `{}` of module `{}` is a buffer of another context than \
+             the stream's, and peer access from the stream's device to it is not enabled",
+            k.name(),
+            k.module_name()
+        ),
+    )
+}
+
+/// Checks, before a launch on either backend, that every buffer argument of `kernel` is
+/// memory of `ctx` or of a context it has peer access to (see [`foreign_buffer`]).
+fn check_arg_contexts<Sig, A: KernelArgs>(
+    call: &'static str,
+    kernel: &TypedKernel<Sig>,
+    ctx: &Context,
+    args: &A,
+) -> Result<()> {
+    let mut foreign = None;
+    args.visit_buffers(|index, region| {
+        let alloc = &region.alloc.ctx;
+        if foreign.is_none() && !(alloc.shares_memory_with(ctx) || ctx.peer_access_enabled(alloc)) {
+            foreign = Some(index);
+        }
+    });
+    foreign.map_or(Ok(()), |index| Err(foreign_buffer(call, kernel, index)))
+}
+
 /// The CPU-backend values of `kernel`'s arguments (a buffer written where `Sig` says
 /// `&mut`); buffers of another context or backend are refused, naming the parameter.
 pub(crate) fn cpu_args<Sig: Signature, A: KernelArgs>(
@@ -198,25 +239,7 @@ pub(crate) fn cpu_args<Sig: Signature, A: KernelArgs>(
                 }));
             }
             _ => {
-                error.get_or_insert_with(|| {
-                    let k = kernel.kernel();
-                    let name = kernel.bounds().param_name(index);
-                    let param = if name.starts_with('`') {
-                        format!(" ({name})")
-                    } else {
-                        String::new()
-                    };
-                    Error::mismatch(
-                        call,
-                        format!(
-                            "argument {index}{param} of `{}` of module `{}` is a buffer of \
-                             another context than the stream's, and peer access from the \
-                             stream's device to it is not enabled",
-                            k.name(),
-                            k.module_name()
-                        ),
-                    )
-                });
+                error.get_or_insert_with(|| foreign_buffer(call, kernel, index));
             }
         },
     });
@@ -340,6 +363,7 @@ impl<Sig: Signature + 'static> TypedKernel<Sig> {
         const CALL: &str = "TypedKernel::launch";
         self.check_bounds_for(CALL, &args)?;
         refuse_graph_conditions(CALL, &args)?;
+        check_arg_contexts(CALL, self, stream.context(), &args)?;
         match stream.kind() {
             StreamBackend::Cuda(s) => self.kernel.launch_cuda(CALL, s, &config, &args),
             StreamBackend::Cpu(s) => self.launch_cpu(CALL, stream, s, &config, &args),
