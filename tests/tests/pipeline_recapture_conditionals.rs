@@ -8,23 +8,7 @@
 
 use gpu_pipeline::{Context, DeviceBuffer, Recaptured, Result, Stream, gpu_pipeline};
 
-mod cpu {
-    use gpu_pipeline::ConditionSetter;
-
-    pub fn count_down(n: &mut [u32], mut go: ConditionSetter<'_>) {
-        n[0] -= 1;
-        go.set(u32::from(n[0] > 0));
-    }
-
-    pub fn bump(out: &mut [u32]) {
-        out[0] += 1;
-    }
-
-    pub fn step(src: &[u32], dst: &mut [u32], r: &mut [u32]) {
-        dst[0] = src[0].wrapping_sub(1);
-        r[0] = dst[0];
-    }
-}
+use tests::condition_kernels as cpu;
 
 gpu_pipeline! {
     /// Bumps `then` when `flag != 0`, else `other`; then bumps `cases[mode]`.
