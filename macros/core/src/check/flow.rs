@@ -111,6 +111,7 @@ fn loop_writes_its_condition(cx: &Ctxt, pipeline: &Pipeline<'_>, control: &Contr
 /// the names exchanged every other iteration: there a read of the other name reads this buffer
 /// (and is reported with that name).
 pub fn uncovered_reads<'a>(
+    pipeline: &Pipeline<'_>,
     statements: &[Statement<'a>],
     buffer: BufferId,
     written: &mut bool,
@@ -121,7 +122,7 @@ pub fn uncovered_reads<'a>(
             let touches = statement
                 .accesses
                 .iter()
-                .filter(|t| t.buffer == buffer && !surely_empty(t));
+                .filter(|t| t.buffer == buffer && !surely_empty(pipeline, t));
             let mut writes = false;
             for touch in touches {
                 match touch.mode {
@@ -149,14 +150,20 @@ pub fn uncovered_reads<'a>(
         let mut every = true;
         for body in &control.bodies {
             let mut inside = *written;
-            uncovered_reads(body, buffer, &mut inside, out);
+            uncovered_reads(pipeline, body, buffer, &mut inside, out);
             if let Some(partner) = partner {
                 // The next iteration reaches this buffer through the other name, as this one
                 // left it; and after an odd count the second buffer is copied into the first,
                 // so the buffer holds what the body wrote through the other name.
-                uncovered_reads(body, partner, &mut inside, out);
+                uncovered_reads(pipeline, body, partner, &mut inside, out);
                 let mut through_partner = false;
-                uncovered_reads(body, partner, &mut through_partner, &mut Vec::new());
+                uncovered_reads(
+                    pipeline,
+                    body,
+                    partner,
+                    &mut through_partner,
+                    &mut Vec::new(),
+                );
                 inside &= through_partner;
             }
             every &= inside;
@@ -172,12 +179,29 @@ pub fn uncovered_reads<'a>(
 }
 
 /// Whether `touch` names no element: a constant range that ends where it starts (`t[4..4]`,
-/// `t[0..0]`). It reads nothing undefined, and writes nothing a later read could use.
-pub fn surely_empty(touch: &crate::lower::Touch<'_>) -> bool {
-    touch
+/// `t[0..0]`), or one open at the end of a scratch buffer of constant length that starts
+/// there (`t[16..]` of a 16-element `t`). It reads nothing undefined, and writes nothing a
+/// later read could use.
+pub fn surely_empty(pipeline: &Pipeline<'_>, touch: &crate::lower::Touch<'_>) -> bool {
+    let Some((start, end)) = touch
         .subscript
         .and_then(|r| super::ranges::constant_bounds(&r))
-        .is_some_and(|(start, end)| end.is_some_and(|end| start >= end))
+    else {
+        return false;
+    };
+    match end.or_else(|| constant_length(pipeline, touch.buffer)) {
+        Some(end) => start >= end,
+        None => false,
+    }
+}
+
+/// The length of a scratch buffer (not an array) whose declaration gives a constant.
+fn constant_length(pipeline: &Pipeline<'_>, buffer: BufferId) -> Option<i128> {
+    let held = pipeline.buffers.get(buffer.0)?;
+    if !held.scratch || held.array {
+        return None;
+    }
+    crate::constant::value(held.len?)
 }
 
 /// Whether every run of `control` runs one of its bodies: a `do ... while`, or an `if` with

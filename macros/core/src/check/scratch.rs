@@ -49,6 +49,7 @@ fn uses<'p>(pipeline: &'p Pipeline<'_>, id: BufferId) -> Uses<'p> {
             // statement writes it.
             let (mut uncovered, mut written) = (Vec::new(), false);
             super::flow::uncovered_reads(
+                pipeline,
                 std::slice::from_ref(statement),
                 id,
                 &mut written,
@@ -57,7 +58,9 @@ fn uses<'p>(pipeline: &'p Pipeline<'_>, id: BufferId) -> Uses<'p> {
             if written {
                 found.writes.push(site);
             } else if statement.accesses.iter().any(|touch| {
-                touch.buffer == id && touch.mode == Mode::Write && !super::flow::surely_empty(touch)
+                touch.buffer == id
+                    && touch.mode == Mode::Write
+                    && !super::flow::surely_empty(pipeline, touch)
             }) {
                 found.maybe_writes.push(site);
             }
@@ -143,7 +146,7 @@ fn writes_before(pipeline: &Pipeline<'_>, id: BufferId, read: Site) -> (Before, 
                 index,
             };
             let writes = statement.accesses.iter().filter(|t| {
-                t.buffer == id && t.mode == Mode::Write && !super::flow::surely_empty(t)
+                t.buffer == id && t.mode == Mode::Write && !super::flow::surely_empty(pipeline, t)
             });
             let mut writes = writes.peekable();
             if writes.peek().is_none() || !runs_before(pipeline, site, read) {
@@ -155,6 +158,7 @@ fn writes_before(pipeline: &Pipeline<'_>, id: BufferId, read: Site) -> (Before, 
                 // left to the step's plan.
                 let (mut written, mut reads) = (false, Vec::new());
                 super::flow::uncovered_reads(
+                    pipeline,
                     std::slice::from_ref(statement),
                     id,
                     &mut written,

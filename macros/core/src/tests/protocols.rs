@@ -342,6 +342,15 @@ fn scratch_buffers_are_written_before_they_are_read() {
 fn empty_ranges_of_a_scratch_buffer_neither_read_nor_write() {
     let scratch = |items: &str| with(&format!("scratch {{ t: DeviceBuffer<f32> = 16 }} {items}"));
     lower_ok(&scratch("stage r on s1 { copy t[0..0] -> a[0..0]; }"));
+    // Open at the end of a buffer of constant length, and starting there.
+    lower_ok(&scratch("stage r on s1 { copy t[16..] -> a[0..0]; }"));
+    assert_error(
+        &scratch(
+            "stage w on s1 { fill t[16..] = 0.0; } stage r on s1 { copy t[0..4] -> h[0..4]; }",
+        ),
+        "scratch buffer `t` is read in stage `r` before anything writes it: its contents start undefined, and a later step finds what the last one left; write it first (`fill t = 0.0;`, or a kernel that writes it) in an earlier statement or in a stage `r` runs after, or make it a param if it keeps state from step to step",
+        "t",
+    );
     assert_error(
         &scratch(
             "stage w on s1 { fill t[4..4] = 0.0; } stage r on s1 { copy t[0..4] -> h[0..4]; }",
