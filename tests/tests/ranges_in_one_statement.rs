@@ -109,3 +109,36 @@ fn overlapping_ranges_the_compiler_cannot_see_are_refused_before_anything_runs()
         "nothing of the step ran"
     );
 }
+
+gpu_pipeline! {
+    pub pipeline EmptyBeside {
+        streams { main }
+        unsafe kernels k = ptx(include_str!("../../runtime/kernels/test_kernels.ptx")) {
+            fn saxpy(n: u32, a: f32, x: &[f32; n], y: &mut [f32; n]) cpu = saxpy;
+        }
+        params { a: f32, xs: &mut [DeviceBuffer<f32>] }
+        // An empty range names no element of the whole element beside it.
+        stage element on main {
+            launch k::saxpy(0, a, xs[1][0..0], xs[1]) grid 1u32 block 32u32;
+        }
+    }
+}
+
+/// An empty range beside the whole element of a buffer array shares no element with it: it
+/// compiles (it was refused as two names of one buffer), and the step lends both.
+#[test]
+fn an_empty_range_beside_its_whole_element_runs() {
+    let ctx = Context::cpu_checked();
+    let mut d = data(&ctx);
+    let mut pipeline = EmptyBeside::new(&ctx).unwrap();
+    pipeline
+        .run(EmptyBesideParams {
+            a: 1.0,
+            xs: &mut d.xs,
+        })
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(d.xs[1].to_vec(&d.stream).unwrap(), [1.0, 2.0, 10.0, 20.0]);
+    assert!(ctx.races().is_empty(), "{:?}", ctx.races());
+}

@@ -31,6 +31,21 @@ pub(super) fn constant_bounds(reference: &BufRef<'_>) -> Option<(i128, Option<i1
     Some((start, end))
 }
 
+/// Whether `reference` surely names no element: a constant range that ends where it starts
+/// (`x[0..0]`), or one of a scratch buffer of constant length that starts at its end
+/// (`t[16..]` of a 16-element `t`).
+pub(super) fn names_no_element(scope: &Scope<'_>, reference: &BufRef<'_>) -> bool {
+    let Some((start, end)) = constant_bounds(reference) else {
+        return false;
+    };
+    let end = match end {
+        Some(end) => Some(end),
+        None if reference.index.is_none() => scratch_length(scope, reference.name),
+        None => None,
+    };
+    end.is_some_and(|end| start >= end)
+}
+
 /// What a reference covers in one evaluation, when the compiler can tell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Cover {
@@ -160,6 +175,15 @@ pub(super) fn alias(
                 .chain(second.subscript_exprs()),
         );
         if first.range.is_none() || second.range.is_none() {
+            // An empty range (`xs[1][0..0]`) beside the whole element names none of its
+            // elements: the step lends both from one `Apart`, which hands them out.
+            let empty = [first, second].into_iter().any(|r| {
+                r.range.is_some()
+                    && matches!(cover(r, at), Some(Cover::Elements(lo, Some(hi))) if lo >= hi)
+            });
+            if empty {
+                continue;
+            }
             return Some(Alias::Whole { when });
         }
         let (Some(a), Some(b)) = (cover(first, at), cover(second, at)) else {

@@ -132,7 +132,7 @@ fn launch_statement(
             launch_argument(cx, scope, kernel, param, arg)
         })
         .collect();
-    launch_aliasing(cx, kernel, &uses, evaluations);
+    launch_aliasing(cx, scope, kernel, &uses, evaluations);
     super::ranges::windows_hold_bounds(cx, scope, kernel, launch);
     super::window_parts::parts_apart(cx, scope, launch);
 }
@@ -484,6 +484,7 @@ pub(super) fn distinct_primitives(a: &str, b: &str) -> bool {
 /// `xs[1][0..4]`, constant ranges that overlap in some iteration); the step checks the rest.
 fn launch_aliasing(
     cx: &Ctxt,
+    scope: &Scope<'_>,
     kernel: &ast::Kernel,
     uses: &[Use<'_>],
     evaluations: &[Evaluation<'_>],
@@ -541,6 +542,26 @@ fn launch_aliasing(
             } else {
                 first.param
             };
+            // A range that names no element beside the whole buffer aliases nothing, but the
+            // step cannot lend a buffer whole and a range of it together.
+            let (whole, empty) = if first.subscripted {
+                (second, first)
+            } else {
+                (first, second)
+            };
+            if empty.subscripted && ranges::names_no_element(scope, &empty.reference) {
+                let name = whole.arg;
+                cx.error_spanned_by(
+                    whole.arg,
+                    format!(
+                        "`{}` names no element, but `{name}` is passed whole beside it to `{}` (as `{}`), and one statement cannot lend a buffer whole and a range of it together; write the whole buffer as a range, `{name}[..]` (ranges of one buffer that are apart may be passed together)",
+                        ranges::reference_text(&empty.reference),
+                        kernel.name,
+                        whole.param,
+                    ),
+                );
+                continue;
+            }
             cx.error_spanned_by(
                 second.arg,
                 format!(

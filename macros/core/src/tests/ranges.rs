@@ -87,6 +87,34 @@ fn references_that_may_be_apart_compile() {
     }
 }
 
+/// An empty range names no element of the whole element of an array beside it (`xs[1]` and
+/// `xs[1][0..0]` were refused as two names of one buffer); the step lends both from one
+/// `Apart`. Beside a whole buffer, which the step cannot lend with a range of it, the error
+/// says to write the whole buffer as a range.
+#[test]
+fn an_empty_range_beside_a_whole_buffer() {
+    for items in [
+        "stage s on main { launch k::saxpy(0, 1.0, xs[1][0..0], xs[1]) grid 1 block 1; }",
+        "stage s on main { launch k::saxpy(0, 1.0, xs[1], xs[1][2..2]) grid 1 block 1; }",
+        "stage s on main { launch k::saxpy(0, 1.0, x[..], x[0..0]) grid 1 block 1; }",
+        "stage s on main { fill t = 0.0; launch k::saxpy(0, 1.0, t[16..], t[..]) grid 1 block 1; }",
+    ] {
+        lower_ok(&ranged(items));
+    }
+    assert_error(
+        &ranged("stage s on main { launch k::saxpy(0, 1.0, x[0..0], x) grid 1 block 1; }"),
+        "`x[0..0]` names no element, but `x` is passed whole beside it to `saxpy` (as `y`), and one statement cannot lend a buffer whole and a range of it together; write the whole buffer as a range, `x[..]` (ranges of one buffer that are apart may be passed together)",
+        "x",
+    );
+    assert_error(
+        &ranged(
+            "stage s on main { fill t = 0.0; launch k::saxpy(0, 1.0, t, t[16..]) grid 1 block 1; }",
+        ),
+        "`t[16..]` names no element, but `t` is passed whole beside it to `saxpy` (as `x`), and one statement cannot lend a buffer whole and a range of it together; write the whole buffer as a range, `t[..]` (ranges of one buffer that are apart may be passed together)",
+        "t",
+    );
+}
+
 #[test]
 fn ranges_past_a_scratch_buffer_of_constant_length_are_errors() {
     let fix = |end: i128| {
