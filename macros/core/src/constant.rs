@@ -281,6 +281,26 @@ impl Poly {
     }
 }
 
+/// Whether every cast in `expr` keeps every bit of the value it casts: a cast to a type of 64
+/// bits or more (`usize`, `u64`, `isize`, `i64`, `u128`, `i128`). A narrower one (`as u8`,
+/// `as u32`), or one to a type spelled otherwise (an alias, a float), may change the value, so
+/// that [`polynomial`], which reads casts as nothing, does not give the value of `expr`.
+pub fn keeps_every_bit(expr: &Expr) -> bool {
+    match ungroup_expr(expr) {
+        Expr::Cast(cast) => {
+            let wide = matches!(
+                crate::ast::tokens_string(&cast.ty).as_str(),
+                "usize" | "u64" | "isize" | "i64" | "u128" | "i128"
+            );
+            wide && keeps_every_bit(&cast.expr)
+        }
+        Expr::Binary(binary) => keeps_every_bit(&binary.left) && keeps_every_bit(&binary.right),
+        Expr::Unary(unary) => keeps_every_bit(&unary.expr),
+        Expr::Paren(paren) => keeps_every_bit(&paren.expr),
+        _ => true,
+    }
+}
+
 /// `expr` as a polynomial: integer literals, names (`names` gives a name's polynomial, a
 /// loop variable's or a `let`'s, or `None` when it has none), `x.len()` as an unknown of its
 /// own, `+`, `-`, `*`, unary `-`, parentheses and integer casts. Anything else (`/`, `%`,

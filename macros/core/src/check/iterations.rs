@@ -137,7 +137,12 @@ pub fn symbols(scope: &Scope<'_>, body: &ForLoop) -> HashMap<String, Poly> {
 
 /// `expr` as a polynomial inside a loop: the loop's names as `symbols` gives them (a `let`
 /// that is not a polynomial makes `expr` none), scalar params and `const` items as unknowns.
+/// A cast that may change the value (`as u8`, [`constant::keeps_every_bit`]) makes it none:
+/// `(i + 256) as u8` is `i` for `i < 256`, not `i + 256`.
 pub fn polynomial(scope: &Scope<'_>, expr: &Expr, symbols: &HashMap<String, Poly>) -> Option<Poly> {
+    if !constant::keeps_every_bit(expr) {
+        return None;
+    }
     constant::polynomial(expr, &|name: &Ident| {
         let key = name.to_string();
         if let Some(poly) = symbols.get(&key) {

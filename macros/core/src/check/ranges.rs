@@ -93,24 +93,7 @@ fn same_buffer(a: &BufRef<'_>, b: &BufRef<'_>, at: &Evaluation<'_>) -> bool {
 /// `x[i + 0]`). A cast to a type narrower than 64 bits (or an alias) keeps only some bits,
 /// so an expression with one is none.
 fn exact_polynomial(expr: &syn::Expr) -> Option<constant::Poly> {
-    fn widening_only(expr: &syn::Expr) -> bool {
-        match ast::ungroup_expr(expr) {
-            syn::Expr::Cast(cast) => {
-                let wide = matches!(
-                    tokens_string(&cast.ty).as_str(),
-                    "usize" | "u64" | "isize" | "i64" | "u128" | "i128"
-                );
-                wide && widening_only(&cast.expr)
-            }
-            syn::Expr::Binary(binary) => {
-                widening_only(&binary.left) && widening_only(&binary.right)
-            }
-            syn::Expr::Unary(unary) => widening_only(&unary.expr),
-            syn::Expr::Paren(paren) => widening_only(&paren.expr),
-            _ => true,
-        }
-    }
-    if !widening_only(expr) {
+    if !constant::keeps_every_bit(expr) {
         return None;
     }
     constant::polynomial(expr, &|name| {

@@ -84,6 +84,24 @@ fn chunks_that_are_apart_or_run_in_order_compile() {
     }
 }
 
+/// Over params, a cast that may change the value (`as u8`) makes a bound unknown to the chunk
+/// rule, which read it as if uncast: `((i * 2 + 258) as u8)` is `i * 2 + 2` for `i < 127`,
+/// so the chunks below are apart, and were refused as overlapping by 256 elements.
+#[test]
+fn chunks_through_narrowing_casts_are_left_to_the_step() {
+    lower_ok(&chunked(
+        "for i in 0..chunks { stage c on work[i % 4] { fill x[((i * 2) as u8) as usize..((i * 2 + 258) as u8) as usize] = 0.0; } }",
+    ));
+    // A cast that keeps every bit is still read through.
+    let messages = errors(&chunked(
+        "for i in 0..chunks { stage c on work[i % 4] { fill x[(i * 2) as usize..(i * 2 + 3) as usize] = 0.0; } }",
+    ));
+    assert!(
+        messages[0].contains("iterations `i` and `i + 1` both write elements"),
+        "{messages:?}"
+    );
+}
+
 /// With constant bounds, two iterations whose stream index does not evaluate but folds to one
 /// text (`(i / 2) % chunks` is `(0 % chunks)` for `i = 0` and `i = 1`) run on one stream, in
 /// the order written, and may write one chunk (two passes over it): that was refused as
@@ -235,6 +253,9 @@ fn a_kernel_given_another_devices_buffer_in_a_loop_is_an_error() {
         "for i in 0..4 { stage own on work[i] { launch k::saxpy(n, 1.0, fields[i], halos[i]) grid 1 block 32; } }",
         // Bounds the compiler cannot see: checked before each launch.
         "for i in 0..chunks { stage own on work[i % 4] { launch k::saxpy(n, 1.0, fields[(i + 1) % 4], halos[i % 4]) grid 1 block 32 peer(fields); } }",
+        // A cast that may change the value: `(i + 256) as u8` is `i` for `i < 256` (it was
+        // read as `i + 256`, another device in every iteration).
+        "for i in 0..chunks { stage own on work[i] { launch k::saxpy(n, 1.0, fields[i], halos[((i + 256) as u8) as usize]) grid 1 block 32; } }",
     ] {
         lower_ok(&ring(body));
     }
