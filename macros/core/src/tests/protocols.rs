@@ -314,6 +314,27 @@ fn a_scratch_token_passed_over_params_is_reset_at_the_end_of_the_step() {
     }
 }
 
+/// A `>=` token chain over a scratch flag leaves the last iteration's token, which satisfies
+/// every wait of the next step at once: no hang, and no ordering lost, since a `wait` reads
+/// its flag and a `write` writes it, so each wait's stage already waits (by an event, or
+/// stream order) for the writes before it and the next step for this one. It compiles, with
+/// a reset or without, over params or constants.
+#[test]
+fn an_at_least_token_chain_over_a_scratch_flag_needs_no_reset() {
+    let pipeline = |items: &str| {
+        format!(
+            "pipeline P {{ streams {{ main, work[4] }} params {{ n: usize }} scratch {{ f: FlagCell }} {items} }}"
+        )
+    };
+    for items in [
+        "for i in 0..n { stage a on work[i % 4] { wait f >= i as u32; write f = (i + 1) as u32; } }",
+        "for i in 0..4 { stage a on work[i] { wait f >= i as u32; write f = (i + 1) as u32; } }",
+        "for i in 0..n { stage a on work[i % 4] { wait f >= i as u32; } stage b on main { write f = (i + 1) as u32; } }",
+    ] {
+        lower_ok(&pipeline(items));
+    }
+}
+
 #[test]
 fn scratch_buffers_are_written_before_they_are_read() {
     assert_cases(&[
