@@ -28,6 +28,7 @@ mod repetition;
 pub(crate) mod scratch;
 mod statements;
 mod switch;
+mod switch_value;
 mod window_parts;
 mod windows;
 

@@ -26,6 +26,7 @@ pub fn check(cx: &Ctxt, pipeline: &Pipeline<'_>) {
         flag_waits(cx, pipeline);
         super::scratch::written_first(cx, pipeline);
         super::scratch::constant_parts_written_first(cx, pipeline);
+        super::switch_value::switch_values_in_range(cx, pipeline);
     }
     for cycle in &pipeline.cycles {
         after_cycle(cx, pipeline, cycle);

@@ -83,6 +83,43 @@ fn switch_labels_are_0_to_n_each_once() {
     );
 }
 
+/// A `fill` of a constant past the last label, the last write before a `switch`, makes it
+/// run no case at every step: it compiled. A value the compiler cannot see (a kernel or a
+/// conditional write after the fill, a param, a loop over params that may not run) is left
+/// alone.
+#[test]
+fn a_switch_value_filled_past_its_cases_is_an_error() {
+    let cases =
+        |body0: &str| format!("switch mode {{ 0 => {{ {body0} }} 1 => {{ fill b = 1; }} }}");
+    assert_error(
+        &with_mode(&format!(
+            "stage s on s1 {{ fill mode = 2; {} }}",
+            cases("fill a = 0;")
+        )),
+        "`fill mode = 2` in stage `s` sets `mode` to 2 for `switch mode` in stage `s`, whose cases are labelled 0 to 1: a value of 2 or more runs no case (as CUDA's SWITCH node does), so the switch would never run any of them; fill a case's label (0 to 1), or add cases up to `2 => { ... }`",
+        "2",
+    );
+    assert_error(
+        &with_mode(&format!(
+            "stage f on s2 {{ fill mode[0..1] = 7u32; }} stage s on s1 {{ {} }}",
+            cases("")
+        )),
+        "`fill mode[0..1] = 7u32` in stage `f` sets `mode` to 7 for `switch mode` in stage `s`, whose cases are labelled 0 to 1: a value of 2 or more runs no case (as CUDA's SWITCH node does), so the switch would never run any of them; fill a case's label (0 to 1), or add cases up to `7 => { ... }`",
+        "7u32",
+    );
+    for items in [
+        "stage s on s1 { fill mode = 1; SWITCH }",
+        "stage s on s1 { fill mode = 5; launch k::touch(a) grid 1 block 1; fill mode[1..] = 9; SWITCH }",
+        "stage s on s1 { fill mode = 5; call set_mode(mode) writes(mode); SWITCH }",
+        "stage s on s1 { fill mode = 5; if a > alpha { fill mode = 0; } SWITCH }",
+        "stage s on s1 { fill mode = n; SWITCH }",
+        "for i in 0..n { stage f on s1 { fill mode = 5; } } stage s on s1 { SWITCH }",
+        "stage s on s1 { SWITCH } stage f on s1 { fill mode = 5; }",
+    ] {
+        lower_ok(&with_mode(&items.replace("SWITCH", &cases(""))));
+    }
+}
+
 #[test]
 fn a_switch_reads_a_u32_device_buffer() {
     let messages = errors(&with_mode("stage s on s1 { switch a { 0 => {} } }"));
