@@ -191,10 +191,14 @@ fn writes_before(pipeline: &Pipeline<'_>, id: BufferId, read: Site) -> (Before, 
     (found, skipped)
 }
 
-/// Rule: a read of constant elements of a scratch buffer is written first where every write
-/// before it names constant elements, none of them the read's (`fill tmp[0..1]` then a read
-/// of `tmp[8..16]`): the read finds undefined contents. Anything the compiler cannot
-/// evaluate is left to the step's plan, which checks element by element.
+/// Rule: a read of constant elements of a scratch buffer (a constant range, or one open at
+/// its end or the whole of a buffer of constant length) is written first where every write
+/// before it names constant elements. A copy reads every element of its source, so each must
+/// be written (`fill tmp[0..4]` then `copy tmp -> h` of an 8-element `tmp` copies 4..8
+/// undefined); a kernel, `call` or host closure may read only some of what it is given (a
+/// kernel indexes below its bound), so at least one (`fill tmp[0..1]` then a kernel given
+/// `tmp[8..16]`), as the step's plan judges. Anything the compiler cannot evaluate is left to
+/// the plan, which checks element by element.
 pub(super) fn constant_parts_written_first(cx: &Ctxt, pipeline: &Pipeline<'_>) {
     for (id, buffer) in scratch_buffers(pipeline) {
         for (stage_id, stage) in pipeline.stages.iter().enumerate() {
@@ -210,23 +214,38 @@ pub(super) fn constant_parts_written_first(cx: &Ctxt, pipeline: &Pipeline<'_>) {
                     .accesses
                     .iter()
                     .filter(|t| t.buffer == id && t.mode == Mode::Read);
+                // A read open at its end, or of the whole buffer, runs to its length.
+                let len = buffer.len.and_then(crate::constant::value);
                 for touch in reads {
-                    let Some(reference) = touch.subscript else {
-                        continue;
-                    };
-                    let (Some((start, Some(end))), Some(range)) =
-                        (super::ranges::constant_bounds(&reference), reference.range)
-                    else {
-                        continue;
+                    let (start, end, text, last) = match touch.subscript {
+                        None => match len {
+                            Some(len) => (0, len, buffer.name.clone(), touch.name.span()),
+                            None => continue,
+                        },
+                        Some(reference) => {
+                            let (Some((start, Some(end))), Some(range)) = (
+                                super::ranges::constant_bounds(&reference)
+                                    .map(|(start, end)| (start, end.or(len))),
+                                reference.range,
+                            ) else {
+                                continue;
+                            };
+                            let text = super::ranges::reference_text(&reference);
+                            (start, end, text, range.span)
+                        }
                     };
                     let (Before::Ranges(writes), skipped) = writes_before(pipeline, id, read)
                     else {
                         continue;
                     };
-                    let overlaps = |&(s, e, _): &(i128, Option<i128>, String)| {
-                        s < end && e.is_none_or(|e| start < e)
+                    let Some((gap_start, gap_end)) = first_gap(start, end, &writes) else {
+                        continue;
                     };
-                    if start >= end || writes.iter().any(overlaps) {
+                    // A copy reads every element of its source; a kernel, a `call` or a host
+                    // closure may read only some of what it is given (a kernel indexes below
+                    // its bound), so only a read of none that was written is surely wrong.
+                    let copy = matches!(statement.kind, crate::lower::StatementKind::Copy { .. });
+                    if !copy && (gap_start, gap_end) != (start, end) {
                         continue;
                     }
                     let name = &buffer.name;
@@ -244,18 +263,51 @@ pub(super) fn constant_parts_written_first(cx: &Ctxt, pipeline: &Pipeline<'_>) {
                     });
                     cx.error_between(
                         touch.name.span(),
-                        range.span,
+                        last,
                         format!(
-                            "`{}` is read in stage `{}`, but the writes of `{name}` before it ({}) cover none of elements {start}..{end}{maybe}, so the read finds undefined contents; write them first (`fill {name}[{start}..{end}] = {zero};`, or a kernel that writes them)",
-                            super::ranges::reference_text(&reference),
+                            "`{}` is read in stage `{}`, but the writes of `{name}` before it ({}) cover {} elements {gap_start}..{gap_end}{maybe}, so the read finds undefined contents; write them first (`fill {name}[{gap_start}..{gap_end}] = {zero};`, or a kernel that writes them)",
+                            text,
                             stage.decl.name,
                             texts.join(", "),
+                            if (gap_start, gap_end) == (start, end) { "none of" } else { "only part of it, not" },
                         ),
                     );
                 }
             }
         }
     }
+}
+
+/// The first run of elements of `start..end` that none of `writes` covers (a write open at
+/// its end runs to the buffer's end, past any read), if there is one.
+fn first_gap(
+    start: i128,
+    end: i128,
+    writes: &[(i128, Option<i128>, String)],
+) -> Option<(i128, i128)> {
+    let mut at = start;
+    while at < end {
+        // A write that covers `at` moves it to the write's end.
+        let covering = writes
+            .iter()
+            .filter(|(s, e, _)| *s <= at && e.is_none_or(|e| at < e))
+            .map(|(_, e, _)| e.unwrap_or(end))
+            .max();
+        match covering {
+            Some(next) => at = next.min(end),
+            None => {
+                // Up to the next write that starts inside the read.
+                let next = writes
+                    .iter()
+                    .map(|(s, _, _)| *s)
+                    .filter(|&s| s > at && s < end)
+                    .min()
+                    .unwrap_or(end);
+                return Some((at, next));
+            }
+        }
+    }
+    None
 }
 
 /// Why a control statement that writes a buffer may end without writing it.

@@ -394,6 +394,23 @@ fn scratch_parts_read_where_no_constant_write_reached_are_refused() {
         "`t[8..16]` is read in stage `s`, but the writes of `t` before it (`t[0..1]`) cover none of elements 8..16, so the read finds undefined contents; write them first (`fill t[8..16] = 0.0;`, or a kernel that writes them)",
         "t[8..16]",
     );
+    // A copy reads every element of its source: one that no write before it covers is read
+    // undefined (it compiled, and the step's plan refused it).
+    for (copy, read, gap) in [
+        ("copy t[4..12] -> h[0..8];", "t[4..12]", "8..12"),
+        ("copy t -> h;", "t", "8..16"),
+        ("copy t[2..] -> h[0..14];", "t[2..]", "8..16"),
+    ] {
+        assert_error(
+            &with(&format!(
+                "scratch {{ t: DeviceBuffer<f32> = 16 }} stage s on s1 {{ fill t[0..8] = 0.0; }} stage r on s2 {{ {copy} }}"
+            )),
+            &format!(
+                "`{read}` is read in stage `r`, but the writes of `t` before it (`t[0..8]`) cover only part of it, not elements {gap}, so the read finds undefined contents; write them first (`fill t[{gap}] = 0.0;`, or a kernel that writes them)"
+            ),
+            read,
+        );
+    }
     // A write that some run skips (an `if` without `else`, a `while`) covers nothing there:
     // it compiled, and the step's plan refused it.
     for (control, why) in [
@@ -422,8 +439,12 @@ fn scratch_parts_read_where_no_constant_write_reached_are_refused() {
         "stage s on s1 { fill t[0..8] = 0.0; if a > 0.0 { fill t[8..16] = 1.0; } else { fill t[8..12] = 2.0; } copy t[8..12] -> h[0..4]; }",
         "stage s on s1 { fill t[0..8] = 0.0; do { fill t[8..12] = 1.0; launch k::touch(a) grid 1 block 1; } while a > 0.0 max 4; copy t[8..12] -> h[0..4]; }",
         "stage s on s1 { fill t[0..8] = 0.0; if a > 0.0 { fill t[8..16] = 1.0; } copy t[0..4] -> h[0..4]; }",
-        "stage s on s1 { fill t[0..8] = 0.0; copy t[4..12] -> h[0..8]; }",
         "stage s on s1 { fill t = 0.0; copy t[8..16] -> h[0..8]; }",
+        // Parts that together cover a copy's source, and a kernel, which may read only some
+        // of what it is given.
+        "stage s on s1 { fill t[0..8] = 0.0; fill t[8..] = 1.0; copy t -> h; }",
+        "stage s on s1 { fill t[0..8] = 0.0; launch k::scale(4, 1.0, t[4..12], a) grid 1 block 1; }",
+        "stage s on s1 { fill t[0..8] = 0.0; launch k::scale(4, 1.0, t, a) grid 1 block 1; }",
         "stage s on s1 { fill t[0..n as usize] = 0.0; copy t[8..16] -> h[0..8]; }",
         "stage s on s1 { fill t[8..] = 0.0; copy t[8..16] -> h[0..8]; }",
     ] {
