@@ -15,6 +15,7 @@ mod accesses;
 mod bounds;
 mod claims;
 mod collective;
+mod comm_lengths;
 mod control;
 mod devices;
 mod flow;

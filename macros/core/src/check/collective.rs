@@ -296,7 +296,8 @@ fn constant_elements(operand: &ast::Operand) -> Option<(i128, i128)> {
 
 /// Rule: the statements of one communication group (consecutive ones, one `ncclGroupStart` ...
 /// `ncclGroupEnd`) run together in any order, so none writes elements another of them uses;
-/// with constant ranges this is decided when the program compiles (issue 23, class 2), and
+/// with constant ranges, or ranges whose bounds differ by constants (`a[nx..nx + 4]` and
+/// `a[nx + 2..nx + 6]`), this is decided when the program compiles (issue 23, class 2), and
 /// otherwise before the step is enqueued.
 fn group_apart(cx: &Ctxt, group: &[Statement]) {
     let operands: Vec<(&Comm, &ast::Operand, bool)> = group
@@ -316,13 +317,17 @@ fn group_apart(cx: &Ctxt, group: &[Statement]) {
             if std::ptr::eq(*comm_a, *comm_b) || a.name != b.name || !(*writes_a || *writes_b) {
                 continue;
             }
-            let (Some(ra), Some(rb)) = (constant_elements(a), constant_elements(b)) else {
-                continue;
+            let (start, end) = match (constant_elements(a), constant_elements(b)) {
+                (Some(ra), Some(rb)) if ra.0.max(rb.0) < ra.1.min(rb.1) => {
+                    (ra.0.max(rb.0).to_string(), ra.1.min(rb.1).to_string())
+                }
+                (Some(_), Some(_)) => continue,
+                // Bounds that differ by constants (`a[nx..nx + 4]`, `a[nx + 2..nx + 6]`).
+                _ => match super::comm_lengths::shared(a, b) {
+                    Some(shared) => shared,
+                    None => continue,
+                },
             };
-            let (start, end) = (ra.0.max(rb.0), ra.1.min(rb.1));
-            if start >= end {
-                continue;
-            }
             let (writer, other) = if *writes_b {
                 (comm_b, comm_a)
             } else {
@@ -344,7 +349,7 @@ fn group_apart(cx: &Ctxt, group: &[Statement]) {
 /// The number of elements an operand names, when the compiler can tell: a constant range
 /// (`x[2..6]`, `x[..4]`, `x[2..=5]`), or a whole scratch buffer of constant length (or a
 /// range of one open at its end).
-fn operand_length(scope: &Scope<'_>, operand: &ast::Operand) -> Option<i128> {
+pub(super) fn operand_length(scope: &Scope<'_>, operand: &ast::Operand) -> Option<i128> {
     let scratch_length = || {
         let buffer = &scope.buffers[scope.buffer(&operand.name)?];
         if !buffer.scratch || buffer.array {
@@ -371,7 +376,7 @@ fn operand_length(scope: &Scope<'_>, operand: &ast::Operand) -> Option<i128> {
 }
 
 /// An operand as written: `b[0..8]`, `d`.
-fn operand_text(operand: &ast::Operand) -> String {
+pub(super) fn operand_text(operand: &ast::Operand) -> String {
     match &operand.range {
         Some(range) => format!("{}[{}]", operand.name, crate::ast::tokens_string(range)),
         None => operand.name.to_string(),
@@ -456,6 +461,9 @@ fn sends_fit_receives(cx: &Ctxt, scope: &Scope<'_>, group: &[Statement]) {
             return;
         }
     }
+    if lengths(&sends).is_none() || lengths(&recvs).is_none() {
+        super::comm_lengths::lengths_differ(cx, scope, &sends, &recvs);
+    }
     if let (Some(sent), Some(taken)) = (elems(&sends), elems(&recvs))
         && let Some((k, left)) = unmatched(sent, taken.clone())
     {
@@ -490,6 +498,7 @@ fn both_sides_one_length(cx: &Ctxt, scope: &Scope<'_>, comm: &Comm) {
         return;
     };
     let (Some(from), Some(to)) = (operand_length(scope, src), operand_length(scope, dst)) else {
+        super::comm_lengths::one_length(cx, scope, comm, src, dst);
         return;
     };
     if from == to || from < 0 || to < 0 {

@@ -642,3 +642,46 @@ fn a_groups_sends_carry_what_its_receives_take() {
         lower_ok(&comm(items));
     }
 }
+
+/// Lengths and overlaps over params: a halo exchange's ranges are usually offsets from a
+/// param (`a[nx..nx + 4]`), and lengths or elements that differ by constants differ in every
+/// step. These compiled, and failed (CPU backend) or hung (NCCL) at run time.
+#[test]
+fn a_groups_ranges_over_params_are_compared_as_polynomials() {
+    let cases = [
+        (
+            "stage x on s1 { send a[0..nx] to peer; recv b[0..nx + 1] from peer; }",
+            "`recv b[0..nx + 1]` takes `nx + 1` elements, but the `send`s of its group carry `nx` elements, whatever the params are: every rank runs the same group, so a peer's `send` of this group arrives in this `recv`, and a send pairs only with a receive of as many elements; receive `nx` elements, or send `nx + 1`",
+            "b[0..nx + 1]",
+        ),
+        (
+            "stage x on s1 { send a[nx..nx + 4] to peer; recv b[nx + 8..nx + 16] from peer; }",
+            "`recv b[nx + 8..nx + 16]` takes 8 elements, but the `send`s of its group carry 4 elements, whatever the params are: every rank runs the same group, so a peer's `send` of this group arrives in this `recv`, and a send pairs only with a receive of as many elements; receive 4 elements, or send 8",
+            "b[nx + 8..nx + 16]",
+        ),
+        (
+            "stage x on s1 { all_reduce(sum) a[nx..nx + 4] -> b[nx..nx + 8]; }",
+            "`all_reduce(sum) a[nx..nx + 4] -> b[nx..nx + 8]` moves 4 elements into 8, whatever the params are: both sides of `all_reduce` have one length; name as many elements on both sides",
+            "a[nx..nx + 4] -> b",
+        ),
+        (
+            "stage x on s1 { send a[nx..nx + 4] to peer; recv a[nx + 2..nx + 6] from peer; }",
+            "`recv` of this group writes elements nx + 2..nx + 4 of `a` that its `send` also uses: a group's statements run together, in any order; name elements that do not overlap, or move one statement to a stage of its own",
+            "a",
+        ),
+    ];
+    for (items, message, token) in cases {
+        assert_error(&comm(items), message, token);
+    }
+    for items in [
+        "stage x on s1 { send a[nx..nx + 4] to peer; recv b[0..4] from peer; }",
+        "stage x on s1 { send a[nx..nx + 4] to peer; recv a[nx + 4..nx + 8] from peer; }",
+        // Two names that may be equal, a narrowing cast, or two lengths that pair either way.
+        "stage x on s1 { send a[0..nx] to peer; recv b[0..peer] from peer; }",
+        "stage x on s1 { send a[0..nx] to peer; recv b[0..(nx + 1) as u8 as usize] from peer; }",
+        "stage x on s1 { send a[0..nx] to peer; send a[nx..nx + 4] to nx; recv b[0..4] from peer; recv b[4..nx + 4] from nx; }",
+        "stage x on s1 { all_reduce(sum) a[nx..2 * nx] -> b[0..nx]; }",
+    ] {
+        lower_ok(&comm(items));
+    }
+}
