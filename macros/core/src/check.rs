@@ -18,6 +18,7 @@ mod collective;
 mod comm_lengths;
 mod control;
 mod devices;
+mod flag_iterations;
 mod flow;
 mod hint;
 mod iterations;

@@ -220,7 +220,7 @@ fn passed_on_symbolically(
 
 /// `expr` as a polynomial over `body`'s loop variable and the params (a `let` of the body,
 /// which changes per iteration in ways a polynomial does not follow, has none).
-fn in_loop_terms(body: &ast::ForLoop, expr: &syn::Expr) -> Option<Poly> {
+pub(super) fn in_loop_terms(body: &ast::ForLoop, expr: &syn::Expr) -> Option<Poly> {
     let names = |name: &syn::Ident| {
         let lets = body.lets.iter().any(|binding| binding.name == *name);
         (!lets).then(|| Poly::unknown(&name.to_string()))
@@ -229,7 +229,7 @@ fn in_loop_terms(body: &ast::ForLoop, expr: &syn::Expr) -> Option<Poly> {
 }
 
 /// `value` (over `body`'s loop variable `i`) in the next iteration: `i + 1` for `i`.
-fn in_next_iteration(body: &ast::ForLoop, value: &Poly) -> Option<Poly> {
+pub(super) fn in_next_iteration(body: &ast::ForLoop, value: &Poly) -> Option<Poly> {
     let var = body.var.to_string();
     value.substitute(&var, &Poly::unknown(&var).add(&Poly::constant(1))?)
 }
@@ -306,7 +306,7 @@ fn flag_writes<'a>(pipeline: &Pipeline<'a>, flag: BufferId) -> Vec<FlagWrite<'a>
 
 /// Whether a flag holding `value` satisfies `condition` against `wanted`, as the GPU compares
 /// them (`>=` is a wrapping comparison of `bits`-bit words); unknown values might.
-fn satisfies(
+pub(super) fn satisfies(
     value: Option<i128>,
     condition: WaitCondition,
     wanted: Option<i128>,
@@ -427,15 +427,8 @@ fn flag_waits(cx: &Ctxt, pipeline: &Pipeline<'_>) {
                 .filter(|write| in_loop(write))
                 .collect();
             let passes_token = |initial: Option<i128>| {
-                let mut last = looped_after.iter().filter(|write| {
-                    !looped_after.iter().any(|other| {
-                        other.site != write.site && runs_before(pipeline, write.site, other.site)
-                    })
-                });
-                match (last.next(), last.next()) {
-                    (Some(write), None) => in_a_later_iteration(write, initial),
-                    _ => false,
-                }
+                last_of(pipeline, &looped_after)
+                    .is_some_and(|write| in_a_later_iteration(write, initial))
             };
             let token = passes_token(initial);
             // A scratch flag starts a first step at 0: a wait that 0 satisfies needs no
@@ -465,6 +458,36 @@ fn flag_waits(cx: &Ctxt, pipeline: &Pipeline<'_>) {
                     ),
                 );
                 continue;
+            }
+            // Without a token, the next iteration sees what the loop's last write left.
+            if !token
+                && let Some(body) = looped
+                && let Some(write) = last_of(pipeline, &looped_after)
+            {
+                let looped_wait = super::flag_iterations::LoopedWait {
+                    body,
+                    wanted: &source.value,
+                    waits: &waits,
+                    written: write.value,
+                    by_iteration: &write.by_iteration,
+                    initial,
+                    condition: *condition,
+                    bits,
+                };
+                if let Some(hang) = looped_wait.hang() {
+                    cx.error_spanned_by(
+                        source.keyword,
+                        super::flag_iterations::message(
+                            body,
+                            &wait,
+                            &stage.name,
+                            &source.flag,
+                            &write.written,
+                            &hang,
+                        ),
+                    );
+                    continue;
+                }
             }
             if cell.scratch && !token && !satisfies(Some(0), *condition, wanted, bits) {
                 cx.error_spanned_by(
@@ -572,6 +595,22 @@ fn token_left_over_params<'w, 'a>(
     let apart = at(&end)?.sub(&at(&start)?)?;
     let expected = end.sub(&start)?.scale(step)?;
     (apart.sub(&expected)?.as_constant()? == 0).then_some(write)
+}
+
+/// Of `writes`, the one that runs after every other, when there is one.
+fn last_of<'w, 'a>(
+    pipeline: &Pipeline<'_>,
+    writes: &[&'w FlagWrite<'a>],
+) -> Option<&'w FlagWrite<'a>> {
+    let mut last = writes.iter().filter(|write| {
+        !writes
+            .iter()
+            .any(|other| other.site != write.site && runs_before(pipeline, write.site, other.site))
+    });
+    match (last.next(), last.next()) {
+        (Some(write), None) => Some(write),
+        _ => None,
+    }
 }
 
 /// The write of a flag that runs after every other one in the step, when there is one.

@@ -187,6 +187,49 @@ fn a_token_passed_by_another_stage_or_over_params_compiles() {
     }
 }
 
+/// Inside a `for`, iteration `i + 1` sees what the loop's last write left in iteration `i`:
+/// `wait f == 0u32; write f = 1;` holds in the first iteration and waits for ever in the
+/// second, in the first step. With a reset at the end of the step it compiled; without one it
+/// was refused for the next step, with a fix (the reset) that did not help.
+#[test]
+fn a_wait_in_a_loop_sees_what_the_iteration_before_left() {
+    let pipeline = |items: &str| {
+        format!(
+            "pipeline P {{ streams {{ main, work[4] }} params {{ n: usize }} scratch {{ f: FlagCell }} {items} }}"
+        )
+    };
+    let fix = "wait for the value the iteration before leaves, or pass a token from iteration to iteration (`wait f == i as u32;` before `write f = (i + 1) as u32;`)";
+    for reset in ["", " stage z on main { write f = 0; }"] {
+        assert_error(
+            &pipeline(&format!(
+                "for i in 0..4 {{ stage a on work[i] {{ wait f == 0u32; write f = 1; }} }}{reset}"
+            )),
+            &format!(
+                "`wait f == 0u32` in stage `a` sees, when `i = 1`, what `write f = 1` in stage `a` wrote in the iteration before (1), which never satisfies it: the stream would wait for ever there; {fix}"
+            ),
+            "wait",
+        );
+        assert_error(
+            &pipeline(&format!(
+                "for i in 0..n {{ stage a on work[i % 4] {{ wait f == 0u32; }} stage b on main {{ write f = 1; }} }}{reset}"
+            )),
+            &format!(
+                "`wait f == 0u32` in stage `a` sees, from the second iteration of `for i in 0..n` on, what `write f = 1` in stage `b` wrote in the iteration before (`1`, where the next iteration waits for `0`), which never satisfies it: whenever the loop runs twice the stream would wait for ever; {fix}"
+            ),
+            "wait",
+        );
+    }
+    for items in [
+        // Reset in every iteration, or a loop of one iteration.
+        "for i in 0..4 { stage a on work[i] { wait f == 0u32; write f = 1; } stage b on main { write f = 0; } }",
+        "for i in 0..1 { stage a on work[i] { wait f == 0u32; write f = 1; } } stage z on main { write f = 0; }",
+        // `>=` of a value the flag keeps.
+        "for i in 0..n { stage a on work[i % 4] { wait f >= 0u32; write f = 1; } }",
+    ] {
+        lower_ok(&pipeline(items));
+    }
+}
+
 /// A wait whose value changes with the iterations of its `for` (constant bounds), after a
 /// write before it: each iteration sees what that write leaves (or wrote in the same
 /// iteration, when it is in the loop too), and one whose value that never satisfies waits for
