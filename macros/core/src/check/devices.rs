@@ -532,6 +532,10 @@ impl Site<'_, '_> {
             _ => "",
         };
         let fix = match memory {
+            // A fill writes the buffer: a copy of it on this device would be filled instead.
+            Some(Memory::Device) | None if what == "a `fill`" => {
+                format!("run this stage on a stream `on {on_there}`")
+            }
             Some(Memory::Device) | None => format!(
                 "copy it first, in a stage ordered before this one (`copy {name} -> {name}_{on_here};` into a buffer declared `on {on_here}`), {}run this stage on a stream `on {on_there}`{}",
                 if kernel { "" } else { "or " },

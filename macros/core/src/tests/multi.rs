@@ -249,7 +249,7 @@ fn a_kernel_reaches_only_its_own_devices_memory() {
     );
     assert_error(
         &two("stage x on s1 { fill x0 = 0.0; }"),
-        "`x0` lives on device `gpu0`, but stage `x` runs on stream `s1`, on device `gpu1`: a `fill` reaches only its own device's memory; copy it first, in a stage ordered before this one (`copy x0 -> x0_gpu1;` into a buffer declared `on gpu1`), or run this stage on a stream `on gpu0`",
+        "`x0` lives on device `gpu0`, but stage `x` runs on stream `s1`, on device `gpu1`: a `fill` reaches only its own device's memory; run this stage on a stream `on gpu0`",
         "x0",
     );
     assert_error(
