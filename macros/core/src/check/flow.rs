@@ -146,15 +146,17 @@ pub fn uncovered_reads<'a>(
             _ if b == buffer => Some(a),
             _ => None,
         });
+        let second = control.swaps.iter().any(|&(_, b)| b == buffer);
         // Whether every body writes it (by its end, counting a write before the statement).
         let mut every = true;
         for body in &control.bodies {
             let mut inside = *written;
             uncovered_reads(pipeline, body, buffer, &mut inside, out);
             if let Some(partner) = partner {
+                // What iteration 0 leaves under this name (or what was there before).
+                let own = inside;
                 // The next iteration reaches this buffer through the other name, as this one
-                // left it; and after an odd count the second buffer is copied into the first,
-                // so the buffer holds what the body wrote through the other name.
+                // left it.
                 uncovered_reads(pipeline, body, partner, &mut inside, out);
                 let mut through_partner = false;
                 uncovered_reads(
@@ -164,7 +166,12 @@ pub fn uncovered_reads<'a>(
                     &mut through_partner,
                     &mut Vec::new(),
                 );
-                inside &= through_partner;
+                // After an odd count the second buffer is copied into the first, so the first
+                // holds what the body wrote through the other name; the second keeps what the
+                // last even iteration wrote through its own (or, after an even count, what the
+                // odd one wrote through the first name into it, iteration 0 having written it
+                // already).
+                inside = if second { own } else { through_partner };
             }
             every &= inside;
         }

@@ -324,6 +324,9 @@ fn why_maybe(statement: &crate::lower::Statement<'_>) -> &'static str {
         crate::ast::Control::Switch { .. } => {
             "sits in a `switch`, whose value may match no case (and then runs none)"
         }
+        crate::ast::Control::DoWhile { .. } if !control.swaps.is_empty() => {
+            "sits in a conditional inside the `do ... while` body, or is made there only through the other name of a `swap` (the first iteration writes each name as written, and an odd count copies the second name's buffer into the first's)"
+        }
         crate::ast::Control::DoWhile { .. } => {
             "sits in a conditional inside the `do ... while` body"
         }

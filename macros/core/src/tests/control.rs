@@ -396,6 +396,37 @@ fn a_scratch_buffer_a_loop_swaps_in_is_written_before_the_other_half_reads_it() 
     .replace("while r > 0.5 max 10 {", "do {")
     .replace("swap(t, u); }", "swap(t, u); } while r > 0.5 max 10;");
     assert_eq!(errors(&do_while), [through("t", "u")]);
+    // After a `do ... while` ping-pong that reads `t` and writes `u`, both are written: `u`
+    // by the first iteration, `t` by the copy an odd count makes or by the second iteration
+    // (reading `u` after the loop was refused, as if only a body writing both names wrote it).
+    let ping_pong = |after: &str| {
+        source(
+            "fill t = 1.0;",
+            "launch k::scale(n, 1.0, t, u) grid 1 block 1;",
+            after,
+        )
+        .replace("while r > 0.5 max 10 {", "do {")
+        .replace("swap(t, u); }", "swap(t, u); } while r > 0.5 max 10;")
+    };
+    lower_ok(&ping_pong(
+        "launch k::scale(n, 1.0, u, out) grid 1 block 1; launch k::scale(n, 1.0, t, out) grid 1 block 1;",
+    ));
+    // A body that writes only the first name leaves the second unwritten after one iteration
+    // (and the copy an odd count makes puts it into the first).
+    let first_only = source(
+        "",
+        "launch k::scale(n, 1.0, out, t) grid 1 block 1;",
+        "launch k::scale(n, 1.0, u, out) grid 1 block 1;",
+    )
+    .replace("while r > 0.5 max 10 {", "do {")
+    .replace("swap(t, u); }", "swap(t, u); } while r > 0.5 max 10;");
+    let messages = errors(&first_only);
+    assert!(
+        messages.len() == 1
+            && messages[0].starts_with("scratch buffer `u` is read in stage `solve`")
+            && messages[0].contains("is made there only through the other name of a `swap`"),
+        "{messages:?}"
+    );
 }
 
 #[test]
