@@ -366,8 +366,16 @@ fn flag_waits(cx: &Ctxt, pipeline: &Pipeline<'_>) {
                 tokens_string(&source.value)
             );
             let writes = flag_writes(pipeline, *flag);
+            // A write in another kind of step runs in another step, before or after this one
+            // as the application enqueues them: the flag may hold what it left.
+            let same_kind =
+                |write: &&FlagWrite<'_>| pipeline.stages[write.site.stage.0].kind == stage.kind;
+            let elsewhere = writes
+                .iter()
+                .any(|write| !same_kind(&write) && write.may_satisfy(*condition, wanted, bits));
             let (before, after): (Vec<&FlagWrite<'_>>, Vec<&FlagWrite<'_>>) = writes
                 .iter()
+                .filter(same_kind)
                 .partition(|write| runs_before(pipeline, write.site, site));
             // The write the wait sees is the last of those before it.
             let last = before.iter().find(|write| {
@@ -396,7 +404,7 @@ fn flag_waits(cx: &Ctxt, pipeline: &Pipeline<'_>) {
             let waits = per_iteration(pipeline, stage, &source.value);
             // No write runs before the wait (that case ended above): the loop starts from
             // what a scratch flag starts with, or from the world outside.
-            let initial = cell.scratch.then_some(0);
+            let initial = (cell.scratch && !elsewhere).then_some(0);
             // A write later in the wait's own `for` (in its stage or a later one) reaches the
             // next iteration's wait: the iterations touch one flag, so they run in order.
             let looped = stage.looped.map(|l| pipeline.loops[l]);
@@ -440,6 +448,7 @@ fn flag_waits(cx: &Ctxt, pipeline: &Pipeline<'_>) {
             if let Some(write) = after.iter().find(|write| {
                 !token
                     && !at_zero
+                    && !elsewhere
                     && write.may_satisfy(*condition, wanted, bits)
                     && !in_a_later_iteration(write, initial)
             }) {
@@ -489,14 +498,29 @@ fn flag_waits(cx: &Ctxt, pipeline: &Pipeline<'_>) {
                     continue;
                 }
             }
-            if cell.scratch && !token && !satisfies(Some(0), *condition, wanted, bits) {
-                cx.error_spanned_by(
-                    source.keyword,
+            if cell.scratch && !elsewhere && !token && !satisfies(Some(0), *condition, wanted, bits)
+            {
+                // Writes of other kinds of step, none of them a value that satisfies it.
+                let others: Vec<&str> = writes
+                    .iter()
+                    .filter(|write| !same_kind(write))
+                    .map(|write| write.what.as_str())
+                    .collect();
+                let message = if others.is_empty() {
                     format!(
                         "{wait} in stage `{}` waits on scratch flag `{}`, which nothing writes before it and nothing outside the pipeline can: it stays 0 and the stream would wait for ever; `write {} = VALUE` in a stage this one runs after",
                         stage.decl.name, source.flag, source.flag,
-                    ),
-                );
+                    )
+                } else {
+                    format!(
+                        "{wait} in stage `{}` waits on scratch flag `{}`, which nothing in its kind of step writes before it, and which holds 0 or what the other kinds of step leave ({}), none of which satisfies it: the stream would wait for ever; `write {} = VALUE` in a stage this one runs after",
+                        stage.decl.name,
+                        source.flag,
+                        others.join(", "),
+                        source.flag,
+                    )
+                };
+                cx.error_spanned_by(source.keyword, message);
                 continue;
             }
             // Over params, the token the last iteration leaves is the one the next step's

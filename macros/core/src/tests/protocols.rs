@@ -230,6 +230,34 @@ fn a_wait_in_a_loop_sees_what_the_iteration_before_left() {
     }
 }
 
+/// A write of a flag in another kind of step runs in another step, before or after this one
+/// as the application enqueues them: a consumer kind waiting for what a producer kind writes
+/// (`step produce { .. write f = 1; } step consume { wait f == 1u32; .. }`) was refused as a
+/// wait whose only satisfier runs after it. It compiles; a wait that no kind's value (nor the
+/// 0 a scratch flag starts with) satisfies is still an error.
+#[test]
+fn a_flag_written_by_another_kind_of_step_may_satisfy_a_wait() {
+    let pipeline = |items: &str| {
+        format!(
+            "pipeline P {{ streams {{ main, side }} params {{ ready: &mut FlagCell }} scratch {{ f: FlagCell }} {items} }}"
+        )
+    };
+    for items in [
+        "step produce { stage p on main { write f = 1; } } step consume { stage c on side { wait f == 1u32; write f = 0; } }",
+        "step a { stage p on main { wait f == 0u32; write f = 1; } } step b { stage c on side { wait f == 1u32; write f = 0; } }",
+        "step produce { stage p on main { write ready = 1; } } step consume { stage c on side { wait ready == 1u32; write ready = 0; } }",
+    ] {
+        lower_ok(&pipeline(items));
+    }
+    assert_error(
+        &pipeline(
+            "step a { stage p on main { write f = 2; } } step b { stage c on side { wait f == 1u32; } }",
+        ),
+        "`wait f == 1u32` in stage `c` waits on scratch flag `f`, which nothing in its kind of step writes before it, and which holds 0 or what the other kinds of step leave (`write f = 2` in stage `p`), none of which satisfies it: the stream would wait for ever; `write f = VALUE` in a stage this one runs after",
+        "wait",
+    );
+}
+
 /// A wait whose value changes with the iterations of its `for` (constant bounds), after a
 /// write before it: each iteration sees what that write leaves (or wrote in the same
 /// iteration, when it is in the loop too), and one whose value that never satisfies waits for
