@@ -377,6 +377,44 @@ pub(super) fn copy_lengths(
         );
         return;
     }
+    // Lengths over params whose difference is a constant other than 0 (`u[0..n]` into
+    // `v[0..n + 1]`) differ whatever the params are.
+    let (Some(from), Some(to)) = (symbolic_length(src), symbolic_length(dst)) else {
+        return;
+    };
+    if from
+        .sub(&to)
+        .and_then(|d| d.as_constant())
+        .is_none_or(|d| d == 0)
+    {
+        return;
+    }
+    let text = |p: &constant::Poly| match p.as_constant() {
+        Some(n) => n.to_string(),
+        None => format!("`{}`", p.render()),
+    };
+    let first = src.range.map_or(src.name.span(), |range| range.span);
+    cx.error_between(
+        first,
+        dst.last,
+        format!(
+            "`copy` from {} elements into {}, whatever the params are: a copy's source and destination ranges have one length; make both ranges {} long",
+            text(&from),
+            text(&to),
+            text(&from),
+        ),
+    );
+}
+
+/// The length of a range with both ends, as a polynomial of the names in it, where it has
+/// one ([`exact_polynomial`]).
+fn symbolic_length(reference: &BufRef<'_>) -> Option<constant::Poly> {
+    let range = reference.range?;
+    let start = match range.start {
+        Some(start) => exact_polynomial(start)?,
+        None => constant::Poly::constant(0),
+    };
+    exact_polynomial(range.end?)?.sub(&start)
 }
 
 /// Rule: a range of a scratch buffer whose length is a constant lies inside it where its

@@ -192,6 +192,32 @@ fn copies_between_known_lengths_of_two_lengths_are_errors() {
     }
 }
 
+/// Over params, two lengths whose difference is a constant other than 0 differ whatever the
+/// params are (`x[0..m]` into `xs[0][0..m + 1]`): that compiled, and was refused only when the
+/// step ran. Lengths that may be equal, or a narrowing cast, are left to the step.
+#[test]
+fn copies_between_lengths_that_differ_over_params_are_errors() {
+    assert_error(
+        &ranged("stage s on main { copy x[0..m] -> xs[0][0..m + 1]; }"),
+        "`copy` from `m` elements into `m + 1`, whatever the params are: a copy's source and destination ranges have one length; make both ranges `m` long",
+        "[0..m] -> xs[0][0..m + 1]",
+    );
+    assert_error(
+        &ranged(
+            "for i in 0..m { stage s on main { copy xs[0][i * 4..i * 4 + 4] -> x[i * 8..i * 8 + 8]; } }",
+        ),
+        "`copy` from 4 elements into 8, whatever the params are: a copy's source and destination ranges have one length; make both ranges 4 long",
+        "[i * 4..i * 4 + 4] -> x[i * 8..i * 8 + 8]",
+    );
+    for items in [
+        "stage s on main { copy x[m..2 * m] -> xs[0][0..m]; }",
+        "stage s on main { copy x[0..m] -> xs[0][0..n as usize]; }",
+        "stage s on main { copy x[0..m] -> xs[0][0..(m + 1) as u8 as usize]; }",
+    ] {
+        lower_ok(&ranged(items));
+    }
+}
+
 /// A cast gives what Rust's `as` gives: `(256u32 as u8) as usize` is 0, so the range it
 /// starts is `x[0..4]`, not an inverted `x[256..4]`, and the value a flag write leaves is 0.
 #[test]
