@@ -160,7 +160,7 @@ pub fn polynomial(scope: &Scope<'_>, expr: &Expr, symbols: &HashMap<String, Poly
 }
 
 /// Whether `name` is a loop variable or a `let` of some loop.
-fn is_loop_name(scope: &Scope<'_>, name: &Ident) -> bool {
+pub(super) fn is_loop_name(scope: &Scope<'_>, name: &Ident) -> bool {
     scope
         .loops
         .iter()

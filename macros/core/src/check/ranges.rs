@@ -379,7 +379,7 @@ pub(super) fn copy_lengths(
     }
     // Lengths over params whose difference is a constant other than 0 (`u[0..n]` into
     // `v[0..n + 1]`) differ whatever the params are.
-    let (Some(from), Some(to)) = (symbolic_length(src), symbolic_length(dst)) else {
+    let (Some(from), Some(to)) = (symbolic_length(scope, src), symbolic_length(scope, dst)) else {
         return;
     };
     if from
@@ -407,14 +407,28 @@ pub(super) fn copy_lengths(
 }
 
 /// The length of a range with both ends, as a polynomial of the names in it, where it has
-/// one ([`exact_polynomial`]).
-fn symbolic_length(reference: &BufRef<'_>) -> Option<constant::Poly> {
+/// one ([`exact_polynomial`]) and every name is a scalar param, a loop's name or a length
+/// (`x.len()`). A `const` item is left to the assertion the macro emits for it, which the
+/// compiler evaluates with its value.
+fn symbolic_length(scope: &Scope<'_>, reference: &BufRef<'_>) -> Option<constant::Poly> {
     let range = reference.range?;
+    let known = |expr: &syn::Expr| {
+        crate::ast::mentions(expr).iter().all(|m| {
+            matches!(scope.value(&m.ident), Some(crate::scope::Value::Scalar(_)))
+                || super::iterations::is_loop_name(scope, &m.ident)
+                || scope.buffer(&m.ident).is_some()
+        })
+    };
     let start = match range.start {
-        Some(start) => exact_polynomial(start)?,
+        Some(start) if known(start) => exact_polynomial(start)?,
+        Some(_) => return None,
         None => constant::Poly::constant(0),
     };
-    exact_polynomial(range.end?)?.sub(&start)
+    let end = range.end?;
+    if !known(end) {
+        return None;
+    }
+    exact_polynomial(end)?.sub(&start)
 }
 
 /// Rule: a range of a scratch buffer whose length is a constant lies inside it where its

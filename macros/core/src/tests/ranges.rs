@@ -204,6 +204,13 @@ fn copies_between_lengths_that_differ_over_params_are_errors() {
     );
     assert_error(
         &ranged(
+            "stage s on main { copy x[(m as u64) as usize..(m as u64) as usize + x.len()] -> xs[0][1..x.len()]; }",
+        ),
+        "`copy` from `x.len()` elements into `x.len() - 1`, whatever the params are: a copy's source and destination ranges have one length; make both ranges `x.len()` long",
+        "[(m as u64) as usize..(m as u64) as usize + x.len()] -> xs[0][1..x.len()]",
+    );
+    assert_error(
+        &ranged(
             "for i in 0..m { stage s on main { copy xs[0][i * 4..i * 4 + 4] -> x[i * 8..i * 8 + 8]; } }",
         ),
         "`copy` from 4 elements into 8, whatever the params are: a copy's source and destination ranges have one length; make both ranges 4 long",
@@ -213,6 +220,9 @@ fn copies_between_lengths_that_differ_over_params_are_errors() {
         "stage s on main { copy x[m..2 * m] -> xs[0][0..m]; }",
         "stage s on main { copy x[0..m] -> xs[0][0..n as usize]; }",
         "stage s on main { copy x[0..m] -> xs[0][0..(m + 1) as u8 as usize]; }",
+        "stage s on main { copy x[0..m] -> xs[0][0..x.len()]; }",
+        // A `const` item: left to the assertion the compiler evaluates.
+        "stage s on main { copy x[0..HALF] -> xs[0][0..HALF + 1]; }",
     ] {
         lower_ok(&ranged(items));
     }
