@@ -327,17 +327,19 @@ gpu_pipeline! {
 }
 
 gpu_pipeline! {
-    /// `tmp[0..2]` written, then `tmp[2..4]` in a body: `maybe` (an `if` without `else`)
-    /// leaves it unwritten when the condition fails; `either` writes it in both bodies.
+    /// `tmp[0..half]` written, then `tmp[half..4]` in a body: `maybe` (an `if` without
+    /// `else`) leaves it unwritten when the condition fails; `either` writes it in both
+    /// bodies. (With constant ranges the compiler refuses `maybe`; over `half` the step's plan
+    /// does.)
     pipeline HalfInABody {
         streams { main }
-        params { flag: &DeviceBuffer<u32>, out: &mut DeviceBuffer<f32> }
+        params { flag: &DeviceBuffer<u32>, half: usize, out: &mut DeviceBuffer<f32> }
         scratch { tmp: DeviceBuffer<f32> = 4 }
         step maybe {
             stage m on main {
-                fill tmp[0..2] = 1.0;
+                fill tmp[0..half] = 1.0;
                 if flag > 0u32 {
-                    fill tmp[2..4] = 2.0;
+                    fill tmp[half..4] = 2.0;
                 }
                 copy tmp -> out;
             }
@@ -373,6 +375,7 @@ fn scratch_written_only_in_a_body_that_may_not_run_is_refused(ctx: &Context) -> 
         let err = pipeline
             .run_maybe(HalfInABodyParams {
                 flag,
+                half: 2,
                 out: &mut out,
             })
             .map(|_| ())
@@ -388,6 +391,7 @@ fn scratch_written_only_in_a_body_that_may_not_run_is_refused(ctx: &Context) -> 
         pipeline
             .run_either(HalfInABodyParams {
                 flag,
+                half: 2,
                 out: &mut out,
             })?
             .wait()?;
@@ -401,7 +405,8 @@ gpu_pipeline! {
     /// condition (correct). `late`: its body writes `res[k]`, its test reads `res[0]`, and a
     /// fill after it writes all of `res` (the first test reads `res[0]` unwritten when
     /// `k = 1`). `swapped`: a `while` whose body swaps `a` and `b` may run no iteration, so
-    /// `b` is then only partly written.
+    /// `b` is then only partly written (`b[0..k + 1]`: with a constant range the compiler
+    /// refuses it; over `k` the step's plan does).
     pipeline LoopsOnScratch {
         streams { main }
         unsafe kernels k = ptx(include_str!("../../runtime/kernels/test_kernels.ptx")) {
@@ -436,7 +441,7 @@ gpu_pipeline! {
         step swapped {
             stage w on main {
                 fill a = 1.0;
-                fill b[0..1] = 0.0;
+                fill b[0..k + 1] = 0.0;
                 fill c = 0u32;
                 while c > 0u32 max 10 {
                     launch k::add_scalar(4, 1.0, a) grid 1u32 block 4u32;

@@ -66,10 +66,10 @@ pub(super) fn shared(a: &ast::Operand, b: &ast::Operand) -> Option<(String, Stri
     Some((at(start)?, at(end)?))
 }
 
-/// `sends_fit_receives` (`collective.rs`) where some length is not a constant: each length as a polynomial
-/// (`b[0..nx + 1]` takes `nx + 1`); once the sends and receives of equal lengths are paired,
-/// a receive whose length differs from every send left by a constant other than 0 pairs with
-/// none, whatever the params are.
+/// `sends_fit_receives` (`collective.rs`) where some length is not a constant: each length
+/// as a polynomial (`b[0..nx + 1]` takes `nx + 1`); once the sends and receives of equal
+/// lengths are paired, a receive whose length differs from every send left by a constant
+/// other than 0 pairs with none, whatever the params are.
 pub(super) fn lengths_differ(
     cx: &Ctxt,
     scope: &Scope<'_>,
@@ -126,8 +126,9 @@ pub(super) fn lengths_differ(
     );
 }
 
-/// `both_sides_one_length` (`collective.rs`) where a length is not a constant: lengths whose difference is a
-/// constant other than 0 (`a[nx..nx + 4] -> b[nx..nx + 8]`) differ whatever the params are.
+/// `both_sides_one_length` (`collective.rs`) where a length is not a constant: lengths whose
+/// difference is a constant other than 0 (`a[nx..nx + 4] -> b[nx..nx + 8]`) differ whatever
+/// the params are.
 pub(super) fn one_length(
     cx: &Ctxt,
     scope: &Scope<'_>,
