@@ -685,3 +685,25 @@ fn a_groups_ranges_over_params_are_compared_as_polynomials() {
         lower_ok(&comm(items));
     }
 }
+
+/// An in-place `all_reduce` (or `broadcast`, on its root) reads what its buffer holds before
+/// it writes it: of a scratch buffer nothing wrote, it reduces undefined contents. It
+/// compiled, the operand counted as written only.
+#[test]
+fn an_in_place_collective_of_a_scratch_buffer_reads_it_first() {
+    let scratch = |items: &str| comm(&format!("scratch {{ t: DeviceBuffer<f32> = 8 }} {items}"));
+    for op in ["all_reduce(sum) t;", "broadcast t from 0;"] {
+        assert_error(
+            &scratch(&format!("stage x on s1 {{ {op} }}")),
+            "scratch buffer `t` is read in stage `x` before anything writes it: its contents start undefined, and a later step finds what the last one left; write it first (`fill t = 0.0;`, or a kernel that writes it) in an earlier statement or in a stage `x` runs after, or make it a param if it keeps state from step to step",
+            "t",
+        );
+    }
+    for items in [
+        "stage x on s1 { fill t = 0.0; all_reduce(sum) t; copy t -> h[0..8]; }",
+        "stage x on s1 { all_reduce(sum) a[0..8] -> t; copy t -> h[0..8]; }",
+        "stage x on s1 { broadcast a[0..8] -> t from 0; copy t -> h[0..8]; }",
+    ] {
+        lower_ok(&scratch(items));
+    }
+}
