@@ -115,9 +115,21 @@ fn a_switch_value_filled_past_its_cases_is_an_error() {
         "stage s on s1 { fill mode = n; SWITCH }",
         "for i in 0..n { stage f on s1 { fill mode = 5; } } stage s on s1 { SWITCH }",
         "stage s on s1 { SWITCH } stage f on s1 { fill mode = 5; }",
+        // In a body: the statements before the switch there.
+        "stage s on s1 { fill mode = 2; while a > alpha max 4 { fill mode = 1; SWITCH fill a = 0; } }",
+        "stage s on s1 { while a > alpha max 4 { SWITCH fill mode = 2; fill a = 0; } }",
     ] {
         lower_ok(&with_mode(&items.replace("SWITCH", &cases(""))));
     }
+    // A switch in a loop's body, after a fill there.
+    assert_error(
+        &with_mode(&format!(
+            "stage s on s1 {{ while a > alpha max 4 {{ fill mode = 3; {} fill a = 0; }} }}",
+            cases("")
+        )),
+        "`fill mode = 3` in stage `s` sets `mode` to 3 for `switch mode` in stage `s`, whose cases are labelled 0 to 1: a value of 2 or more runs no case (as CUDA's SWITCH node does), so the switch would never run any of them; fill a case's label (0 to 1), or add cases up to `3 => { ... }`",
+        "3",
+    );
 }
 
 #[test]
