@@ -286,17 +286,28 @@ impl Poly {
 /// `as u32`), or one to a type spelled otherwise (an alias, a float), may change the value, so
 /// that [`polynomial`], which reads casts as nothing, does not give the value of `expr`.
 pub fn keeps_every_bit(expr: &Expr) -> bool {
+    casts_keep(expr, 64)
+}
+
+/// Whether every cast in `expr` keeps its low `bits` bits (a cast to a type at least that
+/// wide): where only those bits matter (a flag word of 32 bits), [`polynomial`] then gives
+/// them, and `i as u32` is exact for a 32-bit flag where `i as u8` is not.
+pub fn casts_keep(expr: &Expr, bits: u32) -> bool {
     match ungroup_expr(expr) {
         Expr::Cast(cast) => {
-            let wide = matches!(
-                crate::ast::tokens_string(&cast.ty).as_str(),
-                "usize" | "u64" | "isize" | "i64" | "u128" | "i128"
-            );
-            wide && keeps_every_bit(&cast.expr)
+            let width = match crate::ast::tokens_string(&cast.ty).as_str() {
+                "u8" | "i8" => 8,
+                "u16" | "i16" => 16,
+                "u32" | "i32" => 32,
+                "usize" | "u64" | "isize" | "i64" => 64,
+                "u128" | "i128" => 128,
+                _ => 0,
+            };
+            width >= bits && casts_keep(&cast.expr, bits)
         }
-        Expr::Binary(binary) => keeps_every_bit(&binary.left) && keeps_every_bit(&binary.right),
-        Expr::Unary(unary) => keeps_every_bit(&unary.expr),
-        Expr::Paren(paren) => keeps_every_bit(&paren.expr),
+        Expr::Binary(binary) => casts_keep(&binary.left, bits) && casts_keep(&binary.right, bits),
+        Expr::Unary(unary) => casts_keep(&unary.expr, bits),
+        Expr::Paren(paren) => casts_keep(&paren.expr, bits),
         _ => true,
     }
 }

@@ -78,8 +78,9 @@ impl LoopedWait<'_> {
         if !satisfies(self.initial, self.condition, first, self.bits) {
             return None;
         }
-        let wanted = in_loop_terms(self.body, self.wanted)?;
-        let written = in_loop_terms(self.body, self.written?)?;
+        let bits = self.bits.unwrap_or(64);
+        let wanted = in_loop_terms(self.body, self.wanted, bits)?;
+        let written = in_loop_terms(self.body, self.written?, bits)?;
         let next = in_next_iteration(self.body, &wanted)?;
         let difference = written.sub(&next)?.as_constant()?;
         if satisfies(Some(difference), self.condition, Some(0), self.bits) {

@@ -201,8 +201,8 @@ fn passed_on_symbolically(
         return false;
     }
     let (Some(wanted), Some(written)) = (
-        in_loop_terms(body, wait),
-        written.and_then(|written| in_loop_terms(body, written)),
+        in_loop_terms(body, wait, bits.unwrap_or(64)),
+        written.and_then(|written| in_loop_terms(body, written, bits.unwrap_or(64))),
     ) else {
         return true;
     };
@@ -219,8 +219,13 @@ fn passed_on_symbolically(
 }
 
 /// `expr` as a polynomial over `body`'s loop variable and the params (a `let` of the body,
-/// which changes per iteration in ways a polynomial does not follow, has none).
-pub(super) fn in_loop_terms(body: &ast::ForLoop, expr: &syn::Expr) -> Option<Poly> {
+/// which changes per iteration in ways a polynomial does not follow, has none), where its
+/// casts keep the low `bits` bits that matter (a flag value compared as a word of `bits`
+/// bits, or 64 for a loop bound).
+pub(super) fn in_loop_terms(body: &ast::ForLoop, expr: &syn::Expr, bits: u32) -> Option<Poly> {
+    if !constant::casts_keep(expr, bits) {
+        return None;
+    }
     let names = |name: &syn::Ident| {
         let lets = body.lets.iter().any(|binding| binding.name == *name);
         (!lets).then(|| Poly::unknown(&name.to_string()))
@@ -600,8 +605,9 @@ fn token_left_over_params<'w, 'a>(
         return None;
     }
     let var = body.var.to_string();
-    let wanted = in_loop_terms(body, wait)?;
-    let written = in_loop_terms(body, write.value?)?;
+    let width = bits?;
+    let wanted = in_loop_terms(body, wait, width)?;
+    let written = in_loop_terms(body, write.value?, width)?;
     let at = |value: &Poly| wanted.substitute(&var, value);
     let next = in_next_iteration(body, &wanted)?;
     if written.sub(&next)?.as_constant()? != 0 {
@@ -613,8 +619,8 @@ fn token_left_over_params<'w, 'a>(
         return None;
     }
     let (start, end) = (
-        in_loop_terms(body, &body.start)?,
-        in_loop_terms(body, &body.end)?,
+        in_loop_terms(body, &body.start, 64)?,
+        in_loop_terms(body, &body.end, 64)?,
     );
     let apart = at(&end)?.sub(&at(&start)?)?;
     let expected = end.sub(&start)?.scale(step)?;

@@ -165,6 +165,10 @@ fn a_token_passed_by_another_stage_or_over_params_compiles() {
         "for i in 0..n { stage a on main { wait flag == i as u32; write flag = (i + 1) as u32; } }",
         "for i in 0..n { stage a on main { wait f == i as u32; } stage b on work[1] { write f = (i + 1) as u32; } } stage reset on main { write f = 0; }",
         "for i in 0..n { stage a on work[i % 4] { wait f >= i as u32; write f = (i + 2) as u32; } }",
+        // Tokens of 8 bits: `(i + 257) as u8` is `(i + 1) as u8`, the next iteration's (it was
+        // read as `i + 257`, a token never passed on). A cast narrower than the flag's word
+        // makes a value unknown.
+        "for i in 0..n { stage a on main { wait flag == (i as u8) as u32; write flag = ((i + 257) as u8) as u32; } }",
     ] {
         lower_ok(&pipeline(items));
     }
