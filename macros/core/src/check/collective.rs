@@ -441,23 +441,7 @@ fn sends_fit_receives(cx: &Ctxt, scope: &Scope<'_>, group: &[Statement]) {
     if let (Some(sent), Some(taken)) = (lengths(&sends), lengths(&recvs)) {
         let text = |v: Vec<i128>| v.into_iter().map(|n| n.to_string()).collect::<Vec<_>>();
         if let Some((k, left)) = unmatched(text(sent), text(taken.clone())) {
-            let recv = recvs[k];
-            let carried: Vec<String> = left.iter().map(|n| n.to_string()).collect();
-            cx.error_between(
-                recv.name.span(),
-                recv.range
-                    .as_ref()
-                    .and_then(|range| range.to_token_stream().into_iter().last())
-                    .map_or(recv.name.span(), |last| last.span()),
-                format!(
-                    "`recv {}` takes {} elements, but the `send`s of its group carry {} elements: every rank runs the same group, so a peer's `send` of this group arrives in this `recv`, and a send pairs only with a receive of as many elements; receive {} elements, or send {}",
-                    operand_text(recv),
-                    taken[k],
-                    carried.join(" and "),
-                    left.first().map_or(String::new(), String::clone),
-                    taken[k],
-                ),
-            );
+            recv_unpaired(cx, recvs[k], &taken[k].to_string(), &left, "");
             return;
         }
     }
@@ -776,4 +760,29 @@ fn expressions(cx: &Ctxt, scope: &Scope<'_>, comm: &Comm) {
             );
         }
     }
+}
+
+/// The error on a `recv` whose length, `taken`, no `send` of its group carries (`carried`:
+/// the lengths the sends left unpaired, as the message shows them); `qualifier` follows the
+/// carried lengths (", whatever the params are" where they are polynomials of params).
+pub(super) fn recv_unpaired(
+    cx: &Ctxt,
+    recv: &ast::Operand,
+    taken: &str,
+    carried: &[String],
+    qualifier: &str,
+) {
+    cx.error_between(
+        recv.name.span(),
+        recv.range
+            .as_ref()
+            .and_then(|range| range.to_token_stream().into_iter().last())
+            .map_or(recv.name.span(), |last| last.span()),
+        format!(
+            "`recv {}` takes {taken} elements, but the `send`s of its group carry {} elements{qualifier}: every rank runs the same group, so a peer's `send` of this group arrives in this `recv`, and a send pairs only with a receive of as many elements; receive {} elements, or send {taken}",
+            operand_text(recv),
+            carried.join(" and "),
+            carried.first().map_or("", String::as_str),
+        ),
+    );
 }

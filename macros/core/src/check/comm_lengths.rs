@@ -6,7 +6,6 @@
 //! rules of `collective.rs` on lengths and overlaps use these where a length is not a
 //! constant.
 
-use quote::ToTokens;
 use syn::Expr;
 
 use crate::ast::{self, Comm, ungroup_expr};
@@ -107,22 +106,13 @@ pub(super) fn lengths_differ(
         Some(n) => n.to_string(),
         None => format!("`{}`", p.render()),
     };
-    let recv = recvs[k];
     let carried: Vec<String> = left.iter().map(text).collect();
-    cx.error_between(
-        recv.name.span(),
-        recv.range
-            .as_ref()
-            .and_then(|range| range.to_token_stream().into_iter().last())
-            .map_or(recv.name.span(), |last| last.span()),
-        format!(
-            "`recv {}` takes {} elements, but the `send`s of its group carry {} elements, whatever the params are: every rank runs the same group, so a peer's `send` of this group arrives in this `recv`, and a send pairs only with a receive of as many elements; receive {} elements, or send {}",
-            super::collective::operand_text(recv),
-            text(&taken[k]),
-            carried.join(" and "),
-            carried.first().map_or(String::new(), String::clone),
-            text(&taken[k]),
-        ),
+    super::collective::recv_unpaired(
+        cx,
+        recvs[k],
+        &text(&taken[k]),
+        &carried,
+        ", whatever the params are",
     );
 }
 
