@@ -195,8 +195,8 @@ fn foreign_buffer<Sig>(call: &'static str, kernel: &TypedKernel<Sig>, index: usi
     )
 }
 
-/// Checks, before a launch on either backend, that every buffer argument of `kernel` is
-/// memory of `ctx` or of a context it has peer access to (see [`foreign_buffer`]).
+/// The named error (see [`foreign_buffer`]) where a buffer argument of `kernel` is not
+/// memory of `ctx` or of a context it has peer access to: what a refused CUDA launch reports.
 fn check_arg_contexts<Sig, A: KernelArgs>(
     call: &'static str,
     kernel: &TypedKernel<Sig>,
@@ -363,9 +363,18 @@ impl<Sig: Signature + 'static> TypedKernel<Sig> {
         const CALL: &str = "TypedKernel::launch";
         self.check_bounds_for(CALL, &args)?;
         refuse_graph_conditions(CALL, &args)?;
-        check_arg_contexts(CALL, self, stream.context(), &args)?;
         match stream.kind() {
-            StreamBackend::Cuda(s) => self.kernel.launch_cuda(CALL, s, &config, &args),
+            // The CUDA layer refuses a foreign buffer before it enqueues anything, without its
+            // name; only a refusal pays for the named check (the CPU path names it itself).
+            StreamBackend::Cuda(s) => {
+                self.kernel
+                    .launch_cuda(CALL, s, &config, &args)
+                    .map_err(|e| {
+                        check_arg_contexts(CALL, self, stream.context(), &args)
+                            .err()
+                            .unwrap_or(e)
+                    })
+            }
             StreamBackend::Cpu(s) => self.launch_cpu(CALL, stream, s, &config, &args),
         }
     }
