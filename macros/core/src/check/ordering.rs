@@ -440,7 +440,7 @@ fn flag_waits(cx: &Ctxt, pipeline: &Pipeline<'_>) {
                 .filter(|write| in_loop(write))
                 .collect();
             let passes_token = |initial: Option<i128>| {
-                last_of(pipeline, &looped_after)
+                last_of(pipeline, looped_after.iter().copied())
                     .is_some_and(|write| in_a_later_iteration(write, initial))
             };
             let token = passes_token(initial);
@@ -476,7 +476,7 @@ fn flag_waits(cx: &Ctxt, pipeline: &Pipeline<'_>) {
             // Without a token, the next iteration sees what the loop's last write left.
             if !token
                 && let Some(body) = looped
-                && let Some(write) = last_of(pipeline, &looped_after)
+                && let Some(write) = last_of(pipeline, looped_after.iter().copied())
             {
                 let looped_wait = super::flag_iterations::LoopedWait {
                     body,
@@ -600,7 +600,7 @@ fn token_left_over_params<'w, 'a>(
     if pipeline.kinds.len() != 1 || Iterations::of(body).is_some() {
         return None;
     }
-    let write = last_write(pipeline, writes)?;
+    let write = last_of(pipeline, writes.iter())?;
     if pipeline.stages[write.site.stage.0].looped != stage.looped {
         return None;
     }
@@ -628,29 +628,13 @@ fn token_left_over_params<'w, 'a>(
 }
 
 /// Of `writes`, the one that runs after every other, when there is one.
-fn last_of<'w, 'a>(
+fn last_of<'w, 'a: 'w>(
     pipeline: &Pipeline<'_>,
-    writes: &[&'w FlagWrite<'a>],
+    writes: impl Iterator<Item = &'w FlagWrite<'a>> + Clone,
 ) -> Option<&'w FlagWrite<'a>> {
-    let mut last = writes.iter().filter(|write| {
+    let mut last = writes.clone().filter(|write| {
         !writes
-            .iter()
-            .any(|other| other.site != write.site && runs_before(pipeline, write.site, other.site))
-    });
-    match (last.next(), last.next()) {
-        (Some(write), None) => Some(write),
-        _ => None,
-    }
-}
-
-/// The write of a flag that runs after every other one in the step, when there is one.
-fn last_write<'w, 'a>(
-    pipeline: &Pipeline<'_>,
-    writes: &'w [FlagWrite<'a>],
-) -> Option<&'w FlagWrite<'a>> {
-    let mut last = writes.iter().filter(|write| {
-        !writes
-            .iter()
+            .clone()
             .any(|other| other.site != write.site && runs_before(pipeline, write.site, other.site))
     });
     match (last.next(), last.next()) {
@@ -669,7 +653,7 @@ fn value_left<'w, 'a>(
     if pipeline.kinds.len() != 1 {
         return None;
     }
-    last_write(pipeline, writes).filter(|write| write.last.is_some())
+    last_of(pipeline, writes.iter()).filter(|write| write.last.is_some())
 }
 
 /// A wait whose value changes with the iterations of its `for` with constant bounds, after a
