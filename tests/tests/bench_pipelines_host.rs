@@ -187,3 +187,120 @@ fn the_conditionals_bench_runs_rounds_with_its_anchor() {
 fn instrumented_under_compute_sanitizer() {
     tests::touch_cuda_for_compute_sanitizer();
 }
+
+#[allow(
+    dead_code,
+    reason = "the bench's timing and printing code, which only its own `main` uses"
+)]
+#[path = "../benches/jacobi_graphs.rs"]
+mod jacobi_graphs;
+
+#[test]
+fn the_jacobi_graphs_ports_solve_as_the_cpu_does_and_race_free() {
+    match jacobi_graphs::check_host() {
+        // n = 64: the sample's system converges in 304 sweeps, by every method.
+        Ok(sweeps) => assert_eq!(
+            sweeps,
+            [("set_params", 304), ("exec_update", 304), ("stream", 304)]
+        ),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+#[test]
+fn the_jacobi_graphs_bench_reads_the_anchors_lines() {
+    let out = "set_params 2950 31.5 1.0e-3\nexec_update 2950 40.25 1.0e-3\nstream 2950 35 2e-3\n";
+    let lines = jacobi_graphs::parse_anchor(out).unwrap();
+    assert_eq!(
+        lines.map(|l| (l.iterations, l.ms, l.error)),
+        [(2950, 31.5, 1e-3), (2950, 40.25, 1e-3), (2950, 35.0, 2e-3)]
+    );
+    let refused = |text: &str, says: &str| {
+        let e = jacobi_graphs::parse_anchor(text).unwrap_err().to_string();
+        assert!(e.contains(says), "{e:?} should say {says:?}");
+    };
+    refused("", "no line for set_params");
+    refused(
+        &out.replace("stream 2950 35 2e-3\n", ""),
+        "no line for stream",
+    );
+    refused(&format!("{out}stream 1 1 1\n"), "stream twice");
+    refused(
+        &out.replace("exec_update", "update"),
+        "unknown method `update`",
+    );
+    refused(&out.replace("40.25", "nan"), "no time");
+    refused(&out.replace("40.25", "0"), "no time");
+    refused(&out.replace("2950 35", "many 35"), "no sweep count");
+    refused(&out.replace("2e-3", "err"), "no final error");
+    refused(
+        &out.replace("31.5", "31.5 ms"),
+        "not `method iterations ms error`",
+    );
+}
+
+#[test]
+fn the_jacobi_graphs_bench_takes_its_arguments() {
+    let parse = |args: &[&str]| jacobi_graphs::parse_args(args.iter().map(|a| a.to_string()));
+    let options = parse(&["--n", "256", "--rounds", "3", "--bench"]).unwrap();
+    assert_eq!(
+        (options.n, options.rounds, options.check_host),
+        (256, 3, false)
+    );
+    assert!(parse(&["--check-host"]).unwrap().check_host);
+    assert_eq!(parse(&[]).unwrap().n, 512);
+    for (args, says) in [
+        (&["--n", "4"][..], "from 8 to 4096, not 4"),
+        (&["--n", "5000"][..], "from 8 to 4096, not 5000"),
+        (&["--rounds", "0"][..], "positive whole number, not `0`"),
+        (&["--rounds"][..], "--rounds needs a number"),
+        (&["--fast"][..], "unknown argument `--fast`"),
+    ] {
+        let e = parse(args).unwrap_err();
+        assert!(e.contains(says), "{e:?} should say {says:?}");
+    }
+}
+
+/// Rounds alternate with the anchor (a stand-in script here) whose times fill its column; an
+/// anchor whose solve disagrees with the CPU's (another sweep count) is an error naming it.
+#[test]
+fn the_jacobi_graphs_bench_runs_rounds_with_its_anchor_and_checks_it() {
+    use std::os::unix::fs::PermissionsExt;
+
+    let dir = std::env::temp_dir().join(format!("jacobi-graphs-anchor-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = |name: &str, sweeps: usize| {
+        let path = dir.join(name);
+        let body = format!(
+            "#!/bin/sh\ntest \"$1\" = 64 || exit 3\n\
+             for m in set_params exec_update stream; do echo \"$m {sweeps} 2.0 1.0e-3\"; done\n"
+        );
+        std::fs::write(&path, body).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    };
+    let ctx = gpu_pipeline::Context::cpu_checked();
+    let times = jacobi_graphs::measure(&ctx, 64, 2, Some(&script("good", 304))).unwrap();
+    for (t, method) in times.iter().zip(jacobi_graphs::METHODS) {
+        assert_eq!(t.method, method);
+        assert_eq!((t.ours.len(), &t.anchor[..]), (2, &[2.0, 2.0][..]));
+        assert_eq!(t.iterations, [304; 4]);
+    }
+    let table = jacobi_graphs::table(&times);
+    assert!(
+        table.starts_with("| method | sweeps | ours median ms |"),
+        "{table}"
+    );
+    assert_eq!(table.lines().filter(|l| l.starts_with("| ")).count(), 5);
+    assert!(table.contains("target: every method at most 1.05x the sample's"));
+
+    let e = jacobi_graphs::measure(&ctx, 64, 1, Some(&script("wrong", 303)))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("the anchor's set_params: 303 sweeps, the CPU solve took 304"),
+        "{e}"
+    );
+    assert!(ctx.races().is_empty(), "{:?}", ctx.races());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
