@@ -500,7 +500,8 @@ impl<'a> Scope<'a> {
     }
 
     /// The buffer references of one statement: kernel arguments for slice parameters, a copy's
-    /// source and destination, a fill's destination.
+    /// source and destination, a fill's destination, a communication statement's operands
+    /// with a range.
     pub fn statement_refs(&self, statement: &'a ast::Statement) -> Vec<BufRef<'a>> {
         match statement {
             ast::Statement::Launch(launch) => {
@@ -521,6 +522,11 @@ impl<'a> Scope<'a> {
             }
             ast::Statement::Copy(copy) => vec![copy.src_ref.borrow(), copy.dst_ref.borrow()],
             ast::Statement::Fill(fill) => vec![fill.dst_ref.borrow()],
+            ast::Statement::Comm(comm) => comm
+                .operands()
+                .into_iter()
+                .filter_map(|(operand, _)| operand.reference())
+                .collect(),
             _ => Vec::new(),
         }
     }

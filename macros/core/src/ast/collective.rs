@@ -20,6 +20,7 @@ use proc_macro2::Span;
 use syn::parse::{Parse, ParseStream};
 use syn::{Expr, Ident, Token, bracketed, parenthesized, token};
 
+use super::BufRef;
 use crate::symbol::kw;
 
 /// One communication statement.
@@ -91,19 +92,38 @@ pub struct Operand {
     pub name: Ident,
     /// `[RANGE]`, if given.
     pub range: Option<Expr>,
+    /// The brackets' span (the name's without a range).
+    pub last: Span,
+}
+
+impl Operand {
+    /// The operand as a buffer reference with its range, for the checks and the step's plan
+    /// (the elements it reads or writes); `None` for the whole buffer, and for a `..=` range,
+    /// which a reference cannot hold (it then counts as the whole buffer, as before ranges
+    /// were known: ordered against every access, covering no read of a part).
+    pub fn reference(&self) -> Option<BufRef<'_>> {
+        let range = super::buffer::bounds_ref(self.range.as_ref()?, self.last)?;
+        Some(BufRef {
+            name: &self.name,
+            index: None,
+            range: Some(range),
+            last: self.last,
+        })
+    }
 }
 
 impl Parse for Operand {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
-        let name = input.parse()?;
+        let name: Ident = input.parse()?;
+        let mut last = name.span();
         let range = if input.peek(token::Bracket) {
             let content;
-            bracketed!(content in input);
+            last = bracketed!(content in input).span.join();
             Some(content.parse()?)
         } else {
             None
         };
-        Ok(Operand { name, range })
+        Ok(Operand { name, range, last })
     }
 }
 

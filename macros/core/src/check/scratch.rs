@@ -193,9 +193,10 @@ fn writes_before(pipeline: &Pipeline<'_>, id: BufferId, read: Site) -> (Before, 
 
 /// Rule: a read of constant elements of a scratch buffer (a constant range, or one open at
 /// its end or the whole of a buffer of constant length) is written first where every write
-/// before it names constant elements. A copy reads every element of its source, so each must
-/// be written (`fill tmp[0..4]` then `copy tmp -> h` of an 8-element `tmp` copies 4..8
-/// undefined); a kernel, `call` or host closure may read only some of what it is given (a
+/// before it names constant elements (a `recv tmp[0..4]` writes those four, as a `fill` of
+/// them does). A copy reads every element of its source, and a communication statement every
+/// element of its operand, so each must be written (`fill tmp[0..4]` then `copy tmp -> h` of
+/// an 8-element `tmp` copies 4..8 undefined); a kernel, `call` or host closure may read only some of what it is given (a
 /// kernel indexes below its bound), so at least one (`fill tmp[0..1]` then a kernel given
 /// `tmp[8..16]`), as the step's plan judges. Anything the compiler cannot evaluate is left to
 /// the plan, which checks element by element.
@@ -241,11 +242,17 @@ pub(super) fn constant_parts_written_first(cx: &Ctxt, pipeline: &Pipeline<'_>) {
                     let Some((gap_start, gap_end)) = first_gap(start, end, &writes) else {
                         continue;
                     };
-                    // A copy reads every element of its source; a kernel, a `call` or a host
-                    // closure may read only some of what it is given (a kernel indexes below
-                    // its bound), so only a read of none that was written is surely wrong.
-                    let copy = matches!(statement.kind, crate::lower::StatementKind::Copy { .. });
-                    if !copy && (gap_start, gap_end) != (start, end) {
+                    // A copy reads every element of its source, and a communication
+                    // statement every element of its operand's range; a kernel, a `call` or a
+                    // host closure may read only some of what it is given (a kernel indexes
+                    // below its bound), so only a read of none that was written is surely
+                    // wrong.
+                    let whole = matches!(
+                        statement.kind,
+                        crate::lower::StatementKind::Copy { .. }
+                            | crate::lower::StatementKind::Comm { .. }
+                    );
+                    if !whole && (gap_start, gap_end) != (start, end) {
                         continue;
                     }
                     let name = &buffer.name;

@@ -228,6 +228,21 @@ fn describe_statement(pipeline: &Pipeline<'_>, statement: &Statement<'_>) -> Tok
                 __d.copy_lengths(#src_label, __src_len, #dst_label, __dst_len)?;
             }
         }
+        StatementKind::Comm { .. } => {
+            let touches = statement
+                .accesses
+                .iter()
+                .map(|touch| describe_touch(pipeline, touch));
+            let rt = rt();
+            // A communication operand is read whole: every element of its range is sent,
+            // reduced or gathered.
+            quote! {
+                __d.statement()?;
+                __d.read_kind(#rt::ReadKind::Every);
+                #(#touches)*
+                __d.read_kind(#rt::ReadKind::Within);
+            }
+        }
         _ => {
             let touches = statement
                 .accesses

@@ -31,7 +31,8 @@ pub fn lower<'a>(scope: &Scope<'a>, comm: &'a ast::Comm) -> Result<StatementKind
     })
 }
 
-/// The operands in the order written, then the communicator, written.
+/// The operands in the order written, each with its range (the elements it reads or writes),
+/// then the communicator, written.
 pub fn accesses<'a>(
     scope: &Scope<'a>,
     comm: &'a ast::Comm,
@@ -45,7 +46,7 @@ pub fn accesses<'a>(
                 buffer: BufferId(scope.buffer(&operand.name)?),
                 mode: if writes { Mode::Write } else { Mode::Read },
                 name: &operand.name,
-                subscript: None,
+                subscript: operand.reference(),
             })
         })
         .collect();

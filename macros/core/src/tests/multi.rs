@@ -707,3 +707,87 @@ fn an_in_place_collective_of_a_scratch_buffer_reads_it_first() {
         lower_ok(&scratch(items));
     }
 }
+
+/// A communication operand's range is the elements it touches: a `recv t[0..4]` writes those
+/// four of a scratch `t` and no more (it counted as a write of all of `t`, so a read of the
+/// rest compiled and found undefined contents), and a `send`, like a copy, reads every element
+/// of its range.
+#[test]
+fn communication_ranges_write_and_read_only_their_elements() {
+    let scratch = |items: &str| comm(&format!("scratch {{ t: DeviceBuffer<f32> = 8 }} {items}"));
+    let uncovered = |read: &str, stage: &str, part: &str, gap: &str| {
+        format!(
+            "`{read}` is read in stage `{stage}`, but the writes of `t` before it (`t[0..4]`) cover {part} elements {gap}, so the read finds undefined contents; write them first (`fill t[{gap}] = 0.0;`, or a kernel that writes them)"
+        )
+    };
+    for (items, read, stage, part, gap) in [
+        (
+            "stage x on s1 { recv t[0..4] from peer; copy t -> h[0..8]; }",
+            "t",
+            "x",
+            "only part of it, not",
+            "4..8",
+        ),
+        (
+            "stage x on s1 { recv t[0..4] from peer; } stage y on s2 { copy t -> h[0..8]; }",
+            "t",
+            "y",
+            "only part of it, not",
+            "4..8",
+        ),
+        (
+            "stage x on s1 { recv t[0..4] from peer; launch k::read(t[4..8]) grid 1 block 1; }",
+            "t[4..8]",
+            "x",
+            "none of",
+            "4..8",
+        ),
+        (
+            "stage x on s1 { fill t[0..4] = 0.0; send t[0..8] to peer; }",
+            "t[0..8]",
+            "x",
+            "only part of it, not",
+            "4..8",
+        ),
+        (
+            "stage x on s1 { fill t[0..4] = 0.0; all_reduce(sum) t[2..6] -> a[0..4]; }",
+            "t[2..6]",
+            "x",
+            "only part of it, not",
+            "4..6",
+        ),
+    ] {
+        assert_error(&scratch(items), &uncovered(read, stage, part, gap), read);
+    }
+    // What the writes cover compiles: the four received and four filled, a kernel given a
+    // window that starts in what was received, a send of what was received.
+    for items in [
+        "stage x on s1 { recv t[0..4] from peer; fill t[4..8] = 0.0; copy t -> h[0..8]; }",
+        "stage x on s1 { recv t[0..4] from peer; launch k::read(t[2..8]) grid 1 block 1; }",
+        "stage x on s1 { recv t[4..] from peer; send t[4..8] to peer; }",
+        "stage x on s1 { recv t from peer; copy t -> h[0..8]; }",
+    ] {
+        lower_ok(&scratch(items));
+    }
+}
+
+/// Two stages on two streams that touch disjoint constant ranges of one buffer, one of them a
+/// communication statement, are not ordered (a `concurrent` claim holds); overlapping ones
+/// are.
+#[test]
+fn communication_ranges_order_only_what_overlaps() {
+    lower_ok(&comm(
+        "stage x on s1 { send a[0..4] to peer; }
+         stage y on s2 { launch k::touch(a[4..8]) grid 1 block 1; }
+         concurrent(x, y);",
+    ));
+    let messages = errors(&comm(
+        "stage x on s1 { recv a[0..4] from peer; }
+         stage y on s2 { launch k::read(a[2..6]) grid 1 block 1; }
+         concurrent(x, y);",
+    ));
+    assert!(
+        messages.iter().any(|m| m.contains("concurrent")),
+        "{messages:?}"
+    );
+}

@@ -12,9 +12,10 @@
 //! elements runs before the read.
 //!
 //! Only what surely reads undefined elements is refused ([`ReadKind`]): a copy reads every
-//! element of its source, a condition the first of its buffer; a kernel, a `call`, a host
-//! closure or a communication operand may read only some of the elements it is given (a
-//! kernel indexes below its bound), so it is refused only when none of them was written.
+//! element of its source, and so does a communication operand of its range, a condition the
+//! first of its buffer; a kernel, a `call` or a host closure may read only some of the
+//! elements it is given (a kernel indexes below its bound), so it is refused only when none
+//! of them was written.
 //! Within one instance the statements run in order. Inside a control statement each body
 //! starts from what was written before it; after it, a write counts only where every run
 //! makes it (see [`BodiesRun`]: both bodies of an `if`/`else`, the body of a `do ... while`,

@@ -127,11 +127,12 @@ pub(super) enum Mark {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum ReadKind {
     /// Some of them, or all, as the callee decides: a kernel's window (it may index only
-    /// below its bound), a `call`'s or host closure's declared reads, a communication
-    /// operand. Refused only when none of them was written.
+    /// below its bound), a `call`'s or host closure's declared reads. Refused only when none
+    /// of them was written.
     #[default]
     Within,
-    /// Every one of them: a copy's source.
+    /// Every one of them: a copy's source, a communication operand (sent, reduced or
+    /// gathered whole).
     Every,
     /// The first: a `while`, `if` or `switch` condition.
     First,

@@ -1,0 +1,186 @@
+//! A communication operand's range is the elements it touches, on the CPU backend with two
+//! ranks: a `recv t[0..nx]` writes those elements of a scratch buffer and no more, so a copy of
+//! all of it is refused when the step is planned (before anything is enqueued, so neither rank
+//! waits for the other); and a stage on another stream that touches other elements of a buffer
+//! a `send` reads runs beside it, with no race.
+
+use std::time::Duration;
+
+use gpu_pipeline::{Communicator, Context, DeviceBuffer, PinnedBuffer, Result, Stream, gpu_pipeline};
+
+gpu_pipeline! {
+    /// Receives the peer's `x[0..nx]` into the first half of `t` and copies all of `t` out:
+    /// the second half of `t` is never written.
+    pub pipeline HalfReceived {
+        streams { main }
+        params {
+            comm: &Communicator,
+            nx: usize,
+            peer: usize,
+            x: &DeviceBuffer<f32>,
+            out: &mut PinnedBuffer<f32>,
+        }
+        scratch { t: DeviceBuffer<f32> = 2 * nx }
+        stage exchange on main {
+            send x[0..nx] to peer;
+            recv t[0..nx] from peer;
+        }
+        stage report on main { copy t -> out; }
+    }
+}
+
+gpu_pipeline! {
+    /// The same, with the second half of `t` filled: every element of `t` is written before
+    /// the copy.
+    pub pipeline Received {
+        streams { main }
+        params {
+            comm: &Communicator,
+            nx: usize,
+            peer: usize,
+            x: &DeviceBuffer<f32>,
+            out: &mut PinnedBuffer<f32>,
+        }
+        scratch { t: DeviceBuffer<f32> = 2 * nx }
+        stage exchange on main {
+            send x[0..nx] to peer;
+            recv t[0..nx] from peer;
+        }
+        stage rest on main { fill t[nx..2 * nx] = -1.0; }
+        stage report on main { copy t -> out; }
+    }
+}
+
+gpu_pipeline! {
+    /// Sends the first half of `a` while another stream fills its second half: the two touch
+    /// disjoint elements, so they are not ordered.
+    pub pipeline SendBeside {
+        streams { main, side }
+        params {
+            comm: &Communicator,
+            nx: usize,
+            peer: usize,
+            a: &mut DeviceBuffer<f32>,
+            b: &mut DeviceBuffer<f32>,
+        }
+        stage exchange on main {
+            send a[0..nx] to peer;
+            recv b[0..nx] from peer;
+        }
+        stage refill on side { fill a[nx..2 * nx] = 7.0; }
+    }
+}
+
+/// Runs `rank` on two CPU ranks and returns what each returned, in rank order.
+fn two_ranks<T: Send>(rank: impl Fn(usize, &Communicator) -> T + Sync) -> Vec<T> {
+    let comms = Communicator::cpu_ranks_with_timeout(2, Duration::from_secs(10)).unwrap();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = comms
+            .into_iter()
+            .enumerate()
+            .map(|(r, comm)| {
+                let rank = &rank;
+                scope.spawn(move || rank(r, &comm))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+const NX: usize = 4;
+
+/// Rank `r`'s `x`: `r * 10 + i`.
+fn x_of(r: usize) -> Vec<f32> {
+    (0..NX).map(|i| (r * 10 + i) as f32).collect()
+}
+
+#[test]
+fn a_copy_of_a_scratch_buffer_only_partly_received_is_refused_when_planned() {
+    let results = two_ranks(|r, comm| -> Result<()> {
+        let ctx = Context::cpu_checked();
+        let stream = Stream::new(&ctx)?;
+        let x = DeviceBuffer::from_slice(&stream, &x_of(r))?;
+        let mut out = PinnedBuffer::<f32>::zeros(&ctx, 2 * NX)?;
+        stream.synchronize()?;
+        let mut pipeline = HalfReceived::new(&ctx)?;
+        pipeline
+            .run(HalfReceivedParams {
+                comm,
+                nx: NX,
+                peer: 1 - r,
+                x: &x,
+                out: &mut out,
+            })?
+            .wait()
+    });
+    for (r, result) in results.into_iter().enumerate() {
+        let message = match result {
+            Err(e) => e.to_string(),
+            Ok(()) => panic!("rank {r}: the step ran and copied undefined elements"),
+        };
+        assert!(
+            message.contains("`t`") && message.contains("4..8"),
+            "rank {r}: {message}"
+        );
+    }
+}
+
+#[test]
+fn a_scratch_buffer_received_in_part_and_filled_in_part_is_copied_whole() {
+    let results = two_ranks(|r, comm| -> Result<Vec<f32>> {
+        let ctx = Context::cpu_checked();
+        let stream = Stream::new(&ctx)?;
+        let x = DeviceBuffer::from_slice(&stream, &x_of(r))?;
+        let mut out = PinnedBuffer::<f32>::zeros(&ctx, 2 * NX)?;
+        stream.synchronize()?;
+        let mut pipeline = Received::new(&ctx)?;
+        pipeline
+            .run(ReceivedParams {
+                comm,
+                nx: NX,
+                peer: 1 - r,
+                x: &x,
+                out: &mut out,
+            })?
+            .wait()?;
+        assert!(ctx.races().is_empty(), "{:#?}", ctx.races());
+        out.to_vec()
+    });
+    for (r, out) in results.into_iter().enumerate() {
+        let mut expected = x_of(1 - r);
+        expected.extend([-1.0; NX]);
+        assert_eq!(out.unwrap(), expected, "rank {r}");
+    }
+}
+
+#[test]
+fn a_send_of_one_range_runs_beside_a_fill_of_another_without_a_race() {
+    let results = two_ranks(|r, comm| -> Result<(Vec<f32>, Vec<f32>)> {
+        let ctx = Context::cpu_checked();
+        let stream = Stream::new(&ctx)?;
+        let mut start = x_of(r);
+        start.extend([0.0; NX]);
+        let mut a = DeviceBuffer::from_slice(&stream, &start)?;
+        let mut b = DeviceBuffer::<f32>::zeros(&stream, NX)?;
+        stream.synchronize()?;
+        let mut pipeline = SendBeside::new(&ctx)?;
+        pipeline
+            .run(SendBesideParams {
+                comm,
+                nx: NX,
+                peer: 1 - r,
+                a: &mut a,
+                b: &mut b,
+            })?
+            .wait()?;
+        assert!(ctx.races().is_empty(), "{:#?}", ctx.races());
+        Ok((a.to_vec(&stream)?, b.to_vec(&stream)?))
+    });
+    for (r, result) in results.into_iter().enumerate() {
+        let (a, b) = result.unwrap();
+        let mut expected = x_of(r);
+        expected.extend([7.0; NX]);
+        assert_eq!(a, expected, "rank {r}: a");
+        assert_eq!(b, x_of(1 - r), "rank {r}: b");
+    }
+}
