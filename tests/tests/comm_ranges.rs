@@ -6,7 +6,9 @@
 
 use std::time::Duration;
 
-use gpu_pipeline::{Communicator, Context, DeviceBuffer, PinnedBuffer, Result, Stream, gpu_pipeline};
+use gpu_pipeline::{
+    Communicator, Context, DeviceBuffer, PinnedBuffer, Result, Stream, gpu_pipeline,
+};
 
 gpu_pipeline! {
     /// Receives the peer's `x[0..nx]` into the first half of `t` and copies all of `t` out:
