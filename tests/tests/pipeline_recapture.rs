@@ -46,6 +46,7 @@ tests::on_both_backends_race_free!(
     a_step_with_a_device_loop_is_recaptured_and_cloned,
     launches_of_a_lent_instantiation_on_two_streams_run_one_after_the_other,
     a_clone_that_resizes_scratch_leaves_the_original_consistent,
+    a_launch_after_a_synchronize_is_waited_for_again,
 );
 
 /// Uploads `data` and waits, so the pipeline's streams find it there.
@@ -619,5 +620,45 @@ fn a_clone_that_resizes_scratch_leaves_the_original_consistent(ctx: &Context) ->
             "clone n = {clone_n}, m = {clone_m}"
         );
     }
+    Ok(())
+}
+
+/// A graph waits for its launches before a recapture and at its drop only when some may still
+/// run: right after a `synchronize` (or a window) it waits for nothing, and a launch after that
+/// is waited for again, by a recapture as by the drop (the checked backend sees a race if not).
+fn a_launch_after_a_synchronize_is_waited_for_again(ctx: &Context) -> Result<()> {
+    const N: usize = 4096;
+    let init: Vec<f32> = (0..N).map(|i| (i % 7) as f32).collect();
+    let mut field = upload(ctx, &init)?;
+    let mut next = upload(ctx, &[0.0; N])?;
+    let mut total = upload(ctx, &[0.0])?;
+    let mut total_host = PinnedBuffer::<f32>::zeros(ctx, 1)?;
+    let mut pipeline = Sweep::new(ctx)?;
+    let mut graph = pipeline.capture(SweepParams {
+        n: N as u32,
+        a: 0.5,
+        field: &mut field,
+        next: &mut next,
+        total: &mut total,
+        total_host: &mut total_host,
+    })?;
+    let mut want = init.clone();
+    graph.launch()?;
+    want = sweep(0.5, &want);
+    graph.synchronize()?;
+    // Nothing in flight: the recapture waits for nothing, and the exchange is the host's.
+    let outcome = graph.recapture_with(|p| std::mem::swap(&mut p.field, &mut p.next))?;
+    assert_eq!(outcome, Recaptured::Updated);
+    graph.launch()?;
+    want = sweep(0.5, &want);
+    // In flight again: this recapture waits for that launch before the exchange.
+    let outcome = graph.recapture_with(|p| std::mem::swap(&mut p.field, &mut p.next))?;
+    assert_eq!(outcome, Recaptured::Updated);
+    graph.launch()?;
+    want = sweep(0.5, &want);
+    // And the drop waits for the last launch, which wrote `next`.
+    drop(graph);
+    assert_eq!(read(ctx, &next)?, want);
+    assert_eq!(total_host.to_vec()?[0], sum(&want));
     Ok(())
 }

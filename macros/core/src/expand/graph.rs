@@ -67,10 +67,13 @@ pub fn graph_struct(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             checked: ::std::vec::Vec<bool>,
             /// Bit `k` set: the buffers of the `k`-th `swap` are exchanged.
             swapped: usize,
-            /// Whether it enqueued work (a replay, a host write) that may use the params: its
-            /// drop waits for the pipeline's streams only then. (An instantiation launched
-            /// through [`exec`](Self::exec) waits for its context when it is dropped.)
-            enqueued: bool,
+            /// Whether it enqueued work (a replay, a host write, a clone's replays) that may
+            /// use the params since a wait last saw all of it finish: its drop, a recapture
+            /// and a setter's rebuild wait for the pipeline's streams only then (NVIDIA's
+            /// jacobiCudaGraphs recaptures right after reading a replay's result, which
+            /// waited). An instantiation launched through [`exec`](Self::exec) is waited for
+            /// apart (`lent`).
+            in_flight: ::core::sync::atomic::AtomicBool,
             /// Set when [`exec`](Self::exec) lent an instantiation, whose launches may be on
             /// any stream: the next wait that ends work's use of the params (or a launch of
             /// another instantiation) waits for the whole context. Shared with clones.
@@ -132,7 +135,7 @@ pub fn graph_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                 // The captured step begins by resetting the progress marks itself, and marks
                 // with tag 0.
                 self.pipeline.__progress.replayed();
-                self.enqueued = true;
+                *self.in_flight.get_mut() = true;
                 let __replay = || -> #rt::Result<()> {
                     #before_replay
                     captured.exec.launch(self.pipeline.__origin()?)
@@ -190,6 +193,8 @@ pub fn graph_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             /// `Error::IterationLimit` here.
             pub fn synchronize(&self) -> #rt::Result<()> {
                 self.pipeline.__wait_origin()?;
+                // Every launch and host write so far ended on the origin, and has finished.
+                self.in_flight.store(false, ::core::sync::atomic::Ordering::Relaxed);
                 self.__settle_lent(false)?;
                 #rt::check_graph_loops(#name_str, self.execs.iter().flatten().map(|captured| &captured.exec))
             }
@@ -363,9 +368,19 @@ pub fn graph_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
 
             /// A setter's rebuild: after the launches in flight, `__rebuild`.
             fn __recapture(&mut self) -> #rt::Result<()> {
-                self.pipeline.__wait()?;
+                self.__wait_launches()?;
                 self.__settle_lent(true)?;
                 self.__rebuild().map(|_| ())
+            }
+
+            /// Waits for the pipeline's streams when work this graph enqueued may still run
+            /// (nothing to wait for right after a `synchronize` or a window).
+            fn __wait_launches(&mut self) -> #rt::Result<()> {
+                if *self.in_flight.get_mut() {
+                    self.pipeline.__wait()?;
+                    *self.in_flight.get_mut() = false;
+                }
+                ::core::result::Result::Ok(())
             }
 
             /// After [`exec`](Self::exec) lent an instantiation: waits for the context, where
@@ -580,14 +595,12 @@ pub fn graph_drop(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
         impl ::core::ops::Drop for #graph<'_> {
             fn drop(&mut self) {
                 // The params' borrow ends here: no replay may still be using them. A graph
-                // that enqueued nothing (built, say, and dropped) has nothing to wait for.
+                // that enqueued nothing since a wait saw its work finish (built, say, and
+                // dropped, or synchronized) has nothing to wait for.
                 if let ::core::result::Result::Err(e) = self.__settle_lent(true) {
                     #rt::log_unobserved_error(#name_str, &e);
                 }
-                if !self.enqueued {
-                    return;
-                }
-                if let ::core::result::Result::Err(e) = self.pipeline.__wait() {
+                if let ::core::result::Result::Err(e) = self.__wait_launches() {
                     #rt::log_unobserved_error(#name_str, &e);
                 }
             }

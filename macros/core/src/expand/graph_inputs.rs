@@ -77,7 +77,7 @@ pub(super) fn recapture_fns(pipeline: &Pipeline<'_>, names: &Names) -> TokenStre
         where
             F: ::core::ops::FnOnce(&mut #params_ty),
         {
-            self.pipeline.__wait()?;
+            self.__wait_launches()?;
             self.__settle_lent(true)?;
             self.__outdate_all();
             edit(&mut self.params);
@@ -89,7 +89,7 @@ pub(super) fn recapture_fns(pipeline: &Pipeline<'_>, names: &Names) -> TokenStre
             self.__ensure_captured()?;
             // The clone's replays use these params too, and a clone may be forgotten: the
             // original's drop, where the params' borrow ends, then waits for them.
-            self.enqueued = true;
+            *self.in_flight.get_mut() = true;
             // The clone's replays are not ordered after a lent instantiation's launches.
             self.__settle_lent(true)?;
             let Self { pipeline, params, execs, swapped, lent, .. } = self;
@@ -104,7 +104,7 @@ pub(super) fn recapture_fns(pipeline: &Pipeline<'_>, names: &Names) -> TokenStre
                 // but with the params as they were then).
                 checked: ::std::vec![false; execs.len()],
                 swapped: *swapped,
-                enqueued: false,
+                in_flight: ::core::default::Default::default(),
                 lent: ::std::sync::Arc::clone(lent),
             };
             clone.execs.resize_with(execs.len(), || ::core::option::Option::None);
@@ -218,7 +218,7 @@ pub(super) fn host_writes(pipeline: &Pipeline<'_>) -> TokenStream {
                 // Enqueued on the origin, which a lent instantiation's launches may not be.
                 self.__settle_lent(true)?;
                 // The handle's writes are enqueued on the origin, into the params.
-                self.enqueued = true;
+                *self.in_flight.get_mut() = true;
                 let Self { pipeline, params, execs, swapped, .. } = self;
                 let stream = pipeline.__origin()?;
                 let streams = (stream, &pipeline.__lanes[..]);

@@ -639,7 +639,7 @@ fn capture_fn(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             let stale = ::std::vec![[false; #scalars]; execs.len()];
             // Each build checked its launches' bounds.
             let checked = execs.iter().map(::core::option::Option::is_some).collect();
-            ::core::result::Result::Ok(#graph_ty { pipeline: self, params, execs, stale, checked, swapped: 0, enqueued: false, lent: ::core::default::Default::default() })
+            ::core::result::Result::Ok(#graph_ty { pipeline: self, params, execs, stale, checked, swapped: 0, in_flight: ::core::default::Default::default(), lent: ::core::default::Default::default() })
         }
     }
 }

@@ -141,7 +141,7 @@ pub(super) fn setter(
             quote!(()),
             quote! {
                 let __previous = ::core::mem::replace(&mut self.params.#field, #field);
-                let __captured = match self.pipeline.__wait().and_then(|()| self.__settle_lent(true)) {
+                let __captured = match self.__wait_launches().and_then(|()| self.__settle_lent(true)) {
                     ::core::result::Result::Ok(()) => #recapture,
                     ::core::result::Result::Err(e) => ::core::result::Result::Err(e),
                 };
