@@ -216,6 +216,8 @@ struct Ports {
     swapped: SweepSwapped,
     sweep: Sweep,
     final_error: FinalError,
+    /// `--host-cost`: run exactly this many sweeps, whatever the sums (no convergence test).
+    fixed: Option<usize>,
 }
 
 impl Ports {
@@ -234,6 +236,7 @@ impl Ports {
             sweep: Sweep::new(ctx)?,
             final_error: FinalError::new(ctx)?,
             stream,
+            fixed: None,
         };
         ports.stream.synchronize()?;
         // The anchor tracks nothing (tracking is off by default; this says so).
@@ -241,6 +244,15 @@ impl Ports {
         ports.sweep.set_fault_tracking(false);
         ports.final_error.set_fault_tracking(false);
         Ok(ports)
+    }
+
+    /// The last sweep a solve may run, and whether `sum` (a sweep's sum of |dx|) ends it.
+    fn limit(&self) -> usize {
+        self.fixed.unwrap_or_else(|| max_iterations(self.n))
+    }
+
+    fn converged(&self, sum: f64) -> bool {
+        self.fixed.is_none() && sum <= f64::from(CONV_THRESHOLD)
     }
 
     /// Both iterates back to zero, waited for.
@@ -253,7 +265,8 @@ impl Ports {
 
     /// The sample's `JacobiMethodGpuCudaGraphExecKernelSetParams`, ported.
     fn set_params(&mut self) -> BoxResult<Solved> {
-        let (n, max) = (self.n, max_iterations(self.n));
+        let (n, max, fixed) = (self.n, self.limit(), self.fixed);
+        let converged = |sum: f64| fixed.is_none() && sum <= f64::from(CONV_THRESHOLD);
         let mut graph = self.swapped.capture(SweepSwappedParams {
             n,
             conv: CONV_THRESHOLD,
@@ -269,7 +282,7 @@ impl Ports {
             // The next launch reads what this one wrote: no setter, the other instantiation.
             graph.swap_x_x_new()?;
             iterations += 1;
-            if graph.window()?.sum_host()?[0] <= f64::from(CONV_THRESHOLD) {
+            if converged(graph.window()?.sum_host()?[0]) {
                 break;
             }
         }
@@ -285,7 +298,8 @@ impl Ports {
 
     /// The sample's `JacobiMethodGpuCudaGraphExecUpdate`, ported.
     fn exec_update(&mut self) -> BoxResult<Solved> {
-        let (n, max) = (self.n, max_iterations(self.n));
+        let (n, max, fixed) = (self.n, self.limit(), self.fixed);
+        let converged = |sum: f64| fixed.is_none() && sum <= f64::from(CONV_THRESHOLD);
         let mut graph = self.sweep.capture(SweepParams {
             n,
             conv: CONV_THRESHOLD,
@@ -299,7 +313,7 @@ impl Ports {
         loop {
             graph.launch()?;
             iterations += 1;
-            if graph.window()?.sum_host()?[0] <= f64::from(CONV_THRESHOLD) || iterations == max {
+            if converged(graph.window()?.sum_host()?[0]) || iterations == max {
                 break;
             }
             // Captured again with the iterates exchanged: the same topology, so the
@@ -322,7 +336,7 @@ impl Ports {
 
     /// The sample's `JacobiMethodGpu` (no graph), ported.
     fn stream(&mut self) -> BoxResult<Solved> {
-        let (n, max) = (self.n, max_iterations(self.n));
+        let (n, max) = (self.n, self.limit());
         let mut iterations = 0;
         while iterations < max {
             let (x, x_new) = if iterations % 2 == 0 {
@@ -342,7 +356,7 @@ impl Ports {
                 })?
                 .wait()?;
             iterations += 1;
-            if self.sum_host.as_slice()?[0] <= f64::from(CONV_THRESHOLD) {
+            if self.converged(self.sum_host.as_slice()?[0]) {
                 break;
             }
         }
@@ -600,6 +614,9 @@ pub struct Options {
     pub rounds: usize,
     /// `--check-host`: the ports on the checked CPU backend instead.
     pub check_host: bool,
+    /// `--host-cost SWEEPS`: only the host's work per sweep of each port, every solve exactly
+    /// SWEEPS sweeps (against `tools/fake-driver`, the library's own cost).
+    pub host_cost: Option<usize>,
 }
 
 /// Parses the arguments after the program's name. `--bench` (which cargo and `.gpu/run`
@@ -609,6 +626,7 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Options, Str
         n: DEFAULT_N,
         rounds: DEFAULT_ROUNDS,
         check_host: false,
+        host_cost: None,
     };
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
@@ -627,6 +645,7 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Options, Str
             "--bench" => {}
             "--check-host" => options.check_host = true,
             "--rounds" => options.rounds = number("--rounds")?,
+            "--host-cost" => options.host_cost = Some(number("--host-cost")?),
             "--n" => {
                 let n = number("--n")?;
                 options.n = u32::try_from(n)
@@ -638,7 +657,7 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Options, Str
             }
             other => {
                 return Err(format!(
-                    "unknown argument `{other}`; the arguments are --n N, --rounds N and --check-host"
+                    "unknown argument `{other}`; the arguments are --n N, --rounds N, --check-host and --host-cost SWEEPS"
                 ));
             }
         }
@@ -659,6 +678,32 @@ pub fn check_host() -> BoxResult<Vec<(&'static str, usize)>> {
         .iter()
         .map(|t| (t.method, t.iterations.first().copied().unwrap_or(0)))
         .collect())
+}
+
+/// `--host-cost SWEEPS`: each port's time per sweep, every solve exactly `sweeps` sweeps,
+/// medians of `rounds` rounds. Against the do-nothing driver of `tools/fake-driver`
+/// (`GPU_PIPELINE_LIBCUDA`), that is the library's own host work per sweep (the sums it reads
+/// are garbage there, so no convergence test ends a solve); under callgrind it also counts the
+/// driver calls of a sweep, to set beside the sample's (`set_params` 3, `exec_update` 8 and a
+/// capture, `stream` 4).
+pub fn host_cost(
+    ctx: &Context,
+    n: u32,
+    sweeps: usize,
+    rounds: usize,
+) -> BoxResult<Vec<(&'static str, f64)>> {
+    let mut ports = Ports::new(ctx, n)?;
+    ports.fixed = Some(sweeps);
+    METHODS
+        .iter()
+        .map(|&method| {
+            let mut us = (0..rounds)
+                .map(|_| Ok(ports.timed(method)?.1 * 1e3 / sweeps as f64))
+                .collect::<BoxResult<Vec<f64>>>()?;
+            us.sort_by(f64::total_cmp);
+            Ok((method, us[us.len() / 2]))
+        })
+        .collect()
 }
 
 fn main() {
@@ -688,6 +733,24 @@ fn main() {
             return;
         }
     };
+    if let Some(sweeps) = options.host_cost {
+        match host_cost(&ctx, options.n, sweeps, options.rounds) {
+            Ok(costs) => {
+                println!(
+                    "host work per sweep, {sweeps} sweeps a solve, medians of {} rounds:",
+                    options.rounds
+                );
+                for (method, us) in costs {
+                    println!("  {method} {us:.3} µs");
+                }
+            }
+            Err(e) => {
+                eprintln!("jacobi_graphs host cost failed: {e}");
+                std::process::exit(1);
+            }
+        }
+        return;
+    }
     let anchor: Option<PathBuf> = std::env::var_os(ANCHOR_ENV)
         .filter(|p| !p.is_empty())
         .map(PathBuf::from);
