@@ -104,6 +104,13 @@ impl FlagStorage {
 /// stream waiting on a value nobody will write blocks that drop, as it would block any
 /// synchronize.
 ///
+/// **Write before you drop.** On CUDA every drop that frees device or pinned memory, a
+/// module, a flag cell or a launched graph waits for the whole context first (the driver
+/// cannot tell which work still uses what it frees). So while a stream waits for a value the
+/// host has yet to store, a thread that drops one of those before storing it waits for the
+/// stream, which waits for that thread: store first, then drop. (The CPU backend's drops wait
+/// only for the work that used what they free.)
+///
 /// ```
 /// # fn main() -> gpu_pipeline::Result<()> {
 /// use gpu_pipeline::{Context, FlagCell, Stream, WaitCondition};

@@ -258,7 +258,10 @@ impl Stream {
         self.mem_ops("Stream::write_value_64", "write_value_64", &[op])
     }
 
-    /// Makes later work wait until `cell` meets `condition` against `value`.
+    /// Makes later work wait until `cell` meets `condition` against `value`. On CUDA, while
+    /// it waits for a value the host will store, store it before dropping memory, a module or
+    /// a launched graph on that thread: those drops wait for the whole context, this stream
+    /// included (see [`FlagCell`]).
     pub fn wait_value_32(
         &self,
         cell: &FlagCell<u32>,
