@@ -114,7 +114,7 @@ static double set_params(const System& s, int* iterations)
     memcpy_params.extent = make_cudaExtent(sizeof(double), 1, 1);
     memcpy_params.kind = cudaMemcpyDeviceToHost;
     CHECK(cudaGraphAddMemcpyNode(&memcpy_node, graph, &kernel_node, 1, &memcpy_params));
-    CHECK(cudaGraphInstantiate(&exec, graph, nullptr, nullptr, 0));
+    CHECK(cudaGraphInstantiate(&exec, graph, 0));
 
     double error = -1.0;
     int k = 0;
@@ -157,14 +157,14 @@ static double exec_update(const System& s, int* iterations)
         CHECK(cudaStreamEndCapture(s.stream, &graph));
 
         if (exec == nullptr) {
-            CHECK(cudaGraphInstantiate(&exec, graph, nullptr, nullptr, 0));
+            CHECK(cudaGraphInstantiate(&exec, graph, 0));
         } else {
             cudaGraphExecUpdateResultInfo info;
             if (cudaGraphExecUpdate(exec, graph, &info) != cudaSuccess) {
                 (void)cudaGetLastError();
                 CHECK(cudaGraphExecDestroy(exec));
                 std::fprintf(stderr, "k = %d: graph update failed (%d)\n", k, (int)info.result);
-                CHECK(cudaGraphInstantiate(&exec, graph, nullptr, nullptr, 0));
+                CHECK(cudaGraphInstantiate(&exec, graph, 0));
             }
         }
         CHECK(cudaGraphLaunch(exec, s.stream));
