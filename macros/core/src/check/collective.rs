@@ -372,7 +372,8 @@ pub(super) fn operand_length(scope: &Scope<'_>, operand: &ast::Operand) -> Optio
         (Some(end), syn::RangeLimits::Closed(_)) => crate::constant::value(end)?.checked_add(1)?,
         (None, _) => scratch_length()?,
     };
-    Some(end - start)
+    // An inverted range (`a[4..2]`) is reported by the range checks; it has no length.
+    (end >= start).then_some(end - start)
 }
 
 /// An operand as written: `b[0..8]`, `d`.

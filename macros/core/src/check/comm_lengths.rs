@@ -41,7 +41,13 @@ fn bounds(operand: &ast::Operand) -> Option<(Poly, Poly)> {
 /// The number of elements `operand` names, as a polynomial, where its range has both ends.
 pub(super) fn length(operand: &ast::Operand) -> Option<Poly> {
     let (start, end) = bounds(operand)?;
-    end.sub(&start)
+    let length = end.sub(&start)?;
+    // An inverted range (`a[4..2]`) is reported as such by the range checks; it has no length
+    // to pair.
+    match length.as_constant() {
+        Some(n) if n < 0 => None,
+        _ => Some(length),
+    }
 }
 
 /// Whether two lengths differ in every step: their difference is a constant other than 0.

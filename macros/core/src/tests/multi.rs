@@ -791,3 +791,14 @@ fn communication_ranges_order_only_what_overlaps() {
         "{messages:?}"
     );
 }
+
+/// An inverted range of a communication operand is one error, the range's, with what to write
+/// (its length, negative, pairs with nothing and is not reported again).
+#[test]
+fn an_inverted_communication_range_is_reported_once() {
+    assert_error(
+        &comm("stage x on s1 { send a[4..2] to peer; recv b[0..2] from peer; }"),
+        "`a[4..2]` ends before it starts; write `a[2..4]`",
+        "a[4..2]",
+    );
+}
