@@ -186,3 +186,46 @@ fn a_send_of_one_range_runs_beside_a_fill_of_another_without_a_race() {
         assert_eq!(b, x_of(1 - r), "rank {r}: b");
     }
 }
+
+gpu_pipeline! {
+    /// Gathers every rank's `x[0..nx]` into the front of `all`, whose length depends on the
+    /// communicator's size (a range the step's plan evaluates with the communicator's size).
+    pub pipeline Gather {
+        streams { main }
+        params {
+            comm: &Communicator,
+            nx: usize,
+            x: &DeviceBuffer<f32>,
+            all: &mut DeviceBuffer<f32>,
+        }
+        stage gather on main { all_gather x[0..nx] -> all[0..comm.size() * nx]; }
+    }
+}
+
+#[test]
+fn a_range_over_the_communicators_size_is_planned_and_gathered() {
+    let results = two_ranks(|r, comm| -> Result<Vec<f32>> {
+        let ctx = Context::cpu_checked();
+        let stream = Stream::new(&ctx)?;
+        let x = DeviceBuffer::from_slice(&stream, &x_of(r))?;
+        let mut all = DeviceBuffer::from_slice(&stream, &[-1.0f32; 3 * NX])?;
+        stream.synchronize()?;
+        let mut pipeline = Gather::new(&ctx)?;
+        pipeline
+            .run(GatherParams {
+                comm,
+                nx: NX,
+                x: &x,
+                all: &mut all,
+            })?
+            .wait()?;
+        assert!(ctx.races().is_empty(), "{:#?}", ctx.races());
+        all.to_vec(&stream)
+    });
+    for (r, all) in results.into_iter().enumerate() {
+        let mut expected = x_of(0);
+        expected.extend(x_of(1));
+        expected.extend([-1.0; NX]);
+        assert_eq!(all.unwrap(), expected, "rank {r}");
+    }
+}

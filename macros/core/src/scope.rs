@@ -525,10 +525,25 @@ impl<'a> Scope<'a> {
             ast::Statement::Comm(comm) => comm
                 .operands()
                 .into_iter()
-                .filter_map(|(operand, _)| operand.reference())
+                .filter_map(|(operand, _)| self.comm_operand_ref(operand))
                 .collect(),
             _ => Vec::new(),
         }
+    }
+
+    /// A communication operand with its range, as the step's plan orders and checks it; `None`
+    /// (the whole buffer, as a communication statement's operands were before their ranges
+    /// were known) for a range that names a buffer other than as its length: the
+    /// communicator's `size()` or `rank()`, which a communication range may use but the step's
+    /// shape, computed from scalar params, may not.
+    pub fn comm_operand_ref(&self, operand: &'a ast::Operand) -> Option<BufRef<'a>> {
+        let reference = operand.reference()?;
+        let names_a_buffer = reference.subscript_exprs().into_iter().any(|expr| {
+            ast::mentions(expr).iter().any(|mention| {
+                mention.use_ != ast::Use::Length && self.buffer(&mention.ident).is_some()
+            })
+        });
+        (!names_a_buffer).then_some(reference)
     }
 
     /// Names of every buffer.

@@ -46,7 +46,7 @@ pub fn accesses<'a>(
                 buffer: BufferId(scope.buffer(&operand.name)?),
                 mode: if writes { Mode::Write } else { Mode::Read },
                 name: &operand.name,
-                subscript: operand.reference(),
+                subscript: scope.comm_operand_ref(operand),
             })
         })
         .collect();
