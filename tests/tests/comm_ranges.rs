@@ -229,3 +229,67 @@ fn a_range_over_the_communicators_size_is_planned_and_gathered() {
         assert_eq!(all.unwrap(), expected, "rank {r}");
     }
 }
+
+gpu_pipeline! {
+    /// Receives the peer's `x` in `parts` pieces of `nx` elements, one stage instance each,
+    /// into the front of `t` (of `2 * nx` elements), then copies all of `t` out: two parts
+    /// write all of it, one leaves its second half unwritten.
+    pub pipeline InParts {
+        streams { main, copy }
+        params {
+            comm: &Communicator,
+            nx: usize,
+            parts: usize,
+            peer: usize,
+            x: &DeviceBuffer<f32>,
+            out: &mut PinnedBuffer<f32>,
+        }
+        scratch { t: DeviceBuffer<f32> = 2 * nx }
+        for j in 0..parts {
+            stage part on main {
+                send x[j * nx..(j + 1) * nx] to peer;
+                recv t[j * nx..(j + 1) * nx] from peer;
+            }
+        }
+        stage report on copy { copy t -> out; }
+    }
+}
+
+#[test]
+fn pieces_received_in_a_loop_count_element_by_element() {
+    let results = two_ranks(|r, comm| {
+        let run = |parts: usize| -> Result<Vec<f32>> {
+            let ctx = Context::cpu_checked();
+            let stream = Stream::new(&ctx)?;
+            let mut both = x_of(r);
+            both.extend(x_of(r + 2));
+            let x = DeviceBuffer::from_slice(&stream, &both)?;
+            let mut out = PinnedBuffer::<f32>::zeros(&ctx, 2 * NX)?;
+            stream.synchronize()?;
+            let mut pipeline = InParts::new(&ctx)?;
+            pipeline
+                .run(InPartsParams {
+                    comm,
+                    nx: NX,
+                    parts,
+                    peer: 1 - r,
+                    x: &x,
+                    out: &mut out,
+                })?
+                .wait()?;
+            assert!(ctx.races().is_empty(), "{:#?}", ctx.races());
+            out.to_vec()
+        };
+        (run(2), run(1).map_err(|e| e.to_string()))
+    });
+    for (r, (whole, half)) in results.into_iter().enumerate() {
+        let mut expected = x_of(1 - r);
+        expected.extend(x_of(1 - r + 2));
+        assert_eq!(whole.unwrap(), expected, "rank {r}: two parts");
+        let message = half.expect_err("one part leaves t[4..8] unwritten");
+        assert!(
+            message.contains("`t`") && message.contains("4..8"),
+            "rank {r}: {message}"
+        );
+    }
+}
