@@ -192,7 +192,7 @@ pub fn uncovered_reads<'a>(
 
 /// Whether `statement` is an in-place `all_reduce` or `broadcast` of `name` (one operand,
 /// written): it reduces, or on its root sends, what the buffer holds, and then writes it.
-fn reads_in_place(statement: &Statement<'_>, name: &Ident) -> bool {
+pub(super) fn reads_in_place(statement: &Statement<'_>, name: &Ident) -> bool {
     let StatementKind::Comm { source, .. } = &statement.kind else {
         return false;
     };

@@ -802,3 +802,28 @@ fn an_inverted_communication_range_is_reported_once() {
         "a[4..2]",
     );
 }
+
+/// An in-place `all_reduce` or `broadcast` reads every element of its operand before it writes
+/// them: one of a scratch buffer only partly written before it reads undefined elements.
+#[test]
+fn an_in_place_collective_of_a_partly_written_scratch_buffer_is_refused() {
+    for (statement, read) in [
+        ("all_reduce(sum) t;", "t"),
+        ("all_reduce(max) t[2..8];", "t[2..8]"),
+        ("broadcast t from 0;", "t"),
+    ] {
+        let gap = "4..8";
+        assert_error(
+            &comm(&format!(
+                "scratch {{ t: DeviceBuffer<f32> = 8 }} stage x on s1 {{ copy c[0..4] -> t[0..4]; {statement} }}"
+            )),
+            &format!(
+                "`{read}` is read in stage `x`, but the writes of `t` before it (`t[0..4]`) cover only part of it, not elements {gap}, so the read finds undefined contents; write them first (`fill t[{gap}] = 0.0;`, or a kernel that writes them)"
+            ),
+            read,
+        );
+    }
+    lower_ok(&comm(
+        "scratch { t: DeviceBuffer<f32> = 8 } stage x on s1 { copy c[0..4] -> t[0..4]; all_reduce(sum) t[0..4]; }",
+    ));
+}
