@@ -293,3 +293,64 @@ fn pieces_received_in_a_loop_count_element_by_element() {
         );
     }
 }
+
+gpu_pipeline! {
+    /// Copies `x[0..nx]` into the front of a scratch `t` of `2 * nx` elements, sums `t[0..m]`
+    /// over the ranks in place, and copies the front out: with `m = 2 * nx` the in-place sum
+    /// reads `t[nx..2 * nx]`, which nothing wrote.
+    pub pipeline SumInPlace {
+        streams { main }
+        params {
+            comm: &Communicator,
+            nx: usize,
+            m: usize,
+            x: &DeviceBuffer<f32>,
+            out: &mut PinnedBuffer<f32>,
+        }
+        scratch { t: DeviceBuffer<f32> = 2 * nx }
+        stage sum on main {
+            copy x[0..nx] -> t[0..nx];
+            all_reduce(sum) t[0..m];
+            copy t[0..nx] -> out;
+        }
+    }
+}
+
+#[test]
+fn an_in_place_sum_reads_its_whole_range_first() {
+    let results = two_ranks(|r, comm| {
+        let run = |m: usize| -> Result<Vec<f32>> {
+            let ctx = Context::cpu_checked();
+            let stream = Stream::new(&ctx)?;
+            let x = DeviceBuffer::from_slice(&stream, &x_of(r))?;
+            let mut out = PinnedBuffer::<f32>::zeros(&ctx, NX)?;
+            stream.synchronize()?;
+            let mut pipeline = SumInPlace::new(&ctx)?;
+            pipeline
+                .run(SumInPlaceParams {
+                    comm,
+                    nx: NX,
+                    m,
+                    x: &x,
+                    out: &mut out,
+                })?
+                .wait()?;
+            assert!(ctx.races().is_empty(), "{:#?}", ctx.races());
+            out.to_vec()
+        };
+        (run(NX), run(2 * NX).map_err(|e| e.to_string()))
+    });
+    for (r, (summed, past)) in results.into_iter().enumerate() {
+        let expected: Vec<f32> = x_of(0).iter().zip(x_of(1)).map(|(a, b)| a + b).collect();
+        assert_eq!(
+            summed.unwrap(),
+            expected,
+            "rank {r}: the written front summed"
+        );
+        let message = past.expect_err("the sum of t[0..8] reads t[4..8], never written");
+        assert!(
+            message.contains("`t`") && message.contains("4..8"),
+            "rank {r}: {message}"
+        );
+    }
+}

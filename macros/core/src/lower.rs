@@ -282,6 +282,21 @@ pub struct Statement<'a> {
     pub scalars: BTreeSet<ScalarId>,
 }
 
+impl Statement<'_> {
+    /// Whether this is an in-place `all_reduce` or `broadcast` of `name` (one operand,
+    /// written): it reduces, or on its root sends, what the buffer holds, and then writes it.
+    pub fn reads_in_place(&self, name: &Ident) -> bool {
+        let StatementKind::Comm { source, .. } = &self.kind else {
+            return false;
+        };
+        match &source.op {
+            ast::CommOp::AllReduce { src, dst: None, .. }
+            | ast::CommOp::Broadcast { src, dst: None, .. } => src.name == *name,
+            _ => false,
+        }
+    }
+}
+
 /// One buffer access of a statement, with the name that makes it.
 #[derive(Debug, Clone, Copy)]
 pub struct Touch<'a> {

@@ -129,7 +129,7 @@ pub fn uncovered_reads<'a>(
                     Mode::Read if !*written => out.push(touch.name),
                     Mode::Read => {}
                     // An in-place `all_reduce` or `broadcast` reads what it then writes.
-                    Mode::Write if !*written && reads_in_place(statement, touch.name) => {
+                    Mode::Write if !*written && statement.reads_in_place(touch.name) => {
                         out.push(touch.name);
                         writes = true;
                     }
@@ -187,19 +187,6 @@ pub fn uncovered_reads<'a>(
             }
         }
         *written |= every && runs_a_body(control);
-    }
-}
-
-/// Whether `statement` is an in-place `all_reduce` or `broadcast` of `name` (one operand,
-/// written): it reduces, or on its root sends, what the buffer holds, and then writes it.
-pub(super) fn reads_in_place(statement: &Statement<'_>, name: &Ident) -> bool {
-    let StatementKind::Comm { source, .. } = &statement.kind else {
-        return false;
-    };
-    match &source.op {
-        ast::CommOp::AllReduce { src, dst: None, .. }
-        | ast::CommOp::Broadcast { src, dst: None, .. } => src.name == *name,
-        _ => false,
     }
 }
 

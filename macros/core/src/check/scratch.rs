@@ -213,8 +213,7 @@ pub(super) fn constant_parts_written_first(cx: &Ctxt, pipeline: &Pipeline<'_>) {
                 };
                 // An in-place `all_reduce` or `broadcast` reads what it then writes.
                 let reads = statement.accesses.iter().filter(|t| {
-                    t.buffer == id
-                        && (t.mode == Mode::Read || super::flow::reads_in_place(statement, t.name))
+                    t.buffer == id && (t.mode == Mode::Read || statement.reads_in_place(t.name))
                 });
                 // A read open at its end, or of the whole buffer, runs to its length.
                 let len = buffer.len.and_then(crate::constant::value);

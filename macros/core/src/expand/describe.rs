@@ -229,10 +229,16 @@ fn describe_statement(pipeline: &Pipeline<'_>, statement: &Statement<'_>) -> Tok
             }
         }
         StatementKind::Comm { .. } => {
-            let touches = statement
-                .accesses
-                .iter()
-                .map(|touch| describe_touch(pipeline, touch));
+            let touches = statement.accesses.iter().map(|touch| {
+                let described = describe_touch(pipeline, touch);
+                // An in-place collective reads what it then writes: one reference, two
+                // accesses.
+                if touch.mode == Mode::Write && statement.reads_in_place(touch.name) {
+                    quote!(__d.reads_what_it_writes(); #described)
+                } else {
+                    described
+                }
+            });
             let rt = rt();
             // A communication operand is read whole: every element of its range is sent,
             // reduced or gathered.

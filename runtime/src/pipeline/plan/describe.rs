@@ -94,6 +94,9 @@ pub struct Describe {
     scratch: Vec<ScratchDecl>,
     /// What the reads being described read of the elements they name.
     read_kind: ReadKind,
+    /// The next access, a write, first reads every element it writes
+    /// ([`Describe::reads_what_it_writes`]).
+    reads_first: bool,
 }
 
 /// Which bodies of a control statement surely run, for the check that scratch buffers are
@@ -188,6 +191,7 @@ impl Describe {
             stages: Vec::new(),
             scratch: Vec::new(),
             read_kind: ReadKind::Within,
+            reads_first: false,
         })
     }
 
@@ -207,6 +211,28 @@ impl Describe {
     /// [`ReadKind::Within`] at first).
     pub fn read_kind(&mut self, kind: ReadKind) {
         self.read_kind = kind;
+    }
+
+    /// The next access described, a write, reads every element it writes first: an in-place
+    /// `all_reduce` reduces (a `broadcast` on its root sends) what the buffer holds. One
+    /// reference of the statement, so no overlap with itself; a read for the check that
+    /// scratch buffers are written first.
+    pub fn reads_what_it_writes(&mut self) {
+        self.reads_first = true;
+    }
+
+    /// The read [`Describe::reads_what_it_writes`] asked for, before `write` is pushed.
+    fn read_first(&mut self, write: &Access) -> Result<()> {
+        if !std::mem::take(&mut self.reads_first) || write.mode != Mode::Write {
+            return Ok(());
+        }
+        let stage = self.current()?;
+        stage.read_kinds.push(ReadKind::Every);
+        stage.accesses.push(Access {
+            mode: Mode::Read,
+            ..*write
+        });
+        Ok(())
     }
 
     /// A control statement of the current stage starts: its condition's access comes next,
@@ -356,6 +382,12 @@ impl Describe {
                 other.start, other.end
             )));
         }
+        let access = Access {
+            buffer: buffer_key(buffer, element),
+            mode: if write { Mode::Write } else { Mode::Read },
+            extent: Some(Extent::new(start as u64, end as u64)),
+        };
+        self.read_first(&access)?;
         let read_kind = self.read_kind;
         let stage = self.current()?;
         stage.refs.push(Ref {
@@ -366,11 +398,7 @@ impl Describe {
             end,
         });
         stage.read_kinds.push(read_kind);
-        stage.accesses.push(Access {
-            buffer: buffer_key(buffer, element),
-            mode: if write { Mode::Write } else { Mode::Read },
-            extent: Some(Extent::new(start as u64, end as u64)),
-        });
+        stage.accesses.push(access);
         Ok(end - start)
     }
 
@@ -397,14 +425,16 @@ impl Describe {
     /// An access of the current stage to a whole buffer that no statement passes as a view
     /// (a `call`'s or a host closure's declared `reads`/`writes`, a flag).
     pub fn touch_whole(&mut self, buffer: usize, write: bool) -> Result<()> {
-        let read_kind = self.read_kind;
-        let stage = self.current()?;
-        stage.read_kinds.push(read_kind);
-        stage.accesses.push(Access {
+        let access = Access {
             buffer: buffer_key(buffer, 0),
             mode: if write { Mode::Write } else { Mode::Read },
             extent: None,
-        });
+        };
+        self.read_first(&access)?;
+        let read_kind = self.read_kind;
+        let stage = self.current()?;
+        stage.read_kinds.push(read_kind);
+        stage.accesses.push(access);
         Ok(())
     }
 
