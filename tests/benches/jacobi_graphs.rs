@@ -23,7 +23,8 @@
 //! default 5), parses its `method iterations ms error` lines and prints one Markdown table:
 //! medians over the rounds with their spread ((max - min) / median) and ours/anchor. Every
 //! solve's final error is checked against a CPU solve's as the sample checks it (within 1e-2),
-//! and every method of both programs must take the same number of sweeps as the CPU solve.
+//! and every method of both programs must take the CPU solve's number of sweeps (within one:
+//! the device sums each sweep's |dx| in no fixed order).
 //!
 //! Without a GPU it says so and exits successfully; `-- --check-host` runs the three ports on
 //! the checked CPU backend (n = 64) and fails on a wrong result or a race.
@@ -493,10 +494,12 @@ fn run_anchor(anchor: &Path, n: u32) -> BoxResult<[AnchorLine; 3]> {
     parse_anchor(&String::from_utf8_lossy(&output.stdout))
 }
 
-/// Fails unless `solved` agrees with the CPU solve: the same sweeps, and the final error within
-/// the threshold of the reference's (the sample's own check).
+/// Fails unless `solved` agrees with the CPU solve: its sweeps within one of the reference's
+/// (the device adds each sweep's |dx| with atomics, in no fixed order, so its sum may cross the
+/// threshold a sweep earlier or later), and the final error within the threshold of the
+/// reference's (the sample's own check).
 fn check(who: &str, method: &str, solved: Solved, reference: Solved) -> BoxResult<()> {
-    if solved.iterations != reference.iterations {
+    if solved.iterations.abs_diff(reference.iterations) > 1 {
         return Err(format!(
             "{who} {method}: {} sweeps, the CPU solve took {}",
             solved.iterations, reference.iterations

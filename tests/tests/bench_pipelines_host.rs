@@ -262,7 +262,8 @@ fn the_jacobi_graphs_bench_takes_its_arguments() {
 }
 
 /// Rounds alternate with the anchor (a stand-in script here) whose times fill its column; an
-/// anchor whose solve disagrees with the CPU's (another sweep count) is an error naming it.
+/// anchor whose solve disagrees with the CPU's (a sweep count off by more than one) is an error
+/// naming it.
 #[test]
 fn the_jacobi_graphs_bench_runs_rounds_with_its_anchor_and_checks_it() {
     use std::os::unix::fs::PermissionsExt;
@@ -294,11 +295,13 @@ fn the_jacobi_graphs_bench_runs_rounds_with_its_anchor_and_checks_it() {
     assert_eq!(table.lines().filter(|l| l.starts_with("| ")).count(), 5);
     assert!(table.contains("target: every method at most 1.05x the sample's"));
 
-    let e = jacobi_graphs::measure(&ctx, 64, 1, Some(&script("wrong", 303)))
+    // One sweep more or fewer is the device's summation order, not a wrong solve.
+    jacobi_graphs::measure(&ctx, 64, 1, Some(&script("near", 305))).unwrap();
+    let e = jacobi_graphs::measure(&ctx, 64, 1, Some(&script("wrong", 300)))
         .unwrap_err()
         .to_string();
     assert!(
-        e.contains("the anchor's set_params: 303 sweeps, the CPU solve took 304"),
+        e.contains("the anchor's set_params: 300 sweeps, the CPU solve took 304"),
         "{e}"
     );
     assert!(ctx.races().is_empty(), "{:?}", ctx.races());
