@@ -96,6 +96,7 @@ pub fn instantiate(built: Built) -> Result<Captured> {
         plan: built.plan,
         graph: built.graph,
         updated_from: None,
+        retired: None,
         outdated: false,
         scratch_epoch: built.scratch_epoch,
     })
@@ -114,7 +115,8 @@ pub fn commit(slot: &mut Option<Captured>, built: Built) -> Result<Recaptured> {
     if verdict.is_success() {
         captured.plan = built.plan;
         captured.scratch_epoch = built.scratch_epoch;
-        captured.updated_from = Some((built.graph, built.nodes));
+        // The build this one replaces goes after the next launch is enqueued (`launched`).
+        captured.retired = captured.updated_from.replace((built.graph, built.nodes));
         captured.outdated = false;
         *slot = Some(captured);
         return Ok(Recaptured::Updated);
@@ -147,6 +149,7 @@ pub fn clone_captured(captured: &Captured) -> Result<Option<Captured>> {
         plan: captured.plan.clone(),
         graph: clone,
         updated_from: None,
+        retired: None,
         outdated: false,
         scratch_epoch: captured.scratch_epoch,
     }))

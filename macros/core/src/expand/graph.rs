@@ -142,6 +142,9 @@ pub fn graph_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                 };
                 __replay().map_err(|e| #rt::replay_error(#name_str, e))?;
                 #after_replay
+                if let ::core::option::Option::Some(::core::option::Option::Some(captured)) = self.execs.get_mut(index) {
+                    captured.launched();
+                }
                 ::core::result::Result::Ok(())
             }
         }

@@ -405,6 +405,13 @@ pub struct Captured {
     /// graph last, with its kernel nodes; `None` while `graph` is that build. What a clone
     /// copies.
     pub updated_from: Option<(crate::graph::Graph, Vec<crate::graph::KernelNode>)>,
+    /// The build a whole update replaced as `updated_from`, dropped once the next launch is
+    /// enqueued ([`Captured::launched`]): destroying a graph costs the host some
+    /// microseconds, which the replay's time on the GPU then hides (jacobiCudaGraphs'
+    /// method 1 updates before every launch). Nothing uses it: the executable graph holds
+    /// the parameters the update copied, and the launches before the update have finished
+    /// (a recapture waits for them).
+    pub retired: Option<(crate::graph::Graph, Vec<crate::graph::KernelNode>)>,
     /// Built from params that changed since (a recapture of another arrangement): never
     /// launched, only updated from a new build first.
     pub outdated: bool,
@@ -414,6 +421,14 @@ pub struct Captured {
 }
 
 impl Captured {
+    /// After a launch was enqueued: drops the build the last whole update replaced.
+    #[inline]
+    pub fn launched(&mut self) {
+        if self.retired.is_some() {
+            self.retired = None;
+        }
+    }
+
     /// Whether it may be launched (and updated in place) as it is: not outdated, and built
     /// with the scratch buffers of the pipeline's allocation count `scratch_epoch`.
     #[inline]
