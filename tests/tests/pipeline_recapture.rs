@@ -47,6 +47,7 @@ tests::on_both_backends_race_free!(
     launches_of_a_lent_instantiation_on_two_streams_run_one_after_the_other,
     a_clone_that_resizes_scratch_leaves_the_original_consistent,
     a_launch_after_a_synchronize_is_waited_for_again,
+    a_clones_recapture_waits_for_the_originals_launches,
 );
 
 /// Uploads `data` and waits, so the pipeline's streams find it there.
@@ -660,5 +661,36 @@ fn a_launch_after_a_synchronize_is_waited_for_again(ctx: &Context) -> Result<()>
     drop(graph);
     assert_eq!(read(ctx, &next)?, want);
     assert_eq!(total_host.to_vec()?[0], sum(&want));
+    Ok(())
+}
+
+/// A clone replays on the original's pipeline and params: the original's launches still in
+/// flight when it is cloned use the buffers a clone's `recapture_with` hands out, so that
+/// recapture waits for them (the clone itself launched nothing yet).
+fn a_clones_recapture_waits_for_the_originals_launches(ctx: &Context) -> Result<()> {
+    const N: usize = 4096;
+    let mut field = upload(ctx, &[1.0; N])?;
+    let mut next = upload(ctx, &[0.0; N])?;
+    let mut other = upload(ctx, &[0.0; N])?;
+    let mut pipeline = PingPong::new(ctx)?;
+    let mut graph = pipeline.capture(PingPongParams {
+        n: N as u32,
+        a: 2.0,
+        field: &mut field,
+        next: &mut next,
+    })?;
+    graph.launch()?; // next = 3, in flight
+    {
+        let mut clone = graph.clone_step()?;
+        let mut taken = None;
+        let outcome =
+            clone.recapture_with(|p| taken = Some(std::mem::replace(&mut p.next, &mut other)))?;
+        assert_eq!(outcome, Recaptured::Updated);
+        let taken = taken.expect("the closure ran");
+        // The host's at once: read on another stream, which the original's replay would race.
+        assert_eq!(read(ctx, taken)?, vec![3.0; N]);
+    }
+    drop(graph);
+    assert_eq!(read(ctx, &next)?, vec![3.0; N]);
     Ok(())
 }

@@ -88,8 +88,10 @@ pub(super) fn recapture_fns(pipeline: &Pipeline<'_>, names: &Names) -> TokenStre
         pub fn clone_step(&mut self) -> #rt::Result<#graph<'_>> {
             self.__ensure_captured()?;
             // The clone's replays use these params too, and a clone may be forgotten: the
-            // original's drop, where the params' borrow ends, then waits for them.
-            *self.in_flight.get_mut() = true;
+            // original's drop, where the params' borrow ends, then waits for them. The other
+            // way round, this graph's launches in flight use the params the clone's
+            // `recapture_with` hands out: the clone starts with them in flight.
+            let in_flight = ::core::mem::replace(self.in_flight.get_mut(), true);
             // The clone's replays are not ordered after a lent instantiation's launches.
             self.__settle_lent(true)?;
             let Self { pipeline, params, execs, swapped, lent, .. } = self;
@@ -104,7 +106,7 @@ pub(super) fn recapture_fns(pipeline: &Pipeline<'_>, names: &Names) -> TokenStre
                 // but with the params as they were then).
                 checked: ::std::vec![false; execs.len()],
                 swapped: *swapped,
-                in_flight: ::core::default::Default::default(),
+                in_flight: ::core::sync::atomic::AtomicBool::new(in_flight),
                 lent: ::std::sync::Arc::clone(lent),
             };
             clone.execs.resize_with(execs.len(), || ::core::option::Option::None);
