@@ -354,3 +354,57 @@ fn an_in_place_sum_reads_its_whole_range_first() {
         );
     }
 }
+
+gpu_pipeline! {
+    /// `HalfReceived` with a `..=` range: `recv t[0..=nx - 1]` writes the same first half of
+    /// `t`, and no more.
+    pub pipeline HalfReceivedClosed {
+        streams { main }
+        params {
+            comm: &Communicator,
+            nx: usize,
+            peer: usize,
+            x: &DeviceBuffer<f32>,
+            out: &mut PinnedBuffer<f32>,
+        }
+        scratch { t: DeviceBuffer<f32> = 2 * nx }
+        stage exchange on main {
+            send x[0..=nx - 1] to peer;
+            recv t[0..=nx - 1] from peer;
+        }
+        stage report on main { copy t -> out; }
+    }
+}
+
+/// A `..=` range counted as the whole buffer, so the copy of all of `t` ran and copied four
+/// undefined elements; it is the elements it names, and the plan refuses the copy.
+#[test]
+fn a_closed_range_received_into_part_of_a_scratch_buffer_is_refused_when_planned() {
+    let results = two_ranks(|r, comm| -> Result<()> {
+        let ctx = Context::cpu_checked();
+        let stream = Stream::new(&ctx)?;
+        let x = DeviceBuffer::from_slice(&stream, &x_of(r))?;
+        let mut out = PinnedBuffer::<f32>::zeros(&ctx, 2 * NX)?;
+        stream.synchronize()?;
+        let mut pipeline = HalfReceivedClosed::new(&ctx)?;
+        pipeline
+            .run(HalfReceivedClosedParams {
+                comm,
+                nx: NX,
+                peer: 1 - r,
+                x: &x,
+                out: &mut out,
+            })?
+            .wait()
+    });
+    for (r, result) in results.into_iter().enumerate() {
+        let message = match result {
+            Err(e) => e.to_string(),
+            Ok(()) => panic!("rank {r}: the step ran and copied undefined elements"),
+        };
+        assert!(
+            message.contains("`t`") && message.contains("4..8"),
+            "rank {r}: {message}"
+        );
+    }
+}

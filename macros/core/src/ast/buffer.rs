@@ -49,6 +49,7 @@ impl BufferRef {
                 start: b.start.as_ref(),
                 end: b.end.as_ref(),
                 span: b.span,
+                closed: false,
             }),
             last: self.last,
         }
@@ -78,6 +79,9 @@ pub struct BoundsRef<'a> {
     pub end: Option<&'a Expr>,
     /// The brackets' span.
     pub span: Span,
+    /// Written `a..=b` (a communication operand's range): `end` is `b + 1`, made by the
+    /// macro, and messages show the range as written.
+    pub closed: bool,
 }
 
 impl<'a> BufRef<'a> {
@@ -163,6 +167,7 @@ pub(super) fn bounds_ref(expr: &Expr, span: Span) -> Option<BoundsRef<'_>> {
                 start: range.start.as_deref(),
                 end: range.end.as_deref(),
                 span,
+                closed: false,
             })
         }
         _ => None,

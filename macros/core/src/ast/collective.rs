@@ -94,15 +94,26 @@ pub struct Operand {
     pub range: Option<Expr>,
     /// The brackets' span (the name's without a range).
     pub last: Span,
+    /// For a `..=` range, its end as a half-open one's (`a[0..=3]` is `a[0..4]`, and
+    /// `a[0..=nx - 1]` is `a[0..(nx - 1) + 1]`), which a reference holds.
+    pub closed_end: Option<Expr>,
 }
 
 impl Operand {
     /// The operand as a buffer reference with its range, for the checks and the step's plan
-    /// (the elements it reads or writes); `None` for the whole buffer, and for a `..=` range,
-    /// which a reference cannot hold (it then counts as the whole buffer, as before ranges
-    /// were known: ordered against every access, covering no read of a part).
+    /// (the elements it reads or writes; a `..=` range as the half-open one of the same
+    /// elements); `None` for the whole buffer.
     pub fn reference(&self) -> Option<BufRef<'_>> {
-        let range = super::buffer::bounds_ref(self.range.as_ref()?, self.last)?;
+        let range = self.range.as_ref()?;
+        let range = match (super::ungroup_expr(range), &self.closed_end) {
+            (Expr::Range(closed), Some(end)) => super::buffer::BoundsRef {
+                start: closed.start.as_deref(),
+                end: Some(end),
+                span: self.last,
+                closed: true,
+            },
+            _ => super::buffer::bounds_ref(range, self.last)?,
+        };
         Some(BufRef {
             name: &self.name,
             index: None,
@@ -110,6 +121,28 @@ impl Operand {
             last: self.last,
         })
     }
+}
+
+/// The end of the half-open range of the elements `a..=end` names: `end + 1`, a literal where
+/// `end` is a constant, spanned on `end`.
+fn closed_end(range: &Expr) -> Option<Expr> {
+    let Expr::Range(range) = super::ungroup_expr(range) else {
+        return None;
+    };
+    if !matches!(range.limits, syn::RangeLimits::Closed(_)) {
+        return None;
+    }
+    let end = range.end.as_deref()?;
+    let span = syn::spanned::Spanned::span(end);
+    Some(
+        match crate::constant::value(end).and_then(|v| v.checked_add(1)) {
+            Some(value) if value >= 0 => {
+                let literal = syn::LitInt::new(&value.to_string(), span);
+                syn::parse_quote_spanned!(span=> #literal)
+            }
+            _ => syn::parse_quote_spanned!(span=> (#end) + 1),
+        },
+    )
 }
 
 impl Parse for Operand {
@@ -123,7 +156,13 @@ impl Parse for Operand {
         } else {
             None
         };
-        Ok(Operand { name, range, last })
+        let closed_end = range.as_ref().and_then(closed_end);
+        Ok(Operand {
+            name,
+            range,
+            last,
+            closed_end,
+        })
     }
 }
 

@@ -417,12 +417,18 @@ fn subscript(cx: &Ctxt, decl: &BufferDecl<'_>, reference: &BufRef<'_>) {
         range.end.and_then(constant::value),
     ) && start > end
     {
-        cx.error_at(
-            range.span,
+        let message = if range.closed {
+            // `end` is the macro's `b + 1` of the `a..=b` written.
+            let last = end - 1;
+            format!(
+                "`{name}[{start}..={last}]` ends before it starts; write `{name}[{last}..={start}]`"
+            )
+        } else {
             format!(
                 "`{name}[{start}..{end}]` ends before it starts; write `{name}[{end}..{start}]`"
-            ),
-        );
+            )
+        };
+        cx.error_at(range.span, message);
     }
 }
 

@@ -801,6 +801,12 @@ fn an_inverted_communication_range_is_reported_once() {
         "`a[4..2]` ends before it starts; write `a[2..4]`",
         "a[4..2]",
     );
+    // A `..=` range is shown as written.
+    assert_error(
+        &comm("stage x on s1 { send a[4..=1] to peer; recv b[0..2] from peer; }"),
+        "`a[4..=1]` ends before it starts; write `a[1..=4]`",
+        "[4..=1]",
+    );
 }
 
 /// An in-place `all_reduce` or `broadcast` reads every element of its operand before it writes
@@ -825,5 +831,36 @@ fn an_in_place_collective_of_a_partly_written_scratch_buffer_is_refused() {
     }
     lower_ok(&comm(
         "scratch { t: DeviceBuffer<f32> = 8 } stage x on s1 { copy c[0..4] -> t[0..4]; all_reduce(sum) t[0..4]; }",
+    ));
+}
+
+/// A `..=` range of a communication operand is the elements it names, as a half-open one is:
+/// `recv t[0..=3]` writes four elements of an 8-element scratch `t` (it counted as a write of
+/// all of `t`, so a copy of all of it compiled and copied four undefined elements), and a
+/// stage on another stream that touches other elements runs beside it.
+#[test]
+fn closed_communication_ranges_are_their_elements() {
+    let scratch = |items: &str| comm(&format!("scratch {{ t: DeviceBuffer<f32> = 8 }} {items}"));
+    assert_error(
+        &scratch("stage x on s1 { recv t[0..=3] from peer; copy t -> h[0..8]; }"),
+        "`t` is read in stage `x`, but the writes of `t` before it (`t[0..4]`) cover only part of it, not elements 4..8, so the read finds undefined contents; write them first (`fill t[4..8] = 0.0;`, or a kernel that writes them)",
+        "t",
+    );
+    assert_error(
+        &scratch("stage x on s1 { fill t[0..4] = 0.0; send t[1..=4] to peer; }"),
+        "`t[1..5]` is read in stage `x`, but the writes of `t` before it (`t[0..4]`) cover only part of it, not elements 4..5, so the read finds undefined contents; write them first (`fill t[4..5] = 0.0;`, or a kernel that writes them)",
+        "[1..=4]",
+    );
+    for items in [
+        "stage x on s1 { recv t[0..=3] from peer; fill t[4..8] = 0.0; copy t -> h[0..8]; }",
+        "stage x on s1 { recv t[..=7] from peer; copy t -> h[0..8]; }",
+        "stage x on s1 { recv t[0..=nx - 1] from peer; fill t[nx..8] = 0.0; copy t -> h[0..8]; }",
+    ] {
+        lower_ok(&scratch(items));
+    }
+    lower_ok(&comm(
+        "stage x on s1 { send a[0..=3] to peer; }
+         stage y on s2 { launch k::touch(a[4..8]) grid 1 block 1; }
+         concurrent(x, y);",
     ));
 }
