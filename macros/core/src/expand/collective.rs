@@ -7,6 +7,7 @@ use proc_macro2::{Span, TokenStream};
 use quote::{quote, quote_spanned};
 use syn::Ident;
 
+use super::instance::ref_slots;
 use super::names::rt;
 use crate::ast::{Comm, CommOp, Operand};
 use crate::lower::{Pipeline, Stage, StatementKind};
@@ -24,8 +25,9 @@ pub fn stage_statements(
     wrap: impl Fn(TokenStream) -> TokenStream,
 ) -> Vec<TokenStream> {
     let mut out = Vec::new();
-    let mut run: Vec<&Comm> = Vec::new();
+    let mut run: Vec<(&Comm, &[Option<usize>])> = Vec::new();
     let mut communicator = None;
+    let slots = ref_slots(stage);
     for (index, statement) in stage.statements.iter().enumerate() {
         match &statement.kind {
             StatementKind::Comm {
@@ -34,7 +36,7 @@ pub fn stage_statements(
                 ..
             } => {
                 communicator = Some(pipeline.buffers[id.0].ident);
-                run.push(source);
+                run.push((source, &slots[index]));
             }
             kind => {
                 if let Some(comm) = communicator.filter(|_| !run.is_empty()) {
@@ -57,10 +59,10 @@ fn group(
     pipeline: &Pipeline<'_>,
     stage: &Stage<'_>,
     communicator: &Ident,
-    run: &[&Comm],
+    run: &[(&Comm, &[Option<usize>])],
 ) -> TokenStream {
     let rt = rt();
-    let statements = run.iter().map(|comm| statement(comm));
+    let statements = run.iter().map(|(comm, slots)| statement(comm, slots));
     let (pipeline_name, stage_name) = (&pipeline.name, &stage.name);
     quote! {
         {
@@ -72,17 +74,27 @@ fn group(
     }
 }
 
-/// `BUF` or `BUF[RANGE]` as the buffer and range arguments of a `CommStage` method.
-fn operand(operand: &Operand, write: bool) -> (TokenStream, TokenStream) {
+/// `BUF` or `BUF[RANGE]` as the buffer and range arguments of a `CommStage` method. A range
+/// the step's plan resolved (`slot`, its reference among the stage instance's `__refs`) is
+/// taken from there, not evaluated again: the statement touches the elements the plan ordered
+/// against the other stages (a range expression may give another value a second time); one
+/// the plan counts as the whole buffer (a range computed from the communicator) is evaluated
+/// here.
+fn operand(operand: &Operand, write: bool, slot: Option<usize>) -> (TokenStream, TokenStream) {
     let name = &operand.name;
     let buffer = if write {
         quote_spanned!(name.span()=> &mut *#name)
     } else {
         quote_spanned!(name.span()=> &*#name)
     };
-    let range = match &operand.range {
-        Some(range) => quote!(#range),
-        None => quote!(..),
+    let rt = rt();
+    let range = match (&operand.range, slot) {
+        (Some(_), Some(slot)) => quote!({
+            let __r: #rt::Ref = __refs[#slot];
+            __r.start..__r.end
+        }),
+        (Some(range), None) => quote!(#range),
+        (None, _) => quote!(..),
     };
     (buffer, range)
 }
@@ -98,9 +110,18 @@ fn reduce_op(op: &Ident) -> TokenStream {
     quote!(#rt::ReduceOp::#variant)
 }
 
-/// One statement, as a call on `__group` spanned on its keyword.
-fn statement(comm: &Comm) -> TokenStream {
+/// One statement, as a call on `__group` spanned on its keyword; `slots` are its accesses'
+/// resolved references (its operands in the order written, then the communicator).
+fn statement(comm: &Comm, slots: &[Option<usize>]) -> TokenStream {
     let span: Span = comm.keyword;
+    let operands = comm.operands();
+    let slot_of = |operand: &Operand| {
+        let at = operands
+            .iter()
+            .position(|(candidate, _)| std::ptr::eq(*candidate, operand))?;
+        slots.get(at).copied().flatten()
+    };
+    let operand = |operand: &Operand, write: bool| self::operand(operand, write, slot_of(operand));
     match &comm.op {
         CommOp::Send { data, peer } => {
             let (buffer, range) = operand(data, false);
