@@ -33,6 +33,7 @@ pub fn check(cx: &Ctxt, scope: &Scope<'_>) {
             if let Statement::Comm(comm) = statement {
                 self::statement(cx, scope, comm);
                 expressions(cx, scope, comm);
+                scratch_written_over_the_communicator(cx, scope, comm);
                 root_is_one_rank(cx, comm);
                 both_sides_one_length(cx, scope, comm);
             }
@@ -761,6 +762,75 @@ fn expressions(cx: &Ctxt, scope: &Scope<'_>, comm: &Comm) {
             );
         }
     }
+}
+
+/// Rule: a communication statement does not write a range of a scratch buffer computed from
+/// the communicator (`recv t[0..comm.size()]`). The step's plan is computed from scalar params,
+/// so such a range counts as the whole buffer (`Scope::comm_operand_ref`): for ordering that
+/// is the safe side, but as a write it would count every element of `t` as written, and a
+/// later read of elements it did not write would find undefined contents unrefused. The
+/// error, on the communicator, says to pass its size (or rank) as a scalar param.
+fn scratch_written_over_the_communicator(cx: &Ctxt, scope: &Scope<'_>, comm: &Comm) {
+    let word = comm.word();
+    for (operand, writes) in comm.operands() {
+        let Some(range) = &operand.range else {
+            continue;
+        };
+        let Some(id) = scope.buffer(&operand.name) else {
+            continue;
+        };
+        if !writes || !scope.buffers[id].scratch {
+            continue;
+        }
+        let communicator = mentions(range).into_iter().find(|mention| {
+            mention.use_ != Use::Length
+                && scope
+                    .buffer(&mention.ident)
+                    .is_some_and(|b| scope.buffers[b].is_communicator())
+        });
+        let Some(mention) = communicator else {
+            continue;
+        };
+        let name = &mention.ident;
+        let method = if communicator_methods(range, name)
+            .iter()
+            .any(|m| m == "rank")
+        {
+            "rank"
+        } else {
+            "size"
+        };
+        let scratch = &operand.name;
+        let param = if method == "rank" { "rank" } else { "ranks" };
+        cx.error_spanned_by(
+            name,
+            format!(
+                "`{name}` is the communicator, used in the range `{word}` writes of scratch buffer `{scratch}`: the step checks that each element of a scratch buffer is written before anything reads it, from ranges computed from scalar params, and this one would count as all of `{scratch}`; pass the communicator's {method} as a scalar param (`{param}: usize`, set from `{name}.{method}()`) and use that"
+            ),
+        );
+    }
+}
+
+/// The names of the methods `expr` calls on `receiver` (`size` in `comm.size() * nx`).
+fn communicator_methods(expr: &Expr, receiver: &Ident) -> Vec<String> {
+    struct Calls<'r> {
+        receiver: &'r Ident,
+        found: Vec<String>,
+    }
+    impl<'ast> syn::visit::Visit<'ast> for Calls<'_> {
+        fn visit_expr_method_call(&mut self, call: &'ast syn::ExprMethodCall) {
+            if ast::bare_ident(&call.receiver) == Some(self.receiver) {
+                self.found.push(call.method.to_string());
+            }
+            syn::visit::visit_expr_method_call(self, call);
+        }
+    }
+    let mut calls = Calls {
+        receiver,
+        found: Vec::new(),
+    };
+    syn::visit::Visit::visit_expr(&mut calls, expr);
+    calls.found
 }
 
 /// The error on a `recv` whose length, `taken`, no `send` of its group carries (`carried`:

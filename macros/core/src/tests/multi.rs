@@ -864,3 +864,46 @@ fn closed_communication_ranges_are_their_elements() {
          concurrent(x, y);",
     ));
 }
+
+/// A range computed from the communicator counts as the whole buffer (the step's shape is
+/// computed from scalar params): a communication write of such a range into a scratch buffer
+/// counted as writing all of it, so `recv t[0..comm.size()]` then a copy of all of an
+/// 8-element `t` compiled, passed the plan and copied six undefined elements on two ranks. It
+/// is refused on the communicator, with the scalar param to use instead; reads of such a
+/// range, and writes into params, keep counting as the whole buffer.
+#[test]
+fn a_communication_write_into_scratch_over_the_communicators_size_is_refused() {
+    let scratch = |items: &str| comm(&format!("scratch {{ t: DeviceBuffer<f32> = 8 }} {items}"));
+    let message = |word: &str, method: &str| {
+        let param = if method == "rank" { "rank" } else { "ranks" };
+        format!(
+            "`comm` is the communicator, used in the range `{word}` writes of scratch buffer `t`: the step checks that each element of a scratch buffer is written before anything reads it, from ranges computed from scalar params, and this one would count as all of `t`; pass the communicator's {method} as a scalar param (`{param}: usize`, set from `comm.{method}()`) and use that"
+        )
+    };
+    for (items, word, method) in [
+        (
+            "stage x on s1 { send a[0..comm.size()] to peer; recv t[0..comm.size()] from peer; copy t -> h[0..8]; }",
+            "recv",
+            "size",
+        ),
+        (
+            "stage x on s1 { all_gather a[0..2] -> t[0..2 * comm.size()]; }",
+            "all_gather",
+            "size",
+        ),
+        (
+            "stage x on s1 { fill t = 0.0; all_reduce(sum) t[comm.rank()..comm.rank() + 1]; }",
+            "all_reduce",
+            "rank",
+        ),
+    ] {
+        assert_error(&scratch(items), &message(word, method), "comm");
+    }
+    for items in [
+        "stage x on s1 { fill t = 0.0; send t[0..comm.size()] to peer; recv a[0..comm.size()] from peer; }",
+        "stage x on s1 { all_gather c[0..2] -> a[0..2 * comm.size()]; }",
+        "stage x on s1 { send c[0..nx] to peer; recv t[0..nx] from peer; }",
+    ] {
+        lower_ok(&scratch(items));
+    }
+}
