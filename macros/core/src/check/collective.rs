@@ -615,12 +615,28 @@ fn same_element(
 ) {
     if src.name == dst.name {
         let name = &dst.name;
-        let hint = match word {
-            "all_reduce" | "broadcast" => format!(
-                "for the in-place form write one operand, e.g. `{word}{} {name}`",
-                if word == "all_reduce" { "(sum)" } else { "" }
+        let range = |operand: &ast::Operand| {
+            operand
+                .range
+                .as_ref()
+                .map(|r| format!("[{}]", crate::ast::tokens_string(r)))
+        };
+        let (from, to) = (range(src), range(dst));
+        let in_place = matches!(word, "all_reduce" | "broadcast") && from == to;
+        let hint = match (&from, &to) {
+            _ if in_place => format!(
+                "for the in-place form write one operand, e.g. `{word}{} {name}{}`",
+                if word == "all_reduce" { "(sum)" } else { "" },
+                from.as_deref().unwrap_or("")
             ),
-            _ => "use two different buffers".to_owned(),
+            // Two ranges of one buffer: the collective is given its two sides as two buffers.
+            (Some(_), Some(_)) | (Some(_), None) | (None, Some(_)) => format!(
+                "a collective takes its two sides as two buffers, so one buffer cannot be both, \
+                 even in ranges that do not overlap; {word} into a buffer of its own (a scratch \
+                 buffer) and `copy` that into `{name}{}`",
+                to.as_deref().unwrap_or("")
+            ),
+            (None, None) => "use two different buffers".to_owned(),
         };
         cx.error_spanned_by(
             name,

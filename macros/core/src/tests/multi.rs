@@ -907,3 +907,33 @@ fn a_communication_write_into_scratch_over_the_communicators_size_is_refused() {
         lower_ok(&scratch(items));
     }
 }
+
+/// One buffer on both sides of a collective: the in-place form where the two sides are one
+/// range, otherwise a buffer of its own for one side (the collective takes two buffers).
+#[test]
+fn one_buffer_on_both_sides_of_a_collective_says_what_to_write() {
+    for (statement, message) in [
+        (
+            "all_reduce(sum) a -> a;",
+            "`all_reduce` reads and writes `a` at once; for the in-place form write one operand, e.g. `all_reduce(sum) a`",
+        ),
+        (
+            "broadcast a[0..4] -> a[0..4] from 0;",
+            "`broadcast` reads and writes `a` at once; for the in-place form write one operand, e.g. `broadcast a[0..4]`",
+        ),
+        (
+            "all_reduce(sum) a[0..nx] -> a[nx..2 * nx];",
+            "`all_reduce` reads and writes `a` at once; a collective takes its two sides as two buffers, so one buffer cannot be both, even in ranges that do not overlap; all_reduce into a buffer of its own (a scratch buffer) and `copy` that into `a[nx..2 * nx]`",
+        ),
+        (
+            "all_gather a[0..4] -> a[4..12];",
+            "`all_gather` reads and writes `a` at once; a collective takes its two sides as two buffers, so one buffer cannot be both, even in ranges that do not overlap; all_gather into a buffer of its own (a scratch buffer) and `copy` that into `a[4..12]`",
+        ),
+    ] {
+        let messages = errors(&comm(&format!("stage x on s1 {{ {statement} }}")));
+        assert!(
+            messages.iter().any(|m| m == message),
+            "{statement}: {messages:#?}"
+        );
+    }
+}
