@@ -8,6 +8,7 @@
 mod accesses;
 mod bounds;
 mod checks;
+mod comm_ranges;
 mod conditionals;
 mod control;
 mod dot;
