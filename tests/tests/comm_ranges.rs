@@ -408,3 +408,48 @@ fn a_closed_range_received_into_part_of_a_scratch_buffer_is_refused_when_planned
         );
     }
 }
+
+gpu_pipeline! {
+    /// Exchanges `x[0..=hi]` into `t[0..=hi]`: `hi` may be any `usize`.
+    pub pipeline ClosedExchange {
+        streams { main }
+        params {
+            comm: &Communicator,
+            hi: usize,
+            peer: usize,
+            x: &DeviceBuffer<f32>,
+            t: &mut DeviceBuffer<f32>,
+        }
+        stage exchange on main {
+            send x[0..=hi] to peer;
+            recv t[0..=hi] from peer;
+        }
+    }
+}
+
+#[test]
+fn a_closed_range_ending_at_the_largest_usize_is_refused_not_overflowed() {
+    let results = two_ranks(|r, comm| -> Result<()> {
+        let ctx = Context::cpu_checked();
+        let stream = Stream::new(&ctx)?;
+        let x = DeviceBuffer::from_slice(&stream, &x_of(r))?;
+        let mut t = DeviceBuffer::<f32>::zeros(&stream, NX)?;
+        stream.synchronize()?;
+        let mut pipeline = ClosedExchange::new(&ctx)?;
+        pipeline
+            .run(ClosedExchangeParams {
+                comm,
+                hi: usize::MAX,
+                peer: 1 - r,
+                x: &x,
+                t: &mut t,
+            })?
+            .wait()
+    });
+    for (r, result) in results.into_iter().enumerate() {
+        let message = result
+            .expect_err("elements 0..=usize::MAX of a 4-element buffer")
+            .to_string();
+        assert!(message.contains("which holds 4"), "rank {r}: {message}");
+    }
+}

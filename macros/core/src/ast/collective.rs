@@ -95,7 +95,7 @@ pub struct Operand {
     /// The brackets' span (the name's without a range).
     pub last: Span,
     /// For a `..=` range, its end as a half-open one's (`a[0..=3]` is `a[0..4]`, and
-    /// `a[0..=nx - 1]` is `a[0..(nx - 1) + 1]`), which a reference holds.
+    /// `a[0..=nx - 1]` ends at `nx - 1 + 1`, saturating), which a reference holds.
     pub closed_end: Option<Expr>,
 }
 
@@ -123,8 +123,8 @@ impl Operand {
     }
 }
 
-/// The end of the half-open range of the elements `a..=end` names: `end + 1`, a literal where
-/// `end` is a constant, spanned on `end`.
+/// The end of the half-open range of the elements `a..=end` names: `end + 1` (saturating), a
+/// literal where `end` is a constant, spanned on `end`.
 fn closed_end(range: &Expr) -> Option<Expr> {
     let Expr::Range(range) = super::ungroup_expr(range) else {
         return None;
@@ -140,7 +140,11 @@ fn closed_end(range: &Expr) -> Option<Expr> {
                 let literal = syn::LitInt::new(&value.to_string(), span);
                 syn::parse_quote_spanned!(span=> #literal)
             }
-            _ => syn::parse_quote_spanned!(span=> (#end) + 1),
+            // Saturating: an end of `usize::MAX` is then past any buffer's length, which the
+            // step refuses with its range error, instead of overflowing.
+            _ => {
+                syn::parse_quote_spanned!(span=> ::core::primitive::usize::saturating_add(#end, 1))
+            }
         },
     )
 }
