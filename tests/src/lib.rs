@@ -11,6 +11,7 @@
 use std::ffi::c_uint;
 
 pub mod condition_kernels;
+pub mod cpu_ranks;
 pub mod device_ring;
 pub mod faulty;
 pub mod mismatch;

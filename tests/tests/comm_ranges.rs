@@ -4,8 +4,6 @@
 //! waits for the other); and a stage on another stream that touches other elements of a buffer
 //! a `send` reads runs beside it, with no race.
 
-use std::time::Duration;
-
 use gpu_pipeline::{
     Communicator, Context, DeviceBuffer, PinnedBuffer, Result, Stream, gpu_pipeline,
 };
@@ -75,18 +73,7 @@ gpu_pipeline! {
 
 /// Runs `rank` on two CPU ranks and returns what each returned, in rank order.
 fn two_ranks<T: Send>(rank: impl Fn(usize, &Communicator) -> T + Sync) -> Vec<T> {
-    let comms = Communicator::cpu_ranks_with_timeout(2, Duration::from_secs(10)).unwrap();
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = comms
-            .into_iter()
-            .enumerate()
-            .map(|(r, comm)| {
-                let rank = &rank;
-                scope.spawn(move || rank(r, &comm))
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    })
+    tests::cpu_ranks::on_cpu_ranks(2, rank)
 }
 
 const NX: usize = 4;
