@@ -538,12 +538,19 @@ impl<'a> Scope<'a> {
     /// shape, computed from scalar params, may not.
     pub fn comm_operand_ref(&self, operand: &'a ast::Operand) -> Option<BufRef<'a>> {
         let reference = operand.reference()?;
-        let names_a_buffer = reference.subscript_exprs().into_iter().any(|expr| {
-            ast::mentions(expr).iter().any(|mention| {
-                mention.use_ != ast::Use::Length && self.buffer(&mention.ident).is_some()
-            })
-        });
+        let names_a_buffer = reference
+            .subscript_exprs()
+            .into_iter()
+            .any(|expr| self.buffer_named_in(expr).is_some());
         (!names_a_buffer).then_some(reference)
+    }
+
+    /// The first buffer (the communicator included) `expr` names other than as its length
+    /// (`comm` in `0..comm.size()`, not `x` in `0..x.len()`).
+    pub fn buffer_named_in(&self, expr: &Expr) -> Option<ast::Mention> {
+        ast::mentions(expr).into_iter().find(|mention| {
+            mention.use_ != ast::Use::Length && self.buffer(&mention.ident).is_some()
+        })
     }
 
     /// Names of every buffer.

@@ -629,14 +629,14 @@ fn same_element(
                 if word == "all_reduce" { "(sum)" } else { "" },
                 from.as_deref().unwrap_or("")
             ),
+            (None, None) => "use two different buffers".to_owned(),
             // Two ranges of one buffer: the collective is given its two sides as two buffers.
-            (Some(_), Some(_)) | (Some(_), None) | (None, Some(_)) => format!(
+            _ => format!(
                 "a collective takes its two sides as two buffers, so one buffer cannot be both, \
                  even in ranges that do not overlap; {word} into a buffer of its own (a scratch \
                  buffer) and `copy` that into `{name}{}`",
                 to.as_deref().unwrap_or("")
             ),
-            (None, None) => "use two different buffers".to_owned(),
         };
         cx.error_spanned_by(
             name,
@@ -798,26 +798,24 @@ fn scratch_written_over_the_communicator(cx: &Ctxt, scope: &Scope<'_>, comm: &Co
         if !writes || !scope.buffers[id].scratch {
             continue;
         }
-        let communicator = mentions(range).into_iter().find(|mention| {
-            mention.use_ != Use::Length
-                && scope
-                    .buffer(&mention.ident)
-                    .is_some_and(|b| scope.buffers[b].is_communicator())
-        });
-        let Some(mention) = communicator else {
+        // Another buffer named in a range is refused by `expressions`.
+        let Some(mention) = scope.buffer_named_in(range).filter(|mention| {
+            scope
+                .buffer(&mention.ident)
+                .is_some_and(|b| scope.buffers[b].is_communicator())
+        }) else {
             continue;
         };
         let name = &mention.ident;
-        let method = if communicator_methods(range, name)
+        let (method, param) = if communicator_methods(range, name)
             .iter()
             .any(|m| m == "rank")
         {
-            "rank"
+            ("rank", "rank")
         } else {
-            "size"
+            ("size", "ranks")
         };
         let scratch = &operand.name;
-        let param = if method == "rank" { "rank" } else { "ranks" };
         cx.error_spanned_by(
             name,
             format!(

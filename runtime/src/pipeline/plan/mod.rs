@@ -424,9 +424,7 @@ impl Captured {
     /// After a launch was enqueued: drops the build the last whole update replaced.
     #[inline]
     pub fn launched(&mut self) {
-        if self.retired.is_some() {
-            self.retired = None;
-        }
+        self.retired = None;
     }
 
     /// Whether it may be launched (and updated in place) as it is: not outdated, and built
