@@ -307,3 +307,158 @@ fn the_jacobi_graphs_bench_runs_rounds_with_its_anchor_and_checks_it() {
     assert!(ctx.races().is_empty(), "{:?}", ctx.races());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[allow(
+    dead_code,
+    reason = "the bench's timing and printing code, which only its own `main` uses"
+)]
+#[path = "../benches/simple_graphs.rs"]
+mod simple_graphs;
+
+#[test]
+fn the_simple_graphs_ports_sum_as_the_cpu_does_and_race_free() {
+    match simple_graphs::check_host() {
+        // The sample's graph: seven nodes, six edges, by either method.
+        Ok(graphs) => assert_eq!(graphs, [("manual", 7, 6), ("stream_capture", 7, 6)]),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+#[test]
+fn the_simple_graphs_bench_reads_the_anchors_lines() {
+    let out = "manual 7 6 20.5 19.25 1.5\nstream_capture 7 6 21 19.5 1.5\n";
+    let lines = simple_graphs::parse_anchor(out).unwrap();
+    assert_eq!(
+        lines.map(|l| (l.nodes, l.callbacks, l.total_ms, l.replay_ms, l.sum)),
+        [(7, 6, 20.5, 19.25, 1.5), (7, 6, 21.0, 19.5, 1.5)]
+    );
+    let refused = |text: &str, says: &str| {
+        let e = simple_graphs::parse_anchor(text).unwrap_err().to_string();
+        assert!(e.contains(says), "{e:?} should say {says:?}");
+    };
+    refused("", "no line for manual");
+    refused(
+        &out.replace("stream_capture 7 6 21 19.5 1.5\n", ""),
+        "no line for stream_capture",
+    );
+    refused(&format!("{out}manual 7 6 1 1 1\n"), "manual twice");
+    refused(
+        &out.replace("stream_capture", "capture"),
+        "unknown method `capture`",
+    );
+    refused(&out.replace("20.5", "nan"), "no time");
+    refused(&out.replace("19.25", "0"), "no time");
+    refused(&out.replace("manual 7", "manual seven"), "no node count");
+    refused(&out.replace("7 6 21", "7 -6 21"), "no callback count");
+    refused(&out.replace("19.5 1.5", "19.5 sum"), "no sum");
+    refused(
+        &out.replace("20.5", "20.5 ms"),
+        "not `method nodes callbacks total_ms replay_ms sum`",
+    );
+}
+
+#[test]
+fn the_simple_graphs_bench_takes_its_arguments() {
+    let parse = |args: &[&str]| simple_graphs::parse_args(args.iter().map(|a| a.to_string()));
+    let options = parse(&[
+        "--size",
+        "4096",
+        "--launches",
+        "10",
+        "--rounds",
+        "3",
+        "--bench",
+    ])
+    .unwrap();
+    assert_eq!(
+        (
+            options.size,
+            options.launches,
+            options.rounds,
+            options.check_host
+        ),
+        (4096, 10, 3, false)
+    );
+    assert!(parse(&["--check-host"]).unwrap().check_host);
+    let defaults = parse(&[]).unwrap();
+    assert_eq!((defaults.size, defaults.launches), (1 << 24, 3));
+    for (args, says) in [
+        (&["--size", "0"][..], "positive whole number, not `0`"),
+        (
+            &["--size", "268435457"][..],
+            "at most 268435456 floats, not 268435457",
+        ),
+        (&["--launches", "x"][..], "positive whole number, not `x`"),
+        (&["--rounds"][..], "--rounds needs a number"),
+        (&["--fast"][..], "unknown argument `--fast`"),
+    ] {
+        let e = parse(args).unwrap_err();
+        assert!(e.contains(says), "{e:?} should say {says:?}");
+    }
+}
+
+/// Rounds alternate with the anchor (a stand-in script here) whose times fill its columns; an
+/// anchor whose host node ran too few times, or saw another sum than the CPU's, is an error
+/// naming it.
+#[test]
+fn the_simple_graphs_bench_runs_rounds_with_its_anchor_and_checks_it() {
+    use std::os::unix::fs::PermissionsExt;
+
+    const SIZE: usize = 4096;
+    let dir = std::env::temp_dir().join(format!("simple-graphs-anchor-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = |name: &str, callbacks: usize, sum: f64| {
+        let path = dir.join(name);
+        let body = format!(
+            "#!/bin/sh\ntest \"$1\" = {SIZE} && test \"$2\" = 3 || exit 3\n\
+             for m in manual stream_capture; do echo \"$m 7 {callbacks} 2.0 1.5 {sum:e}\"; done\n"
+        );
+        std::fs::write(&path, body).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    };
+    let sum = simple_graphs::reference(SIZE);
+    let ctx = gpu_pipeline::Context::cpu_checked();
+    let times = simple_graphs::measure(&ctx, SIZE, 3, 2, Some(&script("good", 6, sum))).unwrap();
+    for (t, method) in times.iter().zip(simple_graphs::METHODS) {
+        assert_eq!(t.method, method);
+        assert_eq!((t.nodes, t.edges), ((7, Some(7)), 6));
+        assert_eq!((t.ours.len(), &t.anchor[..]), (2, &[2.0, 2.0][..]));
+        assert_eq!(&t.anchor_replay[..], &[1.5, 1.5][..]);
+        assert!(t.ours_replay.iter().zip(&t.ours).all(|(r, o)| r <= o));
+    }
+    let table = simple_graphs::table(&times, 3);
+    assert!(
+        table.starts_with("| method | nodes (ours/anchor) | ours median ms |"),
+        "{table}"
+    );
+    assert_eq!(table.lines().filter(|l| l.starts_with("| ")).count(), 4);
+    assert!(table.contains("| manual | 7/7 |"), "{table}");
+    assert!(table.contains("worst ours/anchor per call"));
+
+    let e = simple_graphs::measure(&ctx, SIZE, 3, 1, Some(&script("few", 5, sum)))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("the anchor's manual: the host node ran 5 times, not 6"),
+        "{e}"
+    );
+    let e = simple_graphs::measure(&ctx, SIZE, 3, 1, Some(&script("wrong", 6, sum * 1.01)))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("the anchor's manual: the host node saw the sum"),
+        "{e}"
+    );
+
+    // Without an anchor: our columns only.
+    let times = simple_graphs::measure(&ctx, SIZE, 1, 1, None).unwrap();
+    let table = simple_graphs::table(&times, 1);
+    assert!(
+        table.starts_with("| method | nodes | ours median ms |"),
+        "{table}"
+    );
+    assert!(!table.contains("worst"));
+    assert!(ctx.races().is_empty(), "{:?}", ctx.races());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
