@@ -4,7 +4,7 @@
 //! each read at once on another stream, where a replay or host write still in flight would
 //! race (the checked CPU backend reports it) or leave a wrong value.
 
-use gpu_pipeline::{Context, DeviceBuffer, Result, Stream, gpu_pipeline};
+use gpu_pipeline::{CaptureMode, Context, DeviceBuffer, Result, Stream, gpu_pipeline};
 
 /// The CPU implementations of `tests/kernels/language.cu`, the same arithmetic.
 mod cpu {
@@ -30,6 +30,7 @@ tests::on_both_backends_race_free!(
     a_rebuilding_setter_after_a_synchronize_and_a_launch_waits_for_it,
     a_launch_of_another_kind_after_a_synchronize_is_waited_for,
     a_clone_of_a_synchronized_graph_waits_for_its_own_launches_only,
+    a_lent_launch_whose_wait_failed_is_waited_for_by_the_next_recapture,
 );
 
 const N: usize = 2048;
@@ -295,5 +296,39 @@ fn a_clone_of_a_synchronized_graph_waits_for_its_own_launches_only(ctx: &Context
     assert_eq!(read(ctx, taken.expect("the closure ran"))?, vec![3.0; N]);
     drop(graph);
     assert_eq!(read(ctx, &other)?, vec![1.0; N]);
+    Ok(())
+}
+
+/// Found by the red team: a wait for a lent instantiation's launches that fails (here the
+/// caller's stream, where they are queued, begins a capture, so the context cannot be
+/// synchronized) must leave them marked as possibly running. The flag used to be cleared
+/// before the wait, so the next `recapture_with` handed out `next` while they ran.
+fn a_lent_launch_whose_wait_failed_is_waited_for_by_the_next_recapture(
+    ctx: &Context,
+) -> Result<()> {
+    let [mut field, mut next, mut bias] = buffers(ctx)?;
+    let mut spare = upload(ctx, &[0.0; N])?;
+    let user = Stream::non_blocking(ctx)?;
+    let mut pipeline = Waits::new(ctx)?;
+    let mut graph = pipeline.capture(WaitsParams {
+        n: N as u32,
+        a: 2.0,
+        v: 0.0,
+        field: &mut field,
+        next: &mut next,
+        bias: &mut bias,
+    })?;
+    graph.launch_forward()?;
+    graph.synchronize()?;
+    graph.set_a(3.0)?;
+    graph.exec().expect("captured").launch(&user)?; // next = 4, on the caller's stream
+    user.begin_capture(CaptureMode::ThreadLocal)?;
+    // The context's wait fails during the capture (the CPU backend refuses it), and this
+    // recapture with it.
+    let _ = graph.recapture_with(|_| {});
+    let _ = user.end_capture();
+    let mut taken = None;
+    let _ = graph.recapture_with(|p| taken = Some(std::mem::replace(&mut p.next, &mut spare)))?;
+    assert_eq!(read(ctx, taken.expect("the closure ran"))?, vec![4.0; N]);
     Ok(())
 }
