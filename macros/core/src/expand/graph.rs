@@ -388,20 +388,20 @@ pub fn graph_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
 
             /// After [`exec`](Self::exec) lent an instantiation: waits for the context, where
             /// its launches went. `clear` from `&mut self`, where no lent reference is left
-            /// (a new one sets the flag again).
+            /// (a new one sets the flag again); only once every wait succeeded: a wait that
+            /// failed (a capture on another stream refuses a context synchronize) may have
+            /// left a lent launch running, so the next call waits again.
             fn __settle_lent(&self, clear: bool) -> #rt::Result<()> {
                 use ::core::sync::atomic::Ordering;
-                let lent = if clear {
-                    self.lent.load(Ordering::Relaxed) && self.lent.swap(false, Ordering::Relaxed)
-                } else {
-                    self.lent.load(Ordering::Relaxed)
-                };
-                if lent {
+                if self.lent.load(Ordering::Relaxed) {
                     // Every device's: a lent instantiation of a step over several devices
                     // runs on each of them, wherever it was launched.
                     self.pipeline.__ctx.synchronize().map_err(|e| #rt::step_error(#name_str, e))?;
                     for __lane in self.pipeline.__lanes.iter().flatten() {
                         __lane.context().synchronize().map_err(|e| #rt::step_error(#name_str, e))?;
+                    }
+                    if clear {
+                        self.lent.store(false, Ordering::Relaxed);
                     }
                 }
                 ::core::result::Result::Ok(())
