@@ -278,11 +278,24 @@ fn duplicates<'a>(
 }
 
 /// Each stream gets a marker type named after the pipeline and the stream in camel case; two
-/// different stream names must not produce the same marker (`copy_in` and `copyIn`).
+/// different stream names must not produce the same marker (`copy_in` and `copyIn`), nor one
+/// that the macro gives a type of its own (stream `graph` of pipeline `Step` and `StepGraph`).
 fn stream_markers(cx: &Ctxt, scope: &Scope<'_>) {
+    let pipeline = &scope.input.name;
     let mut markers: HashMap<String, &Ident> = HashMap::new();
     for stream in &scope.streams {
-        let marker = lower::marker(&scope.input.name, &stream.name);
+        let marker = lower::marker(pipeline, &stream.name);
+        if let Some(what) = lower::generated_type(pipeline, &marker) {
+            let name = &stream.name;
+            cx.error_spanned_by(
+                name,
+                format!(
+                    "stream `{name}` would get the marker type `{marker}`, the name of {what}; \
+                     rename the stream (for example `{name}_work`)"
+                ),
+            );
+            continue;
+        }
         match markers.get(&marker) {
             Some(first) if **first != stream.name => {
                 let name = &stream.name;

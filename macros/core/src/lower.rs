@@ -757,6 +757,21 @@ fn name(ident: &Ident) -> String {
     ident.unraw().to_string()
 }
 
+/// What the macro itself names `ty` for pipeline `pipeline`, if anything: the pipeline's own
+/// struct or one of the types named after it (`expand::names::Names`).
+pub fn generated_type(pipeline: &Ident, ty: &str) -> Option<String> {
+    let pipeline = name(pipeline);
+    let rest = ty.strip_prefix(&pipeline)?;
+    match rest {
+        "" => Some(format!("the pipeline `{pipeline}` itself")),
+        "Params" | "Run" | "Graph" | "Window" => Some(format!(
+            "the type the macro generates for the pipeline's {}",
+            rest.to_lowercase()
+        )),
+        _ => None,
+    }
+}
+
 /// `HeatStep` + `copy_in` → `HeatStepCopyIn`.
 pub fn marker(pipeline: &Ident, stream: &Ident) -> String {
     let mut marker = name(pipeline);

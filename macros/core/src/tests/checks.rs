@@ -108,6 +108,44 @@ fn stream_marker_types_do_not_collide() {
 }
 
 #[test]
+fn stream_marker_types_do_not_take_a_generated_types_name() {
+    for (stream, ty, what) in [
+        (
+            "graph",
+            "PGraph",
+            "the type the macro generates for the pipeline's graph",
+        ),
+        (
+            "params",
+            "PParams",
+            "the type the macro generates for the pipeline's params",
+        ),
+        (
+            "run",
+            "PRun",
+            "the type the macro generates for the pipeline's run",
+        ),
+        (
+            "window",
+            "PWindow",
+            "the type the macro generates for the pipeline's window",
+        ),
+        ("__", "P", "the pipeline `P` itself"),
+    ] {
+        assert_error(
+            &format!("pipeline P {{ streams {{ {stream} }} stage x on {stream} {{ call f(); }} }}"),
+            &format!(
+                "stream `{stream}` would get the marker type `{ty}`, the name of {what}; \
+                 rename the stream (for example `{stream}_work`)"
+            ),
+            stream,
+        );
+    }
+    // Names that only start like one are fine.
+    assert!(compile("pipeline P { streams { graphs } stage x on graphs { call f(); } }").is_ok());
+}
+
+#[test]
 fn kernel_parameters_are_scalars_or_slices() {
     let source = r#"pipeline P {
         streams { s }
