@@ -447,6 +447,35 @@ impl Error {
         }
     }
 
+    /// Whether this error refused a wait before waiting: a synchronize during a stream
+    /// capture (which CUDA forbids, and which invalidates that capture) or from inside a host
+    /// function. Work the wait was for may still be running. Any other error of a wait came
+    /// once the work had stopped: a fault, which on CUDA stops every later launch too.
+    pub fn refused_to_wait(&self) -> bool {
+        use crate::vocab::fault::CpuFault;
+        match self.root() {
+            Error::Driver(e) => matches!(
+                e.code,
+                CUresult::CUDA_ERROR_NOT_PERMITTED
+                    | CUresult::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+                    | CUresult::CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+                    | CUresult::CUDA_ERROR_STREAM_CAPTURE_ISOLATION
+                    | CUresult::CUDA_ERROR_STREAM_CAPTURE_IMPLICIT
+                    | CUresult::CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD
+                    | CUresult::CUDA_ERROR_CAPTURED_EVENT
+            ),
+            Error::Cpu(fault) => matches!(
+                fault,
+                CpuFault::NotAllowedInCapture { .. }
+                    | CpuFault::CaptureInvalidated { .. }
+                    | CpuFault::CaptureIsolation { .. }
+                    | CpuFault::EventInCapture { .. }
+                    | CpuFault::BlockingCallInsideOp { .. }
+            ),
+            _ => false,
+        }
+    }
+
     /// The driver status code, when this error came from a driver call (directly, or
     /// wrapped by a pipeline's [`Error::Stage`] or [`Error::Step`]).
     pub fn code(&self) -> Option<CUresult> {

@@ -34,8 +34,8 @@ pub use crate::pipeline::ops::step_error_at;
 pub use crate::pipeline::ops::{
     check_devices, check_graph_loops, check_launch_devices, copy, enable_all_peer_access,
     enable_peer_access, ensure_scratch, events, events_on, fill, host_closure,
-    log_unobserved_error, replay_error, require_peer_access, scratch, stage_error, step_error,
-    wait_flag, write_flag,
+    log_unobserved_error, replay_error, require_peer_access, scratch, settle_failed_wait,
+    stage_error, step_error, wait_flag, write_flag,
 };
 pub use crate::pipeline::param_names::{NameAsParam, NameAsParamFallback, NameParam, ParamName};
 pub use crate::pipeline::plan::{

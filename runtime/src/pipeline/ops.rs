@@ -423,6 +423,26 @@ pub fn log_unobserved_error(pipeline: &'static str, error: &Error) {
     tracing::error!(pipeline, error = %error.report(), "a pipeline step failed and nobody waited on it");
 }
 
+/// A wait that must finish before the params' borrows end (a graph's or a step guard's drop, a
+/// failed step's settling) failed with `error`. Where the wait was refused before it waited
+/// ([`Error::refused_to_wait`]: a capture open, a host function), the step's work may still
+/// use the borrowed buffers and nothing can wait for it here, so the process aborts rather
+/// than let safe code touch them; any other failure came once the work stopped, and is logged.
+pub fn settle_failed_wait(pipeline: &'static str, error: &Error) {
+    if error.refused_to_wait() {
+        eprintln!(
+            "gpu-pipeline: pipeline `{pipeline}` could not wait for its work before releasing \
+             its buffers ({}); aborting, since its device work may still be using them. \
+             Wait for that work first (the graph's `synchronize`, the stream its instantiation \
+             was launched on, the step's `wait`), then begin the capture or drop it, and never \
+             drop it inside a host function.",
+            error.report()
+        );
+        std::process::abort();
+    }
+    log_unobserved_error(pipeline, error);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -601,10 +601,13 @@ pub fn graph_drop(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                 // that enqueued nothing since a wait saw its work finish (built, say, and
                 // dropped, or synchronized) has nothing to wait for.
                 if let ::core::result::Result::Err(e) = self.__settle_lent(true) {
-                    #rt::log_unobserved_error(#name_str, &e);
+                    #rt::settle_failed_wait(#name_str, &e);
                 }
                 if let ::core::result::Result::Err(e) = self.__wait_launches() {
-                    #rt::log_unobserved_error(#name_str, &e);
+                    // `__wait_launches` stops at the first stream that fails: the rest are
+                    // waited for one by one before the borrows end.
+                    #rt::settle_failed_wait(#name_str, &e);
+                    self.pipeline.__settle();
                 }
             }
         }

@@ -91,7 +91,10 @@ pub fn run_drop(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             fn drop(&mut self) {
                 if !self.waited {
                     if let ::core::result::Result::Err(e) = self.pipeline.__wait() {
-                        #rt::log_unobserved_error(#name_str, &e);
+                        // `__wait` stops at the first stream that fails: the rest are
+                        // waited for one by one before the borrows end.
+                        #rt::settle_failed_wait(#name_str, &e);
+                        self.pipeline.__settle();
                     }
                 }
             }
@@ -139,7 +142,7 @@ pub fn wait_fn(pipeline: &Pipeline<'_>) -> TokenStream {
             fn __settle(&self) {
                 for stream in self.__lanes.iter().flatten() {
                     if let ::core::result::Result::Err(e) = #rt::Stream::synchronize(stream) {
-                        #rt::log_unobserved_error(#name_str, &e);
+                        #rt::settle_failed_wait(#name_str, &e);
                     }
                 }
             }
