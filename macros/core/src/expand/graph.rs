@@ -237,7 +237,10 @@ pub fn graph_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
             /// writes its outputs, while they still run. Its launches are not steps of the
             /// pipeline: they leave the step counter (what `if step % k == r` tests) where
             /// [`launch`](Self::launch) left it, so each of them tests the value of the last
-            /// `launch`.
+            /// `launch`. Dropping the graph waits for its lent launches too, with a
+            /// synchronize of the whole context, which CUDA refuses while a stream captures:
+            /// a graph dropped then, with lent launches possibly still running, aborts the
+            /// process (its borrows would end under them), so synchronize first.
             pub fn exec(&mut self) -> ::core::option::Option<&#rt::GraphExec> {
                 // Its launch would otherwise run the values from before the setters.
                 self.__apply(self.swapped).ok()?;
