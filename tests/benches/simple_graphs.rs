@@ -209,6 +209,43 @@ struct Ports {
     capture: StreamCapture,
 }
 
+/// One whole method call of the sample, on the port in field `$pipeline` with params type
+/// `$params` (the two generated graph types share no trait): capture, `launches` launches and
+/// a synchronize, `clone_step`, as many launches of the clone and a synchronize, both dropped.
+macro_rules! method_call {
+    ($ports:ident, $pipeline:ident, $params:ident) => {{
+        let launches = $ports.launches;
+        let start = Instant::now();
+        let mut graph = $ports.$pipeline.capture($params {
+            input_size: $ports.size as u64,
+            blocks: BLOCKS,
+            seen: Arc::clone(&$ports.seen),
+            input_h: &$ports.input_h,
+            input_d: &mut $ports.input_d,
+            partials: &mut $ports.partials,
+            result_d: &mut $ports.result_d,
+            result_h: &mut $ports.result_h,
+        })?;
+        let (nodes, edges) = (graph.node_count()?, graph.edge_count()?);
+        let replays = Instant::now();
+        for _ in 0..launches {
+            graph.launch()?;
+        }
+        graph.synchronize()?;
+        let mut replay = replays.elapsed();
+        let mut clone = graph.clone_step()?;
+        let replays = Instant::now();
+        for _ in 0..launches {
+            clone.launch()?;
+        }
+        clone.synchronize()?;
+        replay += replays.elapsed();
+        drop(clone);
+        drop(graph);
+        Ok($ports.called((nodes, edges), start.elapsed(), replay))
+    }};
+}
+
 impl Ports {
     fn new(ctx: &Context, size: usize, launches: usize) -> BoxResult<Ports> {
         let stream = Stream::new(ctx)?;
@@ -239,68 +276,12 @@ impl Ports {
 
     /// The sample's `cudaGraphsManual`, ported.
     fn manual(&mut self) -> BoxResult<Called> {
-        let launches = self.launches;
-        let start = Instant::now();
-        let mut graph = self.manual.capture(ManualParams {
-            input_size: self.size as u64,
-            blocks: BLOCKS,
-            seen: Arc::clone(&self.seen),
-            input_h: &self.input_h,
-            input_d: &mut self.input_d,
-            partials: &mut self.partials,
-            result_d: &mut self.result_d,
-            result_h: &mut self.result_h,
-        })?;
-        let (nodes, edges) = (graph.node_count()?, graph.edge_count()?);
-        let replays = Instant::now();
-        for _ in 0..launches {
-            graph.launch()?;
-        }
-        graph.synchronize()?;
-        let mut replay = replays.elapsed();
-        let mut clone = graph.clone_step()?;
-        let replays = Instant::now();
-        for _ in 0..launches {
-            clone.launch()?;
-        }
-        clone.synchronize()?;
-        replay += replays.elapsed();
-        drop(clone);
-        drop(graph);
-        Ok(self.called((nodes, edges), start.elapsed(), replay))
+        method_call!(self, manual, ManualParams)
     }
 
     /// The sample's `cudaGraphsUsingStreamCapture`, ported.
     fn stream_capture(&mut self) -> BoxResult<Called> {
-        let launches = self.launches;
-        let start = Instant::now();
-        let mut graph = self.capture.capture(StreamCaptureParams {
-            input_size: self.size as u64,
-            blocks: BLOCKS,
-            seen: Arc::clone(&self.seen),
-            input_h: &self.input_h,
-            input_d: &mut self.input_d,
-            partials: &mut self.partials,
-            result_d: &mut self.result_d,
-            result_h: &mut self.result_h,
-        })?;
-        let (nodes, edges) = (graph.node_count()?, graph.edge_count()?);
-        let replays = Instant::now();
-        for _ in 0..launches {
-            graph.launch()?;
-        }
-        graph.synchronize()?;
-        let mut replay = replays.elapsed();
-        let mut clone = graph.clone_step()?;
-        let replays = Instant::now();
-        for _ in 0..launches {
-            clone.launch()?;
-        }
-        clone.synchronize()?;
-        replay += replays.elapsed();
-        drop(clone);
-        drop(graph);
-        Ok(self.called((nodes, edges), start.elapsed(), replay))
+        method_call!(self, capture, StreamCaptureParams)
     }
 
     fn called(&self, (nodes, edges): (usize, usize), total: Duration, replay: Duration) -> Called {
