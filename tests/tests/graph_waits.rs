@@ -90,23 +90,42 @@ fn buffers(ctx: &Context) -> Result<[DeviceBuffer<f32>; 3]> {
     ])
 }
 
+/// The params every case captures with: n = N, a = 2, v = 0.
+fn params<'a>(
+    field: &'a mut DeviceBuffer<f32>,
+    next: &'a mut DeviceBuffer<f32>,
+    bias: &'a mut DeviceBuffer<f32>,
+) -> WaitsParams<'a> {
+    WaitsParams {
+        n: N as u32,
+        a: 2.0,
+        v: 0.0,
+        field,
+        next,
+        bias,
+    }
+}
+
+/// Takes `next` out of the graph's params with `recapture_with` (`spare` in its place) and
+/// reads it at once on another stream: what the host sees once `recapture_with` returns.
+fn take_next<'a>(
+    ctx: &Context,
+    graph: &mut WaitsGraph<'a>,
+    spare: &'a mut DeviceBuffer<f32>,
+) -> Result<Vec<f32>> {
+    let mut taken = None;
+    let _ = graph.recapture_with(|p| taken = Some(std::mem::replace(&mut p.next, spare)))?;
+    read(ctx, taken.expect("the closure ran"))
+}
+
 fn a_windows_launch_is_waited_for_by_recapture_with(ctx: &Context) -> Result<()> {
     let [mut field, mut next, mut bias] = buffers(ctx)?;
     let mut spare = upload(ctx, &[0.0; N])?;
     let mut pipeline = Waits::new(ctx)?;
-    let mut graph = pipeline.capture(WaitsParams {
-        n: N as u32,
-        a: 2.0,
-        v: 0.0,
-        field: &mut field,
-        next: &mut next,
-        bias: &mut bias,
-    })?;
+    let mut graph = pipeline.capture(params(&mut field, &mut next, &mut bias))?;
     graph.launch_forward()?;
     graph.window()?.launch_forward()?; // next = 3 again, after the window's wait
-    let mut taken = None;
-    let _ = graph.recapture_with(|p| taken = Some(std::mem::replace(&mut p.next, &mut spare)))?;
-    assert_eq!(read(ctx, taken.expect("the closure ran"))?, vec![3.0; N]);
+    assert_eq!(take_next(ctx, &mut graph, &mut spare)?, vec![3.0; N]);
     Ok(())
 }
 
@@ -117,14 +136,7 @@ fn a_host_write_after_a_synchronize_is_waited_for_by_recapture_with_and_drop(
     let mut spare = upload(ctx, &[0.0; N])?;
     {
         let mut pipeline = Waits::new(ctx)?;
-        let mut graph = pipeline.capture(WaitsParams {
-            n: N as u32,
-            a: 2.0,
-            v: 0.0,
-            field: &mut field,
-            next: &mut next,
-            bias: &mut bias,
-        })?;
+        let mut graph = pipeline.capture(params(&mut field, &mut next, &mut bias))?;
         graph.launch_forward()?;
         graph.synchronize()?;
         graph.write_field()?.fill(5.0)?;
@@ -148,23 +160,14 @@ fn a_forgotten_clones_launch_after_a_synchronize_is_waited_for_by_the_original(
     let [mut field, mut next, mut bias] = buffers(ctx)?;
     let mut spare = upload(ctx, &[0.0; N])?;
     let mut pipeline = Waits::new(ctx)?;
-    let mut graph = pipeline.capture(WaitsParams {
-        n: N as u32,
-        a: 2.0,
-        v: 0.0,
-        field: &mut field,
-        next: &mut next,
-        bias: &mut bias,
-    })?;
+    let mut graph = pipeline.capture(params(&mut field, &mut next, &mut bias))?;
     graph.launch_forward()?; // next = 3
     let mut clone = graph.clone_step()?;
     clone.synchronize()?; // the clone's flag cleared, the original's kept
     clone.set_a(4.0)?;
     clone.launch_forward()?; // next = 5
     std::mem::forget(clone);
-    let mut taken = None;
-    let _ = graph.recapture_with(|p| taken = Some(std::mem::replace(&mut p.next, &mut spare)))?;
-    assert_eq!(read(ctx, taken.expect("the closure ran"))?, vec![5.0; N]);
+    assert_eq!(take_next(ctx, &mut graph, &mut spare)?, vec![5.0; N]);
     Ok(())
 }
 
@@ -173,22 +176,13 @@ fn a_lent_launch_after_a_synchronize_is_waited_for_by_recapture_with(ctx: &Conte
     let mut spare = upload(ctx, &[0.0; N])?;
     let foreign = Stream::non_blocking(ctx)?;
     let mut pipeline = Waits::new(ctx)?;
-    let mut graph = pipeline.capture(WaitsParams {
-        n: N as u32,
-        a: 2.0,
-        v: 0.0,
-        field: &mut field,
-        next: &mut next,
-        bias: &mut bias,
-    })?;
+    let mut graph = pipeline.capture(params(&mut field, &mut next, &mut bias))?;
     graph.launch_forward()?;
     graph.synchronize()?;
     graph.set_a(3.0)?;
     graph.exec().expect("captured").launch(&foreign)?; // next = 4, on a foreign stream
     graph.synchronize()?; // the origin's wait; the lent launch is the context's
-    let mut taken = None;
-    let _ = graph.recapture_with(|p| taken = Some(std::mem::replace(&mut p.next, &mut spare)))?;
-    assert_eq!(read(ctx, taken.expect("the closure ran"))?, vec![4.0; N]);
+    assert_eq!(take_next(ctx, &mut graph, &mut spare)?, vec![4.0; N]);
     Ok(())
 }
 
@@ -198,22 +192,13 @@ fn a_launch_after_a_swap_and_a_synchronize_is_waited_for_by_recapture_with(
     let [mut field, mut next, mut bias] = buffers(ctx)?;
     let mut spare = upload(ctx, &[0.0; N])?;
     let mut pipeline = Waits::new(ctx)?;
-    let mut graph = pipeline.capture(WaitsParams {
-        n: N as u32,
-        a: 2.0,
-        v: 0.0,
-        field: &mut field,
-        next: &mut next,
-        bias: &mut bias,
-    })?;
+    let mut graph = pipeline.capture(params(&mut field, &mut next, &mut bias))?;
     graph.launch_forward()?; // next = 3
     graph.synchronize()?;
     graph.swap_field_next()?;
     graph.launch_forward()?; // field = 7
-    let mut taken = None;
     // `field` as declared is the buffer passed as `next` now: the one just written is `next`.
-    let _ = graph.recapture_with(|p| taken = Some(std::mem::replace(&mut p.next, &mut spare)))?;
-    assert_eq!(read(ctx, taken.expect("the closure ran"))?, vec![7.0; N]);
+    assert_eq!(take_next(ctx, &mut graph, &mut spare)?, vec![7.0; N]);
     Ok(())
 }
 
@@ -221,14 +206,7 @@ fn a_rebuilding_setter_after_a_synchronize_and_a_launch_waits_for_it(ctx: &Conte
     let [mut field, mut next, mut bias] = buffers(ctx)?;
     let mut spare = upload(ctx, &[0.0; N])?;
     let mut pipeline = Waits::new(ctx)?;
-    let mut graph = pipeline.capture(WaitsParams {
-        n: N as u32,
-        a: 2.0,
-        v: 0.0,
-        field: &mut field,
-        next: &mut next,
-        bias: &mut bias,
-    })?;
+    let mut graph = pipeline.capture(params(&mut field, &mut next, &mut bias))?;
     graph.launch_forward()?;
     graph.synchronize()?;
     graph.launch_forward()?;
@@ -247,20 +225,11 @@ fn a_launch_of_another_kind_after_a_synchronize_is_waited_for(ctx: &Context) -> 
     let [mut field, mut next, mut bias] = buffers(ctx)?;
     let mut spare = upload(ctx, &[0.0; N])?;
     let mut pipeline = Waits::new(ctx)?;
-    let mut graph = pipeline.capture(WaitsParams {
-        n: N as u32,
-        a: 2.0,
-        v: 0.0,
-        field: &mut field,
-        next: &mut next,
-        bias: &mut bias,
-    })?;
+    let mut graph = pipeline.capture(params(&mut field, &mut next, &mut bias))?;
     graph.launch_forward()?; // next = 3
     graph.synchronize()?;
     graph.launch_shift()?; // next = 4
-    let mut taken = None;
-    let _ = graph.recapture_with(|p| taken = Some(std::mem::replace(&mut p.next, &mut spare)))?;
-    assert_eq!(read(ctx, taken.expect("the closure ran"))?, vec![4.0; N]);
+    assert_eq!(take_next(ctx, &mut graph, &mut spare)?, vec![4.0; N]);
     graph.launch_shift()?; // spare = 1
     drop(graph);
     assert_eq!(read(ctx, &spare)?, vec![1.0; N]);
@@ -272,14 +241,7 @@ fn a_clone_of_a_synchronized_graph_waits_for_its_own_launches_only(ctx: &Context
     let mut spare = upload(ctx, &[0.0; N])?;
     let mut other = upload(ctx, &[0.0; N])?;
     let mut pipeline = Waits::new(ctx)?;
-    let mut graph = pipeline.capture(WaitsParams {
-        n: N as u32,
-        a: 2.0,
-        v: 0.0,
-        field: &mut field,
-        next: &mut next,
-        bias: &mut bias,
-    })?;
+    let mut graph = pipeline.capture(params(&mut field, &mut next, &mut bias))?;
     graph.launch_forward()?;
     graph.synchronize()?;
     {
@@ -291,9 +253,7 @@ fn a_clone_of_a_synchronized_graph_waits_for_its_own_launches_only(ctx: &Context
         assert_eq!(read(ctx, taken.expect("the closure ran"))?, vec![3.0; N]);
         clone.launch_shift()?; // other = 1
     }
-    let mut taken = None;
-    let _ = graph.recapture_with(|p| taken = Some(std::mem::replace(&mut p.next, &mut spare)))?;
-    assert_eq!(read(ctx, taken.expect("the closure ran"))?, vec![3.0; N]);
+    assert_eq!(take_next(ctx, &mut graph, &mut spare)?, vec![3.0; N]);
     drop(graph);
     assert_eq!(read(ctx, &other)?, vec![1.0; N]);
     Ok(())
@@ -310,14 +270,7 @@ fn a_lent_launch_whose_wait_failed_is_waited_for_by_the_next_recapture(
     let mut spare = upload(ctx, &[0.0; N])?;
     let user = Stream::non_blocking(ctx)?;
     let mut pipeline = Waits::new(ctx)?;
-    let mut graph = pipeline.capture(WaitsParams {
-        n: N as u32,
-        a: 2.0,
-        v: 0.0,
-        field: &mut field,
-        next: &mut next,
-        bias: &mut bias,
-    })?;
+    let mut graph = pipeline.capture(params(&mut field, &mut next, &mut bias))?;
     graph.launch_forward()?;
     graph.synchronize()?;
     graph.set_a(3.0)?;
@@ -327,8 +280,6 @@ fn a_lent_launch_whose_wait_failed_is_waited_for_by_the_next_recapture(
     // recapture with it.
     let _ = graph.recapture_with(|_| {});
     let _ = user.end_capture();
-    let mut taken = None;
-    let _ = graph.recapture_with(|p| taken = Some(std::mem::replace(&mut p.next, &mut spare)))?;
-    assert_eq!(read(ctx, taken.expect("the closure ran"))?, vec![4.0; N]);
+    assert_eq!(take_next(ctx, &mut graph, &mut spare)?, vec![4.0; N]);
     Ok(())
 }
