@@ -83,29 +83,39 @@ fn x_of(r: usize) -> Vec<f32> {
     (0..NX).map(|i| (r * 10 + i) as f32).collect()
 }
 
-#[test]
-fn a_copy_of_a_scratch_buffer_only_partly_received_is_refused_when_planned() {
-    let results = two_ranks(|r, comm| -> Result<()> {
-        let ctx = Context::cpu_checked();
-        let stream = Stream::new(&ctx)?;
-        let x = DeviceBuffer::from_slice(&stream, &x_of(r))?;
-        let mut out = PinnedBuffer::<f32>::zeros(&ctx, 2 * NX)?;
-        stream.synchronize()?;
-        let mut pipeline = HalfReceived::new(&ctx)?;
-        pipeline
-            .run(HalfReceivedParams {
-                comm,
-                nx: NX,
-                peer: 1 - r,
-                x: &x,
-                out: &mut out,
-            })?
-            .wait()
-    });
+/// Runs pipeline `$pipeline` (params `$params`: `comm`, `nx`, `peer`, `x`, `out`) once on
+/// rank `$r` of `$comm`, on a checked CPU context of its own, with `x = x_of(r)` and `out`
+/// 2 * NX zeros; any race fails the rank. `out` after the step, or the step's error.
+macro_rules! exchange_on_rank {
+    ($pipeline:ident, $params:ident, $r:expr, $comm:expr) => {
+        (|| -> Result<Vec<f32>> {
+            let ctx = Context::cpu_checked();
+            let stream = Stream::new(&ctx)?;
+            let x = DeviceBuffer::from_slice(&stream, &x_of($r))?;
+            let mut out = PinnedBuffer::<f32>::zeros(&ctx, 2 * NX)?;
+            stream.synchronize()?;
+            let mut pipeline = $pipeline::new(&ctx)?;
+            pipeline
+                .run($params {
+                    comm: $comm,
+                    nx: NX,
+                    peer: 1 - $r,
+                    x: &x,
+                    out: &mut out,
+                })?
+                .wait()?;
+            assert!(ctx.races().is_empty(), "{:#?}", ctx.races());
+            out.to_vec()
+        })()
+    };
+}
+
+/// Each rank's step was refused, naming `t` and its elements 4..8, which nothing wrote.
+fn assert_refused_for_t_4_8(results: Vec<Result<Vec<f32>>>) {
     for (r, result) in results.into_iter().enumerate() {
         let message = match result {
             Err(e) => e.to_string(),
-            Ok(()) => panic!("rank {r}: the step ran and copied undefined elements"),
+            Ok(_) => panic!("rank {r}: the step ran and copied undefined elements"),
         };
         assert!(
             message.contains("`t`") && message.contains("4..8"),
@@ -115,26 +125,14 @@ fn a_copy_of_a_scratch_buffer_only_partly_received_is_refused_when_planned() {
 }
 
 #[test]
+fn a_copy_of_a_scratch_buffer_only_partly_received_is_refused_when_planned() {
+    let results = two_ranks(|r, comm| exchange_on_rank!(HalfReceived, HalfReceivedParams, r, comm));
+    assert_refused_for_t_4_8(results);
+}
+
+#[test]
 fn a_scratch_buffer_received_in_part_and_filled_in_part_is_copied_whole() {
-    let results = two_ranks(|r, comm| -> Result<Vec<f32>> {
-        let ctx = Context::cpu_checked();
-        let stream = Stream::new(&ctx)?;
-        let x = DeviceBuffer::from_slice(&stream, &x_of(r))?;
-        let mut out = PinnedBuffer::<f32>::zeros(&ctx, 2 * NX)?;
-        stream.synchronize()?;
-        let mut pipeline = Received::new(&ctx)?;
-        pipeline
-            .run(ReceivedParams {
-                comm,
-                nx: NX,
-                peer: 1 - r,
-                x: &x,
-                out: &mut out,
-            })?
-            .wait()?;
-        assert!(ctx.races().is_empty(), "{:#?}", ctx.races());
-        out.to_vec()
-    });
+    let results = two_ranks(|r, comm| exchange_on_rank!(Received, ReceivedParams, r, comm));
     for (r, out) in results.into_iter().enumerate() {
         let mut expected = x_of(1 - r);
         expected.extend([-1.0; NX]);
@@ -367,33 +365,10 @@ gpu_pipeline! {
 /// undefined elements; it is the elements it names, and the plan refuses the copy.
 #[test]
 fn a_closed_range_received_into_part_of_a_scratch_buffer_is_refused_when_planned() {
-    let results = two_ranks(|r, comm| -> Result<()> {
-        let ctx = Context::cpu_checked();
-        let stream = Stream::new(&ctx)?;
-        let x = DeviceBuffer::from_slice(&stream, &x_of(r))?;
-        let mut out = PinnedBuffer::<f32>::zeros(&ctx, 2 * NX)?;
-        stream.synchronize()?;
-        let mut pipeline = HalfReceivedClosed::new(&ctx)?;
-        pipeline
-            .run(HalfReceivedClosedParams {
-                comm,
-                nx: NX,
-                peer: 1 - r,
-                x: &x,
-                out: &mut out,
-            })?
-            .wait()
+    let results = two_ranks(|r, comm| {
+        exchange_on_rank!(HalfReceivedClosed, HalfReceivedClosedParams, r, comm)
     });
-    for (r, result) in results.into_iter().enumerate() {
-        let message = match result {
-            Err(e) => e.to_string(),
-            Ok(()) => panic!("rank {r}: the step ran and copied undefined elements"),
-        };
-        assert!(
-            message.contains("`t`") && message.contains("4..8"),
-            "rank {r}: {message}"
-        );
-    }
+    assert_refused_for_t_4_8(results);
 }
 
 gpu_pipeline! {
