@@ -249,7 +249,9 @@ fn loop_swaps(cx: &Ctxt, scope: &Scope<'_>, control: &Control) {
                             format!(
                                 "`{name}` is swapped at the end of the loop's body, so the body \
                                  names it whole; pass the range through a kernel parameter \
-                                 instead"
+                                 instead (name `{name}` whole and give the kernel the range's \
+                                 bounds as scalars; a `fill` or `copy` of part of it becomes \
+                                 such a kernel)"
                             ),
                         );
                     }
@@ -316,6 +318,11 @@ fn maximum(cx: &Ctxt, control: &Control) {
 /// host nodes, no event nodes, no stream memory operations, nothing captured from a library.
 fn body_statement(cx: &Ctxt, control: &Control, statement: &Statement) {
     let word = control.word();
+    let place = match control {
+        Control::While { .. } | Control::DoWhile { .. } => "the loop",
+        Control::If { .. } => "the `if`",
+        Control::Switch { .. } => "the `switch`",
+    };
     let (span, what, instead) = match statement {
         Statement::Launch(_)
         | Statement::Copy(_)
@@ -325,28 +332,28 @@ fn body_statement(cx: &Ctxt, control: &Control, statement: &Statement) {
         Statement::Host(host) => (
             host.keyword.span,
             "a host closure",
-            "run it after the loop, or do the work in a kernel",
+            format!("run it before or after {place}, or do the work in a kernel"),
         ),
         Statement::Call(call) => (
             call.keyword.span,
             "a `call` (its work is captured from a stream and may bring event or host nodes)",
-            "call it before or after the loop",
+            format!("call it before or after {place}"),
         ),
         Statement::Wait(wait) => (
             wait.keyword.span,
             "a `wait` on a flag (a stream memory operation)",
-            "wait before the loop, or let the condition test the flag",
+            format!("wait before {place}"),
         ),
         Statement::Write(write) => (
             write.keyword.span,
             "a `write` of a flag (a stream memory operation)",
-            "write it before or after the loop, or `fill` a device buffer inside it",
+            format!("write it before or after {place}, or `fill` a device buffer inside it"),
         ),
         Statement::Comm(comm) => (
             comm.keyword,
             "a communication statement (NCCL work every rank must enqueue the same number of \
              times, which a conditional decided on the device cannot promise)",
-            "communicate before or after it, or decide on the host",
+            format!("communicate before or after {place}, or decide on the host"),
         ),
     };
     cx.error_at(

@@ -640,7 +640,9 @@ fn copy_statement(cx: &Ctxt, scope: &Scope<'_>, copy: &ast::Copy, evaluations: &
                 "`copy` does not take flag cells; use `write` and `wait` on them".to_owned()
             }
             Memory::Condition => {
-                format!("{CONDITION_ROLE}; `copy` takes `DeviceBuffer` and `PinnedBuffer` buffers")
+                format!(
+                    "{CONDITION_ROLE}; `copy` takes `DeviceBuffer` and `PinnedBuffer` buffers: to see the decision, have the kernel that sets it also write the value into a `DeviceBuffer` and copy that"
+                )
             }
             Memory::Opaque if buffer.is_window() && ident == &copy.src => format!(
                 "`copy` takes `DeviceBuffer` and `PinnedBuffer` buffers: to copy this rank's part, launch a kernel that reads it (`{ident}` for a `&[T]` parameter) and writes a buffer"
@@ -786,9 +788,13 @@ fn host_statement(cx: &Ctxt, scope: &Scope<'_>, host: &ast::Host) {
             continue;
         };
         match buffer.memory {
-            Memory::Device | Memory::Flag | Memory::Condition => cx.error_spanned_by(
+            Memory::Device | Memory::Flag => cx.error_spanned_by(
                 name,
                 format!("{}, which a host closure cannot touch: it runs on the CPU; copy it into a `PinnedBuffer` first and list that", what(buffer)),
+            ),
+            Memory::Condition => cx.error_spanned_by(
+                name,
+                format!("{}, which a host closure cannot touch: {CONDITION_ROLE}, on the GPU; to see the decision on the host, have the kernel that sets it also write the value into a `DeviceBuffer`, copy that into a `PinnedBuffer` and list that", what(buffer)),
             ),
             Memory::Pinned | Memory::Pageable | Memory::Opaque => {
                 if writes {

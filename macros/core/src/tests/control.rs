@@ -128,7 +128,7 @@ fn a_body_holds_only_what_a_conditional_node_may_hold() {
         (
             "host || {} reads(h);",
             "a host closure",
-            "run it after the loop, or do the work in a kernel",
+            "run it before or after the loop, or do the work in a kernel",
             "host",
         ),
         (
@@ -140,7 +140,7 @@ fn a_body_holds_only_what_a_conditional_node_may_hold() {
         (
             "wait flag == 1;",
             "a `wait` on a flag (a stream memory operation)",
-            "wait before the loop, or let the condition test the flag",
+            "wait before the loop",
             "wait",
         ),
         (
@@ -163,9 +163,17 @@ fn a_body_holds_only_what_a_conditional_node_may_hold() {
             "stage s on s1 { if step % 2 == 0 { while a > alpha max 5 { host || {} reads(h); } } }",
         ),
         &format!(
-            "a host closure cannot run inside a device `while` body: a body runs on the GPU as a CUDA conditional graph node, {tail}; run it after the loop, or do the work in a kernel"
+            "a host closure cannot run inside a device `while` body: a body runs on the GPU as a CUDA conditional graph node, {tail}; run it before or after the loop, or do the work in a kernel"
         ),
         "host",
+    );
+    // An `if` or `switch` body is not a loop: the advice names what holds the statement.
+    assert_error(
+        &with("stage s on s1 { if a > alpha { call f(a) reads(a); } }"),
+        &format!(
+            "a `call` (its work is captured from a stream and may bring event or host nodes) cannot run inside a device `if` body: a body runs on the GPU as a CUDA conditional graph node, {tail}; call it before or after the `if`"
+        ),
+        "call",
     );
     // Statements in a body get the usual rules too.
     assert_error(

@@ -247,7 +247,7 @@ fn the_rules_on_swaps_in_a_loop_body() {
         ),
         (
             "stage s on s1 { while r > tol max 10 { launch k::jacobi(x[0..4], y, r) grid 1 block 1; swap(x, y); } }".to_owned(),
-            "`x` is swapped at the end of the loop's body, so the body names it whole; pass the range through a kernel parameter instead",
+            "`x` is swapped at the end of the loop's body, so the body names it whole; pass the range through a kernel parameter instead (name `x` whole and give the kernel the range's bounds as scalars; a `fill` or `copy` of part of it becomes such a kernel)",
             "x",
         ),
     ];

@@ -1,5 +1,5 @@
 //! A flag `wait` inside a device loop: stream memory operations are not conditional body
-//! nodes; let the condition test the flag instead.
+//! nodes; wait before the loop instead.
 
 use gpu_pipeline::{DeviceBuffer, FlagCell, PinnedBuffer, gpu_pipeline};
 
