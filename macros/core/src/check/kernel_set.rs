@@ -184,6 +184,9 @@ fn one_condition(cx: &Ctxt, name: &Ident, setters: &[Setter<'_>], readers: &[Rea
     let do_while = matches!(reader.control, Control::DoWhile { .. });
     let mut before = 0;
     let mut inside = 0;
+    // Setters reported as out of place: that error says where the launch belongs, so the
+    // conditional is not reported again for missing it (one mistake, one error).
+    let mut misplaced = 0;
     for setter in setters {
         let is_before = setter.list == reader.list && setter.index < reader.index;
         let is_inside = reader.bodies.contains(&setter.list);
@@ -226,6 +229,7 @@ fn one_condition(cx: &Ctxt, name: &Ident, setters: &[Setter<'_>], readers: &[Rea
                 ),
             );
         } else {
+            misplaced += 1;
             cx.error_spanned_by(
                 setter.arg,
                 format!(
@@ -241,7 +245,7 @@ fn one_condition(cx: &Ctxt, name: &Ident, setters: &[Setter<'_>], readers: &[Rea
             );
         }
     }
-    if before == 0 && !do_while {
+    if before == 0 && !do_while && misplaced == 0 {
         cx.error_spanned_by(
             reader.name,
             match reader.control {
@@ -258,7 +262,7 @@ fn one_condition(cx: &Ctxt, name: &Ident, setters: &[Setter<'_>], readers: &[Rea
             },
         );
     }
-    if is_loop && inside == 0 {
+    if is_loop && inside == 0 && misplaced == 0 {
         cx.error_spanned_by(
             reader.name,
             format!(

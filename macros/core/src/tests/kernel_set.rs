@@ -305,3 +305,29 @@ fn swaps_end_a_loop_body_and_only_a_loop_body() {
         "{error}"
     );
 }
+
+/// One misplaced setter is one mistake: its error says where the launch belongs, and the
+/// conditional that lacks it is not reported again.
+#[test]
+fn a_misplaced_setter_is_one_error_not_two() {
+    const SET_MORE: &str = "launch k::check(a, more) grid 1 block 1;";
+    // `more` set in the first loop's body, for the second loop.
+    let another_loop = set(&format!(
+        "stage s on s1 {{ {SET} while go max 10 {{ {SWEEP} {SET} {SET_MORE} }} \
+         while more max 10 {{ {SWEEP} {SET_MORE} }} }}"
+    ));
+    // `go`, the outer loop's condition, set inside an inner loop of its body.
+    let inner_loop = set(&format!(
+        "stage s on s1 {{ {SET} while go max 10 {{ while flag > 0u32 max 10 {{ {SWEEP} {SET} }} }} }}"
+    ));
+    for (source, name) in [(another_loop, "more"), (inner_loop, "go")] {
+        assert_eq!(
+            errors(&source),
+            [format!(
+                "`{name}` is set outside the `while` that tests it: a kernel sets a condition by \
+                 the last launch before its `while`, in the same stage and body, or at the top \
+                 level of the loop's body"
+            )],
+        );
+    }
+}

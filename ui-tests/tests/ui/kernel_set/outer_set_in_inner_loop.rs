@@ -1,0 +1,27 @@
+//! The outer loop's condition is set inside an inner loop of its body (which may run no time).
+
+use gpu_pipeline::{DeviceBuffer, gpu_pipeline};
+
+gpu_pipeline! {
+    pub pipeline Solve {
+        streams { main }
+        unsafe kernels k = ptx(include_str!("../../../../runtime/kernels/condition_kernels.ptx")) {
+            fn gp_step(src: &[u32; unbounded], dst: &mut [u32; unbounded], r: &mut [u32; unbounded]);
+            fn gp_set_to(value: &[u32; unbounded], go: Condition);
+            fn gp_bump(out: &mut [u32; unbounded]);
+        }
+        params { value: &mut DeviceBuffer<u32>, out: &mut DeviceBuffer<u32>, r: &mut DeviceBuffer<u32> }
+        scratch { go: Condition }
+        stage solve on main {
+            launch k::gp_set_to(value, go) grid 1u32 block 1u32;
+            while go max 10 {
+                while r > 0u32 max 10 {
+                    launch k::gp_bump(r) grid 1u32 block 1u32;
+                    launch k::gp_set_to(value, go) grid 1u32 block 1u32;
+                }
+            }
+        }
+    }
+}
+
+fn main() {}
