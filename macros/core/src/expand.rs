@@ -60,7 +60,7 @@ pub fn expand(p: &Pipeline<'_>) -> TokenStream {
         pipeline::pipeline_debug(p),
         run::run_struct(p, &names),
         run::run_impl(p, &names),
-        run::run_drop(p, &names),
+        run::run_drop(&names),
         run::run_debug(&names),
         run::wait_fn(p),
         graph::graph_struct(p, &names),

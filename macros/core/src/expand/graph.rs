@@ -607,10 +607,7 @@ pub fn graph_drop(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                     #rt::settle_failed_wait(#name_str, &e);
                 }
                 if let ::core::result::Result::Err(e) = self.__wait_launches() {
-                    // `__wait_launches` stops at the first stream that fails: the rest are
-                    // waited for one by one before the borrows end.
-                    #rt::settle_failed_wait(#name_str, &e);
-                    self.pipeline.__settle();
+                    self.pipeline.__settle_failed_wait(&e);
                 }
             }
         }

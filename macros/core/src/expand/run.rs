@@ -81,20 +81,15 @@ pub fn run_impl(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
     }
 }
 
-/// Dropping the guard waits, and logs the error it cannot return.
-pub fn run_drop(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
-    let rt = rt();
+/// Dropping the guard waits, and settles the error it cannot return (`__settle_failed_wait`).
+pub fn run_drop(names: &Names) -> TokenStream {
     let run = &names.run;
-    let name_str = pipeline.name.as_str();
     quote! {
         impl ::core::ops::Drop for #run<'_> {
             fn drop(&mut self) {
                 if !self.waited {
                     if let ::core::result::Result::Err(e) = self.pipeline.__wait() {
-                        // `__wait` stops at the first stream that fails: the rest are
-                        // waited for one by one before the borrows end.
-                        #rt::settle_failed_wait(#name_str, &e);
-                        self.pipeline.__settle();
+                        self.pipeline.__settle_failed_wait(&e);
                     }
                 }
             }
@@ -145,6 +140,14 @@ pub fn wait_fn(pipeline: &Pipeline<'_>) -> TokenStream {
                         #rt::settle_failed_wait(#name_str, &e);
                     }
                 }
+            }
+
+            /// A wait for every stream (`__wait`) failed with `error`, which stops at the
+            /// first stream that fails: `error` is settled (an abort where the wait was
+            /// refused), then the rest are waited for one by one before the borrows end.
+            fn __settle_failed_wait(&self, error: &#rt::Error) {
+                #rt::settle_failed_wait(#name_str, error);
+                self.__settle();
             }
 
             /// After graph launches: on CUDA the origin stream only, since each launch is a
