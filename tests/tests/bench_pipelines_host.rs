@@ -462,3 +462,145 @@ fn the_simple_graphs_bench_runs_rounds_with_its_anchor_and_checks_it() {
     assert!(ctx.races().is_empty(), "{:?}", ctx.races());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[allow(
+    dead_code,
+    reason = "the bench's timing and printing code, which only its own `main` uses"
+)]
+#[path = "../benches/conditional_nodes.rs"]
+mod conditional_nodes;
+
+#[test]
+fn the_conditional_nodes_ports_count_as_the_sample_and_race_free() {
+    match conditional_nodes::check_host() {
+        // The kernel and its conditional node; the do-while's fill and WHILE node; the captured
+        // while's copy, kernel, WHILE node and last kernel.
+        Ok(graphs) => assert_eq!(
+            graphs,
+            [
+                ("if", 2),
+                ("do_while", 2),
+                ("captured_while", 4),
+                ("if_else", 2),
+                ("switch", 2)
+            ]
+        ),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+#[test]
+fn the_conditional_nodes_bench_reads_the_anchors_lines() {
+    let out = "if 2 200 50.5 203\ndo_while 1 200 60 4060\ncaptured_while 3 200 70 406\n\
+               if_else 2 200 55 406\nswitch 2 200 80 812\n";
+    let lines = conditional_nodes::parse_anchor(out).unwrap();
+    assert_eq!(
+        lines.map(|l| (l.nodes, l.calls, l.us_per_call, l.counted)),
+        [
+            (2, 200, 50.5, 203),
+            (1, 200, 60.0, 4060),
+            (3, 200, 70.0, 406),
+            (2, 200, 55.0, 406),
+            (2, 200, 80.0, 812)
+        ]
+    );
+    let refused = |text: &str, says: &str| {
+        let e = conditional_nodes::parse_anchor(text)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(says), "{e:?} should say {says:?}");
+    };
+    refused("", "no line for if");
+    refused(
+        &out.replace("switch 2 200 80 812\n", ""),
+        "no line for switch",
+    );
+    refused(&format!("{out}if 2 200 1 1\n"), "if twice");
+    refused(&out.replace("if_else", "else"), "unknown function `else`");
+    refused(&out.replace("50.5", "nan"), "no time");
+    refused(&out.replace("50.5", "0"), "no time");
+    refused(&out.replace("do_while 1", "do_while one"), "no node count");
+    refused(&out.replace("60 4060", "60 -4"), "no count");
+    refused(
+        &out.replace("50.5", "50.5 us"),
+        "not `function nodes calls us_per_call counted`",
+    );
+}
+
+#[test]
+fn the_conditional_nodes_bench_takes_its_arguments() {
+    let parse = |args: &[&str]| conditional_nodes::parse_args(args.iter().map(|a| a.to_string()));
+    let options = parse(&["--calls", "10", "--rounds", "3", "--bench"]).unwrap();
+    assert_eq!(
+        (options.calls, options.rounds, options.check_host),
+        (10, 3, false)
+    );
+    assert!(parse(&["--check-host"]).unwrap().check_host);
+    assert_eq!(parse(&[]).unwrap().calls, 200);
+    for (args, says) in [
+        (&["--calls", "0"][..], "positive whole number, not `0`"),
+        (&["--rounds", "x"][..], "positive whole number, not `x`"),
+        (&["--calls"][..], "--calls needs a number"),
+        (&["--size", "4"][..], "unknown argument `--size`"),
+    ] {
+        let e = parse(args).unwrap_err();
+        assert!(e.contains(says), "{e:?} should say {says:?}");
+    }
+}
+
+/// Rounds alternate with the anchor (a stand-in script here) whose times fill its columns; an
+/// anchor whose bodies counted other than the sample's, or that timed other calls than asked,
+/// is an error naming the function.
+#[test]
+fn the_conditional_nodes_bench_runs_rounds_with_its_anchor_and_checks_it() {
+    use std::os::unix::fs::PermissionsExt;
+
+    let dir = std::env::temp_dir().join(format!("conditional-nodes-anchor-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // 2 timed calls after 3 untimed: 5 calls' counts.
+    let script = |name: &str, if_count: u64, calls: usize| {
+        let path = dir.join(name);
+        let body = format!(
+            "#!/bin/sh\ntest \"$1\" = 2 || exit 3\n\
+             echo \"if 2 {calls} 40.0 {if_count}\"\necho \"do_while 1 {calls} 50.0 100\"\n\
+             echo \"captured_while 3 {calls} 60.0 10\"\necho \"if_else 2 {calls} 45.0 10\"\n\
+             echo \"switch 2 {calls} 70.0 20\"\n"
+        );
+        std::fs::write(&path, body).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    };
+    let ctx = gpu_pipeline::Context::cpu_checked();
+    let times = conditional_nodes::measure(&ctx, 2, 2, Some(&script("good", 5, 2))).unwrap();
+    for (t, function) in times.iter().zip(conditional_nodes::FUNCTIONS) {
+        assert_eq!(t.function, function);
+        assert_eq!((t.ours.len(), t.anchor.len()), (2, 2));
+    }
+    assert_eq!(times[0].nodes, (2, Some(2)));
+    assert_eq!(&times[4].anchor[..], &[70.0, 70.0][..]);
+    let table = conditional_nodes::table(&times);
+    assert!(
+        table.starts_with("| function | nodes (ours/anchor) | ours median µs |"),
+        "{table}"
+    );
+    assert_eq!(table.lines().filter(|l| l.starts_with("| ")).count(), 7);
+    assert!(table.contains("| captured_while | 4/3 |"), "{table}");
+    assert!(table.contains("worst ours/anchor per call"));
+
+    let e = conditional_nodes::measure(&ctx, 2, 1, Some(&script("few", 4, 2)))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("the anchor's if: its bodies counted 4 in 5 calls, expected 5"),
+        "{e}"
+    );
+    let e = conditional_nodes::measure(&ctx, 2, 1, Some(&script("calls", 5, 3)))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("the anchor's if: 3 calls timed, 2 asked for"),
+        "{e}"
+    );
+    assert!(ctx.races().is_empty(), "{:?}", ctx.races());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
