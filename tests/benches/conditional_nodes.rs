@@ -30,7 +30,10 @@
 //! and ours/anchor, which issue 22 bounds at 1.05.
 //!
 //! Without a GPU it says so and exits successfully; `-- --check-host` runs the five ports on
-//! the checked CPU backend and fails on a wrong count or a race.
+//! the checked CPU backend and fails on a wrong count or a race. `-- --host-cost CALLS` times
+//! only the host's work per call, each function called exactly CALLS times per round with no
+//! check (against `tools/fake-driver`, the do-nothing driver: the library's own cost, and under
+//! `valgrind --tool=callgrind` the driver calls a call makes).
 //! `cargo bench -p tests --bench conditional_nodes`; on the GPU machine
 //! `CONDITIONAL_NODES_ANCHOR=./conditional_nodes bash .gpu/run bench conditional_nodes`.
 
@@ -514,6 +517,9 @@ pub struct Options {
     pub rounds: usize,
     /// `--check-host`: the ports on the checked CPU backend instead.
     pub check_host: bool,
+    /// `--host-cost CALLS`: only the host's work per call, CALLS calls of each function per
+    /// round, unchecked (against `tools/fake-driver`, the library's own cost).
+    pub host_cost: Option<usize>,
 }
 
 /// Parses the arguments after the program's name. `--bench` (which cargo and `.gpu/run`
@@ -523,6 +529,7 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Options, Str
         calls: DEFAULT_CALLS,
         rounds: DEFAULT_ROUNDS,
         check_host: false,
+        host_cost: None,
     };
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
@@ -542,14 +549,41 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Options, Str
             "--check-host" => options.check_host = true,
             "--rounds" => options.rounds = number("--rounds")?,
             "--calls" => options.calls = number("--calls")?,
+            "--host-cost" => options.host_cost = Some(number("--host-cost")?),
             other => {
                 return Err(format!(
-                    "unknown argument `{other}`; the arguments are --calls N, --rounds N and --check-host"
+                    "unknown argument `{other}`; the arguments are --calls N, --rounds N, --check-host and --host-cost CALLS"
                 ));
             }
         }
     }
     Ok(options)
+}
+
+/// `--host-cost`: each function called `calls` times per round, unchecked, for `rounds`
+/// rounds: the median µs per call of each. Against the do-nothing driver nothing runs, so
+/// this is the host's work alone.
+pub fn host_cost(
+    ctx: &Context,
+    calls: usize,
+    rounds: usize,
+) -> BoxResult<Vec<(&'static str, f64)>> {
+    let mut ports = Ports::new(ctx)?;
+    let mut times = vec![Vec::new(); FUNCTIONS.len()];
+    for _ in 0..rounds {
+        for (index, samples) in times.iter_mut().enumerate() {
+            let start = Instant::now();
+            for _ in 0..calls {
+                ports.call(index)?;
+            }
+            samples.push(start.elapsed().as_secs_f64() * 1e6 / calls as f64);
+        }
+    }
+    Ok(FUNCTIONS
+        .iter()
+        .zip(&times)
+        .map(|(&function, samples)| (function, median_spread(samples).0))
+        .collect())
 }
 
 /// The five ports on the checked CPU backend, 2 timed calls each: counts checked, no races.
@@ -591,6 +625,24 @@ fn main() {
             return;
         }
     };
+    if let Some(calls) = options.host_cost {
+        match host_cost(&ctx, calls, options.rounds) {
+            Ok(costs) => {
+                println!(
+                    "host work per call, {calls} calls, medians of {} rounds:",
+                    options.rounds
+                );
+                for (function, us) in costs {
+                    println!("  {function} {us:.3} µs");
+                }
+            }
+            Err(e) => {
+                eprintln!("conditional_nodes host cost failed: {e}");
+                std::process::exit(1);
+            }
+        }
+        return;
+    }
     let anchor: Option<PathBuf> = std::env::var_os(ANCHOR_ENV)
         .filter(|p| !p.is_empty())
         .map(PathBuf::from);

@@ -62,13 +62,43 @@ CUresult fake_cuStreamGetCaptureInfo(void* s, int* status, unsigned long long* i
   return 0;
 }
 CUresult fake_cuEventCreate(void** e, unsigned f) { *e = H(); return 0; }
+// Counts of the calls that cost a real driver most, for tests of how many a path makes
+// (tests/tests/driver_calls.rs): with FAKE_CUDA_COUNTS naming a file, the process writes
+// `name count` lines there at exit. `unoverlapped_zeroing` counts the waits for the legacy
+// stream that follow a cuMemsetD8 with no graph instantiated or updated in between: a memset
+// the host waited for at once, rather than while a graph was built.
+enum { C_HOST_ALLOC, C_FREE_HOST, C_MEM_ALLOC, C_MEM_FREE, C_MEMSET, C_LEGACY_SYNC,
+       C_UNOVERLAPPED, C_INSTANTIATE, C_CTX_SYNC, C_COUNTS };
+static const char* count_names[C_COUNTS] = {
+  "cuMemHostAlloc", "cuMemFreeHost", "cuMemAlloc", "cuMemFree", "cuMemsetD8",
+  "legacy_stream_sync", "unoverlapped_zeroing", "cuGraphInstantiate", "cuCtxSynchronize"};
+static unsigned long counts[C_COUNTS];
+static int memset_pending;
+__attribute__((destructor)) static void write_counts(void) {
+  const char* path = getenv("FAKE_CUDA_COUNTS");
+  FILE* f = path && *path ? fopen(path, "w") : NULL;
+  if (!f) return;
+  for (int i = 0; i < C_COUNTS; i++) fprintf(f, "%s %lu\n", count_names[i], counts[i]);
+  fclose(f);
+}
+CUresult fake_cuMemsetD8(uintptr_t p, unsigned char v, size_t n) { counts[C_MEMSET]++; memset_pending = 1; return 0; }
+CUresult fake_cuStreamSynchronize(void* s) {
+  if (!s) {
+    counts[C_LEGACY_SYNC]++;
+    if (memset_pending) counts[C_UNOVERLAPPED]++;
+    memset_pending = 0;
+  }
+  return 0;
+}
+CUresult fake_cuCtxSynchronize(void) { counts[C_CTX_SYNC]++; return 0; }
+CUresult fake_cuMemFree(uintptr_t p) { counts[C_MEM_FREE]++; return 0; }
 static uintptr_t next_dev = 0x700000000000ull;
-CUresult fake_cuMemAlloc(uintptr_t* p, size_t b) { *p = next_dev; next_dev += (b + 0xffff) & ~0xffffull; return 0; }
-CUresult fake_cuMemAllocAsync(uintptr_t* p, size_t b, void* s) { return fake_cuMemAlloc(p, b); }
-CUresult fake_cuMemAllocFromPoolAsync(uintptr_t* p, size_t b, void* pool, void* s) { return fake_cuMemAlloc(p, b); }
+CUresult fake_cuMemAlloc(uintptr_t* p, size_t b) { counts[C_MEM_ALLOC]++; *p = next_dev; next_dev += (b + 0xffff) & ~0xffffull; return 0; }
+CUresult fake_cuMemAllocAsync(uintptr_t* p, size_t b, void* s) { counts[C_MEM_ALLOC]--; return fake_cuMemAlloc(p, b); }
+CUresult fake_cuMemAllocFromPoolAsync(uintptr_t* p, size_t b, void* pool, void* s) { counts[C_MEM_ALLOC]--; return fake_cuMemAlloc(p, b); }
 CUresult fake_cuMemAllocManaged(void** p, size_t b, unsigned f) { *p = calloc(1, b ? b : 1); return 0; }
-CUresult fake_cuMemHostAlloc(void** p, size_t b, unsigned f) { *p = calloc(1, b ? b : 1); return 0; }
-CUresult fake_cuMemFreeHost(void* p) { free(p); return 0; }
+CUresult fake_cuMemHostAlloc(void** p, size_t b, unsigned f) { counts[C_HOST_ALLOC]++; *p = calloc(1, b ? b : 1); return 0; }
+CUresult fake_cuMemFreeHost(void* p) { counts[C_FREE_HOST]++; free(p); return 0; }
 CUresult fake_cuMemHostGetDevicePointer(void** d, void* p, unsigned f) { *d = p; return 0; }
 CUresult fake_cuMemGetInfo(size_t* f, size_t* t) { *f = 70ull << 30; *t = 80ull << 30; return 0; }
 // Kernels and their parameter sizes, read from the PTX text a module is loaded from (the
@@ -163,7 +193,8 @@ CUresult fake_cuGraphConditionalHandleCreate(unsigned long long* h, void* g, voi
   *h = (unsigned long long)(uintptr_t)H();
   return 0;
 }
-CUresult fake_cuGraphInstantiateWithFlags(void** e, void* g, unsigned long long f) { *e = H(); return 0; }
+CUresult fake_cuGraphInstantiateWithFlags(void** e, void* g, unsigned long long f) { counts[C_INSTANTIATE]++; memset_pending = 0; *e = H(); return 0; }
+CUresult fake_cuGraphExecUpdate(void* e, void* g, void* info) { memset_pending = 0; return 0; }
 CUresult fake_cuModuleLoadData(void** m, const void* img) { return fake_cuModuleLoadDataEx(m, img, 0, 0, 0); }
 CUresult fake_cuStreamEndCapture(void* s, void** g) { *g = H(); return 0; }
 
