@@ -9,6 +9,7 @@ use crate::error::{DriverError, Error, Result};
 use crate::sys::{self, CUresult, CUstreamCaptureMode};
 
 use super::device::Device;
+use super::flag_slab::FlagSlab;
 use crate::vocab::attribute::SyncPolicy;
 
 impl SyncPolicy {
@@ -138,6 +139,8 @@ pub(crate) struct Context {
     device: Device,
     raw: sys::CUcontext,
     driver: &'static Driver,
+    /// The device-mapped host words this context's flag words use.
+    flags: FlagSlab,
 }
 
 // SAFETY: a CUcontext is a process-wide handle the driver lets any thread make current; the
@@ -159,6 +162,7 @@ impl Context {
             device: *device,
             raw,
             driver: d,
+            flags: FlagSlab::default(),
         })
     }
 
@@ -261,6 +265,11 @@ impl Context {
         Ok((free, total))
     }
 
+    /// Where this context's flag words come from.
+    pub(crate) fn flag_slab(&self) -> &FlagSlab {
+        &self.flags
+    }
+
     /// Blocks until all work in the context has finished.
     pub(crate) fn synchronize(&self) -> Result<()> {
         let d = self.bind()?;
@@ -350,6 +359,11 @@ impl Drop for Context {
                 "a CUDA context's last handle was dropped inside a host function; it stays retained"
             );
             return;
+        }
+        // Every flag word holds this context, so none is lent any more; their work finished
+        // before each was handed back.
+        if let Ok(d) = self.bind() {
+            self.flags.release(d);
         }
         // SAFETY: balances the retain in `Context::retain`; the device handle is valid.
         let code = unsafe { (self.driver.cuDevicePrimaryCtxRelease)(self.device.handle()) };

@@ -6,18 +6,19 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use crate::driver::check;
 use crate::error::Result;
 use crate::sys;
 
 use super::Context;
+use super::flag_slab::SlabWord;
 
 /// A device-mapped host word.
 ///
-/// Invariant: `host` is an 8-byte aligned word allocated by `cuMemHostAlloc` with
-/// `DEVICEMAP` in `ctx`, `device` its device address; it is accessed only through atomics
-/// (host) and stream memory operations (device), and freed in `Drop` only after a context
-/// synchronize succeeded (leaked otherwise), so no enqueued operation touches freed memory.
+/// Invariant: `host` is an 8-byte aligned word of a page of `ctx`'s flag slab (allocated by
+/// `cuMemHostAlloc` with `DEVICEMAP`), lent to this word alone, `device` its device address;
+/// it is accessed only through atomics (host) and stream memory operations (device), and
+/// handed back in `Drop` only after a context synchronize succeeded (never, otherwise), so no
+/// operation enqueued for this word touches it once another word has it.
 pub(crate) struct FlagWord {
     ctx: Arc<Context>,
     host: NonNull<u64>,
@@ -30,32 +31,14 @@ unsafe impl Send for FlagWord {}
 unsafe impl Sync for FlagWord {}
 
 impl FlagWord {
-    /// A new word holding 0.
+    /// A new word holding 0: one of the context's slab (a page is pinned and mapped only
+    /// when every word of the pages so far is in use).
     pub(crate) fn new(ctx: &Arc<Context>) -> Result<FlagWord> {
         let d = ctx.bind()?;
-        let mut host = std::ptr::null_mut();
-        let flags = sys::CU_MEMHOSTALLOC_PORTABLE | sys::CU_MEMHOSTALLOC_DEVICEMAP;
-        // SAFETY: a valid out-pointer; freed in Drop (or below).
-        check("cuMemHostAlloc", unsafe {
-            (d.cuMemHostAlloc)(&mut host, 8, flags)
-        })?;
-        let Some(word) = NonNull::new(host.cast::<u64>()) else {
-            return Err(crate::Error::invalid(
-                "FlagCell::new",
-                "cuMemHostAlloc returned a null pointer",
-            ));
-        };
-        let mut device = 0;
-        // SAFETY: `host` was just allocated with DEVICEMAP; flags must be 0.
-        let code = unsafe { (d.cuMemHostGetDevicePointer)(&mut device, host, 0) };
-        if let Err(e) = check("cuMemHostGetDevicePointer", code) {
-            // SAFETY: allocated above and not yet shared with any work.
-            unsafe { (d.cuMemFreeHost)(host) };
-            return Err(e);
-        }
+        let SlabWord { host, device } = ctx.flag_slab().take(d)?;
         let word = FlagWord {
             ctx: ctx.clone(),
-            host: word,
+            host,
             device,
         };
         word.store_u64(0);
@@ -106,14 +89,11 @@ impl Drop for FlagWord {
             tracing::warn!(error = %e, "synchronizing before freeing a flag cell failed; leaking it");
             return;
         }
-        let Ok(d) = self.ctx.bind() else {
-            return;
-        };
-        // SAFETY: allocated by cuMemHostAlloc in `new`; all work that could use it finished.
-        let code = unsafe { (d.cuMemFreeHost)(self.host.as_ptr().cast()) };
-        if !code.is_success() {
-            tracing::warn!(?code, "cuMemFreeHost failed while dropping a flag cell");
-        }
+        // All work that could use it finished: the next word made may be this one.
+        self.ctx.flag_slab().give_back(SlabWord {
+            host: self.host,
+            device: self.device,
+        });
     }
 }
 

@@ -285,15 +285,22 @@ impl DeviceMemory {
     /// synchronized (it runs before any work can reach the memory; no other stream is waited
     /// for).
     pub(crate) fn alloc_zeroed(ctx: &Arc<Context>, bytes: usize) -> Result<DeviceMemory> {
+        let memory = DeviceMemory::alloc_zeroing(ctx, bytes)?;
+        settle_legacy_zeroing(ctx)?;
+        Ok(memory)
+    }
+
+    /// `bytes` of device memory with `cuMemsetD8` zeroing it on the legacy stream, which
+    /// non-blocking streams do not wait for: no work may reach the memory before
+    /// [`settle_legacy_zeroing`] returned. For memory only a graph's nodes use, whose graph
+    /// settles before its first instantiation or update (`Graph::zeroed_on_legacy`): the
+    /// memset then runs while the graph is built, instead of the host waiting for it here.
+    pub(crate) fn alloc_zeroing(ctx: &Arc<Context>, bytes: usize) -> Result<DeviceMemory> {
         let memory = DeviceMemory::alloc(ctx, bytes)?;
         let d = ctx.bind()?;
         // SAFETY: a fresh allocation of at least `bytes` bytes that no work has been given yet.
         check("cuMemsetD8", unsafe {
             (d.cuMemsetD8)(memory.ptr, 0, bytes.max(1))
-        })?;
-        // SAFETY: the legacy stream of the bound context (a null handle).
-        check("cuStreamSynchronize", unsafe {
-            (d.cuStreamSynchronize)(std::ptr::null_mut())
         })?;
         Ok(memory)
     }
@@ -640,6 +647,16 @@ impl std::fmt::Debug for DeviceMemory {
             .field("kind", &self.kind)
             .finish()
     }
+}
+
+/// Waits for what [`DeviceMemory::alloc_zeroing`] enqueued on `ctx`'s legacy stream (and, as
+/// the legacy stream does, for the work of blocking streams enqueued before it).
+pub(crate) fn settle_legacy_zeroing(ctx: &Context) -> Result<()> {
+    let d = ctx.bind()?;
+    // SAFETY: the legacy stream of the bound context (a null handle).
+    check("cuStreamSynchronize", unsafe {
+        (d.cuStreamSynchronize)(std::ptr::null_mut())
+    })
 }
 
 #[cfg(test)]

@@ -25,6 +25,7 @@ mod device;
 mod event;
 mod fence;
 mod flag;
+mod flag_slab;
 mod graph;
 mod held;
 mod host_data;
@@ -55,7 +56,7 @@ pub(crate) use graph::{
 pub(crate) use keep::{Keep, keep as keep_in_capture};
 pub(crate) use launch::{CudaArgs, launch};
 pub(crate) use memop::MemOp;
-pub(crate) use memory::{DeviceMemory, HostSlice, HostSliceMut};
+pub(crate) use memory::{DeviceMemory, HostSlice, HostSliceMut, settle_legacy_zeroing};
 pub(crate) use module::{Function, FunctionId, Module, ModuleImage};
 pub(crate) use pinned::{PinnedMemory, Refused};
 pub(crate) use pool::MemoryPool;

@@ -18,6 +18,7 @@
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::PoisonError;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytemuck::{Pod, Zeroable};
 
@@ -194,6 +195,9 @@ pub struct ConditionHandle {
     /// Three words: the value last set, and (CUDA, in a graph loop) the iteration count and
     /// the count last written to the loop's state word.
     word: DeviceBuffer<u32>,
+    /// Whether `word` may still be being zeroed on the legacy stream (a graph's handle on
+    /// CUDA, until `word()` waited).
+    zeroing: AtomicBool,
     /// `None` for an eager handle.
     pub(crate) owner: Option<Arc<Owner>>,
 }
@@ -204,12 +208,17 @@ impl ConditionHandle {
     pub fn eager(ctx: &Context) -> Result<ConditionHandle> {
         Ok(ConditionHandle {
             word: words(ctx)?,
+            zeroing: AtomicBool::new(false),
             owner: None,
         })
     }
 
     /// A handle of scope `scope` of graph `graph`, with the CUDA handle `raw` (0 on the CPU
     /// backend).
+    ///
+    /// On CUDA its words are still being zeroed on the legacy stream: the caller tells the
+    /// graph (`zeroed_on_legacy`), which waits before it is instantiated, and
+    /// [`word`](ConditionHandle::word) waits before it lends them.
     pub(crate) fn owned(
         ctx: &Context,
         graph: u64,
@@ -218,8 +227,10 @@ impl ConditionHandle {
         kind: HandleKind,
         state: Option<LoopState>,
     ) -> Result<ConditionHandle> {
+        const CALL: &str = "Graph::condition_handle";
         Ok(ConditionHandle {
-            word: words(ctx)?,
+            word: DeviceBuffer::from_alloc(DeviceAlloc::new_zeroing(CALL, ctx, 12)?, 3),
+            zeroing: AtomicBool::new(ctx.backend() == crate::Backend::Cuda),
             owner: Some(Arc::new(Owner {
                 graph,
                 scope,
@@ -236,6 +247,13 @@ impl ConditionHandle {
     /// graph loop's iteration count on CUDA and the count last written to its state word (the
     /// loop's test does not write element 0).
     pub fn word(&self) -> &DeviceBuffer<u32> {
+        // A graph's handle: its words are zeroed on the legacy stream, which the stream the
+        // caller reads them on may not wait for.
+        if self.zeroing.swap(false, Ordering::AcqRel)
+            && let Err(e) = crate::memory::alloc::settle_zeroing(self.word.context())
+        {
+            tracing::warn!(error = %e, "waiting for a condition handle's words to be zeroed failed");
+        }
         &self.word
     }
 

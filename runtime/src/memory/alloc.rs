@@ -106,6 +106,27 @@ impl DeviceAlloc {
         })
     }
 
+    /// `bytes` of device memory being zeroed on CUDA's legacy stream, which no other stream
+    /// waits for: only for memory a graph's nodes alone use, whose graph is told
+    /// (`Graph::zeroed_on_legacy`) and waits before it is instantiated. CPU-backend memory
+    /// starts zeroed.
+    pub(crate) fn new_zeroing(
+        call: &'static str,
+        ctx: &Context,
+        bytes: usize,
+    ) -> Result<DeviceAlloc> {
+        let memory = match ctx.kind() {
+            ContextBackend::Cuda(c) => {
+                DeviceMemory::Cuda(Arc::new(cuda::DeviceMemory::alloc_zeroing(c, bytes)?))
+            }
+            ContextBackend::Cpu(_) => return DeviceAlloc::new(call, ctx, bytes),
+        };
+        Ok(DeviceAlloc {
+            ctx: ctx.clone(),
+            memory,
+        })
+    }
+
     /// `bytes` of zeroed managed memory.
     pub(crate) fn new_managed(
         call: &'static str,
@@ -265,5 +286,14 @@ impl PinnedAlloc {
             PinnedMemory::Cuda(m) => m.wait_for_device(),
             PinnedMemory::Cpu(m) => Ok(m.wait_for_work()?),
         }
+    }
+}
+
+/// Waits for memory [`DeviceAlloc::new_zeroing`] gave on `ctx` to be zeroed (nothing to wait
+/// for on the CPU backend).
+pub(crate) fn settle_zeroing(ctx: &Context) -> Result<()> {
+    match ctx.kind() {
+        ContextBackend::Cuda(c) => cuda::settle_legacy_zeroing(c),
+        ContextBackend::Cpu(_) => Ok(()),
     }
 }

@@ -446,7 +446,12 @@ impl Graph {
         };
         // SAFETY: a new graph of this context that we own, whose nodes point at what
         // `record.keep` (a copy of this graph's list) holds.
-        Ok(unsafe { Graph::from_raw(&self.handle.ctx, raw, record) })
+        let clone = unsafe { Graph::from_raw(&self.handle.ctx, raw, record) };
+        // Its nodes point at the same memory, zeroed or not yet.
+        if self.zeroing.load(Ordering::Acquire) {
+            clone.zeroed_on_legacy();
+        }
+        Ok(clone)
     }
 
     /// [`Graph::try_clone`], with the nodes of the clone that `nodes` (of this graph) became

@@ -645,14 +645,13 @@ impl Graph {
     /// Zeroed device words (`COUNTER_BYTES`) that the graph keeps, for the condition kernels
     /// of one node to count in: sets `args.counter`.
     fn add_counter(&mut self, args: &mut ConditionArgs) -> Result<()> {
-        let counter = Arc::new(DeviceMemory::alloc(&self.handle.ctx, COUNTER_BYTES)?);
-        {
-            let d = self.handle.ctx.bind()?;
-            // SAFETY: `COUNTER_BYTES` bytes of live device memory of the bound context.
-            check("cuMemsetD8", unsafe {
-                (d.cuMemsetD8)(counter.ptr(), 0, COUNTER_BYTES)
-            })?;
-        }
+        // Zeroed on the legacy stream, which the streams a launch may use do not wait for:
+        // settled before any instantiation of the graph is returned.
+        let counter = Arc::new(DeviceMemory::alloc_zeroing(
+            &self.handle.ctx,
+            COUNTER_BYTES,
+        )?);
+        self.zeroed_on_legacy();
         args.counter = counter.ptr();
         self.retain([Keep::Device(counter)]);
         Ok(())

@@ -230,6 +230,9 @@ impl GraphExec {
             // out-pointer.
             unsafe { (d.cuGraphExecUpdate)(self.raw, graph.handle.raw, &mut info) }
         };
+        // Updated or not, its nodes may now point at memory `graph` is zeroing: no launch
+        // before that ran.
+        graph.settle_zeroing()?;
         if code != CUresult::CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE {
             check("cuGraphExecUpdate", code)?;
         }

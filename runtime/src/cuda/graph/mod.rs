@@ -142,6 +142,10 @@ pub(crate) struct Graph {
     /// Its conditional nodes and loops: instantiation chains the conditional nodes of each
     /// scope that holds a loop (`loops.rs`).
     loops: loops::LoopNodes,
+    /// Memory its nodes use is being zeroed on the legacy stream (condition words and
+    /// counters, `DeviceMemory::alloc_zeroing`): waited for before the graph is instantiated,
+    /// updates an instantiation or is cloned, so that no launch of it can precede the memset.
+    zeroing: AtomicBool,
 }
 
 /// How many dependencies of a node [`RawDeps`] holds without allocating.
@@ -238,6 +242,7 @@ impl Graph {
             kernel_order: captured.then_some((record.kernel_nodes, record.kernel_nodes_complete)),
             bodies: Vec::new(),
             loops: loops::LoopNodes::default(),
+            zeroing: AtomicBool::new(false),
         }
     }
 
@@ -501,6 +506,23 @@ impl Graph {
         })
     }
 
+    /// Notes that memory its nodes use is being zeroed on the legacy stream
+    /// (`DeviceMemory::alloc_zeroing`): no instantiation or update from this graph is
+    /// returned before that memset has run.
+    pub(crate) fn zeroed_on_legacy(&self) {
+        self.zeroing.store(true, Ordering::Release);
+    }
+
+    /// Waits for the zeroing [`zeroed_on_legacy`](Graph::zeroed_on_legacy) noted, if any
+    /// (once: later calls return at once).
+    pub(crate) fn settle_zeroing(&self) -> Result<()> {
+        if self.zeroing.load(Ordering::Acquire) {
+            super::memory::settle_legacy_zeroing(&self.handle.ctx)?;
+            self.zeroing.store(false, Ordering::Release);
+        }
+        Ok(())
+    }
+
     /// Instantiates the graph: the executable graph is a snapshot that holds what the graph
     /// holds.
     pub(crate) fn instantiate(&self) -> Result<GraphExec> {
@@ -518,7 +540,12 @@ impl Graph {
             .loops
             .has_loop()
             .then(|| lane::LoopLane::of(&self.handle.ctx));
-        Ok(GraphExec::new(raw, self.handle.clone(), &self.keep, lane))
+        let exec = GraphExec::new(raw, self.handle.clone(), &self.keep, lane);
+        // Its nodes point at memory being zeroed: waited for after the instantiation, which
+        // the memset ran beside, so this rarely waits. On failure the instantiation is dropped
+        // unlaunched.
+        self.settle_zeroing()?;
+        Ok(exec)
     }
 }
 

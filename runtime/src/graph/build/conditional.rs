@@ -364,7 +364,13 @@ impl Graph {
             (GraphBackend::Cpu(_), Scope::Cpu(_)) => 0,
             _ => return Err(mixed(CALL, "graph")),
         };
-        ConditionHandle::owned(&self.ctx, self.id, scope, raw, kind, state)
+        let handle = ConditionHandle::owned(&self.ctx, self.id, scope, raw, kind, state)?;
+        // Its words are being zeroed on the legacy stream: the graph waits for that before it
+        // is instantiated.
+        if let GraphBackend::Cuda(g) = &self.backend {
+            g.zeroed_on_legacy();
+        }
+        Ok(handle)
     }
 }
 

@@ -1,0 +1,192 @@
+//! How many of the costly driver calls a captured step with device control flow makes per
+//! capture, counted against the do-nothing driver of `tools/fake-driver` (compiled here with
+//! `cc`), so that a change that puts one back on the path fails on any machine:
+//!
+//! - no page of host memory pinned (`cuMemHostAlloc`) or unpinned (`cuMemFreeHost`) per
+//!   capture: loop states come from the context's slab of flag words;
+//! - no memset the host waits for at once: condition words and counters are zeroed on the
+//!   legacy stream while the graph is built, and waited for when it is instantiated.
+//!
+//! NVIDIA's graphConditionalNodes makes and drops such a graph per call
+//! (`tests/benches/conditional_nodes.rs`), and so does a simulation that recaptures.
+//!
+//! Each count comes from a child process (this test binary, filtered to the test) that loads
+//! the fake driver: one with 1 capture, one with 1 + `MORE`, and the difference is what
+//! `MORE` captures cost.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use gpu_pipeline::{Context, DeviceBuffer, Result, Stream, gpu_pipeline};
+
+/// Captures made by the child (its first argument, through this variable).
+const CAPTURES_ENV: &str = "GPU_PIPELINE_DRIVER_CALLS_CAPTURES";
+/// Captures the second child makes beyond the first's one.
+const MORE: u64 = 20;
+
+mod cpu {
+    use gpu_pipeline::ConditionSetter;
+
+    pub fn add_scalar(n: u32, value: f32, data: &mut [f32]) {
+        data[..n as usize].iter_mut().for_each(|x| *x += value);
+    }
+
+    pub fn set_if_greater(value: &[f32], tol: f32, mut go: ConditionSetter<'_>) {
+        go.set(u32::from(value[0] > tol));
+    }
+}
+
+gpu_pipeline! {
+    /// A kernel-set `if`/`else` (condition words), a `while` on a comparison (the library's
+    /// condition kernels, a counter and a loop state) and a `do ... while`.
+    pub pipeline Branches {
+        streams { main }
+        unsafe kernels k = ptx(include_str!("../../runtime/kernels/test_kernels.ptx")) {
+            fn add_scalar(n: u32, value: f32, data: &mut [f32; n]) cpu = cpu::add_scalar;
+        }
+        unsafe kernels c = ptx(include_str!("../kernels/conditionals.ptx")) {
+            fn cb_set_if_greater(value: &[f32; 1], tol: f32, go: Condition)
+                cpu = cpu::set_if_greater;
+        }
+        params { start: f32, tol: f32, residual: &mut DeviceBuffer<f32>, out: &mut DeviceBuffer<f32> }
+        scratch { go: Condition }
+        stage solve on main {
+            fill residual = start;
+            launch c::cb_set_if_greater(residual, tol, go) grid 1u32 block 1u32;
+            if go {
+                launch k::add_scalar(1u32, 1.0f32, out) grid 1u32 block 1u32;
+            } else {
+                launch k::add_scalar(1u32, 10.0f32, out) grid 1u32 block 1u32;
+            }
+            while residual > tol max 100u32 {
+                launch k::add_scalar(1u32, -1.0f32, residual) grid 1u32 block 1u32;
+            }
+            do {
+                launch k::add_scalar(1u32, -1.0f32, residual) grid 1u32 block 1u32;
+            } while residual > tol max 100u32;
+        }
+    }
+}
+
+/// `captures` times: the step captured, launched, synchronized and dropped.
+fn capture_and_drop(ctx: &Context, captures: u64) -> Result<()> {
+    let stream = Stream::new(ctx)?;
+    let mut residual = DeviceBuffer::<f32>::zeros(&stream, 1)?;
+    let mut out = DeviceBuffer::<f32>::zeros(&stream, 1)?;
+    stream.synchronize()?;
+    let mut pipeline = Branches::new(ctx)?;
+    for _ in 0..captures {
+        let mut graph = pipeline.capture(BranchesParams {
+            start: 3.0,
+            tol: 0.5,
+            residual: &mut residual,
+            out: &mut out,
+        })?;
+        graph.launch()?;
+        graph.synchronize()?;
+    }
+    Ok(())
+}
+
+/// The fake driver, compiled into the target directory; `None` where this machine has no C
+/// compiler or the checkout no driver source (a bundle run on a GPU machine).
+fn fake_driver() -> Option<PathBuf> {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/fake-driver/fake_libcuda.c");
+    if !source.exists() {
+        println!("skipped: {} is not here", source.display());
+        return None;
+    }
+    let out =
+        std::env::temp_dir().join(format!("gpu-pipeline-fake-cuda-{}.so", std::process::id()));
+    let built = Command::new("cc")
+        .args(["-O2", "-shared", "-fPIC", "-o"])
+        .arg(&out)
+        .arg(&source)
+        .arg("-ldl")
+        .status();
+    match built {
+        Ok(status) if status.success() => Some(out),
+        Ok(status) => panic!("cc could not build the fake driver: {status}"),
+        Err(e) => {
+            println!("skipped: no C compiler (`cc`: {e})");
+            None
+        }
+    }
+}
+
+/// The counts the fake driver wrote for a child that made `captures` captures.
+fn counts(driver: &Path, captures: u64) -> HashMap<String, u64> {
+    let file = std::env::temp_dir().join(format!(
+        "gpu-pipeline-fake-counts-{}-{captures}",
+        std::process::id()
+    ));
+    let output = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "captures_pin_no_host_memory_and_wait_for_no_memset_at_once",
+            "--exact",
+            "--nocapture",
+        ])
+        .env(CAPTURES_ENV, captures.to_string())
+        .env(gpu_pipeline::DRIVER_PATH_ENV, driver)
+        .env(gpu_pipeline::BACKEND_ENV, "cuda")
+        .env("FAKE_CUDA_COUNTS", &file)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "the child failed: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = std::fs::read_to_string(&file).expect("the fake driver wrote no counts");
+    std::fs::remove_file(&file).ok();
+    text.lines()
+        .filter_map(|line| line.split_once(' '))
+        .map(|(name, n)| (name.to_owned(), n.trim().parse().unwrap()))
+        .collect()
+}
+
+#[test]
+fn captures_pin_no_host_memory_and_wait_for_no_memset_at_once() {
+    if let Ok(captures) = std::env::var(CAPTURES_ENV) {
+        // The child: the fake driver is loaded (the variables above), nothing runs.
+        let ctx = Context::auto().unwrap();
+        capture_and_drop(&ctx, captures.parse().unwrap()).unwrap();
+        return;
+    }
+    let Some(driver) = fake_driver() else {
+        return;
+    };
+    let (one, more) = (counts(&driver, 1), counts(&driver, 1 + MORE));
+    std::fs::remove_file(&driver).ok();
+    let added = |name: &str| more[name] - one[name];
+    // The counts are real: every capture instantiates once, and zeroes its condition words.
+    assert_eq!(added("cuGraphInstantiate"), MORE, "{more:?}");
+    assert!(added("cuMemsetD8") >= MORE, "{more:?}");
+    assert_eq!(
+        added("cuMemHostAlloc"),
+        0,
+        "a capture pinned host memory: {more:?}"
+    );
+    assert_eq!(
+        added("cuMemFreeHost"),
+        0,
+        "a drop unpinned host memory: {more:?}"
+    );
+    assert_eq!(
+        added("unoverlapped_zeroing"),
+        0,
+        "a capture waited for a memset at once: {more:?}"
+    );
+    assert!(added("legacy_stream_sync") <= MORE, "{more:?}");
+}
+
+/// The same step on the checked CPU backend: it runs, race-free, so the counts above are of
+/// a step that works.
+#[test]
+fn the_counted_step_runs_race_free_on_the_cpu_backend() {
+    let ctx = Context::cpu_checked();
+    capture_and_drop(&ctx, 2).unwrap();
+    assert!(ctx.races().is_empty(), "{:?}", ctx.races());
+}
