@@ -39,8 +39,9 @@ pub use crate::pipeline::ops::{
 };
 pub use crate::pipeline::param_names::{NameAsParam, NameAsParamFallback, NameParam, ParamName};
 pub use crate::pipeline::plan::{
-    BodiesRun, Captured, Claim, Describe, Description, Instance, ReadKind, Ref, StepMode, StepPlan,
-    StreamDecl, ensure_events, ensure_streams, internal, plan_for, profile_sites,
+    BodiesRun, Captured, Claim, ConditionKernels, Describe, Description, Instance, ReadKind, Ref,
+    StepMode, StepPlan, StreamDecl, drop_captured, ensure_events, ensure_streams, internal,
+    plan_for, profile_sites,
 };
 pub use crate::pipeline::recapture::{Built, Recaptured, clone_captured, commit, instantiate};
 pub use crate::pipeline::refs::{

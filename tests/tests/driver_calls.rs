@@ -5,7 +5,13 @@
 //! - no page of host memory pinned (`cuMemHostAlloc`) or unpinned (`cuMemFreeHost`) per
 //!   capture: loop states come from the context's slab of flag words;
 //! - no memset the host waits for at once: condition words and counters are zeroed on the
-//!   legacy stream while the graph is built, and waited for when it is instantiated.
+//!   legacy stream while the graph is built, and waited for when it is instantiated;
+//! - one context synchronize per capture: the graph's drop waits for the context once for
+//!   everything only its builds use (the executable graph, condition words, loop counters
+//!   and states), where each of them used to wait on its own (eight here, one of them the
+//!   unloading of the library's condition kernels);
+//! - no module loaded per capture: the pipeline keeps the library's condition kernels loaded
+//!   (they were unloaded with the last graph that used them and loaded again for the next).
 //!
 //! NVIDIA's graphConditionalNodes makes and drops such a graph per call
 //! (`tests/benches/conditional_nodes.rs`), and so does a simulation that recaptures.
@@ -123,7 +129,7 @@ fn counts(driver: &Path, captures: u64) -> HashMap<String, u64> {
     ));
     let output = Command::new(std::env::current_exe().unwrap())
         .args([
-            "captures_pin_no_host_memory_and_wait_for_no_memset_at_once",
+            "captures_pin_no_host_memory_and_wait_for_no_memset_or_context_at_once",
             "--exact",
             "--nocapture",
         ])
@@ -148,7 +154,7 @@ fn counts(driver: &Path, captures: u64) -> HashMap<String, u64> {
 }
 
 #[test]
-fn captures_pin_no_host_memory_and_wait_for_no_memset_at_once() {
+fn captures_pin_no_host_memory_and_wait_for_no_memset_or_context_at_once() {
     if let Ok(captures) = std::env::var(CAPTURES_ENV) {
         // The child: the fake driver is loaded (the variables above), nothing runs.
         let ctx = Context::auto().unwrap();
@@ -180,6 +186,15 @@ fn captures_pin_no_host_memory_and_wait_for_no_memset_at_once() {
         "a capture waited for a memset at once: {more:?}"
     );
     assert!(added("legacy_stream_sync") <= MORE, "{more:?}");
+    assert!(
+        added("cuCtxSynchronize") <= MORE,
+        "more than one context synchronize per capture: {more:?}"
+    );
+    assert_eq!(
+        added("cuModuleLoadData"),
+        0,
+        "a capture loaded a module: {more:?}"
+    );
 }
 
 /// The same step on the checked CPU backend: it runs, race-free, so the counts above are of

@@ -68,10 +68,11 @@ CUresult fake_cuEventCreate(void** e, unsigned f) { *e = H(); return 0; }
 // stream that follow a cuMemsetD8 with no graph instantiated or updated in between: a memset
 // the host waited for at once, rather than while a graph was built.
 enum { C_HOST_ALLOC, C_FREE_HOST, C_MEM_ALLOC, C_MEM_FREE, C_MEMSET, C_LEGACY_SYNC,
-       C_UNOVERLAPPED, C_INSTANTIATE, C_CTX_SYNC, C_COUNTS };
+       C_UNOVERLAPPED, C_INSTANTIATE, C_CTX_SYNC, C_MODULE_LOAD, C_COUNTS };
 static const char* count_names[C_COUNTS] = {
   "cuMemHostAlloc", "cuMemFreeHost", "cuMemAlloc", "cuMemFree", "cuMemsetD8",
-  "legacy_stream_sync", "unoverlapped_zeroing", "cuGraphInstantiate", "cuCtxSynchronize"};
+  "legacy_stream_sync", "unoverlapped_zeroing", "cuGraphInstantiate", "cuCtxSynchronize",
+  "cuModuleLoadData"};
 static unsigned long counts[C_COUNTS];
 static int memset_pending;
 __attribute__((destructor)) static void write_counts(void) {
@@ -142,6 +143,7 @@ static void read_kernels(const char* ptx) {
 }
 
 CUresult fake_cuModuleLoadDataEx(void** m, const void* img, unsigned n, void* o, void* v) {
+  counts[C_MODULE_LOAD]++;
   read_kernels((const char*)img);
   *m = H();
   return 0;

@@ -23,6 +23,9 @@ pub(crate) struct FlagWord {
     ctx: Arc<Context>,
     host: NonNull<u64>,
     device: sys::CUdeviceptr,
+    /// Only one graph's nodes use it (a loop's state): dropped inside a `Quiesced` scope of
+    /// its context, it needs no synchronize of its own.
+    private: bool,
 }
 
 // SAFETY: the word is accessed only through atomics; the allocation is process-wide.
@@ -40,8 +43,17 @@ impl FlagWord {
             ctx: ctx.clone(),
             host,
             device,
+            private: false,
         };
         word.store_u64(0);
+        Ok(word)
+    }
+
+    /// A new word holding 0 that only one graph's nodes will use (a loop's state), so that a
+    /// drop inside a `Quiesced` scope of its context need not wait for it.
+    pub(crate) fn new_private(ctx: &Arc<Context>) -> Result<FlagWord> {
+        let mut word = FlagWord::new(ctx)?;
+        word.private = true;
         Ok(word)
     }
 
@@ -84,8 +96,10 @@ impl FlagWord {
 
 impl Drop for FlagWord {
     fn drop(&mut self) {
-        // Operations enqueued on any stream may still write or wait on the word.
-        if let Err(e) = self.ctx.synchronize() {
+        // Operations enqueued on any stream may still write or wait on the word (unless only
+        // one graph's nodes use it and its owner just synchronized the context).
+        let quiesced = self.private && super::quiesced::covers(&self.ctx);
+        if let Err(e) = (!quiesced).then(|| self.ctx.synchronize()).transpose() {
             tracing::warn!(error = %e, "synchronizing before freeing a flag cell failed; leaking it");
             return;
         }

@@ -183,6 +183,11 @@ pub(crate) struct DeviceMemory {
     /// given a peer's buffer): freeing it and host views wait for them too, since
     /// synchronizing this context does not.
     peers: Mutex<Vec<Arc<Context>>>,
+    /// Only one graph's nodes use it (`alloc_zeroing`): freed inside a [`Quiesced`] scope of
+    /// its context, it needs no synchronize of its own.
+    ///
+    /// [`Quiesced`]: super::quiesced::Quiesced
+    private: bool,
 }
 
 // SAFETY: a device address is a plain integer usable from any thread; the driver frees it
@@ -211,6 +216,7 @@ impl DeviceMemory {
             borrows: BorrowCount::default(),
             owner: Mutex::new(None),
             peers: Mutex::new(Vec::new()),
+            private: false,
         }
     }
 
@@ -285,7 +291,7 @@ impl DeviceMemory {
     /// synchronized (it runs before any work can reach the memory; no other stream is waited
     /// for).
     pub(crate) fn alloc_zeroed(ctx: &Arc<Context>, bytes: usize) -> Result<DeviceMemory> {
-        let memory = DeviceMemory::alloc_zeroing(ctx, bytes)?;
+        let memory = DeviceMemory::alloc_with_memset(ctx, bytes)?;
         settle_legacy_zeroing(ctx)?;
         Ok(memory)
     }
@@ -295,7 +301,18 @@ impl DeviceMemory {
     /// [`settle_legacy_zeroing`] returned. For memory only a graph's nodes use, whose graph
     /// settles before its first instantiation or update (`Graph::zeroed_on_legacy`): the
     /// memset then runs while the graph is built, instead of the host waiting for it here.
+    ///
+    /// The memory is the graph's alone: nothing but its nodes may use it, so that a drop inside
+    /// a [`Quiesced`](super::quiesced::Quiesced) scope frees it with no synchronize.
     pub(crate) fn alloc_zeroing(ctx: &Arc<Context>, bytes: usize) -> Result<DeviceMemory> {
+        let mut memory = DeviceMemory::alloc_with_memset(ctx, bytes)?;
+        memory.private = true;
+        Ok(memory)
+    }
+
+    /// `bytes` of device memory and a `cuMemsetD8` zeroing it on the legacy stream, not
+    /// waited for.
+    fn alloc_with_memset(ctx: &Arc<Context>, bytes: usize) -> Result<DeviceMemory> {
         let memory = DeviceMemory::alloc(ctx, bytes)?;
         let d = ctx.bind()?;
         // SAFETY: a fresh allocation of at least `bytes` bytes that no work has been given yet.
@@ -467,12 +484,17 @@ impl DeviceMemory {
             return Ok(());
         }
         // Work enqueued on any stream may still read or write this memory: wait for it all,
-        // on the other devices whose streams used it too.
-        let waited = self.ctx.synchronize().and_then(|()| {
-            let peers =
-                std::mem::take(&mut *self.peers.lock().unwrap_or_else(PoisonError::into_inner));
-            peers.iter().try_for_each(|peer| peer.synchronize())
-        });
+        // on the other devices whose streams used it too. Memory only one graph uses, freed
+        // where the graph's owner just synchronized its context, has no other work to wait
+        // for (`quiesced.rs`).
+        let peers = std::mem::take(&mut *self.peers.lock().unwrap_or_else(PoisonError::into_inner));
+        let waited = if self.private && peers.is_empty() && super::quiesced::covers(&self.ctx) {
+            Ok(())
+        } else {
+            self.ctx
+                .synchronize()
+                .and_then(|()| peers.iter().try_for_each(|peer| peer.synchronize()))
+        };
         if let Err(e) = waited {
             // Another library's memory is leaked by forgetting its owner, which would free it.
             let owner = self

@@ -40,6 +40,7 @@ pub mod nvrtc;
 pub mod nvtx;
 mod pinned;
 mod pool;
+pub(crate) mod quiesced;
 mod stream;
 mod window;
 
@@ -51,7 +52,8 @@ pub(crate) use event::Event;
 pub(crate) use fence::{Fence, FenceClock};
 pub(crate) use flag::FlagWord;
 pub(crate) use graph::{
-    ConditionArgs, ConditionKind, CopyEnd, Graph, GraphExec, KernelNodeInfo, KernelUpdates, NodeRef,
+    ConditionArgs, ConditionKind, CopyEnd, Graph, GraphExec, KernelNodeInfo, KernelUpdates,
+    NodeRef, keep_condition_module,
 };
 pub(crate) use keep::{Keep, keep as keep_in_capture};
 pub(crate) use launch::{CudaArgs, launch};

@@ -406,7 +406,8 @@ impl LoopState {
     /// A new state word (zero) for a loop.
     pub(crate) fn new(ctx: &Context, label: String, max_iterations: u32) -> Result<LoopState> {
         Ok(LoopState {
-            word: Arc::new(FlagCell::new(ctx, 0u64)?),
+            // Only the graph's nodes write it.
+            word: Arc::new(FlagCell::new_private(ctx, 0u64)?),
             label: Arc::from(label),
             stage: None,
             max_iterations,

@@ -133,6 +133,16 @@ impl GraphUpdate {
 }
 
 impl GraphExec {
+    /// The CUDA context it runs in (`None` on the CPU backend).
+    pub(crate) fn cuda_context(&self) -> Option<&std::sync::Arc<cuda::Context>> {
+        match self.ctx.kind() {
+            crate::context::ContextBackend::Cuda(c) => Some(c),
+            crate::context::ContextBackend::Cpu(_) => None,
+        }
+    }
+}
+
+impl GraphExec {
     /// The raw handle, owned by this `GraphExec`; `None` on the CPU backend.
     pub fn handle(&self) -> Option<sys::CUgraphExec> {
         match &self.backend {

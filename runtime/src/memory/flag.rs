@@ -131,7 +131,20 @@ pub struct FlagCell<W: FlagWord = u32> {
 impl<W: FlagWord> FlagCell<W> {
     /// A new cell holding `initial`.
     pub fn new(ctx: &Context, initial: W) -> Result<FlagCell<W>> {
+        FlagCell::made(ctx, initial, false)
+    }
+
+    /// A new cell holding `initial` that only one graph's nodes will use (a loop's state):
+    /// dropped where the graph's owner just synchronized the context, it need not wait.
+    pub(crate) fn new_private(ctx: &Context, initial: W) -> Result<FlagCell<W>> {
+        FlagCell::made(ctx, initial, true)
+    }
+
+    fn made(ctx: &Context, initial: W, private: bool) -> Result<FlagCell<W>> {
         let word = match ctx.kind() {
+            ContextBackend::Cuda(c) if private => {
+                FlagStorage::Cuda(Arc::new(cuda::FlagWord::new_private(c)?))
+            }
             ContextBackend::Cuda(c) => FlagStorage::Cuda(Arc::new(cuda::FlagWord::new(c)?)),
             ContextBackend::Cpu(_) => FlagStorage::Cpu(Arc::new(AtomicU64::new(0))),
         };

@@ -73,6 +73,12 @@ pub fn struct_fields(pipeline: &Pipeline<'_>) -> TokenStream {
     if uses_device_condition(pipeline) {
         fields.extend(quote!(__staging: #rt::ConditionStaging,));
     }
+    if !controls(pipeline).is_empty() {
+        fields.extend(quote! {
+            /// Keeps the library's condition kernels loaded from one capture to the next.
+            __condition_kernels: #rt::ConditionKernels,
+        });
+    }
     fields
 }
 
@@ -88,6 +94,9 @@ pub fn field_inits(pipeline: &Pipeline<'_>, ctx: &syn::Ident) -> TokenStream {
     }
     if uses_device_condition(pipeline) {
         inits.extend(quote!(__staging: ::core::default::Default::default(),));
+    }
+    if !controls(pipeline).is_empty() {
+        inits.extend(quote!(__condition_kernels: #rt::ConditionKernels::keep(#ctx),));
     }
     inits
 }

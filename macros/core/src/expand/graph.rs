@@ -609,6 +609,9 @@ pub fn graph_drop(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
                 if let ::core::result::Result::Err(e) = self.__wait_launches() {
                     self.pipeline.__settle_failed_wait(&e);
                 }
+                // What the builds made for themselves is freed after one wait for the
+                // context, not one each.
+                #rt::drop_captured(::core::mem::take(&mut self.execs));
             }
         }
     }

@@ -249,6 +249,22 @@ fn condition_module(ctx: &Arc<Context>) -> Result<Arc<super::super::Module>> {
     Ok(module)
 }
 
+/// Keeps the condition module of a context loaded while a pipeline with device control flow
+/// lives: the cache above holds it only while some graph does, so a step captured, dropped
+/// and captured again (graphConditionalNodes does it per call) would unload the module with
+/// the first graph (a context synchronize) and load it again for the next (`cuModuleLoadData`
+/// of the PTX).
+pub(crate) fn keep_condition_module(ctx: &Arc<Context>) -> Option<Arc<super::super::Module>> {
+    match condition_module(ctx) {
+        Ok(module) => Some(module),
+        Err(e) => {
+            // A driver without conditional nodes: the capture that needs them reports it.
+            tracing::debug!(error = %e, "the condition kernels were not loaded ahead");
+            None
+        }
+    }
+}
+
 /// The error of a driver without conditional nodes.
 fn unsupported(version: i32) -> Error {
     Error::Unsupported {

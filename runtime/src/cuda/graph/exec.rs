@@ -285,8 +285,10 @@ impl GraphExec {
 impl Drop for GraphExec {
     fn drop(&mut self) {
         // A launch may still run: its nodes use the modules and closures we are about to
-        // release, so wait for the context first; when that fails, leak everything.
+        // release, so wait for the context first (unless its owner just did: only the owner
+        // launches it); when that fails, leak everything.
         if self.launched.load(Ordering::Acquire)
+            && !crate::cuda::quiesced::covers(&self.source.ctx)
             && let Err(e) = self.source.ctx.synchronize()
         {
             tracing::warn!(error = %e, "synchronizing before destroying a graph exec failed; leaking what it holds");

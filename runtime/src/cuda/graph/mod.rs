@@ -39,7 +39,7 @@ mod updates;
 pub(crate) use lane::stream_closing;
 
 pub(crate) use build::CopyEnd;
-pub(crate) use conditional::{ConditionArgs, ConditionKind};
+pub(crate) use conditional::{ConditionArgs, ConditionKind, keep_condition_module};
 pub(crate) use exec::{GraphExec, borrowed_error};
 pub(crate) use updates::KernelUpdates;
 

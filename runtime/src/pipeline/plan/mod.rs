@@ -435,6 +435,42 @@ impl Captured {
     }
 }
 
+/// Drops a generated graph's builds, after the graph waited for every launch it made or
+/// lent: the context is synchronized once (a [`Quiesced`](crate::cuda::quiesced::Quiesced)
+/// scope), so that what only the builds use (their executable graphs, condition words, loop
+/// counters and states) is freed with no wait each. Where that synchronize fails, each waits
+/// for itself (and is leaked when it cannot), as any drop does.
+pub fn drop_captured(builds: Vec<Option<Captured>>) {
+    let ctx = builds.iter().flatten().find_map(|c| c.exec.cuda_context());
+    let _scope = ctx.and_then(|c| crate::cuda::quiesced::Quiesced::enter(c).ok());
+    drop(builds);
+}
+
+/// What a pipeline with device control flow holds so that the library's condition kernels
+/// stay loaded between its captures (see `cuda::keep_condition_module`): nothing on the CPU
+/// backend, or where the driver has no conditional nodes.
+pub struct ConditionKernels(
+    #[allow(dead_code, reason = "held for its drop")] Option<Arc<crate::cuda::Module>>,
+);
+
+impl ConditionKernels {
+    /// Loads (or finds loaded) the condition kernels of `ctx`.
+    pub fn keep(ctx: &crate::context::Context) -> ConditionKernels {
+        ConditionKernels(match ctx.kind() {
+            crate::context::ContextBackend::Cuda(c) => crate::cuda::keep_condition_module(c),
+            crate::context::ContextBackend::Cpu(_) => None,
+        })
+    }
+}
+
+impl std::fmt::Debug for ConditionKernels {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("ConditionKernels")
+            .field(&self.0.is_some())
+            .finish()
+    }
+}
+
 /// The error of generated code that found the plan and its statements disagreeing (a bug).
 pub fn internal(pipeline: &'static str, what: &str) -> Error {
     Error::invalid(
