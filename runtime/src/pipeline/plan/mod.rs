@@ -436,10 +436,10 @@ impl Captured {
 }
 
 /// Drops a generated graph's builds, after the graph waited for every launch it made or
-/// lent: the context is synchronized once (a [`Quiesced`](crate::cuda::quiesced::Quiesced)
-/// scope), so that what only the builds use (their executable graphs, condition words, loop
-/// counters and states) is freed with no wait each. Where that synchronize fails, each waits
-/// for itself (and is leaked when it cannot), as any drop does.
+/// lent: the context is synchronized once (a `Quiesced` scope, `cuda/quiesced.rs`), so that
+/// what only the builds use (their executable graphs, condition words, loop counters and
+/// states) is freed with no wait each. Where that synchronize fails, each waits for itself
+/// (and is leaked when it cannot), as any drop does.
 pub fn drop_captured(builds: Vec<Option<Captured>>) {
     let ctx = builds.iter().flatten().find_map(|c| c.exec.cuda_context());
     let _scope = ctx.and_then(|c| crate::cuda::quiesced::Quiesced::enter(c).ok());
