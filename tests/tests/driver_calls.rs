@@ -4,6 +4,8 @@
 //!
 //! - no page of host memory pinned (`cuMemHostAlloc`) or unpinned (`cuMemFreeHost`) per
 //!   capture: loop states come from the context's slab of flag words;
+//! - no device allocation or free per capture: condition words and loop counters are slots
+//!   of the context's word slab;
 //! - no memset the host waits for at once: condition words and counters are zeroed on the
 //!   legacy stream while the graph is built, and waited for when it is instantiated;
 //! - one context synchronize per capture: the graph's drop waits for the context once for
@@ -194,6 +196,16 @@ fn captures_pin_no_host_memory_and_wait_for_no_memset_or_context_at_once() {
         added("cuModuleLoadData"),
         0,
         "a capture loaded a module: {more:?}"
+    );
+    assert_eq!(
+        added("cuMemAlloc"),
+        0,
+        "a capture allocated device memory: {more:?}"
+    );
+    assert_eq!(
+        added("cuMemFree"),
+        0,
+        "a drop freed device memory: {more:?}"
     );
 }
 

@@ -10,6 +10,7 @@ use crate::sys::{self, CUresult, CUstreamCaptureMode};
 
 use super::device::Device;
 use super::flag_slab::FlagSlab;
+use super::word_slab::WordSlab;
 use crate::vocab::attribute::SyncPolicy;
 
 impl SyncPolicy {
@@ -141,6 +142,8 @@ pub(crate) struct Context {
     driver: &'static Driver,
     /// The device-mapped host words this context's flag words use.
     flags: FlagSlab,
+    /// The device slots graphs' condition words and loop counters use.
+    words: WordSlab,
 }
 
 // SAFETY: a CUcontext is a process-wide handle the driver lets any thread make current; the
@@ -163,6 +166,7 @@ impl Context {
             raw,
             driver: d,
             flags: FlagSlab::default(),
+            words: WordSlab::default(),
         })
     }
 
@@ -270,6 +274,11 @@ impl Context {
         &self.flags
     }
 
+    /// Where graphs' small device words of this context come from.
+    pub(crate) fn word_slab(&self) -> &WordSlab {
+        &self.words
+    }
+
     /// Blocks until all work in the context has finished.
     pub(crate) fn synchronize(&self) -> Result<()> {
         let d = self.bind()?;
@@ -364,6 +373,7 @@ impl Drop for Context {
         // before each was handed back.
         if let Ok(d) = self.bind() {
             self.flags.release(d);
+            self.words.release(d);
         }
         // SAFETY: balances the retain in `Context::retain`; the device handle is valid.
         let code = unsafe { (self.driver.cuDevicePrimaryCtxRelease)(self.device.handle()) };

@@ -188,6 +188,9 @@ pub(crate) struct DeviceMemory {
     ///
     /// [`Quiesced`]: super::quiesced::Quiesced
     private: bool,
+    /// A slot of the context's word slab (`alloc_zeroing` of a few bytes): handed back to
+    /// it instead of freed.
+    slot: bool,
 }
 
 // SAFETY: a device address is a plain integer usable from any thread; the driver frees it
@@ -217,6 +220,7 @@ impl DeviceMemory {
             owner: Mutex::new(None),
             peers: Mutex::new(Vec::new()),
             private: false,
+            slot: false,
         }
     }
 
@@ -304,9 +308,25 @@ impl DeviceMemory {
     ///
     /// The memory is the graph's alone: nothing but its nodes may use it, so that a drop inside
     /// a [`Quiesced`](super::quiesced::Quiesced) scope frees it with no synchronize.
+    ///
+    /// A few bytes (a condition's words, a loop's counter) are a slot of the context's word
+    /// slab, handed back on drop: no `cuMemAlloc` and `cuMemFree` per graph.
     pub(crate) fn alloc_zeroing(ctx: &Arc<Context>, bytes: usize) -> Result<DeviceMemory> {
-        let mut memory = DeviceMemory::alloc_with_memset(ctx, bytes)?;
+        if bytes > super::word_slab::SLOT_BYTES {
+            let mut memory = DeviceMemory::alloc_with_memset(ctx, bytes)?;
+            memory.private = true;
+            return Ok(memory);
+        }
+        let d = ctx.bind()?;
+        let ptr = ctx.word_slab().take(d)?;
+        let mut memory = DeviceMemory::wrap(ctx, ptr, bytes, AllocKind::Plain, StreamUse::UNUSED);
         memory.private = true;
+        memory.slot = true;
+        // SAFETY: `bytes` (at most a slot's) of a slot lent to this memory alone, which no
+        // work uses any more (handed back after a wait).
+        check("cuMemsetD8", unsafe {
+            (d.cuMemsetD8)(ptr, 0, bytes.max(1))
+        })?;
         Ok(memory)
     }
 
@@ -504,6 +524,11 @@ impl DeviceMemory {
                 .take();
             std::mem::forget(owner);
             return Err(e);
+        }
+        if self.slot {
+            // Waited for above: the next graph's words may be these.
+            self.ctx.word_slab().give_back(self.ptr);
+            return Ok(());
         }
         if self.kind == AllocKind::Foreign {
             // Not ours: its owner frees it (in its own stream order) when dropped.

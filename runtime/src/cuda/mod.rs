@@ -43,6 +43,7 @@ mod pool;
 pub(crate) mod quiesced;
 mod stream;
 mod window;
+mod word_slab;
 
 pub(crate) use capture::open_captures;
 pub(crate) use context::Context;
