@@ -9,7 +9,7 @@ use super::iterations::Evaluation;
 use super::statements::{resolve, what};
 use crate::ast::{self, Condition, Control, Statement};
 use crate::ctxt::Ctxt;
-use crate::scope::{Memory, Scope};
+use crate::scope::{BufferDecl, Memory, Scope};
 use crate::symbol::PRIMITIVE_SCALARS;
 
 /// The element types a device condition reads (the condition kernels' types).
@@ -202,20 +202,27 @@ fn loop_swaps(cx: &Ctxt, scope: &Scope<'_>, control: &Control) {
             continue;
         }
         let mut elems = Vec::new();
+        // One error per swap for what its buffers are: `swap(h, g)` of two pinned buffers is
+        // one mistake.
+        let mut refused = false;
         for name in [&swap.a, &swap.b] {
             let role = "`swap` in a loop's body exchanges two `DeviceBuffer`s";
             let Some(buffer) = resolve(cx, scope, name, role) else {
                 continue;
             };
             if buffer.memory != Memory::Device || buffer.array {
-                cx.error_spanned_by(
-                    name,
-                    format!(
-                        "{}; `swap` in a loop's body exchanges two `DeviceBuffer`s (a whole \
-                         buffer each)",
-                        what(buffer)
-                    ),
-                );
+                if !refused {
+                    cx.error_spanned_by(
+                        name,
+                        format!(
+                            "{}; `swap` in a loop's body exchanges two `DeviceBuffer`s (a \
+                             whole buffer each){}",
+                            what(buffer),
+                            loop_swap_instead(buffer)
+                        ),
+                    );
+                }
+                refused = true;
                 continue;
             }
             super::statements::writable(
@@ -271,6 +278,18 @@ fn loop_swaps(cx: &Ctxt, scope: &Scope<'_>, control: &Control) {
                 ),
             );
         }
+    }
+}
+
+/// What to write instead of a loop `swap` of `buffer`, which is not a whole `DeviceBuffer`.
+fn loop_swap_instead(buffer: &BufferDecl<'_>) -> &'static str {
+    match buffer.memory {
+        // The body copies device results out: alternate what it copies from.
+        Memory::Pinned => {
+            ": swap the `DeviceBuffer`s the body computes in, and copy the one that holds \
+             the result into the pinned buffer after the loop"
+        }
+        _ => "",
     }
 }
 

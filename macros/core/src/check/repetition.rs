@@ -276,6 +276,9 @@ fn swaps(cx: &Ctxt, scope: &Scope<'_>) {
             continue;
         }
         let mut decls = Vec::new();
+        // One error per swap for what its buffers are: `swap(h1, h2)` of two windows is one
+        // mistake.
+        let mut refused = false;
         for name in [&swap.a, &swap.b] {
             let decl = match scope.value(name) {
                 None => {
@@ -296,16 +299,23 @@ fn swaps(cx: &Ctxt, scope: &Scope<'_>) {
             };
             let Some(decl) = decl else { continue };
             let problem = if decl.scratch {
-                Some("a scratch buffer, owned by the pipeline; swap params")
+                Some(format!(
+                    "`{name}` is a scratch buffer, owned by the pipeline; swap params"
+                ))
             } else if decl.array {
-                Some("an array of buffers; swap two buffer params")
+                Some(format!(
+                    "`{name}` is an array of buffers; swap two buffer params"
+                ))
             } else if !matches!(decl.memory, Memory::Device | Memory::Pinned) {
-                Some("not a `DeviceBuffer` or `PinnedBuffer`")
+                Some(swap_kind_problem(decl))
             } else {
                 None
             };
             if let Some(problem) = problem {
-                cx.error_spanned_by(name, format!("`{name}` is {problem}"));
+                if !refused {
+                    cx.error_spanned_by(name, problem);
+                }
+                refused = true;
                 continue;
             }
             if swapped.insert(name.to_string(), ()).is_some() {
@@ -350,6 +360,22 @@ fn swaps(cx: &Ctxt, scope: &Scope<'_>) {
             );
         }
     }
+}
+
+/// Why a pipeline-level `swap` cannot exchange `decl` (memory that is not a device or pinned
+/// buffer), and what to swap instead.
+fn swap_kind_problem(decl: &BufferDecl<'_>) -> String {
+    let exchanges =
+        "`swap` exchanges two `DeviceBuffer` or two `PinnedBuffer` params between replays";
+    if decl.is_window() {
+        let (name, ty) = (decl.name, type_string(decl.ty));
+        return format!(
+            "`{name}` is a window (`{ty}`), which the neighbours' launches write by rank \
+             whatever this rank's arrangement; {exchanges}: swap the `DeviceBuffer`s the step \
+             copies the window into or out of instead"
+        );
+    }
+    format!("{}; {exchanges}", super::statements::what(decl))
 }
 
 /// An array is named with one element (`xs[k]`), a buffer without one; a range (`x[lo..hi]`)

@@ -284,6 +284,33 @@ fn the_rules_on_swaps_in_a_loop_body() {
     );
 }
 
+/// A loop swap of two pinned buffers is one error, on the first, that says what to swap
+/// instead (it was one error per buffer).
+#[test]
+fn a_loop_swap_of_two_pinned_buffers_is_one_error() {
+    let source = r#"pipeline P {
+        streams { s1 }
+        unsafe kernels k = ptx(include_str!("k.ptx")) {
+            fn jacobi(src: &[f32], dst: &mut [f32], r: &mut [f32]);
+        }
+        params {
+            tol: f32,
+            x: &mut DeviceBuffer<f32>, y: &mut DeviceBuffer<f32>, r: &mut DeviceBuffer<f32>,
+            h: &mut PinnedBuffer<f32>, g: &mut PinnedBuffer<f32>,
+        }
+        stage s on s1 {
+            while r > tol max 10 { launch k::jacobi(x, y, r) grid 1 block 1; copy y -> h; swap(h, g); }
+        }
+    }"#;
+    assert_error(
+        source,
+        "`h` is a `PinnedBuffer` (`&mut PinnedBuffer<f32>`); `swap` in a loop's body exchanges \
+         two `DeviceBuffer`s (a whole buffer each): swap the `DeviceBuffer`s the body computes \
+         in, and copy the one that holds the result into the pinned buffer after the loop",
+        "h",
+    );
+}
+
 #[test]
 fn swaps_end_a_loop_body_and_only_a_loop_body() {
     let error = parse(&swapping(&format!(

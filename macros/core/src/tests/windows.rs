@@ -280,3 +280,17 @@ fn kinds_of_step_exchanging_a_window_in_opposite_phases_are_refused() {
         "step forth {{ {STORE} {LOAD} }} {write_first}"
     )));
 }
+
+/// `swap(halos, other)` of two windows is one error, on the first, that says what to swap
+/// instead (it was one error per window, and said only that a window is no buffer).
+#[test]
+fn a_swap_of_two_windows_is_one_error_saying_what_to_swap() {
+    assert_error(
+        &ring(&format!("swap(halos, other); {STORE} {LOAD}")),
+        "`halos` is a window (`&mut Window<f32>`), which the neighbours' launches write by rank \
+         whatever this rank's arrangement; `swap` exchanges two `DeviceBuffer` or two \
+         `PinnedBuffer` params between replays: swap the `DeviceBuffer`s the step copies the \
+         window into or out of instead",
+        "halos",
+    );
+}
