@@ -81,7 +81,7 @@ pub fn gpu_pipeline(tokens: TokenStream) -> TokenStream {
     };
     match analyse(&input) {
         Ok(pipeline) => expand::expand(&pipeline),
-        Err(errors) => expand::stub(&input, errors),
+        Err(errors) => expand::stub(&input, errors, &tokens),
     }
 }
 

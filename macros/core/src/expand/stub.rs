@@ -7,7 +7,7 @@
 use std::collections::HashSet;
 
 use proc_macro2::{TokenStream, TokenTree};
-use quote::{format_ident, quote};
+use quote::{format_ident, quote, quote_spanned};
 use syn::parse::{ParseStream, Parser};
 use syn::punctuated::Punctuated;
 use syn::{Attribute, Token, braced, token};
@@ -17,10 +17,12 @@ use crate::scope::{self, Memory};
 use crate::symbol::kw;
 use crate::{ast, lower};
 
-/// The errors and the stub items.
-pub fn stub(input: &ast::Pipeline, errors: syn::Error) -> TokenStream {
+/// The errors and the stub items; `tokens` is the macro's input, whose paths the stub names
+/// (see [`path_uses`]).
+pub fn stub(input: &ast::Pipeline, errors: syn::Error, tokens: &TokenStream) -> TokenStream {
     let rt = rt();
     let errors = errors.into_compile_error();
+    let uses = path_uses(input, tokens);
     let vis = &input.vis;
     let name = &input.name;
     let params = format_ident!("{}Params", name);
@@ -224,6 +226,7 @@ pub fn stub(input: &ast::Pipeline, errors: syn::Error) -> TokenStream {
         });
     quote! {
         #errors
+        #uses
         #(
             #[allow(dead_code)]
             #vis struct #markers;
@@ -283,6 +286,105 @@ pub fn stub(input: &ast::Pipeline, errors: syn::Error) -> TokenStream {
     }
 }
 
+/// `const _: () = { use NAME as _; ... };` for the first segment of every path the input
+/// names (`cpu::stencil`, `std::f32::consts::PI`, a single-segment `cpu = stencil` or
+/// `ptx(HEAT_PTX)`), so that an import used only inside the pipeline is
+/// used in the stub too: a mistake in the pipeline is one error, not that error and an
+/// unused-import warning on the user's `use` line. A `use .. as _` resolves any module, type,
+/// function or constant without the type inference that naming a generic function would
+/// need. Left out: the pipeline's own kernel modules (`k::stencil`), `crate`, `self`, `super`
+/// and `Self`, primitive types (`u32::MAX`: no item to import), and paths inside attributes
+/// (`#[allow(clippy::..)]` names a tool).
+fn path_uses(input: &ast::Pipeline, tokens: &TokenStream) -> TokenStream {
+    let mut modules: HashSet<String> = input.modules().map(|m| m.name.to_string()).collect();
+    let mut found: Vec<syn::Ident> = Vec::new();
+    first_segments(tokens.clone(), &mut found, &mut modules);
+    for module in input.modules() {
+        if let syn::Expr::Path(path) = ast::ungroup_expr(&module.image) {
+            found.extend(path.path.get_ident().cloned());
+        }
+        for kernel in &module.kernels {
+            if let Some(host) = &kernel.host
+                && host.path.leading_colon.is_none()
+            {
+                found.extend(host.path.segments.first().map(|s| s.ident.clone()));
+            }
+        }
+    }
+    let mut seen = HashSet::new();
+    let uses = found
+        .into_iter()
+        .filter(|ident| {
+            let name = ident.to_string();
+            !modules.contains(&name)
+                && !matches!(name.as_str(), "crate" | "self" | "super" | "Self" | "str")
+                && !name.starts_with('$')
+                && !crate::symbol::PRIMITIVE_SCALARS.contains(&name.as_str())
+                && seen.insert(name)
+        })
+        // Spanned on the user's name: should it not resolve, rustc says so there.
+        .map(|ident| quote_spanned!(ident.span()=> #[allow(unused_imports)] use #ident as _;));
+    quote! {
+        const _: () = { #(#uses)* };
+    }
+}
+
+/// The identifiers of `tokens` that begin a path (`a` of `a::b`, not after `.`, `::` or
+/// `'`), skipping attributes; and into `modules` the name of every `kernels NAME =` (after a
+/// syntax error the outline has no modules) and every `launch NAME::..` (an unknown module is
+/// the macro's error already).
+fn first_segments(tokens: TokenStream, found: &mut Vec<syn::Ident>, modules: &mut HashSet<String>) {
+    let tokens: Vec<TokenTree> = tokens.into_iter().collect();
+    let punct = |tree: Option<&TokenTree>, c: char| matches!(tree, Some(TokenTree::Punct(p)) if p.as_char() == c);
+    for (i, tree) in tokens.iter().enumerate() {
+        match tree {
+            TokenTree::Group(group) => {
+                let attribute = i > 0 && punct(tokens.get(i - 1), '#');
+                if !attribute && !declares_items(&group.stream()) {
+                    first_segments(group.stream(), found, modules);
+                }
+            }
+            TokenTree::Ident(ident) => {
+                let back = |k: usize| i.checked_sub(k).and_then(|k| tokens.get(k));
+                let after_path = punct(back(1), '.')
+                    || punct(back(1), '\'')
+                    || (punct(back(1), ':') && punct(back(2), ':'));
+                let path = punct(tokens.get(i + 1), ':') && punct(tokens.get(i + 2), ':');
+                if path && !after_path {
+                    found.push(ident.clone());
+                }
+                if ident == "kernels"
+                    && let Some(TokenTree::Ident(module)) = tokens.get(i + 1)
+                    && punct(tokens.get(i + 2), '=')
+                {
+                    modules.insert(module.to_string());
+                }
+                // `launch k::stencil(..)`: the pipeline's kernel module, known or not.
+                if ident == "launch"
+                    && let Some(TokenTree::Ident(module)) = tokens.get(i + 1)
+                {
+                    modules.insert(module.to_string());
+                }
+            }
+            TokenTree::Punct(_) | TokenTree::Literal(_) => {}
+        }
+    }
+}
+
+/// Whether `tokens` (a group's) declare items at their top level: a block with a `use`,
+/// `struct` or `fn` of its own (in a host closure), whose paths may start with names that do
+/// not resolve outside it; or the kernels block, whose `cpu = ..` paths come from the AST.
+fn declares_items(tokens: &TokenStream) -> bool {
+    tokens.clone().into_iter().any(|tree| {
+        matches!(&tree, TokenTree::Ident(ident) if [
+            "use", "struct", "enum", "union", "mod", "type", "trait", "fn", "const", "static",
+            "impl", "macro_rules",
+        ]
+        .iter()
+        .any(|word| ident == word))
+    })
+}
+
 /// `DeviceBuffer`, `PinnedBuffer` or `Vec` without its element type, behind a reference or
 /// not: `check` reports it, and rustc would too (a missing generic argument).
 fn lacks_element_type(ty: &syn::Type) -> bool {
@@ -299,8 +401,8 @@ fn lacks_element_type(ty: &syn::Type) -> bool {
 /// that parse on their own. Without that, code using the pipeline would report an unknown
 /// type for every mention of it.
 pub fn after_parse_error(tokens: TokenStream, error: syn::Error) -> TokenStream {
-    match outline.parse2(tokens) {
-        Ok(input) => stub(&input, error),
+    match outline.parse2(tokens.clone()) {
+        Ok(input) => stub(&input, error, &tokens),
         Err(_) => error.into_compile_error(),
     }
 }
