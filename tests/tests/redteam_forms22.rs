@@ -22,6 +22,7 @@ tests::on_both_backends_race_free!(
     kernel_set_conditions_in_a_swapping_body_agree_eagerly_and_replayed,
     a_loop_swap_of_unequal_buffers_is_refused_by_every_path,
     steps_ahead_profiled_and_replayed_decide_alike,
+    a_forgotten_graph_fences_the_pinned_buffers_its_loop_body_copies,
 );
 
 fn word(stream: &Stream, value: u32) -> Result<DeviceBuffer<u32>> {
@@ -781,5 +782,74 @@ fn steps_ahead_profiled_and_replayed_decide_alike(ctx: &Context) -> Result<()> {
         // acc, big, small, m0, m1, even (steps 0, 2 and 4), once.
         assert_eq!(got, [15, 2, 3, 0, 5, 3, 5], "{how}");
     }
+    Ok(())
+}
+
+gpu_pipeline! {
+    /// A ping-pong loop whose body copies `big` out to `out` and `inp` into `big`, inside an
+    /// `if`: pinned memory that only a conditional body touches.
+    pipeline BodyCopies {
+        streams { main }
+        unsafe kernels k = ptx(include_str!("../../runtime/kernels/condition_kernels.ptx")) {
+            fn gp_step(src: &[u32; unbounded], dst: &mut [u32; unbounded], r: &mut [u32; unbounded])
+                cpu = cpu::step;
+        }
+        params {
+            x: &mut DeviceBuffer<u32>,
+            y: &mut DeviceBuffer<u32>,
+            r: &mut DeviceBuffer<u32>,
+            flag: &DeviceBuffer<u32>,
+            big: &mut DeviceBuffer<u32>,
+            out: &mut PinnedBuffer<u32>,
+            inp: &mut PinnedBuffer<u32>,
+        }
+        stage s on main {
+            while r > 0u32 max 100000u32 {
+                launch k::gp_step(x, y, r) grid 1u32 block 1u32;
+                if flag != 0u32 {
+                    copy big -> out;
+                    copy inp -> big;
+                }
+                swap(x, y);
+            }
+        }
+    }
+}
+
+/// A graph forgotten (`mem::forget`) with a replay of 2000 iterations in flight: the host's
+/// write of `inp` waits for every copy the body makes from it, and its read of `out` for every
+/// copy into it (the fences of copies inside conditional bodies live in the buffers too), so
+/// `out` holds the 5s of `inp` as it was, never the 9s written after.
+fn a_forgotten_graph_fences_the_pinned_buffers_its_loop_body_copies(ctx: &Context) -> Result<()> {
+    const N: usize = 1 << 16;
+    let stream = Stream::new(ctx)?;
+    let (mut x, mut y, mut r) = (
+        word(&stream, 2000)?,
+        word(&stream, 0)?,
+        word(&stream, 2000)?,
+    );
+    let flag = word(&stream, 1)?;
+    let mut big = DeviceBuffer::from_slice(&stream, &vec![7u32; N])?;
+    stream.synchronize()?;
+    let mut out = PinnedBuffer::<u32>::zeros(ctx, N)?;
+    let mut inp = PinnedBuffer::from_slice(ctx, &vec![5u32; N])?;
+    let mut pipeline = BodyCopies::new(ctx)?;
+    {
+        let mut graph = pipeline.capture(BodyCopiesParams {
+            x: &mut x,
+            y: &mut y,
+            r: &mut r,
+            flag: &flag,
+            big: &mut big,
+            out: &mut out,
+            inp: &mut inp,
+        })?;
+        graph.launch()?;
+        std::mem::forget(graph);
+    }
+    inp.as_mut_slice()?.fill(9);
+    assert_eq!(&*out.as_slice()?, &vec![5u32; N][..]);
+    drop(pipeline);
+    assert_eq!(read(&stream, &big)?, vec![5u32; N]);
     Ok(())
 }
