@@ -107,3 +107,62 @@ fn with_tracking_on_the_cpu_fault_still_names_the_failing_launch() {
         "{err:?}"
     );
 }
+
+gpu_pipeline! {
+    /// The failing launch inside an `if` inside a device `while`: in a captured graph it is a
+    /// node of a conditional node's body.
+    pipeline FaultyBody {
+        streams { main }
+        unsafe kernels k = ptx(include_str!("../../runtime/kernels/test_kernels.ptx")) {
+            fn add_scalar(n: u32, value: f32, data: &mut [f32; unbounded]) cpu = cpu::add_scalar;
+            fn write_out_of_bounds(data: &mut [f32]) cpu = cpu::write_out_of_bounds;
+        }
+        params { n: u32, data: &mut DeviceBuffer<f32>, count: &mut DeviceBuffer<f32> }
+        stage sweep on main {
+            while count < 3.0f32 max 10u32 {
+                launch k::add_scalar(1u32, 1.0f32, count) grid 1u32 block 1u32;
+                if count >= 2.0f32 {
+                    launch k::write_out_of_bounds(data) grid 1u32 block 1u32;
+                }
+            }
+        }
+    }
+}
+
+/// A launch that fails inside a conditional body of a replayed graph is named as eagerly:
+/// the launch and its stage, with the advice for a panicking CPU implementation (it named the
+/// `while` node around it, `count < 3.0f32`, with no stage).
+#[test]
+fn a_cpu_fault_inside_a_loop_body_of_a_graph_names_the_launch_and_its_stage() {
+    let ctx = Context::cpu();
+    let stream = Stream::non_blocking(&ctx).unwrap();
+    let mut data = DeviceBuffer::<f32>::zeros(&stream, 32).unwrap();
+    let mut count = DeviceBuffer::<f32>::zeros(&stream, 1).unwrap();
+    stream.synchronize().unwrap();
+    let mut pipeline = FaultyBody::new(&ctx).unwrap();
+    let params = FaultyBodyParams {
+        n: 32,
+        data: &mut data,
+        count: &mut count,
+    };
+    let mut graph = pipeline.capture(params).unwrap();
+    graph.launch().unwrap();
+    let err = graph.synchronize().unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Step {
+                pipeline: "FaultyBody",
+                stage: Some("sweep"),
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let message = err.report().to_string();
+    assert!(
+        message.contains("`launch k::write_out_of_bounds` of stage `sweep`")
+            && message.contains("CPU implementation"),
+        "{message}"
+    );
+}

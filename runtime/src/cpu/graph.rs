@@ -263,9 +263,20 @@ impl Graph {
     }
 
     /// Runs every node in order (a child graph or a conditional body): the first failure
-    /// stops the run.
+    /// stops the run, and names the node that failed (the innermost, in nested bodies), not
+    /// the conditional node or child graph around it.
     pub(super) fn run_in_order(&self) -> Result<(), OpFailure> {
-        self.nodes.iter().try_for_each(Node::run)
+        self.nodes.iter().try_for_each(|node| {
+            node.run().map_err(|failure| match failure {
+                within @ OpFailure::Within { .. } => within,
+                failure => OpFailure::Within {
+                    label: node.label.clone(),
+                    stage: node.stage,
+                    host_function: node.host_function,
+                    failure: Box::new(failure),
+                },
+            })
+        })
     }
 
     /// An executable copy that can be launched and updated independently of this graph.

@@ -333,6 +333,13 @@ impl CpuFault {
     ) -> Self {
         let (stream, op) = (stream.clone(), Arc::from(op));
         match failure {
+            // A node inside a body fails as itself.
+            OpFailure::Within {
+                label,
+                stage,
+                host_function,
+                failure,
+            } => Self::from_failure(&stream, stream_id, (&label, stage), host_function, *failure),
             OpFailure::Panicked(message) if host_function => CpuFault::HostFunctionPanicked {
                 stream,
                 stream_id,
@@ -407,4 +414,16 @@ pub(crate) enum OpFailure {
     Panicked(String),
     /// A communication group failed (the CPU backend's `cpu::op::communication_failed` says how).
     Communication(Box<crate::collective::CommFailure>),
+    /// A node inside a conditional node's body or a child graph failed: the fault names that
+    /// node (its label, stage and kind), not the conditional or child graph around it.
+    Within {
+        /// The failed node's label (`launch k::sweep`).
+        label: std::sync::Arc<str>,
+        /// The pipeline stage that built it.
+        stage: Option<&'static str>,
+        /// Whether it is a host function.
+        host_function: bool,
+        /// How it failed (never `Within` itself: the innermost node is kept).
+        failure: Box<OpFailure>,
+    },
 }
