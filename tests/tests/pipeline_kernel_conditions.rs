@@ -100,6 +100,92 @@ gpu_pipeline! {
     }
 }
 
+gpu_pipeline! {
+    /// One `Condition` tested in each of two kinds of step: each kind is a graph of its own,
+    /// with its own handle for `go` (the checker refused this as two tests of one handle).
+    pipeline TwoKinds {
+        streams { main }
+        unsafe kernels k = ptx(include_str!("../../runtime/kernels/condition_kernels.ptx")) {
+            fn gp_count_down(n: &mut [u32; unbounded], go: Condition) cpu = cpu::count_down;
+            fn gp_set_to(value: &[u32; unbounded], go: Condition) cpu = cpu::set_to;
+            fn gp_bump(out: &mut [u32; unbounded]) cpu = cpu::bump;
+        }
+        params { n: &mut DeviceBuffer<u32>, flag: &mut DeviceBuffer<u32>, out: &mut DeviceBuffer<u32> }
+        scratch { go: Condition }
+        step count {
+            stage counting on main {
+                do {
+                    launch k::gp_bump(out) grid 1u32 block 1u32;
+                    launch k::gp_count_down(n, go) grid 1u32 block 1u32;
+                } while go max 100u32;
+            }
+        }
+        step decide {
+            stage deciding on main {
+                launch k::gp_set_to(flag, go) grid 1u32 block 1u32;
+                if go {
+                    launch k::gp_bump(out) grid 1u32 block 1u32;
+                }
+            }
+        }
+    }
+}
+
+/// `count` bumps `out` `n` times, `decide` once when `flag` is set: each kind with its own
+/// test of `go`, eagerly and replayed from the graphs of both kinds.
+fn one_condition_tested_in_two_kinds_of_step(ctx: &Context) {
+    let stream = Stream::new(ctx).unwrap();
+    let (mut n, mut flag, mut out) = (
+        DeviceBuffer::from_slice(&stream, &[3u32]).unwrap(),
+        DeviceBuffer::from_slice(&stream, &[1u32]).unwrap(),
+        DeviceBuffer::<u32>::zeros(&stream, 1).unwrap(),
+    );
+    stream.synchronize().unwrap();
+    let mut pipeline = TwoKinds::new(ctx).unwrap();
+    pipeline
+        .run_count(TwoKindsParams {
+            n: &mut n,
+            flag: &mut flag,
+            out: &mut out,
+        })
+        .and_then(|guard| guard.wait())
+        .unwrap();
+    pipeline
+        .run_decide(TwoKindsParams {
+            n: &mut n,
+            flag: &mut flag,
+            out: &mut out,
+        })
+        .and_then(|guard| guard.wait())
+        .unwrap();
+    assert_eq!(
+        read(&stream, &out),
+        4,
+        "eager: 3 bumps counting down, 1 deciding"
+    );
+    set(&stream, &mut n, 2);
+    {
+        let mut graph = pipeline
+            .capture(TwoKindsParams {
+                n: &mut n,
+                flag: &mut flag,
+                out: &mut out,
+            })
+            .unwrap();
+        graph.launch_count().unwrap();
+        graph.launch_decide().unwrap();
+        graph.launch_decide().unwrap();
+        graph.synchronize().unwrap();
+    }
+    assert_eq!(
+        read(&stream, &out),
+        8,
+        "replayed: 2 bumps counting down, 2 deciding"
+    );
+    assert_eq!(read(&stream, &n), 0);
+    assert!(ctx.races().is_empty(), "{:?}", ctx.races());
+}
+
 fn read(stream: &Stream, buffer: &DeviceBuffer<u32>) -> u32 {
     buffer.to_vec(stream).unwrap()[0]
 }
@@ -287,6 +373,7 @@ tests::on_both_backends!(
     decisions_that_kernels_make,
     both_branches_write_one_buffer,
     a_loop_allowed_no_iteration_is_refused_naming_it,
+    one_condition_tested_in_two_kinds_of_step,
 );
 
 /// `max 0` from a param: refused before anything runs, eagerly and when the step is captured,

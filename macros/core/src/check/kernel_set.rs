@@ -40,27 +40,37 @@ struct Reader<'a> {
     bodies: Vec<usize>,
 }
 
+/// The setters and readers of each condition, by its name and the kind of step that holds
+/// them.
 #[derive(Default)]
 struct Found<'a> {
-    setters: HashMap<String, Vec<Setter<'a>>>,
-    readers: HashMap<String, Vec<Reader<'a>>>,
+    setters: HashMap<(String, usize), Vec<Setter<'a>>>,
+    readers: HashMap<(String, usize), Vec<Reader<'a>>>,
     lists: usize,
+    /// The kind of step being walked.
+    kind: usize,
 }
 
-/// Runs the rules on every `Condition` of the pipeline.
+/// Runs the rules on every `Condition` of the pipeline, in each kind of step apart: each kind
+/// is built as a graph of its own, with a handle of its own for every `Condition` it uses,
+/// so `step a { .. if go { .. } } step b { .. while go max 9 { .. } }` is two conditionals of
+/// two graphs, not two of one handle.
 pub fn check(cx: &Ctxt, scope: &Scope<'_>) {
     let mut found = Found::default();
-    for stage in &scope.stages {
+    for (id, stage) in scope.stages.iter().enumerate() {
+        found.kind = scope.stage_kinds.get(id).copied().unwrap_or(0);
         walk(scope, &stage.statements, &mut found);
     }
     for buffer in &scope.buffers {
         if buffer.memory != Memory::Condition || buffer.problem.is_some() {
             continue;
         }
-        let key = buffer.name.to_string();
-        let setters = found.setters.remove(&key).unwrap_or_default();
-        let readers = found.readers.remove(&key).unwrap_or_default();
-        one_condition(cx, buffer.name, &setters, &readers);
+        for kind in 0..scope.kinds.len().max(1) {
+            let key = (buffer.name.to_string(), kind);
+            let setters = found.setters.remove(&key).unwrap_or_default();
+            let readers = found.readers.remove(&key).unwrap_or_default();
+            one_condition(cx, buffer.name, &setters, &readers);
+        }
     }
 }
 
@@ -90,7 +100,7 @@ fn walk<'a>(scope: &Scope<'_>, statements: &'a [Statement], found: &mut Found<'a
                 for arg in condition_args(scope, launch) {
                     found
                         .setters
-                        .entry(arg.to_string())
+                        .entry((arg.to_string(), found.kind))
                         .or_default()
                         .push(Setter { arg, list, index });
                 }
@@ -99,7 +109,8 @@ fn walk<'a>(scope: &Scope<'_>, statements: &'a [Statement], found: &mut Found<'a
                 // Recorded before the tests inside it, so readers stay in source order (a
                 // second test of one name is the one reported).
                 let reader = tested(scope, control).map(|name| {
-                    let readers = found.readers.entry(name.to_string()).or_default();
+                    let key = (name.to_string(), found.kind);
+                    let readers = found.readers.entry(key.clone()).or_default();
                     readers.push(Reader {
                         control,
                         name,
@@ -107,7 +118,7 @@ fn walk<'a>(scope: &Scope<'_>, statements: &'a [Statement], found: &mut Found<'a
                         index,
                         bodies: Vec::new(),
                     });
-                    (name.to_string(), readers.len() - 1)
+                    (key, readers.len() - 1)
                 });
                 let bodies = control
                     .bodies()

@@ -48,6 +48,26 @@ fn a_kernel_set_loop_lowers_to_its_condition_and_writes_it() {
     );
 }
 
+/// Each kind of step is a graph of its own, with a handle of its own for `go`: one
+/// `Condition` tested once in each kind is not two tests of one handle (the checker refused
+/// it), while two tests in one kind still are.
+#[test]
+fn one_condition_may_be_tested_once_in_each_kind_of_step() {
+    lower_ok(&set(&format!(
+        "step a {{ stage s on s1 {{ {SET} if go {{ {SWEEP} }} }} }} \
+         step b {{ stage t on s2 {{ {SET} while go max 10 {{ {SWEEP} {SET} }} }} }}"
+    )));
+    let errors = errors(&set(&format!(
+        "step a {{ stage s on s1 {{ {SET} if go {{ {SWEEP} }} }} }} \
+         step b {{ stage t on s2 {{ {SET} if go {{ {SWEEP} }} {SET} if go {{ {SWEEP} }} }} }}"
+    )));
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].contains("is tested by another `if` already"),
+        "{errors:?}"
+    );
+}
+
 #[test]
 fn every_form_that_kernels_decide_compiles() {
     for items in [
