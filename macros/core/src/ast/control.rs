@@ -15,7 +15,7 @@
 //! before `==` as in Rust) and then taken apart; a shape that is neither form is a syntax
 //! error that says which forms there are.
 
-use proc_macro2::Span;
+use proc_macro2::{Span, TokenStream};
 use syn::parse::{Parse, ParseStream};
 use syn::spanned::Spanned;
 use syn::{BinOp, Expr, Ident, LitInt, Token, braced, token};
@@ -372,7 +372,15 @@ impl Parse for Control {
                 )
             })?;
             if input.peek(token::Bracket) {
-                return Err(input.error(ONE_ELEMENT));
+                let at = input.span();
+                let content;
+                syn::bracketed!(content in input);
+                let index: TokenStream = content.parse()?;
+                let value: &Ident = &value;
+                return Err(syn::Error::new(
+                    at,
+                    one_element(&value.to_string(), &tokens_string(&index)),
+                ));
             }
             if !input.peek(token::Brace) {
                 let value: &Ident = &value;
@@ -489,13 +497,27 @@ fn parse_loop_body(
     Ok((brace, body, swaps))
 }
 
-/// The error for a test of one element: a conditional node reads a buffer's first word.
-const ONE_ELEMENT: &str = "a test reads the first element of a whole buffer, not an element or \
-                           a range of one: copy the element it should read into a buffer of its \
-                           own first (`copy x[5..6] -> selected;`, or `copy xs[1] -> selected;` \
-                           for a buffer of an array) and test that; inside a `for` over \
-                           streams, a `Condition` that the iteration's kernel sets \
-                           (`scratch { go: Condition }`) keeps the iterations apart";
+/// The error for a test of one element, `name[index]` as written: a conditional node reads a
+/// buffer's first word.
+fn one_element(name: &str, index: &str) -> String {
+    let range = match index.parse::<u64>() {
+        Ok(n) => format!("{n}..{}", n + 1),
+        Err(_) => format!("{index}..{index} + 1"),
+    };
+    let in_a_loop = if index.parse::<u64>().is_ok() {
+        String::new()
+    } else {
+        "; inside a `for`, a `Condition` that the iteration's kernel sets (`scratch { go: \
+         Condition }`) keeps the iterations apart"
+            .to_owned()
+    };
+    format!(
+        "a test reads the first element of a whole buffer, not an element or a range of one: \
+         copy the element it should read into a buffer of its own first (`copy \
+         {name}[{range}] -> chosen;`, or `copy {name}[{index}] -> chosen;` when `{name}` is an \
+         array of buffers) and test that{in_a_loop}"
+    )
+}
 
 impl Parse for Condition {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
@@ -572,7 +594,7 @@ impl Parse for Condition {
         if let Expr::Index(index) = ungroup_expr(&binary.left) {
             return Err(syn::Error::new(
                 index.bracket_token.span.join(),
-                ONE_ELEMENT,
+                one_element(&tokens_string(&index.expr), &tokens_string(&index.index)),
             ));
         }
         let value = bare_ident(&binary.left).ok_or_else(shape)?.clone();

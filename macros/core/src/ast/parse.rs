@@ -458,12 +458,25 @@ impl Parse for Statement {
             ));
         }
         if input.peek(kw::swap) {
-            return Err(input.error(
-                "`swap(a, b);` here would exchange buffers inside one step: it ends a `while` or \
-                 `do ... while` body (the next iteration runs with them exchanged); to exchange \
-                 them between steps, declare `swap(a, b);` beside the stages and call \
-                 `graph.swap_a_b()`",
-            ));
+            // The user's two names, where the statement has them.
+            let fork = input.fork();
+            let names = (|| -> syn::Result<(Ident, Ident)> {
+                fork.parse::<kw::swap>()?;
+                let content;
+                syn::parenthesized!(content in fork);
+                let first: Ident = content.parse()?;
+                content.parse::<Token![,]>()?;
+                Ok((first, content.parse()?))
+            })();
+            let (a, b) = names
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .unwrap_or_else(|_| ("a".to_owned(), "b".to_owned()));
+            return Err(input.error(format!(
+                "`swap({a}, {b});` here would exchange buffers inside one step: it ends a `while` \
+                 or `do ... while` body (the next iteration runs with them exchanged); to \
+                 exchange them between steps, declare `swap({a}, {b});` beside the stages and \
+                 call `graph.swap_{a}_{b}()`"
+            )));
         }
         if let Some(message) = misplaced_item(input) {
             return Err(input.error(message));

@@ -87,12 +87,16 @@ fn condition(cx: &Ctxt, scope: &Scope<'_>, control: &Control) {
                     name,
                     format!(
                         "{}; {} condition reads the first element of a `DeviceBuffer<f32>`, \
-                         `<f64>` or `<u32>` on the device (a kernel writes it, the loop reads \
+                         `<f64>` or `<u32>` on the device (a kernel writes it, {} reads \
                          it){instead}",
                         what(buffer),
                         match control {
                             Control::If { .. } => "an `if`",
                             _ => "a loop's",
+                        },
+                        match control {
+                            Control::If { .. } => "the `if`",
+                            _ => "the loop",
                         }
                     ),
                 );

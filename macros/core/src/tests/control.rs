@@ -83,7 +83,7 @@ fn the_rules_on_conditions() {
         ),
         (
             "stage s on s1 { if h > 0.0 { fill b = 0; } }",
-            "`h` is a `PinnedBuffer` (`&mut PinnedBuffer<f32>`); an `if` condition reads the first element of a `DeviceBuffer<f32>`, `<f64>` or `<u32>` on the device (a kernel writes it, the loop reads it)",
+            "`h` is a `PinnedBuffer` (`&mut PinnedBuffer<f32>`); an `if` condition reads the first element of a `DeviceBuffer<f32>`, `<f64>` or `<u32>` on the device (a kernel writes it, the `if` reads it)",
             "h",
         ),
         (
