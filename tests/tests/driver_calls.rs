@@ -209,6 +209,79 @@ fn captures_pin_no_host_memory_and_wait_for_no_memset_or_context_at_once() {
     );
 }
 
+/// What the child of `slabs_grow_by_pages_and_reuse_what_is_handed_back` makes, through this
+/// variable: `FLAGS` flag cells and `HANDLES` condition handles alive at once, all dropped, then
+/// as many again.
+const SLABS_ENV: &str = "GPU_PIPELINE_DRIVER_CALLS_SLABS";
+const FLAGS: usize = 600;
+const HANDLES: usize = 5000;
+
+fn fill_and_refill_the_slabs(ctx: &Context) -> Result<()> {
+    for _ in 0..2 {
+        let cells = (0..FLAGS)
+            .map(|_| gpu_pipeline::FlagCell::<u64>::new(ctx, 7))
+            .collect::<Result<Vec<_>>>()?;
+        // A word handed back and taken again holds what `new` was given, not its last value.
+        assert!(cells.iter().all(|c| c.load() == 7));
+        cells.iter().for_each(|c| c.store(9));
+        drop(cells);
+        let mut graph = gpu_pipeline::Graph::new(ctx)?;
+        let handles = (0..HANDLES)
+            .map(|_| graph.condition_handle(gpu_pipeline::HandleKind::Decision))
+            .collect::<Result<Vec<_>>>()?;
+        drop((handles, graph));
+    }
+    Ok(())
+}
+
+/// Flag words (512 a page) and graph words (4096 a page) come from pages made as they are
+/// needed, and words handed back are taken again before any new page is made.
+#[test]
+fn slabs_grow_by_pages_and_reuse_what_is_handed_back() {
+    if std::env::var(SLABS_ENV).is_ok() {
+        let ctx = Context::auto().unwrap();
+        fill_and_refill_the_slabs(&ctx).unwrap();
+        return;
+    }
+    let Some(driver) = fake_driver() else {
+        return;
+    };
+    let file = std::env::temp_dir().join(format!("gpu-pipeline-fake-slabs-{}", std::process::id()));
+    let output = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "slabs_grow_by_pages_and_reuse_what_is_handed_back",
+            "--exact",
+            "--nocapture",
+        ])
+        .env(SLABS_ENV, "1")
+        .env(gpu_pipeline::DRIVER_PATH_ENV, &driver)
+        .env(gpu_pipeline::BACKEND_ENV, "cuda")
+        .env("FAKE_CUDA_COUNTS", &file)
+        .output()
+        .unwrap();
+    std::fs::remove_file(&driver).ok();
+    assert!(
+        output.status.success(),
+        "the child failed: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = std::fs::read_to_string(&file).expect("the fake driver wrote no counts");
+    std::fs::remove_file(&file).ok();
+    let count = |name: &str| -> u64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no count of {name}: {text}"))
+    };
+    // 600 words: two pages, made once; 5000 slots: two pages, made once; every page freed
+    // with the context.
+    assert_eq!(count("cuMemHostAlloc"), 2, "{text}");
+    assert_eq!(count("cuMemFreeHost"), 2, "{text}");
+    assert_eq!(count("cuMemAlloc"), 2, "{text}");
+    assert_eq!(count("cuMemFree"), 2, "{text}");
+}
+
 /// The same step on the checked CPU backend: it runs, race-free, so the counts above are of
 /// a step that works.
 #[test]
