@@ -161,13 +161,23 @@ pub fn groups_pair(cx: &Ctxt, scope: &Scope<'_>) {
         let elsewhere = |send: bool| {
             (0..scope.kinds.len()).any(|other| other != kind && kind_holds(other, send))
         };
-        for group in &groups {
+        // A group whose other half an error already named (a `send` in one stage, its `recv`
+        // in another: one mistake, reported once, on the first).
+        let mut explained = vec![false; groups.len()];
+        for (index, group) in groups.iter().enumerate() {
+            if explained[index] {
+                continue;
+            }
             match (group.send, group.recv) {
                 (Some(send), None) if !elsewhere(false) => {
-                    lone_in_group(cx, scope, &groups, group, send, true);
+                    if let Some(other) = lone_in_group(cx, scope, &groups, group, send, true) {
+                        explained[other] = true;
+                    }
                 }
                 (None, Some(recv)) if !elsewhere(true) => {
-                    lone_in_group(cx, scope, &groups, group, recv, false);
+                    if let Some(other) = lone_in_group(cx, scope, &groups, group, recv, false) {
+                        explained[other] = true;
+                    }
                 }
                 (Some(send), Some(recv)) if group.sends != group.recvs => {
                     let more_sends = group.sends > group.recvs;
@@ -183,7 +193,8 @@ pub fn groups_pair(cx: &Ctxt, scope: &Scope<'_>) {
 }
 
 /// The error for `lone`, a `send` (or `recv`) whose group has no `recv` (or `send`): on the
-/// statement, saying where the other half is and how to bring it into the group.
+/// statement, saying where the other half is and how to bring it into the group. Returns the
+/// index of that other half's group, when the error names one.
 fn lone_in_group(
     cx: &Ctxt,
     scope: &Scope<'_>,
@@ -191,7 +202,7 @@ fn lone_in_group(
     group: &Group<'_>,
     lone: &Comm,
     send: bool,
-) {
+) -> Option<usize> {
     let (word, other, example) = if send {
         ("send", "recv", "`send x to up; recv y from down;`")
     } else {
@@ -200,8 +211,9 @@ fn lone_in_group(
     let stage = scope.stages[group.stage];
     let same_stage = groups
         .iter()
-        .find(|g| g.stage == group.stage && g.holds(!send));
-    let fix = if let Some(near) = same_stage {
+        .position(|g| g.stage == group.stage && g.holds(!send));
+    let far_stage = groups.iter().position(|g| g.holds(!send));
+    let fix = if let Some(near) = same_stage.map(|i| &groups[i]) {
         let between = if near.at.start < group.at.start {
             near.at.end..group.at.start
         } else {
@@ -217,7 +229,7 @@ fn lone_in_group(
             "the `{words}` between it and the `{other}` of stage `{}` splits them into two groups: move the `{words}` before or after both, so that they are next to each other",
             stage.name
         )
-    } else if let Some(far) = groups.iter().find(|g| g.holds(!send)) {
+    } else if let Some(far) = far_stage.map(|i| &groups[i]) {
         format!(
             "move the `{other}` of stage `{}` into stage `{}`, next to this `{word}` (one group, such as {example})",
             scope.stages[far.stage].name, stage.name
@@ -238,6 +250,7 @@ fn lone_in_group(
             "this `{word}` has no `{other}` in its group (the communication statements next to it in its stage): every rank runs the same groups in the same order, so its peer is in this group too, with no `{other}` to pair with it, and both wait for ever; {fix}"
         ),
     );
+    same_stage.or(far_stage)
 }
 
 /// The error for a group whose sends and receives differ in number, on its first statement of

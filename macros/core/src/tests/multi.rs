@@ -487,15 +487,11 @@ fn a_group_with_sends_and_no_recv_is_refused() {
     assert_eq!(
         split,
         [
+            // One mistake, one error: the `recv`'s would say the same from the other side.
             lone(
                 "send",
                 "recv",
                 "the `fill`, `launch` between it and the `recv` of stage `x` splits them into two groups: move the `fill`, `launch` before or after both, so that they are next to each other",
-            ),
-            lone(
-                "recv",
-                "send",
-                "the `fill`, `launch` between it and the `send` of stage `x` splits them into two groups: move the `fill`, `launch` before or after both, so that they are next to each other",
             ),
         ]
     );
@@ -505,18 +501,11 @@ fn a_group_with_sends_and_no_recv_is_refused() {
     ));
     assert_eq!(
         apart,
-        [
-            lone(
-                "send",
-                "recv",
-                "move the `recv` of stage `inn` into stage `out`, next to this `send` (one group, such as `send x to up; recv y from down;`)",
-            ),
-            lone(
-                "recv",
-                "send",
-                "move the `send` of stage `out` into stage `inn`, next to this `recv` (one group, such as `recv y from down; send x to up;`)",
-            ),
-        ]
+        [lone(
+            "send",
+            "recv",
+            "move the `recv` of stage `inn` into stage `out`, next to this `send` (one group, such as `send x to up; recv y from down;`)",
+        ),]
     );
     // A loop with constant bounds runs as often on every rank.
     let looped = errors(&comm(
@@ -567,7 +556,7 @@ fn groups_that_ranks_may_run_differently_are_left_to_run_time() {
              step last { stage x on s1 { all_reduce(sum) b; } }",
         ))
         .len(),
-        2
+        1
     );
 }
 
