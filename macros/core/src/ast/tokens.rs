@@ -37,7 +37,14 @@ pub fn bare_ident(expr: &Expr) -> Option<&Ident> {
 /// Tokens printed the way a person writes them: `&mut DeviceBuffer<f32>`, not
 /// `& mut DeviceBuffer < f32 >`, for messages and for comparing types by spelling.
 pub fn tokens_string<T: ToTokens>(tokens: &T) -> String {
-    let mut text = tokens.to_token_stream().to_string();
+    // The compiler's printer breaks a long stream into lines: one line for a message.
+    let mut text = tokens
+        .to_token_stream()
+        .to_string()
+        .lines()
+        .map(str::trim)
+        .collect::<Vec<_>>()
+        .join(" ");
     for (from, to) in [
         (" :: ", "::"),
         (":: ", "::"),

@@ -21,7 +21,7 @@
 //! when that fails, the graph keeps its instantiations and the scalar its previous value.
 
 use proc_macro2::TokenStream;
-use quote::{format_ident, quote};
+use quote::{format_ident, quote, quote_spanned};
 
 use super::bounds::{self, Keep, LaunchSite, launch_sites};
 use super::graph_inputs::{host_writes, recapture_fns};
@@ -50,7 +50,9 @@ pub fn graph_struct(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
          that update kernel nodes in place apply together at the next launch), and each \
          `swap(a, b)` a `swap_a_b`."
     );
-    quote! {
+    // The item spanned on the pipeline's name: where the compiler points when it talks of
+    // the graph type (a bound a `write_<name>()` does not meet), not the whole macro.
+    quote_spanned! {name.span()=>
         #[doc = #doc]
         #vis struct #graph<'a> {
             pipeline: &'a mut #name,
