@@ -387,6 +387,10 @@ impl Graph {
             },
         );
         drop(child_guard);
+        // The node's copy points at what `child` points at, zeroed or not yet.
+        if child.zeroing.load(Ordering::Acquire) {
+            self.zeroed_on_legacy();
+        }
         node
     }
 
