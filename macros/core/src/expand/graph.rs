@@ -54,6 +54,9 @@ pub fn graph_struct(pipeline: &Pipeline<'_>, names: &Names) -> TokenStream {
     // the graph type (a bound a `write_<name>()` does not meet), not the whole macro.
     quote_spanned! {name.span()=>
         #[doc = #doc]
+        // A pipeline only ever run eagerly never makes one (spanned on the user's name, the
+        // item would be linted as theirs).
+        #[allow(dead_code)]
         #vis struct #graph<'a> {
             pipeline: &'a mut #name,
             params: #params_ty,
