@@ -38,7 +38,6 @@
 //! `CONDITIONAL_NODES_ANCHOR=./conditional_nodes bash .gpu/run bench conditional_nodes`.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Instant;
 
 use gpu_pipeline::{Context, DeviceBuffer, Stream, gpu_pipeline};
@@ -386,20 +385,8 @@ pub fn parse_anchor(stdout: &str) -> BoxResult<[AnchorLine; 5]> {
 
 /// Runs the anchor once, `calls` timed calls per function, and checks its counts.
 fn run_anchor(anchor: &Path, calls: usize) -> BoxResult<[AnchorLine; 5]> {
-    let output = Command::new(anchor)
-        .arg(calls.to_string())
-        .output()
-        .map_err(|e| format!("could not run the anchor {}: {e}", anchor.display()))?;
-    if !output.status.success() {
-        return Err(format!(
-            "the anchor {} failed ({}): {}",
-            anchor.display(),
-            output.status,
-            String::from_utf8_lossy(&output.stderr).trim()
-        )
-        .into());
-    }
-    let lines = parse_anchor(&String::from_utf8_lossy(&output.stdout))?;
+    let stdout = tests::anchor::anchor_stdout(anchor, [calls.to_string()])?;
+    let lines = parse_anchor(&stdout)?;
     for (index, line) in lines.iter().enumerate() {
         if line.calls != calls {
             return Err(format!(
@@ -460,14 +447,6 @@ pub fn measure(
     Ok(times)
 }
 
-/// The median and the spread, (max - min) / median, of a non-empty sample.
-fn median_spread(samples: &[f64]) -> (f64, f64) {
-    let mut sorted = samples.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let median = sorted[sorted.len() / 2];
-    (median, (sorted[sorted.len() - 1] - sorted[0]) / median)
-}
-
 /// The Markdown table of `times` (µs per call), with the anchor's columns when it ran.
 pub fn table(times: &[FunctionTimes]) -> String {
     let with_anchor = times.iter().all(|t| !t.anchor.is_empty());
@@ -479,7 +458,7 @@ pub fn table(times: &[FunctionTimes]) -> String {
     });
     let mut worst = 0.0_f64;
     for t in times {
-        let (ours, ours_spread) = median_spread(&t.ours);
+        let (ours, ours_spread) = tests::anchor::median_spread(&t.ours);
         let nodes = match t.nodes {
             (ours, Some(anchor)) => format!("{ours}/{anchor}"),
             (ours, None) => ours.to_string(),
@@ -490,7 +469,7 @@ pub fn table(times: &[FunctionTimes]) -> String {
             ours_spread * 100.0
         ));
         if with_anchor {
-            let (anchor, anchor_spread) = median_spread(&t.anchor);
+            let (anchor, anchor_spread) = tests::anchor::median_spread(&t.anchor);
             worst = worst.max(ours / anchor);
             out.push_str(&format!(
                 " {anchor:.2} | {:.1}% | {:.3} |",
@@ -582,7 +561,7 @@ pub fn host_cost(
     Ok(FUNCTIONS
         .iter()
         .zip(&times)
-        .map(|(&function, samples)| (function, median_spread(samples).0))
+        .map(|(&function, samples)| (function, tests::anchor::median_spread(samples).0))
         .collect())
 }
 

@@ -29,7 +29,6 @@
 //! `target/bench/conditionals.json`.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Instant;
 
 use gpu_pipeline::{Context, DeviceBuffer, Stream, gpu_pipeline};
@@ -383,20 +382,8 @@ pub fn parse_anchor(text: &str, launches: usize) -> BoxResult<[f64; 4]> {
 
 /// Runs the anchor binary once for `launches` launches: µs per launch in `FORMS` order.
 pub fn run_anchor(anchor: &Path, launches: usize) -> BoxResult<[f64; 4]> {
-    let output = Command::new(anchor)
-        .arg(launches.to_string())
-        .output()
-        .map_err(|e| format!("could not run the anchor {}: {e}", anchor.display()))?;
-    if !output.status.success() {
-        return Err(format!(
-            "the anchor {} failed ({}): {}",
-            anchor.display(),
-            output.status,
-            String::from_utf8_lossy(&output.stderr).trim()
-        )
-        .into());
-    }
-    parse_anchor(&String::from_utf8_lossy(&output.stdout), launches)
+    let stdout = tests::anchor::anchor_stdout(anchor, [launches.to_string()])?;
+    parse_anchor(&stdout, launches)
 }
 
 /// One form's times over the rounds, ours and the anchor's (empty without one), µs per launch.
@@ -443,15 +430,6 @@ pub fn measure(
     Ok(times)
 }
 
-/// The median and the spread, (max - min) / median, of a non-empty sample.
-fn median_spread(samples: &[f64]) -> (f64, f64) {
-    let mut sorted = samples.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let median = sorted[sorted.len() / 2];
-    let spread = (sorted[sorted.len() - 1] - sorted[0]) / median;
-    (median, spread)
-}
-
 /// The Markdown table of `times`, with the anchor's columns when it ran, and the target's
 /// verdict (each form at most 1.05x the anchor).
 pub fn table(times: &[FormTimes]) -> String {
@@ -467,9 +445,9 @@ pub fn table(times: &[FormTimes]) -> String {
     }
     let mut worst = 0.0_f64;
     for t in times {
-        let (ours, ours_spread) = median_spread(&t.ours);
+        let (ours, ours_spread) = tests::anchor::median_spread(&t.ours);
         if with_anchor {
-            let (anchor, anchor_spread) = median_spread(&t.anchor);
+            let (anchor, anchor_spread) = tests::anchor::median_spread(&t.anchor);
             worst = worst.max(ours / anchor);
             out.push_str(&format!(
                 "| {} | {ours:.3} | {:.1}% | {anchor:.3} | {:.1}% | {:.3} |\n",

@@ -32,7 +32,6 @@
 //! `JACOBI_GRAPHS_ANCHOR=./jacobi_graphs bash .gpu/run bench jacobi_graphs`.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Instant;
 
 use gpu_pipeline::{Context, DeviceBuffer, PinnedBuffer, Stream, gpu_pipeline};
@@ -478,20 +477,8 @@ pub fn parse_anchor(stdout: &str) -> BoxResult<[AnchorLine; 3]> {
 
 /// Runs the anchor once for the system of order `n`.
 fn run_anchor(anchor: &Path, n: u32) -> BoxResult<[AnchorLine; 3]> {
-    let output = Command::new(anchor)
-        .arg(n.to_string())
-        .output()
-        .map_err(|e| format!("could not run the anchor {}: {e}", anchor.display()))?;
-    if !output.status.success() {
-        return Err(format!(
-            "the anchor {} failed ({}): {}",
-            anchor.display(),
-            output.status,
-            String::from_utf8_lossy(&output.stderr).trim()
-        )
-        .into());
-    }
-    parse_anchor(&String::from_utf8_lossy(&output.stdout))
+    let stdout = tests::anchor::anchor_stdout(anchor, [n.to_string()])?;
+    parse_anchor(&stdout)
 }
 
 /// Fails unless `solved` agrees with the CPU solve: its sweeps within one of the reference's
@@ -559,15 +546,6 @@ pub fn measure(
     Ok(times)
 }
 
-/// The median and the spread, (max - min) / median, of a non-empty sample.
-fn median_spread(samples: &[f64]) -> (f64, f64) {
-    let mut sorted = samples.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let median = sorted[sorted.len() / 2];
-    let spread = (sorted[sorted.len() - 1] - sorted[0]) / median;
-    (median, spread)
-}
-
 /// The Markdown table of `times` (ms per solve and µs per sweep), with the anchor's columns
 /// when it ran, and the target's verdict (each method at most 1.05x the anchor).
 pub fn table(times: &[MethodTimes]) -> String {
@@ -580,7 +558,7 @@ pub fn table(times: &[MethodTimes]) -> String {
     });
     let mut worst = 0.0_f64;
     for t in times {
-        let (ours, ours_spread) = median_spread(&t.ours);
+        let (ours, ours_spread) = tests::anchor::median_spread(&t.ours);
         let sweeps = t.iterations.first().copied().unwrap_or(0);
         let per_sweep = ours * 1e3 / sweeps.max(1) as f64;
         out.push_str(&format!(
@@ -589,7 +567,7 @@ pub fn table(times: &[MethodTimes]) -> String {
             ours_spread * 100.0
         ));
         if with_anchor {
-            let (anchor, anchor_spread) = median_spread(&t.anchor);
+            let (anchor, anchor_spread) = tests::anchor::median_spread(&t.anchor);
             worst = worst.max(ours / anchor);
             out.push_str(&format!(
                 " {anchor:.3} | {:.1}% | {:.3} |",

@@ -37,7 +37,6 @@
 //! `SIMPLE_GRAPHS_ANCHOR=./simple_graphs bash .gpu/run bench simple_graphs`.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -441,20 +440,8 @@ pub fn parse_anchor(stdout: &str) -> BoxResult<[AnchorLine; 2]> {
 
 /// Runs the anchor once on `size` floats, each graph launched `launches` times.
 fn run_anchor(anchor: &Path, size: usize, launches: usize) -> BoxResult<[AnchorLine; 2]> {
-    let output = Command::new(anchor)
-        .args([size.to_string(), launches.to_string()])
-        .output()
-        .map_err(|e| format!("could not run the anchor {}: {e}", anchor.display()))?;
-    if !output.status.success() {
-        return Err(format!(
-            "the anchor {} failed ({}): {}",
-            anchor.display(),
-            output.status,
-            String::from_utf8_lossy(&output.stderr).trim()
-        )
-        .into());
-    }
-    parse_anchor(&String::from_utf8_lossy(&output.stdout))
+    let stdout = tests::anchor::anchor_stdout(anchor, [size.to_string(), launches.to_string()])?;
+    parse_anchor(&stdout)
 }
 
 /// `rounds` rounds of our two methods, each followed by one run of the anchor when there is
@@ -507,15 +494,6 @@ pub fn measure(
     Ok(times)
 }
 
-/// The median and the spread, (max - min) / median, of a non-empty sample.
-fn median_spread(samples: &[f64]) -> (f64, f64) {
-    let mut sorted = samples.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let median = sorted[sorted.len() / 2];
-    let spread = (sorted[sorted.len() - 1] - sorted[0]) / median;
-    (median, spread)
-}
-
 /// The Markdown table of `times` (ms per call, and ms of its replays), with the anchor's
 /// columns when it ran.
 pub fn table(times: &[MethodTimes], launches: usize) -> String {
@@ -528,8 +506,8 @@ pub fn table(times: &[MethodTimes], launches: usize) -> String {
     });
     let mut worst = 0.0_f64;
     for t in times {
-        let (ours, ours_spread) = median_spread(&t.ours);
-        let (ours_replay, _) = median_spread(&t.ours_replay);
+        let (ours, ours_spread) = tests::anchor::median_spread(&t.ours);
+        let (ours_replay, _) = tests::anchor::median_spread(&t.ours_replay);
         let nodes = match t.nodes {
             (ours, Some(anchor)) => format!("{ours}/{anchor}"),
             (ours, None) => ours.to_string(),
@@ -540,8 +518,8 @@ pub fn table(times: &[MethodTimes], launches: usize) -> String {
             ours_spread * 100.0
         ));
         if with_anchor {
-            let (anchor, anchor_spread) = median_spread(&t.anchor);
-            let (anchor_replay, _) = median_spread(&t.anchor_replay);
+            let (anchor, anchor_spread) = tests::anchor::median_spread(&t.anchor);
+            let (anchor_replay, _) = tests::anchor::median_spread(&t.anchor_replay);
             worst = worst.max(ours / anchor);
             out.push_str(&format!(
                 " {anchor:.3} | {:.1}% | {anchor_replay:.3} | {:.3} | {:.3} |",

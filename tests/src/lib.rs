@@ -10,6 +10,7 @@
 
 use std::ffi::c_uint;
 
+pub mod anchor;
 pub mod condition_kernels;
 pub mod cpu_ranks;
 pub mod device_ring;
