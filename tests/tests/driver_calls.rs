@@ -25,6 +25,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::{Arc, Mutex};
 
 use gpu_pipeline::{Context, DeviceBuffer, Result, Stream, gpu_pipeline};
 
@@ -105,8 +106,13 @@ fn fake_driver() -> Option<PathBuf> {
         println!("skipped: {} is not here", source.display());
         return None;
     }
-    let out =
-        std::env::temp_dir().join(format!("gpu-pipeline-fake-cuda-{}.so", std::process::id()));
+    // One file per call: the tests of this binary run at once, and each removes its own.
+    static BUILT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let out = std::env::temp_dir().join(format!(
+        "gpu-pipeline-fake-cuda-{}-{}.so",
+        std::process::id(),
+        BUILT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
     let built = Command::new("cc")
         .args(["-O2", "-shared", "-fPIC", "-o"])
         .arg(&out)
@@ -289,4 +295,154 @@ fn the_counted_step_runs_race_free_on_the_cpu_backend() {
     let ctx = Context::cpu_checked();
     capture_and_drop(&ctx, 2).unwrap();
     assert!(ctx.races().is_empty(), "{:?}", ctx.races());
+}
+
+/// What the child of `work_a_graph_drop_runs_enqueues_is_waited_for` does, through this
+/// variable: `exec` or `word`, then `inside` or `outside` (see `enqueue_then_drop`).
+const HOOK_ENV: &str = "GPU_PIPELINE_DRIVER_CALLS_HOOK";
+
+/// What a [`Hook`] runs when a clone of it is dropped, once.
+type Deferred = Arc<Mutex<Option<Box<dyn FnOnce() + Send>>>>;
+
+/// A param of `Hooked` that its host closure holds a clone of: the graph's builds drop that
+/// clone, so what was put in it runs inside the graph's drop (user code: any `Drop` of a
+/// value a host closure captures).
+#[derive(Clone)]
+pub struct Hook(Deferred);
+
+impl std::fmt::Debug for Hook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Hook")
+    }
+}
+
+impl Drop for Hook {
+    fn drop(&mut self) {
+        let deferred = self.0.lock().unwrap().take();
+        if let Some(deferred) = deferred {
+            deferred();
+        }
+    }
+}
+
+gpu_pipeline! {
+    /// A step whose host closure holds a [`Hook`].
+    pub pipeline Hooked {
+        streams { main }
+        params { hook: Hook }
+        stage s on main {
+            host move || {
+                let _ = &hook;
+            };
+        }
+    }
+}
+
+/// Work enqueued on a stream, then what it touches dropped: an executable graph of the user's
+/// (`exec`: launched), or a graph's condition words (`word`: copied from). `inside`: done by
+/// the drop of a value a `Hooked` graph's host closure holds, while the graph is dropped;
+/// `outside`: after. The drops must wait for that work either way.
+fn enqueue_then_drop(ctx: &Context, what: &str, inside: bool) -> Result<()> {
+    let stream = Stream::new(ctx)?;
+    let mut sink = DeviceBuffer::<u32>::zeros(&stream, 3)?;
+    let mut user = gpu_pipeline::Graph::new(ctx)?;
+    let handle = user.condition_handle(gpu_pipeline::HandleKind::Decision)?;
+    handle.word();
+    user.add_empty_node(&[])?;
+    let exec = user.instantiate()?;
+    drop(user);
+    let deferred = Deferred::default();
+    let mut pipeline = Hooked::new(ctx)?;
+    let mut graph = pipeline.capture(HookedParams {
+        hook: Hook(deferred.clone()),
+    })?;
+    graph.launch()?;
+    graph.synchronize()?;
+    stream.synchronize()?;
+    let work: Box<dyn FnOnce() + Send> = if what == "exec" {
+        Box::new(move || {
+            exec.launch(&stream).unwrap();
+            drop(exec);
+        })
+    } else {
+        drop(exec);
+        Box::new(move || {
+            stream.copy_dtod(handle.word(), &mut sink).unwrap();
+            drop(handle);
+        })
+    };
+    if inside {
+        *deferred.lock().unwrap() = Some(work);
+        drop(graph);
+    } else {
+        drop(graph);
+        work();
+    }
+    Ok(())
+}
+
+/// Code a graph's drop runs (the drop of what its host closures hold) may enqueue work and
+/// drop what it touches: an executable graph, a graph's condition words. The graph's
+/// `Quiesced` scope synchronized the context before that work was enqueued, so it must not
+/// spare those drops their own wait: as many context synchronizes as the same code makes
+/// after the graph's drop (before, none: the executable graph was destroyed and the words
+/// handed back to the slab while the work could still run).
+#[test]
+fn work_a_graph_drop_runs_enqueues_is_waited_for() {
+    if let Ok(mode) = std::env::var(HOOK_ENV) {
+        let (what, place) = mode.split_once(' ').unwrap();
+        let ctx = Context::auto().unwrap();
+        enqueue_then_drop(&ctx, what, place == "inside").unwrap();
+        return;
+    }
+    let Some(driver) = fake_driver() else {
+        return;
+    };
+    let syncs = |mode: &str| -> u64 {
+        let file = std::env::temp_dir().join(format!(
+            "gpu-pipeline-fake-hook-{}-{}",
+            std::process::id(),
+            mode.replace(' ', "-")
+        ));
+        let output = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "work_a_graph_drop_runs_enqueues_is_waited_for",
+                "--exact",
+                "--nocapture",
+            ])
+            .env(HOOK_ENV, mode)
+            .env(gpu_pipeline::DRIVER_PATH_ENV, &driver)
+            .env(gpu_pipeline::BACKEND_ENV, "cuda")
+            .env("FAKE_CUDA_COUNTS", &file)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "the child failed: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let text = std::fs::read_to_string(&file).expect("the fake driver wrote no counts");
+        std::fs::remove_file(&file).ok();
+        text.lines()
+            .find_map(|l| l.strip_prefix("cuCtxSynchronize "))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no count of cuCtxSynchronize: {text}"))
+    };
+    let counts: Vec<(String, u64, u64)> = ["exec", "word"]
+        .iter()
+        .map(|what| {
+            let inside = syncs(&format!("{what} inside"));
+            let outside = syncs(&format!("{what} outside"));
+            (what.to_string(), inside, outside)
+        })
+        .collect();
+    std::fs::remove_file(&driver).ok();
+    for (what, inside, outside) in &counts {
+        assert_eq!(
+            inside, outside,
+            "{what}: dropped inside a graph's drop, work enqueued there was not waited for \
+             ({inside} context synchronizes inside, {outside} outside): {counts:?}"
+        );
+    }
 }

@@ -504,11 +504,17 @@ impl DeviceMemory {
             return Ok(());
         }
         // Work enqueued on any stream may still read or write this memory: wait for it all,
-        // on the other devices whose streams used it too. Memory only one graph uses, freed
-        // where the graph's owner just synchronized its context, has no other work to wait
-        // for (`quiesced.rs`).
+        // on the other devices whose streams used it too. Memory only graphs' nodes used
+        // (no stream work was ever enqueued on it: a condition handle's `word()` lends it to
+        // streams too), freed where a graph's owner just synchronized its context, has no
+        // other work to wait for (`quiesced.rs`): a graph launched since is an executable
+        // graph that holds it, whose drop waited.
         let peers = std::mem::take(&mut *self.peers.lock().unwrap_or_else(PoisonError::into_inner));
-        let waited = if self.private && peers.is_empty() && super::quiesced::covers(&self.ctx) {
+        let waited = if self.private
+            && peers.is_empty()
+            && self.uses.get() == StreamUse::UNUSED
+            && super::quiesced::covers(&self.ctx)
+        {
             Ok(())
         } else {
             self.ctx

@@ -6,9 +6,14 @@
 //! after the first. A [`Quiesced`] scope synchronizes the context once; while it lives, what
 //! the dropping thread frees of that context *and nobody else can reach* skips its own
 //! synchronize: memory and flag words made private to one graph (condition words, loop
-//! counters, loop states: only the graph's nodes use them, so only launches of its
-//! instantiations, which the scope's owner holds, could have used them), and executable
-//! graphs (only launched through their owner). Everything else still waits for itself.
+//! counters, loop states: only graphs' nodes use them, so only launches of executable graphs
+//! that hold them could have used them; memory a stream ever used, through a condition
+//! handle's `word()`, is not covered). Everything else still waits for itself; executable
+//! graphs in particular: the scope's owner marks its own, which it holds by value and nobody
+//! launched since its synchronize, idle (`drop_captured`), but the drops in the scope run user
+//! code (what host closures capture), which may launch an executable graph of its own and
+//! drop it there, and that drop must wait (and thereby covers the private memory and flag
+//! words that graph held).
 
 use std::cell::Cell;
 

@@ -133,6 +133,16 @@ impl GraphUpdate {
 }
 
 impl GraphExec {
+    /// See `cuda::GraphExec::idle_after_synchronize`: for a build that `drop_captured` holds
+    /// by value after synchronizing `ctx`, its context.
+    pub(crate) fn idle_after_synchronize(&self, ctx: &cuda::Context) {
+        if let ExecBackend::Cuda(e) = &self.backend
+            && self.cuda_context().is_some_and(|c| c.raw() == ctx.raw())
+        {
+            e.idle_after_synchronize();
+        }
+    }
+
     /// The CUDA context it runs in (`None` on the CPU backend).
     pub(crate) fn cuda_context(&self) -> Option<&std::sync::Arc<cuda::Context>> {
         match self.ctx.kind() {

@@ -177,6 +177,13 @@ impl GraphExec {
         Ok(())
     }
 
+    /// Notes that no launch of it is pending: its owner, which alone can reach it (it holds
+    /// it by value, and drops it next), synchronized its context after the last launch. Its
+    /// drop then need not wait. Any launch after this sets `launched` again.
+    pub(crate) fn idle_after_synchronize(&self) {
+        self.launched.store(false, Ordering::Release);
+    }
+
     /// Uploads the graph's work ahead of its first launch, in `stream`'s order.
     pub(crate) fn upload(&self, stream: &Stream) -> Result<()> {
         if stream.context().raw() != self.source.ctx.raw() {
@@ -285,10 +292,9 @@ impl GraphExec {
 impl Drop for GraphExec {
     fn drop(&mut self) {
         // A launch may still run: its nodes use the modules and closures we are about to
-        // release, so wait for the context first (unless its owner just did: only the owner
-        // launches it); when that fails, leak everything.
+        // release, so wait for the context first (unless its owner marked it idle after a
+        // synchronize: `idle_after_synchronize`); when that fails, leak everything.
         if self.launched.load(Ordering::Acquire)
-            && !crate::cuda::quiesced::covers(&self.source.ctx)
             && let Err(e) = self.source.ctx.synchronize()
         {
             tracing::warn!(error = %e, "synchronizing before destroying a graph exec failed; leaking what it holds");

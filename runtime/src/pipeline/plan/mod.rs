@@ -441,8 +441,22 @@ impl Captured {
 /// states) is freed with no wait each. Where that synchronize fails, each waits for itself
 /// (and is leaked when it cannot), as any drop does.
 pub fn drop_captured(builds: Vec<Option<Captured>>) {
-    let ctx = builds.iter().flatten().find_map(|c| c.exec.cuda_context());
-    let _scope = ctx.and_then(|c| crate::cuda::quiesced::Quiesced::enter(c).ok());
+    let ctx = builds
+        .iter()
+        .flatten()
+        .find_map(|c| c.exec.cuda_context())
+        .cloned();
+    let _scope = ctx
+        .as_ref()
+        .and_then(|c| Some((c, crate::cuda::quiesced::Quiesced::enter(c).ok()?)));
+    if let Some((ctx, _)) = &_scope {
+        // Held here by value, so launched by nobody after that synchronize. Only these:
+        // the drops below may run user code (what host closures capture), which may launch
+        // and drop executable graphs of its own, and those must still wait for themselves.
+        for build in builds.iter().flatten() {
+            build.exec.idle_after_synchronize(ctx);
+        }
+    }
     drop(builds);
 }
 
