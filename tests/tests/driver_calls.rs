@@ -446,3 +446,81 @@ fn work_a_graph_drop_runs_enqueues_is_waited_for() {
         );
     }
 }
+
+/// What the child of `a_word_whose_wait_failed_keeps_its_page` does, through this variable.
+const FAILED_WAIT_ENV: &str = "GPU_PIPELINE_DRIVER_CALLS_FAILED_WAIT";
+
+/// A flag cell and a graph's condition handle, each dropped while the context synchronize
+/// fails (as it does while another thread captures in global mode), then the context.
+fn drop_while_synchronize_fails(ctx: Context) -> Result<()> {
+    let cell = gpu_pipeline::FlagCell::<u32>::new(&ctx, 1)?;
+    let mut graph = gpu_pipeline::Graph::new(&ctx)?;
+    let handle = graph.condition_handle(gpu_pipeline::HandleKind::Decision)?;
+    drop(graph);
+    // SAFETY: the child's only test thread; nothing else reads the environment meanwhile.
+    unsafe { std::env::set_var("FAKE_CUDA_FAIL_CTX_SYNC", "1") };
+    drop((cell, handle));
+    // SAFETY: as above.
+    unsafe { std::env::remove_var("FAKE_CUDA_FAIL_CTX_SYNC") };
+    drop(ctx);
+    Ok(())
+}
+
+/// A flag word or graph word whose drop could not wait for its work is never handed back, and
+/// the page it is on is not freed with the context either: work may still write it (before,
+/// the context's drop freed both pages under it, where the words' own allocations used to be
+/// leaked).
+#[test]
+fn a_word_whose_wait_failed_keeps_its_page() {
+    if std::env::var(FAILED_WAIT_ENV).is_ok() {
+        drop_while_synchronize_fails(Context::auto().unwrap()).unwrap();
+        return;
+    }
+    let Some(driver) = fake_driver() else {
+        return;
+    };
+    let file = std::env::temp_dir().join(format!(
+        "gpu-pipeline-fake-failed-wait-{}",
+        std::process::id()
+    ));
+    let output = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "a_word_whose_wait_failed_keeps_its_page",
+            "--exact",
+            "--nocapture",
+        ])
+        .env(FAILED_WAIT_ENV, "1")
+        .env(gpu_pipeline::DRIVER_PATH_ENV, &driver)
+        .env(gpu_pipeline::BACKEND_ENV, "cuda")
+        .env("FAKE_CUDA_COUNTS", &file)
+        .output()
+        .unwrap();
+    std::fs::remove_file(&driver).ok();
+    assert!(
+        output.status.success(),
+        "the child failed: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = std::fs::read_to_string(&file).expect("the fake driver wrote no counts");
+    std::fs::remove_file(&file).ok();
+    let count = |name: &str| -> u64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no count of {name}: {text}"))
+    };
+    // The pages were made (one each) and are not freed.
+    assert_eq!(count("cuMemHostAlloc"), 1, "{text}");
+    assert_eq!(count("cuMemAlloc"), 1, "{text}");
+    assert_eq!(
+        count("cuMemFreeHost"),
+        0,
+        "a page under a leaked flag word was freed: {text}"
+    );
+    assert_eq!(
+        count("cuMemFree"),
+        0,
+        "a page under a leaked graph word was freed: {text}"
+    );
+}

@@ -91,7 +91,14 @@ CUresult fake_cuStreamSynchronize(void* s) {
   }
   return 0;
 }
-CUresult fake_cuCtxSynchronize(void) { counts[C_CTX_SYNC]++; return 0; }
+// With FAKE_CUDA_FAIL_CTX_SYNC set (read at each call), a context synchronize fails as one
+// does while another thread captures in global mode (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED):
+// the context lives on, and work may still run.
+CUresult fake_cuCtxSynchronize(void) {
+  counts[C_CTX_SYNC]++;
+  const char* fail = getenv("FAKE_CUDA_FAIL_CTX_SYNC");
+  return fail && *fail ? 900 : 0;
+}
 CUresult fake_cuMemFree(uintptr_t p) { counts[C_MEM_FREE]++; return 0; }
 static uintptr_t next_dev = 0x700000000000ull;
 CUresult fake_cuMemAlloc(uintptr_t* p, size_t b) { counts[C_MEM_ALLOC]++; *p = next_dev; next_dev += (b + 0xffff) & ~0xffffull; return 0; }

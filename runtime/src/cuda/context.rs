@@ -369,8 +369,9 @@ impl Drop for Context {
             );
             return;
         }
-        // Every flag word holds this context, so none is lent any more; their work finished
-        // before each was handed back.
+        // Every flag word and graph word holds this context, so none is held any more; their
+        // work finished before each was handed back (a slab with one never handed back, whose
+        // work may still run, leaks its pages).
         if let Ok(d) = self.bind() {
             self.flags.release(d);
             self.words.release(d);

@@ -25,7 +25,8 @@ pub(crate) struct SlabWord {
 ///
 /// Invariant: every page was allocated by `cuMemHostAlloc` (`DEVICEMAP`, `PORTABLE`) in the
 /// owning context and is freed only by [`FlagSlab::release`], which the context calls from
-/// its drop, after every `FlagWord` (each holds the context) is gone. A word is on `free`
+/// its drop, after every `FlagWord` (each holds the context) is gone, and only when every
+/// word handed out was handed back (`lent` is 0; else they are leaked). A word is on `free`
 /// only once no enqueued work can touch it (`FlagWord`'s drop puts it back after a context
 /// synchronize).
 #[derive(Default)]
@@ -41,6 +42,9 @@ struct Pages {
     unused: usize,
     /// Words handed back.
     free: Vec<SlabWord>,
+    /// Words handed out and not handed back: a word whose drop could not wait for its work
+    /// is never handed back, and its page must then outlive the context.
+    lent: usize,
 }
 
 // SAFETY: the pointers are process-wide host allocations, used only through the mutex (and by
@@ -55,6 +59,7 @@ impl FlagSlab {
     pub(crate) fn take(&self, d: &Driver) -> Result<SlabWord> {
         let mut pages = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(word) = pages.free.pop() {
+            pages.lent += 1;
             return Ok(word);
         }
         if pages.unused == 0 {
@@ -65,6 +70,7 @@ impl FlagSlab {
         let first = *pages.pages.last().expect("a page was just made");
         let index = WORDS_PER_PAGE - pages.unused;
         pages.unused -= 1;
+        pages.lent += 1;
         // SAFETY: `index` < WORDS_PER_PAGE words into a page of that many.
         let host = unsafe { first.host.add(index) };
         Ok(SlabWord {
@@ -76,19 +82,26 @@ impl FlagSlab {
     /// Hands `word` back. The caller (a `FlagWord`'s drop) has synchronized the context: no
     /// work enqueued before can touch it any more.
     pub(crate) fn give_back(&self, word: SlabWord) {
-        self.inner
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .free
-            .push(word);
+        let mut pages = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        pages.lent -= 1;
+        pages.free.push(word);
     }
 
     /// Frees every page (`d` with the context bound). Only the context's drop calls it: no
-    /// word is lent any more.
+    /// word is held any more. A word never handed back (its drop's synchronize failed, so
+    /// work may still write it) leaks every page instead.
     pub(crate) fn release(&self, d: &Driver) {
         let mut pages = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         pages.free.clear();
         pages.unused = 0;
+        if pages.lent != 0 {
+            tracing::warn!(
+                words = pages.lent,
+                "flag words whose work could not be waited for were leaked; so are their pages"
+            );
+            pages.pages.clear();
+            return;
+        }
         for page in pages.pages.drain(..) {
             // SAFETY: allocated by cuMemHostAlloc in `new_page`; no word of it is lent (the
             // caller's promise) and no work uses it (each word was handed back after a

@@ -19,7 +19,8 @@ const SLOTS_PER_PAGE: usize = 4096;
 ///
 /// Invariant: every page was allocated by `cuMemAlloc` in the owning context and is freed only
 /// by [`WordSlab::release`], which the context calls from its drop, after every memory lent a
-/// slot (each holds the context) is gone. A slot is on `free` only once no enqueued work can
+/// slot (each holds the context) is gone, and only when every slot handed out was handed back
+/// (`lent` is 0; else they are leaked). A slot is on `free` only once no enqueued work can
 /// touch it.
 #[derive(Default)]
 pub(crate) struct WordSlab {
@@ -34,6 +35,9 @@ struct Pages {
     unused: usize,
     /// Slots handed back.
     free: Vec<sys::CUdeviceptr>,
+    /// Slots handed out and not handed back: a slot whose drop could not wait for its work
+    /// is never handed back, and its page must then outlive the context.
+    lent: usize,
 }
 
 impl WordSlab {
@@ -42,6 +46,7 @@ impl WordSlab {
     pub(crate) fn take(&self, d: &Driver) -> Result<sys::CUdeviceptr> {
         let mut pages = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(slot) = pages.free.pop() {
+            pages.lent += 1;
             return Ok(slot);
         }
         if pages.unused == 0 {
@@ -56,24 +61,32 @@ impl WordSlab {
         let page = *pages.pages.last().expect("a page was just made");
         let index = SLOTS_PER_PAGE - pages.unused;
         pages.unused -= 1;
+        pages.lent += 1;
         Ok(page + (index * SLOT_BYTES) as sys::CUdeviceptr)
     }
 
     /// Hands `slot` back: its memory's drop waited for the work that could use it.
     pub(crate) fn give_back(&self, slot: sys::CUdeviceptr) {
-        self.inner
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .free
-            .push(slot);
+        let mut pages = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        pages.lent -= 1;
+        pages.free.push(slot);
     }
 
     /// Frees every page (`d` with the context bound). Only the context's drop calls it: no
-    /// slot is lent any more.
+    /// slot is held any more. A slot never handed back (its drop's synchronize failed, so
+    /// work may still use it) leaks every page instead.
     pub(crate) fn release(&self, d: &Driver) {
         let mut pages = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         pages.free.clear();
         pages.unused = 0;
+        if pages.lent != 0 {
+            tracing::warn!(
+                slots = pages.lent,
+                "graph words whose work could not be waited for were leaked; so are their pages"
+            );
+            pages.pages.clear();
+            return;
+        }
         for page in pages.pages.drain(..) {
             // SAFETY: allocated by cuMemAlloc in `take`; no slot of it is lent (the caller's
             // promise) and no work uses it (each slot was handed back after a wait).
