@@ -9,8 +9,7 @@ use crate::error::{DriverError, Error, Result};
 use crate::sys::{self, CUresult, CUstreamCaptureMode};
 
 use super::device::Device;
-use super::flag_slab::FlagSlab;
-use super::word_slab::WordSlab;
+use super::slab::{FlagPages, Slab, WordPages};
 use crate::vocab::attribute::SyncPolicy;
 
 impl SyncPolicy {
@@ -141,9 +140,9 @@ pub(crate) struct Context {
     raw: sys::CUcontext,
     driver: &'static Driver,
     /// The device-mapped host words this context's flag words use.
-    flags: FlagSlab,
+    flags: Slab<FlagPages>,
     /// The device slots graphs' condition words and loop counters use.
-    words: WordSlab,
+    words: Slab<WordPages>,
 }
 
 // SAFETY: a CUcontext is a process-wide handle the driver lets any thread make current; the
@@ -165,8 +164,8 @@ impl Context {
             device: *device,
             raw,
             driver: d,
-            flags: FlagSlab::default(),
-            words: WordSlab::default(),
+            flags: Slab::default(),
+            words: Slab::default(),
         })
     }
 
@@ -270,12 +269,12 @@ impl Context {
     }
 
     /// Where this context's flag words come from.
-    pub(crate) fn flag_slab(&self) -> &FlagSlab {
+    pub(crate) fn flag_slab(&self) -> &Slab<FlagPages> {
         &self.flags
     }
 
     /// Where graphs' small device words of this context come from.
-    pub(crate) fn word_slab(&self) -> &WordSlab {
+    pub(crate) fn word_slab(&self) -> &Slab<WordPages> {
         &self.words
     }
 

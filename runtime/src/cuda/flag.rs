@@ -10,7 +10,7 @@ use crate::error::Result;
 use crate::sys;
 
 use super::Context;
-use super::flag_slab::SlabWord;
+use super::slab::FlagSlot;
 
 /// A device-mapped host word.
 ///
@@ -38,7 +38,7 @@ impl FlagWord {
     /// when every word of the pages so far is in use).
     pub(crate) fn new(ctx: &Arc<Context>) -> Result<FlagWord> {
         let d = ctx.bind()?;
-        let SlabWord { host, device } = ctx.flag_slab().take(d)?;
+        let FlagSlot { host, device } = ctx.flag_slab().take(d)?;
         let word = FlagWord {
             ctx: ctx.clone(),
             host,
@@ -104,7 +104,7 @@ impl Drop for FlagWord {
             return;
         }
         // All work that could use it finished: the next word made may be this one.
-        self.ctx.flag_slab().give_back(SlabWord {
+        self.ctx.flag_slab().give_back(FlagSlot {
             host: self.host,
             device: self.device,
         });

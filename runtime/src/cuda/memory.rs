@@ -312,7 +312,7 @@ impl DeviceMemory {
     /// A few bytes (a condition's words, a loop's counter) are a slot of the context's word
     /// slab, handed back on drop: no `cuMemAlloc` and `cuMemFree` per graph.
     pub(crate) fn alloc_zeroing(ctx: &Arc<Context>, bytes: usize) -> Result<DeviceMemory> {
-        if bytes > super::word_slab::SLOT_BYTES {
+        if bytes > super::slab::WORD_SLOT_BYTES {
             let mut memory = DeviceMemory::alloc_with_memset(ctx, bytes)?;
             memory.private = true;
             return Ok(memory);

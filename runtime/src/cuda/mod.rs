@@ -25,7 +25,6 @@ mod device;
 mod event;
 mod fence;
 mod flag;
-mod flag_slab;
 mod graph;
 mod held;
 mod host_data;
@@ -41,9 +40,9 @@ pub mod nvtx;
 mod pinned;
 mod pool;
 pub(crate) mod quiesced;
+mod slab;
 mod stream;
 mod window;
-mod word_slab;
 
 pub(crate) use capture::open_captures;
 pub(crate) use context::Context;
