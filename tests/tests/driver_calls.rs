@@ -129,19 +129,18 @@ fn fake_driver() -> Option<PathBuf> {
     }
 }
 
-/// The counts the fake driver wrote for a child that made `captures` captures.
-fn counts(driver: &Path, captures: u64) -> HashMap<String, u64> {
+/// Runs the test `test` of this binary in a child process that loads the fake driver
+/// `driver`, with `env` set (what the child does), and returns the counts the fake driver
+/// wrote at the child's exit; fails when the child fails.
+fn child_counts(driver: &Path, test: &str, env: (&str, &str)) -> HashMap<String, u64> {
     let file = std::env::temp_dir().join(format!(
-        "gpu-pipeline-fake-counts-{}-{captures}",
-        std::process::id()
+        "gpu-pipeline-fake-counts-{}-{test}-{}",
+        std::process::id(),
+        env.1.replace(' ', "-")
     ));
     let output = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "captures_pin_no_host_memory_and_wait_for_no_memset_or_context_at_once",
-            "--exact",
-            "--nocapture",
-        ])
-        .env(CAPTURES_ENV, captures.to_string())
+        .args([test, "--exact", "--nocapture"])
+        .env(env.0, env.1)
         .env(gpu_pipeline::DRIVER_PATH_ENV, driver)
         .env(gpu_pipeline::BACKEND_ENV, "cuda")
         .env("FAKE_CUDA_COUNTS", &file)
@@ -159,6 +158,15 @@ fn counts(driver: &Path, captures: u64) -> HashMap<String, u64> {
         .filter_map(|line| line.split_once(' '))
         .map(|(name, n)| (name.to_owned(), n.trim().parse().unwrap()))
         .collect()
+}
+
+/// The counts the fake driver wrote for a child that made `captures` captures.
+fn counts(driver: &Path, captures: u64) -> HashMap<String, u64> {
+    child_counts(
+        driver,
+        "captures_pin_no_host_memory_and_wait_for_no_memset_or_context_at_once",
+        (CAPTURES_ENV, &captures.to_string()),
+    )
 }
 
 #[test]
@@ -252,34 +260,14 @@ fn slabs_grow_by_pages_and_reuse_what_is_handed_back() {
     let Some(driver) = fake_driver() else {
         return;
     };
-    let file = std::env::temp_dir().join(format!("gpu-pipeline-fake-slabs-{}", std::process::id()));
-    let output = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "slabs_grow_by_pages_and_reuse_what_is_handed_back",
-            "--exact",
-            "--nocapture",
-        ])
-        .env(SLABS_ENV, "1")
-        .env(gpu_pipeline::DRIVER_PATH_ENV, &driver)
-        .env(gpu_pipeline::BACKEND_ENV, "cuda")
-        .env("FAKE_CUDA_COUNTS", &file)
-        .output()
-        .unwrap();
-    std::fs::remove_file(&driver).ok();
-    assert!(
-        output.status.success(),
-        "the child failed: {}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
+    let counts = child_counts(
+        &driver,
+        "slabs_grow_by_pages_and_reuse_what_is_handed_back",
+        (SLABS_ENV, "1"),
     );
-    let text = std::fs::read_to_string(&file).expect("the fake driver wrote no counts");
-    std::fs::remove_file(&file).ok();
-    let count = |name: &str| -> u64 {
-        text.lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
-            .and_then(|n| n.trim().parse().ok())
-            .unwrap_or_else(|| panic!("no count of {name}: {text}"))
-    };
+    std::fs::remove_file(&driver).ok();
+    let count = |name: &str| counts[name];
+    let text = format!("{counts:?}");
     // 600 words: two pages, made once; 5000 slots: two pages, made once; every page freed
     // with the context.
     assert_eq!(count("cuMemHostAlloc"), 2, "{text}");
@@ -399,35 +387,11 @@ fn work_a_graph_drop_runs_enqueues_is_waited_for() {
         return;
     };
     let syncs = |mode: &str| -> u64 {
-        let file = std::env::temp_dir().join(format!(
-            "gpu-pipeline-fake-hook-{}-{}",
-            std::process::id(),
-            mode.replace(' ', "-")
-        ));
-        let output = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "work_a_graph_drop_runs_enqueues_is_waited_for",
-                "--exact",
-                "--nocapture",
-            ])
-            .env(HOOK_ENV, mode)
-            .env(gpu_pipeline::DRIVER_PATH_ENV, &driver)
-            .env(gpu_pipeline::BACKEND_ENV, "cuda")
-            .env("FAKE_CUDA_COUNTS", &file)
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "the child failed: {}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let text = std::fs::read_to_string(&file).expect("the fake driver wrote no counts");
-        std::fs::remove_file(&file).ok();
-        text.lines()
-            .find_map(|l| l.strip_prefix("cuCtxSynchronize "))
-            .and_then(|n| n.trim().parse().ok())
-            .unwrap_or_else(|| panic!("no count of cuCtxSynchronize: {text}"))
+        child_counts(
+            &driver,
+            "work_a_graph_drop_runs_enqueues_is_waited_for",
+            (HOOK_ENV, mode),
+        )["cuCtxSynchronize"]
     };
     let counts: Vec<(String, u64, u64)> = ["exec", "word"]
         .iter()
@@ -479,37 +443,14 @@ fn a_word_whose_wait_failed_keeps_its_page() {
     let Some(driver) = fake_driver() else {
         return;
     };
-    let file = std::env::temp_dir().join(format!(
-        "gpu-pipeline-fake-failed-wait-{}",
-        std::process::id()
-    ));
-    let output = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "a_word_whose_wait_failed_keeps_its_page",
-            "--exact",
-            "--nocapture",
-        ])
-        .env(FAILED_WAIT_ENV, "1")
-        .env(gpu_pipeline::DRIVER_PATH_ENV, &driver)
-        .env(gpu_pipeline::BACKEND_ENV, "cuda")
-        .env("FAKE_CUDA_COUNTS", &file)
-        .output()
-        .unwrap();
-    std::fs::remove_file(&driver).ok();
-    assert!(
-        output.status.success(),
-        "the child failed: {}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
+    let counts = child_counts(
+        &driver,
+        "a_word_whose_wait_failed_keeps_its_page",
+        (FAILED_WAIT_ENV, "1"),
     );
-    let text = std::fs::read_to_string(&file).expect("the fake driver wrote no counts");
-    std::fs::remove_file(&file).ok();
-    let count = |name: &str| -> u64 {
-        text.lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
-            .and_then(|n| n.trim().parse().ok())
-            .unwrap_or_else(|| panic!("no count of {name}: {text}"))
-    };
+    std::fs::remove_file(&driver).ok();
+    let count = |name: &str| counts[name];
+    let text = format!("{counts:?}");
     // The pages were made (one each) and are not freed.
     assert_eq!(count("cuMemHostAlloc"), 1, "{text}");
     assert_eq!(count("cuMemAlloc"), 1, "{text}");
