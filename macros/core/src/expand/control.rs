@@ -60,6 +60,17 @@ pub fn uses_device_condition(pipeline: &Pipeline<'_>) -> bool {
     })
 }
 
+/// Whether a built graph of the step may use the library's condition kernels: a condition
+/// the library decides (a comparison, `step`, a switch on a buffer), or a `do ... while`
+/// (one in another loop's body restarts with one of them). Kernel-set conditions alone need
+/// none on a 12.8+ driver, so such a pipeline loads nothing ahead.
+fn uses_condition_kernels(pipeline: &Pipeline<'_>) -> bool {
+    controls(pipeline).iter().any(|c| {
+        !matches!(c.condition, ControlCondition::Kernel { .. })
+            || matches!(c.source, crate::ast::Control::DoWhile { .. })
+    })
+}
+
 /// The pipeline struct's fields for control flow.
 pub fn struct_fields(pipeline: &Pipeline<'_>) -> TokenStream {
     let rt = rt();
@@ -73,7 +84,7 @@ pub fn struct_fields(pipeline: &Pipeline<'_>) -> TokenStream {
     if uses_device_condition(pipeline) {
         fields.extend(quote!(__staging: #rt::ConditionStaging,));
     }
-    if !controls(pipeline).is_empty() {
+    if uses_condition_kernels(pipeline) {
         fields.extend(quote! {
             /// Keeps the library's condition kernels loaded from one capture to the next.
             __condition_kernels: #rt::ConditionKernels,
@@ -95,7 +106,7 @@ pub fn field_inits(pipeline: &Pipeline<'_>, ctx: &syn::Ident) -> TokenStream {
     if uses_device_condition(pipeline) {
         inits.extend(quote!(__staging: ::core::default::Default::default(),));
     }
-    if !controls(pipeline).is_empty() {
+    if uses_condition_kernels(pipeline) {
         inits.extend(quote!(__condition_kernels: #rt::ConditionKernels::keep(#ctx),));
     }
     inits
